@@ -1,0 +1,156 @@
+# swift-tools — one Makefile for the library, the commands, the tests and the demo.
+#
+#   make                  build every command into $(O)/bin
+#   make test             install missing packages, build, run every test (one prove verdict)
+#   make demo             install missing packages, build, run the whole pipeline on our own data
+#   make bench            print benchmark figures and ratios to the references
+#   make O=build-asan SANITIZE=address,undefined test
+#   make DEVELOPER=1      -Werror and extra warnings (CI does this)
+#   make CUDA=0|1         skip / force the CUDA objects (default: built when nvcc is found)
+#   make install PREFIX=/usr/local
+#   make format-check     clang-format the tree in dry-run mode
+#   make V=1              show the commands
+
+O ?= build
+PREFIX ?= /usr/local
+SHARED ?= ../shared
+CC ?= gcc
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+ifeq ($(CUDA),)
+  CUDA := $(if $(NVCC),1,0)
+endif
+
+ifeq ($(V),1)
+  Q :=
+  say :=
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2);
+endif
+
+WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wvla -Wstrict-prototypes
+ifeq ($(DEVELOPER),1)
+  WARN += -Werror
+endif
+OPT ?= -O2
+CPPFLAGS += -Ilib -Ikernels -I. -D_GNU_SOURCE -DSWIFT_VERSION='"$(VERSION)"'
+CFLAGS ?= $(OPT) -g
+CFLAGS += -std=c11 -pthread -fopenmp $(WARN) -MMD -MP
+LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lopenblas -lpcre2-8 -lutf8proc -lyaml -lm -pthread -fopenmp
+
+ifneq ($(SANITIZE),)
+  CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+ifeq ($(CUDA),1)
+  CPPFLAGS += -DSWIFT_HAVE_CUDA=1
+  CU_SRC := $(wildcard kernels/cuda/*.cu)
+  CU_OBJ := $(CU_SRC:%.cu=$(O)/obj/%.o)
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+  NVCCFLAGS ?= -O2 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall$(if $(filter 1,$(DEVELOPER)),$(comma)-Werror) -Werror all-warnings
+endif
+comma := ,
+
+LIB_SRC := $(sort $(wildcard lib/*.c lib/*/*.c kernels/cpu/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(O)/obj/%.o) $(CU_OBJ)
+CMD_SRC := $(sort $(wildcard cmd/*.c))
+BINS := $(CMD_SRC:cmd/%.c=$(O)/bin/%)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNITS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+KTEST_SRC := $(sort $(wildcard tests/kernels/test_*.c))
+KTESTS := $(KTEST_SRC:tests/kernels/%.c=$(O)/tests/%)
+BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
+BENCHES := $(BENCH_SRC:tests/bench/%.c=$(O)/bench/%)
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZES := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
+LIBA := $(O)/lib/libswift.a
+
+.PHONY: all deps test test-unit test-cli demo bench install format format-check fuzz clean man
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: $(BINS)
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(O)/obj/%.o: %.cu
+	@mkdir -p $(@D)
+	$(call say,NVCC,$<)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -c -o $@ $<
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(O)/bin/%: $(O)/obj/cmd/%.o $(LIBA)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+
+$(O)/tests/%: $(O)/obj/tests/unit/%.o $(LIBA)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS) -lcmocka
+
+$(O)/tests/%: $(O)/obj/tests/kernels/%.o $(LIBA)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS) -lcmocka
+
+$(O)/bench/%: $(O)/obj/tests/bench/%.o $(LIBA)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+
+# Fuzz targets: libFuzzer under clang when available, else a file-replay driver under $(CC).
+FUZZ_CC ?= $(shell command -v clang 2>/dev/null)
+$(O)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBA)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIBA) $(LDLIBS)
+
+deps:
+	@sh scripts/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all tests
+	@SWIFT_BIN=$(abspath $(O)/bin) SWIFT_BUILD=$(abspath $(O)) SHARED=$(abspath $(SHARED)) \
+	  CMOCKA_MESSAGE_OUTPUT=TAP prove --exec $(abspath tests/tap-exec) $(UNITS) $(KTESTS) \
+	  $(sort $(wildcard tests/cli/*.bats))
+
+tests: $(BINS) $(UNITS) $(KTESTS) $(FUZZES)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@SWIFT_BIN=$(abspath $(O)/bin) sh pipelines/demo.sh
+
+bench: all $(BENCHES)
+	@SWIFT_BIN=$(abspath $(O)/bin) SWIFT_BUILD=$(abspath $(O)) SHARED=$(abspath $(SHARED)) \
+	  sh tests/bench/run.sh
+
+fuzz: $(FUZZES)
+	@SHARED=$(abspath $(SHARED)) sh tests/fuzz/run.sh $(O)/fuzz
+
+man: all
+	@sh scripts/man.sh $(O)/bin $(O)/man
+
+install: all man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(O)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
+	for b in $(notdir $(BINS)); do \
+	  install -m 644 completions/swift.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$b; done
+	install -m 644 completions/_swift $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_swift
+
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC) && echo "format-check: ok"
+format:
+	@clang-format -i $(FORMAT_SRC)
+
+clean:
+	rm -rf $(O)
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

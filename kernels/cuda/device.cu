@@ -1,0 +1,40 @@
+// device.cu — CUDA device discovery for lib/device.c. Every runtime call is checked; a machine
+// without a GPU (or without a driver) is a normal answer, not an error.
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "lib/device.h"
+}
+
+extern "C" int swift_cuda_query(struct swift_device_info *info, int max, char *why, size_t whylen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "no usable CUDA device: %s", cudaGetErrorString(e));
+        cudaGetLastError(); /* clear the sticky error */
+        return 0;
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "no CUDA device found");
+        return 0;
+    }
+    for (int i = 0; i < n && i < max; i++) {
+        cudaDeviceProp p;
+        e = cudaGetDeviceProperties(&p, i);
+        if (e != cudaSuccess) {
+            snprintf(why, whylen, "%s:%d: cudaGetDeviceProperties: %s", __FILE__, __LINE__,
+                     cudaGetErrorString(e));
+            return 0;
+        }
+        info[i].index = i;
+        snprintf(info[i].name, sizeof(info[i].name), "%s", p.name);
+        info[i].total_mem = p.totalGlobalMem;
+        info[i].cc_major = p.major;
+        info[i].cc_minor = p.minor;
+        info[i].sm_count = p.multiProcessorCount;
+    }
+    return n;
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Install the Debian packages swift-tools needs; quick when they are all present.
+# One list for the build, the tests, the demo and CI (DESIGN.md section 4).
+set -eu
+PKGS="gcc make pkg-config git ca-certificates
+libjansson-dev zlib1g-dev libarchive-dev libcurl4-openssl-dev libssl-dev
+libopenblas-dev libpcre2-dev libutf8proc-dev libyaml-dev
+openmpi-bin libopenmpi-dev
+libcmocka-dev bats perl jq python3 help2man"
+missing=
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing" >&2
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >&2
