@@ -476,7 +476,7 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
     swift_an_set_init(&set);
     int rc = 0;
     for (int i = 0; i < o->npaths; i++) {
-        if (swift_an_load_path(&set, o->paths[i], 0) < 0)
+        if (swift_an_load_path(&set, o->paths[i], SWIFT_AN_LOAD_RECURSE) < 0)
             set.nfailed++;
     }
     if (set.nfailed && o->strict) {

@@ -232,7 +232,12 @@ static void hta_rows(struct ctx *c)
                 last_step_start = r->ts;
         }
     }
-    if (multi_steps) {
+    /* HTA (f4d0062c, REFERENCE.md §1.1) does not filter MTIA traces */
+    uint32_t mtia = swift_an_lookup(st, "mtia_ccp_events");
+    int is_mtia = 0;
+    for (size_t i = 0; i < s->n && mtia != SWIFT_AN_NONE && !is_mtia; i++)
+        is_mtia = s->ev[i].cat == mtia;
+    if (multi_steps && !is_mtia) {
         struct imap cpu_corr = {0};
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {

@@ -515,10 +515,33 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Processes of one job: same format, stage and world size (>= 2); Kineto traces also in the
+ * same directory (a multi-rank set). */
+static int same_job(const struct swift_an_proc *a, const struct swift_an_proc *b)
+{
+    const struct swift_an_source *x = a->src, *y = b->src;
+    if (x->kind != y->kind || x->world_size != y->world_size || x->world_size < 2)
+        return 0;
+    if (strcmp(x->stage ? x->stage : "", y->stage ? y->stage : ""))
+        return 0;
+    if (x->kind == SWIFT_AN_KINETO) {
+        const char *sx = strrchr(x->path, '/'), *sy = strrchr(y->path, '/');
+        size_t lx = sx ? (size_t)(sx - x->path) : 0, ly = sy ? (size_t)(sy - y->path) : 0;
+        if (lx != ly || strncmp(x->path, y->path, lx))
+            return 0;
+    }
+    return 1;
+}
+
+static double median(double *d, size_t m)
+{
+    qsort(d, m, sizeof(*d), cmp_d);
+    return m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
+}
+
 static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t n,
                            const struct swift_analyze_opts *o)
 {
-    /* group: same format and stage; at least two ranks with steps */
     double *d = malloc((n + 1) * sizeof(*d));
     if (!d)
         abort();
@@ -526,42 +549,36 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
         const struct swift_an_proc *a = &ps[g];
         if (!a->nsteps)
             continue;
-        /* only the first process of each group leads it */
-        int lead = 1;
-        for (size_t h = 0; h < g; h++)
-            if (ps[h].nsteps && ps[h].src->kind == a->src->kind &&
-                !strcmp(ps[h].src->stage ? ps[h].src->stage : "", a->src->stage ? a->src->stage : ""))
+        int lead = 1; /* the first process of each job leads it */
+        for (size_t h = 0; h < g && lead; h++)
+            if (ps[h].nsteps && same_job(&ps[h], a))
                 lead = 0;
         if (!lead)
             continue;
         size_t m = 0;
         for (size_t h = 0; h < n; h++)
-            if (ps[h].nsteps && ps[h].src->kind == a->src->kind &&
-                !strcmp(ps[h].src->stage ? ps[h].src->stage : "", a->src->stage ? a->src->stage : ""))
+            if (ps[h].nsteps && same_job(&ps[h], a))
                 d[m++] = ps[h].step_avg;
         if (m < 2)
             continue;
-        qsort(d, m, sizeof(*d), cmp_d);
-        double med = m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
+        double med = median(d, m);
         for (size_t h = 0; h < n; h++) {
             const struct swift_an_proc *p = &ps[h];
-            if (!p->nsteps || p->src->kind != a->src->kind ||
-                strcmp(p->src->stage ? p->src->stage : "", a->src->stage ? a->src->stage : ""))
+            if (!p->nsteps || !same_job(p, a))
                 continue;
             double v = med > 0 ? 100 * (p->step_avg - med) / med : 0;
             double th = o->th.straggler_pct;
             if (v <= th)
                 continue;
-            /* the phase where it loses most vs the median of that phase over ranks */
+            /* the phase where it loses most against the median of that phase over the job */
             int worst = -1;
             double loss = 0;
             for (int k = 0; k < p->npart; k++) {
                 size_t mm = 0;
                 for (size_t q = 0; q < n; q++)
-                    if (ps[q].nsteps && ps[q].src->kind == p->src->kind && ps[q].npart == p->npart)
+                    if (ps[q].nsteps && same_job(&ps[q], a))
                         d[mm++] = ps[q].part_avg[k];
-                qsort(d, mm, sizeof(*d), cmp_d);
-                double pm = mm % 2 ? d[mm / 2] : (d[mm / 2 - 1] + d[mm / 2]) / 2;
+                double pm = median(d, mm);
                 if (p->part_avg[k] - pm > loss)
                     loss = p->part_avg[k] - pm, worst = k;
             }
