@@ -132,6 +132,19 @@ int main(int argc, char **argv)
     swift_set_progname(argv[0]);
     struct swift_analyze_opts o;
     swift_analyze_opts_default(&o);
+    /* a trace named *.json first would be read as a config file (lib/cli.h): move it last */
+    if (argc > 2 && strlen(argv[1]) > 5 && !strcmp(argv[1] + strlen(argv[1]) - 5, ".json") &&
+        swift_an_looks_like_trace(argv[1])) {
+        char *first = argv[1];
+        memmove(argv + 1, argv + 2, (size_t)(argc - 2) * sizeof(*argv));
+        argv[argc - 1] = first;
+    } else if (argc == 2 && strlen(argv[1]) > 5 &&
+               !strcmp(argv[1] + strlen(argv[1]) - 5, ".json") && swift_an_looks_like_trace(argv[1])) {
+        static char *nargv[4];
+        nargv[0] = argv[0], nargv[1] = "--", nargv[2] = argv[1];
+        argv = nargv;
+        argc = 3;
+    }
     int argi, rc = swift_cli_parse(&command, argc, argv, on_option, &o, &argi);
     if (rc >= 0)
         return rc;

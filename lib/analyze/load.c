@@ -986,3 +986,20 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
     free(names);
     return total;
 }
+
+int swift_an_looks_like_trace(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return 0;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    size_t i = 0;
+    while (i < n && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r'))
+        i++;
+    if (i < n && buf[i] == '[')
+        return 1;
+    return strstr(buf + i, "\"traceEvents\"") || strstr(buf + i, "\"ph\"");
+}

@@ -112,6 +112,9 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags);
  * format (".jsonl" → JSONL). Returns 0 or -1. */
 int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void *data,
                          size_t len);
+/* 1 if the file's first 64 KiB look like a trace (JSON array, or "traceEvents" / "ph" keys):
+ * tells a trace.json from a config file given as the first argument. */
+int swift_an_looks_like_trace(const char *path);
 /* 1 if the name looks like a trace file (*.json, *.json.gz, *.jsonl, *.jsonl.gz). */
 int swift_an_is_trace_name(const char *name);
 

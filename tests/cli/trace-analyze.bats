@@ -171,3 +171,11 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     run "$SWIFT_BUILD/fuzz/fuzz_trace_load" -runs=300 tests/fuzz/corpus/trace_load
     [ "$status" -eq 0 ]
 }
+
+@test "a trace named *.json as the first argument is a trace, not a config file" {
+    run "$A" "$T/kineto-tb/tb_test_all_categories.json" --format json -o "$W/r.json"
+    [ "$status" -eq 0 ]
+    [ "$(json "$W/r.json" '.processes | length')" = 1 ]
+    run "$A" "$T/kineto-tb/tb_test_all_categories.json"
+    [ "$status" -eq 0 ]
+}
