@@ -432,6 +432,8 @@ static void render_chatml(struct render *r, const struct swift_template *t,
             }
             emits(r, "<|im_end|>", tm);
             emits(r, "\n", last ? 0 : tm);
+            if (last && !r->failed) /* never trained, even with SWIFT_LOSS_ALL */
+                r->e->bytemask[r->e->len - 1] = 0;
         }
     }
 }
