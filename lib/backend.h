@@ -31,12 +31,12 @@ struct swift_ops {
 
     /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out [+ bias (O)] */
     void (*matmul_fwd)(float *out, const float *in, const float *w, const float *bias, int N,
-                       int I, int O, float alpha, float beta);
+                       int In, int O, float alpha, float beta);
     /* din (N,I) = alpha * dout (N,O) @ w (O,I) + din_beta * din   (skipped when din is NULL)
      * dw (O,I) += alpha * dout^T @ in                              (skipped when dw is NULL)
      * db (O)   += alpha * sum over rows of dout                    (skipped when db is NULL) */
     void (*matmul_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
-                       const float *w, int N, int I, int O, float alpha, float din_beta);
+                       const float *w, int N, int In, int O, float alpha, float din_beta);
 
     /* out (N,C) = emb[tok[n]] ; demb (V,C) += scatter of dout by tok */
     void (*embed_fwd)(float *out, const int32_t *tok, const float *emb, int N, int C);
@@ -102,9 +102,9 @@ struct swift_ops {
 extern const struct swift_ops swift_cpu_ops;
 
 /* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
-static inline double swift_matmul_flops(int N, int I, int O)
+static inline double swift_matmul_flops(int N, int In, int O)
 {
-    return 2.0 * (double)N * (double)I * (double)O;
+    return 2.0 * (double)N * (double)In * (double)O;
 }
 
 #endif
