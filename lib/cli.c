@@ -216,22 +216,54 @@ static int is_config_path(const char *s)
            (n > 5 && !strcmp(s + n - 5, ".json"));
 }
 
+static char **expanded, **expanded_argv;
+static int nexpanded;
+
+static void free_words(char **w, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(w[i]);
+    free(w);
+}
+
+static void release_expanded(void)
+{
+    free_words(expanded, nexpanded);
+    free(expanded_argv);
+    expanded = expanded_argv = NULL;
+    nexpanded = 0;
+}
+
 int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, swift_option_fn fn,
                     void *ctx, int *argi)
 {
     /* A config file as the first argument expands in front of the remaining arguments. */
+    int orig_argc = 0;
+    char **orig_argv = NULL;
     if (argc > 1 && is_config_path(argv[1])) {
         char **words = NULL;
         int nwords = 0;
-        if (swift_cli_config_expand(cmd, argv[1], &words, &nwords) < 0)
+        int rc = swift_cli_config_expand(cmd, argv[1], &words, &nwords);
+        if (rc < 0) {
+            free_words(words, nwords);
             return SWIFT_EXIT_FAIL;
+        }
         char **nargv = calloc((size_t)(argc + nwords + 1), sizeof(char *));
         if (!nargv)
             abort();
         nargv[0] = argv[0];
         memcpy(nargv + 1, words, (size_t)nwords * sizeof(char *));
         memcpy(nargv + 1 + nwords, argv + 2, (size_t)(argc - 2) * sizeof(char *));
-        free(words); /* the words themselves live until exit, as argv does */
+        /* The expanded words live until exit (or the next parse), as argv does. */
+        release_expanded();
+        expanded = words;
+        nexpanded = nwords;
+        expanded_argv = nargv;
+        static int registered;
+        if (!registered++)
+            atexit(release_expanded);
+        orig_argc = argc;
+        orig_argv = argv;
         argc = argc - 1 + nwords;
         argv = nargv;
     }
@@ -297,8 +329,15 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, swif
             break;
         }
     }
-    if (rc < 0)
+    if (rc < 0) {
         *argi = optind;
+        if (orig_argv) {
+            /* Hand the positional arguments back in the caller's argv, at its end. */
+            int npos = argc - optind;
+            memmove(orig_argv + orig_argc - npos, argv + optind, (size_t)npos * sizeof(char *));
+            *argi = orig_argc - npos;
+        }
+    }
     for (int i = 0; i < lt.nnames; i++)
         free(lt.names[i]);
     free(lt.names);

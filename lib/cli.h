@@ -70,7 +70,7 @@ typedef int (*swift_option_fn)(void *ctx, int key, const char *arg);
 
 /*
  * Parse argv. Returns -1 when the command should go on, with the positional arguments at
- * argv[*argi] (argv may be replaced by the expanded config; it stays valid until exit).
+ * argv[*argi] .. argv[argc-1] (argv is permuted in place, as GNU getopt does).
  * Otherwise returns the exit code to return now: 0 after --help/--version/--list-options,
  * 2 after a usage error, 1 when a config file cannot be read.
  */

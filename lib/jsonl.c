@@ -21,6 +21,7 @@ int swift_jsonl_open(struct swift_jsonl *r, const char *path, int flags)
     if (!fp)
         return swift_error_errno("cannot open '%s'", path);
     swift_jsonl_init_fp(r, fp, path, flags);
+    r->owns_fp = fp != stdin;
     return 0;
 }
 
@@ -31,7 +32,7 @@ const char *swift_jsonl_name(const struct swift_jsonl *r)
 
 void swift_jsonl_close(struct swift_jsonl *r)
 {
-    if (r->fp && r->fp != stdin && r->path && strcmp(r->path, "-"))
+    if (r->fp && r->owns_fp)
         fclose(r->fp);
     free(r->buf);
     r->buf = NULL;

@@ -118,6 +118,8 @@ static void test_cli_yaml_config(void **state)
     snprintf(want, sizeof(want), "%d=256;%d=lora;%d=-;%d=wait=2,warmup=1,active=4;%d=/tmp/prof/;%d=1024;",
              K_MAXLEN, K_TUNER, K_FLAG, SWIFT_OPT_PROFILE, SWIFT_OPT_TRACE, K_MAXLEN);
     assert_string_equal(s.log, want);
+    assert_int_equal(argi, 4);
+    assert_string_equal(argv[argi], "x");
     unlink(path);
 }
 
