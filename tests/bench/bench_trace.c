@@ -51,7 +51,8 @@ int main(int argc, char **argv)
     double ns = (double)(swift_trace_now() - t0) / (double)events;
     swift_trace_close();
     printf("{\"bench\":\"trace_event\",\"events\":%ld,\"ns_per_event\":%.1f,\"target_ns\":300}\n",
-           events, ns);
+           events,
+           ns);
 
     /* 2. a tight loop of ~1 µs bodies, off vs on */
     long iters = events / 4;
@@ -63,7 +64,10 @@ int main(int argc, char **argv)
     double base = off < off2 ? off : off2;
     printf("{\"bench\":\"trace_overhead\",\"iters\":%ld,\"body_ns\":%.1f,\"on_ns\":%.1f,"
            "\"overhead_pct\":%.2f}\n",
-           iters, base / (double)iters, on / (double)iters, 100.0 * (on - base) / base);
+           iters,
+           base / (double)iters,
+           on / (double)iters,
+           100.0 * (on - base) / base);
     unlink(path);
     return 0;
 }

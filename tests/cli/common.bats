@@ -5,7 +5,9 @@
 
 setup() {
     cmds=()
-    for b in "$SWIFT_BIN"/swift-*; do [ -x "$b" ] && cmds+=("$b"); done
+    for b in "$SWIFT_BIN"/swift-*; do
+        if [ -x "$b" ]; then cmds+=("$b"); fi
+    done
 }
 
 @test "every command: --help, --version, --list-options" {

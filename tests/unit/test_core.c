@@ -182,9 +182,12 @@ static void test_sha256_vectors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_atomic_file),        cmocka_unit_test(test_atomic_dir),
-        cmocka_unit_test(test_jsonl_positions),    cmocka_unit_test(test_jsonl_line_ceiling),
-        cmocka_unit_test(test_pool_covers_each_index_once), cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_atomic_file),
+        cmocka_unit_test(test_atomic_dir),
+        cmocka_unit_test(test_jsonl_positions),
+        cmocka_unit_test(test_jsonl_line_ceiling),
+        cmocka_unit_test(test_pool_covers_each_index_once),
+        cmocka_unit_test(test_sha256_vectors),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

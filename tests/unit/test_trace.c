@@ -56,9 +56,19 @@ static const char *check_event(json_t *e)
         if (!json_is_object(args))
             return "M without args";
         if (!strcmp(json_string_value(json_object_get(e, "name")), "swift_meta")) {
-            static const char *keys[] = {"schema_version", "stage", "version", "host", "pid",
-                                         "rank", "world_size", "device", "clock",
-                                         "clock_offset_us", "start_ts", "argv", NULL};
+            static const char *keys[] = {"schema_version",
+                                         "stage",
+                                         "version",
+                                         "host",
+                                         "pid",
+                                         "rank",
+                                         "world_size",
+                                         "device",
+                                         "clock",
+                                         "clock_offset_us",
+                                         "start_ts",
+                                         "argv",
+                                         NULL};
             for (int i = 0; keys[i]; i++)
                 if (!json_object_get(args, keys[i]))
                     return "swift_meta key missing";
@@ -125,8 +135,8 @@ static void test_threads_lose_nothing(void **state)
     int fd = mkstemp(path);
     close(fd);
     char *argv[] = {"swift-test", "--flag", "we\"ird", NULL};
-    struct swift_trace_config tc = {.stage = "test", .path = path, .argc = 3, .argv = argv,
-                                    .world_size = 1};
+    struct swift_trace_config tc = {
+        .stage = "test", .path = path, .argc = 3, .argv = argv, .world_size = 1};
     assert_int_equal(swift_trace_open(&tc), 0);
     assert_true(swift_trace_enabled());
     pthread_t th[NTHREADS];
@@ -156,8 +166,8 @@ static void test_directory_naming(void **state)
     assert_non_null(mkdtemp(dir));
     char withslash[64];
     snprintf(withslash, sizeof(withslash), "%s/sub/", dir);
-    struct swift_trace_config tc = {.stage = "train", .path = withslash, .rank = 3,
-                                    .world_size = 4};
+    struct swift_trace_config tc = {
+        .stage = "train", .path = withslash, .rank = 3, .world_size = 4};
     assert_int_equal(swift_trace_open(&tc), 0);
     const char *p = swift_trace_path();
     assert_non_null(strstr(p, "/sub/train-"));
@@ -220,12 +230,16 @@ static void test_profile_schedule(void **state)
     (void)state;
     struct swift_profile p;
     char err[128];
-    assert_int_equal(swift_profile_parse("wait=1,warmup=1,active=2,repeat=1,skip_first=1", &p,
-                                         err, sizeof(err)),
-                     0);
-    const enum swift_profile_action want[] = {
-        SWIFT_PROF_NONE,   SWIFT_PROF_NONE,   SWIFT_PROF_WARMUP, SWIFT_PROF_RECORD,
-        SWIFT_PROF_RECORD_AND_SAVE, SWIFT_PROF_NONE, SWIFT_PROF_NONE};
+    assert_int_equal(
+        swift_profile_parse("wait=1,warmup=1,active=2,repeat=1,skip_first=1", &p, err, sizeof(err)),
+        0);
+    const enum swift_profile_action want[] = {SWIFT_PROF_NONE,
+                                              SWIFT_PROF_NONE,
+                                              SWIFT_PROF_WARMUP,
+                                              SWIFT_PROF_RECORD,
+                                              SWIFT_PROF_RECORD_AND_SAVE,
+                                              SWIFT_PROF_NONE,
+                                              SWIFT_PROF_NONE};
     for (long s = 0; s < 7; s++)
         assert_int_equal(swift_profile_action(&p, s), want[s]);
     /* repeat=0 cycles forever */
