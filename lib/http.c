@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,6 +327,8 @@ int swift_http_get(struct swift_http *h, const char *url, size_t max, struct swi
 
 /* ---- fetch into a partial file ---- */
 
+#define SYNC_EVERY (16LL << 20)
+
 struct fetch_state {
     struct swift_http_fetch *f;
     CURL *c;
@@ -338,6 +341,7 @@ struct fetch_state {
     int sink;             /* body is an error page: do not write */
     int restart;          /* 206 with the wrong start: truncate and try again */
     int write_errno;      /* a write to disk failed */
+    long long unsynced;   /* bytes written since the last writeback was started */
     char errbody[256];
     size_t errlen;
 };
@@ -390,6 +394,13 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     }
     swift_sha256_update(&s->sha, p, n);
     s->have += (long long)n;
+    /* start writeback as we go, so the fsync before the rename has little left to do */
+    s->unsynced += (long long)n;
+    if (s->unsynced >= SYNC_EVERY) {
+        s->unsynced = 0;
+        if (fflush(s->fp) == 0)
+            sync_file_range(fileno(s->fp), 0, 0, SYNC_FILE_RANGE_WRITE);
+    }
     s->f->fetched += (long long)n;
     if (s->f->on_bytes)
         s->f->on_bytes(s->f->ctx, (long long)n);
