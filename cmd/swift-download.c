@@ -152,7 +152,7 @@ int main(int argc, char **argv)
     o.d.exclude = o.exc;
     int argi, rc = swift_cli_parse(&command, argc, argv, on_option, &o, &argi);
     if (rc >= 0)
-        return rc;
+        return swift_close_stdout(rc);
     if (argc - argi != 1)
         return swift_usage(argc - argi ? "expected one SOURCE" : "missing SOURCE");
     o.d.source = argv[argi];

@@ -68,7 +68,7 @@ setup() {
         m=$out/$(basename "$c").1
         [ -s "$m" ]
         grep -q '^\.SH "EXIT STATUS"' "$m"
-        grep -q -- '--help' "$m"
+        grep -qF -- '\-\-help' "$m" # help2man writes \-\-help
     done
 }
 
