@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,12 +330,103 @@ int swift_http_get(struct swift_http *h, const char *url, size_t max, struct swi
 
 #define SYNC_EVERY (16LL << 20)
 
+/*
+ * The SHA-256 of the partial file is computed by a second thread that reads the file back
+ * (from the page cache) a little behind the writer: the resumed prefix and the new bytes are
+ * hashed while the transfer runs, on another core, and a restart from zero simply restarts it.
+ */
+struct hasher {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    struct swift_sha256 sha;
+    long long hashed, avail; /* avail: bytes known to be in the file */
+    int stop, err;
+};
+
+static void *hasher_main(void *arg)
+{
+    struct hasher *hs = arg;
+    static const size_t bs = 1 << 20;
+    char *buf = malloc(bs);
+    if (!buf)
+        abort();
+    for (;;) {
+        pthread_mutex_lock(&hs->mu);
+        while (hs->hashed == hs->avail && !hs->stop)
+            pthread_cond_wait(&hs->cv, &hs->mu);
+        long long target = hs->avail;
+        int stop = hs->stop;
+        pthread_mutex_unlock(&hs->mu);
+        if (hs->hashed == target && stop)
+            break;
+        while (hs->hashed < target) {
+            size_t want = (size_t)(target - hs->hashed) < bs ? (size_t)(target - hs->hashed) : bs;
+            ssize_t n = pread(hs->fd, buf, want, hs->hashed);
+            if (n <= 0) {
+                hs->err = n < 0 ? errno : EIO;
+                free(buf);
+                return NULL;
+            }
+            swift_sha256_update(&hs->sha, buf, (size_t)n);
+            hs->hashed += n;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static int hasher_start(struct hasher *hs, const char *path, long long avail)
+{
+    memset(hs, 0, sizeof(*hs));
+    hs->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (hs->fd < 0)
+        return swift_error_errno("cannot read '%s'", path);
+    if (swift_sha256_init(&hs->sha) < 0)
+        abort();
+    hs->avail = avail;
+    pthread_mutex_init(&hs->mu, NULL);
+    pthread_cond_init(&hs->cv, NULL);
+    if (pthread_create(&hs->th, NULL, hasher_main, hs))
+        abort();
+    return 0;
+}
+
+static void hasher_publish(struct hasher *hs, long long avail)
+{
+    pthread_mutex_lock(&hs->mu);
+    hs->avail = avail;
+    pthread_cond_signal(&hs->cv);
+    pthread_mutex_unlock(&hs->mu);
+}
+
+/* Wait for the hash of everything published; hex gets it (NULL: discard). 0 or -1 (errno). */
+static int hasher_finish(struct hasher *hs, char hex[65])
+{
+    pthread_mutex_lock(&hs->mu);
+    hs->stop = 1;
+    pthread_cond_signal(&hs->cv);
+    pthread_mutex_unlock(&hs->mu);
+    pthread_join(hs->th, NULL);
+    char tmp[65];
+    swift_sha256_final(&hs->sha, hex ? hex : tmp);
+    close(hs->fd);
+    pthread_mutex_destroy(&hs->mu);
+    pthread_cond_destroy(&hs->cv);
+    if (hs->err) {
+        errno = hs->err;
+        return -1;
+    }
+    return 0;
+}
+
 struct fetch_state {
     struct swift_http_fetch *f;
     CURL *c;
-    FILE *fp;
-    struct swift_sha256 sha;
-    long long have;       /* bytes in the file (and in the hash) */
+    int fd;               /* the partial file, O_APPEND */
+    struct hasher hash;
+    long long have;       /* bytes in the file */
     long long requested;  /* range start asked for in this attempt */
     struct hdr_state *hs;
     int decided;          /* first body byte of this attempt seen */
@@ -348,13 +440,11 @@ struct fetch_state {
 
 static int truncate_part(struct fetch_state *s)
 {
-    if (fflush(s->fp) || ftruncate(fileno(s->fp), 0))
+    hasher_finish(&s->hash, NULL);
+    if (ftruncate(s->fd, 0) < 0)
         return -1;
-    swift_sha256_final(&s->sha, (char[65]){0});
-    if (swift_sha256_init(&s->sha) < 0)
-        abort();
     s->have = 0;
-    return 0;
+    return hasher_start(&s->hash, s->f->part_path, 0);
 }
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
@@ -388,18 +478,26 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
         s->errbody[s->errlen] = 0;
         return n;
     }
-    if (fwrite(p, 1, n, s->fp) != n) {
-        s->write_errno = errno ? errno : EIO;
-        return 0;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(s->fd, p + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            s->write_errno = w < 0 ? errno : EIO;
+            /* whatever part of the chunk reached the file stays there (and in the hash) */
+            s->have += (long long)off;
+            hasher_publish(&s->hash, s->have);
+            return 0;
+        }
+        off += (size_t)w;
     }
-    swift_sha256_update(&s->sha, p, n);
     s->have += (long long)n;
+    hasher_publish(&s->hash, s->have);
     /* start writeback as we go, so the fsync before the rename has little left to do */
     s->unsynced += (long long)n;
     if (s->unsynced >= SYNC_EVERY) {
         s->unsynced = 0;
-        if (fflush(s->fp) == 0)
-            sync_file_range(fileno(s->fp), 0, 0, SYNC_FILE_RANGE_WRITE);
+        sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     }
     s->f->fetched += (long long)n;
     if (s->f->on_bytes)
@@ -407,53 +505,30 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static int hash_prefix(struct fetch_state *s)
-{
-    /* the partial file is open for appending; read it through a second descriptor */
-    FILE *in = fopen(s->f->part_path, "rb");
-    if (!in)
-        return swift_error_errno("cannot read '%s'", s->f->part_path);
-    static const size_t bs = 1 << 20;
-    char *buf = malloc(bs);
-    if (!buf)
-        abort();
-    size_t n;
-    long long total = 0;
-    while ((n = fread(buf, 1, bs, in)) > 0) {
-        swift_sha256_update(&s->sha, buf, n);
-        total += (long long)n;
-    }
-    int bad = ferror(in);
-    free(buf);
-    fclose(in);
-    if (bad)
-        return swift_error_errno("cannot read '%s'", s->f->part_path);
-    s->have = total;
-    return 0;
-}
-
 int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
 {
     memset(&f->resp, 0, sizeof(f->resp));
     f->sha256[0] = 0;
     f->size = f->resumed_from = f->fetched = 0;
-    f->connect_s = f->transfer_s = f->hash_prefix_s = 0;
+    f->connect_s = f->transfer_s = f->hash_wait_s = 0;
     f->http_error = 0;
 
     struct fetch_state s = {.f = f, .c = h->curl};
-    s.fp = fopen(f->part_path, "ab");
-    if (!s.fp)
+    s.fd = open(f->part_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (s.fd < 0)
         return swift_error_errno("cannot create '%s'", f->part_path);
-    setvbuf(s.fp, NULL, _IOFBF, 1 << 20);
-    if (swift_sha256_init(&s.sha) < 0)
-        abort();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = hash_prefix(&s);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    f->hash_prefix_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (rc < 0)
-        goto out;
+    struct stat fst;
+    if (fstat(s.fd, &fst) < 0) {
+        int rc = swift_error_errno("cannot stat '%s'", f->part_path);
+        close(s.fd);
+        return rc;
+    }
+    s.have = (long long)fst.st_size;
+    int rc = 0;
+    if (hasher_start(&s.hash, f->part_path, s.have) < 0) {
+        close(s.fd);
+        return -1;
+    }
     if (f->expect_size >= 0 && s.have > f->expect_size && truncate_part(&s) < 0) {
         rc = swift_error_errno("cannot truncate '%s'", f->part_path);
         goto out;
@@ -500,8 +575,6 @@ int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
             free(f->resp.effective_url);
             f->resp.effective_url = strdup(eff);
         }
-        if (fflush(s.fp) && !s.write_errno)
-            s.write_errno = errno ? errno : EIO;
         if (s.write_errno) {
             errno = s.write_errno;
             rc = swift_error_errno("cannot write '%s'", f->part_path);
@@ -553,8 +626,13 @@ int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
 out:
     curl_easy_setopt(h->curl, CURLOPT_RANGE, NULL);
     f->size = s.have;
-    swift_sha256_final(&s.sha, f->sha256);
-    if (fclose(s.fp) && rc == 0)
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (hasher_finish(&s.hash, f->sha256) < 0 && rc == 0)
+        rc = swift_error_errno("cannot read back '%s'", f->part_path);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    f->hash_wait_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (close(s.fd) < 0 && rc == 0)
         rc = swift_error_errno("cannot write '%s'", f->part_path);
     return rc;
 }

@@ -83,15 +83,15 @@ struct swift_http_fetch {
     long long fetched;           /* bytes received over the network, all attempts */
     double connect_s;            /* time to connect (TCP+TLS) of the last attempt */
     double transfer_s;           /* total time in transfers */
-    double hash_prefix_s;        /* time spent hashing the resumed prefix */
+    double hash_wait_s;          /* time waiting for the hash after the last byte */
     int http_error;              /* nonzero: failed with this final HTTP status */
 };
 
 /*
  * Fetch f->url into f->part_path. Each attempt asks for "Range: bytes=N-" where N is the size of
  * the partial file; a 200 answer restarts the file from zero, 416 restarts it, a 206 with the
- * wrong start is refused. The SHA-256 of the whole file is computed while writing (the existing
- * prefix is hashed first). The partial file is kept on failure so that a later run resumes.
+ * wrong start is refused. The SHA-256 of the whole file (resumed prefix included) is computed
+ * by a helper thread that reads the file back just behind the writer. The partial file is kept on failure so that a later run resumes.
  * Returns 0, or -1 after reporting the error (f->http_error set for HTTP statuses).
  * Caller releases f->resp.
  */
