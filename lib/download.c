@@ -6,7 +6,6 @@
 #include "hub.h"
 #include "jsonl.h"
 #include "pool.h"
-#include "progress.h"
 #include "sha256.h"
 #include "trace.h"
 
@@ -63,8 +62,10 @@ struct dl {
     struct swift_http *clients;
     int nclients;
     pthread_mutex_t mu;
-    struct swift_progress pr;
-    unsigned long long done_bytes;
+    int progress_on;
+    double t_start, t_drawn;
+    unsigned long long total_bytes, done_bytes;
+    size_t files_done;
     json_t *old; /* previous manifest's files by path (borrowed refs inside) */
     long nfailed;
 };
@@ -223,6 +224,8 @@ static int git_blob_sha1(const char *path, long long size, char hex[41])
 
 /* ---- output ---- */
 
+static void draw_progress(struct dl *d, int final);
+
 static void emit(struct dl *d, struct job *j, const char *err)
 {
     json_t *v = json_pack("{s:i,s:s,s:I,s:s,s:f,s:s,s:I}", "version", 1, "path", j->path,
@@ -234,10 +237,51 @@ static void emit(struct dl *d, struct job *j, const char *err)
     if (err)
         json_object_set_new(v, "error", json_string(err));
     pthread_mutex_lock(&d->mu);
+    if (d->progress_on && d->t_drawn > 0)
+        fputs("\r\033[K", stderr); /* stdout may share the terminal */
     swift_json_print_line(stdout, v);
     fflush(stdout);
+    d->files_done++;
+    if (j->bytes > j->fetched) /* cached or resumed bytes count as done */
+        d->done_bytes += (unsigned long long)(j->bytes - j->fetched);
+    d->t_drawn = 0;
+    draw_progress(d, 0);
     pthread_mutex_unlock(&d->mu);
     json_decref(v);
+}
+
+static void human(char *buf, size_t n, double v)
+{
+    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    int i = 0;
+    while (v >= 1000 && i < 4) {
+        v /= 1000;
+        i++;
+    }
+    snprintf(buf, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* The progress line (stderr, a terminal or --progress; at most twice a second): total bytes,
+ * files, rate and ETA. Called with d->mu held. */
+static void draw_progress(struct dl *d, int final)
+{
+    double now = now_s();
+    if (!d->progress_on || (!final && now - d->t_drawn < 0.5))
+        return;
+    d->t_drawn = now;
+    double el = now - d->t_start, rate = el > 0 ? (double)d->done_bytes / el : 0;
+    char done[32], total[32], r[32], eta[32] = "";
+    human(done, sizeof(done), (double)d->done_bytes);
+    human(total, sizeof(total), (double)d->total_bytes);
+    human(r, sizeof(r), rate);
+    if (!final && rate > 0 && d->total_bytes > d->done_bytes) {
+        long s = (long)((double)(d->total_bytes - d->done_bytes) / rate);
+        snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    }
+    fprintf(stderr, "\r\033[Kdownloading: %3.0f%% %s / %s, %zu/%zu files, %s/s%s%s",
+            d->total_bytes ? 100.0 * (double)d->done_bytes / (double)d->total_bytes : 100.0, done,
+            total, d->files_done, d->n, r, eta, final ? "\n" : "");
+    fflush(stderr);
 }
 
 static void on_bytes(void *ctx, long long n)
@@ -245,7 +289,7 @@ static void on_bytes(void *ctx, long long n)
     struct dl *d = ctx;
     pthread_mutex_lock(&d->mu);
     d->done_bytes += (unsigned long long)n;
-    swift_progress_update(&d->pr, d->done_bytes);
+    draw_progress(d, 0);
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -648,9 +692,13 @@ static int run_jobs(struct dl *d)
                                  .stall_timeout = o->timeout};
     for (int i = 0; i < d->nclients; i++)
         swift_http_init(&d->clients[i], &ho);
-    swift_progress_start(&d->pr, "downloading", total, "B", o->progress);
+    d->total_bytes = total;
+    d->progress_on = o->progress || isatty(2);
+    d->t_start = now_s();
     swift_pool_for(pool, (long)d->n, 1, fetch_one, d);
-    swift_progress_stop(&d->pr);
+    pthread_mutex_lock(&d->mu);
+    draw_progress(d, 1);
+    pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < d->nclients; i++)
         swift_http_release(&d->clients[i]);
     free(d->clients);
