@@ -243,6 +243,29 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
     return 0;
 }
 
+/* Fold LoRA adapters into the base weights: W += scale * B @ A; then run without them. */
+int swift_kv_merge_adapters(struct swift_model *m)
+{
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            struct swift_linear *L = &m->layers[l].lin[k];
+            if (!L->lora)
+                continue;
+            int rk = m->lora_rank;
+            float *At = malloc((size_t)L->in * rk * sizeof(float));
+            if (!At)
+                return swift_error("out of memory");
+            for (int a = 0; a < rk; a++)
+                for (int i = 0; i < L->in; i++)
+                    At[(size_t)i * rk + a] = L->lora->A[(size_t)a * L->in + i];
+            /* W (out,in) += scale * B (out,r) @ At (in,r)^T */
+            m->ops->matmul_fwd(L->w, L->lora->B, At, NULL, L->out, rk, L->in, m->lora_scale, 1.0f);
+            free(At);
+            L->lora = NULL;
+        }
+    return 0;
+}
+
 double swift_logprob(const float *logits, int V, int target)
 {
     double mx = -INFINITY;

@@ -62,6 +62,10 @@ void swift_kv_copy_row(struct swift_kv *kv, int dst, int src);
 int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
                      const int *want, int nwant, float *logits);
 
+/* Fold the LoRA adapters attached to m (lib/lora.h) into its base weights,
+ * W += scale * B @ A (what peft's merge_and_unload does), and detach them. Returns 0 or -1. */
+int swift_kv_merge_adapters(struct swift_model *m);
+
 /* log_softmax(logits)[target] for one row of V logits, in double. */
 double swift_logprob(const float *logits, int V, int target);
 

@@ -787,29 +787,6 @@ static void find_eos(struct run *r)
         add_eos(r, swift_tokenizer_token_id(r->tok, eos));
 }
 
-/* Fold LoRA adapters into the base weights: W += scale * B @ A; then run without them. */
-static int merge_adapters(struct swift_model *m)
-{
-    for (int l = 0; l < m->cfg.num_layers; l++)
-        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
-            struct swift_linear *L = &m->layers[l].lin[k];
-            if (!L->lora)
-                continue;
-            int rk = m->lora_rank;
-            float *At = malloc((size_t)L->in * rk * sizeof(float));
-            if (!At)
-                return swift_error("out of memory");
-            for (int a = 0; a < rk; a++)
-                for (int i = 0; i < L->in; i++)
-                    At[(size_t)i * rk + a] = L->lora->A[(size_t)a * L->in + i];
-            /* W (out,in) += scale * B (out,r) @ At (in,r)^T */
-            m->ops->matmul_fwd(L->w, L->lora->B, At, NULL, L->out, rk, L->in, m->lora_scale, 1.0f);
-            free(At);
-            L->lora = NULL;
-        }
-    return 0;
-}
-
 int swift_eval_run(const struct swift_eval_opts *opts)
 {
     struct swift_eval_opts oo = *opts;
@@ -827,7 +804,7 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         if (swift_lora_load(&r.m, o->adapters, &lo) < 0)
             goto out;
         r.m.lora_dropout = 0.0f; /* evaluation */
-        if (o->merge_adapters && merge_adapters(&r.m) < 0)
+        if (o->merge_adapters && swift_kv_merge_adapters(&r.m) < 0)
             goto out;
     }
     if (swift_tokenizer_load(&r.tok, o->model) < 0)

@@ -15,6 +15,9 @@ For each ARCH in llama, qwen2, qwen3 this writes tests/fixtures/eval/ARCH/:
                                                  continuation (t >= prompt_len)
     greedy_ids [P,G] int32, greedy_len [P]       generate(do_sample=False, max_new_tokens=G),
                                                  new tokens only; stops after eos (included)
+  llama only: adapter/ (peft save_pretrained of a LoRA r=4, alpha=8, all-linear, random B) and
+    lora_logprobs [P,TS,V] in ref.safetensors: the log-probs of the same sequences through
+    the PeftModel (swift-eval --adapters, on the fly and merged)
 
 The llama model is the one the issue names: hidden 64, 2 layers, vocab 260 (256 bytes + specials
 <|endoftext|> 256, <|im_start|> 257, <|im_end|> 258, <|pad|> 259). qwen2 (QKV bias, tied
@@ -28,6 +31,7 @@ import shutil
 import torch
 import transformers
 from safetensors.torch import save_file
+from peft import LoraConfig, get_peft_model
 from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM)
 
@@ -107,8 +111,8 @@ def write_tokenizer(d):
 
 
 def main():
-    torch.manual_seed(0)
-    for arch, (Cfg, Model, extra) in ARCHS.items():
+    for k, (arch, (Cfg, Model, extra)) in enumerate(ARCHS.items()):
+        torch.manual_seed(k)
         g = torch.Generator().manual_seed({"llama": 11, "qwen2": 12, "qwen3": 13}[arch])
         cfg = Cfg(**common, **extra)
         cfg._attn_implementation = "eager"
@@ -150,7 +154,23 @@ def main():
                                      pad_token_id=259)[0, lp:]
             greedy[p, :len(out)] = out.int()
             glen[p] = len(out)
-        save_file({"prompt_ids": prompt_ids, "prompt_len": torch.tensor(PROMPT_LENS).int(),
+        extra_t = {}
+        if arch == "llama":
+            pm = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                                  lora_dropout=0.0, bias="none"))
+            with torch.no_grad():
+                for n, p_ in pm.named_parameters():
+                    if "lora_B" in n:
+                        p_.copy_(0.3 * torch.randn(p_.shape, generator=g))
+            pm.save_pretrained(os.path.join(d, "adapter"))
+            os.remove(os.path.join(d, "adapter", "README.md"))
+            lp = torch.zeros(P, TS, V)
+            for p in range(P):
+                with torch.no_grad():
+                    lg = pm(input_ids=seq_ids[p:p + 1, :slen[p]].long()).logits[0].double()
+                lp[p, :slen[p]] = torch.log_softmax(lg, -1).float()
+            extra_t["lora_logprobs"] = lp.contiguous()
+        save_file({**extra_t, "prompt_ids": prompt_ids, "prompt_len": torch.tensor(PROMPT_LENS).int(),
                    "seq_ids": seq_ids, "seq_len": slen, "logprobs": logprobs.contiguous(),
                    "cont_loglik": cont, "greedy_ids": greedy, "greedy_len": glen},
                   os.path.join(d, "ref.safetensors"),

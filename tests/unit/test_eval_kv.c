@@ -5,6 +5,7 @@
 #include "lib/error.h"
 #include "lib/eval/generate.h"
 #include "lib/eval/kv.h"
+#include "lib/lora.h"
 #include "lib/model.h"
 #include "lib/safetensors.h"
 
@@ -264,6 +265,58 @@ static void test_greedy(void **state)
 }
 
 /* Sampling: the same seed gives the same tokens whatever the batch; top-p 0 is greedy. */
+/* LoRA adapters (peft's layout) on the fly and merged, against the PeftModel's log-probs. */
+static void test_lora(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    const struct swift_st_tensor *t = swift_safetensors_find(&r.st, "lora_logprobs");
+    assert_non_null(t);
+    float *want_lp = copy_of(t->data, t->numel * 4);
+    for (int merged = 0; merged < 2; merged++) {
+        struct swift_model m;
+        load_model(&m, "llama");
+        struct swift_lora_opts lo;
+        assert_int_equal(swift_lora_load(&m, "tests/fixtures/eval/llama/adapter", &lo), 0);
+        m.lora_dropout = 0;
+        if (merged)
+            assert_int_equal(swift_kv_merge_adapters(&m), 0);
+        int V = m.cfg.vocab_size;
+        struct swift_kv kv;
+        assert_int_equal(swift_kv_init(&kv, &m, 1, 64, 64), 0);
+        float *lg = malloc((size_t)r.TS * V * sizeof(float));
+        double maxerr = 0, maxbase = 0;
+        for (int p = 0; p < r.P; p++) {
+            int n = r.seq_len[p], rows[64] = {0}, want[64];
+            for (int i = 0; i < n; i++)
+                want[i] = i;
+            swift_kv_reset(&kv, -1);
+            assert_int_equal(swift_kv_forward(&kv, &r.seq_ids[p * r.TS], rows, n, want, n, lg), 0);
+            for (int i = 0; i < n; i++)
+                for (int v = 0; v < V; v++) {
+                    double lp = swift_logprob(lg + (size_t)i * V, V, v);
+                    double e = fabs(lp - want_lp[((size_t)p * r.TS + i) * V + v]);
+                    double eb = fabs(lp - r.logprobs[((size_t)p * r.TS + i) * V + v]);
+                    if (e > maxerr)
+                        maxerr = e;
+                    if (eb > maxbase)
+                        maxbase = eb;
+                }
+        }
+        printf("# llama + LoRA (%s): max |log-prob error| %.3g vs peft (tol %g); the adapter moves "
+               "log-probs by up to %.3g\n",
+               merged ? "merged" : "on the fly", maxerr, TOL_LOGPROB, maxbase);
+        assert_true(maxerr < TOL_LOGPROB);
+        assert_true(maxbase > 100 * TOL_LOGPROB); /* the check can fail: the adapter matters */
+        free(lg);
+        swift_kv_release(&kv);
+        swift_model_free(&m);
+    }
+    free(want_lp);
+    ref_free(&r);
+}
+
 static void test_sampling(void **state)
 {
     (void)state;
@@ -322,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_qwen2_logprobs),
         cmocka_unit_test(test_qwen3_logprobs),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_lora),
         cmocka_unit_test(test_sampling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
