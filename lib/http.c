@@ -189,6 +189,16 @@ static struct curl_slist *setup(struct swift_http *h, const char *url, struct hd
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    /* a private mirror's CA, named the way curl and requests users already do */
+    static const char *const ca_vars[] = {"CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE",
+                                          NULL};
+    for (int i = 0; ca_vars[i]; i++) {
+        const char *ca = getenv(ca_vars[i]);
+        if (ca && *ca) {
+            curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+            break;
+        }
+    }
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->o.connect_timeout);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);

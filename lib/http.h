@@ -17,6 +17,8 @@
  * One struct swift_http per thread (it keeps one curl handle, so connections are reused
  * between files of the same worker). Only http:// and https:// are allowed, also on redirects.
  * The Authorization header is not forwarded when a redirect leaves the host (libcurl's rule).
+ * CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE or SSL_CERT_FILE name a CA file for private mirrors;
+ * proxies come from http_proxy/https_proxy/no_proxy (libcurl).
  */
 #ifndef SWIFT_HTTP_H
 #define SWIFT_HTTP_H
