@@ -13,6 +13,7 @@ setup() {
     head -c "$SIZE" /dev/urandom >"$T/root/org/model/model.safetensors"
     head -c 5000 /dev/urandom >"$T/root/org/model/tokenizer.json"
     printf 'hello\n' >"$T/root/org/model/sub/notes.txt"
+    : >"$T/root/org/model/sub/empty.txt"
     printf 'pickle\n' >"$T/root/org/model/old.pt"
     printf '{"q":"a"}\n' >"$T/root/datasets/org/data/train.jsonl"
     echo '[]' >"$T/faults.json"
@@ -66,8 +67,8 @@ for l in sys.argv[1].splitlines():
     start_server
     run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
     [ "$status" -eq 0 ]
-    [ "$(printf '%s\n' "$output" | grep -c '^{')" -eq 4 ]
-    for f in config.json model.safetensors tokenizer.json sub/notes.txt; do
+    [ "$(printf '%s\n' "$output" | grep -c '^{')" -eq 5 ]
+    for f in config.json model.safetensors tokenizer.json sub/notes.txt sub/empty.txt; do
         cmp "$T/root/org/model/$f" "$T/out/$f"
         [ "$(field "$f" sha256)" = "$(sha "$T/root/org/model/$f")" ]
         [ "$(field "$f" status)" = downloaded ]
@@ -82,7 +83,7 @@ for e in m["files"]:
     assert e["source"].startswith("http://127.0.0.1:") and e["revision"]==m["commit"], e
 print(len(m["files"]))' "$T/out"
     [ "$status" -eq 0 ]
-    [ "$output" = 4 ]
+    [ "$output" = 5 ]
     [ -z "$(find "$T/out" -name '*.incomplete')" ]
 }
 
@@ -247,7 +248,7 @@ print(len(m["files"]))' "$T/out"
     run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
     [ "$status" -eq 1 ]
     [[ $output == *"tokenizer.json: HTTP 404"* ]]
-    [[ $output == *"swift-download: 1 of 4 files failed; partial data kept for the next run"* ]]
+    [[ $output == *"swift-download: 1 of 5 files failed; partial data kept for the next run"* ]]
 }
 
 @test "unwritable output directory: exit 1 and the reason" {
@@ -285,7 +286,7 @@ print(len(m["files"]))' "$T/out"
     wait $b
     grep -q "swift-download: waiting for another download of org/model (lock '$T/out/.swift-download/lock')" "$T/b.err"
     [ "$(served model.safetensors)" -eq "$SIZE" ]
-    [ "$(grep -c '"status":"cached"' "$T/b.out")" -eq 4 ]
+    [ "$(grep -c '"status":"cached"' "$T/b.out")" -eq 5 ]
     cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
 }
 
