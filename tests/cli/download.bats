@@ -412,3 +412,19 @@ EOF
     run "$B" -j 0 org/model
     [ "$status" -eq 2 ]
 }
+
+@test "https: certificates are verified; a private CA is taken from CURL_CA_BUNDLE" {
+    command -v openssl >/dev/null || skip "openssl command not installed"
+    openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -days 1 -keyout "$T/key.pem" -out "$T/cert.pem" \
+        2>/dev/null
+    start_server --tls-cert "$T/cert.pem" --tls-key "$T/key.pem"
+    EP=https://127.0.0.1:$(cat "$T/port")
+    run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" --retries 0
+    [ "$status" -eq 1 ]
+    [[ $output == "swift-download: $EP/api/models/org/model/revision/main?blobs=true: SSL certificate problem: self-signed certificate"* ]]
+    [ ! -e "$T/out" ]
+    CURL_CA_BUNDLE=$T/cert.pem run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
+    [ "$status" -eq 0 ]
+    cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
+}
