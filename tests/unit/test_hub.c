@@ -84,10 +84,11 @@ static void test_parse_hf(void **state)
 static void test_parse_modelscope(void **state)
 {
     (void)state;
-    const char *j = "{\"Code\":200,\"Success\":true,\"Data\":{\"Files\":[{\"Path\":\"sub\",\"Type\":"
-                    "\"tree\"},{\"Path\":\"sub/a.json\",\"Type\":\"blob\",\"Size\":5,\"Sha256\":"
-                    "\"e346432021b04179518d9614f3560ccd71354a4ee101ddcb893d6959a9d6301c\","
-                    "\"Revision\":\"r1\"}]}}";
+    const char *j =
+        "{\"Code\":200,\"Success\":true,\"Data\":{\"Files\":[{\"Path\":\"sub\",\"Type\":"
+        "\"tree\"},{\"Path\":\"sub/a.json\",\"Type\":\"blob\",\"Size\":5,\"Sha256\":"
+        "\"e346432021b04179518d9614f3560ccd71354a4ee101ddcb893d6959a9d6301c\","
+        "\"Revision\":\"r1\"}]}}";
     struct swift_hub_listing ls;
     assert_int_equal(swift_hub_parse_listing(SWIFT_HUB_MODELSCOPE, j, strlen(j), "u", &ls), 0);
     assert_int_equal(ls.n, 1);
@@ -108,8 +109,7 @@ static void test_parse_errors(void **state)
     const char *dup = "{\"siblings\":[{\"rfilename\":\"a\"},{\"rfilename\":\"a\"}]}";
     assert_int_equal(swift_hub_parse_listing(SWIFT_HUB_HF, dup, strlen(dup), "URL", &ls), -1);
     const char *ms = "{\"Code\":10010205001,\"Success\":false,\"Message\":\"model not found\"}";
-    assert_int_equal(swift_hub_parse_listing(SWIFT_HUB_MODELSCOPE, ms, strlen(ms), "URL", &ls),
-                     -1);
+    assert_int_equal(swift_hub_parse_listing(SWIFT_HUB_MODELSCOPE, ms, strlen(ms), "URL", &ls), -1);
     assert_int_equal(swift_hub_parse_listing(SWIFT_HUB_HF, "{\n[", 3, "URL", &ls), -1);
     fflush(fp);
     assert_non_null(strstr(msg, "URL: unsafe file path '../../etc/passwd' in the listing\n"));
@@ -180,9 +180,12 @@ static void test_archive_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_paths),        cmocka_unit_test(test_parse_hf),
-        cmocka_unit_test(test_parse_modelscope), cmocka_unit_test(test_parse_errors),
-        cmocka_unit_test(test_urls),         cmocka_unit_test(test_env),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_parse_hf),
+        cmocka_unit_test(test_parse_modelscope),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_urls),
+        cmocka_unit_test(test_env),
         cmocka_unit_test(test_archive_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
