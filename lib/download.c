@@ -556,6 +556,16 @@ static void fetch_one(void *ctx, long i, int worker)
         f.ctx = d;
         int rc = swift_http_fetch(&d->clients[worker], &f);
         j->fetched = f.fetched;
+        if (rc == 0 && f.resumed_from > 0 &&
+            verify(j, part, f.sha256, f.size, f.resp.linked_etag, why, sizeof(why)) < 0) {
+            /* the partial file came from another version of the file: start again once */
+            swift_warn("%s: resumed data does not verify (%s); fetching it again from the start",
+                       j->path, why);
+            unlink(part);
+            swift_http_resp_release(&f.resp);
+            rc = swift_http_fetch(&d->clients[worker], &f);
+            j->fetched += f.fetched;
+        }
         connect_s = f.connect_s;
         if (rc < 0) {
             snprintf(why, sizeof(why), f.http_error ? "HTTP %d" : "transfer failed", f.http_error);

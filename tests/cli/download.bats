@@ -428,3 +428,14 @@ EOF
     [ "$status" -eq 0 ]
     cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
 }
+
+@test "a stale partial file from another version is detected and fetched again from the start" {
+    start_server
+    mkdir -p "$T/out/.swift-download"
+    head -c 1000 /dev/urandom >"$T/out/.swift-download/model.safetensors.incomplete"
+    run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
+    [ "$status" -eq 0 ]
+    [[ $output == *"swift-download: warning: model.safetensors: resumed data does not verify (checksum mismatch"*"fetching it again from the start"* ]]
+    cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
+    [ "$(field model.safetensors status)" = downloaded ]
+}
