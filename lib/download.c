@@ -426,11 +426,15 @@ static int reuse_existing(struct dl *d, struct job *j, const char *final)
     return 1;
 }
 
+/* Spans of one file: connect, transfer (until the last byte), verify (waiting for the hash and
+ * comparing it), commit (fsync, rename, snapshot link), all inside "file". */
 static void trace_file(struct job *j, int64_t t0, int64_t tf0, int64_t tf1, int64_t tv1,
-                       double connect_s)
+                       int64_t tc1, double connect_s, double hash_wait_s)
 {
     if (!swift_trace_enabled())
         return;
+    int64_t tend = tf1 - (int64_t)(hash_wait_s * 1e9);
+    tf1 = tend > tf0 ? tend : tf1;
     int64_t tc = tf0 + (int64_t)(connect_s * 1e9);
     if (tc > tf1)
         tc = tf1;
@@ -445,12 +449,13 @@ static void trace_file(struct job *j, int64_t t0, int64_t tf0, int64_t tf1, int6
         swift_trace_span("download", "transfer", tc, tf1, b, 3);
     }
     swift_trace_span("download", "verify", tf1, tv1, a, 1);
+    swift_trace_span("download", "commit", tv1, tc1, a, 1);
     struct swift_targ c[] = {SWIFT_TARG_S("path", j->path),
                              SWIFT_TARG_I("bytes", j->bytes),
                              SWIFT_TARG_I("fetched", j->fetched),
                              SWIFT_TARG_S("status", j->status),
                              SWIFT_TARG_D("MB/s", mbps)};
-    swift_trace_span("download", "file", t0, tv1, c, 5);
+    swift_trace_span("download", "file", t0, tc1, c, 5);
     struct swift_targ s[] = {SWIFT_TARG_I("bytes", j->fetched), SWIFT_TARG_D("MB/s", mbps)};
     swift_trace_counters("download", s, 2);
 }
@@ -546,7 +551,7 @@ static void fetch_one(void *ctx, long i, int worker)
     char sha[65];
     long long size = 0;
     const char *linked = NULL;
-    double connect_s = 0;
+    double connect_s = 0, hash_wait_s = 0;
     struct swift_http_fetch f = {0};
     if (j->url) {
         f.url = j->url;
@@ -567,6 +572,7 @@ static void fetch_one(void *ctx, long i, int worker)
             j->fetched += f.fetched;
         }
         connect_s = f.connect_s;
+        hash_wait_s = f.hash_wait_s;
         if (rc < 0) {
             snprintf(why, sizeof(why), f.http_error ? "HTTP %d" : "transfer failed", f.http_error);
             fail(d, j, t0s, why);
@@ -590,8 +596,11 @@ static void fetch_one(void *ctx, long i, int worker)
         j->status = "copied";
         on_bytes(d, size);
     }
-    int64_t tf1 = swift_trace_enabled() ? swift_trace_now() : 0;
-    if (verify(j, part, sha, size, linked, why, sizeof(why)) < 0) {
+    int64_t tf1 = swift_trace_enabled() ? swift_trace_now() : 0, tv1 = 0;
+    int bad = verify(j, part, sha, size, linked, why, sizeof(why));
+    if (swift_trace_enabled())
+        tv1 = swift_trace_now();
+    if (bad < 0) {
         swift_error("%s: %s; removed '%s'", j->url ? j->url : j->local, why, part);
         unlink(part); /* corrupt data cannot be resumed from */
         fail(d, j, t0s, why);
@@ -607,7 +616,8 @@ static void fetch_one(void *ctx, long i, int worker)
         snprintf(j->got, sizeof(j->got), "%s", sha);
         j->bytes = size;
         j->secs = now_s() - t0s;
-        trace_file(j, t0, tf0, tf1, swift_trace_enabled() ? swift_trace_now() : 0, connect_s);
+        trace_file(j, t0, tf0, tf1, tv1, swift_trace_enabled() ? swift_trace_now() : 0, connect_s,
+                   hash_wait_s);
         emit(d, j, NULL);
     }
     swift_http_resp_release(&f.resp);
