@@ -275,18 +275,21 @@ print(len(m["files"]))' "$T/out"
 }
 
 @test "two concurrent downloads of the same model wait for each other instead of colliding" {
-    echo '[{"match":"model.safetensors","kind":"slow","delay":1,"times":1}]' >"$T/faults.json"
+    echo '[{"match":"model.safetensors","kind":"slow","delay":2,"times":1}]' >"$T/faults.json"
     start_server
     "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" >"$T/a.out" 2>"$T/a.err" &
     a=$!
-    sleep 0.3
+    sleep 0.5
     "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" >"$T/b.out" 2>"$T/b.err" &
     b=$!
     wait $a
     wait $b
-    grep -q "swift-download: waiting for another download of org/model (lock '$T/out/.swift-download/lock')" "$T/b.err"
-    [ "$(served model.safetensors)" -eq "$SIZE" ]
-    [ "$(grep -c '"status":"cached"' "$T/b.out")" -eq 5 ]
+    # whichever started second waited for the lock, then found every file done
+    msg="swift-download: waiting for another download of org/model (lock '$T/out/.swift-download/lock')"
+    if grep -qF "$msg" "$T/b.err"; then w=b; else w=a; fi
+    grep -qF "$msg" "$T/$w.err"
+    [ "$(grep -c '"status":"cached"' "$T/$w.out")" -eq 5 ]
+    [ "$(served model.safetensors)" -eq "$SIZE" ] # fetched once
     cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
 }
 
