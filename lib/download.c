@@ -565,7 +565,8 @@ static void fetch_one(void *ctx, long i, int worker)
             verify(j, part, f.sha256, f.size, f.resp.linked_etag, why, sizeof(why)) < 0) {
             /* the partial file came from another version of the file: start again once */
             swift_warn("%s: resumed data does not verify (%s); fetching it again from the start",
-                       j->path, why);
+                       j->path,
+                       why);
             unlink(part);
             swift_http_resp_release(&f.resp);
             rc = swift_http_fetch(&d->clients[worker], &f);
@@ -583,6 +584,13 @@ static void fetch_one(void *ctx, long i, int worker)
         snprintf(sha, sizeof(sha), "%s", f.sha256);
         size = f.size;
         linked = f.resp.linked_etag;
+        /* what the file answer itself promises, when the listing did not say */
+        if (j->size < 0 && f.resp.linked_size >= 0)
+            j->size = f.resp.linked_size;
+        if (d->endpoint && d->kind == SWIFT_HUB_HF && !j->sha256[0] && !j->blob_id && !linked &&
+            f.resp.etag && strlen(f.resp.etag) == 40 &&
+            strspn(f.resp.etag, "0123456789abcdef") == 40)
+            j->blob_id = xstrdup(f.resp.etag); /* HF: the git blob id of a non-LFS file */
         if (f.resumed_from > 0)
             j->status = "resumed";
     } else {
@@ -616,7 +624,13 @@ static void fetch_one(void *ctx, long i, int worker)
         snprintf(j->got, sizeof(j->got), "%s", sha);
         j->bytes = size;
         j->secs = now_s() - t0s;
-        trace_file(j, t0, tf0, tf1, tv1, swift_trace_enabled() ? swift_trace_now() : 0, connect_s,
+        trace_file(j,
+                   t0,
+                   tf0,
+                   tf1,
+                   tv1,
+                   swift_trace_enabled() ? swift_trace_now() : 0,
+                   connect_s,
                    hash_wait_s);
         emit(d, j, NULL);
     }
