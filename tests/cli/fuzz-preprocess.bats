@@ -12,3 +12,7 @@ run_fuzz() {
 @test "fuzz shard header and index.json" {
     run_fuzz shard
 }
+
+@test "fuzz tokenizer.json loader" {
+    run_fuzz tokenizer
+}

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Dump a GGUF file's header with PyPI gguf's GGUFReader, in the text format of
-swift_gguf_dump() (lib/gguf.h), so CI compares our reader (and our writer's output) with gguf-py
+`swift-export --dump` (lib/export/dump.c), so CI compares our reader (and our writer's output) with gguf-py
 without Python:
 
     python3 tests/ref/gguf_dump.py FILE.gguf [MAX_ITEMS] > fixture.txt
 """
+import hashlib
 import json
 import sys
 
@@ -50,17 +51,22 @@ def main():
                 raise SystemExit("nested arrays are not dumped by this script")
             items = f.contents()
             n = len(items)
-            shown = items[:max_items] if max_items and n > max_items else items
-            body = "[" + ",".join(fmt(et, x) for x in shown) + "]"
+            full = "[" + ",".join(fmt(et, x) for x in items) + "]"
+            body = full
             if max_items and n > max_items:
-                body = '{"type":"%s","n":%d,"head":%s}' % (TYPES[et], n, body)
+                head = "[" + ",".join(fmt(et, x) for x in items[:max_items]) + "]"
+                digest = hashlib.sha256(full.encode("utf-8")).hexdigest()
+                body = '{"type":"%s","n":%d,"head":%s,"sha256":"%s"}' % (TYPES[et], n, head,
+                                                                         digest)
             out.append("kv\t%s\tarray[%s]\t%s" % (f.name, TYPES[et], body))
         else:
             out.append("kv\t%s\t%s\t%s" % (f.name, TYPES[t], fmt(t, f.contents())))
     for t in r.tensors:
         ne = ",".join(str(int(x)) for x in t.shape)
-        out.append("tensor\t%s\t%s\t[%s]\t%d\t%d" % (t.name, t.tensor_type.name, ne,
-                                                    t.data_offset - r.data_offset, t.n_bytes))
+        digest = hashlib.sha256(t.data.tobytes()).hexdigest()[:16]
+        out.append("tensor\t%s\t%s\t[%s]\t%d\t%d\t%s" % (t.name, t.tensor_type.name, ne,
+                                                        t.data_offset - r.data_offset, t.n_bytes,
+                                                        digest))
     sys.stdout.write("\n".join(out) + "\n")
 
 
