@@ -442,3 +442,16 @@ EOF
     cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
     [ "$(field model.safetensors status)" = downloaded ]
 }
+
+@test "hf datasets and a pinned commit revision" {
+    start_server
+    run "$B" --hub hf --endpoint "$EP" --dataset org/data -o "$T/ds" -q
+    [ "$status" -eq 0 ]
+    cmp "$T/root/datasets/org/data/train.jsonl" "$T/ds/train.jsonl"
+    grep -q '"path": "/api/datasets/org/data/revision/main?blobs=true"' "$T/log"
+    commit=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commit"])' "$T/ds/manifest.json")
+    HF_HOME=$T/hf run "$B" --hub hf --endpoint "$EP" --dataset org/data --revision "$commit" -q
+    [ "$status" -eq 0 ]
+    cmp "$T/root/datasets/org/data/train.jsonl" "$T/hf/hub/datasets--org--data/snapshots/$commit/train.jsonl"
+    [ ! -e "$T/hf/hub/datasets--org--data/refs/$commit" ] # a commit needs no ref
+}
