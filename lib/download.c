@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -755,6 +756,15 @@ static int run_jobs(struct dl *d)
     unsigned long long total = 0;
     for (size_t i = 0; i < d->n; i++)
         total += d->jobs[i].size > 0 ? (unsigned long long)d->jobs[i].size : 0;
+    /* like huggingface_hub: warn early when the files cannot fit (sizes may be approximate, and
+     * files already present need no room, so this is not an error) */
+    struct statvfs vfs;
+    if (total && statvfs(d->partdir, &vfs) == 0) {
+        unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+        if (avail < total)
+            swift_warn("'%s' has %.1f GB free, the files need up to %.1f GB", d->partdir,
+                       (double)avail / 1e9, (double)total / 1e9);
+    }
     int nj = o->jobs > 0 ? o->jobs : 1;
     if ((size_t)nj > d->n)
         nj = d->n ? (int)d->n : 1;
