@@ -455,3 +455,18 @@ EOF
     cmp "$T/root/datasets/org/data/train.jsonl" "$T/hf/hub/datasets--org--data/snapshots/$commit/train.jsonl"
     [ ! -e "$T/hf/hub/datasets--org--data/refs/$commit" ] # a commit needs no ref
 }
+
+@test "hf cache: an interrupted blob resumes from blobs/<sha256>.incomplete" {
+    echo '[{"match":"model.safetensors","kind":"drop","after":1000000,"times":1}]' >"$T/faults.json"
+    start_server
+    HF_HOME=$T/hf run "$B" --hub hf --endpoint "$EP" org/model -q --retries 0
+    [ "$status" -eq 1 ]
+    blob=$T/hf/hub/models--org--model/blobs/$(sha "$T/root/org/model/model.safetensors")
+    [ "$(stat -c %s "$blob.incomplete")" -eq 1000000 ]
+    [ ! -e "$blob" ]
+    HF_HOME=$T/hf run "$B" --hub hf --endpoint "$EP" org/model -q
+    [ "$status" -eq 0 ]
+    [ "$(field model.safetensors status)" = resumed ]
+    [ "$(served model.safetensors)" -eq "$SIZE" ]
+    cmp "$T/root/org/model/model.safetensors" "$blob"
+}
