@@ -610,6 +610,7 @@ static uint64_t lin_seed(const struct swift_model *m, int l, int k)
 static void lin_fwd(struct swift_model *m, int l, int k, float *out, const float *x, int N,
                     float beta)
 {
+    int drop = m->lora_dropout > 0 && m->training;
     const struct swift_ops *ops = m->ops;
     struct swift_linear *L = &m->layers[l].lin[k];
     OP_BEGIN();
@@ -617,7 +618,7 @@ static void lin_fwd(struct swift_model *m, int l, int k, float *out, const float
     struct swift_lora_ad *ad = L->lora;
     if (ad) {
         const float *xin = x;
-        if (m->lora_dropout > 0) {
+        if (drop) {
             ops->dropout_fwd(ad->xd, ad->mask, x, (size_t)N * L->in, m->lora_dropout,
                              lin_seed(m, l, k));
             xin = ad->xd;
@@ -645,7 +646,7 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
         int r = m->lora_rank;
         ops->matmul_bwd(dxa, ad->gB, NULL, dout, ad->xa, ad->B, N, r, L->out, m->lora_scale,
                         0.0f);
-        if (m->lora_dropout > 0) {
+        if (m->lora_dropout > 0 && m->training) {
             float *tmp = m->acts->dtmp;
             ops->matmul_bwd(tmp, ad->gA, NULL, dxa, ad->xd, ad->A, N, L->in, r, 1.0f, 0.0f);
             ops->dropout_bwd(dx, tmp, ad->mask, (size_t)N * L->in, m->lora_dropout);
@@ -680,6 +681,7 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
             return swift_error("position %d of token %d runs before its row", b->pos[n], n);
     }
     struct swift_model_acts *a = m->acts;
+    m->training = dscale != 0.0f; /* dropout only when a backward pass follows */
     ops->embed_fwd(a->res, b->tokens, m->embed, N, H);
     for (int l = 0; l < c->num_layers; l++) {
         struct swift_layer *Ly = &m->layers[l];
