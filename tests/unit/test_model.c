@@ -4,7 +4,7 @@
  * sharded weights, Qwen3 with QK-norm and explicit head_dim; row 1 of the batch packs two
  * documents). Tolerances (float32, OpenBLAS vs torch): logits and loss 1e-4 absolute, gradients
  * 1e-3 relative to each tensor's largest entry, parameters after 1 AdamW step 1e-5
- * absolute (well-conditioned elements), after 3 steps 2e-3 (0.2 lr), losses 1e-4. */
+ * absolute (well-conditioned elements), after 3 steps 2e-3 (0.2 lr), losses 1e-5 at step 1 and 5e-4 after. */
 #include "lib/model.h"
 
 #include <setjmp.h>
@@ -168,7 +168,9 @@ static void check_model(const char *arch, int lora)
         double lv = ls.sum / ls.count;
         printf("# %s%s: step %d loss %.7f vs %.7f\n", arch, lora ? " lora" : "", s + 1, lv,
                want[s]);
-        assert_true(fabs(lv - want[s]) < 1e-4);
+        /* before any update the loss is exact; later ones inherit the ill-conditioned Adam
+         * elements below (qwen3 differs by 1e-4 at step 3) */
+        assert_true(fabs(lv - want[s]) < (s == 0 ? 1e-5 : 5e-4));
         if (s == 0) {
             /* Adam's first update is lr*g/(|g|+eps): for an element whose gradient is ~1e-7 the
              * float32 rounding noise of g decides its sign, so ill-conditioned elements
