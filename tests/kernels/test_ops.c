@@ -23,14 +23,30 @@ static float frand(void)
     rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
     return (float)((rs >> 40) / 16777216.0 * 2.0 - 1.0);
 }
+/* every buffer of a test is freed by its teardown */
+static void *allocs[256];
+static int nallocs;
+static void *keep(void *p)
+{
+    if (nallocs < 256)
+        allocs[nallocs++] = p;
+    return p;
+}
+static int release_all(void **state)
+{
+    (void)state;
+    while (nallocs > 0)
+        free(allocs[--nallocs]);
+    return 0;
+}
 static float *rnd(size_t n)
 {
-    float *x = malloc(n * sizeof(float));
+    float *x = keep(malloc(n * sizeof(float)));
     for (size_t i = 0; i < n; i++)
         x[i] = frand();
     return x;
 }
-static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+static float *zeros(size_t n) { return keep(calloc(n, sizeof(float))); }
 
 /* the forward under test writes out (nout) from the current inputs */
 typedef void (*fwd_fn)(void *ctx, float *out);
@@ -120,7 +136,7 @@ static void test_rope(void **s)
     int32_t pos[4] = {0, 1, 2, 0};
     float inv[4] = {1.0f, 0.3f, 0.05f, 0.001f};
     struct rp r = {4, 2, 8, rnd(64), NULL, inv, pos};
-    float *R = rnd(64), *dx = malloc(64 * sizeof(float));
+    float *R = rnd(64), *dx = zeros(64);
     memcpy(dx, R, 64 * sizeof(float));
     ops->rope_bwd(dx, pos, inv, r.N, r.H, r.D);
     fd_check("rope dx", rp_fwd, &r, r.x, 64, dx, 64, R);
@@ -193,7 +209,7 @@ static void test_cross_entropy(void **s)
     (void)s;
     int32_t t[4] = {2, -1, 0, 5};
     struct ce e = {4, 6, rnd(24), t};
-    float one = 1, *dx = zeros(24), *tmp = zeros(24);
+    float one = 1, *dx = zeros(24);
     double ls = 0;
     long n = 0, ok = 0;
     ops->cross_entropy(dx, &ls, &n, &ok, e.x, t, 4, 6, 1.0f / 3.0f);
@@ -201,7 +217,6 @@ static void test_cross_entropy(void **s)
     for (int c = 0; c < 6; c++)
         assert_true(dx[6 + c] == 0.0f); /* untrained row */
     fd_check("cross_entropy dlogits", ce_fwd, &e, e.x, 24, dx, 1, &one);
-    free(tmp);
 }
 
 /* ---- embedding ---- */
@@ -227,7 +242,7 @@ static void test_dropout(void **s)
     (void)s;
     size_t n = 10000;
     float *x = zeros(n), *y = zeros(n), *y2 = zeros(n), *dx = zeros(n), *g = zeros(n);
-    uint8_t *m = calloc(n, 1), *m2 = calloc(n, 1);
+    uint8_t *m = keep(calloc(n, 1)), *m2 = keep(calloc(n, 1));
     for (size_t i = 0; i < n; i++)
         x[i] = g[i] = 1.0f;
     ops->dropout_fwd(y, m, x, n, 0.25f, 7);
@@ -267,11 +282,11 @@ static void test_adamw(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),        cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_rope),          cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_swiglu),        cmocka_unit_test(test_cross_entropy),
-        cmocka_unit_test(test_embed),         cmocka_unit_test(test_dropout),
-        cmocka_unit_test(test_adamw),
+        cmocka_unit_test_teardown(test_matmul, release_all),        cmocka_unit_test_teardown(test_rmsnorm, release_all),
+        cmocka_unit_test_teardown(test_rope, release_all),          cmocka_unit_test_teardown(test_attention, release_all),
+        cmocka_unit_test_teardown(test_swiglu, release_all),        cmocka_unit_test_teardown(test_cross_entropy, release_all),
+        cmocka_unit_test_teardown(test_embed, release_all),         cmocka_unit_test_teardown(test_dropout, release_all),
+        cmocka_unit_test_teardown(test_adamw, release_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
