@@ -186,3 +186,13 @@ losses() { # the train records' "loss" values of a stdout capture
     grep -q '"name":"layer.1.backward"' "$W/t.jsonl"
     [ "$(grep -c '"name":"self_attn.q_proj"' "$W/t.jsonl")" -eq 2 ] # 2 layers, 1 active step
 }
+
+@test "a slow data path (--data-delay-ms) makes swift-trace-analyze report data_stall" {
+    [ -x "$SWIFT_BIN/swift-trace-analyze" ] || skip "swift-trace-analyze not built"
+    run "$T" --model $M -o "$W/r" --max-steps 6 --save-steps 100 --eval-steps 100 -j 1 \
+        --data-delay-ms 60 --trace "$W/slow.jsonl" $D
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-trace-analyze" -f json "$W/slow.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"rule":"data_stall"'* ]]
+}
