@@ -196,3 +196,25 @@ losses() { # the train records' "loss" values of a stdout capture
     [ "$status" -eq 0 ]
     [[ "$output" == *'"rule":"data_stall"'* ]]
 }
+
+@test "LoRA on the alpaca demo (swift-preprocess shards, eval fixture model) lowers validation loss" {
+    A="$SHARED/data/datasets/llama-factory-demo/alpaca_en_demo.json"
+    if [ ! -f "$A" ]; then
+        [ "${CI:-}" != true ] || { echo "missing $A under CI"; false; }
+        skip "no $A (set SHARED)"
+    fi
+    TM=tests/fixtures/eval/llama # tiny Llama + BPE tokenizer of the eval tests
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer $TM -o "$W/sh" --max-length 128 \
+        --truncation right --val-ratio 0.05 --packing "$A"
+    [ "$status" -eq 0 ]
+    run "$T" --model $TM -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
+        --save-steps 1 -j 1 "$W/sh"
+    [ "$status" -eq 0 ]
+    base=$(echo "$output" | grep eval_loss | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    run "$T" --model $TM -o "$W/run" --max-steps 40 --logging-steps 20 --save-steps 40 \
+        --eval-steps 40 --per-device-train-batch-size 4 --learning-rate 2e-3 -j 1 "$W/sh"
+    [ "$status" -eq 0 ]
+    after=$(echo "$output" | grep eval_loss | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    echo "validation loss $base -> $after"
+    awk -v a="$base" -v b="$after" 'BEGIN { exit !(b < a - 0.5) }'
+}
