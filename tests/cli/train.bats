@@ -218,3 +218,16 @@ losses() { # the train records' "loss" values of a stdout capture
     echo "validation loss $base -> $after"
     awk -v a="$base" -v b="$after" 'BEGIN { exit !(b < a - 0.5) }'
 }
+
+@test "--gradient-checkpointing gives the same losses" {
+    args=(--model tests/fixtures/model/qwen2 --tuner full --max-steps 3 --logging-steps 1
+        --save-steps 100 --eval-steps 100 --per-device-train-batch-size 2 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    run "$T" "${args[@]}" -o "$W/b" --gradient_checkpointing $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    diff <(losses "$W/a.out") <(losses "$W/b.out")
+    grep -q '"gradient_checkpointing": true' "$W/b/args.json"
+}
