@@ -1,0 +1,504 @@
+/* dist — see dist.h. */
+#include "lib/dist.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "lib/error.h"
+#include "lib/trace.h"
+#include "lib/banned.h"
+
+#define TAG_CLOCK 7
+#define TAG_CHECKIN 1000 /* + seq % 16384 */
+#define TAG_RELEASE 20000
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double real_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end ? dflt : v;
+}
+
+static const char *detect_launcher(void)
+{
+    if (getenv("OMPI_COMM_WORLD_SIZE"))
+        return "mpirun";
+    if (getenv("PMIX_RANK"))
+        return getenv("SLURM_STEP_ID") ? "srun" : "pmix";
+    if (getenv("PMI_RANK") || getenv("PMI_SIZE"))
+        return getenv("SLURM_STEP_ID") ? "srun" : "pmi";
+    if (getenv("SLURM_STEP_ID") && env_long("SLURM_NTASKS", 1) > 1)
+        return "srun";
+    return NULL;
+}
+
+/* Wait for n requests until the deadline; 0, or -1 when it passed (requests left pending). */
+static int wait_all(MPI_Request *rq, int n, double deadline)
+{
+    long ns = 2000;
+    for (;;) {
+        int done = 0;
+        MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
+        if (done)
+            return 0;
+        if (mono_s() > deadline)
+            return -1;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 500000)
+            ns += ns / 4;
+    }
+}
+
+static int fail_generic(struct swift_dist *d, const char *what, long step)
+{
+    d->failed = 1;
+    return swift_error("rank %d: %s of step %ld did not complete within --dist-timeout %gs; a "
+                       "rank died or hangs",
+                       d->rank, what, step, d->timeout_s);
+}
+
+static void measure_clock(struct swift_dist *d)
+{
+    enum { ROUNDS = 16 };
+    for (int peer = 1; peer < d->world; peer++) {
+        for (int i = 0; i < ROUNDS; i++) {
+            if (d->rank == 0) {
+                double dummy;
+                MPI_Recv(&dummy, 1, MPI_DOUBLE, peer, TAG_CLOCK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                double t = real_us();
+                MPI_Send(&t, 1, MPI_DOUBLE, peer, TAG_CLOCK, MPI_COMM_WORLD);
+            } else if (d->rank == peer) {
+                double t0 = real_us(), tm;
+                MPI_Send(&t0, 1, MPI_DOUBLE, 0, TAG_CLOCK, MPI_COMM_WORLD);
+                MPI_Recv(&tm, 1, MPI_DOUBLE, 0, TAG_CLOCK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                double t1 = real_us(), rtt = t1 - t0;
+                if (i == 0 || rtt < d->min_rtt_us) {
+                    d->min_rtt_us = rtt;
+                    d->clock_offset_us = (t0 + t1) / 2 - tm;
+                }
+            }
+        }
+    }
+}
+
+int swift_dist_init(struct swift_dist *d, double timeout_s)
+{
+    memset(d, 0, sizeof(*d));
+    d->world = 1;
+    d->local_world = 1;
+    d->timeout_s = timeout_s > 0 ? timeout_s : 300;
+    d->bucket_bytes = 4u << 20;
+    d->job_id = getenv("SLURM_JOB_ID");
+    if (gethostname(d->host, sizeof(d->host)) < 0)
+        snprintf(d->host, sizeof(d->host), "?");
+    d->host[sizeof(d->host) - 1] = 0;
+    const char *l = detect_launcher();
+    d->launcher = l ? l : "none";
+    if (!l) {
+        d->pids = malloc(sizeof(int));
+        d->hosts = malloc(sizeof(*d->hosts));
+        if (!d->pids || !d->hosts)
+            return swift_error("out of memory");
+        d->pids[0] = (int)getpid();
+        memcpy(d->hosts[0], d->host, sizeof(d->host));
+        return 0;
+    }
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return swift_error("MPI_Init failed (launched by %s)", l);
+    d->mpi = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->world);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &d->local_rank);
+    MPI_Comm_size(local, &d->local_world);
+    MPI_Comm_free(&local);
+    d->pids = malloc((size_t)d->world * sizeof(int));
+    d->hosts = malloc((size_t)d->world * sizeof(*d->hosts));
+    if (!d->pids || !d->hosts)
+        return swift_error("out of memory");
+    int pid = (int)getpid();
+    MPI_Allgather(&pid, 1, MPI_INT, d->pids, 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Allgather(d->host, 64, MPI_CHAR, d->hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
+    measure_clock(d);
+    return 0;
+}
+
+void swift_dist_finalize(struct swift_dist *d)
+{
+    if (d->mpi && !d->failed) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin)
+            MPI_Finalize();
+    }
+    d->mpi = 0;
+    free(d->pids);
+    free(d->hosts);
+    free(d->flat);
+    free(d->shard);
+    d->pids = NULL;
+    d->hosts = NULL;
+    d->flat = NULL;
+    d->shard = NULL;
+}
+
+struct ckmsg {
+    int32_t seq, flag, missing, pad;
+    double v[8];
+};
+
+static int report_missing(struct swift_dist *d, int k, const char *what, long step)
+{
+    d->failed = 1;
+    return swift_error("rank %d (%s, pid %d) did not reach %s of step %ld within --dist-timeout "
+                       "%gs; it died or hangs",
+                       k, d->hosts[k], d->pids[k], what, step, d->timeout_s);
+}
+
+int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *flag, double *v,
+                       int nv)
+{
+    if (d->world == 1)
+        return 0;
+    if (nv > 8)
+        nv = 8;
+    int64_t t0 = swift_trace_now();
+    int tag = TAG_CHECKIN + (int)(d->seq++ % 16384u);
+    struct ckmsg me = {.seq = (int32_t)d->seq, .flag = *flag, .missing = -1};
+    for (int i = 0; i < nv; i++)
+        me.v[i] = v[i];
+    double deadline = mono_s() + d->timeout_s;
+    if (d->rank == 0) {
+        int n = d->world - 1;
+        struct ckmsg *in = calloc((size_t)n, sizeof(*in));
+        MPI_Request *rq = calloc((size_t)n, sizeof(*rq));
+        if (!in || !rq) {
+            free(in);
+            free(rq);
+            return swift_error("out of memory");
+        }
+        for (int k = 0; k < n; k++)
+            MPI_Irecv(&in[k], (int)sizeof(*in), MPI_BYTE, k + 1, tag, MPI_COMM_WORLD, &rq[k]);
+        int missing = -1;
+        if (wait_all(rq, n, deadline) < 0) {
+            for (int k = 0; k < n && missing < 0; k++) {
+                int done = 0;
+                MPI_Test(&rq[k], &done, MPI_STATUS_IGNORE);
+                if (!done)
+                    missing = k + 1;
+            }
+        }
+        struct ckmsg out = me;
+        if (missing < 0) {
+            for (int k = 0; k < n; k++) {
+                out.flag |= in[k].flag;
+                for (int i = 0; i < nv; i++)
+                    out.v[i] += in[k].v[i];
+            }
+        }
+        out.missing = missing;
+        /* tell every rank that arrived (a missing one gets a message it may never read) */
+        MPI_Request *sq = calloc((size_t)n, sizeof(*sq));
+        int ns = 0;
+        for (int k = 0; sq && k < n; k++)
+            MPI_Isend(&out, (int)sizeof(out), MPI_BYTE, k + 1, TAG_RELEASE, MPI_COMM_WORLD,
+                      &sq[ns++]);
+        if (sq && wait_all(sq, ns, mono_s() + (missing < 0 ? d->timeout_s : 2.0)) < 0 &&
+            missing < 0) {
+            free(sq);
+            free(in);
+            free(rq);
+            return fail_generic(d, what, step);
+        }
+        free(sq);
+        free(in);
+        free(rq);
+        if (missing >= 0)
+            return report_missing(d, missing, what, step);
+        *flag = out.flag;
+        for (int i = 0; i < nv; i++)
+            v[i] = out.v[i];
+    } else {
+        struct ckmsg out;
+        MPI_Request rq[2];
+        MPI_Isend(&me, (int)sizeof(me), MPI_BYTE, 0, tag, MPI_COMM_WORLD, &rq[0]);
+        MPI_Irecv(&out, (int)sizeof(out), MPI_BYTE, 0, TAG_RELEASE, MPI_COMM_WORLD, &rq[1]);
+        /* rank 0 decides after its own timeout: give it that long again */
+        if (wait_all(rq, 2, deadline + d->timeout_s) < 0)
+            return report_missing(d, 0, what, step);
+        if (out.missing >= 0)
+            return report_missing(d, out.missing, what, step);
+        *flag = out.flag;
+        for (int i = 0; i < nv; i++)
+            v[i] = out.v[i];
+    }
+    if (swift_trace_detail())
+        swift_trace_span("comm", "checkin", t0, swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_S("point", what)}, 1);
+    return 0;
+}
+
+static int ensure_flat(struct swift_dist *d, size_t n)
+{
+    if (n <= d->flat_cap)
+        return 0;
+    float *f = realloc(d->flat, n * sizeof(float));
+    if (!f)
+        return swift_error("out of memory for the %zu-float communication buffer", n);
+    d->flat = f;
+    d->flat_cap = n;
+    return 0;
+}
+
+/* copy floats [a, b) of the concatenated vector between the parameters' g (or w) and flat */
+static void xfer(struct swift_param *p, int np, float *flat, size_t a, size_t b, int to_flat,
+                 int use_w)
+{
+    size_t off = 0;
+    for (int i = 0; i < np && off < b; i++) {
+        size_t n = p[i].numel, s = a > off ? a - off : 0, e = b - off < n ? b - off : n;
+        if (off + n > a && s < e) {
+            float *x = (use_w ? p[i].w : p[i].g) + s;
+            if (to_flat)
+                memcpy(flat + off + s, x, (e - s) * sizeof(float));
+            else
+                memcpy(x, flat + off + s, (e - s) * sizeof(float));
+        }
+        off += n;
+    }
+}
+
+static size_t total_of(const struct swift_param *p, int np)
+{
+    size_t t = 0;
+    for (int i = 0; i < np; i++)
+        t += p[i].numel;
+    return t;
+}
+
+int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int np, long step)
+{
+    if (d->world == 1)
+        return 0;
+    int64_t t0 = swift_trace_now();
+    size_t total = total_of(p, np);
+    if (ensure_flat(d, total) < 0)
+        return -1;
+    size_t bf = d->bucket_bytes / sizeof(float);
+    int nb = (int)((total + bf - 1) / bf);
+    MPI_Request *rq = calloc((size_t)(nb ? nb : 1), sizeof(*rq));
+    char *unpacked = calloc((size_t)(nb ? nb : 1), 1);
+    if (!rq || !unpacked) {
+        free(rq);
+        free(unpacked);
+        return swift_error("out of memory");
+    }
+    /* pack bucket b and start its all-reduce before packing the next one */
+    for (int b = 0; b < nb; b++) {
+        size_t a = (size_t)b * bf, e = a + bf < total ? a + bf : total;
+        xfer(p, np, d->flat, a, e, 1, 0);
+        MPI_Iallreduce(MPI_IN_PLACE, d->flat + a, (int)(e - a), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &rq[b]);
+    }
+    double deadline = mono_s() + d->timeout_s;
+    int left = nb, rc = 0;
+    long ns = 2000;
+    while (left > 0) {
+        for (int b = 0; b < nb; b++) {
+            if (unpacked[b])
+                continue;
+            int done = 0;
+            MPI_Test(&rq[b], &done, MPI_STATUS_IGNORE);
+            if (done) {
+                size_t a = (size_t)b * bf, e = a + bf < total ? a + bf : total;
+                xfer(p, np, d->flat, a, e, 0, 0);
+                unpacked[b] = 1;
+                left--;
+                ns = 2000;
+            }
+        }
+        if (left && mono_s() > deadline) {
+            rc = fail_generic(d, "gradient all-reduce", step);
+            break;
+        }
+        if (left) {
+            struct timespec ts = {0, ns};
+            nanosleep(&ts, NULL);
+            if (ns < 200000)
+                ns += ns / 4;
+        }
+    }
+    free(rq);
+    free(unpacked);
+    d->bytes_reduced = (double)total * sizeof(float);
+    swift_trace_span("comm", "grad_sync", t0, swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)total * 4),
+                                           SWIFT_TARG_I("buckets", nb),
+                                           SWIFT_TARG_S("algo", "mpi_iallreduce_sum"),
+                                           SWIFT_TARG_I("world_size", d->world),
+                                           SWIFT_TARG_I("step", step)},
+                     5);
+    return rc;
+}
+
+int swift_dist_allreduce_d(struct swift_dist *d, double *v, int n, const char *what, long step)
+{
+    if (d->world == 1)
+        return 0;
+    MPI_Request rq;
+    MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
+    if (wait_all(&rq, 1, mono_s() + d->timeout_s) < 0)
+        return fail_generic(d, what, step);
+    return 0;
+}
+
+int swift_dist_barrier(struct swift_dist *d, const char *what, long step)
+{
+    int flag = 0;
+    return swift_dist_checkin(d, what, step, &flag, NULL, 0);
+}
+
+/* ---- ZeRO-1 ---- */
+
+static size_t range_lo(size_t total, int world, int k)
+{
+    return (size_t)((unsigned __int128)total * (unsigned)k / (unsigned)world);
+}
+
+int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np)
+{
+    d->total = total_of(p, np);
+    d->lo = range_lo(d->total, d->world, d->rank);
+    d->hi = range_lo(d->total, d->world, d->rank + 1);
+    free(d->shard);
+    d->shard = calloc((size_t)(np ? np : 1), sizeof(*d->shard));
+    if (!d->shard)
+        return swift_error("out of memory");
+    d->nshard = 0;
+    size_t off = 0;
+    for (int i = 0; i < np; i++) {
+        size_t n = p[i].numel, s = d->lo > off ? d->lo - off : 0,
+               e = d->hi - off < n ? d->hi - off : n;
+        if (d->hi > off && off + n > d->lo && s < e) {
+            struct swift_param v = p[i];
+            v.w = p[i].w + s;
+            v.g = p[i].g + s;
+            v.numel = e - s;
+            v.ndim = 1;
+            v.shape[0] = (int64_t)(e - s);
+            v.shape[1] = 0;
+            d->shard[d->nshard++] = v;
+        }
+        off += n;
+    }
+    return ensure_flat(d, d->total ? d->total : 1);
+}
+
+static void counts(const struct swift_dist *d, int *cnt, int *dsp)
+{
+    for (int k = 0; k < d->world; k++) {
+        size_t a = range_lo(d->total, d->world, k), b = range_lo(d->total, d->world, k + 1);
+        cnt[k] = (int)(b - a);
+        dsp[k] = (int)a;
+    }
+}
+
+static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int np, long step,
+                      const float *part, float *full)
+{
+    int *cnt = malloc((size_t)d->world * sizeof(int)), *dsp = malloc((size_t)d->world * sizeof(int));
+    if (!cnt || !dsp) {
+        free(cnt);
+        free(dsp);
+        return swift_error("out of memory");
+    }
+    counts(d, cnt, dsp);
+    int64_t t0 = swift_trace_now();
+    MPI_Request rq;
+    const char *what = kind == 0 ? "gradient reduce-scatter"
+                       : kind == 1 ? "parameter all-gather"
+                                   : "optimizer-state gather";
+    if (kind == 0) {
+        xfer(p, np, d->flat, 0, d->total, 1, 0);
+        MPI_Ireduce_scatter(MPI_IN_PLACE, d->flat, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
+    } else if (kind == 1) {
+        xfer(p, np, d->flat, d->lo, d->hi, 1, 1);
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d->flat, cnt, dsp, MPI_FLOAT,
+                        MPI_COMM_WORLD, &rq);
+    } else {
+        MPI_Igatherv(part, cnt[d->rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD,
+                     &rq);
+    }
+    int rc = 0;
+    if (wait_all(&rq, 1, mono_s() + d->timeout_s) < 0)
+        rc = fail_generic(d, what, step);
+    else if (kind == 0)
+    {
+        /* MPI_IN_PLACE reduce-scatter leaves this rank's block at the start of the buffer */
+        memmove(d->flat + d->lo, d->flat, (d->hi - d->lo) * sizeof(float));
+        xfer(p, np, d->flat, d->lo, d->hi, 0, 0);
+    }
+    else if (kind == 1)
+        xfer(p, np, d->flat, 0, d->total, 0, 1);
+    if (kind < 2) {
+        d->bytes_reduced = (double)d->total * sizeof(float);
+        swift_trace_span("comm", kind == 0 ? "grad_sync" : "param_sync", t0, swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)d->total * 4),
+                                               SWIFT_TARG_S("algo", kind == 0
+                                                                        ? "mpi_ireduce_scatter_sum"
+                                                                        : "mpi_iallgatherv"),
+                                               SWIFT_TARG_I("world_size", d->world),
+                                               SWIFT_TARG_I("step", step)},
+                         4);
+    }
+    free(cnt);
+    free(dsp);
+    return rc;
+}
+
+int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np,
+                                    long step)
+{
+    return d->world == 1 ? 0 : shard_coll(d, 0, p, np, step, NULL, NULL);
+}
+
+int swift_dist_shard_allgather(struct swift_dist *d, struct swift_param *p, int np, long step)
+{
+    return d->world == 1 ? 0 : shard_coll(d, 1, p, np, step, NULL, NULL);
+}
+
+int swift_dist_shard_gather(struct swift_dist *d, const float *part, float *full, long step)
+{
+    if (d->world == 1) {
+        if (full != part)
+            memcpy(full, part, d->total * sizeof(float));
+        return 0;
+    }
+    return shard_coll(d, 2, NULL, 0, step, part, full);
+}
