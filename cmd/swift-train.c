@@ -13,7 +13,8 @@
 enum {
     O_MODEL = SWIFT_OPT_BASE, O_OUT, O_VAL, O_RESUME, O_TUNER, O_RANK, O_ALPHA, O_DROP, O_TARGETS,
     O_LR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_WRATIO, O_WSTEPS, O_SCHED, O_BS, O_GA, O_MAXLEN,
-    O_EPOCHS, O_MAXSTEPS, O_SEED, O_SAVE, O_LIMIT, O_EVAL, O_LOG, O_THREADS, O_DELAY, O_PEAK, O_GCKPT
+    O_EPOCHS, O_MAXSTEPS, O_SEED, O_SAVE, O_LIMIT, O_EVAL, O_LOG, O_THREADS, O_DELAY, O_PEAK, O_GCKPT,
+    O_DTIMEOUT, O_ZERO, O_RDELAY
 };
 static const struct swift_option opts[] = {
     {"model", O_MODEL, SWIFT_ARG_REQUIRED, "DIR", "model directory (config.json, *.safetensors)", NULL},
@@ -47,6 +48,9 @@ static const struct swift_option opts[] = {
     {"gradient-checkpointing", O_GCKPT, SWIFT_ARG_NONE, NULL, "recompute activations in backward (less memory, ~1/3 more compute)", "activation_checkpointing"},
     {"threads", 'j', SWIFT_ARG_REQUIRED, "N", "CPU threads (default all)", NULL},
     {"peak-gflops", O_PEAK, SWIFT_ARG_REQUIRED, "X", "peak FLOP rate for MFU (default: measured sgemm)", NULL},
+    {"dist-timeout", O_DTIMEOUT, SWIFT_ARG_REQUIRED, "SEC", "under mpirun/srun: fail naming a rank that does not reach a step within SEC (default 300)", "ddp_timeout"},
+    {"zero", O_ZERO, SWIFT_ARG_REQUIRED, "0|1", "1: shard the optimizer state over ranks (ZeRO-1; default 0)", NULL},
+    {"rank-delay-ms", O_RDELAY, SWIFT_ARG_REQUIRED, "R:MS", "testing only: rank R sleeps MS per step (a straggler)", NULL},
     {"data-delay-ms", O_DELAY, SWIFT_ARG_REQUIRED, "MS", "testing only: slow the data path by MS per step", NULL},
     SWIFT_TRACE_OPTIONS,
     {0}};
@@ -57,7 +61,9 @@ static const struct swift_command cmd = {
     "SIGTERM/SIGUSR1 (resume with --resume latest).",
     "  swift-train --model models/Qwen2.5-0.5B -o runs/a --tuner lora shards/\n"
     "  swift-train train.yaml --max-steps 100\n"
-    "  swift-train --model M -o runs/a --resume latest shards/\n"};
+    "  swift-train --model M -o runs/a --resume latest shards/\n"
+    "  mpirun -np 4 swift-train --model M -o runs/a --zero 1 shards/   (data parallel)\n"
+    "  srun --mpi=pmix swift-train train.yaml\n"};
 
 struct ctx {
     struct swift_train_opts o;
@@ -118,6 +124,32 @@ static int on_opt(void *vctx, int key, const char *arg)
     case O_EVAL: return whole(arg, "eval-steps", 0, &o->eval_steps);
     case O_LOG: return whole(arg, "logging-steps", 1, &o->logging_steps);
     case O_DELAY: return whole(arg, "data-delay-ms", 0, &o->data_delay_ms);
+    case O_DTIMEOUT:
+        if (num(arg, "dist-timeout", &o->dist_timeout))
+            return 2;
+        if (!(o->dist_timeout > 0))
+            return swift_usage("--dist-timeout must be > 0");
+        return 0;
+    case O_ZERO:
+        if (!strcmp(arg, "0") || !strcmp(arg, "1")) {
+            o->zero = arg[0] == '1';
+            return 0;
+        }
+        return swift_usage("--zero: '%s' is not 0 or 1", arg);
+    case O_RDELAY: {
+        const char *c = strchr(arg, ':');
+        long rk, ms;
+        char rb[32];
+        if (!c || (size_t)(c - arg) >= sizeof(rb))
+            return swift_usage("--rank-delay-ms: '%s' is not RANK:MS", arg);
+        memcpy(rb, arg, (size_t)(c - arg));
+        rb[c - arg] = 0;
+        if (swift_parse_long(rb, 0, 1 << 20, &rk) < 0 || swift_parse_long(c + 1, 0, 3600000, &ms) < 0)
+            return swift_usage("--rank-delay-ms: '%s' is not RANK:MS", arg);
+        o->delay_rank = (int)rk;
+        o->delay_rank_ms = ms;
+        return 0;
+    }
     case O_RANK: if (whole(arg, "lora-rank", 1, &l)) return 2; o->lora_rank = (int)l; return 0;
     case O_BS: if (whole(arg, "per-device-train-batch-size", 1, &l)) return 2; o->batch_size = (int)l; return 0;
     case O_GA: if (whole(arg, "gradient-accumulation-steps", 1, &l)) return 2; o->grad_accum = (int)l; return 0;

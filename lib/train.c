@@ -21,6 +21,7 @@
 
 #include "lib/backend.h"
 #include "lib/cli.h"
+#include "lib/dist.h"
 #include "lib/error.h"
 #include "lib/fileio.h"
 #include "lib/lora.h"
@@ -57,6 +58,8 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->save_steps = 500;
     o->eval_steps = 0; /* 0: same as save_steps */
     o->logging_steps = 5;
+    o->dist_timeout = 300;
+    o->delay_rank = -1;
 }
 
 static double now_s(void)
@@ -116,6 +119,7 @@ struct loader {
     struct swift_shards *s;
     uint64_t n;          /* samples */
     int B, T, GA;
+    int rank, world;     /* this rank's slice of each global step */
     long seed;
     long mb_per_epoch;   /* micro-batches per epoch */
     uint32_t *perm;      /* current epoch's order */
@@ -186,7 +190,7 @@ static void fill_step(struct loader *L, struct stepbuf *sb, long step)
     sb->step = step;
     for (int a = 0; a < L->GA; a++) {
         struct ubatch *u = &sb->ub[a];
-        long mb = step * L->GA + a, epoch = mb / L->mb_per_epoch, within = mb % L->mb_per_epoch;
+        long mb = (step * L->world + L->rank) * L->GA + a, epoch = mb / L->mb_per_epoch, within = mb % L->mb_per_epoch;
         if (epoch != L->perm_epoch)
             make_perm(L, epoch);
         u->ntrain = u->ntokens = 0;
@@ -332,6 +336,7 @@ struct run {
     FILE *log;
     double t_start, peak_gflops;
     long step0;              /* first step of this process (after resume) */
+    struct swift_dist *dist;
 };
 
 static void fmt_time(char *buf, size_t cap, double s)
@@ -359,6 +364,10 @@ static double rss_gib(void)
 
 static void emit(struct run *r, json_t *rec)
 {
+    if (!r->log) { /* not rank 0 */
+        json_decref(rec);
+        return;
+    }
     char *line = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (line) {
         fprintf(r->log, "%s\n", line);
@@ -585,7 +594,7 @@ static int list_ckpts(const char *dir, long *out, int cap)
     return n;
 }
 
-static int save_checkpoint(struct run *r, long step)
+static int write_checkpoint(struct run *r, long step)
 {
     const struct swift_train_opts *o = r->o;
     int64_t t0 = swift_trace_now();
@@ -619,13 +628,15 @@ static int save_checkpoint(struct run *r, long step)
         json_t *st = json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "version", 1,
                                "global_step", (json_int_t)step, "max_steps",
                                (json_int_t)r->max_steps, "micro_batches_done",
-                               (json_int_t)(step * o->grad_accum), "batch_size",
+                               (json_int_t)(step * o->grad_accum * r->dist->world), "batch_size",
                                (json_int_t)o->batch_size, "grad_accum",
                                (json_int_t)o->grad_accum, "seed", (json_int_t)o->seed,
                                "adam_step", (json_int_t)r->opt.step, "tuner",
                                o->tuner == SWIFT_TUNER_LORA ? "lora" : "full", "rng",
                                "stateless: data order from (seed, epoch), dropout from (seed, "
                                "step, micro-batch, layer)");
+        if (st)
+            json_object_set_new(st, "world_size", json_integer(r->dist->world));
         char *txt = st ? json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(st);
         char *p = swift_path_join(tmp, "trainer_state.json");
@@ -656,6 +667,69 @@ static int save_checkpoint(struct run *r, long step)
         }
     }
     free(final);
+    return rc;
+}
+
+/* Every rank calls this; rank 0 writes. Under ZeRO-1 the optimizer state is first gathered to
+ * rank 0. All ranks return -1 when the write failed on rank 0. */
+static int save_checkpoint(struct run *r, long step)
+{
+    struct swift_dist *d = r->dist;
+    int zero = d->shard != NULL, rc = 0;
+    float *fm = NULL, *fv = NULL, *keep_m = r->opt.m, *keep_v = r->opt.v;
+    if (zero) {
+        if (d->rank == 0) {
+            fm = malloc((d->total ? d->total : 1) * sizeof(float));
+            fv = malloc((d->total ? d->total : 1) * sizeof(float));
+            if (!fm || !fv)
+                rc = swift_error("out of memory gathering the optimizer state");
+        }
+        if (swift_dist_shard_gather(d, r->opt.m, fm, step) < 0 ||
+            swift_dist_shard_gather(d, r->opt.v, fv, step) < 0) {
+            free(fm);
+            free(fv);
+            return -1;
+        }
+        r->opt.m = fm;
+        r->opt.v = fv;
+    }
+    if (d->rank == 0 && rc == 0)
+        rc = write_checkpoint(r, step);
+    r->opt.m = keep_m;
+    r->opt.v = keep_v;
+    free(fm);
+    free(fv);
+    int bad = rc < 0;
+    if (swift_dist_checkin(d, "checkpoint", step, &bad, NULL, 0) < 0)
+        return -1;
+    if (bad && rc == 0)
+        swift_error("rank %d: rank 0 failed to write checkpoint-%ld", d->rank, step);
+    return bad ? -1 : 0;
+}
+
+/* Under ZeRO-1 the file holds the whole state: read it whole, keep this rank's range. */
+static int load_optimizer_any(struct run *r, const char *dir)
+{
+    struct swift_dist *d = r->dist;
+    if (!d->shard)
+        return load_optimizer(r, dir);
+    size_t n = d->total ? d->total : 1;
+    float *fm = malloc(n * sizeof(float)), *fv = malloc(n * sizeof(float));
+    float *keep_m = r->opt.m, *keep_v = r->opt.v;
+    int rc = fm && fv ? 0 : swift_error("out of memory reading the optimizer state");
+    if (rc == 0) {
+        r->opt.m = fm;
+        r->opt.v = fv;
+        rc = load_optimizer(r, dir);
+        r->opt.m = keep_m;
+        r->opt.v = keep_v;
+    }
+    if (rc == 0) {
+        memcpy(r->opt.m, fm + d->lo, (d->hi - d->lo) * sizeof(float));
+        memcpy(r->opt.v, fv + d->lo, (d->hi - d->lo) * sizeof(float));
+    }
+    free(fm);
+    free(fv);
     return rc;
 }
 
@@ -742,7 +816,7 @@ static char *resolve_resume(const struct swift_train_opts *o, int *err)
     return p;
 }
 
-static int read_state(const char *ckpt, long *step, const struct swift_train_opts *o)
+static int read_state(const char *ckpt, long *step, const struct swift_train_opts *o, int world)
 {
     char *p = swift_path_join(ckpt, "trainer_state.json");
     json_error_t jerr;
@@ -759,10 +833,15 @@ static int read_state(const char *ckpt, long *step, const struct swift_train_opt
         else if (!tu || strcmp(tu, o->tuner == SWIFT_TUNER_LORA ? "lora" : "full"))
             rc = swift_error_at(p, 0, "checkpoint was trained with --tuner %s", tu ? tu : "?");
         else if (json_integer_value(json_object_get(st, "batch_size")) != o->batch_size ||
-                 json_integer_value(json_object_get(st, "grad_accum")) != o->grad_accum ||
+                 json_integer_value(json_object_get(st, "grad_accum")) *
+                         (json_is_integer(json_object_get(st, "world_size"))
+                              ? json_integer_value(json_object_get(st, "world_size"))
+                              : 1) !=
+                     (json_int_t)o->grad_accum * world ||
                  json_integer_value(json_object_get(st, "seed")) != o->seed)
-            rc = swift_error_at(p, 0, "batch size, gradient accumulation and seed must be those "
-                                      "of the checkpointed run to resume exactly");
+            rc = swift_error_at(p, 0, "batch size, global batch (ranks x gradient accumulation) "
+                                      "and seed must be those of the checkpointed run to resume "
+                                      "exactly");
         else
             *step = (long)json_integer_value(gs);
     }
@@ -792,17 +871,38 @@ int swift_train_run(const struct swift_train_opts *o)
             return SWIFT_EXIT_USAGE;
         }
     }
-    struct swift_trace_config tc = {.stage = "train", .path = o->trace, .world_size = 1,
-                                    .device = "cpu", .argc = o->argc, .argv = o->argv};
-    if (swift_trace_open(&tc) < 0)
+    /* ranks: MPI only under a launcher (mpirun, srun); one trace file per rank */
+    struct swift_dist D;
+    if (swift_dist_init(&D, o->dist_timeout) < 0) {
+        D.failed = 1;
+        swift_dist_finalize(&D);
         return SWIFT_EXIT_FAIL;
+    }
+    r->dist = &D;
+    if (D.world > 1)
+        swift_info("rank %d of %d on %s (local rank %d, %s%s%s), clock offset to rank 0 "
+                   "%.1f us (round trip %.1f us)",
+                   D.rank, D.world, D.host, D.local_rank, D.launcher,
+                   D.job_id ? ", slurm job " : "", D.job_id ? D.job_id : "", D.clock_offset_us,
+                   D.min_rtt_us);
+    struct swift_trace_config tc = {.stage = "train", .path = o->trace, .rank = D.rank,
+                                    .world_size = D.world, .device = "cpu", .argc = o->argc,
+                                    .argv = o->argv, .clock_offset_us = D.clock_offset_us};
+    if (swift_trace_open(&tc) < 0) {
+        D.failed = 1;
+        swift_dist_finalize(&D);
+        return SWIFT_EXIT_FAIL;
+    }
 
     int rerr;
     char *resume = resolve_resume(o, &rerr);
-    if (rerr)
+    if (rerr) {
+        D.failed = 1;
+        swift_dist_finalize(&D);
         return SWIFT_EXIT_FAIL;
+    }
     long start_step = 0;
-    if (resume && read_state(resume, &start_step, o) < 0)
+    if (resume && read_state(resume, &start_step, o, D.world) < 0)
         goto out;
 
     /* model: full resumes load the checkpoint's weights; LoRA loads the base then the adapter */
@@ -865,10 +965,10 @@ int swift_train_run(const struct swift_train_opts *o)
     free(vdir);
     uint64_t n = swift_shards_count(r->train);
     long mbpe = (long)(n / (uint64_t)o->batch_size);
-    r->steps_per_epoch = mbpe / o->grad_accum;
+    r->steps_per_epoch = mbpe / ((long)o->grad_accum * D.world);
     if (r->steps_per_epoch <= 0) {
-        swift_error("%s: %llu samples make no full step of %d x %d samples", o->dataset,
-                    (unsigned long long)n, o->batch_size, o->grad_accum);
+        swift_error("%s: %llu samples make no full step of %d x %d x %d ranks samples",
+                    o->dataset, (unsigned long long)n, o->batch_size, o->grad_accum, D.world);
         goto out;
     }
     r->max_steps = o->max_steps > 0 ? o->max_steps
@@ -882,21 +982,36 @@ int swift_train_run(const struct swift_train_opts *o)
         goto out;
     }
 
-    if (swift_adamw_init(&r->opt, &swift_cpu_ops, r->tp, r->ntp, (float)o->adam_beta1,
+    /* ZeRO-1: AdamW over this rank's range of the parameters only */
+    struct swift_param *op = r->tp;
+    int nop = r->ntp;
+    if (o->zero && D.world > 1) {
+        if (swift_dist_shard_init(&D, r->tp, r->ntp) < 0)
+            goto out;
+        op = D.shard;
+        nop = D.nshard;
+    }
+    if (swift_adamw_init(&r->opt, &swift_cpu_ops, op, nop, (float)o->adam_beta1,
                          (float)o->adam_beta2, (float)o->adam_epsilon, (float)o->weight_decay) < 0)
         goto out;
-    if (resume && load_optimizer(r, resume) < 0)
+    if (D.world > 1)
+        swift_info("rank %d: optimizer state %.2f MiB (%zu of %zu parameters%s)", D.rank,
+                   (double)r->opt.total * 8 / 1048576.0, r->opt.total,
+                   D.shard ? D.total : r->opt.total, D.shard ? ", ZeRO-1" : "");
+    if (resume && load_optimizer_any(r, resume) < 0)
         goto out;
     if (swift_model_reserve(&r->m, o->batch_size, r->T) < 0)
         goto out;
 
     /* run directory */
-    if (swift_mkdirs(o->output_dir, 0755) < 0 || write_args(o) < 0)
+    /* run directory: rank 0 writes it */
+    if (swift_mkdirs(o->output_dir, 0755) < 0 || (D.rank == 0 && write_args(o) < 0))
         goto out;
-    remove_stale_tmp(o->output_dir);
+    if (D.rank == 0)
+        remove_stale_tmp(o->output_dir);
     char *lp = swift_path_join(o->output_dir, "logging.jsonl");
-    r->log = lp ? fopen(lp, resume ? "a" : "w") : NULL;
-    if (!r->log) {
+    r->log = lp && D.rank == 0 ? fopen(lp, resume ? "a" : "w") : NULL;
+    if (!r->log && D.rank == 0) {
         swift_error_errno("cannot open '%s'", lp ? lp : "logging.jsonl");
         free(lp);
         goto out;
@@ -916,6 +1031,8 @@ int swift_train_run(const struct swift_train_opts *o)
     L.B = o->batch_size;
     L.T = r->T;
     L.GA = o->grad_accum;
+    L.rank = D.rank;
+    L.world = D.world;
     L.seed = o->seed;
     L.mb_per_epoch = mbpe;
     L.delay_ms = o->data_delay_ms;
@@ -944,16 +1061,32 @@ int swift_train_run(const struct swift_train_opts *o)
             ntrain += sb->ub[a].ntrain;
             ntok += sb->ub[a].ntokens;
         }
+        if (D.world > 1) { /* the global batch's trained tokens scale every rank's loss */
+            double v[2] = {(double)ntrain, (double)ntok};
+            int nostop = 0;
+            if (swift_dist_checkin(&D, "forward", step + 1, &nostop, v, 2) < 0) {
+                loader_release(&L);
+                goto out;
+            }
+            ntrain = (long)v[0];
+            ntok = (long)v[1];
+        }
         float dscale = ntrain ? 1.0f / (float)ntrain : 0.0f;
         struct swift_loss loss = {0};
         for (int a = 0; a < o->grad_accum; a++) {
             struct ubatch *u = &sb->ub[a];
             struct swift_batch bt = {o->batch_size, r->T, u->tok, u->tgt, u->pos};
-            r->m.dropout_seed = mix((uint64_t)o->seed ^ mix((uint64_t)step * 64 + (uint64_t)a));
+            /* the global micro-batch index: the same dropout masks on any number of ranks */
+            uint64_t gmb = (uint64_t)D.rank * (uint64_t)o->grad_accum + (uint64_t)a;
+            r->m.dropout_seed = mix((uint64_t)o->seed ^ mix((uint64_t)step * 64 + gmb));
             int64_t tf = swift_trace_now();
             if (swift_model_forward(&r->m, &bt, &loss, dscale) < 0) {
                 loader_release(&L);
                 goto out;
+            }
+            if (a == 0 && o->delay_rank_ms > 0 && D.rank == o->delay_rank) { /* testing only */
+                struct timespec ts = {o->delay_rank_ms / 1000, (o->delay_rank_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
             }
             int64_t tb = swift_trace_now();
             swift_trace_span("compute", "forward", tf, tb,
@@ -963,6 +1096,18 @@ int swift_train_run(const struct swift_train_opts *o)
                              (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)}, 1);
         }
         loader_release(&L);
+        int stop = stop_signal != 0;
+        if (D.world > 1) { /* a signal on any rank stops all; gradients summed over ranks */
+            double v[3] = {loss.sum, (double)loss.count, (double)loss.correct};
+            if (swift_dist_checkin(&D, "gradient sync", step + 1, &stop, v, 3) < 0)
+                goto out;
+            loss.sum = v[0];
+            loss.count = (long)v[1];
+            loss.correct = (long)v[2];
+            if ((D.shard ? swift_dist_shard_reduce_scatter(&D, r->tp, r->ntp, step + 1)
+                         : swift_dist_allreduce_grads(&D, r->tp, r->ntp, step + 1)) < 0)
+                goto out;
+        }
         double lossv = loss.count ? loss.sum / (double)loss.count : 0.0;
         if (!isfinite(lossv)) {
             swift_error("loss is %s at step %ld; stopping", isnan(lossv) ? "nan" : "inf",
@@ -971,12 +1116,21 @@ int swift_train_run(const struct swift_train_opts *o)
         }
         int64_t to = swift_trace_now();
         double gnorm = swift_grad_norm(r->m.ops, r->tp, r->ntp);
+        if (D.shard) { /* ZeRO-1: each rank holds the summed gradient of its range only */
+            double ss = swift_grad_norm(r->m.ops, D.shard, D.nshard);
+            ss *= ss;
+            if (swift_dist_allreduce_d(&D, &ss, 1, "gradient norm", step + 1) < 0)
+                goto out;
+            gnorm = sqrt(ss);
+        }
         if (!isfinite(gnorm)) {
             swift_error("gradient norm is %s at step %ld; stopping", isnan(gnorm) ? "nan" : "inf",
                         step + 1);
             goto out;
         }
         swift_adamw_step(&r->opt, (float)lr, swift_clip_scale(gnorm, o->max_grad_norm));
+        if (D.shard && swift_dist_shard_allgather(&D, r->tp, r->ntp, step + 1) < 0)
+            goto out;
         int64_t te = swift_trace_now();
         swift_trace_span("optim", "optimizer", to, te, NULL, 0);
         long gs = step + 1;
@@ -992,7 +1146,7 @@ int swift_train_run(const struct swift_train_opts *o)
         swift_trace_counter("grad_norm", gnorm);
         swift_trace_counter("tokens/s", step_s > 0 ? (double)ntok / step_s : 0);
         swift_trace_counter("RSS", rss_gib() * 1024.0 * 1024 * 1024);
-        win_tokens += (double)o->batch_size * o->grad_accum * r->T;
+        win_tokens += (double)o->batch_size * o->grad_accum * r->T * D.world;
         win_steps++;
         saved_last = 0;
         if (gs % o->logging_steps == 0 || gs == r->max_steps || gs == 1) {
@@ -1011,28 +1165,32 @@ int swift_train_run(const struct swift_train_opts *o)
                               "global_step/max_steps", gsb, "percentage", pct, "elapsed_time",
                               elb, "remaining_time", rmb, "memory(GiB)", rss_gib(),
                               "train_speed(s/it)", sps, "tokens/s", tps, "MFU",
-                              r->peak_gflops > 0 ? tps * flops_tok / (r->peak_gflops * 1e9)
-                                                 : 0.0));
+                              r->peak_gflops > 0
+                                  ? tps * flops_tok / (r->peak_gflops * 1e9 * D.world)
+                                  : 0.0));
             win_t = t;
             win_tokens = 0;
             win_steps = 0;
         }
-        if (r->val && eval_steps > 0 && gs % eval_steps == 0 && run_eval(r, gs) < 0)
+        if (r->val && D.rank == 0 && eval_steps > 0 && gs % eval_steps == 0 && run_eval(r, gs) < 0)
             goto out;
-        if ((o->save_steps > 0 && gs % o->save_steps == 0) || stop_signal) {
+        if ((o->save_steps > 0 && gs % o->save_steps == 0) || stop) {
             if (save_checkpoint(r, gs) < 0)
                 goto out;
             saved_last = 1;
         }
-        if (stop_signal) {
+        if (stop) {
             swift_info("%s: checkpoint-%ld written; exiting with 75",
-                       stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", gs);
+                       stop_signal == SIGTERM   ? "SIGTERM"
+                       : stop_signal == SIGUSR1 ? "SIGUSR1"
+                                                : "a signal on another rank",
+                       gs);
             rc = SWIFT_EXIT_INTERRUPTED;
             goto out;
         }
     }
-    if (r->val && (eval_steps <= 0 || r->max_steps % eval_steps) && r->max_steps > start_step &&
-        run_eval(r, r->max_steps) < 0)
+    if (r->val && D.rank == 0 && (eval_steps <= 0 || r->max_steps % eval_steps) &&
+        r->max_steps > start_step && run_eval(r, r->max_steps) < 0)
         goto out;
     if (!saved_last && r->max_steps > start_step && save_checkpoint(r, r->max_steps) < 0)
         goto out;
@@ -1044,7 +1202,7 @@ int swift_train_run(const struct swift_train_opts *o)
                                  "last_checkpoint", p, "global_step", (json_int_t)r->max_steps,
                                  "train_runtime", now_s() - r->t_start);
         char *line = done ? json_dumps(done, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        if (line)
+        if (line && D.rank == 0)
             printf("%s\n", line);
         free(line);
         json_decref(done);
@@ -1064,5 +1222,8 @@ out:
     free(r->config_path);
     free(resume);
     swift_trace_close();
+    if (rc != SWIFT_EXIT_OK && rc != SWIFT_EXIT_INTERRUPTED)
+        D.failed = 1; /* MPI_Finalize would wait for ranks that are still training */
+    swift_dist_finalize(&D);
     return rc;
 }

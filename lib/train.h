@@ -17,6 +17,12 @@
  * SIGTERM/SIGUSR1 finish the current step, write a checkpoint and return 75. A non-finite loss
  * returns 1 naming the step. --resume continues bit for bit (CPU).
  *
+ * Under mpirun/srun (lib/dist.h, docs/distributed.md) every rank trains on a disjoint slice of
+ * each global batch of ranks x batch x accumulation samples, gradients are summed over ranks,
+ * rank 0 alone writes logging.jsonl, stdout and checkpoints, and a signal on any rank stops all
+ * of them at the same step (checkpoint, 75). The data position is global: a checkpoint resumes
+ * on any number of ranks with the same global batch.
+ *
  * The run directory (docs/formats.md "Run directory"):
  *   args.json, logging.jsonl, checkpoint-N/{model.safetensors+config.json | adapter_*,
  *   optimizer.safetensors, trainer_state.json}
@@ -53,6 +59,11 @@ struct swift_train_opts {
     const char *trace, *profile;
     double peak_gflops;        /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */
+    /* distributed (lib/dist.h; active under mpirun/srun) */
+    double dist_timeout;       /* seconds a rank may wait for the others (default 300) */
+    int zero;                  /* 1: ZeRO-1, optimizer state sharded over ranks */
+    int delay_rank;            /* testing only: rank delay_rank sleeps delay_rank_ms per step */
+    long delay_rank_ms;
     int argc;
     char **argv;
 };
