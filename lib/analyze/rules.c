@@ -539,6 +539,15 @@ static double median(double *d, size_t m)
     return m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
 }
 
+/* A rank's own time per step: its step time less the time it spent in communication, which in
+ * a synchronous job is mostly waiting for the slowest rank (so every rank's step time is
+ * about the same, and only the busy time tells the straggler apart). */
+static double busy_avg(const struct swift_an_proc *p)
+{
+    double c = p->comm_part >= 0 && p->comm_part < p->npart ? p->part_avg[p->comm_part] : 0;
+    return p->step_avg - c;
+}
+
 static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t n,
                            const struct swift_analyze_opts *o)
 {
@@ -558,7 +567,7 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
         size_t m = 0;
         for (size_t h = 0; h < n; h++)
             if (ps[h].nsteps && same_job(&ps[h], a))
-                d[m++] = ps[h].step_avg;
+                d[m++] = busy_avg(&ps[h]);
         if (m < 2)
             continue;
         double med = median(d, m);
@@ -566,7 +575,7 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
             const struct swift_an_proc *p = &ps[h];
             if (!p->nsteps || !same_job(p, a))
                 continue;
-            double v = med > 0 ? 100 * (p->step_avg - med) / med : 0;
+            double v = med > 0 ? 100 * (busy_avg(p) - med) / med : 0;
             double th = o->th.straggler_pct;
             if (v <= th)
                 continue;
@@ -574,6 +583,8 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
             int worst = -1;
             double loss = 0;
             for (int k = 0; k < p->npart; k++) {
+                if (k == p->comm_part)
+                    continue;
                 size_t mm = 0;
                 for (size_t q = 0; q < n; q++)
                     if (ps[q].nsteps && same_job(&ps[q], a))
@@ -584,11 +595,12 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
             }
             char s[512];
             snprintf(s, sizeof(s),
-                     "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us); "
-                     "it loses most in %s (+%.0f us per step)",
-                     p->rank, v, p->step_avg, med, worst >= 0 ? p->part_names[worst] : "?", loss);
+                     "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us "
+                     "outside communication); it loses most in %s (+%.0f us per step)",
+                     p->rank, v, busy_avg(p), med, worst >= 0 ? p->part_names[worst] : "?", loss);
             json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
-            json_t *ev = json_pack("{s:f,s:f,s:s,s:f}", "step_us", r2(p->step_avg), "median_us",
+            json_t *ev = json_pack("{s:f,s:f,s:f,s:s,s:f}", "step_us", r2(p->step_avg),
+                                   "busy_us", r2(busy_avg(p)), "median_us",
                                    r2(med), "phase", worst >= 0 ? p->part_names[worst] : "?",
                                    "phase_loss_us", r2(loss));
             json_object_set_new(ev, "worst_spans", worst_spans(p, worst, o->top));
