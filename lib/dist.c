@@ -2,6 +2,7 @@
 #include "lib/dist.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +56,23 @@ static const char *detect_launcher(void)
     return NULL;
 }
 
+/* Between two polls of pending requests: OpenMPI progresses non-blocking collectives only
+ * inside MPI calls, so poll (yielding the core) for the first 200 ms of a wait, then back off
+ * to sleeps of up to 1 ms (a long wait is a slow rank, not a transfer). */
+static void poll_pause(double since)
+{
+    if (mono_s() - since < 0.2) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
 /* Wait for n requests until the deadline; 0, or -1 when it passed (requests left pending). */
 static int wait_all(MPI_Request *rq, int n, double deadline)
 {
-    long ns = 2000;
+    double t0 = mono_s();
     for (;;) {
         int done = 0;
         MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
@@ -66,10 +80,7 @@ static int wait_all(MPI_Request *rq, int n, double deadline)
             return 0;
         if (mono_s() > deadline)
             return -1;
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        if (ns < 500000)
-            ns += ns / 4;
+        poll_pause(t0);
     }
 }
 
@@ -336,9 +347,8 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
         MPI_Iallreduce(MPI_IN_PLACE, d->flat + a, (int)(e - a), MPI_FLOAT, MPI_SUM,
                        MPI_COMM_WORLD, &rq[b]);
     }
-    double deadline = mono_s() + d->timeout_s;
+    double t_wait = mono_s(), deadline = t_wait + d->timeout_s;
     int left = nb, rc = 0;
-    long ns = 2000;
     while (left > 0) {
         for (int b = 0; b < nb; b++) {
             if (unpacked[b])
@@ -350,19 +360,14 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
                 xfer(p, np, d->flat, a, e, 0, 0);
                 unpacked[b] = 1;
                 left--;
-                ns = 2000;
             }
         }
         if (left && mono_s() > deadline) {
             rc = fail_generic(d, "gradient all-reduce", step);
             break;
         }
-        if (left) {
-            struct timespec ts = {0, ns};
-            nanosleep(&ts, NULL);
-            if (ns < 200000)
-                ns += ns / 4;
-        }
+        if (left)
+            poll_pause(t_wait);
     }
     free(rq);
     free(unpacked);
