@@ -15,6 +15,7 @@ A="$SWIFT_BIN/swift-trace-analyze"
 setup() {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
     W=$(mktemp -d)
+    export DIST_TEST_ID=$W # marks this test's ranks for rank_pid
     # CI runs as root, in a container without network interfaces
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -40,11 +41,13 @@ same_curve() { # FILE_A FILE_B: same number of losses, each within a relative 1e
               exit (bad || c != n || c == 0 || m > 1e-6) }'
 }
 
-rank_pid() { # MPIRUN_PID RANK: the pid of that rank's process
-    local k
-    for k in $(pgrep -P "$1"); do
-        if tr '\0' '\n' <"/proc/$k/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-            echo "$k"
+rank_pid() { # RANK: the pid of that rank of this test's job (no procps needed)
+    local e
+    for e in /proc/[0-9]*/environ; do
+        if tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "DIST_TEST_ID=$DIST_TEST_ID" &&
+            tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+            e=${e#/proc/}
+            echo "${e%/environ}"
             return 0
         fi
     done
@@ -128,8 +131,7 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 100 --learni
         -o "$W/s" $D </dev/null >"$W/s.out" 2>"$W/s.err" &
     tp=$!
     wait_steps "$W/s"
-    mp=$(pgrep -P $tp)
-    kill -TERM "$(rank_pid "$mp" 1)"
+    kill -TERM "$(rank_pid 1)"
     rc=0
     wait $tp || rc=$?
     cat "$W/s.err"
@@ -146,8 +148,7 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 100 --learni
         --dist-timeout 2 -o "$W/h" $D </dev/null >"$W/h.out" 2>"$W/h.err" &
     tp=$!
     wait_steps "$W/h"
-    mp=$(pgrep -P $tp)
-    p1=$(rank_pid "$mp" 1)
+    p1=$(rank_pid 1)
     kill -STOP "$p1"
     SECONDS=0
     rc=0
@@ -158,12 +159,13 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 100 --learni
     grep -Eq "^swift-train: rank 1 \([^,]+, pid $p1\) did not reach (forward|gradient sync) of step [0-9]+ within --dist-timeout 2s; it died or hangs" "$W/h.err"
 
     # SIGKILL: mpirun itself notices and ends the job (our timeout is the backstop)
+    export DIST_TEST_ID=$W/k
     timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$T" --model $M --max-steps 100000 \
         --logging-steps 1 --save-steps 100000 --eval-steps 100000 --data-delay-ms 20 -j 1 \
         --dist-timeout 2 -o "$W/k" $D </dev/null >"$W/k.out" 2>"$W/k.err" &
     tp=$!
     wait_steps "$W/k"
-    kill -KILL "$(rank_pid "$(pgrep -P $tp)" 1)"
+    kill -KILL "$(rank_pid 1)"
     rc=0
     wait $tp || rc=$?
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]
