@@ -47,7 +47,7 @@ static void step_stats(struct swift_an_proc *p)
         for (int k = 0; k < p->npart; k++)
             p->part_avg[k] += p->steps[i].part[k] / (double)p->nsteps;
     }
-    qsort(d, p->nsteps, sizeof(*d), cmp_dbl);
+    swift_an_sort(d, p->nsteps, sizeof(*d), cmp_dbl);
     p->step_avg = sum / (double)p->nsteps;
     p->step_median = p->nsteps % 2 ? d[p->nsteps / 2]
                                     : (d[p->nsteps / 2 - 1] + d[p->nsteps / 2]) / 2;
@@ -134,7 +134,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     if (tok.n)
         p->tok_busy_us = swift_an_ival_len(tok.v, swift_an_ival_merge(tok.v, tok.n));
     swift_an_ivec_free(&tok);
-    qsort(ph, nph, sizeof(*ph), cmp_ev_ts);
+    swift_an_sort(ph, nph, sizeof(*ph), cmp_ev_ts);
     static const int order[] = {SP_DATA, SP_SYNC, SP_FWD, SP_BWD, SP_OPT};
     struct swift_an_ival slots[64], tmp[64], claim[64], mine[32];
     size_t j = 0;
@@ -292,7 +292,7 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
     for (size_t i = 0; i < p->nsteps; i++)
         idx[i] = i;
     sort_proc = p;
-    qsort(idx, p->nsteps, sizeof(*idx), cmp_step_dur);
+    swift_an_sort(idx, p->nsteps, sizeof(*idx), cmp_step_dur);
     *out = idx;
     return p->nsteps < (size_t)top ? p->nsteps : (size_t)top;
 }

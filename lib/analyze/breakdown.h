@@ -10,6 +10,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+/* qsort that accepts empty (NULL) arrays. */
+static inline void swift_an_sort(void *base, size_t n, size_t size,
+                                 int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
+}
 
 struct swift_an_ival {
     double b, e;

@@ -342,7 +342,7 @@ static void temporal(struct ctx *c, struct swift_an_kineto *k)
             pts[np++] = (struct sweep_pt){lists[l][i].b, 1, 1u << l};
             pts[np++] = (struct sweep_pt){lists[l][i].e, -1, 1u << l};
         }
-    qsort(pts, np, sizeof(*pts), cmp_sweep);
+    swift_an_sort(pts, np, sizeof(*pts), cmp_sweep);
     unsigned mask = 0;
     double prev = np ? pts[0].t : 0;
     for (size_t i = 0; i < np;) {
@@ -425,7 +425,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         size_t nkeep = na;
         struct kagg others = {.name = SWIFT_AN_NONE, .min = INFINITY, .max = -INFINITY};
         if ((int)na > c->o->num_kernels) {
-            qsort(agg, na, sizeof(*agg), cmp_kagg_sum);
+            swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
             double *cs = malloc(na * sizeof(*cs));
             if (!cs)
                 abort();
@@ -471,7 +471,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
                                                            .std = var > 0 ? sqrt(var) : 0};
         }
         sort_st = &c->set->strs;
-        qsort(k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name);
+        swift_an_sort(k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name);
     }
     free(agg);
     free(seen);
@@ -550,7 +550,7 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         k->launch_cpu_us = sum_cpu / (double)k->launches;
         k->launch_delay_us = sum_delay / (double)k->launches;
     }
-    qsort(sel, n, sizeof(*sel), cmp_hrow_stream_ts);
+    swift_an_sort(sel, n, sizeof(*sel), cmp_hrow_stream_ts);
     for (size_t i = 0; i < n;) {
         int32_t stream = sel[i]->ev->stream;
         struct swift_an_idle_row row = {.stream = stream};
@@ -747,8 +747,8 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
             abort();
         steps[nsteps++] = (struct stepdef){cpu_min, cpu_max, 0};
     }
-    qsort(steps, nsteps, sizeof(*steps), cmp_stepdef);
-    qsort(rts, nrt, sizeof(*rts), cmp_rt);
+    swift_an_sort(steps, nsteps, sizeof(*steps), cmp_stepdef);
+    swift_an_sort(rts, nrt, sizeof(*rts), cmp_rt);
     /* _find_device_steps */
     double *dmin = malloc((nsteps + 1) * sizeof(double)), *dmax = malloc((nsteps + 1) * sizeof(double));
     long *matched = calloc(nsteps + 1, sizeof(long));
@@ -919,7 +919,7 @@ size_t swift_an_kineto_nccl(const struct swift_an_set *set, const struct swift_a
             (*idx)[n++] = i;
     }
     nccl_src_ev = src->ev;
-    qsort(*idx, n, sizeof(**idx), cmp_idx_dur);
+    swift_an_sort(*idx, n, sizeof(**idx), cmp_idx_dur);
     return n;
 }
 

@@ -1,4 +1,5 @@
 #include "analyze/load.h"
+#include "analyze/breakdown.h"
 #include "error.h"
 #include "fileio.h"
 #include "trace.h"
@@ -975,7 +976,7 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
         }
     }
     closedir(d);
-    qsort(names, n, sizeof(*names), cmp_str);
+    swift_an_sort(names, n, sizeof(*names), cmp_str);
     int total = 0;
     for (size_t i = 0; i < n; i++) {
         int r = swift_an_load_path(set, names[i], flags);

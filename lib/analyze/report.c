@@ -134,10 +134,14 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
     json_t *nc = json_object_get(p, "nccl");
     if (json_is_object(nc) && jnum(nc, "kernels") > 0) {
         json_t *c = json_array_get(json_object_get(nc, "longest"), 0);
-        fprintf(fp, "%sNCCL kernels: %.0f; longest %s %s, %.0f elements, %s, group %s\n",
-                md ? "- " : "  ", jnum(nc, "kernels"), jstr(c, "collective_name"),
-                dur(b1, sizeof(b1), jnum(c, "dur_us")), jnum(c, "in_msg_nelems"), jstr(c, "dtype"),
-                jstr(c, "process_group_ranks"));
+        char nm[48];
+        trunc_name(nm, sizeof(nm), jstr(c, "name"));
+        fprintf(fp, "%sNCCL kernels: %.0f; longest %s, %s", md ? "- " : "  ", jnum(nc, "kernels"), nm,
+                dur(b1, sizeof(b1), jnum(c, "dur_us")));
+        if (json_is_string(json_object_get(c, "collective_name")))
+            fprintf(fp, " (%s of %.0f x %s, ranks %s)", jstr(c, "collective_name"),
+                    jnum(c, "in_msg_nelems"), jstr(c, "dtype"), jstr(c, "process_group_ranks"));
+        fputs("\n", fp);
     }
     json_t *kr = json_object_get(p, "kernels");
     if (json_array_size(kr)) {

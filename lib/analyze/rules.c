@@ -1,4 +1,5 @@
 #include "analyze/rules.h"
+#include "analyze/breakdown.h"
 #include "error.h"
 #include "cli.h"
 
@@ -535,7 +536,7 @@ static int same_job(const struct swift_an_proc *a, const struct swift_an_proc *b
 
 static double median(double *d, size_t m)
 {
-    qsort(d, m, sizeof(*d), cmp_d);
+    swift_an_sort(d, m, sizeof(*d), cmp_d);
     return m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
 }
 
@@ -654,7 +655,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         abort();
     for (size_t i = 0; i < m; i++)
         arr[i] = json_incref(json_array_get(list, i));
-    qsort(arr, m, sizeof(*arr), cmp_bottleneck);
+    swift_an_sort(arr, m, sizeof(*arr), cmp_bottleneck);
     json_array_clear(list);
     int sev = 0;
     for (size_t i = 0; i < m; i++) {
