@@ -270,12 +270,29 @@ static int scan_value(struct rd *r, size_t *b, size_t *e)
 
 /* ---------- the streaming walker ---------- */
 
+/* Events are parsed by jansson in batches, several threads at a time (OpenMP), then handed
+ * to the callback one by one in file order; the batch has a ceiling in bytes and events. */
+#define BATCH_EVENTS 4096
+#define BATCH_BYTES ((size_t)8 << 20)
+
+struct pending {
+    size_t at, len; /* in the batch buffer */
+    uint64_t off;   /* stream offset */
+    long line;
+    json_t *v;
+    json_error_t err;
+};
+
 struct walker {
     struct rd *r;
     swift_an_event_fn fn;
     swift_an_meta_fn meta_fn;
     void *ctx;
     long count;
+    struct pending *pend;
+    size_t npend;
+    char *bbuf;
+    size_t blen, bcap;
 };
 
 static int scan_fail(struct rd *r, int rc, const char *where)
@@ -292,25 +309,64 @@ static int scan_fail(struct rd *r, int rc, const char *where)
     return rd_report(r, msg);
 }
 
+/* Parse every pending event, then deliver them in order. */
+static int flush_events(struct walker *w)
+{
+    size_t n = w->npend;
+    if (!n)
+        return 0;
+    struct pending *pd = w->pend;
+    const char *base = w->bbuf;
+    long i;
+#pragma omp parallel for schedule(dynamic, 64) if (n >= 256)
+    for (i = 0; i < (long)n; i++)
+        pd[i].v = json_loadb(base + pd[i].at, pd[i].len, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL,
+                             &pd[i].err);
+    int rc = 0;
+    for (size_t k = 0; k < n; k++) {
+        json_t *v = pd[k].v;
+        if (rc == 0) {
+            if (!v)
+                rc = swift_error_at(w->r->name, pd[k].line + pd[k].err.line - 1, "byte %llu: %s",
+                                    (unsigned long long)(pd[k].off + (uint64_t)(pd[k].err.position > 0
+                                                                                ? pd[k].err.position - 1
+                                                                                : 0)),
+                                    pd[k].err.text);
+            else if (!json_is_object(v))
+                rc = swift_error_at(w->r->name, pd[k].line, "byte %llu: trace event is not an object",
+                                    (unsigned long long)pd[k].off);
+            else if (w->fn(w->ctx, v, pd[k].off, pd[k].line) < 0)
+                rc = -1;
+            w->count++;
+        }
+        json_decref(v);
+    }
+    w->npend = 0;
+    w->blen = 0;
+    return rc;
+}
+
 static int give_event(struct walker *w, size_t b, size_t e, long line)
 {
     struct rd *r = w->r;
-    json_error_t jerr;
-    json_t *v = json_loadb(r->buf + b, e - b, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &jerr);
-    uint64_t off = r->base + b;
-    if (!v)
-        return swift_error_at(r->name, line + jerr.line - 1, "byte %llu: %s",
-                              (unsigned long long)(off + (uint64_t)(jerr.position > 0 ? jerr.position - 1 : 0)),
-                              jerr.text);
-    int rc = 0;
-    if (!json_is_object(v))
-        rc = swift_error_at(r->name, line, "byte %llu: trace event is not an object",
-                            (unsigned long long)off);
-    else
-        rc = w->fn(w->ctx, v, off, line);
-    json_decref(v);
-    w->count++;
-    return rc < 0 ? -1 : 0;
+    size_t len = e - b;
+    if (w->npend == BATCH_EVENTS || (w->blen + len > BATCH_BYTES && w->npend)) {
+        if (flush_events(w) < 0)
+            return -1;
+    }
+    if (!w->pend) {
+        w->pend = calloc(BATCH_EVENTS, sizeof(*w->pend));
+        if (!w->pend)
+            abort();
+    }
+    if (w->blen + len > w->bcap) {
+        w->bcap = w->blen + len > BATCH_BYTES ? w->blen + len : BATCH_BYTES;
+        w->bbuf = xrealloc(w->bbuf, w->bcap);
+    }
+    memcpy(w->bbuf + w->blen, r->buf + b, len);
+    w->pend[w->npend++] = (struct pending){.at = w->blen, .len = len, .off = r->base + b, .line = line};
+    w->blen += len;
+    return 0;
 }
 
 /* Elements of an array whose '[' was just consumed. */
@@ -514,9 +570,13 @@ int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_f
     gzbuffer(gz, 256 * 1024);
     struct rd r = {.name = path, .gz = gz, .line = 1};
     struct walker w = {.r = &r, .fn = fn, .meta_fn = meta_fn, .ctx = ctx};
+    json_object_seed(0); /* before threads create objects */
     int rc = walk(&w, name_is_jsonl(path));
+    rc = rc == 0 ? flush_events(&w) : rc;
     gzclose(gz);
     free(r.buf);
+    free(w.pend);
+    free(w.bbuf);
     return rc;
 }
 
@@ -525,8 +585,12 @@ int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift
 {
     struct rd r = {.name = name, .mem = data, .memlen = len, .line = 1};
     struct walker w = {.r = &r, .fn = fn, .meta_fn = meta_fn, .ctx = ctx};
+    json_object_seed(0);
     int rc = walk(&w, name_is_jsonl(name));
+    rc = rc == 0 ? flush_events(&w) : rc;
     free(r.buf);
+    free(w.pend);
+    free(w.bbuf);
     return rc;
 }
 
