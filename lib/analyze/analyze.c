@@ -94,7 +94,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     if (!ph)
         abort();
     size_t nph = 0;
-    struct swift_an_ivec tok = {0};
+    struct swift_an_ivec tok = {0}, kern = {0};
     int64_t tids[64];
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {
@@ -126,6 +126,8 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
                 ;
             if (k == ntids && ntids < 64)
                 tids[ntids++] = e->tid;
+        } else if (!strcmp(cat, "kernel")) {
+            swift_an_ivec_push(&kern, b, en); /* CUPTI kernels written by swift-train */
         } else if (part_of(nm, cat) >= 0) {
             ph[nph++] = e;
         }
@@ -169,7 +171,15 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     }
     free(ph);
     step_stats(p);
+    /* GPU utilization as the TensorBoard plugin defines it: kernel union over all steps */
     p->gpu_util = -1;
+    if (kern.n && p->nsteps) {
+        size_t nk = swift_an_ival_merge(kern.v, kern.n);
+        double lo = p->steps[0].ts, hi = p->steps[p->nsteps - 1].ts + p->steps[p->nsteps - 1].dur;
+        if (hi > lo)
+            p->gpu_util = swift_an_ival_len_in(kern.v, nk, lo, hi) / (hi - lo);
+    }
+    swift_an_ivec_free(&kern);
 }
 
 static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,

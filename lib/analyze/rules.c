@@ -392,6 +392,10 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
         vals[1] = p->part_avg[SWIFT_TB_CPU] + p->part_avg[SWIFT_TB_RUNTIME];
         vals[2] = p->part_avg[SWIFT_TB_COMM];
         vals[3] = p->part_avg[SWIFT_TB_OTHER] + p->part_avg[SWIFT_TB_MEMCPY] + p->part_avg[SWIFT_TB_MEMSET];
+    } else {
+        vals[0] = p->part_avg[0]; /* data_wait */
+        vals[2] = p->part_avg[3]; /* grad_sync */
+        vals[3] = p->part_avg[5]; /* other */
     }
     for (int i = 0; i < 4; i++)
         if (vals[i] > best)

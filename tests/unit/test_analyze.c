@@ -86,6 +86,8 @@ static void write_train_trace(const char *path)
         swift_trace_span("compute", "forward", b + 30 * ms, b + 60 * ms, NULL, 0);
         swift_trace_span("compute", "backward", b + 60 * ms, b + 90 * ms, NULL, 0);
         swift_trace_span("optim", "optimizer", b + 90 * ms, b + 95 * ms, NULL, 0);
+        /* the GPU works 40 ms of each step (a CUPTI kernel record on a stream track) */
+        swift_trace_span_tid("kernel", "gemm", 1000007, b + 35 * ms, b + 75 * ms, NULL, 0);
         struct swift_targ a[] = {SWIFT_TARG_I("step", s + 1), SWIFT_TARG_I("tokens", 4096)};
         swift_trace_span("step", "step", b, b + 100 * ms, a, 2);
     }
@@ -147,6 +149,12 @@ static void test_our_trace_end_to_end(void **state)
     assert_string_equal(json_string_value(json_object_get(ck, "command")),
                         "swift-train --num-workers 2 --save-steps 23 shards/");
     assert_null(find_rule(r, "comm_bound"));
+    /* GPU busy 160 of 400 ms: 40% < 50% */
+    assert_true(p->gpu_util > 0.3999 && p->gpu_util < 0.4001);
+    json_t *gi = find_rule(r, "gpu_idle");
+    assert_non_null(gi);
+    assert_string_equal(json_string_value(json_object_get(gi, "severity")), "warn");
+    assert_non_null(strstr(json_string_value(json_object_get(gi, "summary")), "data loading"));
     json_decref(r);
     swift_an_procs_free(procs, n);
     swift_an_set_release(&set);
