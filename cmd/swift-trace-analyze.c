@@ -150,7 +150,7 @@ int main(int argc, char **argv)
         return rc;
     if (argi >= argc)
         return swift_usage("no trace given");
-    if ((o.step_lo >= 0 || o.ranks || o.window) && !o.merge)
+    if ((o.step_lo >= 0 || o.ranks || o.window >= 0) && !o.merge)
         return swift_usage("--steps, --ranks and --window apply to --merge");
     struct swift_trace_config tc = {.stage = "analyze", .path = o.trace, .argc = argc, .argv = argv};
     if (swift_trace_open(&tc) < 0)

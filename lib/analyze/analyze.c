@@ -22,6 +22,7 @@ void swift_analyze_opts_default(struct swift_analyze_opts *o)
     o->format = SWIFT_FMT_TEXT;
     o->top = 5;
     o->step_lo = o->step_hi = -1;
+    o->window = -1;
     o->merge_warn_bytes = 256ull << 20;
     swift_an_thresholds_default(&o->th);
     swift_an_kineto_opts_default(&o->kopts);

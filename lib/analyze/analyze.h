@@ -84,7 +84,7 @@ struct swift_analyze_opts {
     const char *merge;       /* OUT.json or OUT.json.gz */
     long step_lo, step_hi;   /* --steps A-B; -1 = all */
     const char *ranks;       /* --ranks LIST */
-    int window;              /* --window N: N steps around each worst step, 0 = off */
+    int window;              /* --window N: N steps around each worst step, -1 = off */
     unsigned long long merge_warn_bytes;
     const char *trace;       /* --trace (our own trace of this run) */
 };

@@ -475,6 +475,7 @@ static int walk(struct walker *w, int jsonl)
     if (first_key_is_event(r))
         return walk_jsonl(w); /* one event per line under a .json name */
     r->pos++;
+    int seen_events = 0;
     for (;;) {
         c = skip_ws(r);
         if (c == '}') {
@@ -496,6 +497,7 @@ static int walk(struct walker *w, int jsonl)
             return scan_fail(r, c < 0 ? -1 : -2, "the top-level object");
         r->pos++;
         if (!strcmp(key, "traceEvents")) {
+            seen_events = 1;
             c = skip_ws(r);
             if (c != '[')
                 return rd_report(r, "traceEvents is not an array");
@@ -533,6 +535,8 @@ static int walk(struct walker *w, int jsonl)
     c = skip_ws(r);
     if (c >= 0)
         return rd_report(r, "unexpected data after the end of the JSON trace");
+    if (!seen_events)
+        return rd_report(r, "no \"traceEvents\" array: not a Chrome/Kineto trace");
     if (r->err)
         return rd_report(r, "reading");
     return 0;

@@ -83,7 +83,7 @@ static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
         double d = json_number_value(json_object_get(e, "dur"));
         if (!isfinite(d))
             d = 0;
-        if (m->lo <= m->hi && (t + d < m->lo || t > m->hi))
+        if (m->lo <= m->hi && (d > 0 ? (t >= m->hi || t + d <= m->lo) : (t < m->lo || t > m->hi)))
             return 0;
         if (m->shift != 0)
             json_object_set_new(e, "ts", json_real(t));
@@ -150,7 +150,7 @@ static void step_range(const struct swift_an_proc *p, const struct swift_analyze
         if (a > b)
             a = 0, b = -1e300; /* no such step: keep only metadata */
         *lo = a, *hi = b;
-    } else if (o->window > 0) {
+    } else if (o->window >= 0) {
         size_t w = 0;
         for (size_t i = 1; i < p->nsteps; i++)
             if (p->steps[i].dur > p->steps[w].dur)
