@@ -134,7 +134,7 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(json "$W/r.json" '.inputs_failed')" = 4 ]
     run "$A" -q "$W/r.json"
     [ "$status" -eq 1 ]
-    [[ "${lines[0]}" == "swift-trace-analyze:$W/r.json:1: byte "*": no \"traceEvents\" array: not a Chrome/Kineto trace" ]]
+    [[ "${lines[0]}" == "swift-trace-analyze:$W/r.json:"*": byte "*": no \"traceEvents\" array: not a Chrome/Kineto trace" ]]
     run "$A" --strict -o "$W/s.txt" "$W/type.json" "$NW0"
     [ "$status" -eq 1 ]
     [ ! -e "$W/s.txt" ]
