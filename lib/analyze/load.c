@@ -318,7 +318,11 @@ static int flush_events(struct walker *w)
     struct pending *pd = w->pend;
     const char *base = w->bbuf;
     long i;
-#pragma omp parallel for schedule(dynamic, 64) if (n >= 256)
+    /* threads pay off only with cores to spare (2-core CI runs single-threaded) */
+    static int par = -1;
+    if (par < 0)
+        par = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+#pragma omp parallel for schedule(dynamic, 64) if (par && n >= 256)
     for (i = 0; i < (long)n; i++)
         pd[i].v = json_loadb(base + pd[i].at, pd[i].len, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL,
                              &pd[i].err);
