@@ -279,39 +279,38 @@ static int print_html(FILE *fp, json_t *r, int top)
         fputs("</li>\n", fp);
     }
     fputs("</ol>\n", fp);
-    /* stacked breakdown bars, one per process */
+    /* stacked breakdown bars, one per process: shares of the mean step, step time at the end */
     size_t np = json_array_size(ps);
-    int W = 1000, rowh = 26, left = 260;
+    int W = 1000, rowh = 26, left = 260, right = 90;
     fprintf(fp, "<h2>Step time breakdown per rank</h2>\n<svg width=\"%d\" height=\"%zu\" "
             "xmlns=\"http://www.w3.org/2000/svg\">\n", W, np * rowh + 40);
     json_t *p;
-    double maxstep = 0;
-    json_array_foreach(ps, i, p)
-    {
-        double s = jnum(json_object_get(p, "breakdown"), "step_us");
-        if (s > maxstep)
-            maxstep = s;
-    }
     json_array_foreach(ps, i, p)
     {
         json_t *bd = json_object_get(p, "breakdown");
         double y = (double)i * rowh + 4, x = left;
+        char label[48];
+        trunc_name(label, sizeof(label), jstr(p, "label"));
         fprintf(fp, "<text x=\"0\" y=\"%.0f\">", y + 15);
-        html_esc(fp, jstr(p, "label"));
+        html_esc(fp, label);
         fputs("</text>\n", fp);
         size_t k;
         json_t *pn;
         json_array_foreach(json_object_get(bd, "parts"), k, pn)
         {
+            double fr = jnum(json_object_get(bd, "fraction"), json_string_value(pn));
             double us = jnum(json_object_get(bd, "us"), json_string_value(pn));
-            double w = maxstep > 0 ? us / maxstep * (W - left - 10) : 0;
+            double w = fr * (W - left - right);
             if (!(w > 0))
                 continue;
             fprintf(fp, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
-                    "<title>%s: %.0f us</title></rect>\n", x, y, w, rowh - 6, palette[k % 9],
-                    json_string_value(pn), us);
+                    "<title>%s: %.0f us (%.1f%%)</title></rect>\n", x, y, w, rowh - 6, palette[k % 9],
+                    json_string_value(pn), us, 100 * fr);
             x += w;
         }
+        char b1[32];
+        fprintf(fp, "<text x=\"%d\" y=\"%.0f\">%s/step</text>\n", W - right + 6, y + 15,
+                dur(b1, sizeof(b1), jnum(bd, "step_us")));
     }
     /* legend: parts of the first process */
     json_t *p0 = json_array_get(ps, 0);
