@@ -12,8 +12,8 @@
 
 #include "banned.h"
 
-static const char *const swift_parts[] = {"data_wait", "forward", "backward", "grad_sync",
-                                          "optimizer", "other"};
+static const char *const swift_parts[] = {
+    "data_wait", "forward", "backward", "grad_sync", "optimizer", "other"};
 enum { SP_DATA, SP_FWD, SP_BWD, SP_SYNC, SP_OPT, SP_OTHER, SP_N };
 
 void swift_analyze_opts_default(struct swift_analyze_opts *o)
@@ -50,8 +50,8 @@ static void step_stats(struct swift_an_proc *p)
     }
     swift_an_sort(d, p->nsteps, sizeof(*d), cmp_dbl);
     p->step_avg = sum / (double)p->nsteps;
-    p->step_median = p->nsteps % 2 ? d[p->nsteps / 2]
-                                    : (d[p->nsteps / 2 - 1] + d[p->nsteps / 2]) / 2;
+    p->step_median =
+        p->nsteps % 2 ? d[p->nsteps / 2] : (d[p->nsteps / 2 - 1] + d[p->nsteps / 2]) / 2;
     p->step_max = d[p->nsteps - 1];
     free(d);
 }
@@ -230,8 +230,12 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
             if (s->process_name)
                 snprintf(p->label, sizeof(p->label), "%s", s->process_name);
             else
-                snprintf(p->label, sizeof(p->label), "swift-%s rank %d @ %s",
-                         s->stage ? s->stage : "?", p->rank, s->host ? s->host : "?");
+                snprintf(p->label,
+                         sizeof(p->label),
+                         "swift-%s rank %d @ %s",
+                         s->stage ? s->stage : "?",
+                         p->rank,
+                         s->host ? s->host : "?");
             swift_proc(set, p);
         } else {
             const char *base = strrchr(s->path, '/');
@@ -277,8 +281,13 @@ static double r3(double v)
 
 static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_step *sp)
 {
-    json_t *o = json_pack("{s:I,s:o,s:o}", "step", (json_int_t)sp->step, "ts", num(sp->ts),
-                          "dur_us", num(r3(sp->dur)));
+    json_t *o = json_pack("{s:I,s:o,s:o}",
+                          "step",
+                          (json_int_t)sp->step,
+                          "ts",
+                          num(sp->ts),
+                          "dur_us",
+                          num(r3(sp->dur)));
     json_t *us = json_object();
     for (int k = 0; k < p->npart; k++)
         json_object_set_new(us, p->part_names[k], num(r3(sp->part[k])));
@@ -289,7 +298,8 @@ static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_st
 static const struct swift_an_proc *sort_proc;
 static int cmp_step_dur(const void *a, const void *b)
 {
-    double x = sort_proc->steps[*(const size_t *)a].dur, y = sort_proc->steps[*(const size_t *)b].dur;
+    double x = sort_proc->steps[*(const size_t *)a].dur,
+           y = sort_proc->steps[*(const size_t *)b].dur;
     return (x < y) - (x > y);
 }
 
@@ -324,91 +334,163 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
     json_object_set_new(j, "wall_us", num(r3(p->t1 - p->t0)));
     json_object_set_new(j, "t0", num(p->t0));
     json_object_set_new(j, "steps", json_integer((json_int_t)p->nsteps));
-    json_object_set_new(j, "step_time_us",
-                        json_pack("{s:o,s:o,s:o}", "mean", num(r3(p->step_avg)), "median",
-                                  num(r3(p->step_median)), "max", num(r3(p->step_max))));
+    json_object_set_new(j,
+                        "step_time_us",
+                        json_pack("{s:o,s:o,s:o}",
+                                  "mean",
+                                  num(r3(p->step_avg)),
+                                  "median",
+                                  num(r3(p->step_median)),
+                                  "max",
+                                  num(r3(p->step_max))));
     json_t *bd = json_object(), *us = json_object(), *fr = json_object(), *roles = json_array();
     for (int k = 0; k < p->npart; k++) {
         json_array_append_new(roles, json_string(p->part_names[k]));
         json_object_set_new(us, p->part_names[k], num(r3(p->part_avg[k])));
-        json_object_set_new(fr, p->part_names[k],
-                            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
+        json_object_set_new(
+            fr,
+            p->part_names[k],
+            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
     }
     json_object_set_new(bd, "parts", roles);
     json_object_set_new(bd, "step_us", num(r3(p->step_avg)));
     json_object_set_new(bd, "us", us);
     json_object_set_new(bd, "fraction", fr);
     json_object_set_new(j, "breakdown", bd);
-    json_object_set_new(j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
+    json_object_set_new(
+        j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
     json_object_set_new(j, "ckpt_us", num(r3(p->ckpt_us)));
     json_object_set_new(j, "eval_us", num(r3(p->eval_us)));
     if (p->tok_threads)
-        json_object_set_new(j, "tokenize",
-                            json_pack("{s:i,s:o,s:o}", "threads", p->tok_threads, "busy_us",
-                                      num(r3(p->tok_busy_us)), "sum_us", num(r3(p->tok_sum_us))));
+        json_object_set_new(j,
+                            "tokenize",
+                            json_pack("{s:i,s:o,s:o}",
+                                      "threads",
+                                      p->tok_threads,
+                                      "busy_us",
+                                      num(r3(p->tok_busy_us)),
+                                      "sum_us",
+                                      num(r3(p->tok_sum_us))));
     if (p->mem_peak > 0)
-        json_object_set_new(j, "memory",
-                            json_pack("{s:o,s:o,s:o}", "peak_bytes", num(p->mem_peak),
-                                      "device_bytes", p->mem_total > 0 ? num(p->mem_total) : json_null(),
-                                      "peak_pct", p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
+        json_object_set_new(
+            j,
+            "memory",
+            json_pack("{s:o,s:o,s:o}",
+                      "peak_bytes",
+                      num(p->mem_peak),
+                      "device_bytes",
+                      p->mem_total > 0 ? num(p->mem_total) : json_null(),
+                      "peak_pct",
+                      p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
     const struct swift_an_kineto *k = &p->k;
     if (p->has_kineto && k->has_gpu) {
-        json_object_set_new(j, "temporal",
-                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "idle_us", num(k->idle_us),
-                                      "compute_us", num(k->compute_us), "non_compute_us",
-                                      num(k->non_compute_us), "kernel_us", num(k->kernel_us),
-                                      "idle_pct", num(k->idle_pct), "compute_pct",
-                                      num(k->compute_pct), "non_compute_pct",
+        json_object_set_new(j,
+                            "temporal",
+                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                      "idle_us",
+                                      num(k->idle_us),
+                                      "compute_us",
+                                      num(k->compute_us),
+                                      "non_compute_us",
+                                      num(k->non_compute_us),
+                                      "kernel_us",
+                                      num(k->kernel_us),
+                                      "idle_pct",
+                                      num(k->idle_pct),
+                                      "compute_pct",
+                                      num(k->compute_pct),
+                                      "non_compute_pct",
                                       num(k->non_compute_pct)));
-        json_object_set_new(j, "comm_comp_overlap_pct",
-                            k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
+        json_object_set_new(
+            j, "comm_comp_overlap_pct", k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
         json_t *kt = json_array();
         double tot = 0;
         for (int c = 1; c < 8; c++)
             tot += k->combo_us[c];
         for (int c = 1; c < 8; c++)
             if (k->combo_us[c] > 0)
-                json_array_append_new(kt, json_pack("{s:s,s:o,s:o}", "type", swift_an_kcombo_names[c],
-                                                    "us", num(k->combo_us[c]), "pct",
-                                                    num(round(1000 * k->combo_us[c] / tot) / 10)));
+                json_array_append_new(kt,
+                                      json_pack("{s:s,s:o,s:o}",
+                                                "type",
+                                                swift_an_kcombo_names[c],
+                                                "us",
+                                                num(k->combo_us[c]),
+                                                "pct",
+                                                num(round(1000 * k->combo_us[c] / tot) / 10)));
         json_object_set_new(j, "kernel_types", kt);
         json_t *kr = json_array();
         for (size_t i = 0; i < k->nkrows; i++) {
             const struct swift_an_krow *r = &k->krows[i];
             json_array_append_new(
-                kr, json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}", "type", swift_an_ktype_name(r->type),
-                              "name", r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
-                              "count", (json_int_t)r->count, "sum_us", num(r->sum), "max_us",
-                              num(r->max), "min_us", num(r->min), "mean_us", num(r->mean),
-                              "std_us", num(r->std)));
+                kr,
+                json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}",
+                          "type",
+                          swift_an_ktype_name(r->type),
+                          "name",
+                          r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
+                          "count",
+                          (json_int_t)r->count,
+                          "sum_us",
+                          num(r->sum),
+                          "max_us",
+                          num(r->max),
+                          "min_us",
+                          num(r->min),
+                          "mean_us",
+                          num(r->mean),
+                          "std_us",
+                          num(r->std)));
         }
         json_object_set_new(j, "kernels", kr);
         json_t *idle = json_array();
         for (size_t i = 0; i < k->nidle; i++) {
             const struct swift_an_idle_row *r = &k->idle[i];
             double t = r->host_wait + r->kernel_wait + r->other;
-            json_array_append_new(
-                idle, json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "stream", r->stream, "host_wait_us",
-                                num(r->host_wait), "kernel_wait_us", num(r->kernel_wait), "other_us",
-                                num(r->other), "host_wait_ratio", num(t ? round(100 * r->host_wait / t) / 100 : 0),
-                                "kernel_wait_ratio", num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
-                                "other_ratio", num(t ? round(100 * r->other / t) / 100 : 0)));
+            json_array_append_new(idle,
+                                  json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                            "stream",
+                                            r->stream,
+                                            "host_wait_us",
+                                            num(r->host_wait),
+                                            "kernel_wait_us",
+                                            num(r->kernel_wait),
+                                            "other_us",
+                                            num(r->other),
+                                            "host_wait_ratio",
+                                            num(t ? round(100 * r->host_wait / t) / 100 : 0),
+                                            "kernel_wait_ratio",
+                                            num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
+                                            "other_ratio",
+                                            num(t ? round(100 * r->other / t) / 100 : 0)));
         }
         json_object_set_new(j, "idle_breakdown", idle);
-        json_object_set_new(j, "launch",
-                            json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}", "launches", (json_int_t)k->launches,
-                                      "short_kernels", (json_int_t)k->short_kernels,
-                                      "runtime_outliers", (json_int_t)k->runtime_outliers,
-                                      "delay_outliers", (json_int_t)k->delay_outliers,
-                                      "mean_cpu_us", num(r3(k->launch_cpu_us)), "mean_delay_us",
+        json_object_set_new(j,
+                            "launch",
+                            json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}",
+                                      "launches",
+                                      (json_int_t)k->launches,
+                                      "short_kernels",
+                                      (json_int_t)k->short_kernels,
+                                      "runtime_outliers",
+                                      (json_int_t)k->runtime_outliers,
+                                      "delay_outliers",
+                                      (json_int_t)k->delay_outliers,
+                                      "mean_cpu_us",
+                                      num(r3(k->launch_cpu_us)),
+                                      "mean_delay_us",
                                       num(r3(k->launch_delay_us))));
         size_t *ni;
         size_t nn = swift_an_kineto_nccl(set, s, &ni);
         json_t *col = json_array();
         for (size_t i = 0; i < nn && i < (size_t)o->top; i++) {
             const struct swift_an_ev *e = &s->ev[ni[i]];
-            json_t *c = json_pack("{s:s,s:o,s:o}", "name", swift_an_str(&set->strs, e->name), "ts",
-                                  num(e->ts), "dur_us", num(e->dur));
+            json_t *c = json_pack("{s:s,s:o,s:o}",
+                                  "name",
+                                  swift_an_str(&set->strs, e->name),
+                                  "ts",
+                                  num(e->ts),
+                                  "dur_us",
+                                  num(e->dur));
             if (e->comm != SWIFT_AN_NONE) {
                 const struct swift_an_comm *cm = &s->comm[e->comm];
                 const struct swift_an_strtab *st = &set->strs;
@@ -427,7 +509,8 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
             }
             json_array_append_new(col, c);
         }
-        json_object_set_new(j, "nccl", json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col));
+        json_object_set_new(
+            j, "nccl", json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col));
         free(ni);
     } else {
         json_object_set_new(j, "temporal", json_null());
@@ -491,7 +574,8 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
             set.nfailed++;
     }
     if (set.nfailed && o->strict) {
-        swift_error("%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
+        swift_error(
+            "%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
         swift_an_set_release(&set);
         return 1;
     }
@@ -501,8 +585,8 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
         return 1;
     }
     if (set.nfailed)
-        swift_warn("%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "",
-                   set.n);
+        swift_warn(
+            "%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "", set.n);
     struct swift_an_proc *procs;
     size_t n;
     swift_an_procs_build(&set, o, &procs, &n);
