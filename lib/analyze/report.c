@@ -180,7 +180,7 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
             abort();
         for (size_t i = 0; i < n; i++)
             idx[i] = i;
-        for (size_t i = 0; i < n && i < (size_t)top; i++)
+        for (size_t i = 0; i < n && i <= (size_t)top; i++)
             for (size_t j = i + 1; j < n; j++)
                 if (jnum(json_array_get(kr, idx[j]), "sum_us") >
                     jnum(json_array_get(kr, idx[i]), "sum_us")) {
@@ -191,8 +191,11 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
         fprintf(fp,
                 md ? "\n| kernel | type | count | total | mean |\n|---|---|---:|---:|---:|\n"
                    : "  top kernels:\n");
-        for (size_t i = 0; i < n && i < (size_t)top; i++) {
+        for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {
             json_t *r = json_array_get(kr, idx[i]);
+            if (!strcmp(jstr(r, "name"), "others") && !md)
+                continue; /* HTA's tail group; in the JSON */
+            shown++;
             char nm[64];
             trunc_name(nm, md ? 64 : 48, jstr(r, "name"));
             if (md)

@@ -403,7 +403,10 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
         host_wait += p->k.idle[i].host_wait;
         idle += p->k.idle[i].host_wait + p->k.idle[i].kernel_wait + p->k.idle[i].other;
     }
-    if (v <= th)
+    /* the host, not the input pipeline, must be what keeps the GPU waiting */
+    double data =
+        p->step_avg > 0 && p->data_part >= 0 ? 100 * p->part_avg[p->data_part] / p->step_avg : 0;
+    if (v <= th || idle <= 0 || host_wait < 0.5 * idle || data > o->th.data_stall_pct)
         return;
     char s[512];
     snprintf(s,
