@@ -162,6 +162,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
             claimed_n = swift_an_ival_and(slots, ns, mine, nm, claim);
             double len = swift_an_ival_len(claim, claimed_n);
             sp->part[order[oi]] = len;
+            swift_an_seg_add(&sp->seg, &sp->nseg, order[oi], claim, claimed_n, 0);
             claimed += len;
             ns = swift_an_ival_sub(slots, ns, claim, claimed_n, tmp);
             if (ns > 32)
@@ -169,6 +170,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
             memcpy(slots, tmp, ns * sizeof(*slots));
         }
         sp->part[SP_OTHER] = sp->dur - claimed;
+        swift_an_seg_sort(sp->seg, sp->nseg);
     }
     free(ph);
     step_stats(p);
@@ -203,6 +205,9 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
         p->steps[i].ts = p->k.steps[i].b;
         p->steps[i].dur = p->k.steps[i].e - p->k.steps[i].b;
         memcpy(p->steps[i].part, p->k.steps[i].role, sizeof(p->k.steps[i].role));
+        p->steps[i].seg = p->k.steps[i].seg; /* ownership moves to the proc */
+        p->steps[i].nseg = p->k.steps[i].nseg;
+        p->k.steps[i].seg = NULL;
     }
     for (size_t i = 0; i < s->n; i++) {
         double b = s->ev[i].ts, e = b + s->ev[i].dur;
@@ -258,6 +263,8 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
 void swift_an_procs_free(struct swift_an_proc *procs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < procs[i].nsteps; j++)
+            free(procs[i].steps[j].seg);
         free(procs[i].steps);
         if (procs[i].has_kineto)
             swift_an_kineto_release(&procs[i].k);
@@ -279,7 +286,8 @@ static double r3(double v)
     return round(v * 1000) / 1000;
 }
 
-static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_step *sp)
+static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_step *sp,
+                         int with_timeline)
 {
     json_t *o = json_pack("{s:I,s:o,s:o}",
                           "step",
@@ -292,6 +300,17 @@ static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_st
     for (int k = 0; k < p->npart; k++)
         json_object_set_new(us, p->part_names[k], num(r3(sp->part[k])));
     json_object_set_new(o, "us", us);
+    if (sp->nseg && with_timeline) {
+        /* [part, start, end] in µs from the step's start, in time order */
+        json_t *tl = json_array();
+        for (size_t i = 0; i < sp->nseg; i++)
+            json_array_append_new(tl,
+                                  json_pack("[s,o,o]",
+                                            p->part_names[sp->seg[i].part],
+                                            num(r3(sp->seg[i].b - sp->ts)),
+                                            num(r3(sp->seg[i].e - sp->ts))));
+        json_object_set_new(o, "timeline", tl);
+    }
     return o;
 }
 
@@ -517,8 +536,15 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
         json_object_set_new(j, "comm_comp_overlap_pct", json_null());
     }
     json_t *steps = json_array();
-    for (size_t i = 0; i < p->nsteps; i++)
-        json_array_append_new(steps, step_json(p, &p->steps[i]));
+    size_t *worst;
+    size_t nw = swift_an_worst_steps(p, SWIFT_AN_TIMELINE_STEPS, &worst);
+    for (size_t i = 0; i < p->nsteps; i++) {
+        int w = 0;
+        for (size_t q = 0; q < nw && !w; q++)
+            w = worst[q] == i;
+        json_array_append_new(steps, step_json(p, &p->steps[i], w));
+    }
+    free(worst);
     json_object_set_new(j, "step_list", steps);
     return j;
 }

@@ -46,6 +46,8 @@ struct swift_an_step {
     int64_t step;
     double ts, dur; /* µs, aligned to rank 0's clock */
     double part[SWIFT_AN_MAX_PARTS];
+    struct swift_an_seg *seg; /* the parts in time order (owned; Kineto: longest steps only) */
+    size_t nseg;
 };
 
 /* The analysis of one input process. */

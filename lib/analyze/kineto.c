@@ -659,6 +659,17 @@ struct stepdef {
     double b, e;
     int64_t n;
 };
+/* Is step i among the n longest? */
+static int is_worst(const struct stepdef *st, size_t nsteps, size_t i, size_t n)
+{
+    size_t longer = 0;
+    double d = st[i].e - st[i].b;
+    for (size_t j = 0; j < nsteps && longer < n; j++)
+        if (st[j].e - st[j].b > d || (st[j].e - st[j].b == d && j < i))
+            longer++;
+    return longer < n;
+}
+
 static int cmp_stepdef(const void *a, const void *b)
 {
     const struct stepdef *x = a, *y = b;
@@ -879,14 +890,23 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
         if (ts->e <= ts->b)
             ns = 0;
         double claimed = 0;
+        int keep_segs = is_worst(steps, nsteps, i, SWIFT_AN_TIMELINE_STEPS);
         for (int r = 0; r < SWIFT_TB_NROLE - 1; r++) {
-            size_t nc = swift_an_ival_and(slots, ns, role[r].v, role[r].n, claim);
+            /* only the role intervals that can meet this step */
+            size_t lo = swift_an_ival_find(role[r].v, role[r].n, ts->b), hi = lo;
+            while (hi < role[r].n && role[r].v[hi].b < ts->e)
+                hi++;
+            size_t nc = swift_an_ival_and(slots, ns, role[r].v + lo, hi - lo, claim);
             ts->role[r] = swift_an_ival_len(claim, nc);
             claimed += ts->role[r];
+            if (keep_segs)
+                swift_an_seg_add(&ts->seg, &ts->nseg, r, claim, nc, (ts->e - ts->b) / 2000);
             ns = swift_an_ival_sub(slots, ns, claim, nc, tmp);
             memcpy(slots, tmp, ns * sizeof(*slots));
         }
         ts->role[SWIFT_TB_OTHER] = (ts->e - ts->b) - claimed;
+        if (keep_segs)
+            swift_an_seg_sort(ts->seg, ts->nseg);
         for (int r = 0; r < SWIFT_TB_NROLE; r++)
             k->avg[r] += ts->role[r] / (double)nsteps;
         k->avg_total += (ts->e - ts->b) / (double)nsteps;
@@ -981,6 +1001,8 @@ int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_a
 
 void swift_an_kineto_release(struct swift_an_kineto *k)
 {
+    for (size_t i = 0; i < k->nsteps; i++)
+        free(k->steps[i].seg);
     free(k->krows);
     free(k->idle);
     free(k->steps);

@@ -13,6 +13,7 @@
 #ifndef SWIFT_ANALYZE_KINETO_H
 #define SWIFT_ANALYZE_KINETO_H
 
+#include "analyze/breakdown.h"
 #include "analyze/load.h"
 
 enum swift_an_ktype {
@@ -42,6 +43,8 @@ struct swift_an_tbstep {
     int64_t step; /* N of ProfilerStep#N */
     double b, e;  /* extended to the device */
     double role[SWIFT_TB_NROLE];
+    struct swift_an_seg *seg; /* timeline of the longest steps only (owned), else NULL */
+    size_t nseg;
 };
 
 struct swift_an_idle_row {

@@ -459,21 +459,60 @@ static int print_html(FILE *fp, json_t *r, int top)
                 "</p>\n<svg width=\"%d\" height=\"%zu\" xmlns=\"http://www.w3.org/2000/svg\">\n",
                 W,
                 m * 20 + 4);
+        json_t *parts = json_object_get(json_object_get(p, "breakdown"), "parts");
         for (size_t a = 0; a < m; a++) {
             json_t *s = json_array_get(sl, idx[a]);
             json_t *us = json_object_get(s, "us");
-            double x = 120, y = (double)a * 20 + 2;
+            double x0 = 120, y = (double)a * 20 + 2, span = W - 130;
             fprintf(fp,
                     "<text x=\"0\" y=\"%.0f\">step %.0f: %.1f ms</text>\n",
                     y + 12,
                     jnum(s, "step"),
                     jnum(s, "dur_us") / 1e3);
+            json_t *tl = json_object_get(s, "timeline");
+            if (json_array_size(tl)) {
+                /* the step in time order; unclaimed time (other) shows as the grey background */
+                fprintf(fp,
+                        "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"16\" "
+                        "fill=\"#e8e8e8\"/>\n",
+                        x0,
+                        y,
+                        mx > 0 ? jnum(s, "dur_us") / mx * span : 0);
+                size_t q;
+                json_t *seg;
+                json_array_foreach(tl, q, seg)
+                {
+                    const char *sn = json_string_value(json_array_get(seg, 0));
+                    double sb = json_number_value(json_array_get(seg, 1));
+                    double se = json_number_value(json_array_get(seg, 2));
+                    size_t ci = 0, c;
+                    json_t *nm;
+                    json_array_foreach(parts, c, nm) if (sn && !strcmp(json_string_value(nm), sn))
+                        ci = c;
+                    double w = mx > 0 ? (se - sb) / mx * span : 0;
+                    if (w < 0.2)
+                        w = 0.2;
+                    fprintf(fp,
+                            "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"16\" "
+                            "fill=\"%s\"><title>step %.0f %s +%.0f..%.0f us</title></rect>\n",
+                            x0 + (mx > 0 ? sb / mx * span : 0),
+                            y,
+                            w,
+                            palette[ci % 9],
+                            jnum(s, "step"),
+                            sn ? sn : "",
+                            sb,
+                            se);
+                }
+                continue;
+            }
+            double x = x0;
             size_t q;
             json_t *part;
-            json_array_foreach(json_object_get(json_object_get(p, "breakdown"), "parts"), q, part)
+            json_array_foreach(parts, q, part)
             {
                 double v = jnum(us, json_string_value(part));
-                double w = mx > 0 ? v / mx * (W - 130) : 0;
+                double w = mx > 0 ? v / mx * span : 0;
                 if (!(w > 0))
                     continue;
                 fprintf(fp,
