@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+bats_require_minimum_version 1.5.0
 # swift-preprocess: encode/decode/render, shards from every shared dataset, errors.
 
 setup() {
@@ -46,10 +47,10 @@ setup() {
     run "$P" --tokenizer "$Q" --encode "$TMP/in.jsonl"
     [ "$status" -eq 1 ]
     [[ "$output" == *"swift-preprocess:$TMP/in.jsonl:2: expected a JSON string"* ]]
-    run "$P" --tokenizer "$Q" --encode --skip-invalid "$TMP/in.jsonl"
+    run --separate-stderr "$P" --tokenizer "$Q" --encode --skip-invalid "$TMP/in.jsonl"
     [ "$status" -eq 0 ]
-    [ "${lines[0]}" = "[562]" ]
-    [ "${lines[1]}" = "null" ]
+    [ "$output" = "$(printf '[562]\nnull')" ]
+    [[ "$stderr" == *"1 of 2 rows invalid"* ]]
 }
 
 @test "render: Qwen3 text, ids and mask of one conversation" {
