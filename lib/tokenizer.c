@@ -64,6 +64,7 @@ struct swift_tokenizer {
     uint32_t *vslot; /* id + 1; 0 empty */
     uint32_t vmask;
     int32_t byte_id[256];
+    const struct merge_slot **bytepair; /* [a << 8 | b]: merge of the byte tokens a, b */
     /* merges */
     struct merge_slot *mslot;
     uint64_t mmask;
@@ -747,6 +748,13 @@ static int parse_merges(struct swift_tokenizer *tok, json_t *merges)
 
 static int finish(struct swift_tokenizer *tok)
 {
+    tok->bytepair = calloc(65536, sizeof(*tok->bytepair));
+    if (!tok->bytepair)
+        return swift_error("out of memory");
+    for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++)
+            tok->bytepair[a << 8 | b] =
+                merge_find(tok, (uint32_t)tok->byte_id[a], (uint32_t)tok->byte_id[b]);
     return build_added_index(tok);
 }
 
@@ -992,6 +1000,7 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
     free(tok->bytes);
     free(tok->vslot);
     free(tok->mslot);
+    free(tok->bytepair);
     for (size_t i = 0; i < tok->nadded; i++)
         free(tok->added[i].content);
     free(tok->added);
@@ -1016,6 +1025,7 @@ struct cache_slot {
 
 struct heap_ent {
     uint32_t rank, pos, id;
+    uint32_t left, right; /* the pair's ids when pushed: unchanged means still valid */
 };
 
 struct swift_tok_state {
@@ -1163,10 +1173,22 @@ static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
 
 static int push_pair(struct swift_tok_state *st, size_t *hn, int32_t i, int32_t j)
 {
-    const struct merge_slot *m = merge_find(st->tok, st->sid[i], st->sid[j]);
+    uint32_t a = st->sid[i], b = st->sid[j];
+    const struct merge_slot *m = merge_find(st->tok, a, b);
     if (!m)
         return 0;
-    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id});
+    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, a, b});
+}
+
+/* Merges of two single bytes, looked up directly (every piece starts with byte pairs). */
+static int push_byte_pair(struct swift_tok_state *st, size_t *hn, int32_t i, unsigned char a,
+                          unsigned char b)
+{
+    const struct merge_slot *m = st->tok->bytepair[a << 8 | b];
+    if (!m)
+        return 0;
+    return heap_push(st, hn,
+                     (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
 }
 
 /* BPE-merge the n bytes at p; append ids starting at offset off. */
@@ -1219,7 +1241,7 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
         st->slen[i] = 1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        if (push_pair(st, &hn, (int32_t)i, (int32_t)i + 1) < 0)
+        if (push_byte_pair(st, &hn, (int32_t)i, u[i], u[i + 1]) < 0)
             return -1;
     while (hn > 0) {
         struct heap_ent e = heap_pop(st, &hn);
@@ -1229,9 +1251,12 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
         int32_t j = st->snext[i];
         if (j < 0)
             continue;
-        const struct merge_slot *m = merge_find(tok, st->sid[i], st->sid[j]);
-        if (!m || m->id != e.id)
-            continue;
+        if (st->sid[i] != e.left || st->sid[j] != e.right) {
+            /* the pair changed: HF still merges when it maps to the same new token */
+            const struct merge_slot *m = merge_find(tok, st->sid[i], st->sid[j]);
+            if (!m || m->id != e.id)
+                continue;
+        }
         st->sid[i] = e.id;
         st->slen[i] += st->slen[j];
         st->slen[j] = 0;
