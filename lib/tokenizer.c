@@ -23,10 +23,10 @@
 #define MAX_TEXT ((size_t)1 << 30)
 #define MAX_TOKENS ((size_t)1 << 31)
 #define MAX_FILE ((size_t)1 << 30)
-#define CACHE_SLOTS (1u << 15)
-#define CACHE_KEY_MAX 64
-#define CACHE_BYTES (1u << 20)
-#define CACHE_IDS (1u << 18)
+#define CACHE_SLOTS (1u << 16)
+#define CACHE_KEY_MAX 128
+#define CACHE_BYTES (1u << 21)
+#define CACHE_IDS (1u << 19)
 
 static const char GPT2_REGEX[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
