@@ -1015,12 +1015,12 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
 }
 
 /* ---- encoding ---- */
-struct cache_slot {
-    uint64_t hash;     /* 0 = empty */
+struct cache_slot { /* 16 bytes: the table is probed once per piece */
+    uint32_t hash;     /* 0 = empty */
     uint32_t key_off;
+    uint32_t ids_off;
     uint16_t key_len;
     uint16_t nids;
-    uint32_t ids_off;
 };
 
 struct heap_ent {
@@ -1197,11 +1197,13 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
 {
     const struct swift_tokenizer *tok = st->tok;
     const unsigned char *u = (const unsigned char *)p;
-    uint64_t h = 0;
+    uint64_t hh = 0;
+    uint32_t h = 0;
     struct cache_slot *slot = NULL;
     if (n <= CACHE_KEY_MAX) {
-        h = hash_bytes(u, n) | 1;
-        uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
+        hh = hash_bytes(u, n);
+        h = (uint32_t)(hh >> 32) | 1;
+        uint32_t i = (uint32_t)hh & (CACHE_SLOTS - 1);
         for (;; i = (i + 1) & (CACHE_SLOTS - 1)) {
             struct cache_slot *s = &st->cslot[i];
             if (!s->hash) {
@@ -1212,12 +1214,13 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
                 if (tokens_reserve(out, s->nids) < 0)
                     return -1;
                 const uint32_t *ids = st->cids + s->ids_off;
-                for (uint32_t k = 0; k < s->nids; k++) {
-                    if (out->want_offsets)
-                        out->offsets[out->n] = off;
-                    out->ids[out->n++] = ids[k];
-                    off += tok->info[ids[k]].len;
-                }
+                if (out->want_offsets)
+                    for (uint32_t k = 0; k < s->nids; k++) {
+                        out->offsets[out->n + k] = off;
+                        off += tok->info[ids[k]].len;
+                    }
+                memcpy(out->ids + out->n, ids, s->nids * sizeof(uint32_t));
+                out->n += s->nids;
                 return 0;
             }
         }
@@ -1281,13 +1284,15 @@ cache:
             memset(st->cslot, 0, CACHE_SLOTS * sizeof(*st->cslot));
             st->ckeys_n = st->cids_n = st->ccount = 0;
             /* the free slot found above is still free after clearing */
-            uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
-            slot = &st->cslot[i];
+            slot = &st->cslot[(uint32_t)hh & (CACHE_SLOTS - 1)];
         }
         memcpy(st->ckeys + st->ckeys_n, u, n);
         memcpy(st->cids + st->cids_n, out->ids + first, nids * sizeof(uint32_t));
-        *slot = (struct cache_slot){h, (uint32_t)st->ckeys_n, (uint16_t)n, (uint16_t)nids,
-                                    (uint32_t)st->cids_n};
+        *slot = (struct cache_slot){.hash = h,
+                                    .key_off = (uint32_t)st->ckeys_n,
+                                    .ids_off = (uint32_t)st->cids_n,
+                                    .key_len = (uint16_t)n,
+                                    .nids = (uint16_t)nids};
         st->ckeys_n += n;
         st->cids_n += nids;
         st->ccount++;
