@@ -9,16 +9,70 @@
 
 #include "lib/banned.h"
 
+/* jansson rejects integers beyond int64 ("too big integer"); HF files have some, e.g.
+ * Llama 3's model_max_length 1000000000000000019884624838656. Outside strings, an integer
+ * literal of more than 18 digits gets ".0" appended so that it parses as a real. */
+static char *widen_big_ints(const char *s, size_t len, size_t *outlen)
+{
+    char *o = malloc(len + len / 19 * 2 + 1);
+    if (!o)
+        return NULL;
+    size_t w = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < len;) {
+        char c = s[i];
+        if (in_str) {
+            o[w++] = c;
+            if (c == '\\' && i + 1 < len)
+                o[w++] = s[++i];
+            else if (c == '"')
+                in_str = 0;
+            i++;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            o[w++] = s[i++];
+            continue;
+        }
+        if (c >= '0' && c <= '9' && (i == 0 || !(s[i - 1] >= '0' && s[i - 1] <= '9'))) {
+            size_t j = i;
+            while (j < len && s[j] >= '0' && s[j] <= '9')
+                j++;
+            memcpy(o + w, s + i, j - i);
+            w += j - i;
+            int is_int = j >= len || (s[j] != '.' && s[j] != 'e' && s[j] != 'E');
+            if (j - i > 18 && is_int) {
+                o[w++] = '.';
+                o[w++] = '0';
+            }
+            i = j;
+            continue;
+        }
+        o[w++] = s[i++];
+    }
+    o[w] = 0;
+    *outlen = w;
+    return o;
+}
+
 json_t *swift_json_load(const char *path)
 {
-    json_error_t e;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
-    if (!j) {
-        if (e.line <= 0)
-            swift_error("cannot read '%s': %s", path, e.text);
-        else
-            swift_error_at(path, e.line, "%s", e.text);
+    char *text = NULL;
+    size_t len = 0, wlen = 0;
+    if (swift_read_file(path, (size_t)1 << 30, &text, &len) < 0)
+        return NULL;
+    char *wide = widen_big_ints(text, len, &wlen);
+    free(text);
+    if (!wide) {
+        swift_error("out of memory");
+        return NULL;
     }
+    json_error_t e;
+    json_t *j = json_loadb(wide, wlen, JSON_REJECT_DUPLICATES, &e);
+    free(wide);
+    if (!j)
+        swift_error_at(path, e.line, "%s", e.text);
     return j;
 }
 
