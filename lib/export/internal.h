@@ -48,6 +48,9 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir);
  * not exist). dtype: bf16|fp16|fp32 (NULL: the base's). Returns 0 or -1. */
 int swift_export_merge(const struct swift_export_opts *o, const char *out_dir);
 
+/* Weight-only RTN quantization of model_dir's linear layers into a HF directory (GPTQ layout). */
+int swift_export_quant(const struct swift_export_opts *o, const char *out_dir);
+
 /* Read a JSON file with "FILE:LINE: message" errors; NULL after an error. */
 json_t *swift_json_load(const char *path);
 

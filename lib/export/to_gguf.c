@@ -390,7 +390,9 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     for (int t = 0; t < SWIFT_GGML_NTYPES; t++)
         if (nfall[t])
             swift_info("%zu matrices use %s: their rows do not fit %s blocks (as llama.cpp does)",
-                       nfall[t], swift_ggml_type_name((uint32_t)t), swift_ggml_type_name(dt->type));
+                       nfall[t],
+                       swift_ggml_type_name((uint32_t)t),
+                       swift_ggml_type_name(dt->type));
     if (swift_gguf_writer_begin(&w, o->output) < 0)
         goto out;
     struct timing tm = {0};
