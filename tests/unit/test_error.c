@@ -36,10 +36,11 @@ static void test_error_formats(void **state)
     assert_int_equal(swift_error_at("data.jsonl", 17, "expected object, got %s", "array"), -1);
     assert_int_equal(swift_usage("missing operand"), 2);
     fflush(fp);
-    assert_string_equal(msgbuf, "swift-x: cannot open 'f'\n"
-                                "swift-x:data.jsonl:17: expected object, got array\n"
-                                "swift-x: missing operand\n"
-                                "Try 'swift-x --help' for more information.\n");
+    assert_string_equal(msgbuf,
+                        "swift-x: cannot open 'f'\n"
+                        "swift-x:data.jsonl:17: expected object, got array\n"
+                        "swift-x: missing operand\n"
+                        "Try 'swift-x --help' for more information.\n");
     release(fp);
 }
 
@@ -51,8 +52,8 @@ static const struct swift_option opts[] = {
     {"packing", K_FLAG, SWIFT_ARG_NONE, NULL, "pack samples", NULL},
     SWIFT_TRACE_OPTIONS,
     {0}};
-static const struct swift_command cmd = {"swift-x", "[OPTION]... FILE", "test command", opts,
-                                         NULL, NULL};
+static const struct swift_command cmd = {
+    "swift-x", "[OPTION]... FILE", "test command", opts, NULL, NULL};
 
 struct seen {
     char log[1024];
@@ -68,8 +69,16 @@ static int on_opt(void *ctx, int key, const char *arg)
 static void test_cli_aliases(void **state)
 {
     (void)state;
-    char *argv[] = {"swift-x", "--max_length", "512", "--train_type", "lora", "-o", "d",
-                    "--packing", "in.jsonl", NULL};
+    char *argv[] = {"swift-x",
+                    "--max_length",
+                    "512",
+                    "--train_type",
+                    "lora",
+                    "-o",
+                    "d",
+                    "--packing",
+                    "in.jsonl",
+                    NULL};
     struct seen s = {{0}};
     int argi = 0;
     int rc = swift_cli_parse(&cmd, 9, argv, on_opt, &s, &argi);
@@ -115,8 +124,15 @@ static void test_cli_yaml_config(void **state)
     int argi;
     assert_int_equal(swift_cli_parse(&cmd, 5, argv, on_opt, &s, &argi), -1);
     char want[512];
-    snprintf(want, sizeof(want), "%d=256;%d=lora;%d=-;%d=wait=2,warmup=1,active=4;%d=/tmp/prof/;%d=1024;",
-             K_MAXLEN, K_TUNER, K_FLAG, SWIFT_OPT_PROFILE, SWIFT_OPT_TRACE, K_MAXLEN);
+    snprintf(want,
+             sizeof(want),
+             "%d=256;%d=lora;%d=-;%d=wait=2,warmup=1,active=4;%d=/tmp/prof/;%d=1024;",
+             K_MAXLEN,
+             K_TUNER,
+             K_FLAG,
+             SWIFT_OPT_PROFILE,
+             SWIFT_OPT_TRACE,
+             K_MAXLEN);
     assert_string_equal(s.log, want);
     unlink(path);
 }
@@ -169,9 +185,12 @@ static void test_parse_numbers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_error_formats),      cmocka_unit_test(test_cli_aliases),
-        cmocka_unit_test(test_cli_usage_error),    cmocka_unit_test(test_cli_yaml_config),
-        cmocka_unit_test(test_cli_yaml_unknown_key), cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_error_formats),
+        cmocka_unit_test(test_cli_aliases),
+        cmocka_unit_test(test_cli_usage_error),
+        cmocka_unit_test(test_cli_yaml_config),
+        cmocka_unit_test(test_cli_yaml_unknown_key),
+        cmocka_unit_test(test_parse_numbers),
     };
     return cmocka_run_group_tests_name("error+cli", tests, NULL, NULL);
 }
