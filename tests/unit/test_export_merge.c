@@ -190,6 +190,90 @@ static void test_mismatch(void **state)
     swift_remove_tree(bad);
 }
 
+static int run_quiet(const struct swift_export_opts *o)
+{
+    fflush(stdout);
+    int saved = dup(1), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    int rc = swift_export_run(o);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(null);
+    return rc;
+}
+
+/* --quant int4/int8 --group-size 32: bit-exact with GPTQ's quantizer + auto-gptq's packing
+ * (tests/ref/gen_gptq.py) */
+static void check_gptq(const char *quant, const char *ref)
+{
+    struct swift_export_opts o = {.model_dir = FIX "base",
+                                  .output = outdir,
+                                  .quant = quant,
+                                  .group_size = 32,
+                                  .method = "rtn"};
+    assert_int_equal(run_quiet(&o), 0);
+    struct swift_st_set out = {0};
+    struct swift_safetensors r = {0};
+    assert_int_equal(swift_st_set_open(&out, outdir), 0);
+    assert_int_equal(swift_safetensors_open(&r, ref), 0);
+    assert_true(r.ntensors >= 56);
+    for (size_t i = 0; i < r.ntensors; i++) {
+        const struct swift_st_tensor *want = &r.tensors[i];
+        const struct swift_st_tensor *got = swift_st_set_find(&out, want->name);
+        if (!got)
+            fail_msg("missing %s", want->name);
+        assert_int_equal(got->dtype, want->dtype);
+        assert_int_equal(got->end - got->begin, want->end - want->begin);
+        if (memcmp(got->data, want->data, want->end - want->begin))
+            fail_msg("%s differs from the reference packing", want->name);
+    }
+    assert_null(swift_st_set_find(&out, "model.layers.0.self_attn.q_proj.weight"));
+    assert_non_null(swift_st_set_find(&out, "model.embed_tokens.weight"));
+    swift_st_set_close(&out);
+    swift_safetensors_close(&r);
+    char *p = swift_path_join(outdir, "quantize_config.json");
+    assert_int_equal(access(p, R_OK), 0);
+    free(p);
+}
+
+static void test_gptq_int4(void **state)
+{
+    (void)state;
+    check_gptq("int4", "tests/ref/fixtures/gptq/ref-int4.safetensors");
+}
+
+static void test_gptq_int8_and_refusals(void **state)
+{
+    (void)state;
+    check_gptq("int8", "tests/ref/fixtures/gptq/ref-int8.safetensors");
+    /* existing output without --force */
+    struct swift_export_opts o = {.model_dir = FIX "base",
+                                  .output = outdir,
+                                  .quant = "int4",
+                                  .group_size = 128,
+                                  .method = "rtn",
+                                  .force = 1};
+    FILE *fp = fmemopen(msgbuf, sizeof(msgbuf), "w");
+    swift_error_set_stream(fp);
+    assert_int_equal(run_quiet(&o), -1); /* in_features 64 is not a multiple of 128 */
+    o.force = 0;
+    o.group_size = 32;
+    assert_int_equal(run_quiet(&o), -1);
+    fclose(fp);
+    swift_error_set_stream(NULL);
+    assert_non_null(strstr(msgbuf, "in_features must be a multiple of --group-size 128"));
+    assert_non_null(strstr(msgbuf, "exists; use --force to overwrite it"));
+    /* the earlier int8 output is intact */
+    char *p = swift_path_join(outdir, "quantize_config.json");
+    char *txt;
+    size_t len;
+    assert_int_equal(swift_read_file(p, 1 << 16, &txt, &len), 0);
+    assert_non_null(strstr(txt, "\"bits\": 8"));
+    free(txt);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +281,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rslora_fp32, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lora_bf16, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gptq_int4, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gptq_int8_and_refusals, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
