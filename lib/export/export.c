@@ -43,7 +43,7 @@ int swift_export_run(const struct swift_export_opts *o)
         swift_remove_tree(tmp);
         struct swift_export_opts m = *o;
         m.dtype = "fp32";
-        m.to = "hf";
+        m.to = "gguf"; /* merge prints no summary of its own */
         int rc = swift_export_merge(&m, tmp);
         if (rc == 0)
             rc = swift_export_gguf(o, tmp);
