@@ -537,8 +537,7 @@ int swift_quant_supported(uint32_t type)
 
 #if defined(__x86_64__)
 /* F16C: the same round-to-nearest-even conversion, 8 values per instruction */
-__attribute__((target("avx,f16c"))) static void f16_row_f16c(const float *x, uint8_t *y,
-                                                             int64_t k)
+__attribute__((target("avx,f16c"))) static void f16_row_f16c(const float *x, uint8_t *y, int64_t k)
 {
     int64_t j = 0;
     for (; j + 8 <= k; j += 8) {
