@@ -1,0 +1,45 @@
+/*
+ * cpu — the CPU backend's kernels (the specification for every other backend). Each function
+ * is one entry of struct swift_ops (lib/backend.h), which documents shapes and semantics.
+ */
+#ifndef SWIFT_KERNELS_CPU_H
+#define SWIFT_KERNELS_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
+                          int I, int O, float alpha, float beta);
+void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                          const float *w, int N, int I, int O, float alpha, float din_beta);
+void swift_cpu_embed_fwd(float *out, const int32_t *tok, const float *emb, int N, int C);
+void swift_cpu_embed_bwd(float *demb, const float *dout, const int32_t *tok, int N, int C);
+void swift_cpu_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int N,
+                           int C, float eps);
+void swift_cpu_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in,
+                           const float *w, const float *rstd, int N, int C);
+void swift_cpu_rope_fwd(float *x, const int32_t *pos, const float *inv_freq, int N, int H, int D);
+void swift_cpu_rope_bwd(float *dx, const int32_t *pos, const float *inv_freq, int N, int H,
+                        int D);
+void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const float *k,
+                             const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
+                             int D);
+void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
+                             const float *probs, const float *q, const float *k, const float *v,
+                             const int32_t *pos, int B, int T, int NH, int NKV, int D);
+void swift_cpu_swiglu_fwd(float *out, const float *gate, const float *up, size_t n);
+void swift_cpu_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
+                          const float *up, size_t n);
+void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long *correct,
+                             const float *logits, const int32_t *targets, int N, int V,
+                             float dscale);
+void swift_cpu_add(float *out, const float *a, const float *b, size_t n);
+void swift_cpu_scale(float *x, float s, size_t n);
+double swift_cpu_sumsq(const float *x, size_t n);
+void swift_cpu_dropout_fwd(float *out, uint8_t *mask, const float *in, size_t n, float p,
+                           uint64_t seed);
+void swift_cpu_dropout_bwd(float *din, const float *dout, const uint8_t *mask, size_t n, float p);
+void swift_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                     float b2, float eps, float wd, float bc1, float bc2, float gscale);
+
+#endif

@@ -1,0 +1,58 @@
+/* Cross-entropy over the trained tokens, fused with its gradient (llm.c's fused classifier). */
+#include "kernels/cpu/cpu.h"
+
+#include <math.h>
+
+#include "lib/banned.h"
+
+/* logits (N,V), targets (N) with -1 = not trained; dlogits (N,V) may alias logits */
+void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long *correct,
+                             const float *logits, const int32_t *targets, int N, int V,
+                             float dscale)
+{
+    double ls = 0;
+    long cnt = 0, ok = 0;
+#pragma omp parallel for schedule(static) reduction(+ : ls, cnt, ok)
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * V;
+        float *dx = dlogits ? dlogits + (size_t)n * V : NULL;
+        int t = targets[n];
+        if (t < 0) {
+            if (dx)
+                for (int c = 0; c < V; c++)
+                    dx[c] = 0;
+            continue;
+        }
+        float mx = x[0];
+        int arg = 0;
+        for (int c = 1; c < V; c++)
+            if (x[c] > mx) {
+                mx = x[c];
+                arg = c;
+            }
+        float xt = x[t]; /* dx may alias x */
+        /* e = exp(x - max) once (kept in dx when there is one), summed in double */
+        double sum = 0;
+        if (dx) {
+            for (int c = 0; c < V; c++) {
+                dx[c] = expf(x[c] - mx);
+                sum += dx[c];
+            }
+        } else {
+            for (int c = 0; c < V; c++)
+                sum += expf(x[c] - mx);
+        }
+        ls += log(sum) + mx - xt;
+        cnt++;
+        ok += arg == t;
+        if (dx) {
+            float k = (float)(dscale / sum);
+            for (int c = 0; c < V; c++)
+                dx[c] *= k;
+            dx[t] -= dscale;
+        }
+    }
+    *loss_sum += ls;
+    *count += cnt;
+    *correct += ok;
+}

@@ -1,0 +1,44 @@
+/* Linear layers through OpenBLAS sgemm. Weights are PyTorch's nn.Linear layout (O,I). */
+#include "kernels/cpu/cpu.h"
+
+#include <cblas.h>
+#undef I /* complex.h, pulled in by cblas.h */
+
+#include "lib/banned.h"
+
+/* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out, then + bias (O) on every row */
+void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
+                          int In, int O, float alpha, float beta)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, alpha, in, In, w, In, beta, out,
+                O);
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < O; o++)
+                out[(size_t)n * O + o] += alpha * bias[o];
+    }
+}
+
+/* din (N,I) = alpha * dout (N,O) @ w (O,I) + din_beta * din
+ * dw  (O,I) += alpha * dout^T (O,N) @ in (N,I)
+ * db  (O)   += alpha * sum_n dout[n] */
+void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                          const float *w, int N, int In, int O, float alpha, float din_beta)
+{
+    if (din)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, O, alpha, dout, O, w, In,
+                    din_beta, din, In);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, In, N, alpha, dout, O, in, In, 1.0f,
+                    dw, In);
+    if (db) {
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < O; o++) {
+            double s = 0;
+            for (int n = 0; n < N; n++)
+                s += dout[(size_t)n * O + o];
+            db[o] += alpha * (float)s;
+        }
+    }
+}

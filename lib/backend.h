@@ -1,0 +1,110 @@
+/*
+ * backend — the table of model ops (DESIGN.md §3). lib/model, lib/lora and lib/train call the
+ * math only through a `const struct swift_ops *`, so they never branch on the device; the CPU
+ * table (kernels/cpu/, swift_cpu_ops) is the specification every other backend is checked
+ * against (tests/kernels/).
+ *
+ * Conventions for every op:
+ * - tensors are float32, row-major, contiguous; shapes are given in the comments, e.g.
+ *   in (N,I) means N rows of I floats; N is the number of tokens B*T;
+ * - "+=" marks outputs that are accumulated into (gradients of weights always are, so
+ *   gradient accumulation over micro-batches needs no extra copy); other outputs are written;
+ * - token positions pos (N) are the position of each token inside its document: packed
+ *   documents restart at 0, and a token attends to the tokens of its own document only
+ *   (block-diagonal causal attention; token i of a row sees i-pos[i] .. i);
+ * - pointers passed to an op are device pointers of that backend (host memory on the CPU).
+ */
+#ifndef SWIFT_BACKEND_H
+#define SWIFT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct swift_ops {
+    const char *name; /* "cpu" */
+
+    /* memory: alloc returns zeroed memory or NULL */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*zero)(float *x, size_t n);
+    void (*copy)(float *dst, const float *src, size_t n);
+
+    /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out [+ bias (O)] */
+    void (*matmul_fwd)(float *out, const float *in, const float *w, const float *bias, int N,
+                       int In, int O, float alpha, float beta);
+    /* din (N,I) = alpha * dout (N,O) @ w (O,I) + din_beta * din   (skipped when din is NULL)
+     * dw (O,I) += alpha * dout^T @ in                              (skipped when dw is NULL)
+     * db (O)   += alpha * sum over rows of dout                    (skipped when db is NULL) */
+    void (*matmul_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
+                       const float *w, int N, int In, int O, float alpha, float din_beta);
+
+    /* out (N,C) = emb[tok[n]] ; demb (V,C) += scatter of dout by tok */
+    void (*embed_fwd)(float *out, const int32_t *tok, const float *emb, int N, int C);
+    void (*embed_bwd)(float *demb, const float *dout, const int32_t *tok, int N, int C);
+
+    /* out (N,C) = in / sqrt(mean(in^2) + eps) * w (C); rstd (N) saved for backward */
+    void (*rmsnorm_fwd)(float *out, float *rstd, const float *in, const float *w, int N, int C,
+                        float eps);
+    /* din (N,C) += ..., dw (C) += ... (dw may be NULL) */
+    void (*rmsnorm_bwd)(float *din, float *dw, const float *dout, const float *in,
+                        const float *w, const float *rstd, int N, int C);
+
+    /* x (N,H,D) rotated in place by angle pos[n]*inv_freq[d], pairs (d, d+D/2) (HF
+     * rotate_half); backward applies the inverse rotation to dx in place */
+    void (*rope_fwd)(float *x, const int32_t *pos, const float *inv_freq, int N, int H, int D);
+    void (*rope_bwd)(float *dx, const int32_t *pos, const float *inv_freq, int N, int H, int D);
+
+    /* q (B*T,NH,D), k v (B*T,NKV,D), out (B*T,NH,D), probs (B,NH,T,T) softmax saved for
+     * backward; head h uses kv head h/(NH/NKV); scale 1/sqrt(D); block-diagonal causal by pos */
+    void (*attention_fwd)(float *out, float *probs, const float *q, const float *k,
+                          const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
+                          int D);
+    /* dq dk dv written (same shapes as q k v) */
+    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                          const float *q, const float *k, const float *v, const int32_t *pos,
+                          int B, int T, int NH, int NKV, int D);
+
+    /* out (n) = silu(gate) * up ; backward writes dgate, dup */
+    void (*swiglu_fwd)(float *out, const float *gate, const float *up, size_t n);
+    void (*swiglu_bwd)(float *dgate, float *dup, const float *dout, const float *gate,
+                       const float *up, size_t n);
+
+    /* Cross-entropy over rows whose target >= 0 (logits (N,V), targets (N), -1 = not trained).
+     * Adds the sum of -log softmax[target] to *loss_sum, the count of trained rows to *count and
+     * of rows whose argmax equals the target to *correct. When dlogits is non-NULL writes
+     * dlogits (N,V) = dscale * (softmax - onehot) on trained rows and 0 elsewhere (dlogits may
+     * alias logits). */
+    void (*cross_entropy)(float *dlogits, double *loss_sum, long *count, long *correct,
+                          const float *logits, const int32_t *targets, int N, int V,
+                          float dscale);
+
+    /* out (n) = a + b (out may alias a or b) */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+    /* x (n) *= s */
+    void (*scale)(float *x, float s, size_t n);
+    /* sum of squares in double */
+    double (*sumsq)(const float *x, size_t n);
+
+    /* Inverted dropout with a counter-based RNG: mask[i] = keep(seed, i); out = in*mask/(1-p).
+     * Backward: din (n) += dout * mask/(1-p). */
+    void (*dropout_fwd)(float *out, uint8_t *mask, const float *in, size_t n, float p,
+                        uint64_t seed);
+    void (*dropout_bwd)(float *din, const float *dout, const uint8_t *mask, size_t n, float p);
+
+    /* torch.optim.AdamW on n elements: g is multiplied by gscale (clipping) first;
+     * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), with bc = 1 - beta^step */
+    void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                  float b2, float eps, float wd, float bc1, float bc2, float gscale);
+};
+
+/* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */
+extern const struct swift_ops swift_cpu_ops;
+
+/* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
+static inline double swift_matmul_flops(int N, int In, int O)
+{
+    return 2.0 * (double)N * (double)In * (double)O;
+}
+
+#endif

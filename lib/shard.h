@@ -1,0 +1,167 @@
+/*
+ * shard — the binary token shards between swift-preprocess and swift-train (DESIGN.md §1,
+ * docs/formats.md "Shards and index.json").
+ *
+ * A shard directory holds index.json and shard-00000.bin, shard-00001.bin, ...; with a
+ * validation split, DIR/val/ is a second shard directory of the same layout. A shard file is
+ * little-endian:
+ *
+ *     offset  size  field
+ *     0       8     magic "SWSHARD\0"
+ *     8       4     u32 version (1)
+ *     12      4     u32 header_size (64; readers skip to it, so later versions may grow it)
+ *     16      8     u64 n_samples
+ *     24      8     u64 n_docs        (documents over all samples; >= n_samples)
+ *     32      8     u64 n_tokens
+ *     40      8     u64 payload_size  (bytes after the header; file size = header + payload)
+ *     48      4     u32 payload_crc32 (zlib crc32 of the payload)
+ *     52      4     u32 flags (0)
+ *     56      8     reserved (0)
+ *     payload, each section starting at a multiple of 8 from the file start:
+ *       u64 sample_tok[n_samples + 1]   token offset of each sample; [0] = 0, [n] = n_tokens
+ *       u64 sample_doc[n_samples + 1]   index of each sample's first document in doc_len
+ *       u32 doc_len[n_docs]             tokens per document; a sample's documents sum to its length
+ *       u32 ids[n_tokens]               token ids
+ *       u8  mask[n_tokens]              1 = the token is a label (counts in the loss), 0 = not
+ *
+ * A sample is one training sequence: one document, or several when packed. Attention must not
+ * cross documents: the trainer builds its block-diagonal mask (or position ids restarting at 0)
+ * from the document lengths. mask[t] says whether token t is a *target*; the trainer predicts
+ * ids[t] from ids[<t] when mask[t] is 1 (HF labels = ids where mask, else -100, before the shift).
+ *
+ * Reading (the trainer):
+ *
+ *     struct swift_shards *s;
+ *     if (swift_shards_open(&s, "data/shards", 0) < 0)   // checks magic/version/size/CRC
+ *         return -1;
+ *     for (uint64_t i = 0; i < swift_shards_count(s); i++) {
+ *         struct swift_sample x;
+ *         swift_shards_get(s, i, &x);                   // borrowed pointers into the mmap
+ *         ... x.ids[0..x.len), x.mask[0..x.len), x.doc_len[0..x.n_docs) ...
+ *     }
+ *     const struct swift_shard_index *ix = swift_shards_index(s);   // max_length, counts, ...
+ *     swift_shards_close(s);
+ *
+ * Writing (swift-preprocess): swift_shard_writer_* collects samples in memory and writes the
+ * file atomically (temp + fsync + rename); swift_shard_index_write writes index.json atomically.
+ *
+ * Errors: every function reports once (file, and the byte offset for a bad shard) and returns -1.
+ */
+#ifndef SWIFT_SHARD_H
+#define SWIFT_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SWIFT_SHARD_MAGIC "SWSHARD"
+#define SWIFT_SHARD_VERSION 1
+#define SWIFT_SHARD_HEADER_SIZE 64
+#define SWIFT_SHARD_INDEX_VERSION 1
+#define SWIFT_SHARD_INDEX_FORMAT "swift-shards"
+
+/* One sample as stored: all pointers borrowed (into the mmap, valid until swift_shards_close). */
+struct swift_sample {
+    const uint32_t *ids;
+    const uint8_t *mask;
+    uint32_t len;            /* tokens */
+    const uint32_t *doc_len; /* n_docs document lengths, summing to len */
+    uint32_t n_docs;
+};
+
+/* One shard file's entry in index.json. */
+struct swift_shard_entry {
+    char *file;        /* name relative to the directory (owned) */
+    uint64_t samples;
+    uint64_t tokens;
+    uint32_t crc32;    /* payload CRC, also in the file's header */
+};
+
+/* index.json. Strings are owned (freed by swift_shard_index_release); NULL when absent. */
+struct swift_shard_index {
+    int version;                /* SWIFT_SHARD_INDEX_VERSION */
+    char *tokenizer;            /* tokenizer directory or name as given (informational) */
+    char *tokenizer_sha256;     /* sha256 hex of tokenizer.json */
+    char *template_name;        /* chat template ("qwen3", "generation", ...) */
+    char *loss;                 /* loss mask policy: "default", "last_round", "all" */
+    char *truncation;           /* "delete", "left", "right", "split" */
+    char *packing;              /* "none", "binpack", "sequential" */
+    char *split;                /* "train" or "val" */
+    uint64_t max_length;        /* longest sample allowed (tokens) */
+    uint64_t vocab_size;        /* ids are < vocab_size (0: unknown, not checked) */
+    uint64_t seed;
+    /* counts */
+    uint64_t samples;           /* samples stored (after packing) */
+    uint64_t documents;         /* documents stored */
+    uint64_t dropped;           /* documents dropped (too long with truncation=delete, invalid) */
+    uint64_t truncated;         /* documents cut to max_length */
+    uint64_t tokens;            /* tokens stored */
+    uint64_t trained_tokens;    /* tokens with mask 1 */
+    double packing_efficiency;  /* tokens / (samples * max_length) when packed, else 0 */
+    /* document length statistics (tokens, before packing; ms-swift's "Dataset Token Length") */
+    double len_mean, len_std;
+    uint64_t len_min, len_max;
+    struct swift_shard_entry *shards;
+    size_t n_shards;
+};
+
+/* Zero an index (all strings NULL). */
+void swift_shard_index_init(struct swift_shard_index *ix);
+/* Free the strings and the shard list; leaves ix zeroed. */
+void swift_shard_index_release(struct swift_shard_index *ix);
+/* Append a shard entry (file is copied). Returns 0 or -1. */
+int swift_shard_index_add(struct swift_shard_index *ix, const char *file, uint64_t samples,
+                          uint64_t tokens, uint32_t crc32);
+/* Write "<dir>/index.json" atomically. Returns 0 or -1. */
+int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir);
+/* Read and validate "<dir>/index.json" into ix (initialized here). Returns 0 or -1. */
+int swift_shard_index_read(struct swift_shard_index *ix, const char *dir);
+/* Parse index.json text (name is used in messages). Returns 0 or -1. */
+int swift_shard_index_parse(struct swift_shard_index *ix, const char *text, size_t len,
+                            const char *name);
+
+/* ---- writing one shard file ---- */
+struct swift_shard_writer;
+
+/* Start a shard that will be written to `path` at commit. Returns NULL after an error. */
+struct swift_shard_writer *swift_shard_writer_new(const char *path);
+/* Append one sample: n tokens (ids, mask) made of n_docs documents of lengths doc_len (which
+ * must sum to n; doc_len NULL means one document). Copies the data. Returns 0 or -1. */
+int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids,
+                           const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                           uint32_t n_docs);
+uint64_t swift_shard_writer_samples(const struct swift_shard_writer *w);
+uint64_t swift_shard_writer_tokens(const struct swift_shard_writer *w);
+/* Write the file atomically and free w. *crc (may be NULL) gets the payload CRC. Returns 0 or
+ * -1 (nothing left under the final name). */
+int swift_shard_writer_commit(struct swift_shard_writer *w, uint32_t *crc);
+/* Free w without writing. */
+void swift_shard_writer_free(struct swift_shard_writer *w);
+
+/* Serialize a shard into a malloc'ed buffer (the writer uses it; tests and fuzzing too). */
+int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **buf, size_t *len);
+
+/* ---- reading ---- */
+struct swift_shard; /* one mapped file */
+
+/* Check a whole shard image in memory (header, sizes, CRC, offsets). name is for messages.
+ * Returns 0 or -1. */
+int swift_shard_check(const unsigned char *buf, size_t len, const char *name);
+
+enum {
+    SWIFT_SHARDS_NO_CRC = 1 /* skip the payload CRC check on open (structure still checked) */
+};
+
+struct swift_shards; /* a shard directory */
+
+/* Open dir (index.json + every shard it lists, mmapped and checked). Returns 0 or -1. */
+int swift_shards_open(struct swift_shards **out, const char *dir, int flags);
+void swift_shards_close(struct swift_shards *s);
+/* Samples over all shards, in index order. */
+uint64_t swift_shards_count(const struct swift_shards *s);
+/* Sample i (0 <= i < count); pointers borrowed until swift_shards_close. Returns 0, or -1 when
+ * i is out of range (reported). */
+int swift_shards_get(const struct swift_shards *s, uint64_t i, struct swift_sample *out);
+/* The parsed index.json (borrowed). */
+const struct swift_shard_index *swift_shards_index(const struct swift_shards *s);
+
+#endif
