@@ -9,7 +9,7 @@
 
 /* What the GGUF converter needs from config.json (FORMATS-REFERENCE §4.3). */
 struct swift_hparams {
-    char arch[16]; /* "llama" | "qwen2" | "qwen3" */
+    char arch[32]; /* "llama" | "qwen2" | "qwen3" */
     int64_t vocab_size, hidden, ffn, layers, heads, kv_heads, head_dim, ctx;
     int has_head_dim; /* config.json names head_dim explicitly */
     double rms_eps, rope_theta;

@@ -49,7 +49,7 @@ check_dump() { # arch dtype
     sed -i 's/"qwen3"/"gemma"/; s/Qwen3ForCausalLM/GemmaForCausalLM/' "$BATS_TEST_TMPDIR/qwen3/config.json"
     run "$SWIFT_BIN/swift-export" "$BATS_TEST_TMPDIR/qwen3" --dtype f16 -o "$BATS_TEST_TMPDIR/g.gguf"
     [ "$status" -eq 1 ]
-    [ "$output" = "swift-export: $BATS_TEST_TMPDIR/qwen3/config.json: unsupported architecture 'gemma' (supported: llama, qwen2, qwen3)" ]
+    [ "$output" = "swift-export:$BATS_TEST_TMPDIR/qwen3/config.json: unsupported model_type 'gemma' (llama, mistral, qwen2, qwen3)" ]
     [ ! -e "$BATS_TEST_TMPDIR/g.gguf" ]
     [ -z "$(ls -A "$BATS_TEST_TMPDIR" | grep tmp)" ]
 }
