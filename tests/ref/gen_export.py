@@ -38,10 +38,12 @@ DTYPES = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.
 FILE_TYPE = {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_k": 14, "q6_k": 18}
 
 
-def make_model(arch, tokdir, out, hidden, layers, heads, kv, ffn, tie, dtype=torch.bfloat16):
+def make_model(arch, tokdir, out, hidden, layers, heads, kv, ffn, tie, dtype=torch.bfloat16,
+               vocab=None):
     import transformers as tf
     tok = json.load(open(os.path.join(tokdir, "tokenizer.json")))
     n = max(max(tok["model"]["vocab"].values()), max(a["id"] for a in tok["added_tokens"])) + 1
+    n = vocab or n  # Qwen's configs say 151936 for 151669 tokens: [PAD<i>] padding
     common = dict(vocab_size=n, hidden_size=hidden, intermediate_size=ffn,
                   num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
                   max_position_embeddings=512, tie_word_embeddings=tie, rms_norm_eps=1e-6)
@@ -248,11 +250,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="swift-export-ref-")
     failed = 0
     try:
-        cases = [("llama", "llama3-instruct", "llama-bpe", False),
-                 ("qwen2", "qwen3", "qwen2", True), ("qwen3", "qwen3", "qwen2", True)]
-        for arch, tk, pre, tie in cases:
+        cases = [("llama", "llama3-instruct", "llama-bpe", False, None),
+                 ("qwen2", "qwen3", "qwen2", True, 151936), ("qwen3", "qwen3", "qwen2", True, None)]
+        for arch, tk, pre, tie, vocab in cases:
             d = os.path.join(tmp, "tiny-" + arch)
-            make_model(arch, os.path.join(SHARED, "data/tokenizers", tk), d, 64, 2, 4, 2, 256, tie)
+            make_model(arch, os.path.join(SHARED, "data/tokenizers", tk), d, 64, 2, 4, 2, 256, tie,
+                       vocab=vocab)
             for dtype in DTYPES:
                 out = os.path.join(tmp, "%s-%s.gguf" % (arch, dtype))
                 export(d, dtype, out)
