@@ -786,8 +786,10 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     struct swift_eval_set set;
     swift_eval_set_init(&set);
     int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
-    if (!scored && swift_eval_read(o->task, o->dataset, &set) < 0)
+    if (!scored && swift_eval_read(o->task, o->dataset, &set) < 0) {
+        swift_eval_set_release(&set);
         return 1;
+    }
     if (swift_model_load(&r.m, o->model, &swift_cpu_ops, 1) < 0) {
         swift_eval_set_release(&set);
         return 1;
