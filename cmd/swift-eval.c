@@ -4,6 +4,7 @@
 #include "lib/eval/eval.h"
 #include "lib/eval/run.h"
 #include "lib/fileio.h"
+#include "lib/eval/prompt.h"
 #include "lib/trace.h"
 
 #include <stdlib.h>
@@ -25,7 +26,7 @@ static const struct swift_option options[] = {
      "adapter"},
     {"merge-adapters", O_MERGE, SWIFT_ARG_NONE, NULL,
      "fold the adapters into the weights (default: run them aside)", "merge_lora"},
-    {"template", O_TEMPLATE, SWIFT_ARG_REQUIRED, "NAME", "prompt template (only 'none' for now)",
+    {"template", O_TEMPLATE, SWIFT_ARG_REQUIRED, "NAME", "chat template for prompts and raw loss data (none: plain text; default none, for loss the tokenizer's)",
      NULL},
     {"limit", O_LIMIT, SWIFT_ARG_REQUIRED, "N", "evaluate the first N items (samples for loss)",
      "eval_limit"},
@@ -132,8 +133,10 @@ int main(int argc, char **argv)
         return swift_usage("--task is required");
     if (!a.o.dataset)
         return swift_usage("--dataset is required");
-    if (a.template_name && strcmp(a.template_name, "none"))
-        return swift_usage("template '%s' is not supported yet (only 'none')", a.template_name);
+    if (a.template_name && !swift_eval_template_known(a.template_name))
+        return swift_usage("unknown template '%s' (none, %s)", a.template_name,
+                           swift_eval_template_names());
+    a.o.template_name = a.template_name;
     struct swift_trace_config tc = {.stage = "eval", .path = a.trace, .argc = argc, .argv = argv,
                                     .world_size = 1};
     if (swift_trace_open(&tc) < 0)

@@ -9,8 +9,9 @@
  *
  * Tasks:
  *   loss, ppl  token-level cross-entropy over the tokens the loss mask trains, on a shard
- *              directory (index.json) or JSONL of {"text"} (every token after the first
- *              trained); each document is its own sequence (positions restart at 0).
+ *              directory (index.json) or a raw file rendered by swift-preprocess's dataset and
+ *              template code (lib/eval/prompt.h); each document is its own sequence
+ *              (positions restart at 0).
  *   mc, mmlu   per item, the prompt is run once and each choice's continuation tokens are
  *              scored on a fork of its key/value cache; the choice with the largest summed
  *              log-likelihood wins (acc), and for mc also per byte of the choice (acc_norm).
@@ -31,7 +32,7 @@ struct swift_eval_opts {
     const char *dataset;   /* dataset path (required) */
     const char *adapters;  /* PEFT adapter directory or NULL */
     int merge_adapters;    /* fold the adapters into the weights instead of running them aside */
-    const char *template_name; /* NULL: plain prompts */
+    const char *template_name; /* NULL or "none": plain prompts (lib/eval/prompt.h) */
     int task;              /* SWIFT_EVAL_* */
     long limit;            /* items (samples for loss); 0: all */
     int few_shot;
