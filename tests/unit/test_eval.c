@@ -1,6 +1,8 @@
 /* lib/eval: task readers, prompts, answer extraction, tallies, the record and the gate. */
 #include "lib/eval/eval.h"
+#include "lib/eval/prompt.h"
 #include "lib/error.h"
+#include "lib/tokenizer.h"
 #include "lib/jsonl.h"
 
 #include <math.h>
@@ -428,6 +430,41 @@ static void test_real_mmlu_dev(void **state)
     swift_eval_set_release(&set);
 }
 
+/* --template: the user turn + assistant header, and the end-of-turn id as the stop token
+ * (byte-level fixture tokenizer: ids are bytes, 257 <|im_start|>, 258 <|im_end|>). */
+static void test_prompter(void **state)
+{
+    (void)state;
+    struct swift_tokenizer *tok;
+    assert_int_equal(swift_tokenizer_load(&tok, "tests/fixtures/eval/llama"), 0);
+    struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "chatml");
+    assert_non_null(p);
+    assert_string_equal(swift_eval_prompter_name(p), "chatml");
+    const uint32_t *ids;
+    size_t n;
+    long stop;
+    assert_int_equal(swift_eval_prompter_encode(p, "hi", &ids, &n, &stop), 0);
+    const char *want = "\x01user\nhi\x02\n\x01" "assistant\n";
+    assert_int_equal(n, strlen(want));
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i] == 1 ? 257u : want[i] == 2 ? 258u : (uint8_t)want[i]);
+    assert_int_equal(stop, 258);
+    swift_eval_prompter_free(p);
+    p = swift_eval_prompter_new(tok, NULL);
+    assert_int_equal(swift_eval_prompter_encode(p, "hi", &ids, &n, &stop), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 'h');
+    assert_int_equal(stop, -1);
+    swift_eval_prompter_free(p);
+    capture();
+    assert_null(swift_eval_prompter_new(tok, "nope"));
+    assert_non_null(strstr(captured(), "unknown template 'nope'"));
+    assert_true(swift_eval_template_known("none"));
+    assert_true(swift_eval_template_known("qwen3"));
+    assert_false(swift_eval_template_known("nope"));
+    swift_tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_exact_match),
         cmocka_unit_test(test_gate),
         cmocka_unit_test(test_real_mmlu_dev),
+        cmocka_unit_test(test_prompter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
