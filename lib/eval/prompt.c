@@ -64,8 +64,8 @@ const char *swift_eval_prompter_name(const struct swift_eval_prompter *p)
     return p->t ? swift_template_name(p->t) : "none";
 }
 
-int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text,
-                              const uint32_t **ids, size_t *n)
+int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text, const uint32_t **ids,
+                              size_t *n)
 {
     p->plain.n = 0;
     if (swift_tokenizer_encode(p->st, text, strlen(text), SWIFT_TOK_PARSE_SPECIAL, &p->plain) < 0)
@@ -86,8 +86,8 @@ int swift_eval_prompter_encode(struct swift_eval_prompter *p, const char *text,
         {.role = SWIFT_ROLE_ASSISTANT, .content = "", .len = 0, .loss = 1}};
     struct swift_conv c = {.msg = msg, .n = 2, .cap = 2};
     char err[256];
-    if (swift_template_encode(p->t, p->st, p->tok, &c, SWIFT_LOSS_DEFAULT, &p->enc, err,
-                              sizeof(err)) < 0)
+    if (swift_template_encode(
+            p->t, p->st, p->tok, &c, SWIFT_LOSS_DEFAULT, &p->enc, err, sizeof(err)) < 0)
         return swift_error("template %s: %s", swift_template_name(p->t), err);
     size_t f = 0;
     while (f < p->enc.tok.n && !p->enc.mask[f])
@@ -146,11 +146,18 @@ int swift_eval_rows_next(struct swift_eval_rows *r, const uint32_t **ids, const 
     } else {
         const struct swift_template *t = r->conv.is_text ? r->text_t : r->conv_t;
         if (!t)
-            rc = swift_error_at(name, row.line,
+            rc = swift_error_at(name,
+                                row.line,
                                 "a conversation needs --template (no chat template known for "
                                 "this tokenizer)");
-        else if (swift_template_encode(t, r->p->st, r->p->tok, &r->conv, SWIFT_LOSS_DEFAULT,
-                                       &r->p->enc, err, sizeof(err)) < 0)
+        else if (swift_template_encode(t,
+                                       r->p->st,
+                                       r->p->tok,
+                                       &r->conv,
+                                       SWIFT_LOSS_DEFAULT,
+                                       &r->p->enc,
+                                       err,
+                                       sizeof(err)) < 0)
             rc = swift_error_at(name, row.line, "%s", err);
     }
     json_decref(obj);

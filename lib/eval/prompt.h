@@ -40,8 +40,8 @@ const char *swift_eval_prompter_name(const struct swift_eval_prompter *p);
 int swift_eval_prompter_encode(struct swift_eval_prompter *p, const char *text,
                                const uint32_t **ids, size_t *n, long *stop);
 /* Encode plain text without special handling (continuations). Same ownership. */
-int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text,
-                              const uint32_t **ids, size_t *n);
+int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text, const uint32_t **ids,
+                              size_t *n);
 
 /* Rows of a raw dataset (JSONL/JSON/CSV/text in ms-swift's formats) rendered as training would:
  * text rows with the generation template, conversations with the

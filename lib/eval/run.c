@@ -54,8 +54,8 @@ struct run {
     int neos;
     struct swift_eval_prompter *pr;
     /* counters for the record */
-    long tokens;      /* tokens run through the model */
-    double fwd_s;     /* time in forward calls (scoring) */
+    long tokens;  /* tokens run through the model */
+    double fwd_s; /* time in forward calls (scoring) */
     struct swift_gen_stats gen;
 };
 
@@ -194,8 +194,8 @@ static void batch_span(const char *name, int64_t t0, long batch, long items, lon
 {
     if (!swift_trace_enabled())
         return;
-    struct swift_targ a[3] = {SWIFT_TARG_I("batch", batch), SWIFT_TARG_I("items", items),
-                              SWIFT_TARG_I("tokens", tokens)};
+    struct swift_targ a[3] = {
+        SWIFT_TARG_I("batch", batch), SWIFT_TARG_I("items", items), SWIFT_TARG_I("tokens", tokens)};
     int64_t t1 = swift_trace_now();
     swift_trace_span("eval", name, t0, t1, a, 3);
     if (t1 > t0)
@@ -399,8 +399,12 @@ static int shots_for(struct run *r, struct shots *s, struct swift_eval_set *set,
             s->dev_file = strdup(it->file);
             char *dev = swift_eval_mmlu_dev_path(it->file);
             if (!dev)
-                return swift_error_at(it->file, 0, "no dev file for %d-shot prompts (expected "
-                                      "../dev/%s_dev.csv)", o->few_shot, it->subject);
+                return swift_error_at(it->file,
+                                      0,
+                                      "no dev file for %d-shot prompts (expected "
+                                      "../dev/%s_dev.csv)",
+                                      o->few_shot,
+                                      it->subject);
             int rc = swift_eval_read(SWIFT_EVAL_MMLU, dev, &s->dev);
             free(dev);
             if (rc < 0)
@@ -487,9 +491,11 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
         return swift_error("out of memory");
     swift_kv_reset(&r->kv, -1);
     for (int i = 0; i < n; i++)
-        f[i] = (struct feed){
-            .row = 2 * i, .ids = items[i].ctx.v, .n = items[i].ctx.n,
-            .want_from = items[i].ctx.n - 1, .tag = i};
+        f[i] = (struct feed){.row = 2 * i,
+                             .ids = items[i].ctx.v,
+                             .n = items[i].ctx.n,
+                             .want_from = items[i].ctx.n - 1,
+                             .tag = i};
     int rc = feed_all(r, f, n, mc_first_cb, &c);
     int maxc = 0;
     for (int i = 0; i < n; i++)
@@ -501,8 +507,8 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
             if (k >= items[i].nc || items[i].cont[k].n < 2)
                 continue;
             swift_kv_copy_row(&r->kv, 2 * i + 1, 2 * i);
-            f[nf++] = (struct feed){.row = 2 * i + 1, .ids = items[i].cont[k].v,
-                                    .n = items[i].cont[k].n - 1, .tag = i};
+            f[nf++] = (struct feed){
+                .row = 2 * i + 1, .ids = items[i].cont[k].v, .n = items[i].cont[k].n - 1, .tag = i};
         }
         c.choice = k;
         if (nf)
@@ -518,10 +524,10 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
         if (rc == 0 && accn) {
             double norm[SWIFT_EVAL_MAX_CHOICES];
             for (int k = 0; k < items[i].nc; k++)
-                norm[k] = items[i].ll[k] / (double)(items[i].cont_bytes[k] ? items[i].cont_bytes[k]
-                                                                           : 1);
-            rc = swift_eval_tally_add(accn, it->subject,
-                                      swift_eval_mc_pick(norm, items[i].nc) == it->answer);
+                norm[k] =
+                    items[i].ll[k] / (double)(items[i].cont_bytes[k] ? items[i].cont_bytes[k] : 1);
+            rc = swift_eval_tally_add(
+                accn, it->subject, swift_eval_mc_pick(norm, items[i].nc) == it->answer);
         }
     }
     batch_span("forward", t0, bi, n, r->tokens - tok0);
@@ -584,8 +590,7 @@ static int run_mc(struct run *r, struct swift_eval_set *setp, json_t *rec, long 
             break;
         }
         if (maxcont >= cap)
-            rc = swift_error_at(it->file, it->line, "a choice is longer than --max-length %d",
-                                cap);
+            rc = swift_error_at(it->file, it->line, "a choice is longer than --max-length %d", cap);
         else if (m->ctx.n == 0)
             rc = swift_error_at(it->file, it->line, "empty prompt");
         else
@@ -681,7 +686,8 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
     int B = o->batch_size, cap = o->max_length;
     if (o->max_new_tokens >= cap) {
         return swift_error("--max-new-tokens %d leaves no room for a prompt in --max-length %d",
-                           o->max_new_tokens, cap);
+                           o->max_new_tokens,
+                           cap);
     }
     struct swift_eval_tally acc;
     swift_eval_tally_init(&acc);
@@ -690,8 +696,11 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
     struct ids *pr = calloc((size_t)B, sizeof(*pr));
     size_t *idx = calloc((size_t)B, sizeof(*idx));
     int rc = seqs && pr && idx ? kv_setup(r, B, cap) : swift_error("out of memory");
-    struct swift_gen_opts go = {.max_new = o->max_new_tokens, .temperature = o->temperature,
-                                .top_p = o->top_p, .stop_ids = r->eos, .nstop = r->neos};
+    struct swift_gen_opts go = {.max_new = o->max_new_tokens,
+                                .temperature = o->temperature,
+                                .top_p = o->top_p,
+                                .stop_ids = r->eos,
+                                .nstop = r->neos};
     struct gen_ctx gc = {.r = r};
     long bi = 0;
     size_t i = first;
@@ -711,7 +720,8 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
                 rc = swift_error_at(set.items[i].file, set.items[i].line, "empty prompt");
             if (rc == 0)
                 left_truncate(&pr[n], cap - o->max_new_tokens);
-            seqs[n] = (struct swift_gen_seq){.prompt = pr[n].v, .prompt_len = pr[n].n,
+            seqs[n] = (struct swift_gen_seq){.prompt = pr[n].v,
+                                             .prompt_len = pr[n].n,
                                              .seed = o->seed ^ (0x9e3779b97f4a7c15ULL * i)};
             idx[n++] = i;
         }
@@ -831,7 +841,8 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         goto out;
     if (swift_tokenizer_vocab_size(r.tok) > (uint32_t)r.V) {
         swift_error("tokenizer has %u ids, the model's vocabulary only %d",
-                    swift_tokenizer_vocab_size(r.tok), r.V);
+                    swift_tokenizer_vocab_size(r.tok),
+                    r.V);
         goto out;
     }
     if (!(r.st = swift_tok_state_new(r.tok)))
@@ -849,7 +860,8 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     } else if (o->max_length > r.m.cfg.max_position_embeddings &&
                r.m.cfg.max_position_embeddings > 0) {
         swift_warn("--max-length %d is beyond the model's max_position_embeddings %d",
-                   o->max_length, r.m.cfg.max_position_embeddings);
+                   o->max_length,
+                   r.m.cfg.max_position_embeddings);
     }
 
     long n = 0;
@@ -888,19 +900,19 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     json_object_set_new(rec, "time_s", json_real(t2 - t0));
     json_object_set_new(rec, "load_s", json_real(t1 - t0));
     json_object_set_new(rec, "tokens", json_integer(r.tokens));
-    json_object_set_new(rec, "tokens_per_s",
-                        json_real(t2 > t1 ? (double)r.tokens / (t2 - t1) : 0.0));
+    json_object_set_new(
+        rec, "tokens_per_s", json_real(t2 > t1 ? (double)r.tokens / (t2 - t1) : 0.0));
     if (swift_eval_task_generates(o->task)) {
         json_object_set_new(rec, "prefill_tokens", json_integer(r.gen.prefill_tokens));
         json_object_set_new(rec, "decode_tokens", json_integer(r.gen.decode_tokens));
-        json_object_set_new(rec, "prefill_tokens_per_s",
-                            json_real(r.gen.prefill_s > 0
-                                          ? (double)r.gen.prefill_tokens / r.gen.prefill_s
-                                          : 0.0));
-        json_object_set_new(rec, "decode_tokens_per_s",
-                            json_real(r.gen.decode_s > 0
-                                          ? (double)r.gen.decode_tokens / r.gen.decode_s
-                                          : 0.0));
+        json_object_set_new(
+            rec,
+            "prefill_tokens_per_s",
+            json_real(r.gen.prefill_s > 0 ? (double)r.gen.prefill_tokens / r.gen.prefill_s : 0.0));
+        json_object_set_new(
+            rec,
+            "decode_tokens_per_s",
+            json_real(r.gen.decode_s > 0 ? (double)r.gen.decode_tokens / r.gen.decode_s : 0.0));
     }
 
     if (o->output && swift_eval_record_write(rec, o->output) < 0)
