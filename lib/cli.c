@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "error.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -360,6 +361,8 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, swif
             *argi = orig_argc - npos;
         }
     }
+    if (rc == 0) /* --help, --version, --list-options: their output must have arrived */
+        rc = swift_close_stdout(0);
     for (int i = 0; i < lt.nnames; i++)
         free(lt.names[i]);
     free(lt.names);

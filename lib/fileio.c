@@ -301,6 +301,10 @@ int swift_read_file(const char *path, size_t max, char **data, size_t *len)
 
 int swift_close_stdout(int rc)
 {
+    static int closed, failed;
+    if (closed) /* a second call (after --help, say) must not fclose twice */
+        return failed && !rc ? SWIFT_EXIT_FAIL : rc;
+    closed = 1;
     int bad = ferror(stdout);
     if (fflush(stdout))
         bad = 1;
@@ -310,6 +314,7 @@ int swift_close_stdout(int rc)
     if (bad) {
         errno = e ? e : EIO;
         swift_error_errno("write error on standard output");
+        failed = 1;
         return rc ? rc : SWIFT_EXIT_FAIL;
     }
     return rc;

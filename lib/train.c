@@ -659,6 +659,31 @@ static int save_checkpoint(struct run *r, long step)
     return rc;
 }
 
+/* A run killed while checkpointing leaves ".checkpoint-N.tmp-PID" behind: never a
+ * checkpoint, so remove it (only when that process is gone). */
+static void remove_stale_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *t = strstr(de->d_name, ".tmp-");
+        if (strncmp(de->d_name, ".checkpoint-", 12) || !t)
+            continue;
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if ((*end && *end != '-') || pid <= 0 ||
+            (kill((pid_t)pid, 0) == 0 && pid != (long)getpid()))
+            continue;
+        char *p = swift_path_join(dir, de->d_name);
+        if (p)
+            swift_remove_tree(p);
+        free(p);
+    }
+    closedir(d);
+}
+
 static int write_args(const struct swift_train_opts *o)
 {
     json_t *a = json_pack(
@@ -866,6 +891,7 @@ int swift_train_run(const struct swift_train_opts *o)
     /* run directory */
     if (swift_mkdirs(o->output_dir, 0755) < 0 || write_args(o) < 0)
         goto out;
+    remove_stale_tmp(o->output_dir);
     char *lp = swift_path_join(o->output_dir, "logging.jsonl");
     r->log = lp ? fopen(lp, resume ? "a" : "w") : NULL;
     if (!r->log) {

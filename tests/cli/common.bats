@@ -68,6 +68,22 @@ setup() {
         m=$out/$(basename "$c").1
         [ -s "$m" ]
         grep -q '^\.SH "EXIT STATUS"' "$m"
-        grep -q -- '--help' "$m"
+        grep -qF -- '\-\-help' "$m" # help2man writes \-\-help
     done
+}
+
+@test "make install puts binaries, man pages and completions under PREFIX" {
+    [ ${#cmds[@]} -gt 0 ] || skip "no commands built yet"
+    command -v help2man >/dev/null || skip "help2man not installed"
+    dest=$BATS_TEST_TMPDIR/root
+    run make -s -C "$BATS_TEST_DIRNAME/../.." install O="$SWIFT_BUILD" PREFIX=/usr/local \
+        DESTDIR="$dest"
+    [ "$status" -eq 0 ]
+    for c in "${cmds[@]}"; do
+        n=$(basename "$c")
+        [ -x "$dest/usr/local/bin/$n" ]
+        [ -s "$dest/usr/local/share/man/man1/$n.1" ]
+        [ -s "$dest/usr/local/share/bash-completion/completions/$n" ]
+    done
+    [ -s "$dest/usr/local/share/zsh/site-functions/_swift" ]
 }

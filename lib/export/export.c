@@ -1,0 +1,71 @@
+/* export/export — swift_export_run(): pick the route (GGUF, merged HF directory, quantized). */
+#include "lib/error.h"
+#include "lib/export.h"
+#include "lib/export/internal.h"
+#include "lib/fileio.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/banned.h"
+
+int swift_export_run(const struct swift_export_opts *o)
+{
+    if (!o->model_dir || !o->output)
+        return swift_error("export needs a model directory and an output");
+    if (!swift_is_dir(o->model_dir))
+        return swift_error("'%s' is not a directory", o->model_dir);
+    const char *to = o->to;
+    if (!to)
+        to = o->merge_lora || o->quant ? "hf" : "gguf";
+    if (!strcmp(to, "gguf")) {
+        if (o->quant)
+            return swift_error("--quant writes safetensors (--to hf); for GGUF blocks use "
+                               "--dtype q8_0|q4_0|q4_k|q6_k");
+        if (o->to_ollama) {
+            char *mf = swift_modelfile_path(o->output);
+            struct stat st;
+            int exists = mf && stat(mf, &st) == 0;
+            if (exists && !o->force) {
+                swift_error("'%s' exists; use --force to overwrite it", mf);
+                free(mf);
+                return -1;
+            }
+            free(mf);
+        }
+        if (!o->merge_lora)
+            return swift_export_gguf(o, o->model_dir);
+        /* merge into a temporary HF directory next to the output, convert, remove it */
+        char *tmp = NULL;
+        if (swift_atomic_dir_begin(o->output, &tmp) < 0)
+            return -1;
+        swift_remove_tree(tmp);
+        struct swift_export_opts m = *o;
+        m.dtype = "fp32";
+        m.to = "hf";
+        int rc = swift_export_merge(&m, tmp);
+        if (rc == 0)
+            rc = swift_export_gguf(o, tmp);
+        swift_atomic_dir_abort(tmp);
+        return rc;
+    }
+    if (!strcmp(to, "hf")) {
+        if (!o->merge_lora && !o->quant)
+            return swift_error("--to hf needs --merge-lora ADAPTER_DIR or --quant");
+        if (o->to_ollama)
+            return swift_error("--to-ollama needs --to gguf");
+        struct stat st;
+        if (stat(o->output, &st) == 0 && !o->force)
+            return swift_error("'%s' exists; use --force to overwrite it", o->output);
+        char *tmp = NULL;
+        if (swift_atomic_dir_begin(o->output, &tmp) < 0)
+            return -1;
+        if (swift_export_merge(o, tmp) < 0) {
+            swift_atomic_dir_abort(tmp);
+            return -1;
+        }
+        return swift_atomic_dir_commit(tmp, o->output, o->force);
+    }
+    return swift_error("unknown --to '%s' (gguf or hf)", to);
+}

@@ -1,0 +1,54 @@
+/* export internals shared by the files in lib/export (not a public header). */
+#ifndef SWIFT_EXPORT_INTERNAL_H
+#define SWIFT_EXPORT_INTERNAL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "lib/gguf.h"
+
+/* What the GGUF converter needs from config.json (FORMATS-REFERENCE §4.3). */
+struct swift_hparams {
+    char arch[16]; /* "llama" | "qwen2" | "qwen3" */
+    int64_t vocab_size, hidden, ffn, layers, heads, kv_heads, head_dim, ctx;
+    int has_head_dim; /* config.json names head_dim explicitly */
+    double rms_eps, rope_theta;
+    int tie_embeddings;
+    /* rope scaling */
+    char rope_type[16]; /* "", "linear", "llama3", "yarn" */
+    double rope_factor, rope_low_freq, rope_high_freq, rope_orig_ctx;
+    int64_t bos_id, eos_id; /* -1 when absent */
+    json_t *config;         /* the whole config.json (owned) */
+};
+
+/* Read MODEL_DIR/config.json. Returns 0 or -1 after "FILE: ..." errors. */
+int swift_hparams_load(struct swift_hparams *hp, const char *model_dir);
+void swift_hparams_release(struct swift_hparams *hp);
+
+/* HF tensor name → GGUF name ("model.layers.3.self_attn.q_proj.weight" → "blk.3.attn_q.weight")
+ * into out; returns 0, 1 for a tensor to skip (rotary inv_freq), -1 for an unknown name. */
+int swift_gguf_tensor_name(const char *hf, char *out, size_t outlen);
+
+/* Add tokenizer.ggml.* and tokenizer.chat_template from MODEL_DIR's tokenizer.json and
+ * tokenizer_config.json. `pre` overrides tokenizer.ggml.pre. Returns 0 or -1. */
+int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
+                           const struct swift_hparams *hp, const char *pre);
+
+/* Write OUT_DIR/Modelfile for ollama next to the GGUF (atomic). Returns 0 or -1. */
+int swift_export_modelfile(const char *gguf_path, const char *model_dir, int force);
+
+/* DIR(gguf_path)/Modelfile, malloc'ed. */
+char *swift_modelfile_path(const char *gguf_path);
+
+/* GGUF conversion of model_dir (the base, or a merged temporary directory). */
+struct swift_export_opts;
+int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir);
+
+/* Merge a PEFT LoRA adapter into the base and write a HF directory at out_dir (created; must
+ * not exist). dtype: bf16|fp16|fp32 (NULL: the base's). Returns 0 or -1. */
+int swift_export_merge(const struct swift_export_opts *o, const char *out_dir);
+
+/* Read a JSON file with "FILE:LINE: message" errors; NULL after an error. */
+json_t *swift_json_load(const char *path);
+
+#endif

@@ -1,0 +1,448 @@
+/* export/to_gguf — Hugging Face safetensors model → GGUF v3 for llama.cpp (the metadata and
+ * tensor layout of llama.cpp's convert_hf_to_gguf.py for llama, qwen2 and qwen3). */
+#include "lib/error.h"
+#include "lib/export.h"
+#include "lib/export/internal.h"
+#include "lib/fileio.h"
+#include "lib/gguf.h"
+#include "lib/quant.h"
+#include "lib/safetensors.h"
+#include "lib/trace.h"
+
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/banned.h"
+
+struct dtype_info {
+    const char *name;
+    uint32_t type;      /* ggml type of 2-D weights */
+    uint32_t file_type; /* general.file_type (LlamaFileType) */
+};
+static const struct dtype_info dtypes[] = {
+    {"f32", SWIFT_GGML_F32, 0},
+    {"f16", SWIFT_GGML_F16, 1},
+    {"bf16", SWIFT_GGML_BF16, 32},
+    {"q8_0", SWIFT_GGML_Q8_0, 7},
+    {"q4_0", SWIFT_GGML_Q4_0, 2},
+    {"q4_k", SWIFT_GGML_Q4_K, 14},
+    {"q6_k", SWIFT_GGML_Q6_K, 18},
+};
+
+static const struct dtype_info *find_dtype(const char *name)
+{
+    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+        if (!strcasecmp(dtypes[i].name, name))
+            return &dtypes[i];
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct plan {
+    const struct swift_st_tensor *src; /* NULL for a generated tensor (rope_freqs) */
+    char name[SWIFT_GGUF_MAX_NAME];
+    int permute_heads; /* llama q/k: heads to permute over, 0 for none */
+    uint32_t type;
+    uint64_t ne[2];
+    uint32_t n_dims;
+};
+
+/* Llama q/k rows: HF's rotate_half (halves) → llama.cpp's NORM rope (adjacent pairs).
+ * w.reshape(n_head, 2, rows/n_head/2, cols).swapaxes(1, 2).reshape(rows, cols) */
+static void permute_rows(const float *src, float *dst, int64_t rows, int64_t cols, int64_t n_head)
+{
+    int64_t half = rows / n_head / 2;
+    for (int64_t h = 0; h < n_head; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t j = 0; j < 2; j++) {
+                int64_t to = h * 2 * half + i * 2 + j, from = h * 2 * half + j * half + i;
+                memcpy(dst + to * cols, src + from * cols, (size_t)cols * sizeof(float));
+            }
+}
+
+/* llama 3 rope scaling: convert_hf_to_gguf.py writes these factors as rope_freqs.weight */
+static void llama3_rope_factors(const struct swift_hparams *hp, float *out, int64_t n)
+{
+    double low_wl = hp->rope_orig_ctx / hp->rope_low_freq;
+    double high_wl = hp->rope_orig_ctx / hp->rope_high_freq;
+    for (int64_t i = 0; i < n; i++) {
+        float freq = (float)(1.0 / pow(hp->rope_theta, (double)(2 * i) / (double)hp->head_dim));
+        double wl = 2 * M_PI / freq;
+        if (wl < high_wl) {
+            out[i] = 1.0f;
+        } else if (wl > low_wl) {
+            out[i] = (float)hp->rope_factor;
+        } else {
+            double smooth = (hp->rope_orig_ctx / wl - hp->rope_low_freq) /
+                            (hp->rope_high_freq - hp->rope_low_freq);
+            out[i] = (float)(1.0 / ((1 - smooth) / hp->rope_factor + smooth));
+        }
+    }
+}
+
+static int set_hparams(struct swift_gguf_writer *w, const struct swift_hparams *hp,
+                       const char *name, const struct dtype_info *dt)
+{
+    char k[128];
+    const char *a = hp->arch;
+#define KEY(suffix) (snprintf(k, sizeof(k), "%s." suffix, a), k)
+    if (swift_gguf_set_str(w, "general.architecture", a) < 0 ||
+        swift_gguf_set_str(w, "general.type", "model") < 0 ||
+        swift_gguf_set_str(w, "general.name", name) < 0 ||
+        swift_gguf_set_u32(w, KEY("block_count"), (uint32_t)hp->layers) < 0 ||
+        swift_gguf_set_u32(w, KEY("context_length"), (uint32_t)hp->ctx) < 0 ||
+        swift_gguf_set_u32(w, KEY("embedding_length"), (uint32_t)hp->hidden) < 0 ||
+        swift_gguf_set_u32(w, KEY("feed_forward_length"), (uint32_t)hp->ffn) < 0 ||
+        swift_gguf_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->heads) < 0 ||
+        swift_gguf_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)hp->kv_heads) < 0 ||
+        swift_gguf_set_f32(w, KEY("rope.freq_base"), (float)hp->rope_theta) < 0 ||
+        swift_gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)hp->rms_eps) < 0)
+        return -1;
+    if (hp->has_head_dim &&
+        (swift_gguf_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim) < 0 ||
+         swift_gguf_set_u32(w, KEY("attention.value_length"), (uint32_t)hp->head_dim) < 0))
+        return -1;
+    if (!strcmp(hp->rope_type, "linear") || !strcmp(hp->rope_type, "yarn")) {
+        if (swift_gguf_set_str(w, KEY("rope.scaling.type"), hp->rope_type) < 0 ||
+            swift_gguf_set_f32(w, KEY("rope.scaling.factor"), (float)hp->rope_factor) < 0)
+            return -1;
+        if (!strcmp(hp->rope_type, "yarn") &&
+            swift_gguf_set_u32(
+                w, KEY("rope.scaling.original_context_length"), (uint32_t)hp->rope_orig_ctx) < 0)
+            return -1;
+    }
+    if (swift_gguf_set_u32(w, "general.file_type", dt->file_type) < 0)
+        return -1;
+    if (dt->type != SWIFT_GGML_F32 && dt->type != SWIFT_GGML_F16 && dt->type != SWIFT_GGML_BF16 &&
+        swift_gguf_set_u32(w, "general.quantization_version", 2) < 0)
+        return -1;
+    if (!strcmp(a, "llama") &&
+        (swift_gguf_set_u32(w, KEY("vocab_size"), (uint32_t)hp->vocab_size) < 0 ||
+         swift_gguf_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hp->head_dim) < 0))
+        return -1;
+#undef KEY
+    return 0;
+}
+
+/* Tensors llama.cpp's loader requires for the architecture (llama-model.cpp). */
+static int check_required(const struct plan *p, size_t n, const struct swift_hparams *hp,
+                          const char *dir)
+{
+    static const char *per_layer[] = {"attn_norm.weight",
+                                      "attn_q.weight",
+                                      "attn_k.weight",
+                                      "attn_v.weight",
+                                      "attn_output.weight",
+                                      "ffn_norm.weight",
+                                      "ffn_gate.weight",
+                                      "ffn_up.weight",
+                                      "ffn_down.weight"};
+    static const char *qwen2[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    static const char *qwen3[] = {"attn_q_norm.weight", "attn_k_norm.weight"};
+    char name[96];
+    const char *top[] = {"token_embd.weight", "output_norm.weight"};
+    for (int i = 0; i < 2; i++) {
+        int found = 0;
+        for (size_t j = 0; j < n && !found; j++)
+            found = !strcmp(p[j].name, top[i]);
+        if (!found)
+            return swift_error("%s: no tensor for %s (required by llama.cpp)", dir, top[i]);
+    }
+    for (int64_t l = 0; l < hp->layers; l++) {
+        size_t nreq = sizeof(per_layer) / sizeof(per_layer[0]);
+        for (int set = 0; set < 3; set++) {
+            const char **list = set == 0 ? per_layer : set == 1 ? qwen2 : qwen3;
+            size_t cnt = set == 0 ? nreq : set == 1 ? 3 : 2;
+            if ((set == 1 && strcmp(hp->arch, "qwen2")) || (set == 2 && strcmp(hp->arch, "qwen3")))
+                continue;
+            for (size_t r = 0; r < cnt; r++) {
+                snprintf(name, sizeof(name), "blk.%lld.%s", (long long)l, list[r]);
+                int found = 0;
+                for (size_t j = 0; j < n && !found; j++)
+                    found = !strcmp(p[j].name, name);
+                if (!found)
+                    return swift_error(
+                        "%s: no tensor for %s (required by llama.cpp for %s)", dir, name, hp->arch);
+            }
+        }
+    }
+    return 0;
+}
+
+struct timing {
+    double read, convert, write;
+    uint64_t in_bytes, out_bytes;
+};
+
+static int write_tensor(struct swift_gguf_writer *w, const struct plan *p,
+                        const struct swift_hparams *hp, struct timing *tm)
+{
+    uint64_t numel = p->ne[0] * p->ne[1];
+    float *x = malloc((size_t)numel * sizeof(float) + 1);
+    float *tmp = NULL;
+    void *q = NULL;
+    int rc = -1;
+    if (!x)
+        return swift_error("out of memory for tensor '%s' (%" PRIu64 " values)", p->name, numel);
+    double t0 = now_s();
+    int64_t ts0 = swift_trace_now();
+    uint64_t in_bytes = numel * 4;
+    if (p->src) {
+        in_bytes = p->src->end - p->src->begin;
+        if (swift_st_tensor_to_f32(p->src, x) < 0)
+            goto out;
+    } else {
+        llama3_rope_factors(hp, x, (int64_t)numel);
+    }
+    double t1 = now_s();
+    int64_t ts1 = swift_trace_now();
+    if (swift_trace_enabled()) {
+        struct swift_targ args[] = {SWIFT_TARG_S("tensor", p->name),
+                                    SWIFT_TARG_I("bytes", in_bytes)};
+        swift_trace_span("export", "read", ts0, ts1, args, 2);
+    }
+    if (p->permute_heads) {
+        tmp = malloc((size_t)numel * sizeof(float) + 1);
+        if (!tmp) {
+            swift_error("out of memory");
+            goto out;
+        }
+        permute_rows(x, tmp, (int64_t)p->ne[1], (int64_t)p->ne[0], p->permute_heads);
+        float *s = x;
+        x = tmp;
+        tmp = s;
+    }
+    size_t nbytes = swift_ggml_row_size(p->type, p->ne[0]) * p->ne[1];
+    if (p->type != SWIFT_GGML_F32) {
+        q = malloc(nbytes);
+        if (!q) {
+            swift_error("out of memory");
+            goto out;
+        }
+        if (swift_quantize(p->type, x, q, (int64_t)p->ne[1], (int64_t)p->ne[0]) < 0)
+            goto out;
+    }
+    double t2 = now_s();
+    int64_t ts2 = swift_trace_now();
+    if (swift_trace_enabled()) {
+        struct swift_targ args[] = {SWIFT_TARG_S("tensor", p->name),
+                                    SWIFT_TARG_S("type", swift_ggml_type_name(p->type)),
+                                    SWIFT_TARG_I("bytes", nbytes)};
+        swift_trace_span("export",
+                         p->type <= SWIFT_GGML_F16 || p->type == SWIFT_GGML_BF16 ? "convert"
+                                                                                 : "quantize",
+                         ts1,
+                         ts2,
+                         args,
+                         3);
+    }
+    if (swift_gguf_writer_write_data(w, q ? q : (void *)x, nbytes) < 0)
+        goto out;
+    double t3 = now_s();
+    if (swift_trace_enabled()) {
+        struct swift_targ args[] = {SWIFT_TARG_S("tensor", p->name), SWIFT_TARG_I("bytes", nbytes)};
+        swift_trace_span("export", "write", ts2, swift_trace_now(), args, 2);
+    }
+    tm->read += t1 - t0;
+    tm->convert += t2 - t1;
+    tm->write += t3 - t2;
+    tm->in_bytes += in_bytes;
+    tm->out_bytes += nbytes;
+    rc = 0;
+out:
+    free(x);
+    free(tmp);
+    free(q);
+    return rc;
+}
+
+static char *default_name(const char *dir)
+{
+    char *d = strdup(dir);
+    if (!d)
+        return NULL;
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/')
+        d[--n] = 0;
+    char *b = strdup(basename(d));
+    free(d);
+    return b;
+}
+
+int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
+{
+    const struct dtype_info *dt = find_dtype(o->dtype ? o->dtype : "f16");
+    if (!dt)
+        return swift_error("unknown --dtype '%s' for GGUF (f32, f16, bf16, q8_0, q4_0, q4_k, "
+                           "q6_k)",
+                           o->dtype);
+    struct stat st;
+    if (!o->force && stat(o->output, &st) == 0)
+        return swift_error("'%s' exists; use --force to overwrite it", o->output);
+    struct swift_hparams hp;
+    if (swift_hparams_load(&hp, model_dir) < 0)
+        return -1;
+    struct swift_st_set set = {0};
+    struct swift_gguf_writer w;
+    swift_gguf_writer_init(&w);
+    struct plan *plan = NULL;
+    size_t np = 0;
+    char *name = NULL;
+    int rc = -1;
+    double t_start = now_s();
+    if (swift_st_set_open(&set, model_dir) < 0)
+        goto out;
+    name = o->name ? strdup(o->name) : default_name(model_dir);
+    if (!name || set_hparams(&w, &hp, name, dt) < 0 ||
+        swift_export_tokenizer(&w, model_dir, &hp, o->tokenizer_pre) < 0)
+        goto out;
+    size_t total = 1;
+    for (size_t f = 0; f < set.nfiles; f++)
+        total += set.files[f].ntensors;
+    plan = calloc(total, sizeof(*plan));
+    if (!plan) {
+        swift_error("out of memory");
+        goto out;
+    }
+    if (!strcmp(hp.rope_type, "llama3")) {
+        struct plan *p = &plan[np++];
+        snprintf(p->name, sizeof(p->name), "rope_freqs.weight");
+        p->type = SWIFT_GGML_F32;
+        p->n_dims = 1;
+        p->ne[0] = (uint64_t)(hp.head_dim / 2);
+        p->ne[1] = 1;
+    }
+    for (size_t f = 0; f < set.nfiles; f++) {
+        for (size_t i = 0; i < set.files[f].ntensors; i++) {
+            const struct swift_st_tensor *t = &set.files[f].tensors[i];
+            struct plan *p = &plan[np];
+            int r = swift_gguf_tensor_name(t->name, p->name, sizeof(p->name));
+            if (r == 1)
+                continue;
+            if (r < 0) {
+                swift_error("%s: tensor '%s' has no GGUF name for architecture %s",
+                            t->path,
+                            t->name,
+                            hp.arch);
+                goto out;
+            }
+            if (t->ndim < 1 || t->ndim > 2) {
+                swift_error(
+                    "%s: tensor '%s' has %d dims (1 or 2 expected)", t->path, t->name, t->ndim);
+                goto out;
+            }
+            if (t->dtype != SWIFT_DTYPE_F32 && t->dtype != SWIFT_DTYPE_F16 &&
+                t->dtype != SWIFT_DTYPE_BF16) {
+                swift_error("%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
+                            t->path,
+                            t->name,
+                            swift_dtype_name(t->dtype));
+                goto out;
+            }
+            p->src = t;
+            p->n_dims = (uint32_t)t->ndim;
+            p->ne[0] = (uint64_t)t->shape[t->ndim - 1];
+            p->ne[1] = t->ndim == 2 ? (uint64_t)t->shape[0] : 1;
+            p->type =
+                t->ndim == 1 ? SWIFT_GGML_F32 : swift_quant_fallback(dt->type, (int64_t)p->ne[0]);
+            if (!strcmp(hp.arch, "llama")) {
+                int64_t nh = 0;
+                if (strstr(p->name, ".attn_q."))
+                    nh = hp.heads;
+                else if (strstr(p->name, ".attn_k."))
+                    nh = hp.kv_heads;
+                if (nh && (p->ne[1] % (uint64_t)(2 * nh))) {
+                    swift_error("%s: tensor '%s' has %" PRIu64 " rows, not a multiple of 2 x %lld "
+                                "heads",
+                                t->path,
+                                t->name,
+                                p->ne[1],
+                                (long long)nh);
+                    goto out;
+                }
+                p->permute_heads = (int)nh;
+            }
+            np++;
+        }
+    }
+    if (check_required(plan, np, &hp, model_dir) < 0)
+        goto out;
+    for (size_t i = 0; i < np; i++) {
+        if (plan[i].type != dt->type && plan[i].n_dims == 2)
+            swift_info("%s: %s does not fit rows of %" PRIu64 ", using %s (as llama.cpp)",
+                       plan[i].name,
+                       swift_ggml_type_name(dt->type),
+                       plan[i].ne[0],
+                       swift_ggml_type_name(plan[i].type));
+        if (swift_gguf_add_tensor(&w, plan[i].name, plan[i].n_dims, plan[i].ne, plan[i].type) < 0)
+            goto out;
+    }
+    if (swift_gguf_writer_begin(&w, o->output) < 0)
+        goto out;
+    struct timing tm = {0};
+    for (size_t i = 0; i < np; i++)
+        if (write_tensor(&w, &plan[i], &hp, &tm) < 0) {
+            swift_gguf_writer_abort(&w);
+            goto out;
+        }
+    double tc = now_s();
+    if (swift_gguf_writer_commit(&w) < 0)
+        goto out;
+    tm.write += now_s() - tc;
+    if (o->to_ollama && swift_export_modelfile(o->output, model_dir, o->force) < 0) {
+        unlink(o->output);
+        goto out;
+    }
+    double secs = now_s() - t_start;
+    json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:f}",
+                          "version",
+                          1,
+                          "format",
+                          "gguf",
+                          "output",
+                          o->output,
+                          "arch",
+                          hp.arch,
+                          "dtype",
+                          dt->name,
+                          "tensors",
+                          (json_int_t)np,
+                          "bytes_in",
+                          (json_int_t)tm.in_bytes,
+                          "bytes_out",
+                          (json_int_t)tm.out_bytes,
+                          "seconds",
+                          secs,
+                          "read_s",
+                          tm.read,
+                          "convert_s",
+                          tm.convert,
+                          "write_s",
+                          tm.write);
+    if (j) {
+        json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        fputc('\n', stdout);
+        json_decref(j);
+    }
+    rc = 0;
+out:
+    swift_gguf_writer_release(&w);
+    swift_st_set_close(&set);
+    swift_hparams_release(&hp);
+    free(plan);
+    free(name);
+    return rc;
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bats
+# swift-train on the tiny fixture models (tests/fixtures/model) and character shards of
+# tinyshakespeare (tests/fixtures/shards): runs, exact resume, signals, crash safety, bad input.
+
+M=tests/fixtures/model/llama
+D=tests/fixtures/shards
+T="$SWIFT_BIN/swift-train"
+
+setup() {
+    W=$(mktemp -d)
+}
+teardown() {
+    rm -rf "$W"
+}
+
+losses() { # the train records' "loss" values of a stdout capture
+    grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'
+}
+
+@test "train a few LoRA steps: run directory, logging keys, checkpoint in PEFT layout" {
+    run "$T" --model $M -o "$W/run" --max-steps 4 --logging-steps 1 --save-steps 2 \
+        --per-device-train-batch-size 2 -j 1 $D
+    [ "$status" -eq 0 ]
+    [ -f "$W/run/args.json" ] && [ -f "$W/run/logging.jsonl" ]
+    for k in loss grad_norm learning_rate token_acc epoch 'global_step/max_steps' elapsed_time \
+        remaining_time 'memory(GiB)' 'train_speed(s/it)' 'tokens/s' MFU; do
+        grep -q "\"$k\":" "$W/run/logging.jsonl" || { echo "missing $k"; false; }
+    done
+    grep -q '"eval_loss"' "$W/run/logging.jsonl"
+    [ -f "$W/run/checkpoint-2/adapter_model.safetensors" ]
+    [ -f "$W/run/checkpoint-4/adapter_config.json" ]
+    [ -f "$W/run/checkpoint-4/optimizer.safetensors" ]
+    [ -f "$W/run/checkpoint-4/trainer_state.json" ]
+    [[ "${lines[-1]}" == '{"version":1,"event":"done",'* ]]
+}
+
+@test "resume from a checkpoint gives bit-identical losses (LoRA with dropout, accumulation)" {
+    args=(--model $M --max-steps 8 --logging-steps 1 --save-steps 4 --eval-steps 100
+        --per-device-train-batch-size 2 --gradient-accumulation-steps 2 --learning-rate 1e-3
+        --lora-dropout 0.1 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    run "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-4" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    diff <(losses "$W/a.out" | sed -n 5,8p) <(losses "$W/b.out")
+    [ "$(losses "$W/b.out" | wc -l)" -eq 4 ]
+}
+
+@test "full fine-tuning: resume is exact and the checkpoint is a complete HF model directory" {
+    args=(--model tests/fixtures/model/qwen3 --tuner full --max-steps 6 --logging-steps 1
+        --save-steps 3 --eval-steps 100 --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    [ -f "$W/a/checkpoint-6/config.json" ] && [ -f "$W/a/checkpoint-6/model.safetensors" ]
+    run "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-3" $D
+    [ "$status" -eq 0 ]
+    diff <(losses "$W/a.out" | sed -n 4,6p) <(echo "$output" | grep '"loss"' | sed 's/.*"loss":\([^,]*\),.*/\1/')
+}
+
+@test "SIGTERM: checkpoint, exit 75, --resume latest continues like an uninterrupted run" {
+    args=(--model $M --max-steps 40 --logging-steps 1 --save-steps 1000 --eval-steps 1000
+        --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1)
+    "$T" "${args[@]}" -o "$W/a" --data-delay-ms 50 $D >"$W/a.out" 2>"$W/a.err" &
+    pid=$!
+    sleep 0.8
+    kill -TERM $pid
+    rc=0
+    wait $pid || rc=$?
+    [ "$rc" -eq 75 ]
+    grep -q "swift-train: SIGTERM: checkpoint-.* written; exiting with 75" "$W/a.err"
+    n=$(ls -d "$W"/a/checkpoint-* | wc -l)
+    [ "$n" -eq 1 ]
+    run "$T" "${args[@]}" -o "$W/a" --resume latest $D
+    [ "$status" -eq 0 ]
+    cat "$W/a.out" >"$W/all.out"
+    echo "$output" >>"$W/all.out"
+    run "$T" "${args[@]}" -o "$W/ref" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/ref.out"
+    diff <(losses "$W/all.out") <(losses "$W/ref.out")
+}
+
+@test "kill -9 during checkpointing leaves only complete checkpoints, and resume works" {
+    args=(--model tests/fixtures/model/qwen2 --tuner full --max-steps 400 --logging-steps 100
+        --save-steps 1 --save-total-limit 2 --eval-steps 1000 -j 1)
+    for delay in 0.3 0.5 0.7; do
+        rm -rf "$W/a"
+        "$T" "${args[@]}" -o "$W/a" $D >/dev/null 2>&1 &
+        pid=$!
+        sleep $delay
+        kill -9 $pid
+        wait $pid || true
+        for c in "$W"/a/checkpoint-*; do
+            [ -f "$c/trainer_state.json" ] && [ -f "$c/model.safetensors" ] && \
+                [ -f "$c/optimizer.safetensors" ] && [ -f "$c/config.json" ]
+        done
+    done
+    ls -a "$W/a"
+    run "$T" "${args[@]}" --max-steps 401 -o "$W/a" --resume latest $D
+    [ "$status" -eq 0 ]
+    [ -z "$(ls -a "$W/a" | grep tmp)" ] # the killed run's temporary directory is gone
+}
+
+@test "LoRA fine-tune lowers the validation loss" {
+    run "$T" --model $M -o "$W/run" --max-steps 30 --logging-steps 10 --save-steps 30 \
+        --eval-steps 15 --per-device-train-batch-size 4 --learning-rate 3e-3 --lora-rank 8 \
+        --lora-dropout 0 -j 1 $D
+    [ "$status" -eq 0 ]
+    first=$(grep '"eval_loss"' "$W/run/logging.jsonl" | head -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    base=$("$T" --model $M -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
+        --save-steps 1 -j 1 $D | grep eval_loss | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    last=$(grep '"eval_loss"' "$W/run/logging.jsonl" | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    echo "base $base after15 $first after30 $last"
+    awk -v a="$base" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }'
+}
+
+@test "bad input is refused before training" {
+    mkdir -p "$W/m"
+    cp $M/config.json "$W/m/"
+    head -c 1000 $M/model.safetensors >"$W/m/model.safetensors"
+    run "$T" --model "$W/m" -o "$W/r" $D
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-train:$W/m/model.safetensors: "* ]]
+    [ ! -e "$W/r" ]
+
+    sed 's/"num_attention_heads": 4/"num_attention_heads": 3/' $M/config.json >"$W/m/config.json"
+    cp $M/model.safetensors "$W/m/"
+    run "$T" --model "$W/m" -o "$W/r" $D
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"num_attention_heads 3 is not a multiple of num_key_value_heads 2"* ]]
+
+    sed 's/"vocab_size"/"vocab_sizeX"/' $M/config.json >"$W/m/config.json"
+    run "$T" --model "$W/m" -o "$W/r" $D
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-train:$W/m/config.json: missing key 'vocab_size'" ]]
+
+    cp $M/config.json "$W/m/"
+    run "$T" --model "$W/m" -o "$W/r" --max-length 16 $D
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"tokens, longer than --max-length 16" ]]
+
+    run "$T" --model "$W/m" -o "$W/r" --max-length 100 $D
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"exceeds the model's max_position_embeddings 64" ]]
+
+    cp -r $D "$W/d"
+    sed -i 's/"tokenizer": "bytes&127"/"tokenizer_sha256": "0000000000000000000000000000000000000000000000000000000000000000", "tokenizer": "x"/' "$W/d/index.json"
+    echo '{}' >"$W/m/tokenizer.json"
+    run "$T" --model "$W/m" -o "$W/r" "$W/d"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"shards were made with another tokenizer"* ]]
+    [ ! -e "$W/r" ]
+}
+
+@test "a diverging loss stops with exit 1 naming the step" {
+    run "$T" --model $M --tuner full -o "$W/r" --learning-rate 1e12 --max-grad-norm 0 \
+        --max-steps 20 --logging-steps 100 --save-steps 100 -j 1 $D
+    [ "$status" -eq 1 ]
+    [[ "${lines[-1]}" =~ ^swift-train:\ (loss|gradient\ norm)\ is\ (nan|inf)\ at\ step\ [0-9]+\;\ stopping$ ]]
+}
+
+@test "usage errors exit 2" {
+    run "$T" --model $M $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: missing --output-dir DIR" ]]
+    run "$T" --model $M -o "$W/r" --tuner qlora $D
+    [ "$status" -eq 2 ]
+    run "$T" --model $M -o "$W/r" --train_type full --lora_rank abc $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: --lora-rank: 'abc' is not an integer >= 1" ]]
+}
+
+@test "trace: step spans contain data_wait, forward, backward, optimizer; --profile adds ops" {
+    run "$T" --model $M -o "$W/r" --max-steps 4 --save-steps 4 --eval-steps 2 -j 1 \
+        --trace "$W/t.jsonl" --profile wait=1,warmup=1,active=1 $D
+    [ "$status" -eq 0 ]
+    for n in step data_wait forward backward optimizer checkpoint eval; do
+        grep -q "\"name\":\"$n\"" "$W/t.jsonl" || { echo "no $n span"; false; }
+    done
+    grep -q '"cat":"data","name":"data_wait"\|"name":"data_wait".*"cat":"data"' "$W/t.jsonl"
+    grep -q '"name":"self_attn.q_proj"' "$W/t.jsonl"
+    grep -q '"flops"' "$W/t.jsonl"
+    grep -q '"name":"layer.1.backward"' "$W/t.jsonl"
+    [ "$(grep -c '"name":"self_attn.q_proj"' "$W/t.jsonl")" -eq 2 ] # 2 layers, 1 active step
+}
