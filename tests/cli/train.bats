@@ -205,7 +205,7 @@ losses() { # the train records' "loss" values of a stdout capture
     fi
     TM=tests/fixtures/eval/llama # tiny Llama + BPE tokenizer of the eval tests
     run "$SWIFT_BIN/swift-preprocess" --tokenizer $TM -o "$W/sh" --max-length 128 \
-        --truncation right --val-ratio 0.05 --packing "$A"
+        --truncation right --val-ratio 0.05 --packing binpack "$A"
     [ "$status" -eq 0 ]
     run "$T" --model $TM -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
         --save-steps 1 -j 1 "$W/sh"
