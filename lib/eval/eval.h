@@ -21,6 +21,9 @@
  *     "subject"?}`.
  *   - GSM8K JSONL: `{"question", "answer"}`; the reference is the number after `####`.
  *   - exact-match JSONL: `{"question" | "prompt", "answer"}` (a string or a number).
+ * In every JSONL, the question may also be named "query" or "problem", the answer "response",
+ * "output" or "solution", the subject "task" or "category"; a row in ms-swift's messages format
+ * takes its last user turn as the question and the assistant turn after it as the answer.
  * A row without an answer, an answer out of range, or a malformed row is an error with file and
  * line; nothing is returned then.
  */
@@ -49,13 +52,13 @@ int swift_eval_task_generates(int task);
 #define SWIFT_EVAL_MAX_CHOICES 26
 
 struct swift_eval_item {
-    char *subject;   /* owned; "" when the dataset has none */
-    char *question;  /* owned; the prompt text */
-    char **choices;  /* owned; nchoices strings (mc/mmlu), NULL otherwise */
+    char *subject;  /* owned; "" when the dataset has none */
+    char *question; /* owned; the prompt text */
+    char **choices; /* owned; nchoices strings (mc/mmlu), NULL otherwise */
     int nchoices;
-    int answer;      /* index of the right choice (mc/mmlu), -1 otherwise */
-    char *target;    /* owned; reference answer for generation tasks (gsm8k: normalised number) */
-    char *reference; /* owned; the full reference text (gsm8k's worked solution) for few-shot */
+    int answer;       /* index of the right choice (mc/mmlu), -1 otherwise */
+    char *target;     /* owned; reference answer for generation tasks (gsm8k: normalised number) */
+    char *reference;  /* owned; the full reference text (gsm8k's worked solution) for few-shot */
     const char *file; /* borrowed from the set's file list, for messages */
     long line;        /* first line of the row in that file */
 };
@@ -77,8 +80,7 @@ int swift_eval_read(int task, const char *path, struct swift_eval_set *set);
 int swift_eval_read_mmlu_csv(const char *path, struct swift_eval_set *set);
 int swift_eval_read_mmlu_stream(FILE *fp, const char *name, const char *subject,
                                 struct swift_eval_set *set);
-int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name,
-                                 struct swift_eval_set *set);
+int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name, struct swift_eval_set *set);
 
 /* The MMLU few-shot file for a test file: ".../test/X_test.csv" -> ".../dev/X_dev.csv"
  * (malloc'ed), or NULL when there is none on disk. */

@@ -205,7 +205,7 @@ losses() { # the train records' "loss" values of a stdout capture
     fi
     TM=tests/fixtures/eval/llama # tiny Llama + BPE tokenizer of the eval tests
     run "$SWIFT_BIN/swift-preprocess" --tokenizer $TM -o "$W/sh" --max-length 128 \
-        --truncation right --val-ratio 0.05 --packing "$A"
+        --truncation right --val-ratio 0.05 --packing binpack "$A"
     [ "$status" -eq 0 ]
     run "$T" --model $TM -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
         --save-steps 1 -j 1 "$W/sh"
@@ -230,4 +230,20 @@ losses() { # the train records' "loss" values of a stdout capture
     echo "$output" >"$W/b.out"
     diff <(losses "$W/a.out") <(losses "$W/b.out")
     grep -q '"gradient_checkpointing": true' "$W/b/args.json"
+}
+
+@test "full fine-tuning of a bf16 model: bf16 checkpoint weights, fp32 master copy, exact resume" {
+    mkdir -p "$W/m"
+    cp tests/fixtures/model/qwen3/model.safetensors "$W/m/"
+    sed 's/"dtype": "float32"/"dtype": "bfloat16"/' tests/fixtures/model/qwen3/config.json >"$W/m/config.json"
+    args=(--model "$W/m" --tuner full --max-steps 4 --logging-steps 1 --save-steps 2
+        --eval-steps 100 --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    grep -q '"dtype":"BF16"' "$W/a/checkpoint-2/model.safetensors"
+    grep -q '"master.model.norm.weight"' "$W/a/checkpoint-2/optimizer.safetensors"
+    run "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-2" $D
+    [ "$status" -eq 0 ]
+    diff <(losses "$W/a.out" | sed -n 3,4p) <(echo "$output" | grep '"loss"' | sed 's/.*"loss":\([^,]*\),.*/\1/')
 }
