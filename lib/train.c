@@ -898,6 +898,15 @@ int swift_train_run(const struct swift_train_opts *o)
                                     .argv = o->argv};
     if (swift_trace_open(&tc) < 0)
         return SWIFT_EXIT_FAIL;
+    /* from here on SIGTERM/SIGUSR1 only set a flag: a signal during loading still ends in a
+     * checkpoint after the first step and exit 75 (after the trace's own handlers, which
+     * would otherwise end the process) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
 
     int rerr;
     char *resume = resolve_resume(o, &rerr);
@@ -1017,12 +1026,6 @@ int swift_train_run(const struct swift_train_opts *o)
     free(lp);
     r->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops : swift_sgemm_peak_gflops();
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
 
     L.s = r->train;
     L.n = n;
