@@ -89,7 +89,10 @@ static int fail_generic(struct swift_dist *d, const char *what, long step)
     d->failed = 1;
     return swift_error("rank %d: %s of step %ld did not complete within --dist-timeout %gs; a "
                        "rank died or hangs",
-                       d->rank, what, step, d->timeout_s);
+                       d->rank,
+                       what,
+                       step,
+                       d->timeout_s);
 }
 
 static void measure_clock(struct swift_dist *d)
@@ -195,10 +198,18 @@ static int report_missing(struct swift_dist *d, int k, const char *what, long st
     if (k == d->rank) /* stopped or slow past the deadline, then resumed */
         return swift_error("rank %d: the other ranks gave up waiting for this rank at %s of step "
                            "%ld (--dist-timeout %gs)",
-                           k, what, step, d->timeout_s);
+                           k,
+                           what,
+                           step,
+                           d->timeout_s);
     return swift_error("rank %d (%s, pid %d) did not reach %s of step %ld within --dist-timeout "
                        "%gs; it died or hangs",
-                       k, d->hosts[k], d->pids[k], what, step, d->timeout_s);
+                       k,
+                       d->hosts[k],
+                       d->pids[k],
+                       what,
+                       step,
+                       d->timeout_s);
 }
 
 int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *flag, double *v,
@@ -247,8 +258,8 @@ int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *f
         MPI_Request *sq = calloc((size_t)n, sizeof(*sq));
         int ns = 0;
         for (int k = 0; sq && k < n; k++)
-            MPI_Isend(&out, (int)sizeof(out), MPI_BYTE, k + 1, TAG_RELEASE, MPI_COMM_WORLD,
-                      &sq[ns++]);
+            MPI_Isend(
+                &out, (int)sizeof(out), MPI_BYTE, k + 1, TAG_RELEASE, MPI_COMM_WORLD, &sq[ns++]);
         if (sq && wait_all(sq, ns, mono_s() + (missing < 0 ? d->timeout_s : 2.0)) < 0 &&
             missing < 0) {
             free(sq);
@@ -279,7 +290,10 @@ int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *f
             v[i] = out.v[i];
     }
     /* time here is time waiting for the slowest rank: the analyzer counts it as communication */
-    swift_trace_span("comm", "sync_wait", t0, swift_trace_now(),
+    swift_trace_span("comm",
+                     "sync_wait",
+                     t0,
+                     swift_trace_now(),
                      (struct swift_targ[]){SWIFT_TARG_S("point", what), SWIFT_TARG_I("step", step)},
                      2);
     return 0;
@@ -344,8 +358,8 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
     for (int b = 0; b < nb; b++) {
         size_t a = (size_t)b * bf, e = a + bf < total ? a + bf : total;
         xfer(p, np, d->flat, a, e, 1, 0);
-        MPI_Iallreduce(MPI_IN_PLACE, d->flat + a, (int)(e - a), MPI_FLOAT, MPI_SUM,
-                       MPI_COMM_WORLD, &rq[b]);
+        MPI_Iallreduce(
+            MPI_IN_PLACE, d->flat + a, (int)(e - a), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq[b]);
     }
     double t_wait = mono_s(), deadline = t_wait + d->timeout_s;
     int left = nb, rc = 0;
@@ -372,7 +386,10 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
     free(rq);
     free(unpacked);
     d->bytes_reduced = (double)total * sizeof(float);
-    swift_trace_span("comm", "grad_sync", t0, swift_trace_now(),
+    swift_trace_span("comm",
+                     "grad_sync",
+                     t0,
+                     swift_trace_now(),
                      (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)total * 4),
                                            SWIFT_TARG_I("buckets", nb),
                                            SWIFT_TARG_S("algo", "mpi_iallreduce_sum"),
@@ -447,7 +464,8 @@ static void counts(const struct swift_dist *d, int *cnt, int *dsp)
 static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int np, long step,
                       const float *part, float *full)
 {
-    int *cnt = malloc((size_t)d->world * sizeof(int)), *dsp = malloc((size_t)d->world * sizeof(int));
+    int *cnt = malloc((size_t)d->world * sizeof(int)),
+        *dsp = malloc((size_t)d->world * sizeof(int));
     if (!cnt || !dsp) {
         free(cnt);
         free(dsp);
@@ -456,7 +474,7 @@ static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int
     counts(d, cnt, dsp);
     int64_t t0 = swift_trace_now();
     MPI_Request rq;
-    const char *what = kind == 0 ? "gradient reduce-scatter"
+    const char *what = kind == 0   ? "gradient reduce-scatter"
                        : kind == 1 ? "parameter all-gather"
                                    : "optimizer-state gather";
     if (kind == 0) {
@@ -464,41 +482,41 @@ static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int
         MPI_Ireduce_scatter(MPI_IN_PLACE, d->flat, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
     } else if (kind == 1) {
         xfer(p, np, d->flat, d->lo, d->hi, 1, 1);
-        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d->flat, cnt, dsp, MPI_FLOAT,
-                        MPI_COMM_WORLD, &rq);
+        MPI_Iallgatherv(
+            MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d->flat, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD, &rq);
     } else {
-        MPI_Igatherv(part, cnt[d->rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD,
-                     &rq);
+        MPI_Igatherv(
+            part, cnt[d->rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD, &rq);
     }
     int rc = 0;
     if (wait_all(&rq, 1, mono_s() + d->timeout_s) < 0)
         rc = fail_generic(d, what, step);
-    else if (kind == 0)
-    {
+    else if (kind == 0) {
         /* MPI_IN_PLACE reduce-scatter leaves this rank's block at the start of the buffer */
         memmove(d->flat + d->lo, d->flat, (d->hi - d->lo) * sizeof(float));
         xfer(p, np, d->flat, d->lo, d->hi, 0, 0);
-    }
-    else if (kind == 1)
+    } else if (kind == 1)
         xfer(p, np, d->flat, 0, d->total, 0, 1);
     if (kind < 2) {
         d->bytes_reduced = (double)d->total * sizeof(float);
-        swift_trace_span("comm", kind == 0 ? "grad_sync" : "param_sync", t0, swift_trace_now(),
-                         (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)d->total * 4),
-                                               SWIFT_TARG_S("algo", kind == 0
-                                                                        ? "mpi_ireduce_scatter_sum"
-                                                                        : "mpi_iallgatherv"),
-                                               SWIFT_TARG_I("world_size", d->world),
-                                               SWIFT_TARG_I("step", step)},
-                         4);
+        swift_trace_span(
+            "comm",
+            kind == 0 ? "grad_sync" : "param_sync",
+            t0,
+            swift_trace_now(),
+            (struct swift_targ[]){
+                SWIFT_TARG_I("bytes", (int64_t)d->total * 4),
+                SWIFT_TARG_S("algo", kind == 0 ? "mpi_ireduce_scatter_sum" : "mpi_iallgatherv"),
+                SWIFT_TARG_I("world_size", d->world),
+                SWIFT_TARG_I("step", step)},
+            4);
     }
     free(cnt);
     free(dsp);
     return rc;
 }
 
-int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np,
-                                    long step)
+int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np, long step)
 {
     return d->world == 1 ? 0 : shard_coll(d, 0, p, np, step, NULL, NULL);
 }

@@ -42,28 +42,28 @@
 #include "lib/model.h"
 
 struct swift_dist {
-    int rank, world;            /* 0 and 1 without a launcher */
+    int rank, world;             /* 0 and 1 without a launcher */
     int local_rank, local_world; /* on this host */
-    int mpi;                    /* MPI initialised here */
-    int failed;                 /* a collective failed: no MPI_Finalize */
-    double timeout_s;           /* --dist-timeout */
-    double clock_offset_us;     /* this rank's clock minus rank 0's */
-    double min_rtt_us;          /* of the best ping-pong (0 on rank 0) */
-    const char *launcher;       /* "mpirun", "srun", "pmi" or "none" */
-    const char *job_id;         /* SLURM_JOB_ID or NULL */
+    int mpi;                     /* MPI initialised here */
+    int failed;                  /* a collective failed: no MPI_Finalize */
+    double timeout_s;            /* --dist-timeout */
+    double clock_offset_us;      /* this rank's clock minus rank 0's */
+    double min_rtt_us;           /* of the best ping-pong (0 on rank 0) */
+    const char *launcher;        /* "mpirun", "srun", "pmi" or "none" */
+    const char *job_id;          /* SLURM_JOB_ID or NULL */
     char host[64];
-    int *pids;                  /* world: every rank's pid (for messages) */
-    char (*hosts)[64];          /* world: every rank's host */
-    unsigned seq;               /* check-in sequence number (message tags) */
-    float *flat;                /* packing buffer, flat_cap floats */
+    int *pids;         /* world: every rank's pid (for messages) */
+    char (*hosts)[64]; /* world: every rank's host */
+    unsigned seq;      /* check-in sequence number (message tags) */
+    float *flat;       /* packing buffer, flat_cap floats */
     size_t flat_cap;
-    size_t bucket_bytes;        /* all-reduce bucket size (default 4 MiB) */
+    size_t bucket_bytes; /* all-reduce bucket size (default 4 MiB) */
     /* ZeRO-1: this rank's range [lo, hi) of the flat parameter vector of `total` floats */
     size_t total, lo, hi;
-    struct swift_param *shard;  /* views of the parameters cut to [lo, hi) */
+    struct swift_param *shard; /* views of the parameters cut to [lo, hi) */
     int nshard;
     /* statistics */
-    double bytes_reduced;       /* last step's gradient bytes through collectives */
+    double bytes_reduced; /* last step's gradient bytes through collectives */
 };
 
 /* Detect a launcher, MPI_Init if there is one, exchange hosts and pids, measure clock offsets.
@@ -90,8 +90,7 @@ int swift_dist_barrier(struct swift_dist *d, const char *what, long step);
 int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np);
 /* Reduce-scatter the gradients: afterwards this rank's range of every p[i].g holds the sum
  * over ranks (the rest is stale). */
-int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np,
-                                    long step);
+int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np, long step);
 /* All-gather the parameters: every rank's range of p[i].w to every rank. */
 int swift_dist_shard_allgather(struct swift_dist *d, struct swift_param *p, int np, long step);
 /* Gather a per-range state vector (hi-lo floats per rank) into full (total floats) on rank 0;

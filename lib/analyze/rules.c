@@ -712,15 +712,28 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
                     loss = p->part_avg[k] - pm, worst = k;
             }
             char s[512];
-            snprintf(s, sizeof(s),
+            snprintf(s,
+                     sizeof(s),
                      "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us "
                      "outside communication); it loses most in %s (+%.0f us per step)",
-                     p->rank, v, busy_avg(p), med, worst >= 0 ? p->part_names[worst] : "?", loss);
+                     p->rank,
+                     v,
+                     busy_avg(p),
+                     med,
+                     worst >= 0 ? p->part_names[worst] : "?",
+                     loss);
             json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
-            json_t *ev = json_pack("{s:f,s:f,s:f,s:s,s:f}", "step_us", r2(p->step_avg),
-                                   "busy_us", r2(busy_avg(p)), "median_us",
-                                   r2(med), "phase", worst >= 0 ? p->part_names[worst] : "?",
-                                   "phase_loss_us", r2(loss));
+            json_t *ev = json_pack("{s:f,s:f,s:f,s:s,s:f}",
+                                   "step_us",
+                                   r2(p->step_avg),
+                                   "busy_us",
+                                   r2(busy_avg(p)),
+                                   "median_us",
+                                   r2(med),
+                                   "phase",
+                                   worst >= 0 ? p->part_names[worst] : "?",
+                                   "phase_loss_us",
+                                   r2(loss));
             json_object_set_new(ev, "worst_spans", worst_spans(p, worst, o->top));
             json_object_set_new(b, "evidence", ev);
             set_remedy(

@@ -14,8 +14,8 @@
 
 static void no_launcher(void)
 {
-    const char *v[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_STEP_ID",
-                       NULL};
+    const char *v[] = {
+        "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_STEP_ID", NULL};
     for (int i = 0; v[i]; i++)
         unsetenv(v[i]);
 }
