@@ -2,6 +2,7 @@
 #include "lib/dist.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,6 +427,9 @@ static size_t range_lo(size_t total, int world, int k)
 int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np)
 {
     d->total = total_of(p, np);
+    if (d->total > (size_t)INT_MAX) /* MPI counts and displacements are int */
+        return swift_error("--zero 1: %zu trainable parameters, more than 2^31-1 are not supported",
+                           d->total);
     d->lo = range_lo(d->total, d->world, d->rank);
     d->hi = range_lo(d->total, d->world, d->rank + 1);
     free(d->shard);
