@@ -55,25 +55,45 @@ void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const flo
     /* S (T,T) = scale * Qh (T,D) @ Kh (T,D)^T for every row and head */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale,
-                        q + ((size_t)b * T * NH + h) * D, NH * D,
-                        k + ((size_t)b * T * NKV + h / group) * D, NKV * D, 0.0f,
-                        probs + ((size_t)b * NH + h) * T * T, T);
+            cblas_sgemm(CblasRowMajor,
+                        CblasNoTrans,
+                        CblasTrans,
+                        T,
+                        T,
+                        D,
+                        scale,
+                        q + ((size_t)b * T * NH + h) * D,
+                        NH * D,
+                        k + ((size_t)b * T * NKV + h / group) * D,
+                        NKV * D,
+                        0.0f,
+                        probs + ((size_t)b * NH + h) * T * T,
+                        T);
     masked_softmax(probs, pos, B, T, NH);
     /* Oh (T,D) = P (T,T) @ Vh (T,D) */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f,
-                        probs + ((size_t)b * NH + h) * T * T, T,
-                        v + ((size_t)b * T * NKV + h / group) * D, NKV * D, 0.0f,
-                        out + ((size_t)b * T * NH + h) * D, NH * D);
+            cblas_sgemm(CblasRowMajor,
+                        CblasNoTrans,
+                        CblasNoTrans,
+                        T,
+                        D,
+                        T,
+                        1.0f,
+                        probs + ((size_t)b * NH + h) * T * T,
+                        T,
+                        v + ((size_t)b * T * NKV + h / group) * D,
+                        NKV * D,
+                        0.0f,
+                        out + ((size_t)b * T * NH + h) * D,
+                        NH * D);
 }
 
 /* dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ = scale dS K;  dK += scale dS^T Q;
  * dV += P^T dO. The heads of a group add into the same dK, dV. */
-void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
-                             const float *probs, const float *q, const float *k, const float *v,
-                             const int32_t *pos, int B, int T, int NH, int NKV, int D)
+void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                             const float *q, const float *k, const float *v, const int32_t *pos,
+                             int B, int T, int NH, int NKV, int D)
 {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
@@ -81,7 +101,7 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
     float *ds = malloc((size_t)B * NH * tt * sizeof(float));
     if (!ds)
         abort(); /* the size of probs, which the model holds already */
-    (void)pos; /* the mask is in P: masked entries are exactly 0, so are their gradients */
+    (void)pos;   /* the mask is in P: masked entries are exactly 0, so are their gradients */
     memset(dk, 0, (size_t)B * T * NKV * D * sizeof(float));
     memset(dv, 0, (size_t)B * T * NKV * D * sizeof(float));
     for (int b = 0; b < B; b++) {
@@ -89,11 +109,35 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
             size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / group) * D;
             const float *p = probs + ((size_t)b * NH + h) * tt;
             /* dVh (T,D) += P^T (T,T) @ dOh (T,D) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, p, T, dout + qo,
-                        NH * D, 1.0f, dv + ko, NKV * D);
+            cblas_sgemm(CblasRowMajor,
+                        CblasTrans,
+                        CblasNoTrans,
+                        T,
+                        D,
+                        T,
+                        1.0f,
+                        p,
+                        T,
+                        dout + qo,
+                        NH * D,
+                        1.0f,
+                        dv + ko,
+                        NKV * D);
             /* dP (T,T) = dOh (T,D) @ Vh (T,D)^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, dout + qo, NH * D,
-                        v + ko, NKV * D, 0.0f, ds + ((size_t)b * NH + h) * tt, T);
+            cblas_sgemm(CblasRowMajor,
+                        CblasNoTrans,
+                        CblasTrans,
+                        T,
+                        T,
+                        D,
+                        1.0f,
+                        dout + qo,
+                        NH * D,
+                        v + ko,
+                        NKV * D,
+                        0.0f,
+                        ds + ((size_t)b * NH + h) * tt,
+                        T);
         }
     }
 #pragma omp parallel for schedule(static)
@@ -114,10 +158,34 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
             size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / group) * D;
             const float *d = ds + ((size_t)b * NH + h) * tt;
             /* dQh (T,D) = dS (T,T) @ Kh (T,D) ; dKh (T,D) += dS^T @ Qh */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, d, T, k + ko,
-                        NKV * D, 0.0f, dq + qo, NH * D);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, d, T, q + qo,
-                        NH * D, 1.0f, dk + ko, NKV * D);
+            cblas_sgemm(CblasRowMajor,
+                        CblasNoTrans,
+                        CblasNoTrans,
+                        T,
+                        D,
+                        T,
+                        1.0f,
+                        d,
+                        T,
+                        k + ko,
+                        NKV * D,
+                        0.0f,
+                        dq + qo,
+                        NH * D);
+            cblas_sgemm(CblasRowMajor,
+                        CblasTrans,
+                        CblasNoTrans,
+                        T,
+                        D,
+                        T,
+                        1.0f,
+                        d,
+                        T,
+                        q + qo,
+                        NH * D,
+                        1.0f,
+                        dk + ko,
+                        NKV * D);
         }
     }
     free(ds);
