@@ -5,6 +5,7 @@
 #include "analyze/rules.h"
 #include "error.h"
 #include "fileio.h"
+#include "trace.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -596,8 +597,12 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
     swift_an_set_init(&set);
     int rc = 0;
     for (int i = 0; i < o->npaths; i++) {
+        int64_t t0 = swift_trace_now();
         if (swift_an_load_path(&set, o->paths[i], SWIFT_AN_LOAD_RECURSE) < 0)
             set.nfailed++;
+        struct swift_targ a[] = {SWIFT_TARG_S("path", o->paths[i]),
+                                 SWIFT_TARG_I("events", (int64_t)set.kept)};
+        swift_trace_span("io", "load", t0, swift_trace_now(), a, 2);
     }
     if (set.nfailed && o->strict) {
         swift_error(
@@ -615,8 +620,10 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
             "%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "", set.n);
     struct swift_an_proc *procs;
     size_t n;
+    int64_t t0 = swift_trace_now();
     swift_an_procs_build(&set, o, &procs, &n);
     json_t *report = swift_an_report_build(&set, procs, n, o);
+    swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
     if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
         rc = 1;
     if (rc == 0 && swift_an_report_write(report, o->format, o->output, o->top) < 0)
