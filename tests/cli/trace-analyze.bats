@@ -141,6 +141,10 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     run "$A" -q "$W/r.json"
     [ "$status" -eq 1 ]
     [[ "${lines[0]}" == "swift-trace-analyze:$W/r.json:"*": byte "*": no \"traceEvents\" array: not a Chrome/Kineto trace" ]]
+    head -c 300000 "$NW4" > "$W/cut.json.gz"
+    run "$A" -q "$W/cut.json.gz"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "swift-trace-analyze:$W/cut.json.gz:"*": byte "*": gzip stream ends early (truncated file?)" ]]
     run "$A" --strict -o "$W/s.txt" "$W/type.json" "$NW0"
     [ "$status" -eq 1 ]
     [ ! -e "$W/s.txt" ]
