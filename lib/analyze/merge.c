@@ -59,12 +59,12 @@ static int out_str(struct mctx *m, const char *s, size_t n)
 
 static int64_t remap_pid(struct mctx *m, json_t *pid)
 {
-    int64_t base = (int64_t)(m->index + 1) * 1000000;
+    int64_t base = (int64_t)(m->index + 1) * 10000000;
     if (json_is_integer(pid)) {
-        int64_t v = json_integer_value(pid) % 1000000;
+        int64_t v = json_integer_value(pid) % 10000000;
         return base + (v < 0 ? -v : v);
     }
-    return base + 999999;
+    return base + 9999999;
 }
 
 static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
