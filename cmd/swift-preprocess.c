@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/banned.h"
 
@@ -79,9 +80,10 @@ static const struct swift_option options[] = {
      "truncation_strategy"},
     {"packing",
      K_PACKING,
-     SWIFT_ARG_REQUIRED,
+     SWIFT_ARG_OPTIONAL,
      "HOW",
-     "pack documents into max-length samples: binpack (= true), sequential, none (= false)",
+     "pack documents into max-length samples: binpack (default, = true), sequential, none "
+     "(= false); the value may also follow as the next word",
      NULL},
     {"val-ratio",
      K_VAL,
@@ -173,7 +175,18 @@ struct cli {
     char **files;
     int nfiles;
     int modes;
+    int packing_bare; /* --packing without '=': "--packing sequential" leaves the value as an
+                         operand, taken back in main() unless a file has that name */
 };
+
+static int packing_word(const char *s)
+{
+    static const char *const w[] = {"binpack", "true", "sequential", "none", "false", NULL};
+    for (int i = 0; w[i]; i++)
+        if (!strcmp(s, w[i]))
+            return 1;
+    return 0;
+}
 
 static int add_file(struct cli *c, const char *f)
 {
@@ -238,7 +251,8 @@ static int on_option(void *ctx, int key, const char *arg)
                                arg);
         break;
     case K_PACKING:
-        if (!strcmp(arg, "binpack") || !strcmp(arg, "true"))
+        c->packing_bare = !arg;
+        if (!arg || !strcmp(arg, "binpack") || !strcmp(arg, "true"))
             o->packing = SWIFT_PACK_BINPACK;
         else if (!strcmp(arg, "sequential"))
             o->packing = SWIFT_PACK_SEQUENTIAL;
@@ -311,9 +325,15 @@ int main(int argc, char **argv)
     int rc = swift_cli_parse(&command, argc, argv, on_option, &c, &argi);
     if (rc >= 0)
         return rc;
-    for (int i = argi; i < argc; i++)
+    for (int i = argi; i < argc; i++) {
+        if (c.packing_bare && packing_word(argv[i]) && access(argv[i], F_OK) != 0) {
+            on_option(&c, K_PACKING, argv[i]);
+            c.packing_bare = 0;
+            continue;
+        }
         if (add_file(&c, argv[i]))
             return SWIFT_EXIT_USAGE;
+    }
     if (!c.o.tokenizer)
         rc = swift_usage("--tokenizer DIR is required");
     else if (c.modes > 1)
