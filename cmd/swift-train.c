@@ -339,8 +339,7 @@ int main(int argc, char **argv)
     if (c.init_model) {
         if (!c.o.model || !c.o.output_dir || argi < argc)
             return swift_usage("--init-model takes --model CONFIG_DIR and -o DIR, no SHARD_DIR");
-        rc = swift_model_init_dir(c.o.model, c.o.output_dir, (unsigned long long)c.o.seed,
-                                  c.force);
+        rc = swift_model_init_dir(c.o.model, c.o.output_dir, (unsigned long long)c.o.seed, c.force);
         if (rc == 0)
             printf("{\"version\":1,\"event\":\"init_model\",\"seed\":%ld}\n", c.o.seed);
         return swift_close_stdout(rc < 0 ? SWIFT_EXIT_FAIL : 0);

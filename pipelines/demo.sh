@@ -90,8 +90,8 @@ step "report: where the time went (swift-trace-analyze)"
 swift-trace-analyze --format html -o "$out/report.html" "$trace"
 swift-trace-analyze "$trace"
 
-before=$(jq '.metrics.exact_match' "$out/eval-before.json")
-after=$(jq '.metrics.exact_match' "$out/eval-after.json")
+before=$(jq ".metrics.accuracy" "$out/eval-before.json")
+after=$(jq ".metrics.accuracy" "$out/eval-after.json")
 cat >&2 <<EOF
 
 demo: done in $(($(date +%s) - t_start)) s. Exact match on the test questions: $before before, $after after training.
