@@ -74,7 +74,7 @@ LIBA := $(O)/lib/libswift.a
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BINS)
+all: $(LIBA) $(BINS)
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(@D)

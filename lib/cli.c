@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "error.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -58,11 +59,28 @@ int swift_parse_size(const char *s, unsigned long long *out)
         return -1;
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
     }
     if (mul > 1 && *end == 'i')
         end++;
@@ -167,8 +185,10 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp)
 {
     fprintf(fp, "Usage: %s %s\n", cmd->name, cmd->usage ? cmd->usage : "[OPTION]...");
     if (cmd->summary)
-        fprintf(fp, "%c%s.\n", cmd->summary[0] >= 'a' && cmd->summary[0] <= 'z'
-                                    ? cmd->summary[0] - 'a' + 'A' : cmd->summary[0],
+        fprintf(fp,
+                "%c%s.\n",
+                cmd->summary[0] >= 'a' && cmd->summary[0] <= 'z' ? cmd->summary[0] - 'a' + 'A'
+                                                                 : cmd->summary[0],
                 cmd->summary + 1);
     fprintf(fp, "\nOptions:\n");
     const struct swift_option *tabs[2] = {cmd->options, builtin};
@@ -183,8 +203,10 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp)
             else
                 n = snprintf(left, sizeof(left), "      --%s", o->name);
             if (o->argname && n > 0 && (size_t)n < sizeof(left))
-                snprintf(left + n, sizeof(left) - (size_t)n,
-                         o->has_arg == SWIFT_ARG_OPTIONAL ? "[=%s]" : "=%s", o->argname);
+                snprintf(left + n,
+                         sizeof(left) - (size_t)n,
+                         o->has_arg == SWIFT_ARG_OPTIONAL ? "[=%s]" : "=%s",
+                         o->argname);
             if (strlen(left) < 30)
                 fprintf(fp, "%-30s%s\n", left, o->help);
             else
@@ -193,10 +215,12 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp)
     }
     if (cmd->description)
         fprintf(fp, "\n%s\n", cmd->description);
-    if (cmd->examples)
-        fprintf(fp, "\nExamples:\n%s\n", cmd->examples);
-    fprintf(fp, "\nOptions also accept ms-swift's spelling with '_' (--max_length).\n"
-                "Exit status: 0 ok, 1 failure, 2 usage error, 75 interrupted after a checkpoint.\n");
+    if (cmd->examples) {
+        size_t n = strlen(cmd->examples);
+        fprintf(fp, "\n%s%s%s", strncmp(cmd->examples, "Examples:", 9) ? "Examples:\n" : "",
+                cmd->examples, n && cmd->examples[n - 1] == '\n' ? "" : "\n");
+    }
+    fprintf(fp, "\nOptions also accept ms-swift's spelling with '_' (--max_length).\n");
 }
 
 static void list_options(const struct swift_command *cmd)
@@ -216,22 +240,54 @@ static int is_config_path(const char *s)
            (n > 5 && !strcmp(s + n - 5, ".json"));
 }
 
+static char **expanded, **expanded_argv;
+static int nexpanded;
+
+static void free_words(char **w, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(w[i]);
+    free(w);
+}
+
+static void release_expanded(void)
+{
+    free_words(expanded, nexpanded);
+    free(expanded_argv);
+    expanded = expanded_argv = NULL;
+    nexpanded = 0;
+}
+
 int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, swift_option_fn fn,
                     void *ctx, int *argi)
 {
     /* A config file as the first argument expands in front of the remaining arguments. */
+    int orig_argc = 0;
+    char **orig_argv = NULL;
     if (argc > 1 && is_config_path(argv[1])) {
         char **words = NULL;
         int nwords = 0;
-        if (swift_cli_config_expand(cmd, argv[1], &words, &nwords) < 0)
+        int rc = swift_cli_config_expand(cmd, argv[1], &words, &nwords);
+        if (rc < 0) {
+            free_words(words, nwords);
             return SWIFT_EXIT_FAIL;
+        }
         char **nargv = calloc((size_t)(argc + nwords + 1), sizeof(char *));
         if (!nargv)
             abort();
         nargv[0] = argv[0];
         memcpy(nargv + 1, words, (size_t)nwords * sizeof(char *));
         memcpy(nargv + 1 + nwords, argv + 2, (size_t)(argc - 2) * sizeof(char *));
-        free(words); /* the words themselves live until exit, as argv does */
+        /* The expanded words live until exit (or the next parse), as argv does. */
+        release_expanded();
+        expanded = words;
+        nexpanded = nwords;
+        expanded_argv = nargv;
+        static int registered;
+        if (!registered++)
+            atexit(release_expanded);
+        orig_argc = argc;
+        orig_argv = argv;
         argc = argc - 1 + nwords;
         argv = nargv;
     }
@@ -297,8 +353,17 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, swif
             break;
         }
     }
-    if (rc < 0)
+    if (rc < 0) {
         *argi = optind;
+        if (orig_argv) {
+            /* Hand the positional arguments back in the caller's argv, at its end. */
+            int npos = argc - optind;
+            memmove(orig_argv + orig_argc - npos, argv + optind, (size_t)npos * sizeof(char *));
+            *argi = orig_argc - npos;
+        }
+    }
+    if (rc == 0) /* --help, --version, --list-options: their output must have arrived */
+        rc = swift_close_stdout(0);
     for (int i = 0; i < lt.nnames; i++)
         free(lt.names[i]);
     free(lt.names);
@@ -352,8 +417,8 @@ static int emit_pair(const struct swift_command *cmd, const char *path, long lin
         if (truthy(value))
             push_word(w, flag);
         else if (!falsy(value))
-            return swift_error_at(path, line, "option '%s' takes true or false, not '%s'", key,
-                                  value);
+            return swift_error_at(
+                path, line, "option '%s' takes true or false, not '%s'", key, value);
         return 0;
     }
     if (!strcmp(value, "null") || !strcmp(value, "~"))
@@ -376,18 +441,21 @@ static int prof_key(struct profcfg *p, const char *path, long line, const char *
 {
     static const struct {
         const char *key, *name;
-    } map[] = {{"wait_steps", "wait"},        {"warmup_steps", "warmup"},
-               {"active_steps", "active"},    {"repeat", "repeat"},
-               {"skip_first", "skip_first"},  {"record_shapes", "shapes"},
-               {"profile_memory", "memory"},  {"with_stack", "stack"},
+    } map[] = {{"wait_steps", "wait"},
+               {"warmup_steps", "warmup"},
+               {"active_steps", "active"},
+               {"repeat", "repeat"},
+               {"skip_first", "skip_first"},
+               {"record_shapes", "shapes"},
+               {"profile_memory", "memory"},
+               {"with_stack", "stack"},
                {"with_flops", "flops"}};
     if (name_eq(k, strlen(k), "enabled")) {
         p->enabled = truthy(v);
         return 0;
     }
     if (name_eq(k, strlen(k), "output_dir")) {
-        snprintf(p->outdir, sizeof(p->outdir), "%s%s", v,
-                 *v && v[strlen(v) - 1] == '/' ? "" : "/");
+        snprintf(p->outdir, sizeof(p->outdir), "%s%s", v, *v && v[strlen(v) - 1] == '/' ? "" : "/");
         return 0;
     }
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
@@ -466,8 +534,8 @@ static int expand_json(const struct swift_command *cmd, const char *path, struct
                                             : json_dumps(e, JSON_ENCODE_ANY);
                 if (!s)
                     abort();
-                n += (size_t)snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, "%s%s",
-                                      i ? "," : "", s);
+                n += (size_t)snprintf(
+                    buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, "%s%s", i ? "," : "", s);
                 free(s);
             }
             rc = emit_pair(cmd, path, 0, key, buf, w);
@@ -499,8 +567,8 @@ static int expand_yaml(const struct swift_command *cmd, const char *path, struct
     yaml_parser_set_input_file(&yp, fp);
     int rc = 0;
     if (!yaml_parser_load(&yp, &doc)) {
-        rc = swift_error_at(path, (long)yp.problem_mark.line + 1, "%s",
-                            yp.problem ? yp.problem : "invalid YAML");
+        rc = swift_error_at(
+            path, (long)yp.problem_mark.line + 1, "%s", yp.problem ? yp.problem : "invalid YAML");
         yaml_parser_delete(&yp);
         fclose(fp);
         return rc;
@@ -511,8 +579,8 @@ static int expand_yaml(const struct swift_command *cmd, const char *path, struct
         goto out;
     }
     if (root->type != YAML_MAPPING_NODE) {
-        rc = swift_error_at(path, (long)root->start_mark.line + 1,
-                            "config must be a mapping of options");
+        rc = swift_error_at(
+            path, (long)root->start_mark.line + 1, "config must be a mapping of options");
         goto out;
     }
     for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
@@ -532,30 +600,39 @@ static int expand_yaml(const struct swift_command *cmd, const char *path, struct
             size_t n = 0;
             buf[0] = 0;
             for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++) {
+                 it < v->data.sequence.items.top;
+                 it++) {
                 yaml_node_t *e = yaml_document_get_node(&doc, *it);
                 if (e->type != YAML_SCALAR_NODE) {
-                    rc = swift_error_at(path, (long)e->start_mark.line + 1,
-                                        "list items of '%s' must be scalars", key);
+                    rc = swift_error_at(path,
+                                        (long)e->start_mark.line + 1,
+                                        "list items of '%s' must be scalars",
+                                        key);
                     break;
                 }
-                n += (size_t)snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, "%s%s",
-                                      n ? "," : "", (const char *)e->data.scalar.value);
+                n += (size_t)snprintf(buf + n,
+                                      n < sizeof(buf) ? sizeof(buf) - n : 0,
+                                      "%s%s",
+                                      n ? "," : "",
+                                      (const char *)e->data.scalar.value);
             }
             if (!rc)
                 rc = emit_pair(cmd, path, line, key, buf, w);
         } else if (!strcmp(key, "profiler")) {
             struct profcfg p = {0};
             for (yaml_node_pair_t *q = v->data.mapping.pairs.start;
-                 q < v->data.mapping.pairs.top && !rc; q++) {
+                 q < v->data.mapping.pairs.top && !rc;
+                 q++) {
                 yaml_node_t *k2 = yaml_document_get_node(&doc, q->key);
                 yaml_node_t *v2 = yaml_document_get_node(&doc, q->value);
                 if (k2->type != YAML_SCALAR_NODE || v2->type != YAML_SCALAR_NODE) {
-                    rc = swift_error_at(path, (long)k2->start_mark.line + 1,
-                                        "profiler keys take plain values");
+                    rc = swift_error_at(
+                        path, (long)k2->start_mark.line + 1, "profiler keys take plain values");
                     break;
                 }
-                rc = prof_key(&p, path, (long)k2->start_mark.line + 1,
+                rc = prof_key(&p,
+                              path,
+                              (long)k2->start_mark.line + 1,
                               (const char *)k2->data.scalar.value,
                               (const char *)v2->data.scalar.value);
             }

@@ -4,15 +4,13 @@
  *
  *     static const struct swift_option opts[] = {
  *         {"output", 'o', SWIFT_ARG_REQUIRED, "DIR", "write the run directory to DIR", NULL},
- *         {"max-length", OPT_MAXLEN, SWIFT_ARG_REQUIRED, "N", "truncate samples to N tokens", NULL},
- *         {"tuner", OPT_TUNER, SWIFT_ARG_REQUIRED, "full|lora", "what to train", "train_type,tuner_type"},
- *         SWIFT_TRACE_OPTIONS,
- *         {0}};
- *     static const struct swift_command cmd = {"swift-train", "[OPTION]... SHARD_DIR",
- *                                              "fine-tune a model", opts, NULL, NULL};
- *     int argi, rc = swift_cli_parse(&cmd, argc, argv, on_option, &o, &argi);
- *     if (rc >= 0)
- *         return rc;      // --help/--version printed (0), usage error (2), bad config (1)
+ *         {"max-length", OPT_MAXLEN, SWIFT_ARG_REQUIRED, "N", "truncate samples to N tokens",
+ * NULL},
+ *         {"tuner", OPT_TUNER, SWIFT_ARG_REQUIRED, "full|lora", "what to train",
+ * "train_type,tuner_type"}, SWIFT_TRACE_OPTIONS, {0}}; static const struct swift_command cmd =
+ * {"swift-train", "[OPTION]... SHARD_DIR", "fine-tune a model", opts, NULL, NULL}; int argi, rc =
+ * swift_cli_parse(&cmd, argc, argv, on_option, &o, &argi); if (rc >= 0) return rc;      //
+ * --help/--version printed (0), usage error (2), bad config (1)
  *
  * Every long name written with '-' is also accepted with '_' (ms-swift's `--max_length`), and
  * `aliases` adds more names. A config file (YAML or JSON, ending in .yaml/.yml/.json) given as the
@@ -56,7 +54,10 @@ enum {
 };
 /* --trace PATH and --profile SPEC, shared by every command that writes trace events. */
 #define SWIFT_TRACE_OPTIONS                                                                        \
-    {"trace", SWIFT_OPT_TRACE, SWIFT_ARG_REQUIRED, "PATH",                                         \
+    {"trace",                                                                                      \
+     SWIFT_OPT_TRACE,                                                                              \
+     SWIFT_ARG_REQUIRED,                                                                           \
+     "PATH",                                                                                       \
      "write trace events to PATH (a file, or a directory ending in '/'); also SWIFT_TRACE=DIR",    \
      NULL},                                                                                        \
     {                                                                                              \
@@ -70,7 +71,7 @@ typedef int (*swift_option_fn)(void *ctx, int key, const char *arg);
 
 /*
  * Parse argv. Returns -1 when the command should go on, with the positional arguments at
- * argv[*argi] (argv may be replaced by the expanded config; it stays valid until exit).
+ * argv[*argi] .. argv[argc-1] (argv is permuted in place, as GNU getopt does).
  * Otherwise returns the exit code to return now: 0 after --help/--version/--list-options,
  * 2 after a usage error, 1 when a config file cannot be read.
  */

@@ -59,7 +59,12 @@ int swift_atomic_open(struct swift_atomic *af, const char *path)
     af->path = strdup(path);
     if (!af->tmp || !af->path || !dir)
         abort();
-    snprintf(af->tmp, n, "%s/.%s.tmp-%d-%d", dir, base, (int)getpid(),
+    snprintf(af->tmp,
+             n,
+             "%s/.%s.tmp-%d-%d",
+             dir,
+             base,
+             (int)getpid(),
              atomic_fetch_add(&tmp_counter, 1));
     free(dir);
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -197,8 +202,7 @@ int swift_atomic_dir_begin(const char *final, char **tmp)
     char *t = malloc(n);
     if (!t)
         abort();
-    snprintf(t, n, "%s/.%s.tmp-%d-%d", dir, base, (int)getpid(),
-             atomic_fetch_add(&tmp_counter, 1));
+    snprintf(t, n, "%s/.%s.tmp-%d-%d", dir, base, (int)getpid(), atomic_fetch_add(&tmp_counter, 1));
     free(dir);
     swift_remove_tree(t);
     if (mkdir(t, 0755)) {
@@ -297,6 +301,10 @@ int swift_read_file(const char *path, size_t max, char **data, size_t *len)
 
 int swift_close_stdout(int rc)
 {
+    static int closed, failed;
+    if (closed) /* a second call (after --help, say) must not fclose twice */
+        return failed && !rc ? SWIFT_EXIT_FAIL : rc;
+    closed = 1;
     int bad = ferror(stdout);
     if (fflush(stdout))
         bad = 1;
@@ -306,6 +314,7 @@ int swift_close_stdout(int rc)
     if (bad) {
         errno = e ? e : EIO;
         swift_error_errno("write error on standard output");
+        failed = 1;
         return rc ? rc : SWIFT_EXIT_FAIL;
     }
     return rc;

@@ -19,9 +19,9 @@
 #include <stdio.h>
 
 struct swift_atomic {
-    FILE *fp;    /* write here */
-    char *path;  /* final name (owned) */
-    char *tmp;   /* temporary name (owned) */
+    FILE *fp;   /* write here */
+    char *path; /* final name (owned) */
+    char *tmp;  /* temporary name (owned) */
 };
 
 /* Create "<dir>/.<name>.tmp-<pid>-<n>" opened for writing. Returns 0 or -1 after an error. */

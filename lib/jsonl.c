@@ -21,6 +21,7 @@ int swift_jsonl_open(struct swift_jsonl *r, const char *path, int flags)
     if (!fp)
         return swift_error_errno("cannot open '%s'", path);
     swift_jsonl_init_fp(r, fp, path, flags);
+    r->owns_fp = fp != stdin;
     return 0;
 }
 
@@ -31,7 +32,7 @@ const char *swift_jsonl_name(const struct swift_jsonl *r)
 
 void swift_jsonl_close(struct swift_jsonl *r)
 {
-    if (r->fp && r->fp != stdin && r->path && strcmp(r->path, "-"))
+    if (r->fp && r->owns_fp)
         fclose(r->fp);
     free(r->buf);
     r->buf = NULL;
@@ -59,8 +60,8 @@ long swift_jsonl_next_line(struct swift_jsonl *r, char **line)
         }
         n += strlen(r->buf + n);
         if (n > r->max_line)
-            return swift_error_at(swift_jsonl_name(r), r->line + 1,
-                                  "line longer than %zu bytes", r->max_line);
+            return swift_error_at(
+                swift_jsonl_name(r), r->line + 1, "line longer than %zu bytes", r->max_line);
         if (n && r->buf[n - 1] == '\n')
             break;
     }
@@ -110,7 +111,9 @@ int swift_jsonl_next(struct swift_jsonl *r, json_t **out)
 
 int swift_json_print_line(FILE *fp, const json_t *v)
 {
-    if (json_dumpf(v, fp, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) < 0)
+    if (json_dumpf(
+            v, fp, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) <
+        0)
         return -1;
     return fputc('\n', fp) == EOF ? -1 : 0;
 }

@@ -36,6 +36,7 @@ struct swift_jsonl {
     long skipped;
     long first_bad[5];
     int nbad;
+    int owns_fp; /* opened by swift_jsonl_open */
 };
 
 int swift_jsonl_open(struct swift_jsonl *r, const char *path, int flags);

@@ -127,6 +127,7 @@ struct swift_model {
     float lora_alpha, lora_scale, lora_dropout;
     uint64_t dropout_seed;        /* set per step by the trainer */
     int training;                 /* set by forward: dscale != 0 (LoRA dropout on) */
+    int act_ckpt;                 /* activation checkpointing: set before swift_model_reserve */
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;

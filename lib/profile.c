@@ -28,8 +28,8 @@ int swift_profile_parse(const char *spec, struct swift_profile *p, char *err, in
         *eq = 0;
         long v;
         if (swift_parse_long(eq + 1, 0, 1000000000L, &v) < 0) {
-            snprintf(err, (size_t)errlen, "'%s' needs a non-negative integer, got '%s'", tok,
-                     eq + 1);
+            snprintf(
+                err, (size_t)errlen, "'%s' needs a non-negative integer, got '%s'", tok, eq + 1);
             return -1;
         }
         if (!strcmp(tok, "wait"))

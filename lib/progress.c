@@ -23,12 +23,25 @@ static void draw(struct swift_progress *p, uint64_t v, int final)
     double secs = (double)(swift_trace_now() - p->t_start) / 1e9;
     double rate = secs > 0 ? (double)v / secs : 0;
     if (p->total)
-        fprintf(stderr, "\r%s: %3.0f%% (%llu/%llu %s) %.1f %s/s%s", p->title,
-                100.0 * (double)v / (double)p->total, (unsigned long long)v,
-                (unsigned long long)p->total, p->unit, rate, p->unit, final ? ", done.\n" : "");
+        fprintf(stderr,
+                "\r%s: %3.0f%% (%llu/%llu %s) %.1f %s/s%s",
+                p->title,
+                100.0 * (double)v / (double)p->total,
+                (unsigned long long)v,
+                (unsigned long long)p->total,
+                p->unit,
+                rate,
+                p->unit,
+                final ? ", done.\n" : "");
     else
-        fprintf(stderr, "\r%s: %llu %s, %.1f %s/s%s", p->title, (unsigned long long)v, p->unit,
-                rate, p->unit, final ? ", done.\n" : "");
+        fprintf(stderr,
+                "\r%s: %llu %s, %.1f %s/s%s",
+                p->title,
+                (unsigned long long)v,
+                p->unit,
+                rate,
+                p->unit,
+                final ? ", done.\n" : "");
     fflush(stderr);
 }
 

@@ -23,10 +23,10 @@
 #define MAX_TEXT ((size_t)1 << 30)
 #define MAX_TOKENS ((size_t)1 << 31)
 #define MAX_FILE ((size_t)1 << 30)
-#define CACHE_SLOTS (1u << 15)
-#define CACHE_KEY_MAX 64
-#define CACHE_BYTES (1u << 20)
-#define CACHE_IDS (1u << 18)
+#define CACHE_SLOTS (1u << 16)
+#define CACHE_KEY_MAX 128
+#define CACHE_BYTES (1u << 21)
+#define CACHE_IDS (1u << 19)
 
 static const char GPT2_REGEX[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -64,6 +64,7 @@ struct swift_tokenizer {
     uint32_t *vslot; /* id + 1; 0 empty */
     uint32_t vmask;
     int32_t byte_id[256];
+    const struct merge_slot **bytepair; /* [a << 8 | b]: merge of the byte tokens a, b */
     /* merges */
     struct merge_slot *mslot;
     uint64_t mmask;
@@ -372,8 +373,8 @@ static int build_vocab_hash(struct swift_tokenizer *tok)
     }
     for (int b = 0; b < 256; b++)
         if (tok->byte_id[b] < 0)
-            return swift_error("%s: not a byte-level BPE vocabulary (no token for byte 0x%02x)",
-                               tok->name, b);
+            return swift_error(
+                "%s: not a byte-level BPE vocabulary (no token for byte 0x%02x)", tok->name, b);
     return 0;
 }
 
@@ -411,13 +412,21 @@ static int merge_add(struct swift_tokenizer *tok, const char *a, size_t na, cons
     long lb = unmap_bytelevel(b, nb, scratch + la + 1);
     long ib = (la < 0 || lb < 0) ? -1 : vocab_find(tok, scratch + la + 1, (size_t)lb);
     if (ia < 0 || ib < 0)
-        return swift_error("%s: merges[%ld]: token '%.*s' not in the vocabulary", tok->name,
-                           index, ia < 0 ? (int)na : (int)nb, ia < 0 ? a : b);
+        return swift_error("%s: merges[%ld]: token '%.*s' not in the vocabulary",
+                           tok->name,
+                           index,
+                           ia < 0 ? (int)na : (int)nb,
+                           ia < 0 ? a : b);
     memmove(scratch + la, scratch + la + 1, (size_t)lb);
     long im = vocab_find(tok, scratch, (size_t)(la + lb));
     if (im < 0)
         return swift_error("%s: merges[%ld]: merged token '%.*s%.*s' not in the vocabulary",
-                           tok->name, index, (int)na, a, (int)nb, b);
+                           tok->name,
+                           index,
+                           (int)na,
+                           a,
+                           (int)nb,
+                           b);
     uint64_t key = (uint64_t)ia << 32 | (uint64_t)ib;
     uint64_t i = hash_u64(key) & tok->mmask;
     while (tok->mslot[i].rank) {
@@ -460,7 +469,8 @@ static int added_add(struct swift_tokenizer *tok, const char *content, size_t le
     if (!scratch)
         return swift_error("out of memory");
     long bl = unmap_bytelevel(content, len, scratch);
-    int rc = bl < 0 ? add_bytes(tok, content, len, &off) : add_bytes(tok, scratch, (size_t)bl, &off);
+    int rc =
+        bl < 0 ? add_bytes(tok, content, len, &off) : add_bytes(tok, scratch, (size_t)bl, &off);
     free(scratch);
     if (rc < 0)
         return -1;
@@ -514,8 +524,8 @@ static int add_regex(struct swift_tokenizer *tok, const char *pat, size_t n, int
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof(msg));
-        return swift_error("%s: pre-tokenizer regex: %s at offset %zu", tok->name, (char *)msg,
-                           (size_t)eoff);
+        return swift_error(
+            "%s: pre-tokenizer regex: %s at offset %zu", tok->name, (char *)msg, (size_t)eoff);
     }
     tok->re_jit[tok->nre] = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
     tok->re[tok->nre++] = re;
@@ -548,8 +558,7 @@ static int parse_normalizer(struct swift_tokenizer *tok, json_t *n)
             if (parse_normalizer(tok, json_array_get(v, i)) < 0)
                 return -1;
     } else
-        return swift_error("%s: unsupported normalizer '%s' (NFC, NFKC, Sequence)", tok->name,
-                           ty);
+        return swift_error("%s: unsupported normalizer '%s' (NFC, NFKC, Sequence)", tok->name, ty);
     return 0;
 }
 
@@ -598,8 +607,8 @@ static int parse_pretok(struct swift_tokenizer *tok, json_t *p, int *bytelevel)
             return add_regex(tok, json_string_value(str), json_string_length(str), 1);
         return bad(tok, "Split pattern needs \"Regex\" or \"String\"");
     }
-    return swift_error("%s: unsupported pre_tokenizer '%s' (ByteLevel, Split, Sequence)",
-                       tok->name, ty);
+    return swift_error(
+        "%s: unsupported pre_tokenizer '%s' (ByteLevel, Split, Sequence)", tok->name, ty);
 }
 
 static int parse_post(struct swift_tokenizer *tok, json_t *p)
@@ -642,7 +651,8 @@ static int parse_post(struct swift_tokenizer *tok, json_t *p)
         json_t *ids = json_object_get(def, "ids");
         if (!json_is_array(ids))
             return swift_error("%s: TemplateProcessing: special token '%s' not defined",
-                               tok->name, json_string_value(idv));
+                               tok->name,
+                               json_string_value(idv));
         for (size_t k = 0; k < json_array_size(ids); k++) {
             json_t *x = json_array_get(ids, k);
             if (!json_is_integer(x) || json_integer_value(x) < 0 ||
@@ -669,7 +679,8 @@ static int parse_vocab_obj(struct swift_tokenizer *tok, json_t *vocab)
     size_t maxlen = 0;
     const char *k;
     json_t *v;
-    json_object_foreach(vocab, k, v) {
+    json_object_foreach(vocab, k, v)
+    {
         size_t n = strlen(k);
         if (n > maxlen)
             maxlen = n;
@@ -677,12 +688,13 @@ static int parse_vocab_obj(struct swift_tokenizer *tok, json_t *vocab)
     char *scratch = malloc(maxlen + 1);
     if (!scratch)
         return swift_error("out of memory");
-    json_object_foreach(vocab, k, v) {
+    json_object_foreach(vocab, k, v)
+    {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) >= MAX_VOCAB) {
             free(scratch);
-            return swift_error("%s: vocab entry '%s': id must be an integer in [0, %u)",
-                               tok->name, k, MAX_VOCAB);
+            return swift_error(
+                "%s: vocab entry '%s': id must be an integer in [0, %u)", tok->name, k, MAX_VOCAB);
         }
         if (vocab_set(tok, k, strlen(k), (uint32_t)json_integer_value(v), scratch) < 0) {
             free(scratch);
@@ -747,6 +759,13 @@ static int parse_merges(struct swift_tokenizer *tok, json_t *merges)
 
 static int finish(struct swift_tokenizer *tok)
 {
+    tok->bytepair = calloc(65536, sizeof(*tok->bytepair));
+    if (!tok->bytepair)
+        return swift_error("out of memory");
+    for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++)
+            tok->bytepair[a << 8 | b] =
+                merge_find(tok, (uint32_t)tok->byte_id[a], (uint32_t)tok->byte_id[b]);
     return build_added_index(tok);
 }
 
@@ -784,7 +803,8 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
     if (!json_is_object(root) || !json_is_object(model))
         rc = bad(tok, "not a tokenizer.json (no \"model\" object)");
     else if (ty && (!json_is_string(ty) || strcmp(json_string_value(ty), "BPE")))
-        rc = swift_error("%s: unsupported model type '%s' (only BPE)", tok->name,
+        rc = swift_error("%s: unsupported model type '%s' (only BPE)",
+                         tok->name,
                          json_is_string(ty) ? json_string_value(ty) : "?");
     else if (json_is_true(json_object_get(model, "byte_fallback")))
         rc = bad(tok, "byte_fallback BPE (SentencePiece style) is not supported");
@@ -823,10 +843,12 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
             json_t *c = json_object_get(a, "content");
             if (!json_is_integer(id) || json_integer_value(id) < 0 ||
                 json_integer_value(id) >= MAX_VOCAB || !json_is_string(c))
-                rc = swift_error("%s: added_tokens[%zu]: needs \"id\" and \"content\"", tok->name,
-                                 i);
+                rc = swift_error(
+                    "%s: added_tokens[%zu]: needs \"id\" and \"content\"", tok->name, i);
             else
-                rc = added_add(tok, json_string_value(c), json_string_length(c),
+                rc = added_add(tok,
+                               json_string_value(c),
+                               json_string_length(c),
                                (uint32_t)json_integer_value(id),
                                json_is_true(json_object_get(a, "special")),
                                json_is_true(json_object_get(a, "lstrip")),
@@ -836,8 +858,8 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
     for (size_t i = 0; rc == 0 && i < tok->npre + tok->npost; i++) {
         uint32_t id = i < tok->npre ? tok->pre_ids[i] : tok->post_ids[i - tok->npre];
         if (id >= tok->vocab_size || !(tok->info[id].flags & TI_PRESENT))
-            rc = swift_error("%s: post_processor token id %u is not in the vocabulary", tok->name,
-                             id);
+            rc = swift_error(
+                "%s: post_processor token id %u is not in the vocabulary", tok->name, id);
     }
     if (rc == 0)
         rc = finish(tok);
@@ -906,8 +928,8 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
             }
             scratch = q;
         }
-        rc = merge_add(tok, l, (size_t)(sp - l), sp + 1, n - (size_t)(sp + 1 - l), rank, scratch,
-                       lineno);
+        rc = merge_add(
+            tok, l, (size_t)(sp - l), sp + 1, n - (size_t)(sp + 1 - l), rank, scratch, lineno);
         rank++;
     }
     free(scratch);
@@ -992,6 +1014,7 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
     free(tok->bytes);
     free(tok->vslot);
     free(tok->mslot);
+    free(tok->bytepair);
     for (size_t i = 0; i < tok->nadded; i++)
         free(tok->added[i].content);
     free(tok->added);
@@ -1006,16 +1029,17 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
 }
 
 /* ---- encoding ---- */
-struct cache_slot {
-    uint64_t hash;     /* 0 = empty */
+struct cache_slot { /* 16 bytes: the table is probed once per piece */
+    uint32_t hash;  /* 0 = empty */
     uint32_t key_off;
+    uint32_t ids_off;
     uint16_t key_len;
     uint16_t nids;
-    uint32_t ids_off;
 };
 
 struct heap_ent {
     uint32_t rank, pos, id;
+    uint32_t left, right; /* the pair's ids when pushed: unchanged means still valid */
 };
 
 struct swift_tok_state {
@@ -1145,7 +1169,8 @@ static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         const struct heap_ent *best = &last;
-        if (l < n && (h[l].rank < best->rank || (h[l].rank == best->rank && h[l].pos < best->pos))) {
+        if (l < n &&
+            (h[l].rank < best->rank || (h[l].rank == best->rank && h[l].pos < best->pos))) {
             m = l;
             best = &h[l];
         }
@@ -1163,10 +1188,22 @@ static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
 
 static int push_pair(struct swift_tok_state *st, size_t *hn, int32_t i, int32_t j)
 {
-    const struct merge_slot *m = merge_find(st->tok, st->sid[i], st->sid[j]);
+    uint32_t a = st->sid[i], b = st->sid[j];
+    const struct merge_slot *m = merge_find(st->tok, a, b);
     if (!m)
         return 0;
-    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id});
+    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, a, b});
+}
+
+/* Merges of two single bytes, looked up directly (every piece starts with byte pairs). */
+static int push_byte_pair(struct swift_tok_state *st, size_t *hn, int32_t i, unsigned char a,
+                          unsigned char b)
+{
+    const struct merge_slot *m = st->tok->bytepair[a << 8 | b];
+    if (!m)
+        return 0;
+    return heap_push(
+        st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
 }
 
 /* BPE-merge the n bytes at p; append ids starting at offset off. */
@@ -1175,11 +1212,13 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
 {
     const struct swift_tokenizer *tok = st->tok;
     const unsigned char *u = (const unsigned char *)p;
-    uint64_t h = 0;
+    uint64_t hh = 0;
+    uint32_t h = 0;
     struct cache_slot *slot = NULL;
     if (n <= CACHE_KEY_MAX) {
-        h = hash_bytes(u, n) | 1;
-        uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
+        hh = hash_bytes(u, n);
+        h = (uint32_t)(hh >> 32) | 1;
+        uint32_t i = (uint32_t)hh & (CACHE_SLOTS - 1);
         for (;; i = (i + 1) & (CACHE_SLOTS - 1)) {
             struct cache_slot *s = &st->cslot[i];
             if (!s->hash) {
@@ -1190,12 +1229,13 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
                 if (tokens_reserve(out, s->nids) < 0)
                     return -1;
                 const uint32_t *ids = st->cids + s->ids_off;
-                for (uint32_t k = 0; k < s->nids; k++) {
-                    if (out->want_offsets)
-                        out->offsets[out->n] = off;
-                    out->ids[out->n++] = ids[k];
-                    off += tok->info[ids[k]].len;
-                }
+                if (out->want_offsets)
+                    for (uint32_t k = 0; k < s->nids; k++) {
+                        out->offsets[out->n + k] = off;
+                        off += tok->info[ids[k]].len;
+                    }
+                memcpy(out->ids + out->n, ids, s->nids * sizeof(uint32_t));
+                out->n += s->nids;
                 return 0;
             }
         }
@@ -1219,7 +1259,7 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
         st->slen[i] = 1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        if (push_pair(st, &hn, (int32_t)i, (int32_t)i + 1) < 0)
+        if (push_byte_pair(st, &hn, (int32_t)i, u[i], u[i + 1]) < 0)
             return -1;
     while (hn > 0) {
         struct heap_ent e = heap_pop(st, &hn);
@@ -1229,9 +1269,12 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
         int32_t j = st->snext[i];
         if (j < 0)
             continue;
-        const struct merge_slot *m = merge_find(tok, st->sid[i], st->sid[j]);
-        if (!m || m->id != e.id)
-            continue;
+        if (st->sid[i] != e.left || st->sid[j] != e.right) {
+            /* the pair changed: HF still merges when it maps to the same new token */
+            const struct merge_slot *m = merge_find(tok, st->sid[i], st->sid[j]);
+            if (!m || m->id != e.id)
+                continue;
+        }
         st->sid[i] = e.id;
         st->slen[i] += st->slen[j];
         st->slen[j] = 0;
@@ -1256,13 +1299,15 @@ cache:
             memset(st->cslot, 0, CACHE_SLOTS * sizeof(*st->cslot));
             st->ckeys_n = st->cids_n = st->ccount = 0;
             /* the free slot found above is still free after clearing */
-            uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
-            slot = &st->cslot[i];
+            slot = &st->cslot[(uint32_t)hh & (CACHE_SLOTS - 1)];
         }
         memcpy(st->ckeys + st->ckeys_n, u, n);
         memcpy(st->cids + st->cids_n, out->ids + first, nids * sizeof(uint32_t));
-        *slot = (struct cache_slot){h, (uint32_t)st->ckeys_n, (uint16_t)n, (uint16_t)nids,
-                                    (uint32_t)st->cids_n};
+        *slot = (struct cache_slot){.hash = h,
+                                    .key_off = (uint32_t)st->ckeys_n,
+                                    .ids_off = (uint32_t)st->cids_n,
+                                    .key_len = (uint16_t)n,
+                                    .nids = (uint16_t)nids};
         st->ckeys_n += n;
         st->cids_n += nids;
         st->ccount++;
@@ -1288,8 +1333,8 @@ static int pretok(struct swift_tok_state *st, int level, const char *p, size_t n
     while (pos < n) {
         int rc = tok->re_jit[level]
                      ? pcre2_jit_match(tok->re[level], (PCRE2_SPTR)p, n, pos, 0, md, st->mctx)
-                     : pcre2_match(tok->re[level], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK, md,
-                                   st->mctx);
+                     : pcre2_match(
+                           tok->re[level], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK, md, st->mctx);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {
@@ -1352,8 +1397,7 @@ static int normalize(const struct swift_tokenizer *tok, const char *s, size_t n,
         return 0;
     utf8proc_uint8_t *dst = NULL;
     int opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE | (tok->norm == NORM_NFKC ? UTF8PROC_COMPAT : 0);
-    utf8proc_ssize_t r =
-        utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, opts);
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, opts);
     if (r < 0)
         return swift_error("cannot normalize text: %s", utf8proc_errmsg(r));
     *out = (char *)dst;
@@ -1501,14 +1545,14 @@ static void many_one(void *vctx, long i, int worker)
         return;
     if (!c->st[worker])
         c->st[worker] = swift_tok_state_new(c->tok);
-    if (!c->st[worker] || swift_tokenizer_encode(c->st[worker], c->texts[i], c->lens[i], c->flags,
-                                                 &c->out[i]) < 0)
+    if (!c->st[worker] ||
+        swift_tokenizer_encode(c->st[worker], c->texts[i], c->lens[i], c->flags, &c->out[i]) < 0)
         atomic_store(&c->failed, 1);
 }
 
 int swift_tokenizer_encode_many(const struct swift_tokenizer *tok, struct swift_pool *pool,
-                                size_t n, const char *const *texts, const size_t *lens,
-                                int flags, struct swift_tokens *out)
+                                size_t n, const char *const *texts, const size_t *lens, int flags,
+                                struct swift_tokens *out)
 {
     int nw = pool ? swift_pool_size(pool) : 1;
     struct many_ctx c = {tok, calloc((size_t)nw, sizeof(void *)), texts, lens, flags, out, 0};
@@ -1587,8 +1631,7 @@ uint32_t swift_tokenizer_vocab_size(const struct swift_tokenizer *tok)
     return tok->vocab_size;
 }
 
-const char *swift_tokenizer_token_bytes(const struct swift_tokenizer *tok, uint32_t id,
-                                        size_t *len)
+const char *swift_tokenizer_token_bytes(const struct swift_tokenizer *tok, uint32_t id, size_t *len)
 {
     if (id >= tok->vocab_size || !(tok->info[id].flags & TI_PRESENT))
         return NULL;

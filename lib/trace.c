@@ -19,10 +19,30 @@
 
 const char *const swift_trace_categories[] = {
     /* host-side phases */
-    "step", "data", "io", "tokenize", "compute", "comm", "optim", "ckpt", "eval", "export",
-    "download", "pack", "stage", "profile", "memory", "dist",
+    "step",
+    "data",
+    "io",
+    "tokenize",
+    "compute",
+    "comm",
+    "optim",
+    "ckpt",
+    "eval",
+    "export",
+    "download",
+    "pack",
+    "stage",
+    "profile",
+    "memory",
+    "dist",
     /* device-side (CUPTI / Kineto) */
-    "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "flow", NULL};
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cuda_driver",
+    "flow",
+    NULL};
 
 int swift_trace_category_known(const char *cat)
 {
@@ -208,14 +228,27 @@ static char *put_jstr(char *p, const char *s, size_t room)
         } else {
             *p++ = '\\';
             switch (c) {
-            case '"': *p++ = '"'; break;
-            case '\\': *p++ = '\\'; break;
-            case '\n': *p++ = 'n'; break;
-            case '\t': *p++ = 't'; break;
-            case '\r': *p++ = 'r'; break;
+            case '"':
+                *p++ = '"';
+                break;
+            case '\\':
+                *p++ = '\\';
+                break;
+            case '\n':
+                *p++ = 'n';
+                break;
+            case '\t':
+                *p++ = 't';
+                break;
+            case '\r':
+                *p++ = 'r';
+                break;
             default:
-                *p++ = 'u'; *p++ = '0'; *p++ = '0';
-                *p++ = hex[c >> 4]; *p++ = hex[c & 15];
+                *p++ = 'u';
+                *p++ = '0';
+                *p++ = '0';
+                *p++ = hex[c >> 4];
+                *p++ = hex[c & 15];
             }
         }
     }
@@ -233,9 +266,15 @@ static char *put_args(char *p, char *end, const struct swift_targ *a, int n)
         *p++ = ':';
         size_t room = (size_t)(end - p) > 80 ? (size_t)(end - p) - 64 : 16;
         switch (a[i].type) {
-        case SWIFT_TARG_INT: p = put_i64(p, a[i].v.i); break;
-        case SWIFT_TARG_DBL: p = put_dbl(p, a[i].v.d); break;
-        case SWIFT_TARG_STR: p = put_jstr(p, a[i].v.s ? a[i].v.s : "", room); break;
+        case SWIFT_TARG_INT:
+            p = put_i64(p, a[i].v.i);
+            break;
+        case SWIFT_TARG_DBL:
+            p = put_dbl(p, a[i].v.d);
+            break;
+        case SWIFT_TARG_STR:
+            p = put_jstr(p, a[i].v.s ? a[i].v.s : "", room);
+            break;
         default: {
             size_t l = a[i].v.s ? strlen(a[i].v.s) : 0;
             if (l && l < room) {
@@ -417,7 +456,8 @@ void swift_trace_close(void)
 
 /* ---------- signals ---------- */
 
-static const int fatal_signals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGINT, SIGTERM, SIGHUP};
+static const int fatal_signals[] = {
+    SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGINT, SIGTERM, SIGHUP};
 static struct sigaction old_actions[8];
 
 static void on_signal(int sig)
@@ -498,11 +538,24 @@ static int resolve_path(const struct swift_trace_config *cfg, char *out, size_t 
     if (dot)
         *dot = 0;
     if (cfg->world_size > 1)
-        snprintf(out, n, "%s%s%s-%s-%d-r%d.trace.jsonl", p, p[strlen(p) - 1] == '/' ? "" : "/",
-                 cfg->stage, host, (int)getpid(), cfg->rank);
+        snprintf(out,
+                 n,
+                 "%s%s%s-%s-%d-r%d.trace.jsonl",
+                 p,
+                 p[strlen(p) - 1] == '/' ? "" : "/",
+                 cfg->stage,
+                 host,
+                 (int)getpid(),
+                 cfg->rank);
     else
-        snprintf(out, n, "%s%s%s-%s-%d.trace.jsonl", p, p[strlen(p) - 1] == '/' ? "" : "/",
-                 cfg->stage, host, (int)getpid());
+        snprintf(out,
+                 n,
+                 "%s%s%s-%s-%d.trace.jsonl",
+                 p,
+                 p[strlen(p) - 1] == '/' ? "" : "/",
+                 cfg->stage,
+                 host,
+                 (int)getpid());
     return 1;
 }
 

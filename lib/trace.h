@@ -30,14 +30,14 @@
 #include <stdint.h>
 
 struct swift_trace_config {
-    const char *stage;       /* "train", "preprocess", ... (required) */
-    const char *path;        /* --trace: a file, or a directory if it ends in '/' or exists;
-                                NULL: use $SWIFT_TRACE (a directory); neither: tracing off */
-    int rank, world_size;    /* 0 and 1 for single-process programs */
-    const char *device;      /* "cpu", "cuda:0", ... (NULL: "cpu") */
-    int argc;                /* recorded in swift_meta.argv */
+    const char *stage;    /* "train", "preprocess", ... (required) */
+    const char *path;     /* --trace: a file, or a directory if it ends in '/' or exists;
+                             NULL: use $SWIFT_TRACE (a directory); neither: tracing off */
+    int rank, world_size; /* 0 and 1 for single-process programs */
+    const char *device;   /* "cpu", "cuda:0", ... (NULL: "cpu") */
+    int argc;             /* recorded in swift_meta.argv */
     char **argv;
-    double clock_offset_us;  /* this host's clock minus rank 0's, measured at start-up */
+    double clock_offset_us; /* this host's clock minus rank 0's, measured at start-up */
 };
 
 /* Open the trace file and write the metadata events. Returns 0 (also when tracing stays off)
@@ -65,10 +65,22 @@ struct swift_targ {
         const char *s; /* STR: escaped on output; RAW: a JSON value written as is */
     } v;
 };
-#define SWIFT_TARG_I(k, x) {.key = (k), .type = SWIFT_TARG_INT, .v.i = (int64_t)(x)}
-#define SWIFT_TARG_D(k, x) {.key = (k), .type = SWIFT_TARG_DBL, .v.d = (double)(x)}
-#define SWIFT_TARG_S(k, x) {.key = (k), .type = SWIFT_TARG_STR, .v.s = (x)}
-#define SWIFT_TARG_RAW(k, x) {.key = (k), .type = SWIFT_TARG_RAW, .v.s = (x)}
+#define SWIFT_TARG_I(k, x)                                                                         \
+    {                                                                                              \
+        .key = (k), .type = SWIFT_TARG_INT, .v.i = (int64_t)(x)                                    \
+    }
+#define SWIFT_TARG_D(k, x)                                                                         \
+    {                                                                                              \
+        .key = (k), .type = SWIFT_TARG_DBL, .v.d = (double)(x)                                     \
+    }
+#define SWIFT_TARG_S(k, x)                                                                         \
+    {                                                                                              \
+        .key = (k), .type = SWIFT_TARG_STR, .v.s = (x)                                             \
+    }
+#define SWIFT_TARG_RAW(k, x)                                                                       \
+    {                                                                                              \
+        .key = (k), .type = SWIFT_TARG_RAW, .v.s = (x)                                             \
+    }
 
 /* A complete span ("ph":"X") from t0 to t1 (ns from swift_trace_now()). */
 void swift_trace_span(const char *cat, const char *name, int64_t t0, int64_t t1,

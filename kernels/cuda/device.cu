@@ -25,7 +25,11 @@ extern "C" int swift_cuda_query(struct swift_device_info *info, int max, char *w
         cudaDeviceProp p;
         e = cudaGetDeviceProperties(&p, i);
         if (e != cudaSuccess) {
-            snprintf(why, whylen, "%s:%d: cudaGetDeviceProperties: %s", __FILE__, __LINE__,
+            snprintf(why,
+                     whylen,
+                     "%s:%d: cudaGetDeviceProperties: %s",
+                     __FILE__,
+                     __LINE__,
                      cudaGetErrorString(e));
             return 0;
         }

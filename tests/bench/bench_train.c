@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "lib/cli.h"
+#include "lib/fileio.h"
 #include "lib/optim.h"
 #include "lib/train.h"
 #include "lib/banned.h"
@@ -49,6 +50,27 @@ int main(int argc, char **argv)
     struct swift_model m;
     if (swift_model_init_random(&m, &c, &swift_cpu_ops, 1) < 0)
         return 1;
+    const char *save = getenv("BENCH_SAVE"); /* write the model directory and stop */
+    if (save) {
+        char cfg[1024];
+        int n = snprintf(cfg, sizeof(cfg),
+                         "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\","
+                         "\"vocab_size\":%d,\"hidden_size\":%d,\"intermediate_size\":%d,"
+                         "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+                         "\"num_key_value_heads\":%d,\"head_dim\":%d,\"rms_norm_eps\":1e-05,"
+                         "\"rope_theta\":10000.0,\"max_position_embeddings\":8192,"
+                         "\"tie_word_embeddings\":true,\"hidden_act\":\"silu\","
+                         "\"torch_dtype\":\"float32\"}\n",
+                         c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
+                         c.num_heads, c.num_kv_heads, c.head_dim);
+        char *cp = swift_path_join(save, "config.json");
+        if (swift_mkdirs(save, 0755) < 0 || swift_atomic_write(cp, cfg, (size_t)n) < 0 ||
+            swift_model_save(&m, save, NULL) < 0)
+            return 1;
+        free(cp);
+        swift_model_free(&m);
+        return 0;
+    }
     size_t N = (size_t)(B * T);
     int32_t *tok = malloc(N * 4), *tgt = malloc(N * 4), *pos = malloc(N * 4);
     uint64_t s = 7;

@@ -6,6 +6,8 @@
 # BENCH_STEPS (2). Kept short by default: the machine is shared.
 set -eu
 B=${SWIFT_BUILD:-build}/bench/bench_train
+# OpenMP threads must not spin while OpenBLAS (pthreads) needs the cores; same for torch
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 configs=${BENCH_CONFIGS:-10M 100M}
 threads=${BENCH_THREADS:-1 2}
 seq=${BENCH_SEQ:-256}

@@ -107,13 +107,33 @@ int main(int argc, char **argv)
         int muts = 1 + (int)(next() % 4);
         for (int m = 0; m < muts; m++) {
             switch (next() % 5) {
-            case 0: if (n) buf[next() % n] ^= (uint8_t)(1u << (next() % 8)); break;
-            case 1: if (n) n = next() % n; break;
-            case 2: if (n) buf[next() % n] = (uint8_t)next(); break;
-            case 3: if (n < s->size + 60) { size_t at = n ? next() % n : 0;
-                    memmove(buf + at + 1, buf + at, n - at); buf[at] = "{}[]\",:0\\\n"[next() % 10]; n++; } break;
-            case 4: if (n > 2) { size_t a = next() % n, b = next() % n, l = next() % 16;
-                    if (a + l <= n && b + l <= n) memmove(buf + a, buf + b, l); } break;
+            case 0:
+                if (n)
+                    buf[next() % n] ^= (uint8_t)(1u << (next() % 8));
+                break;
+            case 1:
+                if (n)
+                    n = next() % n;
+                break;
+            case 2:
+                if (n)
+                    buf[next() % n] = (uint8_t)next();
+                break;
+            case 3:
+                if (n < s->size + 60) {
+                    size_t at = n ? next() % n : 0;
+                    memmove(buf + at + 1, buf + at, n - at);
+                    buf[at] = "{}[]\",:0\\\n"[next() % 10];
+                    n++;
+                }
+                break;
+            case 4:
+                if (n > 2) {
+                    size_t a = next() % n, b = next() % n, l = next() % 16;
+                    if (a + l <= n && b + l <= n)
+                        memmove(buf + a, buf + b, l);
+                }
+                break;
             }
         }
         LLVMFuzzerTestOneInput(buf, n);

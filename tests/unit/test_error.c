@@ -134,6 +134,8 @@ static void test_cli_yaml_config(void **state)
              SWIFT_OPT_TRACE,
              K_MAXLEN);
     assert_string_equal(s.log, want);
+    assert_int_equal(argi, 4);
+    assert_string_equal(argv[argi], "x");
     unlink(path);
 }
 

@@ -4,7 +4,8 @@
  * sharded weights, Qwen3 with QK-norm and explicit head_dim; row 1 of the batch packs two
  * documents). Tolerances (float32, OpenBLAS vs torch): logits and loss 1e-4 absolute, gradients
  * 1e-3 relative to each tensor's largest entry, parameters after 1 AdamW step 1e-5
- * absolute (well-conditioned elements), after 3 steps 2e-3 (0.2 lr), losses 1e-5 at step 1 and 5e-4 after. */
+ * absolute (well-conditioned elements), after 3 steps (continuing from the
+ * reference's step-1 parameters) 5e-5, losses 2e-5. */
 #include "lib/model.h"
 
 #include <setjmp.h>
@@ -168,9 +169,7 @@ static void check_model(const char *arch, int lora)
         double lv = ls.sum / ls.count;
         printf("# %s%s: step %d loss %.7f vs %.7f\n", arch, lora ? " lora" : "", s + 1, lv,
                want[s]);
-        /* before any update the loss is exact; later ones inherit the ill-conditioned Adam
-         * elements below (qwen3 differs by 1e-4 at step 3) */
-        assert_true(fabs(lv - want[s]) < (s == 0 ? 1e-5 : 5e-4));
+        assert_true(fabs(lv - want[s]) < 2e-5);
         if (s == 0) {
             /* Adam's first update is lr*g/(|g|+eps): for an element whose gradient is ~1e-7 the
              * float32 rounding noise of g decides its sign, so ill-conditioned elements
@@ -199,10 +198,18 @@ static void check_model(const char *arch, int lora)
             printf("# %s%s: parameters after 1 AdamW step max abs err %.3g (%ld ill-conditioned "
                    "elements not compared)\n", arch, lora ? " lora" : "", pw, skipped);
             assert_true(pw < 1e-5);
+            /* continue from the reference's parameters: a flipped ill-conditioned element
+             * would otherwise make the rest of the trajectory drift (its moments are ~1e-8 and
+             * do not matter) */
+            for (int i = 0; i < np; i++) {
+                char nm[256];
+                snprintf(nm, sizeof(nm), "step1.%s", ps[i].name);
+                memcpy(ps[i].w, fget(&f, nm, ps[i].numel), ps[i].numel * sizeof(float));
+            }
         }
     }
-    /* after 3 steps the ill-conditioned elements have fed back into everything else: the
-     * trajectory is compared at 0.2 * lr, the ill-conditioned elements still left out */
+    /* after 3 steps (2 from the reference's step-1 parameters), ill-conditioned elements
+     * still left out */
     double pw = 0;
     for (int i = 0; i < np; i++) {
         char nm[256];
@@ -221,7 +228,7 @@ static void check_model(const char *arch, int lora)
     }
     printf("# %s%s: parameters after 3 AdamW steps max abs err %.3g\n", arch, lora ? " lora" : "",
            pw);
-    assert_true(pw < 2e-3);
+    assert_true(pw < 5e-5);
     swift_adamw_free(&opt);
     fx_close(&f);
     swift_model_free(&m);
@@ -335,6 +342,58 @@ static void test_config_layouts(void **s)
     }
 }
 
+/* activation checkpointing recomputes each layer in backward: the same gradients, bit for bit
+ * (full fine-tuning of Qwen3, and LoRA with dropout on Llama) */
+static void grads_of(const char *arch, int lora, int ckpt, float **out, size_t *n)
+{
+    char dir[256];
+    snprintf(dir, sizeof(dir), FIX "%s", arch);
+    struct swift_model m;
+    assert_int_equal(swift_model_load(&m, dir, &swift_cpu_ops, lora), 0);
+    m.act_ckpt = ckpt;
+    if (lora) {
+        struct swift_lora_opts lo = {.rank = 4, .alpha = 8, .dropout = 0.2f,
+                                     .targets = "all-linear", .seed = 3};
+        assert_int_equal(swift_lora_attach(&m, &lo), 0);
+        for (size_t i = 0; i < m.nlora; i++) /* B = 0 at init: make it count */
+            m.lora_params[i] += 0.01f * (float)((i * 7919) % 13);
+    }
+    struct fx f;
+    char ref[256];
+    snprintf(ref, sizeof(ref), FIX "%s/ref.safetensors", arch);
+    fx_open(&f, ref);
+    struct swift_batch b = {.B = f.B, .T = f.T, .tokens = f.tok, .targets = f.tgt, .pos = f.pos};
+    m.dropout_seed = 99;
+    swift_model_zero_grad(&m);
+    struct swift_loss l = {0};
+    assert_int_equal(swift_model_forward(&m, &b, &l, 0.01f), 0);
+    swift_model_backward(&m, &b);
+    *n = lora ? m.nlora : m.nparams;
+    *out = malloc(*n * sizeof(float));
+    memcpy(*out, lora ? m.lora_grads : m.grads, *n * sizeof(float));
+    fx_close(&f);
+    swift_model_free(&m);
+}
+static void test_act_ckpt(void **s)
+{
+    (void)s;
+    for (int lora = 0; lora < 2; lora++) {
+        const char *arch = lora ? "llama" : "qwen3";
+        float *g0, *g1;
+        size_t n0, n1;
+        grads_of(arch, lora, 0, &g0, &n0);
+        grads_of(arch, lora, 1, &g1, &n1);
+        assert_int_equal(n0, n1);
+        assert_memory_equal(g0, g1, n0 * sizeof(float));
+        double s0 = 0;
+        for (size_t i = 0; i < n0; i++)
+            s0 += fabs(g0[i]);
+        assert_true(s0 > 0);
+        free(g0);
+        free(g1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,7 +401,7 @@ int main(void)
         cmocka_unit_test(test_qwen3),      cmocka_unit_test(test_llama_lora),
         cmocka_unit_test(test_qwen2_lora), cmocka_unit_test(test_qwen3_lora),
         cmocka_unit_test(test_ours_lora),  cmocka_unit_test(test_ours_full),
-        cmocka_unit_test(test_config_layouts),
+        cmocka_unit_test(test_config_layouts), cmocka_unit_test(test_act_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

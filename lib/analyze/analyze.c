@@ -1,0 +1,632 @@
+#include "analyze/analyze.h"
+#include "analyze/breakdown.h"
+#include "analyze/merge.h"
+#include "analyze/report.h"
+#include "analyze/rules.h"
+#include "error.h"
+#include "fileio.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "banned.h"
+
+static const char *const swift_parts[] = {
+    "data_wait", "forward", "backward", "grad_sync", "optimizer", "other"};
+enum { SP_DATA, SP_FWD, SP_BWD, SP_SYNC, SP_OPT, SP_OTHER, SP_N };
+
+void swift_analyze_opts_default(struct swift_analyze_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->format = SWIFT_FMT_TEXT;
+    o->top = 5;
+    o->step_lo = o->step_hi = -1;
+    o->window = -1;
+    o->merge_warn_bytes = 256ull << 20;
+    swift_an_thresholds_default(&o->th);
+    swift_an_kineto_opts_default(&o->kopts);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void step_stats(struct swift_an_proc *p)
+{
+    if (!p->nsteps)
+        return;
+    double *d = malloc(p->nsteps * sizeof(*d));
+    if (!d)
+        abort();
+    double sum = 0;
+    for (size_t i = 0; i < p->nsteps; i++) {
+        d[i] = p->steps[i].dur;
+        sum += d[i];
+        for (int k = 0; k < p->npart; k++)
+            p->part_avg[k] += p->steps[i].part[k] / (double)p->nsteps;
+    }
+    swift_an_sort(d, p->nsteps, sizeof(*d), cmp_dbl);
+    p->step_avg = sum / (double)p->nsteps;
+    p->step_median =
+        p->nsteps % 2 ? d[p->nsteps / 2] : (d[p->nsteps / 2 - 1] + d[p->nsteps / 2]) / 2;
+    p->step_max = d[p->nsteps - 1];
+    free(d);
+}
+
+static int cmp_ev_ts(const void *a, const void *b)
+{
+    const struct swift_an_ev *x = *(const struct swift_an_ev *const *)a;
+    const struct swift_an_ev *y = *(const struct swift_an_ev *const *)b;
+    return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+static int part_of(const char *name, const char *cat)
+{
+    if (!strcmp(name, "data_wait") || !strcmp(cat, "data"))
+        return SP_DATA;
+    if (!strcmp(name, "forward"))
+        return SP_FWD;
+    if (!strcmp(name, "backward"))
+        return SP_BWD;
+    if (!strcmp(name, "grad_sync") || !strcmp(cat, "comm"))
+        return SP_SYNC;
+    if (!strcmp(name, "optimizer") || !strcmp(cat, "optim"))
+        return SP_OPT;
+    if (!strcmp(cat, "compute"))
+        return SP_FWD;
+    return -1;
+}
+
+/* Our traces: step spans partitioned into data_wait > grad_sync > forward > backward >
+ * optimizer (claimed in that order where they overlap) and other. */
+static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
+{
+    const struct swift_an_source *s = p->src;
+    const struct swift_an_strtab *st = &set->strs;
+    double off = s->clock_offset_us;
+    p->npart = SP_N;
+    p->part_names = swift_parts;
+    p->data_part = SP_DATA;
+    p->comm_part = SP_SYNC;
+    const struct swift_an_ev **ph = malloc((s->n + 1) * sizeof(*ph));
+    if (!ph)
+        abort();
+    size_t nph = 0;
+    struct swift_an_ivec tok = {0}, kern = {0};
+    int64_t tids[64];
+    int ntids = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        const char *cat = swift_an_str(st, e->cat), *nm = swift_an_str(st, e->name);
+        double b = e->ts - off, en = b + e->dur;
+        if (b < p->t0 || p->t0 == 0)
+            p->t0 = b;
+        if (en > p->t1)
+            p->t1 = en;
+        if (!strcmp(cat, "step") && !strcmp(nm, "step")) {
+            p->steps = realloc(p->steps, (p->nsteps + 1) * sizeof(*p->steps));
+            if (!p->steps)
+                abort();
+            struct swift_an_step *sp = &p->steps[p->nsteps++];
+            memset(sp, 0, sizeof(*sp));
+            sp->step = e->step >= 0 ? e->step : (int64_t)p->nsteps - 1;
+            sp->ts = b;
+            sp->dur = e->dur;
+        } else if (!strcmp(cat, "ckpt")) {
+            p->ckpt_us += e->dur;
+        } else if (!strcmp(cat, "eval")) {
+            p->eval_us += e->dur;
+        } else if (!strcmp(cat, "tokenize")) {
+            swift_an_ivec_push(&tok, b, en);
+            p->tok_sum_us += e->dur;
+            int k;
+            for (k = 0; k < ntids && tids[k] != e->tid; k++)
+                ;
+            if (k == ntids && ntids < 64)
+                tids[ntids++] = e->tid;
+        } else if (!strcmp(cat, "kernel")) {
+            swift_an_ivec_push(&kern, b, en); /* CUPTI kernels written by swift-train */
+        } else if (part_of(nm, cat) >= 0) {
+            ph[nph++] = e;
+        }
+    }
+    p->tok_threads = ntids;
+    if (tok.n)
+        p->tok_busy_us = swift_an_ival_len(tok.v, swift_an_ival_merge(tok.v, tok.n));
+    swift_an_ivec_free(&tok);
+    swift_an_sort(ph, nph, sizeof(*ph), cmp_ev_ts);
+    static const int order[] = {SP_DATA, SP_SYNC, SP_FWD, SP_BWD, SP_OPT};
+    struct swift_an_ival slots[64], tmp[64], claim[64], mine[32];
+    size_t j = 0;
+    for (size_t i = 0; i < p->nsteps; i++) {
+        struct swift_an_step *sp = &p->steps[i];
+        double lo = sp->ts, hi = sp->ts + sp->dur;
+        size_t ns = hi > lo, claimed_n;
+        slots[0] = (struct swift_an_ival){lo, hi};
+        while (j < nph && ph[j]->ts - off + ph[j]->dur <= lo)
+            j++;
+        double claimed = 0;
+        for (int oi = 0; oi < 5; oi++) {
+            size_t nm = 0;
+            for (size_t q = j; q < nph && ph[q]->ts - off < hi && nm < 32; q++) {
+                const struct swift_an_ev *e = ph[q];
+                if (part_of(swift_an_str(st, e->name), swift_an_str(st, e->cat)) != order[oi])
+                    continue;
+                double b = e->ts - off, en = b + e->dur;
+                mine[nm++] = (struct swift_an_ival){b < lo ? lo : b, en > hi ? hi : en};
+            }
+            nm = swift_an_ival_merge(mine, nm);
+            claimed_n = swift_an_ival_and(slots, ns, mine, nm, claim);
+            double len = swift_an_ival_len(claim, claimed_n);
+            sp->part[order[oi]] = len;
+            swift_an_seg_add(&sp->seg, &sp->nseg, order[oi], claim, claimed_n, 0);
+            claimed += len;
+            ns = swift_an_ival_sub(slots, ns, claim, claimed_n, tmp);
+            if (ns > 32)
+                ns = 32;
+            memcpy(slots, tmp, ns * sizeof(*slots));
+        }
+        sp->part[SP_OTHER] = sp->dur - claimed;
+        swift_an_seg_sort(sp->seg, sp->nseg);
+    }
+    free(ph);
+    step_stats(p);
+    /* GPU utilization as the TensorBoard plugin defines it: kernel union over all steps */
+    p->gpu_util = -1;
+    if (kern.n && p->nsteps) {
+        size_t nk = swift_an_ival_merge(kern.v, kern.n);
+        double lo = p->steps[0].ts, hi = p->steps[p->nsteps - 1].ts + p->steps[p->nsteps - 1].dur;
+        if (hi > lo)
+            p->gpu_util = swift_an_ival_len_in(kern.v, nk, lo, hi) / (hi - lo);
+    }
+    swift_an_ivec_free(&kern);
+}
+
+static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
+                        const struct swift_analyze_opts *o)
+{
+    const struct swift_an_source *s = p->src;
+    swift_an_kineto_analyze(set, s, &o->kopts, &p->k);
+    p->has_kineto = 1;
+    p->npart = SWIFT_TB_NROLE;
+    p->part_names = swift_an_tbrole_names;
+    p->data_part = SWIFT_TB_DATALOADER;
+    p->comm_part = SWIFT_TB_COMM;
+    p->gpu_util = p->k.gpu_util;
+    p->nsteps = p->k.nsteps;
+    p->steps = calloc(p->nsteps + 1, sizeof(*p->steps));
+    if (!p->steps)
+        abort();
+    for (size_t i = 0; i < p->nsteps; i++) {
+        p->steps[i].step = p->k.steps[i].step;
+        p->steps[i].ts = p->k.steps[i].b;
+        p->steps[i].dur = p->k.steps[i].e - p->k.steps[i].b;
+        memcpy(p->steps[i].part, p->k.steps[i].role, sizeof(p->k.steps[i].role));
+        p->steps[i].seg = p->k.steps[i].seg; /* ownership moves to the proc */
+        p->steps[i].nseg = p->k.steps[i].nseg;
+        p->k.steps[i].seg = NULL;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        double b = s->ev[i].ts, e = b + s->ev[i].dur;
+        if (i == 0 || b < p->t0)
+            p->t0 = b;
+        if (e > p->t1)
+            p->t1 = e;
+    }
+    step_stats(p);
+}
+
+int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,
+                         struct swift_an_proc **procs, size_t *nprocs)
+{
+    struct swift_an_proc *ps = calloc(set->n + 1, sizeof(*ps));
+    if (!ps)
+        abort();
+    for (size_t i = 0; i < set->n; i++) {
+        struct swift_an_proc *p = &ps[i];
+        const struct swift_an_source *s = &set->src[i];
+        p->src = s;
+        p->rank = s->rank >= 0 ? s->rank : 0;
+        p->data_part = p->comm_part = -1;
+        if (s->kind == SWIFT_AN_SWIFT) {
+            if (s->process_name)
+                snprintf(p->label, sizeof(p->label), "%s", s->process_name);
+            else
+                snprintf(p->label,
+                         sizeof(p->label),
+                         "swift-%s rank %d @ %s",
+                         s->stage ? s->stage : "?",
+                         p->rank,
+                         s->host ? s->host : "?");
+            swift_proc(set, p);
+        } else {
+            const char *base = strrchr(s->path, '/');
+            snprintf(p->label, sizeof(p->label), "%s rank %d", base ? base + 1 : s->path, p->rank);
+            kineto_proc(set, p, o);
+        }
+        for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
+            if (s->mem_peak[d] > p->mem_peak) {
+                p->mem_peak = s->mem_peak[d];
+                p->mem_total = s->mem_total[d];
+                p->mem_peak_ts = s->mem_peak_ts[d];
+            }
+        }
+    }
+    *procs = ps;
+    *nprocs = set->n;
+    return 0;
+}
+
+void swift_an_procs_free(struct swift_an_proc *procs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < procs[i].nsteps; j++)
+            free(procs[i].steps[j].seg);
+        free(procs[i].steps);
+        if (procs[i].has_kineto)
+            swift_an_kineto_release(&procs[i].k);
+    }
+    free(procs);
+}
+
+/* ---------- the report document ---------- */
+
+static json_t *num(double v)
+{
+    if (!isfinite(v))
+        return json_null();
+    return json_real(v);
+}
+
+static double r3(double v)
+{
+    return round(v * 1000) / 1000;
+}
+
+static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_step *sp,
+                         int with_timeline)
+{
+    json_t *o = json_pack("{s:I,s:o,s:o}",
+                          "step",
+                          (json_int_t)sp->step,
+                          "ts",
+                          num(sp->ts),
+                          "dur_us",
+                          num(r3(sp->dur)));
+    json_t *us = json_object();
+    for (int k = 0; k < p->npart; k++)
+        json_object_set_new(us, p->part_names[k], num(r3(sp->part[k])));
+    json_object_set_new(o, "us", us);
+    if (sp->nseg && with_timeline) {
+        /* [part, start, end] in µs from the step's start, in time order */
+        json_t *tl = json_array();
+        for (size_t i = 0; i < sp->nseg; i++)
+            json_array_append_new(tl,
+                                  json_pack("[s,o,o]",
+                                            p->part_names[sp->seg[i].part],
+                                            num(r3(sp->seg[i].b - sp->ts)),
+                                            num(r3(sp->seg[i].e - sp->ts))));
+        json_object_set_new(o, "timeline", tl);
+    }
+    return o;
+}
+
+static const struct swift_an_proc *sort_proc;
+static int cmp_step_dur(const void *a, const void *b)
+{
+    double x = sort_proc->steps[*(const size_t *)a].dur,
+           y = sort_proc->steps[*(const size_t *)b].dur;
+    return (x < y) - (x > y);
+}
+
+/* Indices of the `top` longest steps, longest first (malloc'ed). */
+size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
+size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out)
+{
+    size_t *idx = malloc((p->nsteps + 1) * sizeof(*idx));
+    if (!idx)
+        abort();
+    for (size_t i = 0; i < p->nsteps; i++)
+        idx[i] = i;
+    sort_proc = p;
+    swift_an_sort(idx, p->nsteps, sizeof(*idx), cmp_step_dur);
+    *out = idx;
+    return p->nsteps < (size_t)top ? p->nsteps : (size_t)top;
+}
+
+static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                         const struct swift_analyze_opts *o)
+{
+    const struct swift_an_source *s = p->src;
+    json_t *j = json_object();
+    json_object_set_new(j, "label", json_string(p->label));
+    json_object_set_new(j, "path", json_string(s->path));
+    json_object_set_new(j, "format", json_string(s->kind == SWIFT_AN_SWIFT ? "swift" : "kineto"));
+    json_object_set_new(j, "stage", s->stage ? json_string(s->stage) : json_null());
+    json_object_set_new(j, "rank", json_integer(p->rank));
+    json_object_set_new(j, "world_size", json_integer(s->world_size > 0 ? s->world_size : 1));
+    json_object_set_new(j, "host", s->host ? json_string(s->host) : json_null());
+    json_object_set_new(j, "events", json_integer((json_int_t)s->n));
+    json_object_set_new(j, "wall_us", num(r3(p->t1 - p->t0)));
+    json_object_set_new(j, "t0", num(p->t0));
+    json_object_set_new(j, "steps", json_integer((json_int_t)p->nsteps));
+    json_object_set_new(j,
+                        "step_time_us",
+                        json_pack("{s:o,s:o,s:o}",
+                                  "mean",
+                                  num(r3(p->step_avg)),
+                                  "median",
+                                  num(r3(p->step_median)),
+                                  "max",
+                                  num(r3(p->step_max))));
+    json_t *bd = json_object(), *us = json_object(), *fr = json_object(), *roles = json_array();
+    for (int k = 0; k < p->npart; k++) {
+        json_array_append_new(roles, json_string(p->part_names[k]));
+        json_object_set_new(us, p->part_names[k], num(r3(p->part_avg[k])));
+        json_object_set_new(
+            fr,
+            p->part_names[k],
+            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
+    }
+    json_object_set_new(bd, "parts", roles);
+    json_object_set_new(bd, "step_us", num(r3(p->step_avg)));
+    json_object_set_new(bd, "us", us);
+    json_object_set_new(bd, "fraction", fr);
+    json_object_set_new(j, "breakdown", bd);
+    json_object_set_new(
+        j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
+    json_object_set_new(j, "ckpt_us", num(r3(p->ckpt_us)));
+    json_object_set_new(j, "eval_us", num(r3(p->eval_us)));
+    if (p->tok_threads)
+        json_object_set_new(j,
+                            "tokenize",
+                            json_pack("{s:i,s:o,s:o}",
+                                      "threads",
+                                      p->tok_threads,
+                                      "busy_us",
+                                      num(r3(p->tok_busy_us)),
+                                      "sum_us",
+                                      num(r3(p->tok_sum_us))));
+    if (p->mem_peak > 0)
+        json_object_set_new(
+            j,
+            "memory",
+            json_pack("{s:o,s:o,s:o}",
+                      "peak_bytes",
+                      num(p->mem_peak),
+                      "device_bytes",
+                      p->mem_total > 0 ? num(p->mem_total) : json_null(),
+                      "peak_pct",
+                      p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
+    const struct swift_an_kineto *k = &p->k;
+    if (p->has_kineto && k->has_gpu) {
+        json_object_set_new(j,
+                            "temporal",
+                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                      "idle_us",
+                                      num(k->idle_us),
+                                      "compute_us",
+                                      num(k->compute_us),
+                                      "non_compute_us",
+                                      num(k->non_compute_us),
+                                      "kernel_us",
+                                      num(k->kernel_us),
+                                      "idle_pct",
+                                      num(k->idle_pct),
+                                      "compute_pct",
+                                      num(k->compute_pct),
+                                      "non_compute_pct",
+                                      num(k->non_compute_pct)));
+        json_object_set_new(
+            j, "comm_comp_overlap_pct", k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
+        json_t *kt = json_array();
+        double tot = 0;
+        for (int c = 1; c < 8; c++)
+            tot += k->combo_us[c];
+        for (int c = 1; c < 8; c++)
+            if (k->combo_us[c] > 0)
+                json_array_append_new(kt,
+                                      json_pack("{s:s,s:o,s:o}",
+                                                "type",
+                                                swift_an_kcombo_names[c],
+                                                "us",
+                                                num(k->combo_us[c]),
+                                                "pct",
+                                                num(round(1000 * k->combo_us[c] / tot) / 10)));
+        json_object_set_new(j, "kernel_types", kt);
+        json_t *kr = json_array();
+        for (size_t i = 0; i < k->nkrows; i++) {
+            const struct swift_an_krow *r = &k->krows[i];
+            json_array_append_new(
+                kr,
+                json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}",
+                          "type",
+                          swift_an_ktype_name(r->type),
+                          "name",
+                          r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
+                          "count",
+                          (json_int_t)r->count,
+                          "sum_us",
+                          num(r->sum),
+                          "max_us",
+                          num(r->max),
+                          "min_us",
+                          num(r->min),
+                          "mean_us",
+                          num(r->mean),
+                          "std_us",
+                          num(r->std)));
+        }
+        json_object_set_new(j, "kernels", kr);
+        json_t *idle = json_array();
+        for (size_t i = 0; i < k->nidle; i++) {
+            const struct swift_an_idle_row *r = &k->idle[i];
+            double t = r->host_wait + r->kernel_wait + r->other;
+            json_array_append_new(idle,
+                                  json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                            "stream",
+                                            r->stream,
+                                            "host_wait_us",
+                                            num(r->host_wait),
+                                            "kernel_wait_us",
+                                            num(r->kernel_wait),
+                                            "other_us",
+                                            num(r->other),
+                                            "host_wait_ratio",
+                                            num(t ? round(100 * r->host_wait / t) / 100 : 0),
+                                            "kernel_wait_ratio",
+                                            num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
+                                            "other_ratio",
+                                            num(t ? round(100 * r->other / t) / 100 : 0)));
+        }
+        json_object_set_new(j, "idle_breakdown", idle);
+        json_object_set_new(j,
+                            "launch",
+                            json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}",
+                                      "launches",
+                                      (json_int_t)k->launches,
+                                      "short_kernels",
+                                      (json_int_t)k->short_kernels,
+                                      "runtime_outliers",
+                                      (json_int_t)k->runtime_outliers,
+                                      "delay_outliers",
+                                      (json_int_t)k->delay_outliers,
+                                      "mean_cpu_us",
+                                      num(r3(k->launch_cpu_us)),
+                                      "mean_delay_us",
+                                      num(r3(k->launch_delay_us))));
+        size_t *ni;
+        size_t nn = swift_an_kineto_nccl(set, s, &ni);
+        json_t *col = json_array();
+        for (size_t i = 0; i < nn && i < (size_t)o->top; i++) {
+            const struct swift_an_ev *e = &s->ev[ni[i]];
+            json_t *c = json_pack("{s:s,s:o,s:o}",
+                                  "name",
+                                  swift_an_str(&set->strs, e->name),
+                                  "ts",
+                                  num(e->ts),
+                                  "dur_us",
+                                  num(e->dur));
+            if (e->comm != SWIFT_AN_NONE) {
+                const struct swift_an_comm *cm = &s->comm[e->comm];
+                const struct swift_an_strtab *st = &set->strs;
+#define S(id) ((id) == SWIFT_AN_NONE ? json_null() : json_string(swift_an_str(st, id)))
+                json_object_set_new(c, "collective_name", S(cm->collective));
+                json_object_set_new(c, "in_msg_nelems", json_integer(cm->in_nelems));
+                json_object_set_new(c, "out_msg_nelems", json_integer(cm->out_nelems));
+                json_object_set_new(c, "group_size", json_integer(cm->group_size));
+                json_object_set_new(c, "dtype", S(cm->dtype));
+                json_object_set_new(c, "in_split_size", S(cm->in_split));
+                json_object_set_new(c, "out_split_size", S(cm->out_split));
+                json_object_set_new(c, "process_group_name", S(cm->pg_name));
+                json_object_set_new(c, "process_group_desc", S(cm->pg_desc));
+                json_object_set_new(c, "process_group_ranks", S(cm->pg_ranks));
+#undef S
+            }
+            json_array_append_new(col, c);
+        }
+        json_object_set_new(
+            j, "nccl", json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col));
+        free(ni);
+    } else {
+        json_object_set_new(j, "temporal", json_null());
+        json_object_set_new(j, "comm_comp_overlap_pct", json_null());
+    }
+    json_t *steps = json_array();
+    size_t *worst;
+    size_t nw = swift_an_worst_steps(p, SWIFT_AN_TIMELINE_STEPS, &worst);
+    for (size_t i = 0; i < p->nsteps; i++) {
+        int w = 0;
+        for (size_t q = 0; q < nw && !w; q++)
+            w = worst[q] == i;
+        json_array_append_new(steps, step_json(p, &p->steps[i], w));
+    }
+    free(worst);
+    json_object_set_new(j, "step_list", steps);
+    return j;
+}
+
+json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift_an_proc *procs,
+                              size_t n, const struct swift_analyze_opts *o)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "schema_version", json_integer(SWIFT_REPORT_SCHEMA_VERSION));
+    json_object_set_new(r, "tool", json_string("swift-trace-analyze"));
+    json_object_set_new(r, "version", json_string(SWIFT_VERSION));
+    json_t *ps = json_array();
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(ps, proc_json(set, &procs[i], o));
+        if (procs[i].t0 < t0)
+            t0 = procs[i].t0;
+        if (procs[i].t1 > t1)
+            t1 = procs[i].t1;
+    }
+    json_object_set_new(r, "inputs_failed", json_integer(set->nfailed));
+    json_object_set_new(r, "wall_us", n ? num(r3(t1 - t0)) : json_null());
+    json_object_set_new(r, "processes", ps);
+    json_object_set_new(r, "bottlenecks", json_array());
+    swift_an_rules_apply(r, set, procs, n, o);
+    return r;
+}
+
+static int max_severity(json_t *report)
+{
+    int sev = 0;
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(report, "bottlenecks"), i, b)
+    {
+        const char *s = json_string_value(json_object_get(b, "severity"));
+        int v = s && !strcmp(s, "critical") ? SWIFT_SEV_CRITICAL
+                : s && !strcmp(s, "warn")   ? SWIFT_SEV_WARN
+                                            : SWIFT_SEV_INFO;
+        if (v > sev)
+            sev = v;
+    }
+    return sev;
+}
+
+int swift_analyze_run(const struct swift_analyze_opts *o)
+{
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    int rc = 0;
+    for (int i = 0; i < o->npaths; i++) {
+        if (swift_an_load_path(&set, o->paths[i], SWIFT_AN_LOAD_RECURSE) < 0)
+            set.nfailed++;
+    }
+    if (set.nfailed && o->strict) {
+        swift_error(
+            "%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
+        swift_an_set_release(&set);
+        return 1;
+    }
+    if (!set.n) {
+        swift_error("no trace could be read");
+        swift_an_set_release(&set);
+        return 1;
+    }
+    if (set.nfailed)
+        swift_warn(
+            "%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "", set.n);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, o, &procs, &n);
+    json_t *report = swift_an_report_build(&set, procs, n, o);
+    if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
+        rc = 1;
+    if (rc == 0 && swift_an_report_write(report, o->format, o->output, o->top) < 0)
+        rc = 1;
+    if (rc == 0 && o->fail_on && max_severity(report) >= o->fail_on) {
+        swift_error("bottleneck at or above --fail-on level found");
+        rc = 1;
+    }
+    json_decref(report);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+    return rc;
+}

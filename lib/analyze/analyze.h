@@ -1,0 +1,106 @@
+/*
+ * analyze — swift-trace-analyze's entry point: load traces, run every analysis, apply the
+ * bottleneck rules, and build the report document that every output format renders.
+ *
+ *     struct swift_analyze_opts o;
+ *     swift_analyze_opts_default(&o);
+ *     o.paths = argv + argi; o.npaths = argc - argi;
+ *     int rc = swift_analyze_run(&o);   // 0 ok, 1 failure or --fail-on hit, reported
+ *
+ * The report is one JSON document (docs/formats.md, section "report"): text, Markdown and HTML
+ * are renderings of it (lib/analyze/report.h), so every format says the same thing.
+ */
+#ifndef SWIFT_ANALYZE_H
+#define SWIFT_ANALYZE_H
+
+#include "analyze/kineto.h"
+#include "analyze/load.h"
+
+#include <jansson.h>
+
+#define SWIFT_REPORT_SCHEMA_VERSION 1
+
+enum swift_an_format { SWIFT_FMT_TEXT, SWIFT_FMT_MD, SWIFT_FMT_JSON, SWIFT_FMT_HTML };
+enum swift_an_severity { SWIFT_SEV_NONE = 0, SWIFT_SEV_INFO, SWIFT_SEV_WARN, SWIFT_SEV_CRITICAL };
+
+/* Rule thresholds (DESIGN.md §2, docs/bottlenecks.md); set with --threshold RULE=VALUE. */
+struct swift_an_thresholds {
+    double data_stall_pct;      /* 10: data wait share of step time */
+    double comm_bound_pct;      /* 40: exposed communication share of step time */
+    double launch_short_pct;    /* 30: share of launches whose kernel is shorter than the launch */
+    double gpu_idle_pct;        /* 50: GPU busy below this share of step time */
+    double straggler_pct;       /* 10: a rank's step time above the median */
+    double memory_headroom_pct; /* 90: peak above this share of device memory */
+    double ckpt_stall_pct;      /* 5: checkpoint share of wall time */
+    double serial_preprocess_pct; /* 50: tokenization share of wall time on one thread */
+};
+void swift_an_thresholds_default(struct swift_an_thresholds *t);
+/* "data_stall=15" → sets one threshold; returns 0 or -1 (unknown rule or bad number). */
+int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec);
+/* Rule ids in report order, NULL-terminated. */
+extern const char *const swift_an_rule_ids[];
+
+/* One step of one process, with its time split into the process's parts (roles or phases). */
+#define SWIFT_AN_MAX_PARTS 8
+struct swift_an_step {
+    int64_t step;
+    double ts, dur; /* µs, aligned to rank 0's clock */
+    double part[SWIFT_AN_MAX_PARTS];
+    struct swift_an_seg *seg; /* the parts in time order (owned; Kineto: longest steps only) */
+    size_t nseg;
+};
+
+/* The analysis of one input process. */
+struct swift_an_proc {
+    const struct swift_an_source *src;
+    char label[256]; /* "swift-train rank 3 @ host" or the Kineto trace's name */
+    int rank;
+    int npart;
+    const char *const *part_names;
+    int data_part, comm_part; /* index of the data-wait and communication parts, -1 */
+    struct swift_an_step *steps;
+    size_t nsteps;
+    double part_avg[SWIFT_AN_MAX_PARTS], step_avg, step_median, step_max;
+    double t0, t1;           /* first start, last end (aligned) */
+    double ckpt_us, eval_us; /* spans outside steps */
+    double gpu_util;         /* -1 when unknown */
+    int has_kineto;
+    struct swift_an_kineto k;
+    /* preprocess */
+    double tok_busy_us, tok_sum_us;
+    int tok_threads;
+    double mem_peak, mem_total, mem_peak_ts;
+};
+
+struct swift_analyze_opts {
+    char **paths;
+    int npaths;
+    int format;         /* swift_an_format */
+    const char *output; /* report file (atomic) instead of stdout; NULL: stdout */
+    int fail_on;        /* SWIFT_SEV_WARN / _CRITICAL, 0: never */
+    int strict;         /* a damaged input fails the run */
+    int top;            /* rows in the kernel table and worst spans (default 5) */
+    struct swift_an_thresholds th;
+    struct swift_an_kineto_opts kopts;
+    /* --merge */
+    const char *merge;     /* OUT.json or OUT.json.gz */
+    long step_lo, step_hi; /* --steps A-B; -1 = all */
+    const char *ranks;     /* --ranks LIST */
+    int window;            /* --window N: N steps around each worst step, -1 = off */
+    unsigned long long merge_warn_bytes;
+    const char *trace; /* --trace (our own trace of this run) */
+};
+void swift_analyze_opts_default(struct swift_analyze_opts *o);
+
+/* Load, analyse, report. Returns the exit code (0, or 1 after reporting). */
+int swift_analyze_run(const struct swift_analyze_opts *o);
+
+/* The pieces, for tests: analyse a loaded set into procs (caller frees with
+ * swift_an_procs_free), and build the report document (a new reference). */
+int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,
+                         struct swift_an_proc **procs, size_t *nprocs);
+void swift_an_procs_free(struct swift_an_proc *procs, size_t n);
+json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift_an_proc *procs,
+                              size_t n, const struct swift_analyze_opts *o);
+
+#endif

@@ -1,0 +1,1010 @@
+#include "analyze/kineto.h"
+#include "analyze/breakdown.h"
+#include "error.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <math.h>
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "banned.h"
+
+const char *const swift_an_tbrole_names[SWIFT_TB_NROLE] = {
+    "kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec", "other"};
+
+const char *const swift_an_kcombo_names[8] = {
+    "IDLE",
+    "COMPUTATION",
+    "COMMUNICATION",
+    "COMPUTATION overlapping COMMUNICATION",
+    "MEMORY",
+    "COMPUTATION overlapping MEMORY",
+    "COMMUNICATION overlapping MEMORY",
+    "COMPUTATION overlapping COMMUNICATION overlapping MEMORY"};
+
+static const char *const ktype_names[] = {"COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"};
+const char *swift_an_ktype_name(int t)
+{
+    return t >= 0 && t < 4 ? ktype_names[t] : "OTHER";
+}
+
+void swift_an_kineto_opts_default(struct swift_an_kineto_opts *o)
+{
+    o->runtime_cutoff_us = 50;
+    o->launch_delay_cutoff_us = 100;
+    o->consecutive_kernel_delay_us = 30;
+    o->num_kernels = 10;
+    o->duration_ratio = 0.8;
+    o->hta_rounding = 1;
+}
+
+/* HTA hta/common/types.py + utils.get_kernel_type at f4d0062c (REFERENCE.md §1.1); re.match
+ * anchors at the start, as PCRE2_ANCHORED does. */
+static const char *const re_src[3] = {
+    "(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)",
+    "(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)",
+    "(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|"
+    "(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|"
+    "(^collective_subgraph_execution)"};
+static pcre2_code *re_code[3];
+
+static int re_match(int i, const char *s)
+{
+    if (!re_code[i]) {
+        int err;
+        PCRE2_SIZE eoff;
+        re_code[i] = pcre2_compile(
+            (PCRE2_SPTR)re_src[i], PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED, &err, &eoff, NULL);
+        if (!re_code[i])
+            abort();
+        pcre2_jit_compile(re_code[i], PCRE2_JIT_COMPLETE);
+    }
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re_code[i], NULL);
+    int rc = pcre2_match(re_code[i], (PCRE2_SPTR)s, strlen(s), 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc >= 0;
+}
+
+int swift_an_kernel_type(const char *name)
+{
+    if (re_match(0, name))
+        return SWIFT_KT_COMMUNICATION;
+    if (re_match(1, name))
+        return SWIFT_KT_MEMORY;
+    if (!re_match(2, name))
+        return SWIFT_KT_COMPUTATION;
+    return SWIFT_KT_OTHER;
+}
+
+/* ---------- small int64 hash map ---------- */
+
+struct imap {
+    int64_t *key;
+    double *val;
+    size_t cap, n;
+};
+
+static void imap_put(struct imap *m, int64_t k, double v)
+{
+    if (m->n * 2 + 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 1024;
+        int64_t *nk = malloc(nc * sizeof(*nk));
+        double *nv = malloc(nc * sizeof(*nv));
+        if (!nk || !nv)
+            abort();
+        for (size_t i = 0; i < nc; i++)
+            nk[i] = INT64_MIN;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->key[i] == INT64_MIN)
+                continue;
+            size_t h = ((uint64_t)m->key[i] * 0x9e3779b97f4a7c15ULL) & (nc - 1);
+            while (nk[h] != INT64_MIN)
+                h = (h + 1) & (nc - 1);
+            nk[h] = m->key[i];
+            nv[h] = m->val[i];
+        }
+        free(m->key);
+        free(m->val);
+        m->key = nk;
+        m->val = nv;
+        m->cap = nc;
+    }
+    size_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
+    while (m->key[h] != INT64_MIN && m->key[h] != k)
+        h = (h + 1) & (m->cap - 1);
+    if (m->key[h] == INT64_MIN) {
+        m->key[h] = k;
+        m->n++;
+        m->val[h] = v;
+    }
+}
+
+/* The value slot of k, inserted with v when absent. */
+static double *imap_ref(struct imap *m, int64_t k, double v)
+{
+    imap_put(m, k, v);
+    size_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
+    while (m->key[h] != k)
+        h = (h + 1) & (m->cap - 1);
+    return &m->val[h];
+}
+
+static int imap_get(const struct imap *m, int64_t k, double *v)
+{
+    if (!m->cap)
+        return 0;
+    size_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
+    while (m->key[h] != INT64_MIN) {
+        if (m->key[h] == k) {
+            if (v)
+                *v = m->val[h];
+            return 1;
+        }
+        h = (h + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+static void imap_free(struct imap *m)
+{
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---------- HTA's view of the events ---------- */
+
+struct hrow {
+    double ts, end;
+    const struct swift_an_ev *ev;
+    int gpu;  /* HTA CPU/GPU split: stream >= 0 && correlation >= 0, or Event/Context Sync */
+    int type; /* kernel type of the name */
+};
+
+static int cmp_hrow_ts(const void *a, const void *b)
+{
+    const struct hrow *x = *(const struct hrow *const *)a, *y = *(const struct hrow *const *)b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return (x->ev > y->ev) - (x->ev < y->ev);
+}
+
+struct ctx {
+    const struct swift_an_set *set;
+    const struct swift_an_source *src;
+    const struct swift_an_kineto_opts *o;
+    struct hrow *rows;
+    size_t nrows;
+    int *ntype; /* per interned name: kernel type + 1, 0 = not computed */
+};
+
+static int name_type(struct ctx *c, uint32_t name)
+{
+    if (name >= c->set->strs.n)
+        return SWIFT_KT_OTHER;
+    if (!c->ntype[name])
+        c->ntype[name] = swift_an_kernel_type(swift_an_str(&c->set->strs, name)) + 1;
+    return c->ntype[name] - 1;
+}
+
+static int contains(const char *s, const char *sub)
+{
+    return strstr(s, sub) != NULL;
+}
+
+/* Parse + _compress_df + round_down_time_stamps + _filter_irrelevant_gpu_kernels. */
+static void hta_rows(struct ctx *c)
+{
+    const struct swift_an_source *s = c->src;
+    const struct swift_an_strtab *st = &c->set->strs;
+    uint32_t trace_cat = swift_an_lookup(st, "Trace");
+    uint32_t ev_sync = swift_an_lookup(st, "Event Sync"),
+             ctx_sync = swift_an_lookup(st, "Context Sync");
+    c->rows = calloc(s->n ? s->n : 1, sizeof(*c->rows));
+    if (!c->rows)
+        abort();
+    int round = c->o->hta_rounding && s->ts_real;
+    /* distinct ProfilerStep names and the last step start */
+    uint32_t first_step_name = SWIFT_AN_NONE;
+    int multi_steps = 0;
+    double last_step_start = -INFINITY;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->cat == SWIFT_AN_NONE || e->cat == trace_cat)
+            continue;
+        struct hrow *r = &c->rows[n++];
+        r->ev = e;
+        r->ts = e->ts;
+        r->end = e->ts + e->dur;
+        if (round) {
+            r->end = floor(r->end);
+            r->ts = ceil(r->ts);
+        }
+        r->gpu = (e->stream >= 0 && e->corr >= 0) ||
+                 (e->name == ev_sync && ev_sync != SWIFT_AN_NONE) ||
+                 (e->name == ctx_sync && ctx_sync != SWIFT_AN_NONE);
+        if (!r->gpu && contains(swift_an_str(st, e->name), "ProfilerStep")) {
+            if (first_step_name == SWIFT_AN_NONE)
+                first_step_name = e->name;
+            else if (e->name != first_step_name)
+                multi_steps = 1;
+            if (r->ts > last_step_start)
+                last_step_start = r->ts;
+        }
+    }
+    /* HTA (f4d0062c, REFERENCE.md §1.1) does not filter MTIA traces */
+    uint32_t mtia = swift_an_lookup(st, "mtia_ccp_events");
+    int is_mtia = 0;
+    for (size_t i = 0; i < s->n && mtia != SWIFT_AN_NONE && !is_mtia; i++)
+        is_mtia = s->ev[i].cat == mtia;
+    if (multi_steps && !is_mtia) {
+        struct imap cpu_corr = {0};
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct hrow *r = &c->rows[i];
+            if (!r->gpu && r->ts < last_step_start) {
+                imap_put(&cpu_corr, r->ev->corr, 0);
+                c->rows[k++] = *r;
+            } else if (r->gpu) {
+                c->rows[k++] = *r; /* decided below */
+            }
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < k; i++)
+            if (!c->rows[i].gpu || imap_get(&cpu_corr, c->rows[i].ev->corr, NULL))
+                c->rows[m++] = c->rows[i];
+        n = m;
+        imap_free(&cpu_corr);
+    }
+    c->nrows = n;
+    for (size_t i = 0; i < n; i++)
+        c->rows[i].type = c->rows[i].ev->stream != -1 ? name_type(c, c->rows[i].ev->name) : -1;
+}
+
+/* Merged intervals of GPU rows (stream != -1) selected by a type mask (bit 1<<type); mask 0 = all.
+ */
+static size_t gpu_ivals(struct ctx *c, unsigned mask, struct swift_an_ival **out)
+{
+    struct swift_an_ival *v = malloc((c->nrows + 1) * sizeof(*v));
+    if (!v)
+        abort();
+    size_t n = 0;
+    for (size_t i = 0; i < c->nrows; i++) {
+        const struct hrow *r = &c->rows[i];
+        if (r->ev->stream == -1)
+            continue;
+        if (mask && !(mask & (1u << r->type)))
+            continue;
+        v[n++] = (struct swift_an_ival){r->ts, r->end};
+    }
+    n = swift_an_ival_merge(v, n);
+    *out = v;
+    return n;
+}
+
+struct sweep_pt {
+    double t;
+    int d;
+    unsigned bit;
+};
+
+static int cmp_sweep(const void *a, const void *b)
+{
+    const struct sweep_pt *x = a, *y = b;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+static double round2(double x)
+{
+    return round(x * 100) / 100;
+}
+
+static void temporal(struct ctx *c, struct swift_an_kineto *k)
+{
+    struct swift_an_ival *all, *comp, *comm, *mem;
+    size_t na = gpu_ivals(c, 0, &all);
+    size_t nc = gpu_ivals(c, 1u << SWIFT_KT_COMPUTATION, &comp);
+    size_t nm = gpu_ivals(c, 1u << SWIFT_KT_COMMUNICATION, &comm);
+    size_t nmem = gpu_ivals(c, 1u << SWIFT_KT_MEMORY, &mem);
+    k->has_gpu = na > 0;
+    k->overlap_pct = -1;
+    if (na) {
+        k->kernel_us = all[na - 1].e - all[0].b;
+        k->idle_us = k->kernel_us - swift_an_ival_len(all, na);
+        k->compute_us = swift_an_ival_len(comp, nc);
+        k->non_compute_us = k->kernel_us - k->compute_us - k->idle_us;
+        if (k->kernel_us > 0) {
+            k->idle_pct = round2(100 * k->idle_us / k->kernel_us);
+            k->compute_pct = round2(100 * k->compute_us / k->kernel_us);
+            k->non_compute_pct = round2(100 * k->non_compute_us / k->kernel_us);
+        }
+    }
+    /* communication-computation overlap (HTA §1.5) */
+    if (nm) {
+        struct swift_an_ival *ov = malloc((nm + nc + 1) * sizeof(*ov));
+        if (!ov)
+            abort();
+        size_t no = swift_an_ival_and(comm, nm, comp, nc, ov);
+        k->comm_us = swift_an_ival_len(comm, nm);
+        double o = swift_an_ival_len(ov, no);
+        k->comm_exposed_us = k->comm_us - o;
+        k->overlap_pct = k->comm_us > 0 ? round2(100 * o / k->comm_us) : 0;
+        free(ov);
+    }
+    /* kernel-type combination table (HTA §1.4 table 1): sweep the three merged lists */
+    size_t np = 0;
+    struct sweep_pt *pts = malloc(2 * (nc + nm + nmem + 1) * sizeof(*pts));
+    if (!pts)
+        abort();
+    const struct swift_an_ival *lists[3] = {comp, comm, mem};
+    size_t counts[3] = {nc, nm, nmem};
+    for (int l = 0; l < 3; l++)
+        for (size_t i = 0; i < counts[l]; i++) {
+            pts[np++] = (struct sweep_pt){lists[l][i].b, 1, 1u << l};
+            pts[np++] = (struct sweep_pt){lists[l][i].e, -1, 1u << l};
+        }
+    swift_an_sort(pts, np, sizeof(*pts), cmp_sweep);
+    unsigned mask = 0;
+    double prev = np ? pts[0].t : 0;
+    for (size_t i = 0; i < np;) {
+        double t = pts[i].t;
+        if (mask)
+            k->combo_us[mask & 7] += t - prev;
+        while (i < np && pts[i].t == t) {
+            if (pts[i].d > 0)
+                mask |= pts[i].bit;
+            else
+                mask &= ~pts[i].bit;
+            i++;
+        }
+        prev = t;
+    }
+    free(pts);
+    free(all);
+    free(comp);
+    free(comm);
+    free(mem);
+}
+
+/* ---------- kernel breakdown by name (HTA §1.4 table 2) ---------- */
+
+struct kagg {
+    uint32_t name;
+    long count;
+    double sum, sumsq, max, min;
+};
+
+static int cmp_kagg_sum(const void *a, const void *b)
+{
+    const struct kagg *x = a, *y = b;
+    return (x->sum < y->sum) - (x->sum > y->sum);
+}
+
+struct kctx {
+    const struct swift_an_strtab *st;
+};
+static const struct swift_an_strtab *sort_st;
+static int cmp_krow_name(const void *a, const void *b)
+{
+    const struct swift_an_krow *x = a, *y = b;
+    const char *nx = x->name == SWIFT_AN_NONE ? "others" : swift_an_str(sort_st, x->name);
+    const char *ny = y->name == SWIFT_AN_NONE ? "others" : swift_an_str(sort_st, y->name);
+    return strcmp(nx, ny);
+}
+
+static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
+{
+    uint32_t nn = c->set->strs.n;
+    struct kagg *agg = calloc(nn ? nn : 1, sizeof(*agg));
+    int *seen = calloc(nn ? nn : 1, sizeof(*seen));
+    if (!agg || !seen)
+        abort();
+    for (int type = 0; type < 3; type++) {
+        size_t na = 0;
+        memset(seen, 0, nn * sizeof(*seen));
+        for (size_t i = 0; i < c->nrows; i++) {
+            const struct hrow *r = &c->rows[i];
+            if (r->ev->stream == -1 || r->type != type)
+                continue;
+            uint32_t nm = r->ev->name;
+            if (!seen[nm]) {
+                seen[nm] = (int)++na;
+                agg[na - 1] = (struct kagg){.name = nm, .min = INFINITY, .max = -INFINITY};
+            }
+            struct kagg *g = &agg[seen[nm] - 1];
+            double d = r->end - r->ts;
+            g->count++;
+            g->sum += d;
+            g->sumsq += d * d;
+            if (d > g->max)
+                g->max = d;
+            if (d < g->min)
+                g->min = d;
+        }
+        if (!na)
+            continue;
+        size_t nkeep = na;
+        struct kagg others = {.name = SWIFT_AN_NONE, .min = INFINITY, .max = -INFINITY};
+        if ((int)na > c->o->num_kernels) {
+            swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
+            double *cs = malloc(na * sizeof(*cs));
+            if (!cs)
+                abort();
+            for (size_t i = 0; i < na; i++)
+                cs[i] = (i ? cs[i - 1] : 0) + agg[i].sum;
+            double pos = c->o->duration_ratio * (double)(na - 1);
+            size_t lo = (size_t)floor(pos);
+            size_t hi = lo + 1 < na ? lo + 1 : lo;
+            double q = cs[lo] + (pos - (double)lo) * (cs[hi] - cs[lo]);
+            nkeep = 0;
+            for (size_t i = 0; i < na; i++) {
+                if (cs[i] > q || (int)i >= c->o->num_kernels) {
+                    others.count += agg[i].count;
+                    others.sum += agg[i].sum;
+                    others.sumsq += agg[i].sumsq;
+                    if (agg[i].max > others.max)
+                        others.max = agg[i].max;
+                    if (agg[i].min < others.min)
+                        others.min = agg[i].min;
+                } else {
+                    agg[nkeep++] = agg[i];
+                }
+            }
+            free(cs);
+            if (others.count)
+                agg[nkeep++] = others;
+        }
+        size_t base = k->nkrows;
+        k->krows = realloc(k->krows, (k->nkrows + nkeep) * sizeof(*k->krows));
+        if (!k->krows)
+            abort();
+        for (size_t i = 0; i < nkeep; i++) {
+            struct kagg *g = &agg[i];
+            double mean = g->sum / (double)g->count;
+            double var = g->count > 1 ? (g->sumsq - g->sum * mean) / (double)(g->count - 1) : 0;
+            k->krows[k->nkrows++] = (struct swift_an_krow){.type = type,
+                                                           .name = g->name,
+                                                           .count = g->count,
+                                                           .sum = g->sum,
+                                                           .max = g->max,
+                                                           .min = g->min,
+                                                           .mean = mean,
+                                                           .std = var > 0 ? sqrt(var) : 0};
+        }
+        sort_st = &c->set->strs;
+        swift_an_sort(k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name);
+    }
+    free(agg);
+    free(seen);
+}
+
+/* ---------- idle time by cause (HTA §1.3) and launch statistics (§1.6) ---------- */
+
+static int is_idle_cat(const char *cat)
+{
+    static const char *const cats[] = {"kernel",
+                                       "Kernel",
+                                       "gpu_memset",
+                                       "Memset",
+                                       "gpu_memcpy",
+                                       "Memcpy",
+                                       "mtia_ccp_events",
+                                       NULL};
+    for (int i = 0; cats[i]; i++)
+        if (!strcmp(cat, cats[i]))
+            return 1;
+    return 0;
+}
+
+static int cmp_hrow_stream_ts(const void *a, const void *b)
+{
+    const struct hrow *x = *(const struct hrow *const *)a, *y = *(const struct hrow *const *)b;
+    if (x->ev->stream != y->ev->stream)
+        return x->ev->stream < y->ev->stream ? -1 : 1;
+    return cmp_hrow_ts(a, b);
+}
+
+static int is_launch_name(const char *n)
+{
+    return !strcmp(n, "cudaLaunchKernel") || !strcmp(n, "cudaLaunchKernelExC") ||
+           !strcmp(n, "runFunction - job_prep_and_submit_for_execution") ||
+           !strcmp(n, "cudaMemcpyAsync") || !strcmp(n, "cudaMemsetAsync");
+}
+
+static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
+{
+    const struct swift_an_strtab *st = &c->set->strs;
+    struct imap rt_ts = {0}, rt_end = {0}, launch = {0};
+    for (size_t i = 0; i < c->nrows; i++) {
+        const struct hrow *r = &c->rows[i];
+        if (r->gpu || r->ev->corr < 0)
+            continue;
+        imap_put(&rt_ts, r->ev->corr, r->ts);
+        if (r->ev->stream == -1 && is_launch_name(swift_an_str(st, r->ev->name))) {
+            imap_put(&launch, r->ev->corr, r->end - r->ts);
+            imap_put(&rt_end, r->ev->corr, r->end);
+        }
+    }
+    const struct hrow **sel = malloc((c->nrows + 1) * sizeof(*sel));
+    if (!sel)
+        abort();
+    size_t n = 0;
+    double sum_cpu = 0, sum_delay = 0;
+    for (size_t i = 0; i < c->nrows; i++) {
+        const struct hrow *r = &c->rows[i];
+        if (r->ev->stream == -1)
+            continue;
+        double cpu_dur, cpu_end;
+        if (imap_get(&launch, r->ev->corr, &cpu_dur) && imap_get(&rt_end, r->ev->corr, &cpu_end)) {
+            double gpu_dur = r->end - r->ts;
+            double delay = r->ts - cpu_end;
+            if (delay < 0)
+                delay = 0;
+            k->launches++;
+            sum_cpu += cpu_dur;
+            sum_delay += delay;
+            if (cpu_dur <= c->o->runtime_cutoff_us && gpu_dur < cpu_dur)
+                k->short_kernels++;
+            if (cpu_dur > c->o->runtime_cutoff_us)
+                k->runtime_outliers++;
+            if (delay > c->o->launch_delay_cutoff_us)
+                k->delay_outliers++;
+        }
+        if (r->ev->cat != SWIFT_AN_NONE && is_idle_cat(swift_an_str(st, r->ev->cat)))
+            sel[n++] = r;
+    }
+    if (k->launches) {
+        k->launch_cpu_us = sum_cpu / (double)k->launches;
+        k->launch_delay_us = sum_delay / (double)k->launches;
+    }
+    swift_an_sort(sel, n, sizeof(*sel), cmp_hrow_stream_ts);
+    for (size_t i = 0; i < n;) {
+        int32_t stream = sel[i]->ev->stream;
+        struct swift_an_idle_row row = {.stream = stream};
+        double prev_end = sel[i]->end;
+        for (i++; i < n && sel[i]->ev->stream == stream; i++) {
+            double gap = sel[i]->ts - prev_end, t_rt;
+            int has_rt = imap_get(&rt_ts, sel[i]->ev->corr, &t_rt);
+            if (has_rt && t_rt > prev_end)
+                row.host_wait += gap;
+            else if (gap < c->o->consecutive_kernel_delay_us)
+                row.kernel_wait += gap;
+            else
+                row.other += gap;
+            prev_end = sel[i]->end;
+        }
+        k->idle = realloc(k->idle, (k->nidle + 1) * sizeof(*k->idle));
+        if (!k->idle)
+            abort();
+        k->idle[k->nidle++] = row;
+    }
+    free(sel);
+    imap_free(&rt_ts);
+    imap_free(&rt_end);
+    imap_free(&launch);
+}
+
+/* ---------- TensorBoard plugin: steps and role breakdown (REFERENCE.md §5.1) ---------- */
+
+enum tbtype {
+    TB_NONE,
+    TB_OP,
+    TB_STEP,
+    TB_RUNTIME,
+    TB_KERNEL,
+    TB_MEMCPY,
+    TB_MEMSET,
+    TB_PYTHON,
+    TB_ANN,
+    TB_TRACE
+};
+
+static int lower_eq(const char *a, const char *b)
+{
+    return strcasecmp(a, b) == 0;
+}
+
+static int tb_type(const char *cat, const char *name)
+{
+    if (lower_eq(cat, "cpu_op") || lower_eq(cat, "operator"))
+        return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_OP;
+    if (lower_eq(cat, "user_annotation") || lower_eq(cat, "gpu_user_annotation"))
+        return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_ANN;
+    if (lower_eq(cat, "runtime") || lower_eq(cat, "cuda_runtime"))
+        return TB_RUNTIME;
+    if (lower_eq(cat, "kernel"))
+        return TB_KERNEL;
+    if (lower_eq(cat, "memcpy") || lower_eq(cat, "gpu_memcpy"))
+        return TB_MEMCPY;
+    if (lower_eq(cat, "memset") || lower_eq(cat, "gpu_memset"))
+        return TB_MEMSET;
+    if (lower_eq(cat, "python"))
+        return TB_PYTHON;
+    if (lower_eq(cat, "trace"))
+        return TB_TRACE;
+    return TB_NONE;
+}
+
+static int is_comm_op(const char *n)
+{
+    static const char *const ops[] = {"nccl:broadcast",
+                                      "nccl:reduce",
+                                      "nccl:all_reduce",
+                                      "nccl:all_gather",
+                                      "nccl:reduce_scatter",
+                                      "gloo:broadcast",
+                                      "gloo:reduce",
+                                      "gloo:all_reduce",
+                                      "gloo:all_gather",
+                                      "gloo:reduce_scatter",
+                                      NULL};
+    for (int i = 0; ops[i]; i++)
+        if (!strcmp(n, ops[i]))
+            return 1;
+    return 0;
+}
+
+struct rt {
+    double b, e;
+    int64_t corr;
+};
+static int cmp_rt(const void *a, const void *b)
+{
+    const struct rt *x = a, *y = b;
+    return (x->b > y->b) - (x->b < y->b);
+}
+struct stepdef {
+    double b, e;
+    int64_t n;
+};
+/* Is step i among the n longest? */
+static int is_worst(const struct stepdef *st, size_t nsteps, size_t i, size_t n)
+{
+    size_t longer = 0;
+    double d = st[i].e - st[i].b;
+    for (size_t j = 0; j < nsteps && longer < n; j++)
+        if (st[j].e - st[j].b > d || (st[j].e - st[j].b == d && j < i))
+            longer++;
+    return longer < n;
+}
+
+static int cmp_stepdef(const void *a, const void *b)
+{
+    const struct stepdef *x = a, *y = b;
+    return (x->b > y->b) - (x->b < y->b);
+}
+
+static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
+{
+    const struct swift_an_source *s = c->src;
+    const struct swift_an_strtab *st = &c->set->strs;
+    int8_t *types = malloc(st->n + 1);
+    if (!types)
+        abort();
+    memset(types, -1, st->n + 1);
+    struct swift_an_ivec role[SWIFT_TB_NROLE] = {{0}};
+    struct swift_an_ivec kern_dev[SWIFT_AN_MAX_DEV] = {{0}};
+    struct stepdef *steps = NULL;
+    size_t nsteps = 0;
+    struct rt *rts = NULL;
+    size_t nrt = 0;
+    struct imap comm_ext = {0};
+    double cpu_min = INFINITY, cpu_max = -INFINITY;
+    /* pass 1: communication ops (their external ids) */
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->cat == SWIFT_AN_NONE)
+            continue;
+        int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name));
+        if ((t == TB_OP || t == TB_ANN || t == TB_PYTHON) && is_comm_op(swift_an_str(st, e->name)))
+            imap_put(&comm_ext, e->ext, 0);
+    }
+    /* device ops per correlation: first and last end for the step extension */
+    struct imap dev_min = {0}, dev_max = {0}, dev_cnt = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->cat == SWIFT_AN_NONE)
+            continue;
+        const char *nm = swift_an_str(st, e->name);
+        int t = tb_type(swift_an_str(st, e->cat), nm);
+        double b = e->ts, en = e->ts + e->dur;
+        switch (t) {
+        case TB_KERNEL:
+            if (imap_get(&comm_ext, e->ext, NULL))
+                swift_an_ivec_push(&role[SWIFT_TB_COMM], b, en);
+            else
+                swift_an_ivec_push(&role[SWIFT_TB_KERNEL], b, en);
+            if (e->pid >= 0 && e->pid < SWIFT_AN_MAX_DEV)
+                swift_an_ivec_push(&kern_dev[e->pid], b, en);
+            /* fall through */
+        case TB_MEMCPY:
+        case TB_MEMSET:
+            if (t == TB_MEMCPY)
+                swift_an_ivec_push(&role[SWIFT_TB_MEMCPY], b, en);
+            if (t == TB_MEMSET)
+                swift_an_ivec_push(&role[SWIFT_TB_MEMSET], b, en);
+            {
+                double *mn = imap_ref(&dev_min, e->corr, b), *mx = imap_ref(&dev_max, e->corr, en);
+                double *cnt = imap_ref(&dev_cnt, e->corr, 0);
+                if (b < *mn)
+                    *mn = b;
+                if (en > *mx)
+                    *mx = en;
+                *cnt += 1;
+            }
+            break;
+        case TB_RUNTIME:
+            swift_an_ivec_push(&role[SWIFT_TB_RUNTIME], b, en);
+            rts = realloc(rts, (nrt + 1) * sizeof(*rts));
+            if (!rts)
+                abort();
+            rts[nrt++] = (struct rt){b, en, e->corr};
+            break;
+        case TB_STEP:
+            steps = realloc(steps, (nsteps + 1) * sizeof(*steps));
+            if (!steps)
+                abort();
+            steps[nsteps++] = (struct stepdef){b, en, strtoll(nm + 13, NULL, 10)};
+            if (b < cpu_min)
+                cpu_min = b;
+            if (en > cpu_max)
+                cpu_max = en;
+            break;
+        case TB_OP:
+        case TB_ANN:
+        case TB_PYTHON:
+            if ((!strncmp(nm, "enumerate(DataLoader)#", 22) && strlen(nm) >= 9 &&
+                 !strcmp(nm + strlen(nm) - 9, ".__next__")) ||
+                !strncmp(nm, "enumerate(DataPipe)#", 20)) {
+                if (t != TB_PYTHON) {
+                    swift_an_ivec_push(&role[SWIFT_TB_DATALOADER], b, en);
+                    break;
+                }
+            }
+            if (is_comm_op(nm))
+                swift_an_ivec_push(&role[SWIFT_TB_COMM], b, en);
+            else
+                swift_an_ivec_push(&role[SWIFT_TB_CPU], b, en);
+            if (t != TB_ANN) {
+                if (b < cpu_min)
+                    cpu_min = b;
+                if (en > cpu_max)
+                    cpu_max = en;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (!nsteps && cpu_min < cpu_max) {
+        steps = malloc(sizeof(*steps));
+        if (!steps)
+            abort();
+        steps[nsteps++] = (struct stepdef){cpu_min, cpu_max, 0};
+    }
+    swift_an_sort(steps, nsteps, sizeof(*steps), cmp_stepdef);
+    swift_an_sort(rts, nrt, sizeof(*rts), cmp_rt);
+    /* _find_device_steps */
+    double *dmin = malloc((nsteps + 1) * sizeof(double)),
+           *dmax = malloc((nsteps + 1) * sizeof(double));
+    long *matched = calloc(nsteps + 1, sizeof(long));
+    if (!dmin || !dmax || !matched)
+        abort();
+    size_t is = 0, ir = 0;
+    double smin = INFINITY, smax = -INFINITY;
+    long nmatched = 0;
+    while (is < nsteps && ir < nrt) {
+        if (rts[ir].b < steps[is].b) {
+            ir++;
+        } else if (rts[ir].e <= steps[is].e) {
+            double v;
+            if (imap_get(&dev_min, rts[ir].corr, &v)) {
+                double mx = 0, cnt = 0;
+                imap_get(&dev_max, rts[ir].corr, &mx);
+                imap_get(&dev_cnt, rts[ir].corr, &cnt);
+                if (v < smin)
+                    smin = v;
+                if (mx > smax)
+                    smax = mx;
+                matched[is] += (long)cnt;
+                nmatched += (long)cnt;
+            }
+            ir++;
+        } else if (rts[ir].b < steps[is].e) {
+            ir++;
+        } else {
+            dmin[is] = smin, dmax[is] = smax;
+            is++;
+            smin = INFINITY, smax = -INFINITY;
+        }
+    }
+    while (is < nsteps) {
+        dmin[is] = smin, dmax[is] = smax;
+        smin = INFINITY, smax = -INFINITY;
+        is++;
+    }
+    if (nmatched > 0 && nsteps) {
+        double prev_end = steps[0].b;
+        if (dmin[0] != INFINITY) {
+            /* device ops not launched inside any step that end before step 0's first one */
+            for (size_t i = 0; i < s->n; i++) {
+                const struct swift_an_ev *e = &s->ev[i];
+                if (e->cat == SWIFT_AN_NONE)
+                    continue;
+                int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name));
+                if (t != TB_KERNEL && t != TB_MEMCPY && t != TB_MEMSET)
+                    continue;
+                double en = e->ts + e->dur;
+                if (en < dmin[0] && en > prev_end)
+                    prev_end = en; /* launched before the first step (or not inside one) */
+            }
+        }
+        for (size_t i = 0; i < nsteps; i++) {
+            double b = prev_end > steps[i].b ? prev_end : steps[i].b;
+            double e = steps[i].e;
+            if (dmin[i] == INFINITY)
+                e = e > b ? e : b;
+            else {
+                e = e > dmax[i] ? e : dmax[i];
+                if (e < b)
+                    e = b;
+            }
+            steps[i].b = b, steps[i].e = e;
+            prev_end = e;
+        }
+        if (nsteps > 1) {
+            long i = (long)nsteps - 1;
+            while (i >= 0 && matched[i] == 0)
+                i--;
+            if (i >= 0) {
+                size_t keep = (size_t)i + 1;
+                if (i > 0 && (double)matched[i - 1] * 0.8 > (double)matched[i])
+                    keep = (size_t)i;
+                nsteps = keep;
+            }
+        }
+    }
+    /* role ranges: merged; then claim step time in role order */
+    for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
+        role[r].n = swift_an_ival_merge(role[r].v, role[r].n);
+    k->steps = calloc(nsteps + 1, sizeof(*k->steps));
+    if (!k->steps)
+        abort();
+    k->nsteps = nsteps;
+    size_t cap = 16;
+    for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
+        cap += role[r].n;
+    struct swift_an_ival *slots = malloc(cap * sizeof(*slots)), *tmp = malloc(cap * sizeof(*tmp)),
+                         *claim = malloc(cap * sizeof(*claim));
+    if (!slots || !tmp || !claim)
+        abort();
+    for (size_t i = 0; i < nsteps; i++) {
+        struct swift_an_tbstep *ts = &k->steps[i];
+        ts->step = steps[i].n;
+        ts->b = steps[i].b;
+        ts->e = steps[i].e;
+        size_t ns = 1;
+        slots[0] = (struct swift_an_ival){ts->b, ts->e};
+        if (ts->e <= ts->b)
+            ns = 0;
+        double claimed = 0;
+        int keep_segs = is_worst(steps, nsteps, i, SWIFT_AN_TIMELINE_STEPS);
+        for (int r = 0; r < SWIFT_TB_NROLE - 1; r++) {
+            /* only the role intervals that can meet this step */
+            size_t lo = swift_an_ival_find(role[r].v, role[r].n, ts->b), hi = lo;
+            while (hi < role[r].n && role[r].v[hi].b < ts->e)
+                hi++;
+            size_t nc = swift_an_ival_and(slots, ns, role[r].v + lo, hi - lo, claim);
+            ts->role[r] = swift_an_ival_len(claim, nc);
+            claimed += ts->role[r];
+            if (keep_segs)
+                swift_an_seg_add(&ts->seg, &ts->nseg, r, claim, nc, (ts->e - ts->b) / 2000);
+            ns = swift_an_ival_sub(slots, ns, claim, nc, tmp);
+            memcpy(slots, tmp, ns * sizeof(*slots));
+        }
+        ts->role[SWIFT_TB_OTHER] = (ts->e - ts->b) - claimed;
+        if (keep_segs)
+            swift_an_seg_sort(ts->seg, ts->nseg);
+        for (int r = 0; r < SWIFT_TB_NROLE; r++)
+            k->avg[r] += ts->role[r] / (double)nsteps;
+        k->avg_total += (ts->e - ts->b) / (double)nsteps;
+    }
+    /* GPU utilization over all steps, per device; we report the first device with kernels */
+    k->gpu_util = -1;
+    if (nsteps) {
+        double lo = k->steps[0].b, hi = k->steps[nsteps - 1].e;
+        for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
+            if (!kern_dev[d].n)
+                continue;
+            size_t n = swift_an_ival_merge(kern_dev[d].v, kern_dev[d].n);
+            if (hi > lo) {
+                k->gpu_util = swift_an_ival_len_in(kern_dev[d].v, n, lo, hi) / (hi - lo);
+                break;
+            }
+        }
+    }
+    free(slots);
+    free(tmp);
+    free(claim);
+    free(dmin);
+    free(dmax);
+    free(matched);
+    free(steps);
+    free(rts);
+    free(types);
+    for (int r = 0; r < SWIFT_TB_NROLE; r++)
+        swift_an_ivec_free(&role[r]);
+    for (int d = 0; d < SWIFT_AN_MAX_DEV; d++)
+        swift_an_ivec_free(&kern_dev[d]);
+    imap_free(&comm_ext);
+    imap_free(&dev_min);
+    imap_free(&dev_max);
+    imap_free(&dev_cnt);
+}
+
+/* ---------- NCCL ---------- */
+
+static const struct swift_an_ev *nccl_src_ev;
+static int cmp_idx_dur(const void *a, const void *b)
+{
+    double x = nccl_src_ev[*(const size_t *)a].dur, y = nccl_src_ev[*(const size_t *)b].dur;
+    return (x < y) - (x > y);
+}
+
+size_t swift_an_kineto_nccl(const struct swift_an_set *set, const struct swift_an_source *src,
+                            size_t **idx)
+{
+    size_t n = 0;
+    *idx = malloc((src->n + 1) * sizeof(**idx));
+    if (!*idx)
+        abort();
+    for (size_t i = 0; i < src->n; i++) {
+        const char *nm = swift_an_str(&set->strs, src->ev[i].name);
+        if (src->ev[i].stream >= 0 &&
+            (!strncmp(nm, "ncclKernel", 10) || !strncmp(nm, "ncclDevKernel", 13)))
+            (*idx)[n++] = i;
+    }
+    nccl_src_ev = src->ev;
+    swift_an_sort(*idx, n, sizeof(**idx), cmp_idx_dur);
+    return n;
+}
+
+/* ---------- entry ---------- */
+
+int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_an_source *src,
+                            const struct swift_an_kineto_opts *o, struct swift_an_kineto *k)
+{
+    memset(k, 0, sizeof(*k));
+    struct ctx c = {.set = set, .src = src, .o = o};
+    c.ntype = calloc(set->strs.n + 1, sizeof(int));
+    if (!c.ntype)
+        abort();
+    hta_rows(&c);
+    temporal(&c, k);
+    kernel_rows(&c, k);
+    idle_and_launch(&c, k);
+    tensorboard(&c, k);
+    k->sm_eff = -1;
+    for (size_t i = 0; i < src->n; i++) {
+        const struct swift_an_ev *e = &src->ev[i];
+        if (e->stream >= 0 && e->comm != SWIFT_AN_NONE) {
+            k->ncoll++;
+            k->coll_us += e->dur;
+        }
+    }
+    free(c.rows);
+    free(c.ntype);
+    return 0;
+}
+
+void swift_an_kineto_release(struct swift_an_kineto *k)
+{
+    for (size_t i = 0; i < k->nsteps; i++)
+        free(k->steps[i].seg);
+    free(k->krows);
+    free(k->idle);
+    free(k->steps);
+    memset(k, 0, sizeof(*k));
+}

@@ -1,0 +1,134 @@
+/*
+ * analyze/load — stream trace files into compact per-event records.
+ *
+ * Reads, in any mix: our JSONL trace files (*.trace.jsonl, lib/trace.h), PyTorch profiler
+ * (Kineto) Chrome traces in JSON Object or JSON Array format (*.json), either gzip-compressed
+ * (*.gz, read with zlib gzread), and directories of them. A file is never loaded whole: a small
+ * scanner finds the "traceEvents" array and hands each event object's bytes to jansson
+ * (json_loadb) one at a time; only a compact record per duration event is kept (ts, dur,
+ * interned cat and name, pid/tid, stream, correlation, external id and a few args), so memory
+ * grows with the number of events the analysis keeps, not with the file size.
+ *
+ *     struct swift_an_set set;
+ *     swift_an_set_init(&set);
+ *     for (...) swift_an_load_path(&set, path, 0);   // < 0: error reported, file skipped
+ *     ... set.src[i].ev[j] ...
+ *     swift_an_set_release(&set);
+ *
+ * Errors name the file, the line and the byte offset in the (uncompressed) stream:
+ * "swift-trace-analyze:rank0.json.gz:1234: byte 56789: event without ts".
+ */
+#ifndef SWIFT_ANALYZE_LOAD_H
+#define SWIFT_ANALYZE_LOAD_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* String interning shared by every source of a set, so ids compare across ranks. */
+struct swift_an_strtab {
+    char **str; /* id -> string (owned) */
+    uint32_t n, cap;
+    uint32_t *slot; /* open-addressing hash of id+1 (0 = empty) */
+    uint32_t nslot;
+};
+uint32_t swift_an_intern(struct swift_an_strtab *t, const char *s, size_t len);
+/* -1 (as uint32_t max) when absent. */
+uint32_t swift_an_lookup(const struct swift_an_strtab *t, const char *s);
+static inline const char *swift_an_str(const struct swift_an_strtab *t, uint32_t id)
+{
+    return id < t->n ? t->str[id] : "";
+}
+
+/* Arguments of a collective (NCCL) kernel or record_param_comms op (Kineto args). */
+struct swift_an_comm {
+    uint32_t collective, dtype, in_split, out_split, pg_name, pg_desc, pg_ranks; /* interned */
+    int64_t in_nelems, out_nelems, group_size;
+};
+
+enum { SWIFT_AN_NONE = UINT32_MAX };
+
+/* One duration ("X") event. Times are microseconds, as in the file. */
+struct swift_an_ev {
+    double ts, dur;
+    int64_t pid, tid;   /* string ids ("stream 7", "Spans") map to their number or to -1000000-id */
+    int64_t corr;       /* args.correlation, -1 if none */
+    int64_t ext;        /* args["External id"|"external id"], -1 if none */
+    int64_t aux;        /* our traces: args.tokens; Kineto: bytes of a memcpy */
+    uint32_t name, cat; /* interned */
+    int32_t stream;     /* args.stream as HTA reads it, -1 if none or not a number */
+    int32_t step;       /* our traces: args.step, else -1 */
+    uint32_t comm;      /* index into swift_an_source.comm, or SWIFT_AN_NONE */
+    float blocks_per_sm, occupancy; /* Kineto kernel args, -1 if none */
+};
+
+enum swift_an_kind { SWIFT_AN_KINETO = 1, SWIFT_AN_SWIFT = 2 };
+
+#define SWIFT_AN_MAX_DEV 16
+
+/* One input file: one process (one rank of one stage, or one Kineto trace). */
+struct swift_an_source {
+    char *path;
+    int kind;
+    int rank, world_size; /* -1 / 0 when unknown */
+    char *host, *stage, *process_name;
+    int64_t pid;
+    double clock_offset_us; /* swift_meta: this host minus rank 0 */
+    json_t *argv;           /* swift_meta.argv (array of strings) or NULL; owned */
+    json_t *meta;           /* Kineto top-level keys other than traceEvents; owned */
+    char *trace_name, *time_unit;
+    double base_time_ns;
+    int ts_real; /* some ts had a fraction (HTA rounds those traces) */
+    struct swift_an_ev *ev;
+    size_t n, cap;
+    struct swift_an_comm *comm;
+    size_t ncomm, capcomm;
+    /* memory: [memory] instants (Kineto) or memory counters (ours), per device */
+    double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
+    double mem_peak_ts[SWIFT_AN_MAX_DEV];
+    uint64_t bytes;   /* uncompressed bytes read */
+    long nevents;     /* events seen (every ph) */
+    long unknown_cat; /* our traces: events with a category outside the set */
+};
+
+struct swift_an_set {
+    struct swift_an_strtab strs;
+    struct swift_an_source *src;
+    size_t n, cap;
+    int nfailed;       /* files that could not be read */
+    size_t kept;       /* events kept over all sources */
+    size_t max_events; /* ceiling on kept events over all files (0: 1<<31) */
+};
+
+void swift_an_set_init(struct swift_an_set *set);
+void swift_an_set_release(struct swift_an_set *set);
+
+enum { SWIFT_AN_LOAD_RECURSE = 1 };
+/* Load one file, or every trace file in a directory (sorted by name). Returns the number of
+ * files loaded, or -1 when the path itself is unusable; a damaged file is reported, counted in
+ * set->nfailed and left out (its partial events are dropped). */
+int swift_an_load_path(struct swift_an_set *set, const char *path, int flags);
+/* Load one file from memory (fuzzing, tests); `name` is used in messages and to pick the
+ * format (".jsonl" → JSONL). Returns 0 or -1. */
+int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void *data, size_t len);
+/* 1 if the file's first 64 KiB look like a trace (JSON array, or "traceEvents" / "ph" keys):
+ * tells a trace.json from a config file given as the first argument. */
+int swift_an_looks_like_trace(const char *path);
+/* 1 if the name looks like a trace file (*.json, *.json.gz, *.jsonl, *.jsonl.gz). */
+int swift_an_is_trace_name(const char *name);
+
+/*
+ * Generic streaming event iterator over one trace file, used by the loader and by --merge to
+ * re-read inputs without keeping them: calls fn(ctx, event, byte_offset, line) for every element
+ * of traceEvents (or every JSONL line); top-level keys other than traceEvents go to meta_fn
+ * (may be NULL; value borrowed). fn returns 0 to go on, < 0 to stop with that error.
+ * Returns 0 or -1 after reporting an error with the file and position.
+ */
+typedef int (*swift_an_event_fn)(void *ctx, json_t *ev, uint64_t off, long line);
+typedef void (*swift_an_meta_fn)(void *ctx, const char *key, json_t *value);
+int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_fn meta_fn,
+                         void *ctx);
+int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift_an_event_fn fn,
+                           swift_an_meta_fn meta_fn, void *ctx);
+
+#endif

@@ -1,0 +1,800 @@
+#include "analyze/rules.h"
+#include "analyze/breakdown.h"
+#include "error.h"
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "banned.h"
+
+const char *const swift_an_rule_ids[] = {"data_stall",
+                                         "comm_bound",
+                                         "launch_bound",
+                                         "gpu_idle",
+                                         "straggler",
+                                         "memory_headroom",
+                                         "ckpt_stall",
+                                         "serial_preprocess",
+                                         NULL};
+
+void swift_an_thresholds_default(struct swift_an_thresholds *t)
+{
+    t->data_stall_pct = 10;
+    t->comm_bound_pct = 40;
+    t->launch_short_pct = 30;
+    t->gpu_idle_pct = 50;
+    t->straggler_pct = 10;
+    t->memory_headroom_pct = 90;
+    t->ckpt_stall_pct = 5;
+    t->serial_preprocess_pct = 50;
+}
+
+int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq)
+        return -1;
+    double v;
+    if (swift_parse_double(eq + 1, &v) < 0 || !(v >= 0) || v > 1e9)
+        return -1;
+    size_t l = (size_t)(eq - spec);
+    double *slots[] = {&t->data_stall_pct,
+                       &t->comm_bound_pct,
+                       &t->launch_short_pct,
+                       &t->gpu_idle_pct,
+                       &t->straggler_pct,
+                       &t->memory_headroom_pct,
+                       &t->ckpt_stall_pct,
+                       &t->serial_preprocess_pct};
+    for (int i = 0; swift_an_rule_ids[i]; i++)
+        if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
+            *slots[i] = v;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---------- command lines ---------- */
+
+static void sb_add(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    size_t l = strlen(s);
+    if (*len + l + 1 > *cap) {
+        *cap = (*len + l + 1) * 2;
+        *buf = realloc(*buf, *cap);
+        if (!*buf)
+            abort();
+    }
+    memcpy(*buf + *len, s, l + 1);
+    *len += l;
+}
+
+static void sb_quoted(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    int plain = *s != 0;
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p))
+            plain = 0;
+    if (plain) {
+        sb_add(buf, len, cap, s);
+        return;
+    }
+    sb_add(buf, len, cap, "'");
+    for (const char *p = s; *p; p++) {
+        char c[2] = {*p, 0};
+        sb_add(buf, len, cap, *p == '\'' ? "'\\''" : c);
+    }
+    sb_add(buf, len, cap, "'");
+}
+
+/* Does argv word w name option opt ("--num-workers", also "--num_workers")? Returns 1 for
+ * "--opt", 2 for "--opt=V", 0 otherwise. */
+static int opt_match(const char *w, const char *opt)
+{
+    if (strncmp(w, "--", 2))
+        return 0;
+    w += 2;
+    size_t i = 0;
+    for (; opt[i] && w[i]; i++) {
+        char a = w[i] == '_' ? '-' : w[i];
+        if (a != opt[i])
+            return 0;
+    }
+    if (opt[i])
+        return 0;
+    return w[i] == 0 ? 1 : w[i] == '=' ? 2 : 0;
+}
+
+/* A new argv array with --opt set to value (replaced in place, or appended). */
+static json_t *argv_set(json_t *argv, const char *opt, const char *value)
+{
+    json_t *out = json_array();
+    size_t n = json_array_size(argv);
+    int done = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *w = json_string_value(json_array_get(argv, i));
+        if (!w)
+            continue;
+        int m = done ? 0 : opt_match(w, opt);
+        if (m) {
+            char flag[256];
+            snprintf(flag, sizeof(flag), "--%s", opt);
+            json_array_append_new(out, json_string(flag));
+            json_array_append_new(out, json_string(value));
+            if (m == 1 && i + 1 < n)
+                i++; /* the old value */
+            done = 1;
+            continue;
+        }
+        json_array_append_new(out, json_string(w));
+    }
+    if (!done) {
+        char flag[256];
+        snprintf(flag, sizeof(flag), "--%s", opt);
+        json_array_append_new(out, json_string(flag));
+        json_array_append_new(out, json_string(value));
+    }
+    return out;
+}
+
+static char *argv_quote(json_t *argv)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    sb_add(&buf, &len, &cap, "");
+    size_t i;
+    json_t *w;
+    json_array_foreach(argv, i, w)
+    {
+        if (i)
+            sb_add(&buf, &len, &cap, " ");
+        sb_quoted(&buf, &len, &cap, json_string_value(w) ? json_string_value(w) : "");
+    }
+    return buf;
+}
+
+char *swift_an_argv_with(json_t *argv, const char *opt, const char *value)
+{
+    json_t *a = argv_set(argv, opt, value);
+    char *s = argv_quote(a);
+    json_decref(a);
+    return s;
+}
+
+/* Current integer value of an option in argv, or dflt. */
+static long argv_long(json_t *argv, const char *opt, long dflt)
+{
+    size_t n = json_array_size(argv);
+    for (size_t i = 0; i < n; i++) {
+        const char *w = json_string_value(json_array_get(argv, i));
+        if (!w)
+            continue;
+        int m = opt_match(w, opt);
+        const char *v = m == 2                ? strchr(w, '=') + 1
+                        : m == 1 && i + 1 < n ? json_string_value(json_array_get(argv, i + 1))
+                                              : NULL;
+        long x;
+        if (v && swift_parse_long(v, 0, 1L << 40, &x) == 0)
+            return x;
+    }
+    return dflt;
+}
+
+/* ---------- helpers ---------- */
+
+static const char *sev_name(int s)
+{
+    return s == SWIFT_SEV_CRITICAL ? "critical" : s == SWIFT_SEV_WARN ? "warn" : "info";
+}
+
+static int sev_above(double v, double th)
+{
+    return v >= 2 * th ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN;
+}
+
+static int sev_below(double v, double th)
+{
+    return v <= th / 2 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN;
+}
+
+static double r2(double x)
+{
+    return round(x * 100) / 100;
+}
+
+static json_t *worst_spans(const struct swift_an_proc *p, int part, int top)
+{
+    /* steps with the most time in `part` (or the longest steps when part < 0) */
+    json_t *a = json_array();
+    size_t n = p->nsteps;
+    size_t *idx = malloc((n + 1) * sizeof(*idx));
+    if (!idx)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    for (int t = 0; t < top && (size_t)t < n; t++) {
+        size_t best = (size_t)t;
+        for (size_t i = (size_t)t + 1; i < n; i++) {
+            double x = part >= 0 ? p->steps[idx[i]].part[part] : p->steps[idx[i]].dur;
+            double y = part >= 0 ? p->steps[idx[best]].part[part] : p->steps[idx[best]].dur;
+            if (x > y)
+                best = i;
+        }
+        size_t tmp = idx[t];
+        idx[t] = idx[best];
+        idx[best] = tmp;
+        const struct swift_an_step *sp = &p->steps[idx[t]];
+        json_t *o = json_pack("{s:s,s:I,s:i,s:f,s:f}",
+                              "name",
+                              "step",
+                              "step",
+                              (json_int_t)sp->step,
+                              "rank",
+                              p->rank,
+                              "ts",
+                              sp->ts,
+                              "dur_us",
+                              r2(sp->dur));
+        if (part >= 0)
+            json_object_set_new(o, p->part_names[part], json_real(r2(sp->part[part])));
+        json_array_append_new(a, o);
+    }
+    free(idx);
+    return a;
+}
+
+static json_t *add(json_t *list, const char *rule, int sev, const struct swift_an_proc *p,
+                   double value, double th, const char *unit, const char *summary)
+{
+    json_t *b = json_pack("{s:s,s:s,s:s,s:i,s:f,s:f,s:s,s:s}",
+                          "rule",
+                          rule,
+                          "severity",
+                          sev_name(sev),
+                          "process",
+                          p ? p->label : "run",
+                          "rank",
+                          p ? p->rank : -1,
+                          "value",
+                          r2(value),
+                          "threshold",
+                          th,
+                          "unit",
+                          unit,
+                          "summary",
+                          summary);
+    json_array_append_new(list, b);
+    return b;
+}
+
+static void set_remedy(json_t *b, const char *remedy, char *command)
+{
+    json_object_set_new(b, "remedy", json_string(remedy));
+    if (command) {
+        json_object_set_new(b, "command", json_string(command));
+        free(command);
+    }
+}
+
+static int is_stage(const struct swift_an_proc *p, const char *stage)
+{
+    return p->src->stage && !strcmp(p->src->stage, stage);
+}
+
+/* ---------- the rules ---------- */
+
+static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
+                            const struct swift_analyze_opts *o)
+{
+    if (p->data_part < 0 || !p->nsteps || p->step_avg <= 0)
+        return;
+    double v = 100 * p->part_avg[p->data_part] / p->step_avg;
+    double th = o->th.data_stall_pct;
+    if (v <= th)
+        return;
+    char s[512];
+    snprintf(s,
+             sizeof(s),
+             "%.2f%% of step time is spent waiting for data (%.0f of %.0f us per step)",
+             v,
+             p->part_avg[p->data_part],
+             p->step_avg);
+    json_t *b = add(list, "data_stall", sev_above(v, th), p, v, th, "% of step time", s);
+    json_t *ev = json_pack("{s:f,s:f,s:I}",
+                           "data_us_per_step",
+                           r2(p->part_avg[p->data_part]),
+                           "step_us",
+                           r2(p->step_avg),
+                           "steps",
+                           (json_int_t)p->nsteps);
+    json_object_set_new(ev, "worst_spans", worst_spans(p, p->data_part, o->top));
+    json_object_set_new(b, "evidence", ev);
+    if (p->src->kind == SWIFT_AN_KINETO) {
+        set_remedy(
+            b,
+            "load batches in parallel: DataLoader(num_workers=N (e.g. the CPU cores per GPU), "
+            "pin_memory=True, persistent_workers=True, prefetch_factor=2); pre-tokenize "
+            "with swift-preprocess so the loader only reads shards",
+            NULL);
+    } else {
+        json_t *argv = p->src->argv;
+        char *cmd = NULL;
+        if (argv && json_array_size(argv)) {
+            long nw = argv_long(argv, "num-workers", 0);
+            long pf = argv_long(argv, "prefetch", 0);
+            char v1[32], v2[32];
+            snprintf(v1, sizeof(v1), "%ld", nw > 0 ? nw * 2 : 4);
+            snprintf(v2, sizeof(v2), "%ld", pf > 0 ? pf * 2 : 2);
+            json_t *a1 = argv_set(argv, "num-workers", v1);
+            json_t *a2 = argv_set(a1, "prefetch", v2);
+            cmd = argv_quote(a2);
+            json_decref(a1);
+            json_decref(a2);
+        }
+        set_remedy(b,
+                   "feed the step faster: swift-train --num-workers N (loader threads) and "
+                   "--prefetch N (batches ready ahead); pre-tokenize with swift-preprocess "
+                   "--threads N; --packing to cut padding",
+                   cmd);
+    }
+}
+
+static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
+                            const struct swift_analyze_opts *o)
+{
+    double v, exposed, base;
+    if (p->has_kineto) {
+        if (p->k.comm_us <= 0 || p->k.kernel_us <= 0)
+            return;
+        exposed = p->k.comm_exposed_us;
+        base = p->k.kernel_us;
+    } else {
+        if (p->comm_part < 0 || !p->nsteps || p->step_avg <= 0)
+            return;
+        exposed = p->part_avg[p->comm_part];
+        base = p->step_avg;
+    }
+    v = 100 * exposed / base;
+    double th = o->th.comm_bound_pct;
+    if (v <= th)
+        return;
+    char s[512];
+    snprintf(s,
+             sizeof(s),
+             "%.2f%% of %s is communication not hidden under computation",
+             v,
+             p->has_kineto ? "GPU time" : "step time");
+    json_t *b = add(list, "comm_bound", sev_above(v, th), p, v, th, "% of step time", s);
+    json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
+    if (p->has_kineto)
+        json_object_set_new(ev, "comm_comp_overlap_pct", json_real(p->k.overlap_pct));
+    json_object_set_new(ev, "worst_spans", worst_spans(p, p->comm_part, o->top));
+    json_object_set_new(b, "evidence", ev);
+    char *cmd = NULL;
+    if (!p->has_kineto && p->src->argv) {
+        long ga = argv_long(p->src->argv, "gradient-accumulation-steps", 1);
+        char val[32];
+        snprintf(val, sizeof(val), "%ld", ga * 2);
+        cmd = swift_an_argv_with(p->src->argv, "gradient-accumulation-steps", val);
+    }
+    set_remedy(
+        b,
+        p->has_kineto
+            ? "communicate less often or overlap it: gradient accumulation with "
+              "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
+              "check the NCCL transport (NCCL_DEBUG=INFO: NVLink/IB, not sockets)"
+            : "all-reduce less often: swift-train --gradient-accumulation-steps N (x2), a "
+              "larger --per-device-train-batch-size; check the NCCL transport",
+        cmd);
+}
+
+static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
+                              const struct swift_analyze_opts *o)
+{
+    if (!p->has_kineto || p->k.launches < 100)
+        return;
+    double v = 100.0 * (double)p->k.short_kernels / (double)p->k.launches;
+    double th = o->th.launch_short_pct;
+    double host_wait = 0, idle = 0;
+    for (size_t i = 0; i < p->k.nidle; i++) {
+        host_wait += p->k.idle[i].host_wait;
+        idle += p->k.idle[i].host_wait + p->k.idle[i].kernel_wait + p->k.idle[i].other;
+    }
+    /* the host, not the input pipeline, must be what keeps the GPU waiting */
+    double data =
+        p->step_avg > 0 && p->data_part >= 0 ? 100 * p->part_avg[p->data_part] / p->step_avg : 0;
+    if (v <= th || idle <= 0 || host_wait < 0.5 * idle || data > o->th.data_stall_pct)
+        return;
+    char s[512];
+    snprintf(s,
+             sizeof(s),
+             "%.2f%% of %ld kernel launches run shorter on the GPU than their launch call on the "
+             "CPU (mean launch %.1f us); host wait is %.1f%% of stream idle time",
+             v,
+             p->k.launches,
+             p->k.launch_cpu_us,
+             idle > 0 ? 100 * host_wait / idle : 0);
+    json_t *b = add(list, "launch_bound", sev_above(v, th), p, v, th, "% of launches", s);
+    json_object_set_new(b,
+                        "evidence",
+                        json_pack("{s:I,s:I,s:f,s:f,s:f,s:o}",
+                                  "launches",
+                                  (json_int_t)p->k.launches,
+                                  "short_kernels",
+                                  (json_int_t)p->k.short_kernels,
+                                  "mean_launch_us",
+                                  r2(p->k.launch_cpu_us),
+                                  "host_wait_us",
+                                  r2(host_wait),
+                                  "idle_us",
+                                  r2(idle),
+                                  "worst_spans",
+                                  worst_spans(p, -1, o->top)));
+    set_remedy(b,
+               "fewer, larger kernels: torch.compile (fusion), CUDA graphs "
+               "(torch.cuda.graphs / mode=\"reduce-overhead\"), a larger batch per step",
+               NULL);
+}
+
+static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
+                          const struct swift_analyze_opts *o)
+{
+    if (p->gpu_util < 0)
+        return;
+    double v = 100 * p->gpu_util, th = o->th.gpu_idle_pct;
+    if (v >= th)
+        return;
+    /* attribute the idle time: data loading, host (runtime + cpu), sync/other */
+    const char *biggest = "host";
+    double best = -1;
+    const char *names[] = {"data loading", "host (CPU ops and launches)", "communication", "other"};
+    double vals[4] = {0};
+    if (p->has_kineto) {
+        vals[0] = p->part_avg[SWIFT_TB_DATALOADER];
+        vals[1] = p->part_avg[SWIFT_TB_CPU] + p->part_avg[SWIFT_TB_RUNTIME];
+        vals[2] = p->part_avg[SWIFT_TB_COMM];
+        vals[3] = p->part_avg[SWIFT_TB_OTHER] + p->part_avg[SWIFT_TB_MEMCPY] +
+                  p->part_avg[SWIFT_TB_MEMSET];
+    } else {
+        vals[0] = p->part_avg[0]; /* data_wait */
+        vals[2] = p->part_avg[3]; /* grad_sync */
+        vals[3] = p->part_avg[5]; /* other */
+    }
+    for (int i = 0; i < 4; i++)
+        if (vals[i] > best)
+            best = vals[i], biggest = names[i];
+    char s[512];
+    snprintf(s,
+             sizeof(s),
+             "GPU busy %.2f%% of step time; the biggest share of the rest is %s "
+             "(%.0f us per step)",
+             v,
+             biggest,
+             best);
+    json_t *b = add(list, "gpu_idle", sev_below(v, th), p, v, th, "% GPU busy", s);
+    json_t *ev = json_pack("{s:f,s:f,s:f,s:f,s:f}",
+                           "gpu_utilization_pct",
+                           r2(v),
+                           "data_loading_us",
+                           r2(vals[0]),
+                           "host_us",
+                           r2(vals[1]),
+                           "comm_us",
+                           r2(vals[2]),
+                           "other_us",
+                           r2(vals[3]));
+    json_object_set_new(ev, "worst_spans", worst_spans(p, -1, o->top));
+    json_object_set_new(b, "evidence", ev);
+    set_remedy(b,
+               vals[0] == best
+                   ? "the GPU waits for input: see data_stall (DataLoader num_workers, pin_memory)"
+                   : "give the GPU more work per launch: a larger batch, fewer host syncs "
+                     "(.item(), .cpu() in the loop), CUDA graphs",
+               NULL);
+}
+
+static void rule_memory(json_t *list, const struct swift_an_proc *p,
+                        const struct swift_analyze_opts *o)
+{
+    if (p->mem_peak <= 0 || p->mem_total <= 0)
+        return;
+    double v = 100 * p->mem_peak / p->mem_total, th = o->th.memory_headroom_pct;
+    if (v <= th)
+        return;
+    char s[256];
+    snprintf(s,
+             sizeof(s),
+             "peak memory %.2f GiB is %.1f%% of the device's %.2f GiB",
+             p->mem_peak / 1073741824.0,
+             v,
+             p->mem_total / 1073741824.0);
+    json_t *b = add(list,
+                    "memory_headroom",
+                    v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN,
+                    p,
+                    v,
+                    th,
+                    "% of device memory",
+                    s);
+    json_object_set_new(b,
+                        "evidence",
+                        json_pack("{s:f,s:f,s:f}",
+                                  "peak_bytes",
+                                  p->mem_peak,
+                                  "device_bytes",
+                                  p->mem_total,
+                                  "peak_ts",
+                                  p->mem_peak_ts));
+    char *cmd = NULL;
+    if (!p->has_kineto && p->src->argv) {
+        long bs = argv_long(p->src->argv, "per-device-train-batch-size", 0);
+        if (bs > 1) {
+            char val[32];
+            snprintf(val, sizeof(val), "%ld", bs / 2);
+            cmd = swift_an_argv_with(p->src->argv, "per-device-train-batch-size", val);
+        }
+    }
+    set_remedy(b,
+               p->has_kineto
+                   ? "keep 10% headroom: activation checkpointing "
+                     "(torch.utils.checkpoint), mixed precision (torch.autocast), a smaller "
+                     "micro-batch with gradient accumulation"
+                   : "keep 10% headroom: halve --per-device-train-batch-size and double "
+                     "--gradient-accumulation-steps, or --gradient-checkpointing",
+               cmd);
+}
+
+static void rule_ckpt(json_t *list, const struct swift_an_proc *p,
+                      const struct swift_analyze_opts *o)
+{
+    double wall = p->t1 - p->t0;
+    if (p->ckpt_us <= 0 || wall <= 0)
+        return;
+    double v = 100 * p->ckpt_us / wall, th = o->th.ckpt_stall_pct;
+    if (v <= th)
+        return;
+    char s[256];
+    snprintf(s,
+             sizeof(s),
+             "checkpoints take %.2f%% of wall time (%.1f s of %.1f s)",
+             v,
+             p->ckpt_us / 1e6,
+             wall / 1e6);
+    json_t *b = add(list, "ckpt_stall", sev_above(v, th), p, v, th, "% of wall time", s);
+    json_object_set_new(
+        b, "evidence", json_pack("{s:f,s:f}", "ckpt_us", r2(p->ckpt_us), "wall_us", r2(wall)));
+    char *cmd = NULL;
+    if (p->src->argv) {
+        long ss = argv_long(p->src->argv, "save-steps", 0);
+        if (ss > 0) {
+            long ns = (long)ceil((double)ss * v / th);
+            char val[32];
+            snprintf(val, sizeof(val), "%ld", ns);
+            cmd = swift_an_argv_with(p->src->argv, "save-steps", val);
+        }
+    }
+    set_remedy(b,
+               "checkpoint less often: swift-train --save-steps N (raised so checkpoints stay "
+               "under the threshold), --save-total-limit to bound disk; save adapters only with "
+               "LoRA",
+               cmd);
+}
+
+static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
+                                   const struct swift_analyze_opts *o)
+{
+    double wall = p->t1 - p->t0;
+    if (!p->tok_threads || wall <= 0)
+        return;
+    double conc = p->tok_busy_us > 0 ? p->tok_sum_us / p->tok_busy_us : 0;
+    double v = 100 * p->tok_busy_us / wall, th = o->th.serial_preprocess_pct;
+    if (v <= th || conc >= 1.5)
+        return;
+    char s[256];
+    snprintf(
+        s,
+        sizeof(s),
+        "tokenization fills %.1f%% of wall time with %.2f threads busy on average (%d thread%s)",
+        v,
+        conc,
+        p->tok_threads,
+        p->tok_threads > 1 ? "s" : "");
+    json_t *b = add(list, "serial_preprocess", sev_above(v, th), p, v, th, "% of wall time", s);
+    json_object_set_new(b,
+                        "evidence",
+                        json_pack("{s:f,s:f,s:i,s:f}",
+                                  "tokenize_busy_us",
+                                  r2(p->tok_busy_us),
+                                  "wall_us",
+                                  r2(wall),
+                                  "threads",
+                                  p->tok_threads,
+                                  "concurrency",
+                                  r2(conc)));
+    char *cmd = NULL;
+    if (p->src->argv) {
+        long t = argv_long(p->src->argv, "threads", 1);
+        char val[32];
+        snprintf(val, sizeof(val), "%ld", t > 1 ? t * 2 : 8);
+        cmd = swift_an_argv_with(p->src->argv, "threads", val);
+    }
+    set_remedy(b,
+               "tokenize in parallel: swift-preprocess --threads N (one per core), batched "
+               "tokenization",
+               cmd);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Processes of one job: same format, stage and world size (>= 2); Kineto traces also in the
+ * same directory (a multi-rank set). */
+static int same_job(const struct swift_an_proc *a, const struct swift_an_proc *b)
+{
+    const struct swift_an_source *x = a->src, *y = b->src;
+    if (x->kind != y->kind || x->world_size != y->world_size || x->world_size < 2)
+        return 0;
+    if (strcmp(x->stage ? x->stage : "", y->stage ? y->stage : ""))
+        return 0;
+    if (x->kind == SWIFT_AN_KINETO) {
+        const char *sx = strrchr(x->path, '/'), *sy = strrchr(y->path, '/');
+        size_t lx = sx ? (size_t)(sx - x->path) : 0, ly = sy ? (size_t)(sy - y->path) : 0;
+        if (lx != ly || strncmp(x->path, y->path, lx))
+            return 0;
+    }
+    return 1;
+}
+
+static double median(double *d, size_t m)
+{
+    swift_an_sort(d, m, sizeof(*d), cmp_d);
+    return m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
+}
+
+static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t n,
+                           const struct swift_analyze_opts *o)
+{
+    double *d = malloc((n + 1) * sizeof(*d));
+    if (!d)
+        abort();
+    for (size_t g = 0; g < n; g++) {
+        const struct swift_an_proc *a = &ps[g];
+        if (!a->nsteps)
+            continue;
+        int lead = 1; /* the first process of each job leads it */
+        for (size_t h = 0; h < g && lead; h++)
+            if (ps[h].nsteps && same_job(&ps[h], a))
+                lead = 0;
+        if (!lead)
+            continue;
+        size_t m = 0;
+        for (size_t h = 0; h < n; h++)
+            if (ps[h].nsteps && same_job(&ps[h], a))
+                d[m++] = ps[h].step_avg;
+        if (m < 2)
+            continue;
+        double med = median(d, m);
+        for (size_t h = 0; h < n; h++) {
+            const struct swift_an_proc *p = &ps[h];
+            if (!p->nsteps || !same_job(p, a))
+                continue;
+            double v = med > 0 ? 100 * (p->step_avg - med) / med : 0;
+            double th = o->th.straggler_pct;
+            if (v <= th)
+                continue;
+            /* the phase where it loses most against the median of that phase over the job */
+            int worst = -1;
+            double loss = 0;
+            for (int k = 0; k < p->npart; k++) {
+                size_t mm = 0;
+                for (size_t q = 0; q < n; q++)
+                    if (ps[q].nsteps && same_job(&ps[q], a))
+                        d[mm++] = ps[q].part_avg[k];
+                double pm = median(d, mm);
+                if (p->part_avg[k] - pm > loss)
+                    loss = p->part_avg[k] - pm, worst = k;
+            }
+            char s[512];
+            snprintf(s,
+                     sizeof(s),
+                     "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us); "
+                     "it loses most in %s (+%.0f us per step)",
+                     p->rank,
+                     v,
+                     p->step_avg,
+                     med,
+                     worst >= 0 ? p->part_names[worst] : "?",
+                     loss);
+            json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
+            json_t *ev = json_pack("{s:f,s:f,s:s,s:f}",
+                                   "step_us",
+                                   r2(p->step_avg),
+                                   "median_us",
+                                   r2(med),
+                                   "phase",
+                                   worst >= 0 ? p->part_names[worst] : "?",
+                                   "phase_loss_us",
+                                   r2(loss));
+            json_object_set_new(ev, "worst_spans", worst_spans(p, worst, o->top));
+            json_object_set_new(b, "evidence", ev);
+            set_remedy(
+                b,
+                worst == p->data_part
+                    ? "this rank waits for data: check its node's disk/CPU, give it more "
+                      "loader workers, shard the data evenly"
+                    : "check this rank's host (thermal throttling, other jobs, NIC), and that "
+                      "its data shard is not longer than the others'",
+                NULL);
+        }
+    }
+    free(d);
+}
+
+static int sev_rank(const char *s)
+{
+    return !strcmp(s, "critical") ? 2 : !strcmp(s, "warn") ? 1 : 0;
+}
+
+static int cmp_bottleneck(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int sx = sev_rank(json_string_value(json_object_get(x, "severity")));
+    int sy = sev_rank(json_string_value(json_object_get(y, "severity")));
+    if (sx != sy)
+        return sy - sx;
+    double rx = json_number_value(json_object_get(x, "value")) /
+                fmax(1e-9, json_number_value(json_object_get(x, "threshold")));
+    double ry = json_number_value(json_object_get(y, "value")) /
+                fmax(1e-9, json_number_value(json_object_get(y, "threshold")));
+    const char *rule = json_string_value(json_object_get(x, "rule"));
+    if (!strcmp(rule, "gpu_idle"))
+        rx = 1 / fmax(rx, 1e-9);
+    rule = json_string_value(json_object_get(y, "rule"));
+    if (!strcmp(rule, "gpu_idle"))
+        ry = 1 / fmax(ry, 1e-9);
+    return (rx < ry) - (rx > ry);
+}
+
+int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
+                         const struct swift_an_proc *procs, size_t n,
+                         const struct swift_analyze_opts *o)
+{
+    (void)set;
+    json_t *list = json_object_get(report, "bottlenecks");
+    for (size_t i = 0; i < n; i++) {
+        const struct swift_an_proc *p = &procs[i];
+        rule_data_stall(list, p, o);
+        rule_comm_bound(list, p, o);
+        rule_launch_bound(list, p, o);
+        rule_gpu_idle(list, p, o);
+        rule_memory(list, p, o);
+        rule_ckpt(list, p, o);
+        if (is_stage(p, "preprocess") || p->tok_threads)
+            rule_serial_preprocess(list, p, o);
+    }
+    rule_straggler(list, procs, n, o);
+    size_t m = json_array_size(list);
+    json_t **arr = malloc((m + 1) * sizeof(*arr));
+    if (!arr)
+        abort();
+    for (size_t i = 0; i < m; i++)
+        arr[i] = json_incref(json_array_get(list, i));
+    swift_an_sort(arr, m, sizeof(*arr), cmp_bottleneck);
+    json_array_clear(list);
+    int sev = 0;
+    for (size_t i = 0; i < m; i++) {
+        int s = sev_rank(json_string_value(json_object_get(arr[i], "severity")));
+        int v = s == 2 ? SWIFT_SEV_CRITICAL : s == 1 ? SWIFT_SEV_WARN : SWIFT_SEV_INFO;
+        if (v > sev)
+            sev = v;
+        json_array_append_new(list, arr[i]);
+    }
+    free(arr);
+    return sev;
+}

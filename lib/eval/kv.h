@@ -1,0 +1,72 @@
+/*
+ * kv — inference forward with a key/value cache, on top of lib/model's weights and ops.
+ *
+ * lib/model's forward is the training one (whole sequences, activations kept for backward).
+ * Evaluation and generation want something else: feed a few new tokens per sequence and reuse
+ * the keys and values of the tokens already seen. A struct swift_kv holds, for `rows`
+ * independent sequences, the keys and values of every layer for up to `cap` tokens each.
+ *
+ *     struct swift_kv kv;
+ *     if (swift_kv_init(&kv, &model, rows, cap, max_tokens) < 0) ...
+ *     // N new tokens, token i belonging to row rowof[i] (a row's tokens in order); positions
+ *     // continue from what the row holds. Logits for the tokens listed in want[] (V floats each).
+ *     swift_kv_forward(&kv, tokens, rowof, N, want, nwant, logits);
+ *     swift_kv_copy_row(&kv, dst, src);      // fork a prefix (multiple choice continuations)
+ *     swift_kv_reset(&kv, row);              // row empty again
+ *     swift_kv_release(&kv);
+ *
+ * The math is the model's (lib/model.h): RMSNorm, q/k/v (+bias, +LoRA adapters attached to the
+ * model), QK-norm, RoPE, GQA causal attention, SwiGLU, tied or untied lm_head; matmuls, norms,
+ * RoPE and SwiGLU go through the model's op table. The cached attention itself is a host loop
+ * (OpenMP over tokens x heads, one pass with an online softmax), so the cache lives in host
+ * memory: CPU backend only for now.
+ *
+ * Memory: 2 * layers * rows * cap * kv_heads * head_dim floats for the cache, plus scratch for
+ * max_tokens tokens per call.
+ */
+#ifndef SWIFT_EVAL_KV_H
+#define SWIFT_EVAL_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct swift_model;
+
+struct swift_kv {
+    struct swift_model *m; /* borrowed; must outlive the cache */
+    int rows, cap, max_tokens;
+    int *len;     /* (rows) tokens held by each row */
+    float *k, *v; /* (layers, rows, cap, kv_heads*head_dim) */
+    /* scratch for max_tokens tokens */
+    float *x, *h, *rstd, *q, *kk, *vv, *att, *gate, *up, *xa, *sel;
+    int32_t *pos;
+    double flops; /* matmul + attention FLOPs since init (for tokens/s and MFU) */
+};
+
+/* Allocate a cache of rows x cap tokens and scratch for max_tokens tokens per call.
+ * Returns 0 or -1 (reported: out of memory, or a non-CPU backend). */
+int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap, int max_tokens);
+void swift_kv_release(struct swift_kv *kv);
+/* Forget what a row holds (-1: every row). */
+void swift_kv_reset(struct swift_kv *kv, int row);
+/* Make row dst hold a copy of row src's tokens. */
+void swift_kv_copy_row(struct swift_kv *kv, int dst, int src);
+
+/*
+ * Run N new tokens (N <= max_tokens). Token i goes to row rowof[i] at the row's next position;
+ * a row's tokens must be given in order. Writes the logits (V floats, row-major) of the tokens
+ * listed in want[0..nwant) to logits (nwant x V). Returns 0, or -1 after reporting a token id
+ * outside the vocabulary, a row out of range, or a row that would exceed cap (nothing changed
+ * then).
+ */
+int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
+                     const int *want, int nwant, float *logits);
+
+/* Fold the LoRA adapters attached to m (lib/lora.h) into its base weights,
+ * W += scale * B @ A (what peft's merge_and_unload does), and detach them. Returns 0 or -1. */
+int swift_kv_merge_adapters(struct swift_model *m);
+
+/* log_softmax(logits)[target] for one row of V logits, in double. */
+double swift_logprob(const float *logits, int V, int target);
+
+#endif

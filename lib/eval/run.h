@@ -1,0 +1,55 @@
+/*
+ * run — swift-eval's one entry point: load a model (and adapters), read a dataset, run a task,
+ * print the record (lib/eval/eval.h) and apply the regression gate.
+ *
+ *     struct swift_eval_opts o;
+ *     swift_eval_opts_init(&o);
+ *     o.model = "out/checkpoint-100"; o.task = SWIFT_EVAL_MMLU; o.dataset = "../shared/...";
+ *     int rc = swift_eval_run(&o);   // 0 ok, 1 failure or regression (reported)
+ *
+ * Tasks:
+ *   loss, ppl  token-level cross-entropy over the tokens the loss mask trains, on a shard
+ *              directory (index.json) or a raw file rendered by swift-preprocess's dataset and
+ *              template code (lib/eval/prompt.h); each document is its own sequence
+ *              (positions restart at 0).
+ *   mc, mmlu   per item, the prompt is run once and each choice's continuation tokens are
+ *              scored on a fork of its key/value cache; the choice with the largest summed
+ *              log-likelihood wins (acc), and for mc also per byte of the choice (acc_norm).
+ *   gsm8k, exact  batched generation (greedy, or sampled with a per-item seed derived from
+ *              --seed and the item's index, so results do not depend on --batch-size), stopped
+ *              at eos or a stop word ("\n\n", "Question:"); gsm8k compares numbers
+ *              (lib/eval/eval.h), exact the whole answer.
+ * Few-shot: MMLU draws the first K questions of the subject's dev file; the other tasks use
+ * the first K items of the dataset itself, which are then not scored.
+ */
+#ifndef SWIFT_EVAL_RUN_H
+#define SWIFT_EVAL_RUN_H
+
+#include <stdint.h>
+
+struct swift_eval_opts {
+    const char *model;    /* model directory (required) */
+    const char *dataset;  /* dataset path (required) */
+    const char *adapters; /* PEFT adapter directory or NULL */
+    int merge_adapters;   /* fold the adapters into the weights instead of running them aside */
+    const char *template_name; /* NULL or "none": plain prompts (lib/eval/prompt.h) */
+    int task;                  /* SWIFT_EVAL_* */
+    long limit;                /* items (samples for loss); 0: all */
+    int few_shot;
+    int max_new_tokens;
+    double temperature, top_p;
+    uint64_t seed;
+    int batch_size;
+    int max_length;       /* longest sequence (tokens; 0: max_position_embeddings, at most
+                             4096); longer prompts lose their beginning */
+    const char *output;   /* also write the record here (atomic), or NULL */
+    const char *baseline; /* regression gate against this record, or NULL */
+    double max_drop;
+    int quiet; /* no table on stderr */
+};
+
+void swift_eval_opts_init(struct swift_eval_opts *o);
+/* Run; returns 0, or 1 after reporting a failure or a regression. */
+int swift_eval_run(const struct swift_eval_opts *o);
+
+#endif

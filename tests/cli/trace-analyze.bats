@@ -1,0 +1,222 @@
+#!/usr/bin/env bats
+# swift-trace-analyze against the numbers the reference tools assert on the real traces in
+# $SHARED/data/traces (REFERENCE.md §2: HTA's tests; §3: the TensorBoard plugin's
+# result_check_file.txt). Expected values are copied from there, never from our own output.
+
+setup_file() {
+    # the big traces are analysed once per file; tests read these reports
+    T="$SHARED/data/traces"
+    [ -d "$T" ] || return 0
+    F="$BATS_FILE_TMPDIR"
+    "$SWIFT_BIN/swift-trace-analyze" --format json -o "$F/mtia.json" "$T/hta/mtia_trace_single_rank" || true
+}
+
+setup() {
+    A="$SWIFT_BIN/swift-trace-analyze"
+    T="$SHARED/data/traces"
+    W="$BATS_TEST_TMPDIR"
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+    NW0="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    NW4="$T/kineto-tb/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+}
+
+json() { # json FILE JQ-EXPR: evaluate on a report file
+    jq -r "$2" "$1"
+}
+
+@test "resnet50 num_workers=0: TensorBoard per-step breakdown, DataLoader 33.37%, GPU util 55.51%, data_stall fires" {
+    run "$A" --format json -o "$W/r.json" "$NW0"
+    [ "$status" -eq 0 ]
+    [ "$(json "$W/r.json" .schema_version)" = 1 ]
+    # per step (Kernel, Memcpy, Memset, Runtime, DataLoader, CPU Exec, Other), result_check_file.txt line 1
+    got=$(json "$W/r.json" '.processes[0].step_list[] | [.step, (.us | .kernel, .memcpy, .memset, .runtime, .data_loading, .cpu_exec, .other | round)] | map(tostring) | join(",")')
+    exp="5,98598,1941,90,2796,69317,14091,1115
+6,98570,1947,89,2762,57669,12968,1148
+7,98596,1931,91,2877,61257,13768,1213
+8,98623,1938,89,2841,56453,13420,1200
+9,98504,1937,87,2788,62690,15025,1141
+10,98641,1798,88,3381,48185,12773,1117"
+    [ "$got" = "$exp" ]
+    [ "$(json "$W/r.json" '.processes[0].breakdown.step_us | round')" = 177592 ]
+    [ "$(json "$W/r.json" '.processes[0].breakdown.fraction.data_loading * 10000 | round')" = 3337 ]
+    [ "$(json "$W/r.json" '.processes[0].gpu_utilization * 10000 | round')" = 5551 ]
+    [ "$(json "$W/r.json" '[.bottlenecks[] | select(.rule == "data_stall")] | length')" = 1 ]
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall") | .evidence.worst_spans[0].step')" = 5 ]
+}
+
+@test "resnet50 num_workers=4: DataLoader 0.84%, GPU util 70.27%, no data_stall" {
+    run "$A" --format json -o "$W/r.json" "$NW4"
+    [ "$status" -eq 0 ]
+    got=$(json "$W/r.json" '.processes[0].step_list[] | [.step, (.us | .kernel, .memcpy, .memset, .runtime, .data_loading, .cpu_exec, .other | round)] | map(tostring) | join(",")')
+    exp="5,99778,3606,98,41028,4341,27460,5995
+6,99208,2948,98,3406,0,16404,4119
+7,99114,2949,98,3417,6,19521,2076
+8,99021,2975,97,3544,0,15464,1978
+9,98791,3596,97,8275,1370,43905,7427
+10,98956,2885,98,3714,1400,13235,3910"
+    [ "$got" = "$exp" ]
+    [ "$(json "$W/r.json" '.processes[0].breakdown.step_us | round')" = 141068 ]
+    [ "$(json "$W/r.json" '.processes[0].breakdown.fraction.data_loading * 10000 | round')" = 84 ]
+    [ "$(json "$W/r.json" '.processes[0].gpu_utilization * 10000 | round')" = 7027 ]
+    [ "$(json "$W/r.json" '[.bottlenecks[] | select(.rule == "data_stall")] | length')" = 0 ]
+}
+
+@test "MTIA: HTA temporal breakdown within 0.01 points of HTA's test" {
+    cp "$BATS_FILE_TMPDIR/mtia.json" "$W/r.json"
+    # tests/test_trace_analysis.py:269-287: 42.383, 54.813, 2.806 each delta=0.01
+    json "$W/r.json" '.processes[0].temporal | [(.idle_pct - 42.383), (.compute_pct - 54.813), (.non_compute_pct - 2.806)] | map(fabs <= 0.01) | all' | grep -qx true
+}
+
+@test "MTIA: HTA kernel breakdown and idle time breakdown" {
+    cp "$BATS_FILE_TMPDIR/mtia.json" "$W/r.json"
+    # :304-319 kernel_type_breakdown.iloc[0] COMPUTATION sum 7305597; kernel_breakdown iloc[0] 77283, iloc[11] MEMORY 400892
+    [ "$(json "$W/r.json" '.processes[0].kernel_types[0] | "\(.type) \(.us)"')" = "COMPUTATION 7305597" ]
+    [ "$(json "$W/r.json" '.processes[0].kernels[0].sum_us')" = 77283 ]
+    [ "$(json "$W/r.json" '.processes[0].kernels[11] | "\(.type) \(.sum_us)"')" = "MEMORY 400892" ]
+    # :590-624 streams {1,102}; stream 1: host_wait 417937, ratio 0.07; ratios sum to 2.0
+    [ "$(json "$W/r.json" '[.processes[0].idle_breakdown[].stream] | sort | map(tostring) | join(",")')" = "1,102" ]
+    [ "$(json "$W/r.json" '.processes[0].idle_breakdown[] | select(.stream == 1) | "\(.host_wait_us) \(.host_wait_ratio)"')" = "417937 0.07" ]
+    [ "$(json "$W/r.json" '[.processes[0].idle_breakdown[] | .host_wait_ratio + .kernel_wait_ratio + .other_ratio] | add | . * 100 | round')" = 200 ]
+}
+
+@test "nccl_parser_config: 21 NCCL kernels, longest all-reduce arguments" {
+    run "$A" --format json -o "$W/r.json" "$T/hta/nccl_parser_config"
+    [ "$status" -eq 0 ]
+    # tests/test_trace_parse.py:465-489
+    [ "$(json "$W/r.json" '.processes[0].nccl.kernels')" = 21 ]
+    got=$(json "$W/r.json" '.processes[0].nccl.longest[0] | [.collective_name, .in_msg_nelems, .out_msg_nelems, .in_split_size, .out_split_size, .process_group_name, .process_group_desc, .process_group_ranks] | map(tostring) | join("|")')
+    [ "$got" = "allreduce|2049000|2049000|[]|[]|0|default_pg|[0, 1]" ]
+}
+
+@test "text report names the bottleneck, the worst steps and the PyTorch remedy" {
+    run "$A" "$NW0"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"[CRITICAL] data_stall"* ]]
+    [[ "$output" == *"33.37% of step time is spent waiting for data"* ]]
+    [[ "$output" == *"worst steps: #5 (rank 0"* ]]
+    [[ "$output" == *"DataLoader(num_workers="* ]]
+    [[ "$output" == *"GPU utilization (kernel busy / all steps): 55.51%"* ]]
+}
+
+@test "--fail-on critical exits 1 on the stalled run and 0 on the fixed one" {
+    run "$A" --fail-on critical -o "$W/a.txt" "$NW0"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-trace-analyze: bottleneck at or above --fail-on level found" ]]
+    run "$A" --threshold launch_bound=90 --fail-on critical -o "$W/b.txt" "$NW4"
+    [ "$status" -eq 0 ]
+    run "$A" --threshold nonsense=3 "$NW4"
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-trace-analyze: --threshold: expected RULE=NUMBER"* ]]
+}
+
+@test "md and html reports: self-contained, with SVG" {
+    run "$A" --format md "$NW0"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "# swift-trace-analyze report"* ]]
+    [[ "$output" == *"| data_loading |"* ]]
+    run "$A" --format html -o "$W/r.html" "$NW0" "$NW4"
+    [ "$status" -eq 0 ]
+    grep -q '<svg' "$W/r.html"
+    grep -q 'Worst steps per rank' "$W/r.html"
+    ! grep -Eq '(src|href)="https?:' "$W/r.html"
+}
+
+@test "damaged inputs: file and byte offset, the others still analysed, --strict fails" {
+    zcat "$NW4" | head -c 300000 > "$W/trunc.json"
+    printf 'this is not gzip' > "$W/bad.json.gz"
+    printf '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"dur":5}]}' > "$W/nots.json"
+    printf '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":"12","dur":5}]}' > "$W/type.json"
+    run "$A" --format json -o "$W/r.json" "$W/trunc.json" "$W/bad.json.gz" "$W/nots.json" "$W/type.json" "$NW0"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"swift-trace-analyze:$W/trunc.json:"*": byte "*": truncated JSON (end of input inside traceEvents)"* ]]
+    [[ "$output" == *"swift-trace-analyze:$W/bad.json.gz: byte 0: not a gzip file"* ]]
+    [[ "$output" == *"swift-trace-analyze:$W/nots.json:1: byte 16: event \"k\" without ts"* ]]
+    [[ "$output" == *"swift-trace-analyze:$W/type.json:1: byte 16: \"ts\" is not a number"* ]]
+    [[ "$output" == *"warning: 4 inputs skipped, 1 analysed"* ]]
+    [ "$(json "$W/r.json" '.processes | length')" = 1 ]
+    [ "$(json "$W/r.json" '.inputs_failed')" = 4 ]
+    run "$A" -q "$W/r.json"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "swift-trace-analyze:$W/r.json:"*": byte "*": no \"traceEvents\" array: not a Chrome/Kineto trace" ]]
+    run "$A" --strict -o "$W/s.txt" "$W/type.json" "$NW0"
+    [ "$status" -eq 1 ]
+    [ ! -e "$W/s.txt" ]
+    run "$A" "$W/bad.json.gz"
+    [ "$status" -eq 1 ]
+    [[ "${lines[-1]}" == "swift-trace-analyze: no trace could be read" ]]
+}
+
+@test "--merge: one JSON Object trace, µs, no displayTimeUnit, pids never collide across ranks" {
+    run "$A" -q --merge "$W/m.json.gz" -o "$W/r.txt" "$T/hta/trace_filter"
+    [ "$status" -eq 0 ]
+    zcat "$W/m.json.gz" > "$W/m.json"
+    [ "$(jq -r 'keys | join(",")' "$W/m.json")" = traceEvents ]
+    # rank 0's pids and rank 1's pids are disjoint
+    [ "$(jq '[.traceEvents[] | .pid] | unique | map(tostring | .[0:1]) | unique | length' "$W/m.json")" = 2 ]
+    # every non-metadata event has a numeric ts
+    [ "$(jq '[.traceEvents[] | select(.ph != "M" and (.ts | type) != "number")] | length' "$W/m.json")" = 0 ]
+    # flow ids are offset per rank: no id is used by two ranks
+    [ "$(jq '[.traceEvents[] | select(.ph == "s") | .id] | (length == (unique | length))' "$W/m.json")" = true ]
+    # --ranks and --steps narrow it
+    run "$A" -q --merge "$W/m1.json" --ranks 1 --steps 552-552 -o "$W/r.txt" "$T/hta/trace_filter"
+    [ "$status" -eq 0 ]
+    [ "$(jq '[.traceEvents[] | .pid] | unique | map(tostring | .[0:1]) | unique | length' "$W/m1.json")" = 1 ]
+    [ "$(jq '.traceEvents | length' "$W/m1.json")" -lt "$(jq '.traceEvents | length' "$W/m.json")" ]
+}
+
+@test "usage errors exit 2" {
+    run "$A"
+    [ "$status" -eq 2 ]
+    run "$A" --format xml "$NW0"
+    [ "$status" -eq 2 ]
+    run "$A" --steps 3 "$NW0"
+    [ "$status" -eq 2 ]
+}
+
+@test "fuzz: the trace loader survives mutated inputs" {
+    run "$SWIFT_BUILD/fuzz/fuzz_trace_load" -runs=300 tests/fuzz/corpus/trace_load
+    [ "$status" -eq 0 ]
+}
+
+@test "a trace named *.json as the first argument is a trace, not a config file" {
+    run "$A" "$T/kineto-tb/tb_test_all_categories.json" --format json -o "$W/r.json"
+    [ "$status" -eq 0 ]
+    [ "$(json "$W/r.json" '.processes | length')" = 1 ]
+    run "$A" "$T/kineto-tb/tb_test_all_categories.json"
+    [ "$status" -eq 0 ]
+}
+
+@test "our JSONL traces of two ranks: clocks aligned, merged with names per rank, size warning, --window" {
+    mkdir "$W/traces"
+    for r in 0 1; do
+        {
+            printf '{"ph":"M","name":"process_name","pid":7,"tid":7,"ts":0,"args":{"name":"swift-train rank %d @ n%d"}}\n' $r $r
+            printf '{"ph":"M","name":"swift_meta","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,"stage":"train","rank":%d,"world_size":2,"host":"n%d","clock_offset_us":%d,"argv":["swift-train","--num-workers","2","shards/"]}}\n' $r $r $((r * 500))
+            for s in 1 2 3 4; do
+                b=$((1000000 + s * 100000 + r * 500))
+                printf '{"ph":"X","cat":"step","name":"step","pid":7,"tid":7,"ts":%d,"dur":100000,"args":{"step":%d,"tokens":4096}}\n' $b $s
+                printf '{"ph":"X","cat":"data","name":"data_wait","pid":7,"tid":7,"ts":%d,"dur":%d}\n' $b $((20000 + r * 20000))
+                printf '{"ph":"s","cat":"flow","name":"launch","pid":7,"tid":7,"id":%d,"ts":%d}\n' $s $((b + 50000))
+            done
+        } > "$W/traces/train-n$r-7-r$r.trace.jsonl"
+    done
+    run "$A" --format json -o "$W/r.json" --merge "$W/m.json" --merge-warn-size 1K "$W/traces"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: merged trace '$W/m.json' is 0 MB: viewers struggle above ~256 MB"* ]]
+    # rank 1's clock is 500 µs ahead: aligned, its steps start with rank 0's
+    [ "$(json "$W/r.json" '[.processes[].step_list[0].ts] | unique | length')" = 1 ]
+    # data_wait 20% and 40%: both stall, rank 1 critical with the exact command line
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .severity')" = critical ]
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .command')" = "swift-train --num-workers 4 shards/ --prefetch 2" ]
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "straggler") | .rank')" = "" ] # equal step times
+    [ "$(jq -r '[.traceEvents[] | select(.name == "process_name") | .args.name] | sort | join("|")' "$W/m.json")" = "swift-train rank 0 @ n0|swift-train rank 1 @ n1" ]
+    [ "$(jq '[.traceEvents[] | .pid] | unique | length' "$W/m.json")" = 2 ]
+    [ "$(jq '[.traceEvents[] | select(.ph == "s") | .id] | unique | length' "$W/m.json")" = 8 ]
+    [ "$(jq '[.traceEvents[] | select(.name == "swift_meta")] | length' "$W/m.json")" = 0 ]
+    run "$A" -q --merge "$W/w.json" --window 0 -o "$W/r2.txt" "$W/traces"
+    [ "$status" -eq 0 ]
+    [ "$(jq '[.traceEvents[] | select(.name == "step")] | length' "$W/w.json")" = 2 ]
+}

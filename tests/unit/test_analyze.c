@@ -1,0 +1,270 @@
+/* analyze: intervals, our trace files end to end (written by lib/trace, read back), the step
+ * breakdown, rules with exact new command lines, stragglers, loader positions. */
+#include "lib/analyze/analyze.h"
+#include "lib/analyze/breakdown.h"
+#include "lib/analyze/rules.h"
+#include "lib/error.h"
+#include "lib/trace.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char msgbuf[8192];
+static FILE *capture(void)
+{
+    memset(msgbuf, 0, sizeof(msgbuf));
+    FILE *fp = fmemopen(msgbuf, sizeof(msgbuf), "w");
+    swift_error_set_stream(fp);
+    return fp;
+}
+static void release(FILE *fp)
+{
+    fclose(fp);
+    swift_error_set_stream(NULL);
+}
+
+static void test_intervals(void **state)
+{
+    (void)state;
+    struct swift_an_ival v[] = {{5, 7}, {0, 2}, {2, 3}, {6, 9}, {10, 11}};
+    size_t n = swift_an_ival_merge(v, 5);
+    assert_int_equal(n, 3); /* touching [0,2)+[2,3) merge, as HTA does */
+    assert_true(v[0].b == 0 && v[0].e == 3 && v[1].b == 5 && v[1].e == 9 && v[2].b == 10);
+    assert_true(swift_an_ival_len(v, n) == 8);
+    struct swift_an_ival w[] = {{1, 6}}, out[8];
+    size_t k = swift_an_ival_and(v, n, w, 1, out);
+    assert_true(k == 2 && out[0].b == 1 && out[0].e == 3 && out[1].b == 5 && out[1].e == 6);
+    k = swift_an_ival_sub(w, 1, v, n, out);
+    assert_true(k == 1 && out[0].b == 3 && out[0].e == 5);
+    assert_true(swift_an_ival_len_in(v, n, 2, 10.5) == 1 + 4 + 0.5);
+}
+
+static void test_kernel_types(void **state)
+{
+    (void)state;
+    assert_int_equal(swift_an_kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float"),
+                     SWIFT_KT_COMMUNICATION);
+    assert_int_equal(swift_an_kernel_type("ncclDevKernel_Generic_4"), SWIFT_KT_COMMUNICATION);
+    assert_int_equal(swift_an_kernel_type("Memcpy HtoD (Pageable -> Device)"), SWIFT_KT_MEMORY);
+    assert_int_equal(swift_an_kernel_type("dma_request"), SWIFT_KT_MEMORY);
+    assert_int_equal(swift_an_kernel_type("volta_sgemm_128x64_nn"), SWIFT_KT_COMPUTATION);
+    assert_int_equal(swift_an_kernel_type("Stream Wait Event"), SWIFT_KT_OTHER);
+    assert_int_equal(swift_an_kernel_type("Context Sync"), SWIFT_KT_OTHER);
+}
+
+static void test_argv_with(void **state)
+{
+    (void)state;
+    json_t *a =
+        json_pack("[s,s,s,s,s]", "swift-train", "--save_steps=10", "--lr", "1e-4", "my dir");
+    char *s = swift_an_argv_with(a, "save-steps", "40");
+    assert_string_equal(s, "swift-train --save-steps 40 --lr 1e-4 'my dir'");
+    free(s);
+    s = swift_an_argv_with(a, "num-workers", "4");
+    assert_string_equal(s, "swift-train --save_steps=10 --lr 1e-4 'my dir' --num-workers 4");
+    free(s);
+    json_decref(a);
+}
+
+/* Write a real trace with lib/trace: 4 steps of 100 ms (30 ms data_wait, 30 forward, 30
+ * backward, 5 optimizer, 5 ms untraced) and one 50 ms checkpoint. */
+static void write_train_trace(const char *path)
+{
+    char *argv[] = {"swift-train", "--num-workers", "2", "--save-steps", "10", "shards/", NULL};
+    struct swift_trace_config tc = {.stage = "train", .path = path, .argc = 6, .argv = argv};
+    assert_int_equal(swift_trace_open(&tc), 0);
+    int64_t t = swift_trace_now(), ms = 1000000;
+    for (int s = 0; s < 4; s++) {
+        int64_t b = t + s * 100 * ms;
+        swift_trace_span("data", "data_wait", b, b + 30 * ms, NULL, 0);
+        swift_trace_span("compute", "forward", b + 30 * ms, b + 60 * ms, NULL, 0);
+        swift_trace_span("compute", "backward", b + 60 * ms, b + 90 * ms, NULL, 0);
+        swift_trace_span("optim", "optimizer", b + 90 * ms, b + 95 * ms, NULL, 0);
+        /* the GPU works 40 ms of each step (a CUPTI kernel record on a stream track) */
+        swift_trace_span_tid("kernel", "gemm", 1000007, b + 35 * ms, b + 75 * ms, NULL, 0);
+        struct swift_targ a[] = {SWIFT_TARG_I("step", s + 1), SWIFT_TARG_I("tokens", 4096)};
+        swift_trace_span("step", "step", b, b + 100 * ms, a, 2);
+    }
+    swift_trace_span("ckpt", "save", t + 400 * ms, t + 450 * ms, NULL, 0);
+    swift_trace_close();
+}
+
+static json_t *find_rule(json_t *report, const char *rule)
+{
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(report, "bottlenecks"), i, b)
+    {
+        if (!strcmp(json_string_value(json_object_get(b, "rule")), rule))
+            return b;
+    }
+    return NULL;
+}
+
+static void test_our_trace_end_to_end(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_analyze.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/train.trace.jsonl", dir);
+    write_train_trace(path);
+
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    assert_int_equal(swift_an_load_path(&set, path, 0), 1);
+    assert_int_equal(set.src[0].kind, SWIFT_AN_SWIFT);
+    assert_string_equal(set.src[0].stage, "train");
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    assert_int_equal(n, 1);
+    const struct swift_an_proc *p = &procs[0];
+    assert_int_equal(p->nsteps, 4);
+    assert_int_equal(p->steps[0].step, 1);
+    /* µs; the writer keeps ns, so these are exact to the ns */
+    assert_true(p->part_avg[0] > 29999.9 && p->part_avg[0] < 30000.1); /* data_wait */
+    assert_true(p->part_avg[1] > 29999.9 && p->part_avg[1] < 30000.1); /* forward */
+    assert_true(p->part_avg[4] > 4999.9 && p->part_avg[4] < 5000.1);   /* optimizer */
+    assert_true(p->part_avg[5] > 4999.9 && p->part_avg[5] < 5000.1);   /* other */
+    assert_true(p->ckpt_us > 49999.9 && p->ckpt_us < 50000.1);
+
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *ds = find_rule(r, "data_stall");
+    assert_non_null(ds);
+    assert_string_equal(json_string_value(json_object_get(ds, "severity")),
+                        "critical"); /* 30% >= 2 x 10% */
+    assert_string_equal(json_string_value(json_object_get(ds, "command")),
+                        "swift-train --num-workers 4 --save-steps 10 shards/ --prefetch 2");
+    /* ckpt: 50 of 450 ms = 11.1% > 5%: raise --save-steps to ceil(10 * 11.1 / 5) = 23 */
+    json_t *ck = find_rule(r, "ckpt_stall");
+    assert_non_null(ck);
+    assert_string_equal(json_string_value(json_object_get(ck, "command")),
+                        "swift-train --num-workers 2 --save-steps 23 shards/");
+    assert_null(find_rule(r, "comm_bound"));
+    /* GPU busy 160 of 400 ms: 40% < 50% */
+    assert_true(p->gpu_util > 0.3999 && p->gpu_util < 0.4001);
+    json_t *gi = find_rule(r, "gpu_idle");
+    assert_non_null(gi);
+    assert_string_equal(json_string_value(json_object_get(gi, "severity")), "warn");
+    assert_non_null(strstr(json_string_value(json_object_get(gi, "summary")), "data loading"));
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+    unlink(path);
+    rmdir(dir);
+}
+
+static const char *rank_trace(int rank, int data_ms)
+{
+    static char buf[4096];
+    int len =
+        snprintf(buf,
+                 sizeof(buf),
+                 "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":"
+                 "{\"stage\":\"train\",\"rank\":%d,\"world_size\":2,\"host\":\"n%d\","
+                 "\"clock_offset_us\":%d}}\n",
+                 rank,
+                 rank,
+                 rank * 1000);
+    for (int s = 0; s < 3; s++) {
+        long b = 1000000 + s * 200000 + rank * 1000;
+        len += snprintf(buf + len,
+                        sizeof(buf) - (size_t)len,
+                        "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":1,\"tid\":1,"
+                        "\"ts\":%ld,\"dur\":%d,\"args\":{\"step\":%d}}\n"
+                        "{\"ph\":\"X\",\"cat\":\"data\",\"name\":\"data_wait\",\"pid\":1,\"tid\":1,"
+                        "\"ts\":%ld,\"dur\":%d}\n"
+                        "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"grad_sync\",\"pid\":1,\"tid\":1,"
+                        "\"ts\":%ld,\"dur\":10000}\n",
+                        b,
+                        100000 + data_ms * 1000,
+                        s,
+                        b,
+                        data_ms * 1000,
+                        b + data_ms * 1000);
+    }
+    return buf;
+}
+
+static void test_straggler(void **state)
+{
+    (void)state;
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    const char *t0 = rank_trace(0, 5);
+    assert_int_equal(swift_an_load_buffer(&set, "r0.trace.jsonl", t0, strlen(t0)), 0);
+    const char *t1 = rank_trace(1, 45); /* 40 ms more data wait per step */
+    assert_int_equal(swift_an_load_buffer(&set, "r1.trace.jsonl", t1, strlen(t1)), 0);
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    /* clock offsets align rank 1 (1000 µs ahead) onto rank 0 */
+    assert_true(procs[1].steps[0].ts == procs[0].steps[0].ts);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *b = find_rule(r, "straggler");
+    assert_non_null(b);
+    assert_int_equal(json_integer_value(json_object_get(b, "rank")), 1);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(b, "evidence"), "phase")),
+                        "data_wait");
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+}
+
+static void test_loader_positions(void **state)
+{
+    (void)state;
+    swift_set_progname("swift-trace-analyze");
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    FILE *fp = capture();
+    /* a killed writer leaves a partial last line: kept with a warning */
+    const char *jl =
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"read\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"na";
+    assert_int_equal(swift_an_load_buffer(&set, "k.trace.jsonl", jl, strlen(jl)), 0);
+    assert_int_equal(set.src[0].n, 1);
+    /* a line that is not JSON: file, line and byte */
+    const char *bad =
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
+        "{\"ph\":\"X\" \"cat\":1}\n";
+    assert_int_equal(swift_an_load_buffer(&set, "b.trace.jsonl", bad, strlen(bad)), -1);
+    /* an unknown category in our own trace is named */
+    const char *unk =
+        "{\"ph\":\"X\",\"cat\":\"bogus\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n";
+    assert_int_equal(swift_an_load_buffer(&set, "u.trace.jsonl", unk, strlen(unk)), 0);
+    fflush(fp);
+    assert_non_null(strstr(msgbuf, "k.trace.jsonl:2: truncated last line ignored"));
+    assert_non_null(strstr(msgbuf, "swift-trace-analyze:b.trace.jsonl:2: byte 78: "));
+    assert_non_null(strstr(msgbuf, "u.trace.jsonl:1: byte 0: unknown category \"bogus\""));
+    release(fp);
+    assert_int_equal(set.n, 2);
+    assert_int_equal(set.nfailed, 1);
+    swift_an_set_release(&set);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_intervals),
+        cmocka_unit_test(test_kernel_types),
+        cmocka_unit_test(test_argv_with),
+        cmocka_unit_test(test_our_trace_end_to_end),
+        cmocka_unit_test(test_straggler),
+        cmocka_unit_test(test_loader_positions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
