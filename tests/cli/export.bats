@@ -100,3 +100,20 @@ check_dump() { # arch dtype
     [ "$status" -eq 1 ]
     [[ "$output" == "swift-export: unknown --dtype 'q3_k'"* ]]
 }
+
+@test "--merge-lora on the CLI: merged directory, JSON summary, refusals" {
+    out=$BATS_TEST_TMPDIR/merged
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --merge-lora tests/ref/fixtures/merge/adapter-lora --dtype bf16 -o "$out"
+    [ "$status" -eq 0 ]
+    [[ "$output" == '{"version":1,"format":"hf","output":"'"$out"'","dtype":"bfloat16","tensors":26,"merged":6,'* ]]
+    [ -f "$out/model.safetensors" ] && [ -f "$out/config.json" ] && [ -f "$out/generation_config.json" ]
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --merge-lora tests/ref/fixtures/merge/adapter-lora -o "$out"
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-export: '$out' exists; use --force to overwrite it" ]
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --merge-lora "$BATS_TEST_TMPDIR/none" -o "$BATS_TEST_TMPDIR/m2"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-export: cannot open '$BATS_TEST_TMPDIR/none/adapter_config.json': No such file or directory" ]]
+    [ ! -e "$BATS_TEST_TMPDIR/m2" ]
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --quant int3 -o "$BATS_TEST_TMPDIR/m3"
+    [ "$status" -eq 2 ]
+}
