@@ -117,3 +117,18 @@ check_dump() { # arch dtype
     run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --quant int3 -o "$BATS_TEST_TMPDIR/m3"
     [ "$status" -eq 2 ]
 }
+
+@test "--to hf without an adapter converts: same tensors, new dtype, side files copied" {
+    M=$BATS_TEST_TMPDIR/llama
+    run "$SWIFT_BIN/swift-export" "$M" --to hf --dtype fp32 -o "$BATS_TEST_TMPDIR/conv"
+    [ "$status" -eq 0 ]
+    [[ $output == *'"format":"hf"'*'"merged":0'* ]]
+    [ "$(jq -r .torch_dtype "$BATS_TEST_TMPDIR/conv/config.json")" = float32 ]
+    # identical weights: the GGUF made from either directory has the same tensors
+    run "$SWIFT_BIN/swift-export" "$M" --to gguf --dtype f32 --name x -o "$BATS_TEST_TMPDIR/a.gguf"
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-export" "$BATS_TEST_TMPDIR/conv" --to gguf --dtype f32 --name x \
+        -o "$BATS_TEST_TMPDIR/b.gguf"
+    [ "$status" -eq 0 ]
+    cmp "$BATS_TEST_TMPDIR/a.gguf" "$BATS_TEST_TMPDIR/b.gguf"
+}
