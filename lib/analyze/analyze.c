@@ -5,6 +5,7 @@
 #include "analyze/rules.h"
 #include "error.h"
 #include "fileio.h"
+#include "trace.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -337,6 +338,67 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
     return p->nsteps < (size_t)top ? p->nsteps : (size_t)top;
 }
 
+/* Host-side spans (CPU ops, annotations, our phases) by name: count and inclusive time, the
+ * n largest totals. GPU work (stream >= 0), steps and the profiler's own spans are left out. */
+struct opagg {
+    uint32_t name, cat;
+    long count;
+    double sum;
+};
+static int cmp_opagg(const void *a, const void *b)
+{
+    const struct opagg *x = a, *y = b;
+    return (x->sum < y->sum) - (x->sum > y->sum);
+}
+
+static json_t *top_ops(const struct swift_an_set *set, const struct swift_an_proc *p, int n)
+{
+    const struct swift_an_source *s = p->src;
+    const struct swift_an_strtab *st = &set->strs;
+    uint32_t *slot = calloc(st->n + 1, sizeof(*slot));
+    struct opagg *agg = NULL;
+    size_t na = 0;
+    if (!slot)
+        abort();
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->stream >= 0 || e->name >= st->n)
+            continue;
+        const char *cat = swift_an_str(st, e->cat), *nm = swift_an_str(st, e->name);
+        if (!strcmp(cat, "step") || !strcmp(cat, "Trace") || !strncmp(nm, "ProfilerStep#", 13) ||
+            !strcmp(cat, "kernel") || !strcmp(cat, "Kernel") || !strcmp(cat, "gpu_memcpy") ||
+            !strcmp(cat, "gpu_memset") || !strcmp(cat, "gpu_user_annotation") ||
+            !strcmp(cat, "Memcpy") || !strcmp(cat, "Memset"))
+            continue;
+        if (!slot[e->name]) {
+            agg = realloc(agg, (na + 1) * sizeof(*agg));
+            if (!agg)
+                abort();
+            agg[na++] = (struct opagg){e->name, e->cat, 0, 0};
+            slot[e->name] = (uint32_t)na;
+        }
+        agg[slot[e->name] - 1].count++;
+        agg[slot[e->name] - 1].sum += e->dur;
+    }
+    swift_an_sort(agg, na, sizeof(*agg), cmp_opagg);
+    json_t *a = json_array();
+    for (size_t i = 0; i < na && i < (size_t)n; i++)
+        json_array_append_new(
+            a,
+            json_pack("{s:s,s:s,s:I,s:o}",
+                      "name",
+                      swift_an_str(st, agg[i].name),
+                      "cat",
+                      agg[i].cat == SWIFT_AN_NONE ? "" : swift_an_str(st, agg[i].cat),
+                      "count",
+                      (json_int_t)agg[i].count,
+                      "sum_us",
+                      num(r3(agg[i].sum))));
+    free(agg);
+    free(slot);
+    return a;
+}
+
 static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
                          const struct swift_analyze_opts *o)
 {
@@ -535,6 +597,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
         json_object_set_new(j, "temporal", json_null());
         json_object_set_new(j, "comm_comp_overlap_pct", json_null());
     }
+    json_object_set_new(j, "top_ops", top_ops(set, p, o->top * 2));
     json_t *steps = json_array();
     size_t *worst;
     size_t nw = swift_an_worst_steps(p, SWIFT_AN_TIMELINE_STEPS, &worst);
@@ -596,8 +659,12 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
     swift_an_set_init(&set);
     int rc = 0;
     for (int i = 0; i < o->npaths; i++) {
+        int64_t t0 = swift_trace_now();
         if (swift_an_load_path(&set, o->paths[i], SWIFT_AN_LOAD_RECURSE) < 0)
             set.nfailed++;
+        struct swift_targ a[] = {SWIFT_TARG_S("path", o->paths[i]),
+                                 SWIFT_TARG_I("events", (int64_t)set.kept)};
+        swift_trace_span("io", "load", t0, swift_trace_now(), a, 2);
     }
     if (set.nfailed && o->strict) {
         swift_error(
@@ -615,8 +682,10 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
             "%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "", set.n);
     struct swift_an_proc *procs;
     size_t n;
+    int64_t t0 = swift_trace_now();
     swift_an_procs_build(&set, o, &procs, &n);
     json_t *report = swift_an_report_build(&set, procs, n, o);
+    swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
     if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
         rc = 1;
     if (rc == 0 && swift_an_report_write(report, o->format, o->output, o->top) < 0)

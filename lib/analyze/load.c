@@ -141,6 +141,13 @@ static int rd_fill(struct rd *r)
         r->mempos += (size_t)got;
     }
     if (got == 0) {
+        int zerr = Z_OK;
+        if (r->gz)
+            gzerror(r->gz, &zerr);
+        if (zerr == Z_BUF_ERROR) {
+            r->err = 3; /* the gzip stream stops before its end */
+            return 0;
+        }
         r->eof = 1;
         return 0;
     }
@@ -177,9 +184,16 @@ static uint64_t rd_off(const struct rd *r)
 
 static int rd_report(struct rd *r, const char *what)
 {
+    if (r->err == 3)
+        return swift_error_at(r->name,
+                              r->line,
+                              "byte %llu: gzip stream ends early (truncated file?)",
+                              (unsigned long long)rd_off(r));
     if (r->err == 1) {
         int zerr = 0;
         const char *m = r->gz ? gzerror(r->gz, &zerr) : "read error";
+        if (!strncmp(m, "<fd:", 4) && strstr(m, ": "))
+            m = strstr(m, ": ") + 2; /* gzdopen names the stream "<fd:N>" */
         return swift_error_at(r->name,
                               r->line,
                               "byte %llu: %s (%s)",
@@ -304,6 +318,8 @@ struct walker {
 static int scan_fail(struct rd *r, int rc, const char *where)
 {
     char msg[256];
+    if (r->err)
+        return rd_report(r, where);
     if (rc == -1)
         snprintf(msg, sizeof(msg), "truncated JSON (end of input inside %s)", where);
     else if (rc == -4)

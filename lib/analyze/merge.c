@@ -59,12 +59,12 @@ static int out_str(struct mctx *m, const char *s, size_t n)
 
 static int64_t remap_pid(struct mctx *m, json_t *pid)
 {
-    int64_t base = (int64_t)(m->index + 1) * 1000000;
+    int64_t base = (int64_t)(m->index + 1) * 10000000;
     if (json_is_integer(pid)) {
-        int64_t v = json_integer_value(pid) % 1000000;
+        int64_t v = json_integer_value(pid) % 10000000;
         return base + (v < 0 ? -v : v);
     }
-    return base + 999999;
+    return base + 9999999;
 }
 
 static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
@@ -97,8 +97,27 @@ static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
             char buf[512];
             if (m->src->kind == SWIFT_AN_SWIFT)
                 snprintf(buf, sizeof(buf), "%s", orig ? orig : m->label);
-            else
-                snprintf(buf, sizeof(buf), "rank %d %s", m->rank, orig ? orig : "");
+            else {
+                const char *where = m->src->host, *slash = strrchr(m->src->path, '/');
+                if (!where)
+                    where = slash ? slash + 1 : m->src->path;
+                json_t *pid = json_object_get(e, "pid");
+                if (json_is_integer(pid) && json_integer_value(pid) >= 0 &&
+                    json_integer_value(pid) < 64) /* Kineto: GPU pid = device index */
+                    snprintf(buf,
+                             sizeof(buf),
+                             "rank %d GPU %d @ %s",
+                             m->rank,
+                             (int)json_integer_value(pid),
+                             where);
+                else
+                    snprintf(buf,
+                             sizeof(buf),
+                             "%s rank %d @ %s",
+                             orig && *orig ? orig : "process",
+                             m->rank,
+                             where);
+            }
             if (json_is_object(a))
                 json_object_set_new(a, "name", json_string(buf));
         }

@@ -218,6 +218,39 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
     }
 }
 
+static void print_ops(FILE *fp, json_t *p, int md, int top)
+{
+    json_t *ops = json_object_get(p, "top_ops");
+    if (!json_array_size(ops))
+        return;
+    char b1[32];
+    fprintf(fp,
+            md ? "\n| host operation | count | total (inclusive) |\n|---|---:|---:|\n"
+               : "  top host operations (inclusive time):\n");
+    size_t i;
+    json_t *r;
+    json_array_foreach(ops, i, r)
+    {
+        if (i >= (size_t)top)
+            break;
+        char nm[64];
+        trunc_name(nm, md ? 64 : 48, jstr(r, "name"));
+        if (md)
+            fprintf(fp,
+                    "| `%s` | %.0f | %s |\n",
+                    nm,
+                    jnum(r, "count"),
+                    dur(b1, sizeof(b1), jnum(r, "sum_us")));
+        else
+            fprintf(fp,
+                    "    %-48s %-13.13s %7.0f x %10s\n",
+                    nm,
+                    jstr(r, "cat"),
+                    jnum(r, "count"),
+                    dur(b1, sizeof(b1), jnum(r, "sum_us")));
+    }
+}
+
 static void print_bottleneck(FILE *fp, json_t *b, int md, int idx)
 {
     char b1[32];
@@ -289,7 +322,11 @@ static int print_text(FILE *fp, json_t *r, int md, int top)
     json_array_foreach(bs, i, b) print_bottleneck(fp, b, md, (int)i + 1);
     fprintf(fp, md ? "\n## Processes\n" : "\nProcesses:\n");
     json_t *p;
-    json_array_foreach(ps, i, p) print_proc(fp, p, md, top);
+    json_array_foreach(ps, i, p)
+    {
+        print_proc(fp, p, md, top);
+        print_ops(fp, p, md, top < 3 ? top : 3);
+    }
     return ferror(fp) ? -1 : 0;
 }
 
@@ -572,6 +609,32 @@ static int print_html(FILE *fp, json_t *r, int top)
         }
         fputs("</table>\n", fp);
         free(idx);
+    }
+    fputs("<h2>Top host operations</h2>\n", fp);
+    json_array_foreach(ps, i, p)
+    {
+        json_t *ops = json_object_get(p, "top_ops");
+        if (!json_array_size(ops))
+            continue;
+        fputs("<p>", fp);
+        html_esc(fp, jstr(p, "label"));
+        fputs("</p><table><tr><th>operation</th><th>category</th><th>count</th>"
+              "<th>total (us, inclusive)</th></tr>\n",
+              fp);
+        size_t a;
+        json_t *row;
+        json_array_foreach(ops, a, row)
+        {
+            fputs("<tr><td><code>", fp);
+            html_esc(fp, jstr(row, "name"));
+            fputs("</code></td><td>", fp);
+            html_esc(fp, jstr(row, "cat"));
+            fprintf(fp,
+                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%.0f</td></tr>\n",
+                    jnum(row, "count"),
+                    jnum(row, "sum_us"));
+        }
+        fputs("</table>\n", fp);
     }
     fputs("</body></html>\n", fp);
     return ferror(fp) ? -1 : 0;

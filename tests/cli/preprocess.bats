@@ -173,3 +173,15 @@ build() { # tokenizer, output name, extra args...
         grep -q "\"name\":\"$n\"" "$TMP/pp.trace.jsonl"
     done
 }
+
+@test "--packing as a flag, with =HOW, or with the value as the next word" {
+    head -n 50 "$DS/gsm8k/test.jsonl" >"$TMP/g.jsonl"
+    for args in "--packing $TMP/g.jsonl:binpack" "--packing sequential $TMP/g.jsonl:sequential" \
+        "$TMP/g.jsonl --packing true:binpack" "--packing=sequential $TMP/g.jsonl:sequential" \
+        "--packing none $TMP/g.jsonl:none"; do
+        run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/pk" --force --max-length 1024 ${args%:*}
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"\"packing\":\"${args##*:}\""* ]]
+        [[ "$output" == *'"rows":50,'* ]]
+    done
+}

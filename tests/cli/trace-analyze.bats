@@ -141,6 +141,10 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     run "$A" -q "$W/r.json"
     [ "$status" -eq 1 ]
     [[ "${lines[0]}" == "swift-trace-analyze:$W/r.json:"*": byte "*": no \"traceEvents\" array: not a Chrome/Kineto trace" ]]
+    head -c 300000 "$NW4" > "$W/cut.json.gz"
+    run "$A" -q "$W/cut.json.gz"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "swift-trace-analyze:$W/cut.json.gz:"*": byte "*": gzip stream ends early (truncated file?)" ]]
     run "$A" --strict -o "$W/s.txt" "$W/type.json" "$NW0"
     [ "$status" -eq 1 ]
     [ ! -e "$W/s.txt" ]
@@ -156,6 +160,9 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(jq -r 'keys | join(",")' "$W/m.json")" = traceEvents ]
     # rank 0's pids and rank 1's pids are disjoint
     [ "$(jq '[.traceEvents[] | .pid] | unique | map(tostring | .[0:1]) | unique | length' "$W/m.json")" = 2 ]
+    # processes are named per rank: GPUs by device, the host process by its name
+    jq -r '.traceEvents[] | select(.name == "process_name") | .args.name' "$W/m.json" | grep -qx "rank 1 GPU 0 @ sampled_rank-1.json.gz"
+    jq -r '.traceEvents[] | select(.name == "process_name") | .args.name' "$W/m.json" | grep -qx "pyper:trainer:0:1 rank 1 @ sampled_rank-1.json.gz"
     # every non-metadata event has a numeric ts
     [ "$(jq '[.traceEvents[] | select(.ph != "M" and (.ts | type) != "number")] | length' "$W/m.json")" = 0 ]
     # flow ids are offset per rank: no id is used by two ranks

@@ -224,6 +224,63 @@ static void test_straggler(void **state)
     swift_an_set_release(&set);
 }
 
+/* serial_preprocess, comm_bound and memory_headroom on our traces, with the new command lines */
+static void test_more_rules(void **state)
+{
+    (void)state;
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    const char *pre =
+        "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":3,\"tid\":3,\"ts\":0,\"args\":{\"stage\":"
+        "\"preprocess\",\"rank\":0,\"world_size\":1,\"argv\":[\"swift-preprocess\",\"--threads\","
+        "\"1\",\"data.jsonl\"]}}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"read\",\"pid\":3,\"tid\":3,\"ts\":0,\"dur\":100}\n"
+        "{\"ph\":\"X\",\"cat\":\"tokenize\",\"name\":\"tok\",\"pid\":3,\"tid\":4,\"ts\":100,"
+        "\"dur\":800}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"write\",\"pid\":3,\"tid\":3,\"ts\":900,\"dur\":"
+        "100}"
+        "\n";
+    assert_int_equal(swift_an_load_buffer(&set, "pre.trace.jsonl", pre, strlen(pre)), 0);
+    const char *tr =
+        "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":5,\"tid\":5,\"ts\":0,\"args\":{\"stage\":"
+        "\"train\",\"argv\":[\"swift-train\",\"--gradient_accumulation_steps=4\","
+        "\"--per-device-train-batch-size\",\"8\",\"s/\"]}}\n"
+        "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":5,\"tid\":5,\"ts\":0,\"dur\":"
+        "1000,"
+        "\"args\":{\"step\":1}}\n"
+        "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"grad_sync\",\"pid\":5,\"tid\":5,\"ts\":500,"
+        "\"dur\":450}\n"
+        "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":5,\"tid\":5,\"ts\":600,\"args\":{\"allocated\":"
+        "95,"
+        "\"total\":100,\"device\":0}}\n";
+    assert_int_equal(swift_an_load_buffer(&set, "train.trace.jsonl", tr, strlen(tr)), 0);
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *b = find_rule(r, "serial_preprocess");
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "swift-preprocess --threads 8 data.jsonl");
+    b = find_rule(r, "comm_bound"); /* 45% > 40% */
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "severity")), "warn");
+    assert_string_equal(
+        json_string_value(json_object_get(b, "command")),
+        "swift-train --gradient-accumulation-steps 8 --per-device-train-batch-size 8 s/");
+    b = find_rule(r, "memory_headroom"); /* 95% > 90% */
+    assert_non_null(b);
+    assert_string_equal(
+        json_string_value(json_object_get(b, "command")),
+        "swift-train --gradient_accumulation_steps=4 --per-device-train-batch-size 4 s/");
+    assert_null(find_rule(r, "data_stall"));
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+}
+
 static void test_loader_positions(void **state)
 {
     (void)state;
@@ -265,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_our_trace_end_to_end),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_loader_positions),
+        cmocka_unit_test(test_more_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
