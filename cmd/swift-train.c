@@ -333,15 +333,15 @@ static int on_opt(void *vctx, int key, const char *arg)
         }
         return swift_usage("--zero: '%s' is not 0 or 1", arg);
     case O_RDELAY: {
-        const char *c = strchr(arg, ':');
+        const char *colon = strchr(arg, ':');
         long rk, ms;
         char rb[32];
-        if (!c || (size_t)(c - arg) >= sizeof(rb))
+        if (!colon || (size_t)(colon - arg) >= sizeof(rb))
             return swift_usage("--rank-delay-ms: '%s' is not RANK:MS", arg);
-        memcpy(rb, arg, (size_t)(c - arg));
-        rb[c - arg] = 0;
+        memcpy(rb, arg, (size_t)(colon - arg));
+        rb[colon - arg] = 0;
         if (swift_parse_long(rb, 0, 1 << 20, &rk) < 0 ||
-            swift_parse_long(c + 1, 0, 3600000, &ms) < 0)
+            swift_parse_long(colon + 1, 0, 3600000, &ms) < 0)
             return swift_usage("--rank-delay-ms: '%s' is not RANK:MS", arg);
         o->delay_rank = (int)rk;
         o->delay_rank_ms = ms;
