@@ -456,7 +456,10 @@ static int run_eval(struct run *r, long step)
         return swift_error("out of memory");
     }
     struct swift_loss l = {0};
-    for (uint64_t i = 0; i < n; i += (uint64_t)o->batch_size) {
+    /* ranks take every world-th batch of the validation set; the sums are combined below */
+    struct swift_dist *d = r->dist;
+    uint64_t stride = (uint64_t)o->batch_size * (uint64_t)d->world;
+    for (uint64_t i = (uint64_t)o->batch_size * (uint64_t)d->rank; i < n; i += stride) {
         long nt = 0;
         for (int b = 0; b < o->batch_size; b++) {
             struct swift_sample x;
@@ -475,6 +478,15 @@ static int run_eval(struct run *r, long step)
         }
     }
     ubatch_free(&u);
+    if (d->world > 1) {
+        double v[3] = {l.sum, (double)l.count, (double)l.correct};
+        int nostop = 0;
+        if (swift_dist_checkin(d, "eval", step, &nostop, v, 3) < 0)
+            return -1;
+        l.sum = v[0];
+        l.count = (long)v[1];
+        l.correct = (long)v[2];
+    }
     double loss = l.count ? l.sum / (double)l.count : 0;
     swift_trace_span("eval",
                      "eval",
@@ -1330,7 +1342,7 @@ int swift_train_run(const struct swift_train_opts *o)
             win_tokens = 0;
             win_steps = 0;
         }
-        if (r->val && D.rank == 0 && eval_steps > 0 && gs % eval_steps == 0 && run_eval(r, gs) < 0)
+        if (r->val && eval_steps > 0 && gs % eval_steps == 0 && run_eval(r, gs) < 0)
             goto out;
         if ((o->save_steps > 0 && gs % o->save_steps == 0) || stop) {
             if (save_checkpoint(r, gs) < 0)
@@ -1347,8 +1359,8 @@ int swift_train_run(const struct swift_train_opts *o)
             goto out;
         }
     }
-    if (r->val && D.rank == 0 && (eval_steps <= 0 || r->max_steps % eval_steps) &&
-        r->max_steps > start_step && run_eval(r, r->max_steps) < 0)
+    if (r->val && (eval_steps <= 0 || r->max_steps % eval_steps) && r->max_steps > start_step &&
+        run_eval(r, r->max_steps) < 0)
         goto out;
     if (!saved_last && r->max_steps > start_step && save_checkpoint(r, r->max_steps) < 0)
         goto out;

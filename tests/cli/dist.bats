@@ -35,6 +35,9 @@ mpi2() { # mpirun -np 2, bounded, stdin closed
 losses() { # the "loss" values of the train records of a stdout capture
     grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'
 }
+eval_losses() { # the same shape for the eval records (validation split over the ranks)
+    grep '"eval_loss"' "$1" | sed 's/.*"eval_loss":\([^,]*\),.*/{"loss":\1,}/'
+}
 
 same_curve() { # FILE_A FILE_B: same number of losses, each within a relative 1e-6
     paste <(losses "$1") <(losses "$2") | awk -v n="$(losses "$1" | wc -l)" '
@@ -65,7 +68,7 @@ wait_steps() { # RUN_DIR: until rank 0 has logged a step
     return 1
 }
 
-common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 100 --learning-rate 1e-3
+common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3 --learning-rate 1e-3
     --per-device-train-batch-size 2 -j 1)
 
 @test "1 rank x 2 micro-batches and 2 ranks x 1 give the same loss curve (LoRA with dropout, full)" {
@@ -79,6 +82,10 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 100 --learni
         [ "$status" -eq 0 ]
         echo "$output" | grep -v '^swift-train: rank' >"$W/two-$tuner.out"
         same_curve "$W/one-$tuner.out" "$W/two-$tuner.out"
+        eval_losses "$W/one-$tuner.out" >"$W/e1"
+        eval_losses "$W/two-$tuner.out" >"$W/e2"
+        [ "$(wc -l <"$W/e1")" -eq 2 ]
+        same_curve "$W/e1" "$W/e2"
         # rank 0 alone writes stdout records and the run directory
         [ "$(grep -c '"event":"done"' "$W/two-$tuner.out")" -eq 1 ]
         [ "$(grep -c '"loss"' "$W/two-$tuner/logging.jsonl")" -eq 6 ]
