@@ -19,6 +19,8 @@
 #define TAG_CLOCK 7
 #define TAG_CHECKIN 1000 /* + seq % 16384 */
 #define TAG_RELEASE 20000
+#define TAG_DIAG 21000 /* after a collective timed out: who is missing? */
+#define TAG_DIAG_RELEASE 21001
 
 static double mono_s(void)
 {
@@ -85,7 +87,7 @@ static int wait_all(MPI_Request *rq, int n, double deadline)
     }
 }
 
-static int fail_generic(struct swift_dist *d, const char *what, long step)
+static int fail_plain(struct swift_dist *d, const char *what, long step)
 {
     d->failed = 1;
     return swift_error("rank %d: %s of step %ld did not complete within --dist-timeout %gs; a "
@@ -213,15 +215,16 @@ static int report_missing(struct swift_dist *d, int k, const char *what, long st
                        d->timeout_s);
 }
 
-int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *flag, double *v,
-                       int nv)
+static int checkin_impl(struct swift_dist *d, const char *what, long step, int *flag, double *v,
+                        int nv, int diag)
 {
     if (d->world == 1)
         return 0;
     if (nv > 8)
         nv = 8;
     int64_t t0 = swift_trace_now();
-    int tag = TAG_CHECKIN + (int)(d->seq++ % 16384u);
+    int tag = diag ? TAG_DIAG : TAG_CHECKIN + (int)(d->seq++ % 16384u);
+    int rtag = diag ? TAG_DIAG_RELEASE : TAG_RELEASE;
     struct ckmsg me = {.seq = (int32_t)d->seq, .flag = *flag, .missing = -1};
     for (int i = 0; i < nv; i++)
         me.v[i] = v[i];
@@ -259,14 +262,13 @@ int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *f
         MPI_Request *sq = calloc((size_t)n, sizeof(*sq));
         int ns = 0;
         for (int k = 0; sq && k < n; k++)
-            MPI_Isend(
-                &out, (int)sizeof(out), MPI_BYTE, k + 1, TAG_RELEASE, MPI_COMM_WORLD, &sq[ns++]);
+            MPI_Isend(&out, (int)sizeof(out), MPI_BYTE, k + 1, rtag, MPI_COMM_WORLD, &sq[ns++]);
         if (sq && wait_all(sq, ns, mono_s() + (missing < 0 ? d->timeout_s : 2.0)) < 0 &&
             missing < 0) {
             free(sq);
             free(in);
             free(rq);
-            return fail_generic(d, what, step);
+            return fail_plain(d, what, step);
         }
         free(sq);
         free(in);
@@ -280,7 +282,7 @@ int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *f
         struct ckmsg out;
         MPI_Request rq[2];
         MPI_Isend(&me, (int)sizeof(me), MPI_BYTE, 0, tag, MPI_COMM_WORLD, &rq[0]);
-        MPI_Irecv(&out, (int)sizeof(out), MPI_BYTE, 0, TAG_RELEASE, MPI_COMM_WORLD, &rq[1]);
+        MPI_Irecv(&out, (int)sizeof(out), MPI_BYTE, 0, rtag, MPI_COMM_WORLD, &rq[1]);
         /* rank 0 decides after its own timeout: give it that long again */
         if (wait_all(rq, 2, deadline + d->timeout_s) < 0)
             return report_missing(d, 0, what, step);
@@ -290,6 +292,8 @@ int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *f
         for (int i = 0; i < nv; i++)
             v[i] = out.v[i];
     }
+    if (diag)
+        return -2; /* everyone answered */
     /* time here is time waiting for the slowest rank: the analyzer counts it as communication */
     swift_trace_span("comm",
                      "sync_wait",
@@ -298,6 +302,22 @@ int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *f
                      (struct swift_targ[]){SWIFT_TARG_S("point", what), SWIFT_TARG_I("step", step)},
                      2);
     return 0;
+}
+
+int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *flag, double *v,
+                       int nv)
+{
+    return checkin_impl(d, what, step, flag, v, nv, 0);
+}
+
+/* A collective timed out: the live ranks all time out in it too, so a point-to-point check-in
+ * names the rank that is missing; otherwise the generic message. */
+static int fail_generic(struct swift_dist *d, const char *what, long step)
+{
+    int flag = 0;
+    if (checkin_impl(d, what, step, &flag, NULL, 0, 1) == -1)
+        return -1;
+    return fail_plain(d, what, step);
 }
 
 static int ensure_flat(struct swift_dist *d, size_t n)

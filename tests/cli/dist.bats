@@ -166,7 +166,7 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3 --learning
     cat "$W/h.err"
     [ "$rc" -eq 1 ]
     [ "$SECONDS" -lt 20 ]
-    grep -Eq "^swift-train: rank 1 \([^,]+, pid $p1\) did not reach (forward|gradient sync) of step [0-9]+ within --dist-timeout 2s; it died or hangs" "$W/h.err"
+    grep -Eq "^swift-train: rank 1 \([^,]+, pid $p1\) did not reach (forward|gradient sync|gradient all-reduce) of step [0-9]+ within --dist-timeout 2s; it died or hangs" "$W/h.err"
 
     # SIGKILL: mpirun itself notices and ends the job (our timeout is the backstop)
     export DIST_TEST_ID=$W/k
