@@ -61,7 +61,7 @@ rank_pid() { # RANK: the pid of that rank of this test's job (no procps needed)
 }
 
 wait_steps() { # RUN_DIR: until rank 0 has logged a step
-    for _ in $(seq 200); do
+    for _ in $(seq 600); do
         grep -q '"loss"' "$1/logging.jsonl" 2>/dev/null && return 0
         sleep 0.1
     done
@@ -153,7 +153,7 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3 --learning
 }
 
 @test "a hung rank: the others exit 1 naming it within --dist-timeout; a killed rank never hangs the job" {
-    timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$T" --model $M --max-steps 100000 \
+    timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$T" --model $M --max-steps 100000 \
         --logging-steps 1 --save-steps 100000 --eval-steps 100000 --data-delay-ms 20 -j 1 \
         --dist-timeout 2 -o "$W/h" $D </dev/null >"$W/h.out" 2>"$W/h.err" &
     tp=$!
@@ -170,7 +170,7 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3 --learning
 
     # SIGKILL: mpirun itself notices and ends the job (our timeout is the backstop)
     export DIST_TEST_ID=$W/k
-    timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$T" --model $M --max-steps 100000 \
+    timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$T" --model $M --max-steps 100000 \
         --logging-steps 1 --save-steps 100000 --eval-steps 100000 --data-delay-ms 20 -j 1 \
         --dist-timeout 2 -o "$W/k" $D </dev/null >"$W/k.out" 2>"$W/k.err" &
     tp=$!
