@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "lib/banned.h"
 
@@ -10,10 +11,14 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
                              const float *logits, const int32_t *targets, int N, int V,
                              float dscale)
 {
-    double ls = 0;
+    /* per-row losses summed in row order afterwards: the same total on any thread count */
+    double *rl = malloc((size_t)(N > 0 ? N : 1) * sizeof(double));
+    if (!rl)
+        abort(); /* N doubles, next to the N*V logits already allocated */
     long cnt = 0, ok = 0;
-#pragma omp parallel for schedule(static) reduction(+ : ls, cnt, ok)
+#pragma omp parallel for schedule(static) reduction(+ : cnt, ok)
     for (int n = 0; n < N; n++) {
+        rl[n] = 0;
         const float *x = logits + (size_t)n * V;
         float *dx = dlogits ? dlogits + (size_t)n * V : NULL;
         int t = targets[n];
@@ -30,19 +35,32 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
                 mx = x[c];
                 arg = c;
             }
+        float xt = x[t]; /* dx may alias x */
+        /* e = exp(x - max) once (kept in dx when there is one), summed in double */
         double sum = 0;
-        for (int c = 0; c < V; c++)
-            sum += exp((double)x[c] - mx);
-        double lse = mx + log(sum);
-        ls += lse - x[t];
+        if (dx) {
+            for (int c = 0; c < V; c++) {
+                dx[c] = expf(x[c] - mx);
+                sum += dx[c];
+            }
+        } else {
+            for (int c = 0; c < V; c++)
+                sum += expf(x[c] - mx);
+        }
+        rl[n] = log(sum) + mx - xt;
         cnt++;
         ok += arg == t;
         if (dx) {
+            float k = (float)(dscale / sum);
             for (int c = 0; c < V; c++)
-                dx[c] = (float)exp((double)x[c] - lse) * dscale;
+                dx[c] *= k;
             dx[t] -= dscale;
         }
     }
+    double ls = 0;
+    for (int n = 0; n < N; n++)
+        ls += rl[n];
+    free(rl);
     *loss_sum += ls;
     *count += cnt;
     *correct += ok;

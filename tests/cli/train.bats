@@ -34,10 +34,10 @@ losses() { # the train records' "loss" values of a stdout capture
     [[ "${lines[-1]}" == '{"version":1,"event":"done",'* ]]
 }
 
-@test "resume from a checkpoint gives bit-identical losses (LoRA with dropout, accumulation)" {
+@test "resume from a checkpoint gives bit-identical losses (LoRA with dropout, accumulation, 2 threads)" {
     args=(--model $M --max-steps 8 --logging-steps 1 --save-steps 4 --eval-steps 100
         --per-device-train-batch-size 2 --gradient-accumulation-steps 2 --learning-rate 1e-3
-        --lora-dropout 0.1 -j 1)
+        --lora-dropout 0.1 -j 2)
     run "$T" "${args[@]}" -o "$W/a" $D
     [ "$status" -eq 0 ]
     echo "$output" >"$W/a.out"
@@ -86,6 +86,7 @@ losses() { # the train records' "loss" values of a stdout capture
 @test "kill -9 during checkpointing leaves only complete checkpoints, and resume works" {
     args=(--model tests/fixtures/model/qwen2 --tuner full --max-steps 400 --logging-steps 100
         --save-steps 1 --save-total-limit 2 --eval-steps 1000 -j 1)
+    shopt -s nullglob # under load the first checkpoint may not exist yet
     for delay in 0.3 0.5 0.7; do
         rm -rf "$W/a"
         "$T" "${args[@]}" -o "$W/a" $D >/dev/null 2>&1 &
@@ -113,7 +114,7 @@ losses() { # the train records' "loss" values of a stdout capture
     base=$("$T" --model $M -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
         --save-steps 1 -j 1 $D | grep eval_loss | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
     last=$(grep '"eval_loss"' "$W/run/logging.jsonl" | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
-    echo "base $base after15 $first after30 $last"
+    echo "# validation loss $base -> $first (15 steps) -> $last (30 steps)" >&3
     awk -v a="$base" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }'
 }
 
@@ -185,4 +186,65 @@ losses() { # the train records' "loss" values of a stdout capture
     grep -q '"flops"' "$W/t.jsonl"
     grep -q '"name":"layer.1.backward"' "$W/t.jsonl"
     [ "$(grep -c '"name":"self_attn.q_proj"' "$W/t.jsonl")" -eq 2 ] # 2 layers, 1 active step
+}
+
+@test "a slow data path (--data-delay-ms) makes swift-trace-analyze report data_stall" {
+    [ -x "$SWIFT_BIN/swift-trace-analyze" ] || skip "swift-trace-analyze not built"
+    run "$T" --model $M -o "$W/r" --max-steps 6 --save-steps 100 --eval-steps 100 -j 1 \
+        --data-delay-ms 60 --trace "$W/slow.jsonl" $D
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-trace-analyze" -f json "$W/slow.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"rule":"data_stall"'* ]]
+}
+
+@test "LoRA on the alpaca demo (swift-preprocess shards, eval fixture model) lowers validation loss" {
+    A="$SHARED/data/datasets/llama-factory-demo/alpaca_en_demo.json"
+    if [ ! -f "$A" ]; then
+        [ "${CI:-}" != true ] || { echo "missing $A under CI"; false; }
+        skip "no $A (set SHARED)"
+    fi
+    TM=tests/fixtures/eval/llama # tiny Llama + BPE tokenizer of the eval tests
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer $TM -o "$W/sh" --max-length 128 \
+        --truncation right --val-ratio 0.05 --packing binpack "$A"
+    [ "$status" -eq 0 ]
+    run "$T" --model $TM -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
+        --save-steps 1 -j 1 "$W/sh"
+    [ "$status" -eq 0 ]
+    base=$(echo "$output" | grep eval_loss | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    run "$T" --model $TM -o "$W/run" --max-steps 40 --logging-steps 20 --save-steps 40 \
+        --eval-steps 40 --per-device-train-batch-size 4 --learning-rate 2e-3 -j 1 "$W/sh"
+    [ "$status" -eq 0 ]
+    after=$(echo "$output" | grep eval_loss | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    echo "# validation loss $base -> $after" >&3
+    awk -v a="$base" -v b="$after" 'BEGIN { exit !(b < a - 0.5) }'
+}
+
+@test "--gradient-checkpointing gives the same losses" {
+    args=(--model tests/fixtures/model/qwen2 --tuner full --max-steps 3 --logging-steps 1
+        --save-steps 100 --eval-steps 100 --per-device-train-batch-size 2 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    run "$T" "${args[@]}" -o "$W/b" --gradient_checkpointing $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    diff <(losses "$W/a.out") <(losses "$W/b.out")
+    grep -q '"gradient_checkpointing": true' "$W/b/args.json"
+}
+
+@test "full fine-tuning of a bf16 model: bf16 checkpoint weights, fp32 master copy, exact resume" {
+    mkdir -p "$W/m"
+    cp tests/fixtures/model/qwen3/model.safetensors "$W/m/"
+    sed 's/"dtype": "float32"/"dtype": "bfloat16"/' tests/fixtures/model/qwen3/config.json >"$W/m/config.json"
+    args=(--model "$W/m" --tuner full --max-steps 4 --logging-steps 1 --save-steps 2
+        --eval-steps 100 --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    grep -q '"dtype":"BF16"' "$W/a/checkpoint-2/model.safetensors"
+    grep -q '"master.model.norm.weight"' "$W/a/checkpoint-2/optimizer.safetensors"
+    run "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-2" $D
+    [ "$status" -eq 0 ]
+    diff <(losses "$W/a.out" | sed -n 3,4p) <(echo "$output" | grep '"loss"' | sed 's/.*"loss":\([^,]*\),.*/\1/')
 }
