@@ -56,6 +56,8 @@ struct swift_train_opts {
     long save_steps, save_total_limit, eval_steps, logging_steps;
     int threads;        /* 0: all */
     long data_delay_ms; /* testing only: slow the data path */
+    int num_workers;    /* threads preparing steps (default 1) */
+    int prefetch;       /* steps prepared ahead (default 3; at least num_workers + 1) */
     const char *trace, *profile;
     double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */
