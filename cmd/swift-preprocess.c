@@ -35,8 +35,9 @@ static const struct swift_option options[] = {
      "trained tokens: default (assistant turns), last_round, all", "loss_scale"},
     {"truncation", K_TRUNC, SWIFT_ARG_REQUIRED, "HOW",
      "longer samples: delete (default), left, right, split", "truncation_strategy"},
-    {"packing", K_PACKING, SWIFT_ARG_OPTIONAL, "HOW",
-     "pack documents into max-length samples: binpack (default) or sequential", NULL},
+    {"packing", K_PACKING, SWIFT_ARG_REQUIRED, "HOW",
+     "pack documents into max-length samples: binpack (= true), sequential, none (= false)",
+     NULL},
     {"val-ratio", K_VAL, SWIFT_ARG_REQUIRED, "R", "fraction of documents for DIR/val (default 0)",
      "split_dataset_ratio"},
     {"seed", K_SEED, SWIFT_ARG_REQUIRED, "N", "seed for the split and --shuffle (default 42)",
@@ -76,7 +77,7 @@ static const struct swift_command command = {
     "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.",
     "Examples:\n"
     "  swift-preprocess --tokenizer models/Qwen3-0.6B -o shards alpaca_en.json\n"
-    "  swift-preprocess --tokenizer models/Qwen3-0.6B --max-length 4096 --packing --val-ratio 0.01 \\\n"
+    "  swift-preprocess --tokenizer models/Qwen3-0.6B --max-length 4096 --packing binpack --val-ratio 0.01 \\\n"
     "      -o shards train.jsonl\n"
     "  echo '\"Hello world\"' | swift-preprocess --tokenizer models/Qwen3-0.6B --encode\n"
     "  echo '[9707, 1879]' | swift-preprocess --tokenizer models/Qwen3-0.6B --decode\n"
@@ -138,7 +139,7 @@ static int on_option(void *ctx, int key, const char *arg)
         else return swift_usage("--truncation: expected delete, left, right or split, got '%s'", arg);
         break;
     case K_PACKING:
-        if (!arg || !strcmp(arg, "binpack") || !strcmp(arg, "true"))
+        if (!strcmp(arg, "binpack") || !strcmp(arg, "true"))
             o->packing = SWIFT_PACK_BINPACK;
         else if (!strcmp(arg, "sequential"))
             o->packing = SWIFT_PACK_SEQUENTIAL;

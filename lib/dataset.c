@@ -314,6 +314,7 @@ static int csv_next(struct swift_dataset *ds, struct swift_row *row)
 {
     json_t *fields;
     long line;
+    size_t pos0 = ds->pos;
     int rc = csv_record(ds, &fields, &line);
     if (rc <= 0)
         return rc;
@@ -331,6 +332,7 @@ static int csv_next(struct swift_dataset *ds, struct swift_row *row)
     memset(row, 0, sizeof(*row));
     row->obj = obj;
     row->line = line;
+    row->len = ds->pos - pos0; /* bytes read, for throughput figures */
     return 1;
 }
 

@@ -245,13 +245,13 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
                 break;
             }
     json_t *root = json_pack(
-        "{s:s?,s:n,s:s,s:s,s:o,s:s,s:b,s:b,s:b,s:b,s:i,s:f,s:f,s:n,s:n,s:n,s:{},s:{},s:b,s:b,s:s}",
+        "{s:s?,s:n,s:s,s:s,s:o,s:s,s:b,s:b,s:b,s:b,s:i,s:f,s:f,s:n,s:n,s:n,s:{},s:{},s:b,s:b}",
         "base_model_name_or_path", base_model, "revision", "task_type", "CAUSAL_LM", "peft_type",
         "LORA", "target_modules", tm, "bias", "none", "fan_in_fan_out", 0, "inference_mode", 1,
         "init_lora_weights", 1, "use_rslora", o->use_rslora, "r", o->rank, "lora_alpha",
-        (double)o->alpha, "lora_dropout", (double)o->dropout, "modules_to_save",
+        round((double)o->alpha * 1e6) / 1e6, "lora_dropout", round((double)o->dropout * 1e6) / 1e6, "modules_to_save",
         "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern", "use_dora", 0,
-        "lora_bias", 0, "swift_tools_version", SWIFT_VERSION);
+        "lora_bias", 0);
     char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     char *cp = swift_path_join(dir, "adapter_config.json");

@@ -512,8 +512,13 @@ int swift_model_reserve(struct swift_model *m, int B, int T)
             goto oom;                                                                              \
     } while (0)
     A(a->res, (L + 1) * N * H);
+    /* with activation checkpointing one set of layer activations is reused by every layer:
+     * backward recomputes a layer's forward from its saved input res[l] */
+    size_t nla = m->act_ckpt ? 1 : L;
     for (size_t l = 0; l < L; l++) {
         struct layer_acts *la = &a->la[l];
+        if (l >= nla)
+            goto lora_bufs;
         A(la->ln1, N * H);
         A(la->rstd1, N);
         if (c->qk_norm) {
@@ -533,6 +538,7 @@ int swift_model_reserve(struct swift_model *m, int B, int T)
         A(la->gate, N * I);
         A(la->up, N * I);
         A(la->act, N * I);
+    lora_bufs:
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             struct swift_linear *lin = &m->layers[l].lin[k];
             if (!lin->lora)
@@ -610,6 +616,7 @@ static uint64_t lin_seed(const struct swift_model *m, int l, int k)
 static void lin_fwd(struct swift_model *m, int l, int k, float *out, const float *x, int N,
                     float beta)
 {
+    int drop = m->lora_dropout > 0 && m->training;
     const struct swift_ops *ops = m->ops;
     struct swift_linear *L = &m->layers[l].lin[k];
     OP_BEGIN();
@@ -617,7 +624,7 @@ static void lin_fwd(struct swift_model *m, int l, int k, float *out, const float
     struct swift_lora_ad *ad = L->lora;
     if (ad) {
         const float *xin = x;
-        if (m->lora_dropout > 0) {
+        if (drop) {
             ops->dropout_fwd(ad->xd, ad->mask, x, (size_t)N * L->in, m->lora_dropout,
                              lin_seed(m, l, k));
             xin = ad->xd;
@@ -645,7 +652,7 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
         int r = m->lora_rank;
         ops->matmul_bwd(dxa, ad->gB, NULL, dout, ad->xa, ad->B, N, r, L->out, m->lora_scale,
                         0.0f);
-        if (m->lora_dropout > 0) {
+        if (m->lora_dropout > 0 && m->training) {
             float *tmp = m->acts->dtmp;
             ops->matmul_bwd(tmp, ad->gA, NULL, dxa, ad->xd, ad->A, N, L->in, r, 1.0f, 0.0f);
             ops->dropout_bwd(dx, tmp, ad->mask, (size_t)N * L->in, m->lora_dropout);
@@ -661,29 +668,17 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
     }
 }
 
-int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
-                        struct swift_loss *loss, float dscale)
+/* One decoder layer: res[l] -> res[l+1], activations into la. */
+static void layer_fwd(struct swift_model *m, int l, const struct swift_batch *b,
+                      struct layer_acts *la)
 {
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
-    int B = b->B, T = b->T, N = B * T, H = c->hidden_size, I = c->intermediate_size;
-    int NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim, V = c->vocab_size;
-    if (swift_model_reserve(m, B, T) < 0)
-        return -1;
-    for (int n = 0; n < N; n++) {
-        if (b->tokens[n] < 0 || b->tokens[n] >= V)
-            return swift_error("token id %d at position %d is outside the vocabulary (%d)",
-                               b->tokens[n], n, V);
-        if (b->targets[n] >= V)
-            return swift_error("target id %d is outside the vocabulary (%d)", b->targets[n], V);
-        if (b->pos[n] < 0 || b->pos[n] > n % T)
-            return swift_error("position %d of token %d runs before its row", b->pos[n], n);
-    }
     struct swift_model_acts *a = m->acts;
-    ops->embed_fwd(a->res, b->tokens, m->embed, N, H);
-    for (int l = 0; l < c->num_layers; l++) {
+    int B = b->B, T = b->T, N = B * T, H = c->hidden_size, I = c->intermediate_size;
+    int NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim;
+    {
         struct swift_layer *Ly = &m->layers[l];
-        struct layer_acts *la = &a->la[l];
         float *res = a->res + (size_t)l * N * H, *next = res + (size_t)N * H;
         int64_t lt0 = swift_trace_detail() ? swift_trace_now() : 0;
         ops->rmsnorm_fwd(la->ln1, la->rstd1, res, Ly->ln1, N, H, c->rms_norm_eps);
@@ -718,6 +713,30 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
             swift_trace_span("compute", nm, lt0, swift_trace_now(), la_, 1);
         }
     }
+}
+
+int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
+                        struct swift_loss *loss, float dscale)
+{
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    int B = b->B, T = b->T, N = B * T, H = c->hidden_size, V = c->vocab_size;
+    if (swift_model_reserve(m, B, T) < 0)
+        return -1;
+    for (int n = 0; n < N; n++) {
+        if (b->tokens[n] < 0 || b->tokens[n] >= V)
+            return swift_error("token id %d at position %d is outside the vocabulary (%d)",
+                               b->tokens[n], n, V);
+        if (b->targets[n] >= V)
+            return swift_error("target id %d is outside the vocabulary (%d)", b->targets[n], V);
+        if (b->pos[n] < 0 || b->pos[n] > n % T)
+            return swift_error("position %d of token %d runs before its row", b->pos[n], n);
+    }
+    struct swift_model_acts *a = m->acts;
+    m->training = dscale != 0.0f; /* dropout only when a backward pass follows */
+    ops->embed_fwd(a->res, b->tokens, m->embed, N, H);
+    for (int l = 0; l < c->num_layers; l++)
+        layer_fwd(m, l, b, &a->la[m->act_ckpt ? 0 : l]);
     float *last = a->res + (size_t)c->num_layers * N * H;
     ops->rmsnorm_fwd(a->lnf, a->rstdf, last, m->norm, N, H, c->rms_norm_eps);
     {
@@ -752,8 +771,10 @@ void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
     ops->rmsnorm_bwd(a->dres, m->gnorm, a->dln, last, m->norm, a->rstdf, N, H);
     for (int l = c->num_layers - 1; l >= 0; l--) {
         struct swift_layer *Ly = &m->layers[l];
-        struct layer_acts *la = &a->la[l];
+        struct layer_acts *la = &a->la[m->act_ckpt ? 0 : l];
         float *res = a->res + (size_t)l * N * H;
+        if (m->act_ckpt) /* recompute this layer's activations (same dropout masks) */
+            layer_fwd(m, l, b, la);
         int64_t lt0 = swift_trace_detail() ? swift_trace_now() : 0;
         /* MLP: dres is d(next) = d(mid) + path through down/up/gate */
         lin_bwd(m, l, SWIFT_LIN_DOWN, a->dact, 0.0f, a->dres, la->act, N);

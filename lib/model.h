@@ -126,6 +126,8 @@ struct swift_model {
     int lora_rank;
     float lora_alpha, lora_scale, lora_dropout;
     uint64_t dropout_seed;        /* set per step by the trainer */
+    int training;                 /* set by forward: dscale != 0 (LoRA dropout on) */
+    int act_ckpt;                 /* activation checkpointing: set before swift_model_reserve */
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;
@@ -145,7 +147,7 @@ void swift_model_free(struct swift_model *m);
 int swift_model_reserve(struct swift_model *m, int B, int T);
 void swift_model_zero_grad(struct swift_model *m);
 /* Forward pass; accumulates into *loss and, with backward to follow, prepares dlogits scaled
- * by dscale (0: forward only, no gradient). Logits of the last call stay readable through
+ * by dscale (0: forward only, no gradient, and no dropout: evaluation). Logits of the last call stay readable through
  * swift_model_logits() until backward. Returns 0 or -1 (bad token id). */
 int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
                         struct swift_loss *loss, float dscale);

@@ -747,10 +747,8 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
                 }
                 it->file = fname;
                 bytes += it->row.len;
-                if (it->row.obj) {
-                    json_t *tx = json_object_get(it->row.obj, "text");
-                    bytes += json_string_length(tx);
-                }
+                if (it->row.obj && !it->row.len)
+                    bytes += json_string_length(json_object_get(it->row.obj, "text"));
                 n++;
             }
             in_bytes += bytes;

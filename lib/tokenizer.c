@@ -23,10 +23,10 @@
 #define MAX_TEXT ((size_t)1 << 30)
 #define MAX_TOKENS ((size_t)1 << 31)
 #define MAX_FILE ((size_t)1 << 30)
-#define CACHE_SLOTS (1u << 15)
-#define CACHE_KEY_MAX 64
-#define CACHE_BYTES (1u << 20)
-#define CACHE_IDS (1u << 18)
+#define CACHE_SLOTS (1u << 16)
+#define CACHE_KEY_MAX 128
+#define CACHE_BYTES (1u << 21)
+#define CACHE_IDS (1u << 19)
 
 static const char GPT2_REGEX[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -64,6 +64,7 @@ struct swift_tokenizer {
     uint32_t *vslot; /* id + 1; 0 empty */
     uint32_t vmask;
     int32_t byte_id[256];
+    const struct merge_slot **bytepair; /* [a << 8 | b]: merge of the byte tokens a, b */
     /* merges */
     struct merge_slot *mslot;
     uint64_t mmask;
@@ -747,6 +748,13 @@ static int parse_merges(struct swift_tokenizer *tok, json_t *merges)
 
 static int finish(struct swift_tokenizer *tok)
 {
+    tok->bytepair = calloc(65536, sizeof(*tok->bytepair));
+    if (!tok->bytepair)
+        return swift_error("out of memory");
+    for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++)
+            tok->bytepair[a << 8 | b] =
+                merge_find(tok, (uint32_t)tok->byte_id[a], (uint32_t)tok->byte_id[b]);
     return build_added_index(tok);
 }
 
@@ -992,6 +1000,7 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
     free(tok->bytes);
     free(tok->vslot);
     free(tok->mslot);
+    free(tok->bytepair);
     for (size_t i = 0; i < tok->nadded; i++)
         free(tok->added[i].content);
     free(tok->added);
@@ -1006,16 +1015,17 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
 }
 
 /* ---- encoding ---- */
-struct cache_slot {
-    uint64_t hash;     /* 0 = empty */
+struct cache_slot { /* 16 bytes: the table is probed once per piece */
+    uint32_t hash;     /* 0 = empty */
     uint32_t key_off;
+    uint32_t ids_off;
     uint16_t key_len;
     uint16_t nids;
-    uint32_t ids_off;
 };
 
 struct heap_ent {
     uint32_t rank, pos, id;
+    uint32_t left, right; /* the pair's ids when pushed: unchanged means still valid */
 };
 
 struct swift_tok_state {
@@ -1163,10 +1173,22 @@ static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
 
 static int push_pair(struct swift_tok_state *st, size_t *hn, int32_t i, int32_t j)
 {
-    const struct merge_slot *m = merge_find(st->tok, st->sid[i], st->sid[j]);
+    uint32_t a = st->sid[i], b = st->sid[j];
+    const struct merge_slot *m = merge_find(st->tok, a, b);
     if (!m)
         return 0;
-    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id});
+    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, a, b});
+}
+
+/* Merges of two single bytes, looked up directly (every piece starts with byte pairs). */
+static int push_byte_pair(struct swift_tok_state *st, size_t *hn, int32_t i, unsigned char a,
+                          unsigned char b)
+{
+    const struct merge_slot *m = st->tok->bytepair[a << 8 | b];
+    if (!m)
+        return 0;
+    return heap_push(st, hn,
+                     (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
 }
 
 /* BPE-merge the n bytes at p; append ids starting at offset off. */
@@ -1175,11 +1197,13 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
 {
     const struct swift_tokenizer *tok = st->tok;
     const unsigned char *u = (const unsigned char *)p;
-    uint64_t h = 0;
+    uint64_t hh = 0;
+    uint32_t h = 0;
     struct cache_slot *slot = NULL;
     if (n <= CACHE_KEY_MAX) {
-        h = hash_bytes(u, n) | 1;
-        uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
+        hh = hash_bytes(u, n);
+        h = (uint32_t)(hh >> 32) | 1;
+        uint32_t i = (uint32_t)hh & (CACHE_SLOTS - 1);
         for (;; i = (i + 1) & (CACHE_SLOTS - 1)) {
             struct cache_slot *s = &st->cslot[i];
             if (!s->hash) {
@@ -1190,12 +1214,13 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
                 if (tokens_reserve(out, s->nids) < 0)
                     return -1;
                 const uint32_t *ids = st->cids + s->ids_off;
-                for (uint32_t k = 0; k < s->nids; k++) {
-                    if (out->want_offsets)
-                        out->offsets[out->n] = off;
-                    out->ids[out->n++] = ids[k];
-                    off += tok->info[ids[k]].len;
-                }
+                if (out->want_offsets)
+                    for (uint32_t k = 0; k < s->nids; k++) {
+                        out->offsets[out->n + k] = off;
+                        off += tok->info[ids[k]].len;
+                    }
+                memcpy(out->ids + out->n, ids, s->nids * sizeof(uint32_t));
+                out->n += s->nids;
                 return 0;
             }
         }
@@ -1219,7 +1244,7 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
         st->slen[i] = 1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        if (push_pair(st, &hn, (int32_t)i, (int32_t)i + 1) < 0)
+        if (push_byte_pair(st, &hn, (int32_t)i, u[i], u[i + 1]) < 0)
             return -1;
     while (hn > 0) {
         struct heap_ent e = heap_pop(st, &hn);
@@ -1229,9 +1254,12 @@ static int bpe_piece(struct swift_tok_state *st, const char *p, size_t n, uint32
         int32_t j = st->snext[i];
         if (j < 0)
             continue;
-        const struct merge_slot *m = merge_find(tok, st->sid[i], st->sid[j]);
-        if (!m || m->id != e.id)
-            continue;
+        if (st->sid[i] != e.left || st->sid[j] != e.right) {
+            /* the pair changed: HF still merges when it maps to the same new token */
+            const struct merge_slot *m = merge_find(tok, st->sid[i], st->sid[j]);
+            if (!m || m->id != e.id)
+                continue;
+        }
         st->sid[i] = e.id;
         st->slen[i] += st->slen[j];
         st->slen[j] = 0;
@@ -1256,13 +1284,15 @@ cache:
             memset(st->cslot, 0, CACHE_SLOTS * sizeof(*st->cslot));
             st->ckeys_n = st->cids_n = st->ccount = 0;
             /* the free slot found above is still free after clearing */
-            uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
-            slot = &st->cslot[i];
+            slot = &st->cslot[(uint32_t)hh & (CACHE_SLOTS - 1)];
         }
         memcpy(st->ckeys + st->ckeys_n, u, n);
         memcpy(st->cids + st->cids_n, out->ids + first, nids * sizeof(uint32_t));
-        *slot = (struct cache_slot){h, (uint32_t)st->ckeys_n, (uint16_t)n, (uint16_t)nids,
-                                    (uint32_t)st->cids_n};
+        *slot = (struct cache_slot){.hash = h,
+                                    .key_off = (uint32_t)st->ckeys_n,
+                                    .ids_off = (uint32_t)st->cids_n,
+                                    .key_len = (uint16_t)n,
+                                    .nids = (uint16_t)nids};
         st->ckeys_n += n;
         st->cids_n += nids;
         st->ccount++;

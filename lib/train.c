@@ -707,6 +707,7 @@ static int write_args(const struct swift_train_opts *o)
         "resume_from_checkpoint", o->resume);
     if (!a)
         return swift_error("out of memory");
+    json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
     json_object_set_new(a, "swift_tools_version", json_string(SWIFT_VERSION));
     char *txt = json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(a);
@@ -811,6 +812,7 @@ int swift_train_run(const struct swift_train_opts *o)
         goto out;
     if (swift_model_load(&r->m, wdir, &swift_cpu_ops, o->tuner == SWIFT_TUNER_LORA) < 0)
         goto out;
+    r->m.act_ckpt = o->gradient_checkpointing;
     if (o->tuner == SWIFT_TUNER_LORA) {
         if (resume) {
             if (swift_lora_load(&r->m, resume, &r->lo) < 0)

@@ -52,6 +52,7 @@ struct swift_train_opts {
     long data_delay_ms;        /* testing only: slow the data path */
     const char *trace, *profile;
     double peak_gflops;        /* for MFU; 0: measure sgemm at start-up */
+    int gradient_checkpointing; /* recompute layer activations in backward */
     int argc;
     char **argv;
 };

@@ -1,10 +1,20 @@
 /* Causal self-attention with grouped KV heads over packed documents. Token i of a row attends
- * to tokens i-pos[i] .. i of the same row (its own document). Plain loops: T is a few hundred
- * here, and the matmuls dominate. */
+ * to tokens i-pos[i] .. i of the same row (its own document).
+ *
+ * Per (row b, head h) the scores are one sgemm over the whole T x T block (the masked entries
+ * are computed and then zeroed: twice the causal FLOPs, but at BLAS speed), the softmax runs
+ * over each row's window, and P V is a second sgemm. Heads are strided views of the (B*T,NH,D)
+ * tensors (leading dimension NH*D), so nothing is transposed or copied. The sgemm calls are
+ * made one after another from this thread and use OpenBLAS's own threads; the row loops use
+ * OpenMP. */
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
+#undef I /* complex.h, pulled in by cblas.h */
 
 #include "lib/banned.h"
 
@@ -15,99 +25,88 @@ void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const flo
 {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            int kh = h / group;
+            const float *qh = q + ((size_t)b * T * NH + h) * D;
+            const float *kh = k + ((size_t)b * T * NKV + h / group) * D;
+            const float *vh = v + ((size_t)b * T * NKV + h / group) * D;
+            float *p = probs + ((size_t)b * NH + h) * T * T;
+            /* S (T,T) = scale * Qh (T,D) @ Kh (T,D)^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, qh, NH * D, kh,
+                        NKV * D, 0.0f, p, T);
+            const int32_t *ps = pos + (size_t)b * T;
+#pragma omp parallel for schedule(static)
             for (int i = 0; i < T; i++) {
-                size_t ti = (size_t)b * T + i;
-                const float *qi = q + (ti * NH + h) * D;
-                float *p = probs + (((size_t)b * NH + h) * T + i) * T;
-                int s = i - pos[ti];
-                float mx = -INFINITY;
+                float *pi = p + (size_t)i * T;
+                int s = i - ps[i];
+                float mx = -INFINITY, sum = 0;
+                for (int j = s; j <= i; j++)
+                    mx = pi[j] > mx ? pi[j] : mx;
                 for (int j = s; j <= i; j++) {
-                    const float *kj = k + (((size_t)b * T + j) * NKV + kh) * D;
-                    float dot = 0;
-                    for (int d = 0; d < D; d++)
-                        dot += qi[d] * kj[d];
-                    p[j] = dot * scale;
-                    if (p[j] > mx)
-                        mx = p[j];
-                }
-                float sum = 0;
-                for (int j = s; j <= i; j++) {
-                    p[j] = expf(p[j] - mx);
-                    sum += p[j];
+                    pi[j] = expf(pi[j] - mx);
+                    sum += pi[j];
                 }
                 float inv = 1.0f / sum;
-                float *o = out + (ti * NH + h) * D;
-                for (int d = 0; d < D; d++)
-                    o[d] = 0;
-                for (int j = s; j <= i; j++) {
-                    p[j] *= inv;
-                    const float *vj = v + (((size_t)b * T + j) * NKV + kh) * D;
-                    for (int d = 0; d < D; d++)
-                        o[d] += p[j] * vj[d];
-                }
+                for (int j = 0; j < s; j++)
+                    pi[j] = 0;
+                for (int j = s; j <= i; j++)
+                    pi[j] *= inv;
+                for (int j = i + 1; j < T; j++)
+                    pi[j] = 0;
             }
+            /* Oh (T,D) = P (T,T) @ Vh (T,D) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, p, T, vh,
+                        NKV * D, 0.0f, out + ((size_t)b * T * NH + h) * D, NH * D);
         }
     }
 }
 
-/* dS = P * (dP - sum_j P dP), dP = dO . V;  dQ = scale dS K;  dK = scale dS^T Q;  dV = P^T dO.
- * One task per (row, kv head) so the heads of a group add into dk/dv without races. */
+/* dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ = scale dS K;  dK += scale dS^T Q;
+ * dV += P^T dO. The heads of a group add into the same dK, dV. */
 void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                              const float *probs, const float *q, const float *k, const float *v,
                              const int32_t *pos, int B, int T, int NH, int NKV, int D)
 {
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel for collapse(2) schedule(dynamic)
+    float *ds = malloc((size_t)T * T * sizeof(float));
+    if (!ds)
+        abort(); /* T*T floats: reserved sizes are checked by the model first */
+    (void)pos; /* the mask is in P: masked entries are exactly 0, so are their gradients */
     for (int b = 0; b < B; b++) {
-        for (int kh = 0; kh < NKV; kh++) {
-            for (int j = 0; j < T; j++) {
-                size_t tj = (size_t)b * T + j;
-                memset(dk + (tj * NKV + kh) * D, 0, (size_t)D * sizeof(float));
-                memset(dv + (tj * NKV + kh) * D, 0, (size_t)D * sizeof(float));
-            }
-            for (int h = kh * group; h < (kh + 1) * group; h++) {
-                for (int i = 0; i < T; i++) {
-                    size_t ti = (size_t)b * T + i;
-                    const float *p = probs + (((size_t)b * NH + h) * T + i) * T;
-                    const float *doi = dout + (ti * NH + h) * D;
-                    const float *qi = q + (ti * NH + h) * D;
-                    float *dqi = dq + (ti * NH + h) * D;
-                    int s = i - pos[ti];
-                    /* pass 1: sum_j P dP */
-                    float acc = 0;
-                    for (int j = s; j <= i; j++) {
-                        const float *vj = v + (((size_t)b * T + j) * NKV + kh) * D;
-                        float d_ = 0;
-                        for (int d = 0; d < D; d++)
-                            d_ += doi[d] * vj[d];
-                        acc += p[j] * d_;
-                    }
-                    for (int d = 0; d < D; d++)
-                        dqi[d] = 0;
-                    /* pass 2: dS, and the three gradients */
-                    for (int j = s; j <= i; j++) {
-                        size_t tj = (size_t)b * T + j;
-                        const float *vj = v + (tj * NKV + kh) * D;
-                        const float *kj = k + (tj * NKV + kh) * D;
-                        float *dkj = dk + (tj * NKV + kh) * D;
-                        float *dvj = dv + (tj * NKV + kh) * D;
-                        float dpj = 0;
-                        for (int d = 0; d < D; d++)
-                            dpj += doi[d] * vj[d];
-                        float ds = p[j] * (dpj - acc) * scale;
-                        for (int d = 0; d < D; d++) {
-                            dqi[d] += ds * kj[d];
-                            dkj[d] += ds * qi[d];
-                            dvj[d] += p[j] * doi[d];
-                        }
-                    }
-                }
+        for (int kv = 0; kv < NKV; kv++) {
+            for (int t = 0; t < T; t++) {
+                memset(dk + (((size_t)b * T + t) * NKV + kv) * D, 0, (size_t)D * sizeof(float));
+                memset(dv + (((size_t)b * T + t) * NKV + kv) * D, 0, (size_t)D * sizeof(float));
             }
         }
+        for (int h = 0; h < NH; h++) {
+            size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / group) * D;
+            const float *p = probs + ((size_t)b * NH + h) * T * T;
+            /* dVh (T,D) += P^T (T,T) @ dOh (T,D) */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, p, T, dout + qo,
+                        NH * D, 1.0f, dv + ko, NKV * D);
+            /* dP (T,T) = dOh (T,D) @ Vh (T,D)^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, dout + qo, NH * D,
+                        v + ko, NKV * D, 0.0f, ds, T);
+#pragma omp parallel for schedule(static)
+            for (int i = 0; i < T; i++) {
+                const float *pi = p + (size_t)i * T;
+                float *di = ds + (size_t)i * T;
+                float acc = 0;
+                for (int j = 0; j <= i; j++)
+                    acc += pi[j] * di[j];
+                for (int j = 0; j <= i; j++)
+                    di[j] = pi[j] * (di[j] - acc) * scale;
+                for (int j = i + 1; j < T; j++)
+                    di[j] = 0;
+            }
+            /* dQh (T,D) = dS (T,T) @ Kh (T,D) ; dKh (T,D) += dS^T @ Qh */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, ds, T, k + ko,
+                        NKV * D, 0.0f, dq + qo, NH * D);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, ds, T, q + qo,
+                        NH * D, 1.0f, dk + ko, NKV * D);
+        }
     }
+    free(ds);
 }

@@ -94,7 +94,7 @@ void swift_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, flo
                      float b2, float eps, float wd, float bc1, float bc2, float gscale)
 {
     float step = lr / bc1, sbc2 = sqrtf(bc2);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gscale;
         p[i] *= 1.0f - lr * wd;

@@ -30,16 +30,25 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
                 mx = x[c];
                 arg = c;
             }
+        float xt = x[t]; /* dx may alias x */
+        /* e = exp(x - max) once (kept in dx when there is one), summed in double */
         double sum = 0;
-        for (int c = 0; c < V; c++)
-            sum += exp((double)x[c] - mx);
-        double lse = mx + log(sum);
-        ls += lse - x[t];
+        if (dx) {
+            for (int c = 0; c < V; c++) {
+                dx[c] = expf(x[c] - mx);
+                sum += dx[c];
+            }
+        } else {
+            for (int c = 0; c < V; c++)
+                sum += expf(x[c] - mx);
+        }
+        ls += log(sum) + mx - xt;
         cnt++;
         ok += arg == t;
         if (dx) {
+            float k = (float)(dscale / sum);
             for (int c = 0; c < V; c++)
-                dx[c] = (float)exp((double)x[c] - lse) * dscale;
+                dx[c] *= k;
             dx[t] -= dscale;
         }
     }

@@ -111,10 +111,12 @@ int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
     if (o->max_new < 1)
         return swift_error("max new tokens must be at least 1");
     int rc = -1;
+    /* prefill fills up to M tokens per call, decode up to n (one per sequence) */
+    size_t T = (size_t)(M > n ? M : n);
     float *logits = malloc((size_t)(n > 0 ? n : 1) * V * sizeof(float));
-    int32_t *tok = malloc((size_t)M * sizeof(int32_t));
-    int *rowof = malloc((size_t)M * sizeof(int)), *want = malloc((size_t)M * sizeof(int));
-    int *wrow = malloc((size_t)M * sizeof(int));
+    int32_t *tok = malloc(T * sizeof(int32_t));
+    int *rowof = malloc(T * sizeof(int)), *want = malloc(T * sizeof(int));
+    int *wrow = malloc(T * sizeof(int));
     uint64_t(*rng)[4] = malloc((size_t)(n > 0 ? n : 1) * sizeof(*rng));
     int32_t *next = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!logits || !tok || !rowof || !want || !wrow || !rng || !next) {

@@ -261,6 +261,7 @@ int swift_kv_merge_adapters(struct swift_model *m)
             /* W (out,in) += scale * B (out,r) @ At (in,r)^T */
             m->ops->matmul_fwd(L->w, L->lora->B, At, NULL, L->out, rk, L->in, m->lora_scale, 1.0f);
             free(At);
+            free(L->lora); /* A and B live in m->lora_params, freed with the model */
             L->lora = NULL;
         }
     return 0;

@@ -509,21 +509,16 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
     return rc;
 }
 
-static int run_mc(struct run *r, json_t *rec, long *n_out)
+static int run_mc(struct run *r, struct swift_eval_set *setp, json_t *rec, long *n_out)
 {
     const struct swift_eval_opts *o = r->o;
-    struct swift_eval_set set;
-    swift_eval_set_init(&set);
-    if (swift_eval_read(o->task, o->dataset, &set) < 0)
-        return -1;
+    struct swift_eval_set set = *setp;
     size_t first = o->task == SWIFT_EVAL_MMLU ? 0 : (size_t)o->few_shot;
     size_t last = set.n;
     if (o->limit > 0 && first + (size_t)o->limit < last)
         last = first + (size_t)o->limit;
-    if (first >= last) {
-        swift_eval_set_release(&set);
+    if (first >= last)
         return swift_error("'%s': no items to evaluate", o->dataset);
-    }
     int B = o->batch_size, cap = o->max_length;
     struct swift_eval_tally acc, accn;
     swift_eval_tally_init(&acc);
@@ -598,7 +593,6 @@ static int run_mc(struct run *r, json_t *rec, long *n_out)
     }
     swift_eval_tally_release(&acc);
     swift_eval_tally_release(&accn);
-    swift_eval_set_release(&set);
     return rc;
 }
 
@@ -653,23 +647,17 @@ static char *gen_answer(struct run *r, const int32_t *out, int n)
     return text;
 }
 
-static int run_gen(struct run *r, json_t *rec, long *n_out)
+static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long *n_out)
 {
     const struct swift_eval_opts *o = r->o;
-    struct swift_eval_set set;
-    swift_eval_set_init(&set);
-    if (swift_eval_read(o->task, o->dataset, &set) < 0)
-        return -1;
+    struct swift_eval_set set = *setp;
     size_t first = (size_t)o->few_shot, last = set.n;
     if (o->limit > 0 && first + (size_t)o->limit < last)
         last = first + (size_t)o->limit;
-    if (first >= last) {
-        swift_eval_set_release(&set);
+    if (first >= last)
         return swift_error("'%s': no items to evaluate", o->dataset);
-    }
     int B = o->batch_size, cap = o->max_length;
     if (o->max_new_tokens >= cap) {
-        swift_eval_set_release(&set);
         return swift_error("--max-new-tokens %d leaves no room for a prompt in --max-length %d",
                            o->max_new_tokens, cap);
     }
@@ -751,7 +739,6 @@ static int run_gen(struct run *r, json_t *rec, long *n_out)
         r->tokens += r->gen.prefill_tokens + r->gen.decode_tokens;
     }
     swift_eval_tally_release(&acc);
-    swift_eval_set_release(&set);
     return rc;
 }
 
@@ -795,8 +782,18 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     int rc = -1;
     json_t *rec = NULL;
     double t0 = now_s();
-    if (swift_model_load(&r.m, o->model, &swift_cpu_ops, 1) < 0)
+    /* the dataset first: a bad row should not wait for a large model to load */
+    struct swift_eval_set set;
+    swift_eval_set_init(&set);
+    int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
+    if (!scored && swift_eval_read(o->task, o->dataset, &set) < 0) {
+        swift_eval_set_release(&set);
         return 1;
+    }
+    if (swift_model_load(&r.m, o->model, &swift_cpu_ops, 1) < 0) {
+        swift_eval_set_release(&set);
+        return 1;
+    }
     r.have_model = 1;
     r.V = r.m.cfg.vocab_size;
     if (o->adapters) {
@@ -841,9 +838,9 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     if (o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL)
         trc = run_loss(&r, rec, &n);
     else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
-        trc = run_mc(&r, rec, &n);
+        trc = run_mc(&r, &set, rec, &n);
     else
-        trc = run_gen(&r, rec, &n);
+        trc = run_gen(&r, &set, rec, &n);
     if (trc < 0)
         goto out;
     double t2 = now_s();
@@ -894,6 +891,7 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         rc = g != 0 ? -1 : 0;
     }
 out:
+    swift_eval_set_release(&set);
     json_decref(rec);
     free(r.logits);
     if (r.have_kv)

@@ -138,7 +138,8 @@ static int csv_field_end(struct csv *c)
     char *s = malloc(c->len + 1);
     if (!s)
         return swift_error("out of memory");
-    memcpy(s, c->buf, c->len);
+    if (c->len)
+        memcpy(s, c->buf, c->len);
     s[c->len] = 0;
     c->fields[c->n++] = s;
     c->len = 0;

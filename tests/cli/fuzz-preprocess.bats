@@ -16,3 +16,7 @@ run_fuzz() {
 @test "fuzz tokenizer.json loader" {
     run_fuzz tokenizer
 }
+
+@test "fuzz dataset readers (JSON Lines, JSON arrays, CSV) and row mapping" {
+    run_fuzz dataset
+}

@@ -186,3 +186,48 @@ losses() { # the train records' "loss" values of a stdout capture
     grep -q '"name":"layer.1.backward"' "$W/t.jsonl"
     [ "$(grep -c '"name":"self_attn.q_proj"' "$W/t.jsonl")" -eq 2 ] # 2 layers, 1 active step
 }
+
+@test "a slow data path (--data-delay-ms) makes swift-trace-analyze report data_stall" {
+    [ -x "$SWIFT_BIN/swift-trace-analyze" ] || skip "swift-trace-analyze not built"
+    run "$T" --model $M -o "$W/r" --max-steps 6 --save-steps 100 --eval-steps 100 -j 1 \
+        --data-delay-ms 60 --trace "$W/slow.jsonl" $D
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-trace-analyze" -f json "$W/slow.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"rule":"data_stall"'* ]]
+}
+
+@test "LoRA on the alpaca demo (swift-preprocess shards, eval fixture model) lowers validation loss" {
+    A="$SHARED/data/datasets/llama-factory-demo/alpaca_en_demo.json"
+    if [ ! -f "$A" ]; then
+        [ "${CI:-}" != true ] || { echo "missing $A under CI"; false; }
+        skip "no $A (set SHARED)"
+    fi
+    TM=tests/fixtures/eval/llama # tiny Llama + BPE tokenizer of the eval tests
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer $TM -o "$W/sh" --max-length 128 \
+        --truncation right --val-ratio 0.05 --packing "$A"
+    [ "$status" -eq 0 ]
+    run "$T" --model $TM -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
+        --save-steps 1 -j 1 "$W/sh"
+    [ "$status" -eq 0 ]
+    base=$(echo "$output" | grep eval_loss | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    run "$T" --model $TM -o "$W/run" --max-steps 40 --logging-steps 20 --save-steps 40 \
+        --eval-steps 40 --per-device-train-batch-size 4 --learning-rate 2e-3 -j 1 "$W/sh"
+    [ "$status" -eq 0 ]
+    after=$(echo "$output" | grep eval_loss | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
+    echo "validation loss $base -> $after"
+    awk -v a="$base" -v b="$after" 'BEGIN { exit !(b < a - 0.5) }'
+}
+
+@test "--gradient-checkpointing gives the same losses" {
+    args=(--model tests/fixtures/model/qwen2 --tuner full --max-steps 3 --logging-steps 1
+        --save-steps 100 --eval-steps 100 --per-device-train-batch-size 2 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    run "$T" "${args[@]}" -o "$W/b" --gradient_checkpointing $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    diff <(losses "$W/a.out") <(losses "$W/b.out")
+    grep -q '"gradient_checkpointing": true' "$W/b/args.json"
+}

@@ -4,7 +4,7 @@
  * sharded weights, Qwen3 with QK-norm and explicit head_dim; row 1 of the batch packs two
  * documents). Tolerances (float32, OpenBLAS vs torch): logits and loss 1e-4 absolute, gradients
  * 1e-3 relative to each tensor's largest entry, parameters after 1 AdamW step 1e-5
- * absolute (well-conditioned elements), after 3 steps 2e-3 (0.2 lr), losses 1e-4. */
+ * absolute (well-conditioned elements), after 3 steps 2e-3 (0.2 lr), losses 1e-5 at step 1 and 5e-4 after. */
 #include "lib/model.h"
 
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "lib/backend.h"
 #include "lib/error.h"
@@ -167,7 +168,9 @@ static void check_model(const char *arch, int lora)
         double lv = ls.sum / ls.count;
         printf("# %s%s: step %d loss %.7f vs %.7f\n", arch, lora ? " lora" : "", s + 1, lv,
                want[s]);
-        assert_true(fabs(lv - want[s]) < 1e-4);
+        /* before any update the loss is exact; later ones inherit the ill-conditioned Adam
+         * elements below (qwen3 differs by 1e-4 at step 3) */
+        assert_true(fabs(lv - want[s]) < (s == 0 ? 1e-5 : 5e-4));
         if (s == 0) {
             /* Adam's first update is lr*g/(|g|+eps): for an element whose gradient is ~1e-7 the
              * float32 rounding noise of g decides its sign, so ill-conditioned elements
@@ -231,12 +234,167 @@ static void test_llama_lora(void **s) { (void)s; check_model("llama", 1); }
 static void test_qwen2_lora(void **s) { (void)s; check_model("qwen2", 1); }
 static void test_qwen3_lora(void **s) { (void)s; check_model("qwen3", 1); }
 
+/* What swift-train wrote (tests/fixtures/ours), loaded by peft / transformers in
+ * tests/ref/check_our_outputs.py: their logits must be ours. */
+static void check_ours(const char *arch, const char *ours, int lora)
+{
+    char dir[256], ref[256], fx[256];
+    snprintf(dir, sizeof(dir), FIX "%s", arch);
+    snprintf(ref, sizeof(ref), "tests/fixtures/ours/%s/ref_logits.safetensors", ours);
+    snprintf(fx, sizeof(fx), FIX "%s/ref.safetensors", arch);
+    char od[256];
+    snprintf(od, sizeof(od), "tests/fixtures/ours/%s", ours);
+    struct swift_model m;
+    if (lora) {
+        assert_int_equal(swift_model_load(&m, dir, &swift_cpu_ops, 1), 0);
+        struct swift_lora_opts lo;
+        assert_int_equal(swift_lora_load(&m, od, &lo), 0);
+    } else {
+        assert_int_equal(swift_model_load(&m, od, &swift_cpu_ops, 1), 0);
+    }
+    struct fx f;
+    fx_open(&f, fx);
+    int T = f.T, V = m.cfg.vocab_size;
+    int32_t pos[64], tgt[64];
+    for (int t = 0; t < T; t++) {
+        pos[t] = t;
+        tgt[t] = -1;
+    }
+    struct swift_batch b = {.B = 1, .T = T, .tokens = f.tok, .targets = tgt, .pos = pos};
+    struct swift_loss l = {0};
+    assert_int_equal(swift_model_forward(&m, &b, &l, 0.0f), 0);
+    struct fx r;
+    assert_int_equal(swift_safetensors_open(&r.st, ref), 0);
+    double mr, e = max_abs_diff(swift_model_logits(&m), fget(&r, "logits", (size_t)T * V),
+                                (size_t)T * V, &mr);
+    printf("# %s loaded by %s: logits max abs err %.3g (max |logit| %.3g)\n", ours,
+           lora ? "peft" : "transformers", e, mr);
+    assert_true(e < 1e-4);
+    swift_safetensors_close(&r.st);
+    fx_close(&f);
+    swift_model_free(&m);
+}
+static void test_ours_lora(void **s) { (void)s; check_ours("llama", "lora-llama", 1); }
+static void test_ours_full(void **s) { (void)s; check_ours("qwen3", "full-qwen3", 0); }
+
+/* transformers 4 layout: rope_theta + rope_scaling, torch_dtype; and config errors */
+static void test_config_layouts(void **s)
+{
+    (void)s;
+    const char *v4 = "{\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":4096,"
+                     "\"intermediate_size\":14336,\"num_hidden_layers\":32,"
+                     "\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+                     "\"max_position_embeddings\":131072,\"rms_norm_eps\":1e-05,"
+                     "\"rope_theta\":500000.0,\"rope_scaling\":{\"factor\":8.0,"
+                     "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},"
+                     "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}";
+    json_error_t je;
+    json_t *j = json_loads(v4, 0, &je);
+    struct swift_model_config c;
+    assert_int_equal(swift_model_config_parse(&c, j, "v4.json"), 0);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.num_kv_heads, 8);
+    assert_int_equal(c.rope_type, SWIFT_ROPE_LLAMA3);
+    assert_true(c.rope_theta == 500000.0 && c.rope_factor == 8.0);
+    assert_string_equal(c.dtype, "bfloat16");
+    json_decref(j);
+    /* qwen2: q/k/v bias without a key; default eps 1e-6 */
+    j = json_loads("{\"model_type\":\"qwen2\",\"vocab_size\":10,\"hidden_size\":8,"
+                   "\"intermediate_size\":16,\"num_hidden_layers\":1,"
+                   "\"num_attention_heads\":2,\"dtype\":\"float16\"}", 0, &je);
+    assert_int_equal(swift_model_config_parse(&c, j, "q.json"), 0);
+    assert_true(c.qkv_bias && !c.o_bias && !c.qk_norm && c.num_kv_heads == 2);
+    assert_true(c.rms_norm_eps == 1e-6f);
+    assert_string_equal(c.dtype, "float16");
+    json_decref(j);
+    const char *bad[][2] = {
+        {"{\"model_type\":\"gpt2\"}", "unsupported model_type 'gpt2'"},
+        {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
+         "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"rope_scaling\":{\"rope_type\":\"yarn\"}}",
+         "unsupported rope_type 'yarn'"},
+        {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
+         "\"num_hidden_layers\":1,\"num_attention_heads\":3}", "hidden_size 8 is not a multiple"},
+        {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
+         "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"hidden_act\":\"gelu\"}",
+         "unsupported hidden_act 'gelu'"},
+        {"{\"model_type\":\"llama\",\"hidden_size\":8}", "missing key 'vocab_size'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char buf[1024] = {0};
+        FILE *fp = fmemopen(buf, sizeof(buf), "w");
+        swift_error_set_stream(fp);
+        j = json_loads(bad[i][0], 0, &je);
+        assert_non_null(j);
+        assert_int_equal(swift_model_config_parse(&c, j, "c.json"), -1);
+        json_decref(j);
+        fclose(fp);
+        swift_error_set_stream(NULL);
+        if (!strstr(buf, bad[i][1]))
+            fail_msg("got '%s', expected '%s'", buf, bad[i][1]);
+    }
+}
+
+/* activation checkpointing recomputes each layer in backward: the same gradients, bit for bit
+ * (full fine-tuning of Qwen3, and LoRA with dropout on Llama) */
+static void grads_of(const char *arch, int lora, int ckpt, float **out, size_t *n)
+{
+    char dir[256];
+    snprintf(dir, sizeof(dir), FIX "%s", arch);
+    struct swift_model m;
+    assert_int_equal(swift_model_load(&m, dir, &swift_cpu_ops, lora), 0);
+    m.act_ckpt = ckpt;
+    if (lora) {
+        struct swift_lora_opts lo = {.rank = 4, .alpha = 8, .dropout = 0.2f,
+                                     .targets = "all-linear", .seed = 3};
+        assert_int_equal(swift_lora_attach(&m, &lo), 0);
+        for (size_t i = 0; i < m.nlora; i++) /* B = 0 at init: make it count */
+            m.lora_params[i] += 0.01f * (float)((i * 7919) % 13);
+    }
+    struct fx f;
+    char ref[256];
+    snprintf(ref, sizeof(ref), FIX "%s/ref.safetensors", arch);
+    fx_open(&f, ref);
+    struct swift_batch b = {.B = f.B, .T = f.T, .tokens = f.tok, .targets = f.tgt, .pos = f.pos};
+    m.dropout_seed = 99;
+    swift_model_zero_grad(&m);
+    struct swift_loss l = {0};
+    assert_int_equal(swift_model_forward(&m, &b, &l, 0.01f), 0);
+    swift_model_backward(&m, &b);
+    *n = lora ? m.nlora : m.nparams;
+    *out = malloc(*n * sizeof(float));
+    memcpy(*out, lora ? m.lora_grads : m.grads, *n * sizeof(float));
+    fx_close(&f);
+    swift_model_free(&m);
+}
+static void test_act_ckpt(void **s)
+{
+    (void)s;
+    for (int lora = 0; lora < 2; lora++) {
+        const char *arch = lora ? "llama" : "qwen3";
+        float *g0, *g1;
+        size_t n0, n1;
+        grads_of(arch, lora, 0, &g0, &n0);
+        grads_of(arch, lora, 1, &g1, &n1);
+        assert_int_equal(n0, n1);
+        assert_memory_equal(g0, g1, n0 * sizeof(float));
+        double s0 = 0;
+        for (size_t i = 0; i < n0; i++)
+            s0 += fabs(g0[i]);
+        assert_true(s0 > 0);
+        free(g0);
+        free(g1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),      cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),      cmocka_unit_test(test_llama_lora),
         cmocka_unit_test(test_qwen2_lora), cmocka_unit_test(test_qwen3_lora),
+        cmocka_unit_test(test_ours_lora),  cmocka_unit_test(test_ours_full),
+        cmocka_unit_test(test_config_layouts), cmocka_unit_test(test_act_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,115 @@
+/* bench_train CONFIG THREADS BATCH SEQ STEPS: training steps (forward, backward, AdamW) of a
+ * randomly initialised Llama config on the CPU backend; prints one JSON line. CONFIG is 10M or
+ * 100M (the same shapes tests/bench/train_torch.py builds). */
+#include "lib/model.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "lib/cli.h"
+#include "lib/fileio.h"
+#include "lib/optim.h"
+#include "lib/train.h"
+#include "lib/banned.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    long th, B, T, steps;
+    if (argc != 6 || swift_parse_long(argv[2], 1, 256, &th) || swift_parse_long(argv[3], 1, 64, &B) ||
+        swift_parse_long(argv[4], 2, 8192, &T) || swift_parse_long(argv[5], 1, 1000, &steps)) {
+        fprintf(stderr, "usage: bench_train 10M|100M THREADS BATCH SEQ STEPS\n");
+        return 2;
+    }
+    struct swift_model_config c = {.model_type = "llama", .dtype = "float32",
+                                   .rms_norm_eps = 1e-5f, .rope_theta = 10000.0,
+                                   .tie_embeddings = 1, .max_position_embeddings = 8192};
+    if (!strcmp(argv[1], "10M")) {
+        c.vocab_size = 16000, c.hidden_size = 256, c.intermediate_size = 768;
+        c.num_layers = 6, c.num_heads = 8, c.num_kv_heads = 4, c.head_dim = 32;
+    } else if (!strcmp(argv[1], "100M")) {
+        c.vocab_size = 32000, c.hidden_size = 768, c.intermediate_size = 2048;
+        c.num_layers = 12, c.num_heads = 12, c.num_kv_heads = 12, c.head_dim = 64;
+    } else {
+        fprintf(stderr, "bench_train: unknown config '%s'\n", argv[1]);
+        return 2;
+    }
+    omp_set_num_threads((int)th);
+    openblas_set_num_threads((int)th);
+    struct swift_model m;
+    if (swift_model_init_random(&m, &c, &swift_cpu_ops, 1) < 0)
+        return 1;
+    const char *save = getenv("BENCH_SAVE"); /* write the model directory and stop */
+    if (save) {
+        char cfg[1024];
+        int n = snprintf(cfg, sizeof(cfg),
+                         "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\","
+                         "\"vocab_size\":%d,\"hidden_size\":%d,\"intermediate_size\":%d,"
+                         "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+                         "\"num_key_value_heads\":%d,\"head_dim\":%d,\"rms_norm_eps\":1e-05,"
+                         "\"rope_theta\":10000.0,\"max_position_embeddings\":8192,"
+                         "\"tie_word_embeddings\":true,\"hidden_act\":\"silu\","
+                         "\"torch_dtype\":\"float32\"}\n",
+                         c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
+                         c.num_heads, c.num_kv_heads, c.head_dim);
+        char *cp = swift_path_join(save, "config.json");
+        if (swift_mkdirs(save, 0755) < 0 || swift_atomic_write(cp, cfg, (size_t)n) < 0 ||
+            swift_model_save(&m, save, NULL) < 0)
+            return 1;
+        free(cp);
+        swift_model_free(&m);
+        return 0;
+    }
+    size_t N = (size_t)(B * T);
+    int32_t *tok = malloc(N * 4), *tgt = malloc(N * 4), *pos = malloc(N * 4);
+    uint64_t s = 7;
+    for (size_t i = 0; i < N; i++) {
+        s = s * 6364136223846793005ULL + 1;
+        tok[i] = (int32_t)((s >> 33) % (uint64_t)c.vocab_size);
+        pos[i] = (int32_t)(i % (size_t)T);
+    }
+    for (size_t i = 0; i < N; i++)
+        tgt[i] = (i + 1) % (size_t)T ? tok[i + 1] : -1;
+    struct swift_adamw opt;
+    if (swift_adamw_init(&opt, &swift_cpu_ops, m.p, m.np, 0.9f, 0.95f, 1e-8f, 0.1f) < 0)
+        return 1;
+    struct swift_batch b = {(int)B, (int)T, tok, tgt, pos};
+    double t0 = 0, loss = 0;
+    for (long i = 0; i <= steps; i++) { /* step 0 is warm-up */
+        if (i == 1)
+            t0 = now();
+        swift_model_zero_grad(&m);
+        struct swift_loss l = {0};
+        if (swift_model_forward(&m, &b, &l, 1.0f / (float)(B * (T - 1))) < 0)
+            return 1;
+        swift_model_backward(&m, &b);
+        double gn = swift_grad_norm(m.ops, m.p, m.np);
+        swift_adamw_step(&opt, 1e-4f, swift_clip_scale(gn, 1.0));
+        loss = l.sum / l.count;
+    }
+    double dt = (now() - t0) / (double)steps;
+    double fpt = swift_model_flops_per_token(&m, (int)T);
+    double peak = swift_sgemm_peak_gflops();
+    printf("{\"impl\":\"swift\",\"config\":\"%s\",\"params\":%zu,\"threads\":%ld,\"batch\":%ld,"
+           "\"seq\":%ld,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops\":%.2f,"
+           "\"sgemm_peak_gflops\":%.2f,\"frac_of_peak\":%.3f,\"loss\":%.4f}\n",
+           argv[1], m.nparams, th, B, T, dt, (double)N / dt, fpt * (double)N / dt / 1e9, peak,
+           fpt * (double)N / dt / 1e9 / peak, loss);
+    swift_adamw_free(&opt);
+    swift_model_free(&m);
+    free(tok);
+    free(tgt);
+    free(pos);
+    return 0;
+}

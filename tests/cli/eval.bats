@@ -1,0 +1,183 @@
+#!/usr/bin/env bats
+# swift-eval: the record on stdout, --output, bad input, the regression gate, adapters, traces,
+# and a tiny model fine-tuned by swift-train that gets better on a synthetic task.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+    ROOT=$BATS_TEST_DIRNAME/../..
+    FIX=$ROOT/tests/fixtures/eval
+    M=$FIX/llama
+    SYN=$FIX/synth
+    T=$BATS_TEST_TMPDIR
+    EVAL=$SWIFT_BIN/swift-eval
+    export OMP_NUM_THREADS=2
+}
+
+need_shared() {
+    if [ ! -d "$SHARED/data/datasets/$1" ]; then
+        [ "${CI:-}" != true ] || { echo "missing $SHARED/data/datasets/$1" >&2; return 1; }
+        skip "shared data missing: $SHARED/data/datasets/$1"
+    fi
+}
+
+@test "mc: one versioned JSON record on stdout, the same in --output, a table on stderr" {
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" -o "$T/rec.json"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [ "$(jq -r '[.schema_version, .task, .n, .adapters] | @csv' <<<"$output")" = '1,"mc",16,' ]
+    [ "$(jq -r '.metrics | keys | join(",")' <<<"$output")" = "accuracy,accuracy_norm" ]
+    jq -e '.tokens > 0 and .tokens_per_s > 0 and .time_s > 0' <<<"$output"
+    [ "$(cat "$T/rec.json")" = "$output" ]
+    [[ $stderr == *"task                         mc"* ]]
+    [[ $stderr == *"accuracy "* ]]
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --limit 5 --batch-size 3
+    [ "$status" -eq 0 ]
+    [ "$(jq .n <<<"$output")" -eq 5 ]
+}
+
+@test "usage errors exit 2" {
+    run "$EVAL" "$M" --task bleu --dataset x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "swift-eval: unknown task 'bleu' (loss, ppl, mc, mmlu, gsm8k, exact)" ]
+    run "$EVAL" --task mc --dataset x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "swift-eval: missing MODEL_DIR" ]
+    run "$EVAL" "$M" --dataset x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "swift-eval: --task is required" ]
+    run "$EVAL" "$M" --task mc --dataset x --batch-size 0
+    [ "$status" -eq 2 ]
+    [[ ${lines[0]} == "swift-eval: invalid --batch-size '0'"* ]]
+}
+
+@test "bad rows: file:line errors, exit 1, no record" {
+    printf '{"question":"q","choices":["a","b"],"answer":0}\n{"question":"q","choices":["a","b"]}\n' >"$T/a.jsonl"
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$T/a.jsonl" -o "$T/out.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "" ]
+    [ "$stderr" = "swift-eval:$T/a.jsonl:2: row without an answer" ]
+    [ ! -e "$T/out.json" ]
+    printf '{"question":"q","choices":["a","b"],"answer":2}\n' >"$T/b.jsonl"
+    run "$EVAL" "$M" --task mc --dataset "$T/b.jsonl"
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-eval:$T/b.jsonl:1: answer 2 out of range (2 choices)" ]
+    printf 'question,choice0,choice1,choice2,choice3,answer\nq,a,b,c,d,7\n' >"$T/x_test.csv"
+    run "$EVAL" "$M" --task mmlu --dataset "$T/x_test.csv"
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-eval:$T/x_test.csv:2: answer '7' out of range (0-3 or A-D)" ]
+}
+
+@test "adapters whose base shapes do not match the model are refused with the tensor named" {
+    run "$EVAL" "$M" --adapters "$ROOT/tests/fixtures/model/llama/adapter" --task loss \
+        --dataset "$SYN/train"
+    [ "$status" -eq 1 ]
+    [[ $output == "swift-eval:$ROOT/tests/fixtures/model/llama/adapter/adapter_model.safetensors: tensor 'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight' has shape [4, 32], expected [4, 64]" ]]
+}
+
+@test "adapters on the fly and merged give the same loss, different from the base model" {
+    run "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet
+    [ "$status" -eq 0 ]
+    base=$(jq .metrics.loss <<<"$output")
+    run "$EVAL" "$M" --adapters "$M/adapter" --task loss --dataset "$SYN/train" --quiet
+    [ "$status" -eq 0 ]
+    fly=$(jq .metrics.loss <<<"$output")
+    [ "$(jq -r .adapters <<<"$output")" = "$M/adapter" ]
+    run "$EVAL" "$M" --adapters "$M/adapter" --merge-adapters --task loss --dataset "$SYN/train" --quiet
+    [ "$status" -eq 0 ]
+    merged=$(jq .metrics.loss <<<"$output")
+    awk -v a="$fly" -v b="$merged" -v c="$base" 'BEGIN { d = a - b; if (d < 0) d = -d;
+        e = a - c; if (e < 0) e = -e; exit !(d < 1e-4 && e > 0.01) }'
+}
+
+@test "regression gate: exit 1 naming the metric; a non-regression passes" {
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet -o "$T/base.json"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/base.json" --max-drop 0.01
+    [ "$status" -eq 0 ]
+    jq -c '.metrics.accuracy = 1.0' "$T/base.json" >"$T/better.json"
+    acc=$(jq .metrics.accuracy "$T/base.json")
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/better.json" --max-drop 0.01
+    [ "$status" -eq 1 ]
+    [ "$(jq .task <<<"$output")" = '"mc"' ] # the record is still printed
+    [ "$stderr" = "swift-eval: regression: accuracy $acc vs baseline 1 (max drop 0.01)" ]
+    jq -c '.task = "gsm8k"' "$T/base.json" >"$T/other.json"
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/other.json"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "swift-eval:$T/other.json:1: baseline is for task 'gsm8k', not 'mc'" ]
+}
+
+@test "fine-tuned by swift-train: loss, multiple choice and exact match improve; the gate sees it" {
+    [ -x "$SWIFT_BIN/swift-train" ] || skip "swift-train not built"
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet -o "$T/before-mc.json"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$M" --task exact --dataset "$SYN/exact.jsonl" --max-new-tokens 8 --quiet -o "$T/before-exact.json"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet -o "$T/before-loss.json"
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-train" --model "$M" -o "$T/run" --tuner full --learning-rate 1e-2 \
+        --max-steps 25 --per-device-train-batch-size 16 --save-steps 25 \
+        --lr-scheduler-type constant -j 2 "$SYN/train"
+    [ "$status" -eq 0 ]
+    C=$T/run/checkpoint-25
+    run "$EVAL" "$C" --task mc --dataset "$SYN/mc.jsonl" --quiet -o "$T/after-mc.json"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$C" --task exact --dataset "$SYN/exact.jsonl" --max-new-tokens 8 --quiet -o "$T/after-exact.json"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$C" --task loss --dataset "$SYN/train" --quiet -o "$T/after-loss.json"
+    [ "$status" -eq 0 ]
+    for t in mc exact loss; do
+        echo "before $(cat "$T/before-$t.json")"
+        echo "after  $(cat "$T/after-$t.json")"
+    done
+    jq -e -n --slurpfile b "$T/before-mc.json" --slurpfile a "$T/after-mc.json" \
+        '$a[0].metrics.accuracy >= 0.75 and $b[0].metrics.accuracy <= 0.25'
+    jq -e -n --slurpfile b "$T/before-exact.json" --slurpfile a "$T/after-exact.json" \
+        '$a[0].metrics.accuracy >= 0.75 and $b[0].metrics.accuracy == 0'
+    jq -e -n --slurpfile b "$T/before-loss.json" --slurpfile a "$T/after-loss.json" \
+        '$a[0].metrics.loss < 0.5 * $b[0].metrics.loss'
+    # the fine-tuned model passes the gate against the base; the base fails against it
+    run "$EVAL" "$C" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/before-mc.json"
+    [ "$status" -eq 0 ]
+    run --separate-stderr "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet --baseline "$T/after-loss.json"
+    [ "$status" -eq 1 ]
+    [[ $stderr == "swift-eval: regression: loss "*" (max drop 0.01 relative)"* ]]
+}
+
+@test "generation: sampled output depends on the seed, not on the batch size" {
+    for b in 1 5; do
+        run "$EVAL" "$M" --task exact --dataset "$SYN/exact.jsonl" --limit 5 --max-new-tokens 6 \
+            --temperature 1.0 --top-p 0.9 --seed 3 --batch-size $b --quiet
+        [ "$status" -eq 0 ]
+        jq -e '.prefill_tokens > 0 and .decode_tokens > 0 and .decode_tokens_per_s > 0' <<<"$output"
+        jq -c '[.metrics, .decode_tokens]' <<<"$output" >"$T/s$b"
+    done
+    [ "$(cat "$T/s1")" = "$(cat "$T/s5")" ]
+}
+
+@test "trace: eval spans per batch, prefill and decode, tokens/s counters" {
+    run "$EVAL" "$M" --task exact --dataset "$SYN/exact.jsonl" --limit 4 --batch-size 2 \
+        --max-new-tokens 4 --quiet --trace "$T/e.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -r 'select(.ph == "X" and .cat == "eval") | .name' "$T/e.trace.jsonl" | sort | uniq -c | awk '{print $2 "=" $1}' | paste -sd,)" = "decode=2,generate=2,prefill=2" ]
+    jq -e -s 'map(select(.ph == "C" and .name == "tokens/s")) | length >= 2' "$T/e.trace.jsonl"
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --batch-size 8 --quiet --trace "$T/m.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -r 'select(.ph == "X" and .cat == "eval") | .name' "$T/m.trace.jsonl" | sort | uniq -c | awk '{print $2 "=" $1}')" = "forward=2" ]
+}
+
+@test "mmlu (shared data): k-shot prompts from the dev split, per-subject breakdown" {
+    need_shared mmlu
+    run "$EVAL" "$M" --task mmlu --dataset "$SHARED/data/datasets/mmlu" --limit 6 --few-shot 2 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.n, (.subjects | keys), .subjects.abstract_algebra.n]' <<<"$output")" = '[6,["abstract_algebra"],6]' ]
+    jq -e '.metrics.accuracy >= 0 and .metrics.accuracy <= 1 and .metrics.accuracy_macro == .metrics.accuracy' <<<"$output"
+}
+
+@test "gsm8k (shared data): generation with number extraction" {
+    need_shared gsm8k
+    run "$EVAL" "$M" --task gsm8k --dataset "$SHARED/data/datasets/gsm8k/test.jsonl" --limit 2 \
+        --few-shot 1 --max-new-tokens 4 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.task, .n, .metrics.accuracy, .config.few_shot]' <<<"$output")" = '["gsm8k",2,0,1]' ]
+}
