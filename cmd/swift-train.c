@@ -1,4 +1,4 @@
-/* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU. */
+/* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU or a GPU (--device). */
 #include "lib/train.h"
 
 #include <stdio.h>
@@ -13,7 +13,7 @@
 enum {
     O_MODEL = SWIFT_OPT_BASE, O_OUT, O_VAL, O_RESUME, O_TUNER, O_RANK, O_ALPHA, O_DROP, O_TARGETS,
     O_LR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_WRATIO, O_WSTEPS, O_SCHED, O_BS, O_GA, O_MAXLEN,
-    O_EPOCHS, O_MAXSTEPS, O_SEED, O_SAVE, O_LIMIT, O_EVAL, O_LOG, O_THREADS, O_DELAY, O_PEAK, O_GCKPT
+    O_EPOCHS, O_MAXSTEPS, O_SEED, O_SAVE, O_LIMIT, O_EVAL, O_LOG, O_THREADS, O_DELAY, O_PEAK, O_GCKPT, O_DEVICE
 };
 static const struct swift_option opts[] = {
     {"model", O_MODEL, SWIFT_ARG_REQUIRED, "DIR", "model directory (config.json, *.safetensors)", NULL},
@@ -45,6 +45,7 @@ static const struct swift_option opts[] = {
     {"eval-steps", O_EVAL, SWIFT_ARG_REQUIRED, "N", "validation loss every N steps (default save-steps)", NULL},
     {"logging-steps", O_LOG, SWIFT_ARG_REQUIRED, "N", "a logging.jsonl record every N steps (default 5)", NULL},
     {"gradient-checkpointing", O_GCKPT, SWIFT_ARG_NONE, NULL, "recompute activations in backward (less memory, ~1/3 more compute)", "activation_checkpointing"},
+    {"device", O_DEVICE, SWIFT_ARG_REQUIRED, "auto|cpu|cuda[:N]", "where the model runs (default auto: a GPU when there is one)", NULL},
     {"threads", 'j', SWIFT_ARG_REQUIRED, "N", "CPU threads (default all)", NULL},
     {"peak-gflops", O_PEAK, SWIFT_ARG_REQUIRED, "X", "peak FLOP rate for MFU (default: measured sgemm)", NULL},
     {"data-delay-ms", O_DELAY, SWIFT_ARG_REQUIRED, "MS", "testing only: slow the data path by MS per step", NULL},
@@ -109,6 +110,7 @@ static int on_opt(void *vctx, int key, const char *arg)
     case O_CLIP: return num(arg, "max-grad-norm", &o->max_grad_norm);
     case O_WRATIO: return num(arg, "warmup-ratio", &o->warmup_ratio);
     case O_EPOCHS: return num(arg, "num-train-epochs", &o->num_train_epochs);
+    case O_DEVICE: o->device = arg; return 0;
     case O_PEAK: return num(arg, "peak-gflops", &o->peak_gflops);
     case O_WSTEPS: return whole(arg, "warmup-steps", 0, &o->warmup_steps);
     case O_MAXSTEPS: return whole(arg, "max-steps", 0, &o->max_steps);

@@ -125,6 +125,18 @@ void swift_cuda_set_math(int mode);
 size_t swift_cuda_mem_allocated(void);
 #endif
 
+/* The op table chosen by --device. */
+struct swift_backend {
+    const struct swift_ops *ops;
+    char name[32];      /* "cpu", "cuda:0": the trace's device */
+    int cuda, index;
+    double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
+};
+/* spec: "auto" (or NULL: a GPU when lib/device.h reports one, else the CPU; a CUDA build
+ * without a usable GPU says so in one line on stderr), "cpu", "cuda", "cuda:N". Returns 0, 2
+ * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
+int swift_backend_select(struct swift_backend *b, const char *spec);
+
 /* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
 static inline double swift_matmul_flops(int N, int In, int O)
 {

@@ -792,8 +792,12 @@ int swift_train_run(const struct swift_train_opts *o)
             return SWIFT_EXIT_USAGE;
         }
     }
+    struct swift_backend be;
+    int brc = swift_backend_select(&be, o->device);
+    if (brc)
+        return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
     struct swift_trace_config tc = {.stage = "train", .path = o->trace, .world_size = 1,
-                                    .device = "cpu", .argc = o->argc, .argv = o->argv};
+                                    .device = be.name, .argc = o->argc, .argv = o->argv};
     if (swift_trace_open(&tc) < 0)
         return SWIFT_EXIT_FAIL;
 
@@ -810,7 +814,7 @@ int swift_train_run(const struct swift_train_opts *o)
     r->config_path = swift_path_join(o->model, "config.json");
     if (!r->config_path)
         goto out;
-    if (swift_model_load(&r->m, wdir, &swift_cpu_ops, o->tuner == SWIFT_TUNER_LORA) < 0)
+    if (swift_model_load(&r->m, wdir, be.ops, o->tuner == SWIFT_TUNER_LORA) < 0)
         goto out;
     r->m.act_ckpt = o->gradient_checkpointing;
     if (o->tuner == SWIFT_TUNER_LORA) {
@@ -882,7 +886,7 @@ int swift_train_run(const struct swift_train_opts *o)
         goto out;
     }
 
-    if (swift_adamw_init(&r->opt, &swift_cpu_ops, r->tp, r->ntp, (float)o->adam_beta1,
+    if (swift_adamw_init(&r->opt, be.ops, r->tp, r->ntp, (float)o->adam_beta1,
                          (float)o->adam_beta2, (float)o->adam_epsilon, (float)o->weight_decay) < 0)
         goto out;
     if (resume && load_optimizer(r, resume) < 0)
@@ -902,7 +906,9 @@ int swift_train_run(const struct swift_train_opts *o)
         goto out;
     }
     free(lp);
-    r->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops : swift_sgemm_peak_gflops();
+    r->peak_gflops = o->peak_gflops > 0   ? o->peak_gflops
+                     : be.peak_gflops > 0 ? be.peak_gflops
+                                          : swift_sgemm_peak_gflops();
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

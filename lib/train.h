@@ -49,6 +49,7 @@ struct swift_train_opts {
     long seed;
     long save_steps, save_total_limit, eval_steps, logging_steps;
     int threads;               /* 0: all */
+    const char *device;        /* auto (NULL), cpu, cuda, cuda:N (lib/backend.h) */
     long data_delay_ms;        /* testing only: slow the data path */
     const char *trace, *profile;
     double peak_gflops;        /* for MFU; 0: measure sgemm at start-up */
