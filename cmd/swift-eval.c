@@ -14,6 +14,7 @@
 enum {
     O_TASK = SWIFT_OPT_BASE, O_DATASET, O_ADAPTERS, O_MERGE, O_TEMPLATE, O_LIMIT, O_SHOTS,
     O_MAXNEW, O_TEMP, O_TOPP, O_SEED, O_BATCH, O_MAXLEN, O_OUTPUT, O_BASELINE, O_MAXDROP,
+    O_DEVICE,
 };
 
 static const struct swift_option options[] = {
@@ -46,6 +47,8 @@ static const struct swift_option options[] = {
      "exit 1 when a metric is worse than this earlier record", NULL},
     {"max-drop", O_MAXDROP, SWIFT_ARG_REQUIRED, "D",
      "tolerated drop: absolute for accuracies, relative for loss and ppl (default 0.01)", NULL},
+    {"device", O_DEVICE, SWIFT_ARG_REQUIRED, "auto|cpu|cuda[:N]",
+     "where the model runs (default auto; the key/value cache runs on the cpu only)", NULL},
     {"quiet", SWIFT_OPT_QUIET, SWIFT_ARG_NONE, NULL, "no table on stderr", NULL},
     SWIFT_TRACE_OPTIONS,
     {0}};
@@ -111,6 +114,7 @@ static int on_option(void *ctx, int key, const char *arg)
     case O_BASELINE: o->baseline = arg; return 0;
     case O_MAXDROP: return real("max-drop", arg, 0, 1e9, &o->max_drop);
     case SWIFT_OPT_QUIET: o->quiet = 1; return 0;
+    case O_DEVICE: o->device = arg; return 0;
     case SWIFT_OPT_TRACE: a->trace = arg; return 0;
     case SWIFT_OPT_PROFILE: return 0;
     }

@@ -790,7 +790,13 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         swift_eval_set_release(&set);
         return 1;
     }
-    if (swift_model_load(&r.m, o->model, &swift_cpu_ops, 1) < 0) {
+    struct swift_backend be;
+    int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
+    if (brc) {
+        swift_eval_set_release(&set);
+        return brc > 0 ? 2 : 1;
+    }
+    if (swift_model_load(&r.m, o->model, be.ops, 1) < 0) {
         swift_eval_set_release(&set);
         return 1;
     }

@@ -70,3 +70,19 @@ cuda_build() { # the binary links the CUDA runtime (make CUDA=1)
     [ "$status" -eq 2 ]
     [[ "$stderr" == "swift-train: --device: bad device index in 'cuda:x'"* ]]
 }
+
+@test "swift-eval --device: auto and cpu run on the cpu; cuda without a GPU is refused" {
+    E="$SWIFT_BIN/swift-eval"
+    F=tests/fixtures/eval
+    run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet --device auto
+    [ "$status" -eq 0 ]
+    a=$(jq .metrics.loss <<<"$output")
+    run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet --device cpu
+    [ "$status" -eq 0 ]
+    [ "$a" = "$(jq .metrics.loss <<<"$output")" ]
+    [ "$a" != null ]
+    has_gpu && skip "a GPU is present"
+    run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet --device cuda
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == "swift-eval: --device cuda: "* ]]
+}
