@@ -39,6 +39,9 @@ struct swift_ops {
     /* wait until every queued op has finished (host code may then read backend memory that
      * the host can address; CPU: nothing to wait for) */
     void (*sync)(void);
+    /* --profile: record device-side events (kernels, copies, runtime calls) into the trace while
+     * on; turning it off flushes them (CPU: nothing to record) */
+    void (*device_trace)(int on);
 
     /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out [+ bias (O)] */
     void (*matmul_fwd)(float *out, const float *in, const float *w, const float *bias, int N,

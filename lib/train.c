@@ -938,6 +938,7 @@ int swift_train_run(const struct swift_train_opts *o)
     for (long step = start_step; step < r->max_steps; step++) {
         enum swift_profile_action pa = swift_profile_action(&prof, step);
         swift_trace_set_detail(pa == SWIFT_PROF_RECORD || pa == SWIFT_PROF_RECORD_AND_SAVE);
+        be.ops->device_trace(o->profile && swift_trace_detail());
         int64_t ts0 = swift_trace_now();
         double lr = swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup,
                                 r->max_steps);
@@ -1058,6 +1059,7 @@ int swift_train_run(const struct swift_train_opts *o)
     }
     rc = SWIFT_EXIT_OK;
 out:
+    be.ops->device_trace(0);
     loader_stop(&L);
     if (r->log)
         fclose(r->log);

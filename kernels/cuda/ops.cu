@@ -23,6 +23,7 @@
 
 extern "C" {
 #include "lib/backend.h"
+#include "lib/cupti.h"
 }
 
 #define CK(call)                                                                                   \
@@ -194,6 +195,16 @@ static void cu_sync(void)
 {
     if (G.ready)
         CK(cudaStreamSynchronize(G.stream));
+}
+
+static void cu_device_trace(int on)
+{
+    if (on) {
+        swift_cupti_start();
+    } else {
+        cu_sync();
+        swift_cupti_stop();
+    }
 }
 
 /* int32 arrays that may live in host memory: a device copy per distinct (ptr, n, content) */
@@ -1044,6 +1055,7 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     cu_upload,
     cu_download,
     cu_sync,
+    cu_device_trace,
     cu_matmul_fwd,
     cu_matmul_bwd,
     cu_embed_fwd,
