@@ -51,7 +51,7 @@ ifeq ($(CUDA),1)
   CPPFLAGS += -DSWIFT_HAVE_CUDA=1
   CU_SRC := $(wildcard kernels/cuda/*.cu)
   CU_OBJ := $(CU_SRC:%.cu=$(O)/obj/%.o)
-  CPPFLAGS += -I$(CUDA_HOME)/include
+  CPPFLAGS += -isystem $(CUDA_HOME)/include
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcupti -lnccl \
     -lcudart_static -ldl -lrt -lstdc++
   NVCCFLAGS ?= -O2 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall$(if $(filter 1,$(DEVELOPER)),$(comma)-Werror) -Werror all-warnings
