@@ -207,29 +207,35 @@ static void cu_device_trace(int on)
     }
 }
 
-/* int32 arrays that may live in host memory: a device copy per distinct (ptr, n, content) */
+/* small read-only arrays that may live in host memory (int32 tokens/positions/targets, RoPE's
+ * inv_freq): a device copy per distinct (pointer, length, content) */
 enum { ICACHE = 8 };
 static struct icache {
     const void *host;
     size_t n;
     uint64_t hash;
-    int32_t *dev;
+    void *dev;
     size_t cap;
     unsigned long used;
 } IC[ICACHE];
 static unsigned long ic_clock;
 
-static uint64_t hash_i32(const int32_t *x, size_t n)
+static uint64_t hash_bytes(const void *p, size_t n)
 {
+    const unsigned char *x = (const unsigned char *)p;
     uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint32_t)x[i];
-        h *= 1099511628211ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, x + i, 8);
+        h = (h ^ w) * 1099511628211ULL;
     }
+    for (; i < n; i++)
+        h = (h ^ x[i]) * 1099511628211ULL;
     return h;
 }
 
-static const int32_t *dev_i32(const int32_t *p, size_t n)
+static const void *dev_ro(const void *p, size_t bytes)
 {
     cudaPointerAttributes at;
     if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
@@ -238,10 +244,10 @@ static const int32_t *dev_i32(const int32_t *p, size_t n)
     }
     if (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged)
         return p;
-    uint64_t h = hash_i32(p, n);
+    uint64_t h = hash_bytes(p, bytes);
     int lru = 0;
     for (int i = 0; i < ICACHE; i++) {
-        if (IC[i].host == p && IC[i].n == n && IC[i].hash == h) {
+        if (IC[i].host == p && IC[i].n == bytes && IC[i].hash == h) {
             IC[i].used = ++ic_clock;
             return IC[i].dev;
         }
@@ -249,22 +255,26 @@ static const int32_t *dev_i32(const int32_t *p, size_t n)
             lru = i;
     }
     struct icache *c = &IC[lru];
-    if (c->cap < n) {
+    if (c->cap < bytes) {
         if (c->dev) {
             CK(cudaStreamSynchronize(G.stream));
             CK(cudaFree(c->dev));
         }
-        CK(cudaMalloc(&c->dev, n * sizeof(int32_t)));
-        c->cap = n;
+        CK(cudaMalloc(&c->dev, bytes ? bytes : 1));
+        c->cap = bytes;
     }
-    /* pageable source: the copy has left the host buffer when this returns */
-    CK(cudaMemcpyAsync(c->dev, p, n * sizeof(int32_t), cudaMemcpyHostToDevice, G.stream));
+    /* the slot may still be read by queued kernels of an older batch */
     CK(cudaStreamSynchronize(G.stream));
+    CK(cudaMemcpy(c->dev, p, bytes, cudaMemcpyHostToDevice));
     c->host = p;
-    c->n = n;
+    c->n = bytes;
     c->hash = h;
     c->used = ++ic_clock;
     return c->dev;
+}
+static const int32_t *dev_i32(const int32_t *p, size_t n)
+{
+    return (const int32_t *)dev_ro(p, n * sizeof(int32_t));
 }
 
 /* ---------------- matmuls (cuBLASLt) ---------------- */
@@ -621,8 +631,9 @@ static void rope(float *x, const int32_t *pos, const float *inv_freq, int N, int
     SHAPE(N >= 0 && H > 0 && D > 0 && D % 2 == 0);
     need_init();
     const int32_t *p = dev_i32(pos, (size_t)N);
-    k_rope<<<blocks_for((size_t)N * H * (D / 2), 256), 256, 0, G.stream>>>(x, p, inv_freq, N, H,
-                                                                           D, sign);
+    const float *f = (const float *)dev_ro(inv_freq, (size_t)(D / 2) * sizeof(float));
+    k_rope<<<blocks_for((size_t)N * H * (D / 2), 256), 256, 0, G.stream>>>(x, p, f, N, H, D,
+                                                                           sign);
     CKK();
 }
 static void cu_rope_fwd(float *x, const int32_t *pos, const float *f, int N, int H, int D)
