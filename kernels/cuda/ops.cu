@@ -393,16 +393,29 @@ __global__ void k_add_bias(float *out, const float *bias, int N, int O, float al
         out[i] += alpha * bias[i % O];
 }
 
-/* db[o] += alpha * sum_n dout[n][o]: one thread per column, rows in order (deterministic) */
-__global__ void k_col_sum(float *db, const float *dout, int N, int O, float alpha)
+/* a device vector of ones (grown on demand) for bias gradients as a GEMV */
+static float *ones_vec(int n)
 {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= O)
-        return;
-    double s = 0;
-    for (int n = 0; n < N; n++)
-        s += dout[(size_t)n * O + o];
-    db[o] += alpha * (float)s;
+    static float *ones;
+    static int cap;
+    if (cap < n) {
+        if (ones) {
+            CK(cudaStreamSynchronize(G.stream));
+            CK(cudaFree(ones));
+        }
+        CK(cudaMalloc(&ones, (size_t)n * sizeof(float)));
+        float *h = (float *)malloc((size_t)n * sizeof(float));
+        if (!h) {
+            fprintf(stderr, "%s:%d: out of memory\n", __FILE__, __LINE__);
+            abort();
+        }
+        for (int i = 0; i < n; i++)
+            h[i] = 1.0f;
+        CK(cudaMemcpy(ones, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+        free(h);
+        cap = n;
+    }
+    return ones;
 }
 
 static void cu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
@@ -427,9 +440,9 @@ static void cu_matmul_bwd(float *din, float *dw, float *db, const float *dout, c
         gemm(0, 0, In, N, O, alpha, w, In, dout, O, din_beta, din, In);
     if (dw) /* dw^T (I,O) += in^T (I,N) dout (N,O) */
         gemm(0, 1, In, O, N, alpha, in, In, dout, O, 1.0f, dw, In);
-    if (db) {
-        k_col_sum<<<(O + 255) / 256, 256, 0, G.stream>>>(db, dout, N, O, alpha);
-        CKK();
+    if (db && N > 0) { /* db (O) += alpha * dout^T (O,N) . ones (N), deterministic GEMV */
+        const float one = 1.0f;
+        CKB(cublasSgemv(G.blas, CUBLAS_OP_N, O, N, &alpha, dout, O, ones_vec(N), 1, &one, db, 1));
     }
 }
 
@@ -550,21 +563,21 @@ __global__ void k_rmsnorm_bwd_dx(float *din, const float *dout, const float *in,
         dx[c] += r * w[c] * dy[c] - x[c] * k;
 }
 
-/* dw[c] += sum_n dy x r: a block of 32 columns x 8 row-slices, fixed order (deterministic) */
+/* dw[c] += sum_n dy x r: a block of 32 columns x 32 row-slices, fixed order (deterministic) */
 __global__ void k_rmsnorm_bwd_dw(float *dw, const float *dout, const float *in, const float *rstd,
                                  int N, int C)
 {
-    __shared__ float sh[8][33];
+    __shared__ float sh[32][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0;
     if (c < C)
-        for (int n = threadIdx.y; n < N; n += 8)
+        for (int n = threadIdx.y; n < N; n += 32)
             s += dout[(size_t)n * C + c] * in[(size_t)n * C + c] * rstd[n];
     sh[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
         float t = 0;
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < 32; i++)
             t += sh[i][threadIdx.x];
         dw[c] += t;
     }
@@ -599,7 +612,7 @@ static void cu_rmsnorm_bwd(float *din, float *dw, const float *dout, const float
     k_rmsnorm_bwd_dx<<<N, row_threads(C), 0, G.stream>>>(din, dout, in, w, rstd, C);
     CKK();
     if (dw) {
-        k_rmsnorm_bwd_dw<<<(C + 31) / 32, dim3(32, 8), 0, G.stream>>>(dw, dout, in, rstd, N, C);
+        k_rmsnorm_bwd_dw<<<(C + 31) / 32, dim3(32, 32), 0, G.stream>>>(dw, dout, in, rstd, N, C);
         CKK();
     }
 }
