@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "lib/banned.h"
 
@@ -10,10 +11,14 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
                              const float *logits, const int32_t *targets, int N, int V,
                              float dscale)
 {
-    double ls = 0;
+    /* per-row losses summed in row order afterwards: the same total on any thread count */
+    double *rl = malloc((size_t)(N > 0 ? N : 1) * sizeof(double));
+    if (!rl)
+        abort(); /* N doubles, next to the N*V logits already allocated */
     long cnt = 0, ok = 0;
-#pragma omp parallel for schedule(static) reduction(+ : ls, cnt, ok)
+#pragma omp parallel for schedule(static) reduction(+ : cnt, ok)
     for (int n = 0; n < N; n++) {
+        rl[n] = 0;
         const float *x = logits + (size_t)n * V;
         float *dx = dlogits ? dlogits + (size_t)n * V : NULL;
         int t = targets[n];
@@ -42,7 +47,7 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
             for (int c = 0; c < V; c++)
                 sum += expf(x[c] - mx);
         }
-        ls += log(sum) + mx - xt;
+        rl[n] = log(sum) + mx - xt;
         cnt++;
         ok += arg == t;
         if (dx) {
@@ -52,6 +57,10 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
             dx[t] -= dscale;
         }
     }
+    double ls = 0;
+    for (int n = 0; n < N; n++)
+        ls += rl[n];
+    free(rl);
     *loss_sum += ls;
     *count += cnt;
     *correct += ok;

@@ -34,10 +34,10 @@ losses() { # the train records' "loss" values of a stdout capture
     [[ "${lines[-1]}" == '{"version":1,"event":"done",'* ]]
 }
 
-@test "resume from a checkpoint gives bit-identical losses (LoRA with dropout, accumulation)" {
+@test "resume from a checkpoint gives bit-identical losses (LoRA with dropout, accumulation, 2 threads)" {
     args=(--model $M --max-steps 8 --logging-steps 1 --save-steps 4 --eval-steps 100
         --per-device-train-batch-size 2 --gradient-accumulation-steps 2 --learning-rate 1e-3
-        --lora-dropout 0.1 -j 1)
+        --lora-dropout 0.1 -j 2)
     run "$T" "${args[@]}" -o "$W/a" $D
     [ "$status" -eq 0 ]
     echo "$output" >"$W/a.out"

@@ -4,7 +4,8 @@
  * sharded weights, Qwen3 with QK-norm and explicit head_dim; row 1 of the batch packs two
  * documents). Tolerances (float32, OpenBLAS vs torch): logits and loss 1e-4 absolute, gradients
  * 1e-3 relative to each tensor's largest entry, parameters after 1 AdamW step 1e-5
- * absolute (well-conditioned elements), after 3 steps 2e-3 (0.2 lr), losses 1e-5 at step 1 and 5e-4 after. */
+ * absolute (well-conditioned elements), after 3 steps (continuing from the
+ * reference's step-1 parameters) 5e-5, losses 2e-5. */
 #include "lib/model.h"
 
 #include <setjmp.h>
@@ -168,9 +169,7 @@ static void check_model(const char *arch, int lora)
         double lv = ls.sum / ls.count;
         printf("# %s%s: step %d loss %.7f vs %.7f\n", arch, lora ? " lora" : "", s + 1, lv,
                want[s]);
-        /* before any update the loss is exact; later ones inherit the ill-conditioned Adam
-         * elements below (qwen3 differs by 1e-4 at step 3) */
-        assert_true(fabs(lv - want[s]) < (s == 0 ? 1e-5 : 5e-4));
+        assert_true(fabs(lv - want[s]) < 2e-5);
         if (s == 0) {
             /* Adam's first update is lr*g/(|g|+eps): for an element whose gradient is ~1e-7 the
              * float32 rounding noise of g decides its sign, so ill-conditioned elements
@@ -199,10 +198,18 @@ static void check_model(const char *arch, int lora)
             printf("# %s%s: parameters after 1 AdamW step max abs err %.3g (%ld ill-conditioned "
                    "elements not compared)\n", arch, lora ? " lora" : "", pw, skipped);
             assert_true(pw < 1e-5);
+            /* continue from the reference's parameters: a flipped ill-conditioned element
+             * would otherwise make the rest of the trajectory drift (its moments are ~1e-8 and
+             * do not matter) */
+            for (int i = 0; i < np; i++) {
+                char nm[256];
+                snprintf(nm, sizeof(nm), "step1.%s", ps[i].name);
+                memcpy(ps[i].w, fget(&f, nm, ps[i].numel), ps[i].numel * sizeof(float));
+            }
         }
     }
-    /* after 3 steps the ill-conditioned elements have fed back into everything else: the
-     * trajectory is compared at 0.2 * lr, the ill-conditioned elements still left out */
+    /* after 3 steps (2 from the reference's step-1 parameters), ill-conditioned elements
+     * still left out */
     double pw = 0;
     for (int i = 0; i < np; i++) {
         char nm[256];
@@ -221,7 +228,7 @@ static void check_model(const char *arch, int lora)
     }
     printf("# %s%s: parameters after 3 AdamW steps max abs err %.3g\n", arch, lora ? " lora" : "",
            pw);
-    assert_true(pw < 2e-3);
+    assert_true(pw < 5e-5);
     swift_adamw_free(&opt);
     fx_close(&f);
     swift_model_free(&m);
