@@ -4,6 +4,7 @@
 #include "lib/eval/eval.h"
 #include "lib/eval/run.h"
 #include "lib/fileio.h"
+#include "lib/eval/prompt.h"
 #include "lib/trace.h"
 
 #include <stdlib.h>
@@ -12,49 +13,112 @@
 #include "lib/banned.h"
 
 enum {
-    O_TASK = SWIFT_OPT_BASE, O_DATASET, O_ADAPTERS, O_MERGE, O_TEMPLATE, O_LIMIT, O_SHOTS,
-    O_MAXNEW, O_TEMP, O_TOPP, O_SEED, O_BATCH, O_MAXLEN, O_OUTPUT, O_BASELINE, O_MAXDROP,
+    O_TASK = SWIFT_OPT_BASE,
+    O_DATASET,
+    O_ADAPTERS,
+    O_MERGE,
+    O_TEMPLATE,
+    O_LIMIT,
+    O_SHOTS,
+    O_MAXNEW,
+    O_TEMP,
+    O_TOPP,
+    O_SEED,
+    O_BATCH,
+    O_MAXLEN,
+    O_OUTPUT,
+    O_BASELINE,
+    O_MAXDROP,
     O_DEVICE,
 };
 
 static const struct swift_option options[] = {
     {"task", O_TASK, SWIFT_ARG_REQUIRED, "TASK", "loss, ppl, mc, mmlu, gsm8k or exact", NULL},
-    {"dataset", O_DATASET, SWIFT_ARG_REQUIRED, "PATH",
-     "shard directory or JSONL (loss, ppl), MMLU CSV file or folder, JSONL (mc, gsm8k, exact)",
+    {"dataset",
+     O_DATASET,
+     SWIFT_ARG_REQUIRED,
+     "PATH",
+     "shards or a raw JSONL/JSON/CSV/text file (loss, ppl), MMLU CSV file or folder (mmlu), "
+     "JSONL (mc, gsm8k, exact)",
      "val_dataset"},
-    {"adapters", O_ADAPTERS, SWIFT_ARG_REQUIRED, "DIR", "LoRA adapters in PEFT's layout",
+    {"adapters",
+     O_ADAPTERS,
+     SWIFT_ARG_REQUIRED,
+     "DIR",
+     "LoRA adapters in PEFT's layout",
      "adapter"},
-    {"merge-adapters", O_MERGE, SWIFT_ARG_NONE, NULL,
-     "fold the adapters into the weights (default: run them aside)", "merge_lora"},
-    {"template", O_TEMPLATE, SWIFT_ARG_REQUIRED, "NAME", "prompt template (only 'none' for now)",
+    {"merge-adapters",
+     O_MERGE,
+     SWIFT_ARG_NONE,
+     NULL,
+     "fold the adapters into the weights (default: run them aside)",
+     "merge_lora"},
+    {"template",
+     O_TEMPLATE,
+     SWIFT_ARG_REQUIRED,
+     "NAME",
+     "chat template for prompts and raw loss data (none: plain text; default none, for loss the "
+     "tokenizer's)",
      NULL},
-    {"limit", O_LIMIT, SWIFT_ARG_REQUIRED, "N", "evaluate the first N items (samples for loss)",
+    {"limit",
+     O_LIMIT,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "evaluate the first N items (samples for loss)",
      "eval_limit"},
-    {"few-shot", O_SHOTS, SWIFT_ARG_REQUIRED, "K", "K examples before each question (default 0)",
+    {"few-shot",
+     O_SHOTS,
+     SWIFT_ARG_REQUIRED,
+     "K",
+     "K examples before each question (default 0)",
      NULL},
-    {"max-new-tokens", O_MAXNEW, SWIFT_ARG_REQUIRED, "N", "generation length limit (default 256)",
+    {"max-new-tokens",
+     O_MAXNEW,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "generation length limit (default 256)",
      NULL},
     {"temperature", O_TEMP, SWIFT_ARG_REQUIRED, "T", "0 is greedy (default 0)", NULL},
     {"top-p", O_TOPP, SWIFT_ARG_REQUIRED, "P", "nucleus sampling mass (default 1)", NULL},
     {"seed", O_SEED, SWIFT_ARG_REQUIRED, "S", "sampling seed (default 42)", NULL},
-    {"batch-size", O_BATCH, SWIFT_ARG_REQUIRED, "B", "sequences per batch (default 8)",
+    {"batch-size",
+     O_BATCH,
+     SWIFT_ARG_REQUIRED,
+     "B",
+     "sequences per batch (default 8)",
      "per_device_eval_batch_size"},
-    {"max-length", O_MAXLEN, SWIFT_ARG_REQUIRED, "N", "longest sequence in tokens (default: the model's max_position_embeddings, at most 4096)",
+    {"max-length",
+     O_MAXLEN,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "longest sequence in tokens (default: the model's max_position_embeddings, at most 4096)",
      NULL},
-    {"output", 'o', SWIFT_ARG_REQUIRED, "FILE", "also write the record to FILE (atomically)",
+    {"output", 'o', SWIFT_ARG_REQUIRED, "FILE", "also write the record to FILE (atomically)", NULL},
+    {"baseline",
+     O_BASELINE,
+     SWIFT_ARG_REQUIRED,
+     "FILE",
+     "exit 1 when a metric is worse than this earlier record",
      NULL},
-    {"baseline", O_BASELINE, SWIFT_ARG_REQUIRED, "FILE",
-     "exit 1 when a metric is worse than this earlier record", NULL},
-    {"max-drop", O_MAXDROP, SWIFT_ARG_REQUIRED, "D",
-     "tolerated drop: absolute for accuracies, relative for loss and ppl (default 0.01)", NULL},
-    {"device", O_DEVICE, SWIFT_ARG_REQUIRED, "auto|cpu|cuda[:N]",
-     "where the model runs (default auto; the key/value cache runs on the cpu only)", NULL},
+    {"max-drop",
+     O_MAXDROP,
+     SWIFT_ARG_REQUIRED,
+     "D",
+     "tolerated drop: absolute for accuracies, relative for loss and ppl (default 0.01)",
+     NULL},
+    {"device",
+     O_DEVICE,
+     SWIFT_ARG_REQUIRED,
+     "auto|cpu|cuda[:N]",
+     "where the model runs (default auto; the key/value cache runs on the cpu only)",
+     NULL},
     {"quiet", SWIFT_OPT_QUIET, SWIFT_ARG_NONE, NULL, "no table on stderr", NULL},
     SWIFT_TRACE_OPTIONS,
     {0}};
 
 static const struct swift_command command = {
-    "swift-eval", "[OPTION]... MODEL_DIR --task TASK --dataset PATH",
+    "swift-eval",
+    "[OPTION]... MODEL_DIR --task TASK --dataset PATH",
     "evaluate a model: loss, perplexity, multiple choice, generation",
     options,
     "Prints one JSON record on stdout (schema_version, model, adapters, task, dataset, n,\n"
@@ -95,28 +159,68 @@ static int on_option(void *ctx, int key, const char *arg)
         if ((o->task = swift_eval_task_parse(arg)) < 0)
             return swift_usage("unknown task '%s' (loss, ppl, mc, mmlu, gsm8k, exact)", arg);
         return 0;
-    case O_DATASET: o->dataset = arg; return 0;
-    case O_ADAPTERS: o->adapters = arg; return 0;
-    case O_MERGE: o->merge_adapters = 1; return 0;
-    case O_TEMPLATE: a->template_name = arg; return 0;
-    case O_LIMIT: return num("limit", arg, 0, 1L << 40, &o->limit);
-    case O_SHOTS: if (num("few-shot", arg, 0, 64, &v)) return 2; o->few_shot = (int)v; return 0;
+    case O_DATASET:
+        o->dataset = arg;
+        return 0;
+    case O_ADAPTERS:
+        o->adapters = arg;
+        return 0;
+    case O_MERGE:
+        o->merge_adapters = 1;
+        return 0;
+    case O_TEMPLATE:
+        a->template_name = arg;
+        return 0;
+    case O_LIMIT:
+        return num("limit", arg, 0, 1L << 40, &o->limit);
+    case O_SHOTS:
+        if (num("few-shot", arg, 0, 64, &v))
+            return 2;
+        o->few_shot = (int)v;
+        return 0;
     case O_MAXNEW:
-        if (num("max-new-tokens", arg, 1, 1 << 20, &v)) return 2;
+        if (num("max-new-tokens", arg, 1, 1 << 20, &v))
+            return 2;
         o->max_new_tokens = (int)v;
         return 0;
-    case O_TEMP: return real("temperature", arg, 0, 100, &o->temperature);
-    case O_TOPP: return real("top-p", arg, 1e-12, 1, &o->top_p);
-    case O_SEED: if (num("seed", arg, 0, 0x7fffffffffffffffL, &v)) return 2; o->seed = (uint64_t)v; return 0;
-    case O_BATCH: if (num("batch-size", arg, 1, 4096, &v)) return 2; o->batch_size = (int)v; return 0;
-    case O_MAXLEN: if (num("max-length", arg, 2, 1 << 20, &v)) return 2; o->max_length = (int)v; return 0;
-    case 'o': o->output = arg; return 0;
-    case O_BASELINE: o->baseline = arg; return 0;
-    case O_MAXDROP: return real("max-drop", arg, 0, 1e9, &o->max_drop);
-    case SWIFT_OPT_QUIET: o->quiet = 1; return 0;
-    case O_DEVICE: o->device = arg; return 0;
-    case SWIFT_OPT_TRACE: a->trace = arg; return 0;
-    case SWIFT_OPT_PROFILE: return 0;
+    case O_TEMP:
+        return real("temperature", arg, 0, 100, &o->temperature);
+    case O_TOPP:
+        return real("top-p", arg, 1e-12, 1, &o->top_p);
+    case O_SEED:
+        if (num("seed", arg, 0, 0x7fffffffffffffffL, &v))
+            return 2;
+        o->seed = (uint64_t)v;
+        return 0;
+    case O_BATCH:
+        if (num("batch-size", arg, 1, 4096, &v))
+            return 2;
+        o->batch_size = (int)v;
+        return 0;
+    case O_MAXLEN:
+        if (num("max-length", arg, 2, 1 << 20, &v))
+            return 2;
+        o->max_length = (int)v;
+        return 0;
+    case 'o':
+        o->output = arg;
+        return 0;
+    case O_BASELINE:
+        o->baseline = arg;
+        return 0;
+    case O_MAXDROP:
+        return real("max-drop", arg, 0, 1e9, &o->max_drop);
+    case SWIFT_OPT_QUIET:
+        o->quiet = 1;
+        return 0;
+    case O_DEVICE:
+        o->device = arg;
+        return 0;
+    case SWIFT_OPT_TRACE:
+        a->trace = arg;
+        return 0;
+    case SWIFT_OPT_PROFILE:
+        return 0;
     }
     return swift_usage("unhandled option");
 }
@@ -136,10 +240,12 @@ int main(int argc, char **argv)
         return swift_usage("--task is required");
     if (!a.o.dataset)
         return swift_usage("--dataset is required");
-    if (a.template_name && strcmp(a.template_name, "none"))
-        return swift_usage("template '%s' is not supported yet (only 'none')", a.template_name);
-    struct swift_trace_config tc = {.stage = "eval", .path = a.trace, .argc = argc, .argv = argv,
-                                    .world_size = 1};
+    if (a.template_name && !swift_eval_template_known(a.template_name))
+        return swift_usage(
+            "unknown template '%s' (none, %s)", a.template_name, swift_eval_template_names());
+    a.o.template_name = a.template_name;
+    struct swift_trace_config tc = {
+        .stage = "eval", .path = a.trace, .argc = argc, .argv = argv, .world_size = 1};
     if (swift_trace_open(&tc) < 0)
         return 1;
     rc = swift_eval_run(&a.o);

@@ -49,13 +49,13 @@ int swift_eval_task_generates(int task);
 #define SWIFT_EVAL_MAX_CHOICES 26
 
 struct swift_eval_item {
-    char *subject;   /* owned; "" when the dataset has none */
-    char *question;  /* owned; the prompt text */
-    char **choices;  /* owned; nchoices strings (mc/mmlu), NULL otherwise */
+    char *subject;  /* owned; "" when the dataset has none */
+    char *question; /* owned; the prompt text */
+    char **choices; /* owned; nchoices strings (mc/mmlu), NULL otherwise */
     int nchoices;
-    int answer;      /* index of the right choice (mc/mmlu), -1 otherwise */
-    char *target;    /* owned; reference answer for generation tasks (gsm8k: normalised number) */
-    char *reference; /* owned; the full reference text (gsm8k's worked solution) for few-shot */
+    int answer;       /* index of the right choice (mc/mmlu), -1 otherwise */
+    char *target;     /* owned; reference answer for generation tasks (gsm8k: normalised number) */
+    char *reference;  /* owned; the full reference text (gsm8k's worked solution) for few-shot */
     const char *file; /* borrowed from the set's file list, for messages */
     long line;        /* first line of the row in that file */
 };
@@ -77,8 +77,7 @@ int swift_eval_read(int task, const char *path, struct swift_eval_set *set);
 int swift_eval_read_mmlu_csv(const char *path, struct swift_eval_set *set);
 int swift_eval_read_mmlu_stream(FILE *fp, const char *name, const char *subject,
                                 struct swift_eval_set *set);
-int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name,
-                                 struct swift_eval_set *set);
+int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name, struct swift_eval_set *set);
 
 /* The MMLU few-shot file for a test file: ".../test/X_test.csv" -> ".../dev/X_dev.csv"
  * (malloc'ed), or NULL when there is none on disk. */

@@ -134,7 +134,9 @@ int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
         }
         if (seqs[i].prompt_len + o->max_new > kv->cap) {
             swift_error("prompt of %d tokens + %d new tokens exceed the cache (%d)",
-                        seqs[i].prompt_len, o->max_new, kv->cap);
+                        seqs[i].prompt_len,
+                        o->max_new,
+                        kv->cap);
             goto out;
         }
         seqs[i].out = malloc((size_t)o->max_new * sizeof(int32_t));
@@ -234,7 +236,8 @@ int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
                 goto out;
             }
             for (int k = 0; k < nb; k++)
-                memcpy(logits + (size_t)next[b + k] * V, lg + (size_t)k * V,
+                memcpy(logits + (size_t)next[b + k] * V,
+                       lg + (size_t)k * V,
                        (size_t)V * sizeof(float));
             free(lg);
         }

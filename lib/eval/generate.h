@@ -25,9 +25,9 @@ struct swift_gen_seq {
     const int32_t *prompt; /* borrowed */
     int prompt_len;        /* >= 1 */
     uint64_t seed;
-    int32_t *out;          /* malloc'ed by swift_generate (max_new ids); caller frees */
-    int n_out;             /* tokens generated, the stop token included */
-    int stopped;           /* 1: stop token, 2: stop callback, 0: max_new reached */
+    int32_t *out; /* malloc'ed by swift_generate (max_new ids); caller frees */
+    int n_out;    /* tokens generated, the stop token included */
+    int stopped;  /* 1: stop token, 2: stop callback, 0: max_new reached */
 };
 
 struct swift_gen_opts {

@@ -113,8 +113,8 @@ static void linear(struct swift_kv *kv, const struct swift_linear *L, float *out
     m->ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
     if (L->lora) {
         m->ops->matmul_fwd(kv->xa, x, L->lora->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
-        m->ops->matmul_fwd(out, kv->xa, L->lora->B, NULL, N, m->lora_rank, L->out, m->lora_scale,
-                           1.0f);
+        m->ops->matmul_fwd(
+            out, kv->xa, L->lora->B, NULL, N, m->lora_rank, L->out, m->lora_scale, 1.0f);
     }
     kv->flops += 2.0 * N * L->in * L->out;
 }

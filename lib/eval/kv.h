@@ -35,12 +35,12 @@ struct swift_model;
 struct swift_kv {
     struct swift_model *m; /* borrowed; must outlive the cache */
     int rows, cap, max_tokens;
-    int *len;              /* (rows) tokens held by each row */
-    float *k, *v;          /* (layers, rows, cap, kv_heads*head_dim) */
+    int *len;     /* (rows) tokens held by each row */
+    float *k, *v; /* (layers, rows, cap, kv_heads*head_dim) */
     /* scratch for max_tokens tokens */
     float *x, *h, *rstd, *q, *kk, *vv, *att, *gate, *up, *xa, *sel;
     int32_t *pos;
-    double flops;          /* matmul + attention FLOPs since init (for tokens/s and MFU) */
+    double flops; /* matmul + attention FLOPs since init (for tokens/s and MFU) */
 };
 
 /* Allocate a cache of rows x cap tokens and scratch for max_tokens tokens per call.

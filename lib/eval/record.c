@@ -89,7 +89,9 @@ void swift_eval_record_table(const json_t *rec, FILE *fp)
         fprintf(fp, "%-40s %6s %8s\n", "subject", "n", "accuracy");
         json_object_foreach(subj, k, v)
         {
-            fprintf(fp, "%-40.40s %6lld %8.4f\n", k,
+            fprintf(fp,
+                    "%-40.40s %6lld %8.4f\n",
+                    k,
                     (long long)json_integer_value(json_object_get(v, "n")),
                     json_real_value(json_object_get(v, "accuracy")));
         }
@@ -149,7 +151,11 @@ int swift_eval_gate(const json_t *rec, const char *baseline_path, double max_dro
         else
             bad = isnan(c) || b - c > max_drop;
         if (bad) {
-            swift_error("regression: %s %.6g vs baseline %.6g (max drop %g%s)", k, c, b, max_drop,
+            swift_error("regression: %s %.6g vs baseline %.6g (max drop %g%s)",
+                        k,
+                        c,
+                        b,
+                        max_drop,
                         swift_eval_metric_lower_is_better(k) ? " relative" : "");
             rc++;
         }

@@ -7,6 +7,7 @@
 #include "fileio.h"
 #include "jsonl.h"
 #include "lib/backend.h"
+#include "eval/prompt.h"
 #include "lib/lora.h"
 #include "lib/model.h"
 #include "shard.h"
@@ -49,11 +50,12 @@ struct run {
     int have_kv;
     int V;
     float *logits; /* MAX_WANT x V */
-    int32_t eos[4];
+    int32_t eos[8];
     int neos;
+    struct swift_eval_prompter *pr;
     /* counters for the record */
-    long tokens;      /* tokens run through the model */
-    double fwd_s;     /* time in forward calls (scoring) */
+    long tokens;  /* tokens run through the model */
+    double fwd_s; /* time in forward calls (scoring) */
     struct swift_gen_stats gen;
 };
 
@@ -77,6 +79,33 @@ static int encode(struct run *r, const char *text, struct ids *out)
     out->n = (int)t.n;
     swift_tokens_release(&t);
     return 0;
+}
+
+static void add_eos(struct run *r, long id);
+
+static int to_ids(const uint32_t *u, size_t n, struct ids *out)
+{
+    out->v = malloc((n ? n : 1) * sizeof(int32_t));
+    if (!out->v)
+        return swift_error("out of memory");
+    for (size_t i = 0; i < n; i++)
+        out->v[i] = (int32_t)u[i];
+    out->n = (int)n;
+    return 0;
+}
+
+/* A prompt as the model sees it: plain text, or with --template the user turn followed by the
+ * assistant header; the template's end-of-turn id joins the stop ids. */
+static int encode_prompt(struct run *r, const char *text, struct ids *out)
+{
+    const uint32_t *u;
+    size_t n;
+    long stop;
+    if (swift_eval_prompter_encode(r->pr, text, &u, &n, &stop) < 0)
+        return -1;
+    if (stop >= 0)
+        add_eos(r, stop);
+    return to_ids(u, n, out);
 }
 
 /* ---- feeding sequences through the cache in chunks ---- */
@@ -165,8 +194,8 @@ static void batch_span(const char *name, int64_t t0, long batch, long items, lon
 {
     if (!swift_trace_enabled())
         return;
-    struct swift_targ a[3] = {SWIFT_TARG_I("batch", batch), SWIFT_TARG_I("items", items),
-                              SWIFT_TARG_I("tokens", tokens)};
+    struct swift_targ a[3] = {
+        SWIFT_TARG_I("batch", batch), SWIFT_TARG_I("items", items), SWIFT_TARG_I("tokens", tokens)};
     int64_t t1 = swift_trace_now();
     swift_trace_span("eval", name, t0, t1, a, 3);
     if (t1 > t0)
@@ -244,6 +273,35 @@ static int doc_make(struct doc *d, const uint32_t *ids, const uint8_t *mask, int
     return 0;
 }
 
+static int loss_rows(struct run *r, struct doc *d, int *nd, struct loss_acc *acc, long *bi,
+                     long *samples)
+{
+    const struct swift_eval_opts *o = r->o;
+    struct swift_eval_rows *rows;
+    if (swift_eval_rows_open(&rows, r->pr, o->dataset) < 0)
+        return -1;
+    int rc = 0, k;
+    const uint32_t *ids;
+    const uint8_t *mask;
+    size_t n;
+    while (rc == 0 && (o->limit <= 0 || *samples < o->limit) &&
+           (k = swift_eval_rows_next(rows, &ids, &mask, &n)) != 0) {
+        if (k < 0) {
+            rc = -1;
+            break;
+        }
+        (*samples)++;
+        rc = doc_make(&d[(*nd)++], ids, mask, (int)n, r->kv.cap);
+        if (rc == 0 && *nd == o->batch_size) {
+            rc = loss_batch(r, d, *nd, acc, bi);
+            docs_free(d, *nd);
+            *nd = 0;
+        }
+    }
+    swift_eval_rows_close(rows);
+    return rc;
+}
+
 static int run_loss(struct run *r, json_t *rec, long *n_out)
 {
     const struct swift_eval_opts *o = r->o;
@@ -289,49 +347,10 @@ static int run_loss(struct run *r, json_t *rec, long *n_out)
         }
         swift_shards_close(s);
     } else {
-        /* JSONL of {"text": ...}: a plain language-modelling document each */
-        if ((rc = kv_setup(r, B, cap)) == 0) {
-            struct swift_jsonl jr;
-            if (swift_jsonl_open(&jr, o->dataset, 0) < 0) {
-                free(d);
-                return -1;
-            }
-            json_t *v;
-            int k;
-            while (rc == 0 && (o->limit <= 0 || samples < o->limit) &&
-                   (k = swift_jsonl_next(&jr, &v)) != 0) {
-                if (k < 0) {
-                    rc = -1;
-                    break;
-                }
-                const char *text = json_string_value(json_object_get(v, "text"));
-                if (!text) {
-                    rc = swift_error_at(swift_jsonl_name(&jr), jr.line,
-                                        "expected {\"text\": string} (loss on raw JSONL)");
-                } else {
-                    struct ids t;
-                    if ((rc = encode(r, text, &t)) == 0) {
-                        uint32_t *u = malloc((size_t)(t.n ? t.n : 1) * sizeof(uint32_t));
-                        if (!u)
-                            rc = swift_error("out of memory");
-                        for (int i = 0; u && i < t.n; i++)
-                            u[i] = (uint32_t)t.v[i];
-                        if (rc == 0)
-                            rc = doc_make(&d[nd++], u, NULL, t.n, cap);
-                        free(u);
-                        free(t.v);
-                    }
-                    samples++;
-                }
-                json_decref(v);
-                if (rc == 0 && nd == B) {
-                    rc = loss_batch(r, d, nd, &acc, &bi);
-                    docs_free(d, nd);
-                    nd = 0;
-                }
-            }
-            swift_jsonl_close(&jr);
-        }
+        /* raw rows (JSONL, JSON, CSV, text) through swift-preprocess's dataset and template
+         * code: the same ids and loss mask training would see */
+        if ((rc = kv_setup(r, B, cap)) == 0)
+            rc = loss_rows(r, d, &nd, &acc, &bi, &samples);
     }
     if (rc == 0 && nd > 0)
         rc = loss_batch(r, d, nd, &acc, &bi);
@@ -380,8 +399,12 @@ static int shots_for(struct run *r, struct shots *s, struct swift_eval_set *set,
             s->dev_file = strdup(it->file);
             char *dev = swift_eval_mmlu_dev_path(it->file);
             if (!dev)
-                return swift_error_at(it->file, 0, "no dev file for %d-shot prompts (expected "
-                                      "../dev/%s_dev.csv)", o->few_shot, it->subject);
+                return swift_error_at(it->file,
+                                      0,
+                                      "no dev file for %d-shot prompts (expected "
+                                      "../dev/%s_dev.csv)",
+                                      o->few_shot,
+                                      it->subject);
             int rc = swift_eval_read(SWIFT_EVAL_MMLU, dev, &s->dev);
             free(dev);
             if (rc < 0)
@@ -468,9 +491,11 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
         return swift_error("out of memory");
     swift_kv_reset(&r->kv, -1);
     for (int i = 0; i < n; i++)
-        f[i] = (struct feed){
-            .row = 2 * i, .ids = items[i].ctx.v, .n = items[i].ctx.n,
-            .want_from = items[i].ctx.n - 1, .tag = i};
+        f[i] = (struct feed){.row = 2 * i,
+                             .ids = items[i].ctx.v,
+                             .n = items[i].ctx.n,
+                             .want_from = items[i].ctx.n - 1,
+                             .tag = i};
     int rc = feed_all(r, f, n, mc_first_cb, &c);
     int maxc = 0;
     for (int i = 0; i < n; i++)
@@ -482,8 +507,8 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
             if (k >= items[i].nc || items[i].cont[k].n < 2)
                 continue;
             swift_kv_copy_row(&r->kv, 2 * i + 1, 2 * i);
-            f[nf++] = (struct feed){.row = 2 * i + 1, .ids = items[i].cont[k].v,
-                                    .n = items[i].cont[k].n - 1, .tag = i};
+            f[nf++] = (struct feed){
+                .row = 2 * i + 1, .ids = items[i].cont[k].v, .n = items[i].cont[k].n - 1, .tag = i};
         }
         c.choice = k;
         if (nf)
@@ -499,10 +524,10 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
         if (rc == 0 && accn) {
             double norm[SWIFT_EVAL_MAX_CHOICES];
             for (int k = 0; k < items[i].nc; k++)
-                norm[k] = items[i].ll[k] / (double)(items[i].cont_bytes[k] ? items[i].cont_bytes[k]
-                                                                           : 1);
-            rc = swift_eval_tally_add(accn, it->subject,
-                                      swift_eval_mc_pick(norm, items[i].nc) == it->answer);
+                norm[k] =
+                    items[i].ll[k] / (double)(items[i].cont_bytes[k] ? items[i].cont_bytes[k] : 1);
+            rc = swift_eval_tally_add(
+                accn, it->subject, swift_eval_mc_pick(norm, items[i].nc) == it->answer);
         }
     }
     batch_span("forward", t0, bi, n, r->tokens - tok0);
@@ -539,7 +564,7 @@ static int run_mc(struct run *r, struct swift_eval_set *setp, json_t *rec, long 
         }
         struct mc_item *m = &items[n];
         m->idx = i;
-        rc = encode(r, prompt, &m->ctx);
+        rc = encode_prompt(r, prompt, &m->ctx);
         free(prompt);
         int maxcont = 1;
         for (int k = 0; rc == 0 && k < it->nchoices; k++) {
@@ -548,8 +573,11 @@ static int run_mc(struct run *r, struct swift_eval_set *setp, json_t *rec, long 
                 rc = swift_error("out of memory");
                 break;
             }
-            m->cont_bytes[k] = strlen(c);
-            rc = encode(r, c, &m->cont[k]);
+            /* an assistant reply starts without the space that follows "Answer:" */
+            const char *cc =
+                strcmp(swift_eval_prompter_name(r->pr), "none") && c[0] == ' ' ? c + 1 : c;
+            m->cont_bytes[k] = strlen(cc);
+            rc = encode(r, cc, &m->cont[k]);
             free(c);
             m->nc = k + 1;
             if (rc == 0 && m->cont[k].n == 0)
@@ -562,8 +590,7 @@ static int run_mc(struct run *r, struct swift_eval_set *setp, json_t *rec, long 
             break;
         }
         if (maxcont >= cap)
-            rc = swift_error_at(it->file, it->line, "a choice is longer than --max-length %d",
-                                cap);
+            rc = swift_error_at(it->file, it->line, "a choice is longer than --max-length %d", cap);
         else if (m->ctx.n == 0)
             rc = swift_error_at(it->file, it->line, "empty prompt");
         else
@@ -659,7 +686,8 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
     int B = o->batch_size, cap = o->max_length;
     if (o->max_new_tokens >= cap) {
         return swift_error("--max-new-tokens %d leaves no room for a prompt in --max-length %d",
-                           o->max_new_tokens, cap);
+                           o->max_new_tokens,
+                           cap);
     }
     struct swift_eval_tally acc;
     swift_eval_tally_init(&acc);
@@ -668,8 +696,11 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
     struct ids *pr = calloc((size_t)B, sizeof(*pr));
     size_t *idx = calloc((size_t)B, sizeof(*idx));
     int rc = seqs && pr && idx ? kv_setup(r, B, cap) : swift_error("out of memory");
-    struct swift_gen_opts go = {.max_new = o->max_new_tokens, .temperature = o->temperature,
-                                .top_p = o->top_p, .stop_ids = r->eos, .nstop = r->neos};
+    struct swift_gen_opts go = {.max_new = o->max_new_tokens,
+                                .temperature = o->temperature,
+                                .top_p = o->top_p,
+                                .stop_ids = r->eos,
+                                .nstop = r->neos};
     struct gen_ctx gc = {.r = r};
     long bi = 0;
     size_t i = first;
@@ -683,17 +714,19 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
                 rc = -1;
                 break;
             }
-            rc = encode(r, prompt, &pr[n]);
+            rc = encode_prompt(r, prompt, &pr[n]);
             free(prompt);
             if (rc == 0 && pr[n].n == 0)
                 rc = swift_error_at(set.items[i].file, set.items[i].line, "empty prompt");
             if (rc == 0)
                 left_truncate(&pr[n], cap - o->max_new_tokens);
-            seqs[n] = (struct swift_gen_seq){.prompt = pr[n].v, .prompt_len = pr[n].n,
+            seqs[n] = (struct swift_gen_seq){.prompt = pr[n].v,
+                                             .prompt_len = pr[n].n,
                                              .seed = o->seed ^ (0x9e3779b97f4a7c15ULL * i)};
             idx[n++] = i;
         }
         if (rc == 0 && n > 0) {
+            go.nstop = r->neos; /* the template's end marker joined the stop ids */
             int64_t t0 = swift_trace_now();
             long p0 = r->gen.prefill_tokens + r->gen.decode_tokens;
             rc = swift_generate(&r->kv, seqs, n, &go, gen_stop_cb, &gc, &r->gen);
@@ -746,7 +779,7 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
 
 static void add_eos(struct run *r, long id)
 {
-    if (id < 0 || id >= r->V || r->neos >= 4)
+    if (id < 0 || id >= r->V || r->neos >= 8)
         return;
     for (int k = 0; k < r->neos; k++)
         if (r->eos[k] == id)
@@ -814,7 +847,8 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         goto out;
     if (swift_tokenizer_vocab_size(r.tok) > (uint32_t)r.V) {
         swift_error("tokenizer has %u ids, the model's vocabulary only %d",
-                    swift_tokenizer_vocab_size(r.tok), r.V);
+                    swift_tokenizer_vocab_size(r.tok),
+                    r.V);
         goto out;
     }
     if (!(r.st = swift_tok_state_new(r.tok)))
@@ -824,13 +858,16 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         goto out;
     }
     find_eos(&r);
+    if (!(r.pr = swift_eval_prompter_new(r.tok, o->template_name)))
+        goto out;
     if (o->max_length <= 0) {
         int mp = r.m.cfg.max_position_embeddings;
         oo.max_length = mp > 0 && mp < 4096 ? mp : 4096;
     } else if (o->max_length > r.m.cfg.max_position_embeddings &&
                r.m.cfg.max_position_embeddings > 0) {
         swift_warn("--max-length %d is beyond the model's max_position_embeddings %d",
-                   o->max_length, r.m.cfg.max_position_embeddings);
+                   o->max_length,
+                   r.m.cfg.max_position_embeddings);
     }
 
     long n = 0;
@@ -858,6 +895,7 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     json_object_set_new(cfg, "batch_size", json_integer(o->batch_size));
     json_object_set_new(cfg, "max_length", json_integer(o->max_length));
     json_object_set_new(cfg, "merge_adapters", json_boolean(o->merge_adapters));
+    json_object_set_new(cfg, "template", json_string(swift_eval_prompter_name(r.pr)));
     if (swift_eval_task_generates(o->task)) {
         json_object_set_new(cfg, "max_new_tokens", json_integer(o->max_new_tokens));
         json_object_set_new(cfg, "temperature", json_real(o->temperature));
@@ -868,19 +906,19 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     json_object_set_new(rec, "time_s", json_real(t2 - t0));
     json_object_set_new(rec, "load_s", json_real(t1 - t0));
     json_object_set_new(rec, "tokens", json_integer(r.tokens));
-    json_object_set_new(rec, "tokens_per_s",
-                        json_real(t2 > t1 ? (double)r.tokens / (t2 - t1) : 0.0));
+    json_object_set_new(
+        rec, "tokens_per_s", json_real(t2 > t1 ? (double)r.tokens / (t2 - t1) : 0.0));
     if (swift_eval_task_generates(o->task)) {
         json_object_set_new(rec, "prefill_tokens", json_integer(r.gen.prefill_tokens));
         json_object_set_new(rec, "decode_tokens", json_integer(r.gen.decode_tokens));
-        json_object_set_new(rec, "prefill_tokens_per_s",
-                            json_real(r.gen.prefill_s > 0
-                                          ? (double)r.gen.prefill_tokens / r.gen.prefill_s
-                                          : 0.0));
-        json_object_set_new(rec, "decode_tokens_per_s",
-                            json_real(r.gen.decode_s > 0
-                                          ? (double)r.gen.decode_tokens / r.gen.decode_s
-                                          : 0.0));
+        json_object_set_new(
+            rec,
+            "prefill_tokens_per_s",
+            json_real(r.gen.prefill_s > 0 ? (double)r.gen.prefill_tokens / r.gen.prefill_s : 0.0));
+        json_object_set_new(
+            rec,
+            "decode_tokens_per_s",
+            json_real(r.gen.decode_s > 0 ? (double)r.gen.decode_tokens / r.gen.decode_s : 0.0));
     }
 
     if (o->output && swift_eval_record_write(rec, o->output) < 0)
@@ -900,6 +938,7 @@ out:
     swift_eval_set_release(&set);
     json_decref(rec);
     free(r.logits);
+    swift_eval_prompter_free(r.pr);
     if (r.have_kv)
         swift_kv_release(&r.kv);
     if (r.st)

@@ -9,8 +9,9 @@
  *
  * Tasks:
  *   loss, ppl  token-level cross-entropy over the tokens the loss mask trains, on a shard
- *              directory (index.json) or JSONL of {"text"} (every token after the first
- *              trained); each document is its own sequence (positions restart at 0).
+ *              directory (index.json) or a raw file rendered by swift-preprocess's dataset and
+ *              template code (lib/eval/prompt.h); each document is its own sequence
+ *              (positions restart at 0).
  *   mc, mmlu   per item, the prompt is run once and each choice's continuation tokens are
  *              scored on a fork of its key/value cache; the choice with the largest summed
  *              log-likelihood wins (acc), and for mc also per byte of the choice (acc_norm).
@@ -27,26 +28,26 @@
 #include <stdint.h>
 
 struct swift_eval_opts {
-    const char *model;     /* model directory (required) */
-    const char *dataset;   /* dataset path (required) */
-    const char *adapters;  /* PEFT adapter directory or NULL */
-    int merge_adapters;    /* fold the adapters into the weights instead of running them aside */
-    const char *template_name; /* NULL: plain prompts */
-    int task;              /* SWIFT_EVAL_* */
-    long limit;            /* items (samples for loss); 0: all */
+    const char *model;    /* model directory (required) */
+    const char *dataset;  /* dataset path (required) */
+    const char *adapters; /* PEFT adapter directory or NULL */
+    int merge_adapters;   /* fold the adapters into the weights instead of running them aside */
+    const char *template_name; /* NULL or "none": plain prompts (lib/eval/prompt.h) */
+    int task;                  /* SWIFT_EVAL_* */
+    long limit;                /* items (samples for loss); 0: all */
     int few_shot;
     int max_new_tokens;
     double temperature, top_p;
     uint64_t seed;
     int batch_size;
-    int max_length;        /* longest sequence (tokens; 0: max_position_embeddings, at most
-                              4096); longer prompts lose their beginning */
-    const char *output;    /* also write the record here (atomic), or NULL */
-    const char *baseline;  /* regression gate against this record, or NULL */
+    int max_length;       /* longest sequence (tokens; 0: max_position_embeddings, at most
+                             4096); longer prompts lose their beginning */
+    const char *output;   /* also write the record here (atomic), or NULL */
+    const char *baseline; /* regression gate against this record, or NULL */
     double max_drop;
-    int quiet;             /* no table on stderr */
-    const char *device;    /* auto (NULL), cpu, cuda[:N]; the key/value cache needs the cpu, so
-                              auto means cpu and cuda is refused by swift_kv_init */
+    int quiet; /* no table on stderr */
+    const char *device; /* auto (NULL), cpu, cuda[:N]; the key/value cache needs the cpu, so
+                           auto means cpu and cuda is refused by swift_kv_init */
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);

@@ -192,8 +192,8 @@ static int number_start(const char *p, const char *begin)
         while (*q == '-' || *q == '$' || *q == '+')
             q++;
         return isdigit((unsigned char)*q) &&
-               !(p > begin && (isdigit((unsigned char)p[-1]) || p[-1] == '-' || p[-1] == '$' ||
-                               p[-1] == '+'));
+               !(p > begin &&
+                 (isdigit((unsigned char)p[-1]) || p[-1] == '-' || p[-1] == '$' || p[-1] == '+'));
     }
     return 0;
 }

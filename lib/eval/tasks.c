@@ -114,8 +114,8 @@ static void set_pop(struct swift_eval_set *set)
 struct csv {
     FILE *fp;
     const char *name;
-    long line;      /* current physical line */
-    long row_line;  /* first line of the row last read */
+    long line;     /* current physical line */
+    long row_line; /* first line of the row last read */
     char **fields;
     size_t *lens;
     int n, cap;
@@ -235,8 +235,8 @@ static int csv_next(struct csv *c)
             return 1;
         }
         if (after_quote)
-            return swift_error_at(c->name, c->line, "unexpected '%c' after a closing quote",
-                                  isprint(ch) ? ch : '?');
+            return swift_error_at(
+                c->name, c->line, "unexpected '%c' after a closing quote", isprint(ch) ? ch : '?');
         if (ch == 0)
             return swift_error_at(c->name, c->line, "NUL byte in a field");
         if (csv_putc(c, ch) < 0)
@@ -275,8 +275,8 @@ static int parse_answer_str(const char *s, int nchoices)
 
 static int is_mmlu_header(const struct csv *c)
 {
-    static const char *const h[] = {"question", "choice0", "choice1", "choice2", "choice3",
-                                    "answer"};
+    static const char *const h[] = {
+        "question", "choice0", "choice1", "choice2", "choice3", "answer"};
     if (c->n != 6)
         return 0;
     for (int i = 0; i < 6; i++)
@@ -298,8 +298,8 @@ int swift_eval_read_mmlu_stream(FILE *fp, const char *name, const char *subject,
         }
         first = 0;
         if (c.n != 6) {
-            rc = swift_error_at(name, c.row_line,
-                                "expected 6 fields (question, 4 choices, answer), got %d", c.n);
+            rc = swift_error_at(
+                name, c.row_line, "expected 6 fields (question, 4 choices, answer), got %d", c.n);
             break;
         }
         int ans = parse_answer_str(c.fields[5], 4);
@@ -308,8 +308,8 @@ int swift_eval_read_mmlu_stream(FILE *fp, const char *name, const char *subject,
             break;
         }
         if (ans < 0) {
-            rc = swift_error_at(name, c.row_line, "answer '%.20s' out of range (0-3 or A-D)",
-                                c.fields[5]);
+            rc = swift_error_at(
+                name, c.row_line, "answer '%.20s' out of range (0-3 or A-D)", c.fields[5]);
             break;
         }
         struct swift_eval_item *it = set_push(set, name, c.row_line);
@@ -479,8 +479,7 @@ static char *json_text(json_t *v)
     return NULL;
 }
 
-static int jsonl_item(int task, json_t *v, const char *name, long line,
-                      struct swift_eval_set *set)
+static int jsonl_item(int task, json_t *v, const char *name, long line, struct swift_eval_set *set)
 {
     if (!json_is_object(v))
         return swift_error_at(name, line, "expected an object");
@@ -510,7 +509,9 @@ static int jsonl_item(int task, json_t *v, const char *name, long line,
         size_t nc = json_array_size(ch);
         if (!json_is_array(ch) || nc < 2 || nc > SWIFT_EVAL_MAX_CHOICES) {
             set_pop(set);
-            return swift_error_at(name, line, "'choices' must be an array of 2 to %d strings",
+            return swift_error_at(name,
+                                  line,
+                                  "'choices' must be an array of 2 to %d strings",
                                   SWIFT_EVAL_MAX_CHOICES);
         }
         it->choices = calloc(nc, sizeof(char *));
@@ -545,8 +546,7 @@ static int jsonl_item(int task, json_t *v, const char *name, long line,
         }
         if (ans < 0) {
             char *t = json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT);
-            swift_error_at(name, line, "answer %.40s out of range (%zu choices)", t ? t : "?",
-                           nc);
+            swift_error_at(name, line, "answer %.40s out of range (%zu choices)", t ? t : "?", nc);
             free(t);
             set_pop(set);
             return -1;
@@ -581,8 +581,7 @@ static int jsonl_item(int task, json_t *v, const char *name, long line,
     return 0;
 }
 
-int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name,
-                                 struct swift_eval_set *set)
+int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name, struct swift_eval_set *set)
 {
     struct swift_jsonl r;
     swift_jsonl_init_fp(&r, fp, name, 0);

@@ -20,14 +20,18 @@ void openblas_set_num_threads(int n);
 int main(int argc, char **argv)
 {
     long th, B, P, G;
-    if (argc != 6 || swift_parse_long(argv[2], 1, 256, &th) || swift_parse_long(argv[3], 1, 64, &B) ||
-        swift_parse_long(argv[4], 1, 8192, &P) || swift_parse_long(argv[5], 1, 8192, &G)) {
+    if (argc != 6 || swift_parse_long(argv[2], 1, 256, &th) ||
+        swift_parse_long(argv[3], 1, 64, &B) || swift_parse_long(argv[4], 1, 8192, &P) ||
+        swift_parse_long(argv[5], 1, 8192, &G)) {
         fprintf(stderr, "usage: bench_eval 10M|100M THREADS BATCH PROMPT NEW\n");
         return 2;
     }
-    struct swift_model_config c = {.model_type = "llama", .dtype = "float32",
-                                   .rms_norm_eps = 1e-5f, .rope_theta = 10000.0,
-                                   .tie_embeddings = 1, .max_position_embeddings = 8192};
+    struct swift_model_config c = {.model_type = "llama",
+                                   .dtype = "float32",
+                                   .rms_norm_eps = 1e-5f,
+                                   .rope_theta = 10000.0,
+                                   .tie_embeddings = 1,
+                                   .max_position_embeddings = 8192};
     if (!strcmp(argv[1], "10M")) {
         c.vocab_size = 16000, c.hidden_size = 256, c.intermediate_size = 768;
         c.num_layers = 6, c.num_heads = 8, c.num_kv_heads = 4, c.head_dim = 32;
@@ -66,7 +70,12 @@ int main(int argc, char **argv)
     }
     printf("{\"impl\":\"swift\",\"config\":\"%s\",\"threads\":%ld,\"batch\":%ld,\"prompt\":%ld,"
            "\"new\":%ld,\"prefill_tokens_per_s\":%.1f,\"decode_tokens_per_s\":%.1f}\n",
-           argv[1], th, B, P, G, (double)st.prefill_tokens / st.prefill_s,
+           argv[1],
+           th,
+           B,
+           P,
+           G,
+           (double)st.prefill_tokens / st.prefill_s,
            (double)st.decode_tokens / st.decode_s);
     for (long b = 0; b < B; b++)
         free(seqs[b].out);

@@ -181,3 +181,37 @@ need_shared() {
     [ "$status" -eq 0 ]
     [ "$(jq -c '[.task, .n, .metrics.accuracy, .config.few_shot]' <<<"$output")" = '["gsm8k",2,0,1]' ]
 }
+
+@test "loss on raw JSONL through the preprocess code equals loss on swift-preprocess's shards" {
+    [ -x "$SWIFT_BIN/swift-preprocess" ] || skip "swift-preprocess not built"
+    printf '%s\n' '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello there"}]}' \
+        '{"messages":[{"role":"user","content":"What colour is the cat?"},{"role":"assistant","content":"red"}]}' >"$T/c.jsonl"
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$M" --template chatml --packing binpack \
+        --max-length 64 -o "$T/sh" "$T/c.jsonl"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$M" --task loss --dataset "$T/sh" --quiet
+    [ "$status" -eq 0 ]
+    a=$(jq -c '[.n, .metrics]' <<<"$output")
+    run "$EVAL" "$M" --task loss --dataset "$T/c.jsonl" --template chatml --quiet
+    [ "$status" -eq 0 ]
+    b=$(jq -c '[.n, .metrics]' <<<"$output")
+    [ "$a" = "$b" ]
+    [ "$(jq .metrics.tokens <<<"$output")" -eq 16 ]
+    run "$EVAL" "$M" --task ppl --dataset "$T/c.jsonl" --template chatml --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -r '.metrics | keys_unsorted | join(",")' <<<"$output")" = "ppl,loss,token_acc,tokens" ]
+    printf '{"messages":[{"role":"assistant","content":"x"}]}\n' >"$T/bad.jsonl"
+    run "$EVAL" "$M" --task loss --dataset "$T/bad.jsonl" --template chatml --quiet
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-eval:$T/bad.jsonl:1: message 1: roles out of order (assistant before any user message)" ]
+}
+
+@test "templates: --template applies to prompts and is recorded; an unknown one is a usage error" {
+    run "$EVAL" "$M" --task exact --dataset "$SYN/exact.jsonl" --limit 3 --template chatml \
+        --max-new-tokens 5 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -r .config.template <<<"$output")" = chatml ]
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --template bogus
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, default, generation)" ]
+}

@@ -14,8 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!devnull)
         devnull = fopen("/dev/null", "w");
     swift_error_set_stream(devnull);
-    static const int tasks[] = {SWIFT_EVAL_MMLU, SWIFT_EVAL_MC, SWIFT_EVAL_GSM8K,
-                                SWIFT_EVAL_EXACT};
+    static const int tasks[] = {SWIFT_EVAL_MMLU, SWIFT_EVAL_MC, SWIFT_EVAL_GSM8K, SWIFT_EVAL_EXACT};
     for (int t = 0; t < 4; t++) {
         FILE *in = fmemopen((void *)data, size ? size : 1, "r");
         if (!in)

@@ -1,6 +1,8 @@
 /* lib/eval: task readers, prompts, answer extraction, tallies, the record and the gate. */
 #include "lib/eval/eval.h"
+#include "lib/eval/prompt.h"
 #include "lib/error.h"
+#include "lib/tokenizer.h"
 #include "lib/jsonl.h"
 
 #include <math.h>
@@ -105,8 +107,9 @@ static void test_csv_errors(void **state)
                      "swift-eval:t.csv:2: answer '4' out of range (0-3 or A-D)\n");
     expect_csv_error("Q,a,b,c,d,1\nQ,a,b,c,d,E\n",
                      "swift-eval:t.csv:2: answer 'E' out of range (0-3 or A-D)\n");
-    expect_csv_error("Q,a,b,1\n",
-                     "swift-eval:t.csv:1: expected 6 fields (question, 4 choices, answer), got 4\n");
+    expect_csv_error(
+        "Q,a,b,1\n",
+        "swift-eval:t.csv:1: expected 6 fields (question, 4 choices, answer), got 4\n");
     expect_csv_error("Q,a,b,c,d,1\n\"Q\nstill open,a,b,c,d,1\n",
                      "swift-eval:t.csv:2: unterminated quoted field\n");
     expect_csv_error("\"Q\"x,a,b,c,d,1\n",
@@ -141,9 +144,8 @@ static void test_mmlu_hand_verified(void **state)
     swift_eval_tally_init(&t);
     for (size_t i = 0; i < set.n; i++) {
         int pick = swift_eval_mc_pick(ll[i], 4);
-        assert_int_equal(swift_eval_tally_add(&t, set.items[i].subject,
-                                              pick == set.items[i].answer),
-                         0);
+        assert_int_equal(
+            swift_eval_tally_add(&t, set.items[i].subject, pick == set.items[i].answer), 0);
     }
     assert_int_equal(t.n, 2);
     assert_int_equal(t.rows[0].correct, 2);
@@ -154,14 +156,15 @@ static void test_mmlu_hand_verified(void **state)
     assert_true(fabs(swift_eval_tally_macro(&t) - (2.0 / 3.0 + 0.5) / 2.0) < 1e-12);
 
     json_t *rec = swift_eval_record_new("m", NULL, SWIFT_EVAL_MMLU, "d", (long)set.n);
-    json_object_set_new(json_object_get(rec, "metrics"), "accuracy",
-                        json_real(swift_eval_tally_micro(&t)));
+    json_object_set_new(
+        json_object_get(rec, "metrics"), "accuracy", json_real(swift_eval_tally_micro(&t)));
     swift_eval_record_add_tally(rec, &t);
     char *s = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    assert_string_equal(s, "{\"schema_version\":1,\"model\":\"m\",\"adapters\":null,\"task\":\"mmlu\","
-                           "\"dataset\":\"d\",\"n\":5,\"metrics\":{\"accuracy\":0.6},"
-                           "\"subjects\":{\"algebra\":{\"n\":3,\"correct\":2,\"accuracy\":"
-                           "0.6666666667},\"astronomy\":{\"n\":2,\"correct\":1,\"accuracy\":0.5}}}");
+    assert_string_equal(s,
+                        "{\"schema_version\":1,\"model\":\"m\",\"adapters\":null,\"task\":\"mmlu\","
+                        "\"dataset\":\"d\",\"n\":5,\"metrics\":{\"accuracy\":0.6},"
+                        "\"subjects\":{\"algebra\":{\"n\":3,\"correct\":2,\"accuracy\":"
+                        "0.6666666667},\"astronomy\":{\"n\":2,\"correct\":1,\"accuracy\":0.5}}}");
     free(s);
     json_decref(rec);
     swift_eval_tally_release(&t);
@@ -187,10 +190,11 @@ static void test_prompts(void **state)
                      0);
     const struct swift_eval_item *shots[1] = {&set.items[0]};
     char *p = swift_eval_prompt(SWIFT_EVAL_MMLU, &set.items[1], shots, 1);
-    assert_string_equal(p, "The following are multiple choice questions (with answers) about "
-                           "elementary mathematics.\n\n"
-                           "1+1?\nA. 1\nB. 2\nC. 3\nD. 4\nAnswer: B\n\n"
-                           "2+2?\nA. 2\nB. 4\nC. 6\nD. 8\nAnswer:");
+    assert_string_equal(p,
+                        "The following are multiple choice questions (with answers) about "
+                        "elementary mathematics.\n\n"
+                        "1+1?\nA. 1\nB. 2\nC. 3\nD. 4\nAnswer: B\n\n"
+                        "2+2?\nA. 2\nB. 4\nC. 6\nD. 8\nAnswer:");
     free(p);
     char *c = swift_eval_continuation(SWIFT_EVAL_MMLU, &set.items[1], 3);
     assert_string_equal(c, " D");
@@ -211,14 +215,15 @@ static void test_jsonl_mc(void **state)
     swift_set_progname("swift-eval");
     struct swift_eval_set set;
     swift_eval_set_init(&set);
-    assert_int_equal(read_jsonl(SWIFT_EVAL_MC,
-                                "{\"question\":\"q\",\"choices\":[\"x\",\"y\",\"z\"],\"answer\":2}\n"
-                                "\n"
-                                "{\"question\":\"q\",\"choices\":[\"x\",\"y\"],\"answer\":\"B\","
-                                "\"subject\":\"s\"}\n"
-                                "{\"question\":\"q\",\"choices\":[\"x\",\"yes\"],\"answer\":\"yes\"}\n",
-                                &set),
-                     0);
+    assert_int_equal(
+        read_jsonl(SWIFT_EVAL_MC,
+                   "{\"question\":\"q\",\"choices\":[\"x\",\"y\",\"z\"],\"answer\":2}\n"
+                   "\n"
+                   "{\"question\":\"q\",\"choices\":[\"x\",\"y\"],\"answer\":\"B\","
+                   "\"subject\":\"s\"}\n"
+                   "{\"question\":\"q\",\"choices\":[\"x\",\"yes\"],\"answer\":\"yes\"}\n",
+                   &set),
+        0);
     assert_int_equal(set.n, 3);
     assert_int_equal(set.items[0].answer, 2);
     assert_int_equal(set.items[0].nchoices, 3);
@@ -361,9 +366,10 @@ static void test_gate(void **state)
     json_t *worse = record_with("mmlu", 0.48, 2.03);
     capture();
     assert_int_equal(swift_eval_gate(worse, path, 0.01), 2);
-    assert_string_equal(captured(),
-                        "swift-eval: regression: accuracy 0.48 vs baseline 0.5 (max drop 0.01)\n"
-                        "swift-eval: regression: loss 2.03 vs baseline 2 (max drop 0.01 relative)\n");
+    assert_string_equal(
+        captured(),
+        "swift-eval: regression: accuracy 0.48 vs baseline 0.5 (max drop 0.01)\n"
+        "swift-eval: regression: loss 2.03 vs baseline 2 (max drop 0.01 relative)\n");
     json_decref(worse);
 
     json_t *better = record_with("mmlu", 0.9, 1.0);
@@ -374,8 +380,8 @@ static void test_gate(void **state)
     capture();
     assert_int_equal(swift_eval_gate(other, path, 0.01), -1);
     char want[512];
-    snprintf(want, sizeof(want), "swift-eval:%s:1: baseline is for task 'mmlu', not 'gsm8k'\n",
-             path);
+    snprintf(
+        want, sizeof(want), "swift-eval:%s:1: baseline is for task 'mmlu', not 'gsm8k'\n", path);
     assert_string_equal(captured(), want);
     json_decref(other);
     unlink(path);
@@ -384,8 +390,10 @@ static void test_gate(void **state)
     json_t *r = record_with("mmlu", 0.5, -1);
     capture();
     assert_int_equal(swift_eval_gate(r, bad, 0.01), -1);
-    snprintf(want, sizeof(want),
-             "swift-eval:%s:1: not a swift-eval record (no 'metrics' object)\n", bad);
+    snprintf(want,
+             sizeof(want),
+             "swift-eval:%s:1: not a swift-eval record (no 'metrics' object)\n",
+             bad);
     assert_string_equal(captured(), want);
     unlink(bad);
     free(bad);
@@ -428,6 +436,42 @@ static void test_real_mmlu_dev(void **state)
     swift_eval_set_release(&set);
 }
 
+/* --template: the user turn + assistant header, and the end-of-turn id as the stop token
+ * (byte-level fixture tokenizer: ids are bytes, 257 <|im_start|>, 258 <|im_end|>). */
+static void test_prompter(void **state)
+{
+    (void)state;
+    struct swift_tokenizer *tok;
+    assert_int_equal(swift_tokenizer_load(&tok, "tests/fixtures/eval/llama"), 0);
+    struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "chatml");
+    assert_non_null(p);
+    assert_string_equal(swift_eval_prompter_name(p), "chatml");
+    const uint32_t *ids;
+    size_t n;
+    long stop;
+    assert_int_equal(swift_eval_prompter_encode(p, "hi", &ids, &n, &stop), 0);
+    const char *want = "\x01user\nhi\x02\n\x01"
+                       "assistant\n";
+    assert_int_equal(n, strlen(want));
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i] == 1 ? 257u : want[i] == 2 ? 258u : (uint8_t)want[i]);
+    assert_int_equal(stop, 258);
+    swift_eval_prompter_free(p);
+    p = swift_eval_prompter_new(tok, NULL);
+    assert_int_equal(swift_eval_prompter_encode(p, "hi", &ids, &n, &stop), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 'h');
+    assert_int_equal(stop, -1);
+    swift_eval_prompter_free(p);
+    capture();
+    assert_null(swift_eval_prompter_new(tok, "nope"));
+    assert_non_null(strstr(captured(), "unknown template 'nope'"));
+    assert_true(swift_eval_template_known("none"));
+    assert_true(swift_eval_template_known("qwen3"));
+    assert_false(swift_eval_template_known("nope"));
+    swift_tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_exact_match),
         cmocka_unit_test(test_gate),
         cmocka_unit_test(test_real_mmlu_dev),
+        cmocka_unit_test(test_prompter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
-/* lib/eval/kv and generate against transformers (tests/fixtures/eval, tests/ref/gen_eval_fixtures.py):
- * log-probs at every position, continuation log-likelihoods, greedy generation token for token;
- * plus cache invariants (chunked prefill, forked rows, batching) and seeded sampling. */
+/* lib/eval/kv and generate against transformers (tests/fixtures/eval,
+ * tests/ref/gen_eval_fixtures.py): log-probs at every position, continuation log-likelihoods,
+ * greedy generation token for token; plus cache invariants (chunked prefill, forked rows, batching)
+ * and seeded sampling. */
 #include "lib/backend.h"
 #include "lib/error.h"
 #include "lib/eval/generate.h"
@@ -143,7 +144,11 @@ static void check_logprobs(const char *arch)
             maxcont = fabs(cont[p] - r.cont[p]);
     printf("# %s: max |log-prob error| %.3g (tol %g), max |continuation log-lik error| %.3g "
            "(tol %g)\n",
-           arch, maxerr, TOL_LOGPROB, maxcont, TOL_CONT);
+           arch,
+           maxerr,
+           TOL_LOGPROB,
+           maxcont,
+           TOL_CONT);
     assert_true(maxerr < TOL_LOGPROB);
     assert_true(maxcont < TOL_CONT);
 
@@ -232,7 +237,10 @@ static void check_greedy(const char *arch, int max_tokens)
         free(s[p].out);
     }
     printf("# %s: greedy generation %d/%d tokens equal to transformers' generate (max_tokens %d)\n",
-           arch, same, total, max_tokens);
+           arch,
+           same,
+           total,
+           max_tokens);
     assert_int_equal(st.prefill_tokens, 1 + 5 + 12 + 23);
     free(s);
     swift_kv_release(&kv);
@@ -306,7 +314,10 @@ static void test_lora(void **state)
         }
         printf("# llama + LoRA (%s): max |log-prob error| %.3g vs peft (tol %g); the adapter moves "
                "log-probs by up to %.3g\n",
-               merged ? "merged" : "on the fly", maxerr, TOL_LOGPROB, maxbase);
+               merged ? "merged" : "on the fly",
+               maxerr,
+               TOL_LOGPROB,
+               maxbase);
         assert_true(maxerr < TOL_LOGPROB);
         assert_true(maxbase > 100 * TOL_LOGPROB); /* the check can fail: the adapter matters */
         free(lg);

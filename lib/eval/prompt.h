@@ -1,0 +1,57 @@
+/*
+ * prompt — swift-eval's bridge to swift-preprocess's chat templates and dataset readers
+ * (lib/template.h, lib/dataset.h), kept apart from lib/model.h (the two headers cannot meet in
+ * one file: both name a `swift_loss`).
+ *
+ *     struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "chatml");  // NULL name: plain
+ *     swift_eval_prompter_encode(p, "What is 2+2?", &ids, &n, &stop);
+ *     ...
+ *     struct swift_eval_rows *rows;
+ *     swift_eval_rows_open(&rows, p, "val.jsonl");
+ *     while ((rc = swift_eval_rows_next(rows, &ids, &mask, &n)) > 0) ...
+ */
+#ifndef SWIFT_EVAL_PROMPT_H
+#define SWIFT_EVAL_PROMPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct swift_tokenizer;
+struct swift_eval_prompter;
+struct swift_eval_rows;
+
+/* 1 when name is "none" or a known template, else 0. */
+int swift_eval_template_known(const char *name);
+/* Comma-separated template names, for messages. */
+const char *swift_eval_template_names(void);
+
+/* A prompter for tok (borrowed) with template `name` (NULL or "none": plain text). Returns NULL
+ * after an error (unknown template, out of memory). */
+struct swift_eval_prompter *swift_eval_prompter_new(const struct swift_tokenizer *tok,
+                                                    const char *name);
+void swift_eval_prompter_free(struct swift_eval_prompter *p);
+/* The template's name, or "none". Borrowed. */
+const char *swift_eval_prompter_name(const struct swift_eval_prompter *p);
+
+/* Encode a prompt: plain text, or with a template the user turn and the assistant header
+ * (the ids before the first trained token of an empty assistant reply). *stop receives the
+ * template's end-of-turn id (-1 without a template). *ids is borrowed until the next call.
+ * Returns 0 or -1 (reported). */
+int swift_eval_prompter_encode(struct swift_eval_prompter *p, const char *text,
+                               const uint32_t **ids, size_t *n, long *stop);
+/* Encode plain text without special handling (continuations). Same ownership. */
+int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text, const uint32_t **ids,
+                              size_t *n);
+
+/* Rows of a raw dataset (JSONL/JSON/CSV/text in ms-swift's formats) rendered as training would:
+ * text rows with the generation template, conversations with the
+ * prompter's template or else the tokenizer's own. Returns 0 or -1. */
+int swift_eval_rows_open(struct swift_eval_rows **out, struct swift_eval_prompter *p,
+                         const char *path);
+/* 1 with the next row's ids and loss mask (mask[t] = 1: token t is a target; borrowed until the
+ * next call), 0 at the end, -1 after a "file:line: ..." error. */
+int swift_eval_rows_next(struct swift_eval_rows *r, const uint32_t **ids, const uint8_t **mask,
+                         size_t *n);
+void swift_eval_rows_close(struct swift_eval_rows *r);
+
+#endif
