@@ -215,11 +215,12 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp)
     }
     if (cmd->description)
         fprintf(fp, "\n%s\n", cmd->description);
-    if (cmd->examples)
-        fprintf(fp, "\nExamples:\n%s\n", cmd->examples);
-    fprintf(fp,
-            "\nOptions also accept ms-swift's spelling with '_' (--max_length).\n"
-            "Exit status: 0 ok, 1 failure, 2 usage error, 75 interrupted after a checkpoint.\n");
+    if (cmd->examples) {
+        size_t n = strlen(cmd->examples);
+        fprintf(fp, "\n%s%s%s", strncmp(cmd->examples, "Examples:", 9) ? "Examples:\n" : "",
+                cmd->examples, n && cmd->examples[n - 1] == '\n' ? "" : "\n");
+    }
+    fprintf(fp, "\nOptions also accept ms-swift's spelling with '_' (--max_length).\n");
 }
 
 static void list_options(const struct swift_command *cmd)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,12 +32,12 @@
 #define MAX_LISTING ((size_t)256 << 20)
 
 struct job {
-    char *path;       /* relative path in the repository / output */
-    char *url;        /* remote source, or NULL for a local copy */
-    char *local;      /* local source file (copy) */
-    long long size;   /* expected, -1 unknown */
-    char sha256[65];  /* expected, "" unknown */
-    char *blob_id;    /* expected git blob sha1 (HF non-LFS), or NULL */
+    char *path;      /* relative path in the repository / output */
+    char *url;       /* remote source, or NULL for a local copy */
+    char *local;     /* local source file (copy) */
+    long long size;  /* expected, -1 unknown */
+    char sha256[65]; /* expected, "" unknown */
+    char *blob_id;   /* expected git blob sha1 (HF non-LFS), or NULL */
     /* results */
     char got[65];
     long long bytes, fetched;
@@ -228,10 +229,21 @@ static void draw_progress(struct dl *d, int final);
 
 static void emit(struct dl *d, struct job *j, const char *err)
 {
-    json_t *v = json_pack("{s:i,s:s,s:I,s:s,s:f,s:s,s:I}", "version", 1, "path", j->path,
-                          "bytes", (json_int_t)j->bytes, "sha256", j->got, "seconds",
-                          (double)((long long)(j->secs * 1e6)) / 1e6, "status", j->status,
-                          "fetched", (json_int_t)j->fetched);
+    json_t *v = json_pack("{s:i,s:s,s:I,s:s,s:f,s:s,s:I}",
+                          "version",
+                          1,
+                          "path",
+                          j->path,
+                          "bytes",
+                          (json_int_t)j->bytes,
+                          "sha256",
+                          j->got,
+                          "seconds",
+                          (double)((long long)(j->secs * 1e6)) / 1e6,
+                          "status",
+                          j->status,
+                          "fetched",
+                          (json_int_t)j->fetched);
     if (!v)
         abort();
     if (err)
@@ -278,9 +290,16 @@ static void draw_progress(struct dl *d, int final)
         long s = (long)((double)(d->total_bytes - d->done_bytes) / rate);
         snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
     }
-    fprintf(stderr, "\r\033[Kdownloading: %3.0f%% %s / %s, %zu/%zu files, %s/s%s%s",
-            d->total_bytes ? 100.0 * (double)d->done_bytes / (double)d->total_bytes : 100.0, done,
-            total, d->files_done, d->n, r, eta, final ? "\n" : "");
+    fprintf(stderr,
+            "\r\033[Kdownloading: %3.0f%% %s / %s, %zu/%zu files, %s/s%s%s",
+            d->total_bytes ? 100.0 * (double)d->done_bytes / (double)d->total_bytes : 100.0,
+            done,
+            total,
+            d->files_done,
+            d->n,
+            r,
+            eta,
+            final ? "\n" : "");
     fflush(stderr);
 }
 
@@ -408,11 +427,15 @@ static int reuse_existing(struct dl *d, struct job *j, const char *final)
     return 1;
 }
 
+/* Spans of one file: connect, transfer (until the last byte), verify (waiting for the hash and
+ * comparing it), commit (fsync, rename, snapshot link), all inside "file". */
 static void trace_file(struct job *j, int64_t t0, int64_t tf0, int64_t tf1, int64_t tv1,
-                       double connect_s)
+                       int64_t tc1, double connect_s, double hash_wait_s)
 {
     if (!swift_trace_enabled())
         return;
+    int64_t tend = tf1 - (int64_t)(hash_wait_s * 1e9);
+    tf1 = tend > tf0 ? tend : tf1;
     int64_t tc = tf0 + (int64_t)(connect_s * 1e9);
     if (tc > tf1)
         tc = tf1;
@@ -421,15 +444,19 @@ static void trace_file(struct job *j, int64_t t0, int64_t tf0, int64_t tf1, int6
     struct swift_targ a[] = {SWIFT_TARG_S("path", j->path), SWIFT_TARG_I("bytes", j->fetched)};
     if (tf1 > tf0) {
         swift_trace_span("download", "connect", tf0, tc, a, 1);
-        struct swift_targ b[] = {SWIFT_TARG_S("path", j->path), SWIFT_TARG_I("bytes", j->fetched),
+        struct swift_targ b[] = {SWIFT_TARG_S("path", j->path),
+                                 SWIFT_TARG_I("bytes", j->fetched),
                                  SWIFT_TARG_D("MB/s", mbps)};
         swift_trace_span("download", "transfer", tc, tf1, b, 3);
     }
     swift_trace_span("download", "verify", tf1, tv1, a, 1);
-    struct swift_targ c[] = {SWIFT_TARG_S("path", j->path), SWIFT_TARG_I("bytes", j->bytes),
-                             SWIFT_TARG_I("fetched", j->fetched), SWIFT_TARG_S("status", j->status),
+    swift_trace_span("download", "commit", tv1, tc1, a, 1);
+    struct swift_targ c[] = {SWIFT_TARG_S("path", j->path),
+                             SWIFT_TARG_I("bytes", j->bytes),
+                             SWIFT_TARG_I("fetched", j->fetched),
+                             SWIFT_TARG_S("status", j->status),
                              SWIFT_TARG_D("MB/s", mbps)};
-    swift_trace_span("download", "file", t0, tv1, c, 5);
+    swift_trace_span("download", "file", t0, tc1, c, 5);
     struct swift_targ s[] = {SWIFT_TARG_I("bytes", j->fetched), SWIFT_TARG_D("MB/s", mbps)};
     swift_trace_counters("download", s, 2);
 }
@@ -525,7 +552,7 @@ static void fetch_one(void *ctx, long i, int worker)
     char sha[65];
     long long size = 0;
     const char *linked = NULL;
-    double connect_s = 0;
+    double connect_s = 0, hash_wait_s = 0;
     struct swift_http_fetch f = {0};
     if (j->url) {
         f.url = j->url;
@@ -535,7 +562,19 @@ static void fetch_one(void *ctx, long i, int worker)
         f.ctx = d;
         int rc = swift_http_fetch(&d->clients[worker], &f);
         j->fetched = f.fetched;
+        if (rc == 0 && f.resumed_from > 0 &&
+            verify(j, part, f.sha256, f.size, f.resp.linked_etag, why, sizeof(why)) < 0) {
+            /* the partial file came from another version of the file: start again once */
+            swift_warn("%s: resumed data does not verify (%s); fetching it again from the start",
+                       j->path,
+                       why);
+            unlink(part);
+            swift_http_resp_release(&f.resp);
+            rc = swift_http_fetch(&d->clients[worker], &f);
+            j->fetched += f.fetched;
+        }
         connect_s = f.connect_s;
+        hash_wait_s = f.hash_wait_s;
         if (rc < 0) {
             snprintf(why, sizeof(why), f.http_error ? "HTTP %d" : "transfer failed", f.http_error);
             fail(d, j, t0s, why);
@@ -546,6 +585,13 @@ static void fetch_one(void *ctx, long i, int worker)
         snprintf(sha, sizeof(sha), "%s", f.sha256);
         size = f.size;
         linked = f.resp.linked_etag;
+        /* what the file answer itself promises, when the listing did not say */
+        if (j->size < 0 && f.resp.linked_size >= 0)
+            j->size = f.resp.linked_size;
+        if (d->endpoint && d->kind == SWIFT_HUB_HF && !j->sha256[0] && !j->blob_id && !linked &&
+            f.resp.etag && strlen(f.resp.etag) == 40 &&
+            strspn(f.resp.etag, "0123456789abcdef") == 40)
+            j->blob_id = xstrdup(f.resp.etag); /* HF: the git blob id of a non-LFS file */
         if (f.resumed_from > 0)
             j->status = "resumed";
     } else {
@@ -559,8 +605,11 @@ static void fetch_one(void *ctx, long i, int worker)
         j->status = "copied";
         on_bytes(d, size);
     }
-    int64_t tf1 = swift_trace_enabled() ? swift_trace_now() : 0;
-    if (verify(j, part, sha, size, linked, why, sizeof(why)) < 0) {
+    int64_t tf1 = swift_trace_enabled() ? swift_trace_now() : 0, tv1 = 0;
+    int bad = verify(j, part, sha, size, linked, why, sizeof(why));
+    if (swift_trace_enabled())
+        tv1 = swift_trace_now();
+    if (bad < 0) {
         swift_error("%s: %s; removed '%s'", j->url ? j->url : j->local, why, part);
         unlink(part); /* corrupt data cannot be resumed from */
         fail(d, j, t0s, why);
@@ -576,7 +625,14 @@ static void fetch_one(void *ctx, long i, int worker)
         snprintf(j->got, sizeof(j->got), "%s", sha);
         j->bytes = size;
         j->secs = now_s() - t0s;
-        trace_file(j, t0, tf0, tf1, swift_trace_enabled() ? swift_trace_now() : 0, connect_s);
+        trace_file(j,
+                   t0,
+                   tf0,
+                   tf1,
+                   tv1,
+                   swift_trace_enabled() ? swift_trace_now() : 0,
+                   connect_s,
+                   hash_wait_s);
         emit(d, j, NULL);
     }
     swift_http_resp_release(&f.resp);
@@ -598,7 +654,8 @@ static void load_old_manifest(struct dl *d)
         d->old = json_object();
         size_t i;
         json_t *e;
-        json_array_foreach(files, i, e) {
+        json_array_foreach(files, i, e)
+        {
             const char *p = json_string_value(json_object_get(e, "file"));
             if (p)
                 json_object_set(d->old, p, e);
@@ -613,9 +670,17 @@ static int write_manifest(struct dl *d)
     json_t *seen = json_object();
     for (size_t i = 0; i < d->n; i++) {
         struct job *j = &d->jobs[i];
-        json_t *e = json_pack("{s:s,s:I,s:s,s:s,s:s?}", "file", j->path, "size",
-                              (json_int_t)j->bytes, "sha256", j->got, "source",
-                              j->url ? j->url : j->local, "revision", d->commit);
+        json_t *e = json_pack("{s:s,s:I,s:s,s:s,s:s?}",
+                              "file",
+                              j->path,
+                              "size",
+                              (json_int_t)j->bytes,
+                              "sha256",
+                              j->got,
+                              "source",
+                              j->url ? j->url : j->local,
+                              "revision",
+                              d->commit);
         if (!e)
             abort();
         json_array_append_new(files, e);
@@ -625,7 +690,8 @@ static int write_manifest(struct dl *d)
     const char *k;
     json_t *v;
     if (d->old) {
-        json_object_foreach(d->old, k, v) {
+        json_object_foreach(d->old, k, v)
+        {
             if (json_object_get(seen, k))
                 continue;
             char *p = swift_path_join(d->dir, k);
@@ -642,12 +708,24 @@ static int write_manifest(struct dl *d)
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    json_t *root = json_pack("{s:i,s:s,s:s,s:s?,s:s?,s:s?,s:s,s:o}", "version", 1, "source",
-                             d->label, "hub",
-                             d->endpoint ? (d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope")
-                                         : "none",
-                             "endpoint", d->endpoint, "revision", d->rev, "commit", d->commit,
-                             "created", ts, "files", files);
+    json_t *root =
+        json_pack("{s:i,s:s,s:s,s:s?,s:s?,s:s?,s:s,s:o}",
+                  "version",
+                  1,
+                  "source",
+                  d->label,
+                  "hub",
+                  d->endpoint ? (d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope") : "none",
+                  "endpoint",
+                  d->endpoint,
+                  "revision",
+                  d->rev,
+                  "commit",
+                  d->commit,
+                  "created",
+                  ts,
+                  "files",
+                  files);
     if (!root)
         abort();
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
@@ -678,6 +756,15 @@ static int run_jobs(struct dl *d)
     unsigned long long total = 0;
     for (size_t i = 0; i < d->n; i++)
         total += d->jobs[i].size > 0 ? (unsigned long long)d->jobs[i].size : 0;
+    /* like huggingface_hub: warn early when the files cannot fit (sizes may be approximate, and
+     * files already present need no room, so this is not an error) */
+    struct statvfs vfs;
+    if (total && statvfs(d->partdir, &vfs) == 0) {
+        unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+        if (avail < total)
+            swift_warn("'%s' has %.1f GB free, the files need up to %.1f GB", d->partdir,
+                       (double)avail / 1e9, (double)total / 1e9);
+    }
     int nj = o->jobs > 0 ? o->jobs : 1;
     if ((size_t)nj > d->n)
         nj = d->n ? (int)d->n : 1;
@@ -705,8 +792,8 @@ static int run_jobs(struct dl *d)
     d->clients = NULL;
     swift_pool_free(pool);
     if (d->nfailed)
-        return swift_error("%ld of %zu files failed; partial data kept for the next run",
-                           d->nfailed, d->n);
+        return swift_error(
+            "%ld of %zu files failed; partial data kept for the next run", d->nfailed, d->n);
     return 0;
 }
 
@@ -773,15 +860,28 @@ static int hub_error(struct dl *d, const char *url, const struct swift_http_resp
     if (r->status == 401 || r->status == 403) {
         if (d->token)
             return swift_error("access to %s '%s' denied at %s (HTTP %ld): check the token",
-                               what, o->source, d->endpoint, r->status);
+                               what,
+                               o->source,
+                               d->endpoint,
+                               r->status);
         return swift_error("%s '%s' needs authentication at %s (HTTP %ld): pass --token or set %s",
-                           what, o->source, d->endpoint, r->status, envtok);
+                           what,
+                           o->source,
+                           d->endpoint,
+                           r->status,
+                           envtok);
     }
     if (r->status == 404)
-        return swift_error("%s '%s' (revision '%s') not found at %s (HTTP 404)", what, o->source,
-                           d->rev, d->endpoint);
-    return swift_error("%s: HTTP %ld: %.*s", url, r->status,
-                       (int)strcspn(r->body ? r->body : "", "\r\n"), r->body ? r->body : "");
+        return swift_error("%s '%s' (revision '%s') not found at %s (HTTP 404)",
+                           what,
+                           o->source,
+                           d->rev,
+                           d->endpoint);
+    return swift_error("%s: HTTP %ld: %.*s",
+                       url,
+                       r->status,
+                       (int)strcspn(r->body ? r->body : "", "\r\n"),
+                       r->body ? r->body : "");
 }
 
 static int run_hub(struct dl *d)
@@ -790,14 +890,17 @@ static int run_hub(struct dl *d)
     d->endpoint = swift_hub_endpoint(d->kind, o->endpoint);
     d->token = swift_hub_token(d->kind, o->token);
     d->rev = o->revision && *o->revision ? o->revision : swift_hub_default_revision(d->kind);
-    d->label = xprintf("%s:%s%s", d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope",
-                       o->dataset ? "datasets/" : "", o->source);
+    d->label = xprintf("%s:%s%s",
+                       d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope",
+                       o->dataset ? "datasets/" : "",
+                       o->source);
     char *url = swift_hub_listing_url(d->kind, d->endpoint, o->dataset, o->source, d->rev);
     struct swift_http h;
-    swift_http_init(&h, &(struct swift_http_opts){.token = d->token,
-                                                  .retries = o->retries,
-                                                  .retry_base = o->retry_delay,
-                                                  .stall_timeout = o->timeout});
+    swift_http_init(&h,
+                    &(struct swift_http_opts){.token = d->token,
+                                              .retries = o->retries,
+                                              .retry_base = o->retry_delay,
+                                              .stall_timeout = o->timeout});
     struct swift_http_resp r;
     int64_t t0 = swift_trace_enabled() ? swift_trace_now() : 0;
     int rc = swift_http_get(&h, url, MAX_LISTING, &r);
@@ -832,14 +935,21 @@ static int run_hub(struct dl *d)
             skipped++;
             continue;
         }
-        add_job(d, &cap, f->path,
+        add_job(d,
+                &cap,
+                f->path,
                 swift_hub_file_url(d->kind, d->endpoint, o->dataset, o->source, frev, f->path),
-                NULL, f->size, f->sha256, f->blob_id);
+                NULL,
+                f->size,
+                f->sha256,
+                f->blob_id);
     }
     swift_hub_listing_release(&ls);
     if (!d->n) {
         return swift_error("%s '%s': no file left to download (%zu listed, all excluded)",
-                           o->dataset ? "dataset" : "model", o->source, skipped);
+                           o->dataset ? "dataset" : "model",
+                           o->source,
+                           skipped);
     }
 
     /* where the files go */
@@ -1088,10 +1198,11 @@ static int run_archive(struct dl *d, const char *local)
         add_job(d, &cap, "archive", xstrdup(o->source), NULL, -1, NULL, NULL);
         d->token = o->token && *o->token ? o->token : NULL;
         struct swift_http h;
-        swift_http_init(&h, &(struct swift_http_opts){.token = d->token,
-                                                      .retries = o->retries,
-                                                      .retry_base = o->retry_delay,
-                                                      .stall_timeout = o->timeout});
+        swift_http_init(&h,
+                        &(struct swift_http_opts){.token = d->token,
+                                                  .retries = o->retries,
+                                                  .retry_base = o->retry_delay,
+                                                  .stall_timeout = o->timeout});
         char *part = xprintf("%s.incomplete", archive);
         struct swift_http_fetch f = {.url = o->source, .part_path = part, .expect_size = -1};
         SWIFT_SPAN_BEGIN(tf);
@@ -1117,8 +1228,8 @@ static int run_archive(struct dl *d, const char *local)
     }
     SWIFT_SPAN_BEGIN(tx);
     double t0 = now_s();
-    rc = swift_extract(archive, tmp, o->max_extract ? o->max_extract : (200ULL << 30), on_member,
-                       &nm);
+    rc = swift_extract(
+        archive, tmp, o->max_extract ? o->max_extract : (200ULL << 30), on_member, &nm);
     SWIFT_SPAN_END(tx, "download", "extract");
     if (rc < 0)
         goto done;

@@ -34,14 +34,14 @@ struct swift_download_opts {
     int ninclude;
     const char **exclude; /* fnmatch globs; NULL/0 with all_files == 0: ms-swift's defaults */
     int nexclude;
-    int all_files;        /* no default excludes */
-    int jobs;             /* parallel files (>= 1) */
-    int retries;          /* per file */
-    double retry_delay;   /* first backoff, seconds */
-    long timeout;         /* seconds without a byte before a retry */
+    int all_files;                  /* no default excludes */
+    int jobs;                       /* parallel files (>= 1) */
+    int retries;                    /* per file */
+    double retry_delay;             /* first backoff, seconds */
+    long timeout;                   /* seconds without a byte before a retry */
     unsigned long long max_extract; /* cap on bytes unpacked from an archive */
-    int progress;         /* force the progress line even when stderr is not a terminal */
-    int force;            /* replace a non-empty output directory for archive sources */
+    int progress;                   /* force the progress line even when stderr is not a terminal */
+    int force;                      /* replace a non-empty output directory for archive sources */
 };
 
 enum swift_source_kind {

@@ -16,8 +16,16 @@
 
 int swift_is_archive_name(const char *name)
 {
-    static const char *const sfx[] = {".tar",  ".tar.gz", ".tgz",     ".tar.bz2", ".tbz2",
-                                      ".tar.xz", ".txz",  ".tar.zst", ".zip",     NULL};
+    static const char *const sfx[] = {".tar",
+                                      ".tar.gz",
+                                      ".tgz",
+                                      ".tar.bz2",
+                                      ".tbz2",
+                                      ".tar.xz",
+                                      ".txz",
+                                      ".tar.zst",
+                                      ".zip",
+                                      NULL};
     size_t n = strcspn(name, "?#");
     for (int i = 0; sfx[i]; i++) {
         size_t k = strlen(sfx[i]);
@@ -79,11 +87,11 @@ static int copy_data(struct archive *in, struct archive *out, const char *archiv
             return swift_error("%s: member '%s': %s", archive, member, archive_error_string(in));
         *total += len;
         if (*total > max)
-            return swift_error("%s: archive expands beyond the %llu-byte limit (--max-extract)",
-                               archive, max);
+            return swift_error(
+                "%s: archive expands beyond the %llu-byte limit (--max-extract)", archive, max);
         if (archive_write_data_block(out, buf, len, off) < ARCHIVE_WARN)
-            return swift_error("%s: cannot write member '%s': %s", archive, member,
-                               archive_error_string(out));
+            return swift_error(
+                "%s: cannot write member '%s': %s", archive, member, archive_error_string(out));
         if ((long long)(off + (la_int64_t)len) > *size)
             *size = (long long)(off + (la_int64_t)len);
     }
@@ -155,13 +163,15 @@ int swift_extract(const char *archive, const char *dest, unsigned long long max_
         const char *hl = archive_entry_hardlink(e);
         if (sl && !link_target_ok(rel, sl)) {
             rc = swift_error("%s: member '%s': symbolic link to '%s' leaves the target directory",
-                             archive, raw, sl);
+                             archive,
+                             raw,
+                             sl);
             free(rel);
             break;
         }
         if (hl && !swift_hub_path_ok(strip_dot_slash(hl))) {
-            rc = swift_error("%s: member '%s': hard link to '%s' leaves the target directory",
-                             archive, raw, hl);
+            rc = swift_error(
+                "%s: member '%s': hard link to '%s' leaves the target directory", archive, raw, hl);
             free(rel);
             break;
         }

@@ -189,14 +189,24 @@ static struct curl_slist *setup(struct swift_http *h, const char *url, struct hd
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    /* a private mirror's CA, named the way curl and requests users already do */
+    static const char *const ca_vars[] = {
+        "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", NULL};
+    for (int i = 0; ca_vars[i]; i++) {
+        const char *ca = getenv(ca_vars[i]);
+        if (ca && *ca) {
+            curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+            break;
+        }
+    }
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->o.connect_timeout);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->o.stall_timeout);
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(c, CURLOPT_USERAGENT,
-                     h->o.user_agent ? h->o.user_agent : "swift-download/" SWIFT_VERSION);
+    curl_easy_setopt(
+        c, CURLOPT_USERAGENT, h->o.user_agent ? h->o.user_agent : "swift-download/" SWIFT_VERSION);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, hs);
     errbuf[0] = 0;
@@ -320,7 +330,11 @@ int swift_http_get(struct swift_http *h, const char *url, size_t max, struct swi
             return swift_error("%s: %s (gave up after %d attempts)", url, reason, attempt + 1);
         }
         double w = backoff(h, attempt, r->retry_after);
-        swift_warn("%s: %s, retrying in %.1f s (attempt %d of %d)", url, reason, w, attempt + 2,
+        swift_warn("%s: %s, retrying in %.1f s (attempt %d of %d)",
+                   url,
+                   reason,
+                   w,
+                   attempt + 2,
                    h->o.retries + 1);
         swift_sleep(w);
     }
@@ -424,16 +438,16 @@ static int hasher_finish(struct hasher *hs, char hex[65])
 struct fetch_state {
     struct swift_http_fetch *f;
     CURL *c;
-    int fd;               /* the partial file, O_APPEND */
+    int fd; /* the partial file, O_APPEND */
     struct hasher hash;
-    long long have;       /* bytes in the file */
-    long long requested;  /* range start asked for in this attempt */
+    long long have;      /* bytes in the file */
+    long long requested; /* range start asked for in this attempt */
     struct hdr_state *hs;
-    int decided;          /* first body byte of this attempt seen */
-    int sink;             /* body is an error page: do not write */
-    int restart;          /* 206 with the wrong start: truncate and try again */
-    int write_errno;      /* a write to disk failed */
-    long long unsynced;   /* bytes written since the last writeback was started */
+    int decided;        /* first body byte of this attempt seen */
+    int sink;           /* body is an error page: do not write */
+    int restart;        /* 206 with the wrong start: truncate and try again */
+    int write_errno;    /* a write to disk failed */
+    long long unsynced; /* bytes written since the last writeback was started */
     char errbody[256];
     size_t errlen;
 };
@@ -582,8 +596,11 @@ int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
         }
         char reason[CURL_ERROR_SIZE + 64];
         if (s.restart) {
-            snprintf(reason, sizeof(reason), "server answered the range %lld- from byte %lld",
-                     s.requested, hs.range_start);
+            snprintf(reason,
+                     sizeof(reason),
+                     "server answered the range %lld- from byte %lld",
+                     s.requested,
+                     hs.range_start);
             if (truncate_part(&s) < 0) {
                 rc = swift_error_errno("cannot truncate '%s'", f->part_path);
                 break;
@@ -600,8 +617,12 @@ int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
             }
         } else if (cc == CURLE_OK && !retryable_status(st)) {
             f->http_error = (int)st;
-            rc = swift_error("%s: HTTP %ld%s%.*s", f->url, st, s.errlen ? ": " : "",
-                             (int)strcspn(s.errbody, "\r\n"), s.errbody);
+            rc = swift_error("%s: HTTP %ld%s%.*s",
+                             f->url,
+                             st,
+                             s.errlen ? ": " : "",
+                             (int)strcspn(s.errbody, "\r\n"),
+                             s.errbody);
             break;
         } else if (cc == CURLE_OK) {
             snprintf(reason, sizeof(reason), "HTTP %ld", st);
@@ -615,12 +636,21 @@ int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
             if (cc == CURLE_OK && st >= 400)
                 f->http_error = (int)st;
             rc = swift_error("%s: %s (gave up after %d attempts; %lld bytes kept in '%s')",
-                             f->url, reason, attempt + 1, s.have, f->part_path);
+                             f->url,
+                             reason,
+                             attempt + 1,
+                             s.have,
+                             f->part_path);
             break;
         }
         double w = backoff(h, attempt, f->resp.retry_after);
-        swift_warn("%s: %s, retrying in %.1f s from byte %lld (attempt %d of %d)", f->url, reason,
-                   w, s.have, attempt + 2, h->o.retries + 1);
+        swift_warn("%s: %s, retrying in %.1f s from byte %lld (attempt %d of %d)",
+                   f->url,
+                   reason,
+                   w,
+                   s.have,
+                   attempt + 2,
+                   h->o.retries + 1);
         swift_sleep(w);
     }
 out:

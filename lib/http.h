@@ -17,6 +17,8 @@
  * One struct swift_http per thread (it keeps one curl handle, so connections are reused
  * between files of the same worker). Only http:// and https:// are allowed, also on redirects.
  * The Authorization header is not forwarded when a redirect leaves the host (libcurl's rule).
+ * CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE or SSL_CERT_FILE name a CA file for private mirrors;
+ * proxies come from http_proxy/https_proxy/no_proxy (libcurl).
  */
 #ifndef SWIFT_HTTP_H
 #define SWIFT_HTTP_H
@@ -46,17 +48,17 @@ void swift_http_release(struct swift_http *h);
 
 /* Headers the hubs send; NULL / -1 when absent. Strings are owned by the response. */
 struct swift_http_resp {
-    long status;           /* last HTTP status (after redirects) */
-    char *body;            /* NUL-terminated (GET only) */
+    long status; /* last HTTP status (after redirects) */
+    char *body;  /* NUL-terminated (GET only) */
     size_t len;
     char *etag;            /* ETag of the first response, quotes and W/ removed */
     char *linked_etag;     /* X-Linked-Etag (HF: the LFS sha256 on the redirect) */
     char *repo_commit;     /* X-Repo-Commit */
     long long linked_size; /* X-Linked-Size */
     long long content_length;
-    double retry_after;    /* seconds, -1 when absent */
+    double retry_after; /* seconds, -1 when absent */
     char *effective_url;
-    int attempts;          /* attempts made */
+    int attempts; /* attempts made */
 };
 void swift_http_resp_release(struct swift_http_resp *r);
 
@@ -91,9 +93,9 @@ struct swift_http_fetch {
  * Fetch f->url into f->part_path. Each attempt asks for "Range: bytes=N-" where N is the size of
  * the partial file; a 200 answer restarts the file from zero, 416 restarts it, a 206 with the
  * wrong start is refused. The SHA-256 of the whole file (resumed prefix included) is computed
- * by a helper thread that reads the file back just behind the writer. The partial file is kept on failure so that a later run resumes.
- * Returns 0, or -1 after reporting the error (f->http_error set for HTTP statuses).
- * Caller releases f->resp.
+ * by a helper thread that reads the file back just behind the writer. The partial file is kept on
+ * failure so that a later run resumes. Returns 0, or -1 after reporting the error (f->http_error
+ * set for HTTP statuses). Caller releases f->resp.
  */
 int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f);
 

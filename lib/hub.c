@@ -10,9 +10,18 @@
 
 #include "banned.h"
 
-const char *const swift_hub_default_excludes[] = {
-    "*.zip",   "*.gguf",     "*.pth", "*.pt", "consolidated*", "onnx/*", "*.safetensors.md",
-    "*.msgpack", "*.onnx", "*.ot",  "*.h5", NULL};
+const char *const swift_hub_default_excludes[] = {"*.zip",
+                                                  "*.gguf",
+                                                  "*.pth",
+                                                  "*.pt",
+                                                  "consolidated*",
+                                                  "onnx/*",
+                                                  "*.safetensors.md",
+                                                  "*.msgpack",
+                                                  "*.onnx",
+                                                  "*.ot",
+                                                  "*.h5",
+                                                  NULL};
 
 static char *xstrdup(const char *s)
 {
@@ -154,7 +163,8 @@ static int parse_hf_info(json_t *root, const char *name, struct swift_hub_listin
         return swift_error("%s: no \"siblings\" list in the answer", name);
     size_t cap = 0, i;
     json_t *e;
-    json_array_foreach(sib, i, e) {
+    json_array_foreach(sib, i, e)
+    {
         const char *path = json_string_value(json_object_get(e, "rfilename"));
         if (!json_is_object(e) || !path)
             return swift_error("%s: siblings[%zu] has no \"rfilename\"", name, i);
@@ -168,8 +178,14 @@ static int parse_hf_info(json_t *root, const char *name, struct swift_hub_listin
             if (num(json_object_get(lfs, "size")) >= 0)
                 size = num(json_object_get(lfs, "size"));
         }
-        if (add_file(ls, &cap, name, path, size, sh,
-                     json_string_value(json_object_get(e, "blobId")), json_is_object(lfs)) < 0)
+        if (add_file(ls,
+                     &cap,
+                     name,
+                     path,
+                     size,
+                     sh,
+                     json_string_value(json_object_get(e, "blobId")),
+                     json_is_object(lfs)) < 0)
             return -1;
     }
     return 0;
@@ -181,7 +197,8 @@ static int parse_hf_tree(json_t *root, const char *name, struct swift_hub_listin
 {
     size_t cap = 0, i;
     json_t *e;
-    json_array_foreach(root, i, e) {
+    json_array_foreach(root, i, e)
+    {
         const char *type = json_string_value(json_object_get(e, "type"));
         const char *path = json_string_value(json_object_get(e, "path"));
         if (!json_is_object(e) || !type || !path)
@@ -196,7 +213,13 @@ static int parse_hf_tree(json_t *root, const char *name, struct swift_hub_listin
             if (num(json_object_get(lfs, "size")) >= 0)
                 size = num(json_object_get(lfs, "size"));
         }
-        if (add_file(ls, &cap, name, path, size, sh, json_string_value(json_object_get(e, "oid")),
+        if (add_file(ls,
+                     &cap,
+                     name,
+                     path,
+                     size,
+                     sh,
+                     json_string_value(json_object_get(e, "oid")),
                      json_is_object(lfs)) < 0)
             return -1;
     }
@@ -211,15 +234,16 @@ static int parse_ms(json_t *root, const char *name, struct swift_hub_listing *ls
     json_t *code = json_object_get(root, "Code");
     if ((ok && !json_is_true(ok)) || (json_is_integer(code) && json_integer_value(code) != 200)) {
         const char *msg = json_string_value(json_object_get(root, "Message"));
-        return swift_error("%s: the hub refused the request: %.200s", name,
-                           msg ? msg : "no message");
+        return swift_error(
+            "%s: the hub refused the request: %.200s", name, msg ? msg : "no message");
     }
     json_t *files = json_object_get(json_object_get(root, "Data"), "Files");
     if (!json_is_array(files))
         return swift_error("%s: no \"Data.Files\" list in the answer", name);
     size_t cap = 0, i;
     json_t *e;
-    json_array_foreach(files, i, e) {
+    json_array_foreach(files, i, e)
+    {
         const char *type = json_string_value(json_object_get(e, "Type"));
         const char *path = json_string_value(json_object_get(e, "Path"));
         if (!json_is_object(e) || !path)
@@ -229,8 +253,14 @@ static int parse_ms(json_t *root, const char *name, struct swift_hub_listing *ls
         const char *rev = json_string_value(json_object_get(e, "Revision"));
         if (rev && !ls->commit)
             ls->commit = xstrdup(rev);
-        if (add_file(ls, &cap, name, path, num(json_object_get(e, "Size")),
-                     json_string_value(json_object_get(e, "Sha256")), NULL, 0) < 0)
+        if (add_file(ls,
+                     &cap,
+                     name,
+                     path,
+                     num(json_object_get(e, "Size")),
+                     json_string_value(json_object_get(e, "Sha256")),
+                     NULL,
+                     0) < 0)
             return -1;
     }
     return 0;
@@ -327,16 +357,18 @@ char *swift_url_escape(const char *s, int keep_slash)
     return out;
 }
 
-char *swift_hub_listing_url(int kind, const char *ep, int dataset, const char *id,
-                            const char *rev)
+char *swift_hub_listing_url(int kind, const char *ep, int dataset, const char *id, const char *rev)
 {
     char *r = swift_url_escape(rev, 0), *u;
     if (kind == SWIFT_HUB_HF)
-        u = xprintf("%s/api/%s/%s/revision/%s?blobs=true", ep, dataset ? "datasets" : "models", id,
-                    r);
+        u = xprintf(
+            "%s/api/%s/%s/revision/%s?blobs=true", ep, dataset ? "datasets" : "models", id, r);
     else
-        u = xprintf("%s/api/v1/%s/%s/repo/files?Revision=%s&Recursive=true", ep,
-                    dataset ? "datasets" : "models", id, r);
+        u = xprintf("%s/api/v1/%s/%s/repo/files?Revision=%s&Recursive=true",
+                    ep,
+                    dataset ? "datasets" : "models",
+                    id,
+                    r);
     free(r);
     return u;
 }
@@ -351,8 +383,12 @@ char *swift_hub_file_url(int kind, const char *ep, int dataset, const char *id, 
         free(p);
     } else {
         char *p = swift_url_escape(path, 0);
-        u = xprintf("%s/api/v1/%s/%s/repo?Revision=%s&FilePath=%s", ep,
-                    dataset ? "datasets" : "models", id, r, p);
+        u = xprintf("%s/api/v1/%s/%s/repo?Revision=%s&FilePath=%s",
+                    ep,
+                    dataset ? "datasets" : "models",
+                    id,
+                    r,
+                    p);
         free(p);
     }
     free(r);

@@ -33,11 +33,11 @@ enum swift_hub_kind { SWIFT_HUB_MODELSCOPE = 0, SWIFT_HUB_HF = 1 };
 #define SWIFT_HUB_MAX_PATH 4096
 
 struct swift_hub_file {
-    char *path;       /* relative, checked */
-    long long size;   /* -1 when unknown */
-    char sha256[65];  /* lowercase hex, "" when the hub gives none */
-    char *blob_id;    /* HF: git blob sha1 of a non-LFS file (NULL otherwise) */
-    int lfs;          /* HF: stored in LFS (sha256 known) */
+    char *path;      /* relative, checked */
+    long long size;  /* -1 when unknown */
+    char sha256[65]; /* lowercase hex, "" when the hub gives none */
+    char *blob_id;   /* HF: git blob sha1 of a non-LFS file (NULL otherwise) */
+    int lfs;         /* HF: stored in LFS (sha256 known) */
 };
 
 struct swift_hub_listing {

@@ -6,7 +6,8 @@ PKGS="gcc make pkg-config git ca-certificates
 libjansson-dev zlib1g-dev libarchive-dev libcurl4-openssl-dev libssl-dev
 libopenblas-dev libpcre2-dev libutf8proc-dev libyaml-dev
 openmpi-bin libopenmpi-dev
-libcmocka-dev bats perl jq python3 help2man"
+libcmocka-dev bats perl jq python3 help2man
+openssl curl"
 missing=
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"

@@ -41,6 +41,7 @@ curl -s "$EP/api/models/bench/large/revision/main" >/dev/null
 curl -s "$EP/api/models/bench/small/revision/main" >/dev/null
 cat "$W/root/bench/large/model.safetensors" >/dev/null
 
+# each tool starts with no dirty pages left by the previous one (sync is outside the timing)
 now() { date +%s%N; }
 secs() { echo "$1 $2" | awk '{printf "%.3f", ($2 - $1) / 1e9}'; }
 rate() { echo "$1 $2" | awk '{printf "%.1f", $1 / $2}'; }
@@ -57,11 +58,13 @@ have_hf=0
 python3 -c 'import huggingface_hub' 2>/dev/null && have_hf=1
 
 echo "large file: ${LARGE_MB} MB over loopback ($EP)"
+sync
 t0=$(now)
 "$BIN/swift-download" --hub hf --endpoint "$EP" bench/large -o "$W/s1" -q -j "$JOBS" >/dev/null
 t1=$(now)
 s_swift=$(secs "$t0" "$t1")
 rm -rf "$W/s1"
+sync
 t0=$(now)
 curl -sSfL -o "$W/curl.bin" "$EP/bench/large/resolve/main/model.safetensors"
 t1=$(now)
@@ -71,6 +74,7 @@ echo "  swift-download     $(rate "$LARGE_MB" "$s_swift") MB/s  (${s_swift} s; i
 echo "  curl               $(rate "$LARGE_MB" "$s_curl") MB/s  (${s_curl} s; no verification)"
 echo "  ratio to curl      $(ratio "$s_swift" "$s_curl")x"
 if [ $have_hf = 1 ]; then
+    sync
     t0=$(now)
     hf_snapshot bench/large "$W/h1"
     t1=$(now)
@@ -82,12 +86,14 @@ fi
 
 small_mb=$(echo "$SMALL_N $SMALL_KB" | awk '{printf "%.1f", $1 * $2 / 1024}')
 echo "small files: $SMALL_N x ${SMALL_KB} KB ($small_mb MB), $JOBS parallel"
+sync
 t0=$(now)
 "$BIN/swift-download" --hub hf --endpoint "$EP" bench/small -o "$W/s2" -q -j "$JOBS" >/dev/null
 t1=$(now)
 s_swift=$(secs "$t0" "$t1")
 echo "  swift-download     $(rate "$SMALL_N" "$s_swift") files/s  (${s_swift} s)"
 if [ $have_hf = 1 ]; then
+    sync
     t0=$(now)
     hf_snapshot bench/small "$W/h2"
     t1=$(now)

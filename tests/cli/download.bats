@@ -13,6 +13,7 @@ setup() {
     head -c "$SIZE" /dev/urandom >"$T/root/org/model/model.safetensors"
     head -c 5000 /dev/urandom >"$T/root/org/model/tokenizer.json"
     printf 'hello\n' >"$T/root/org/model/sub/notes.txt"
+    : >"$T/root/org/model/sub/empty.txt"
     printf 'pickle\n' >"$T/root/org/model/old.pt"
     printf '{"q":"a"}\n' >"$T/root/datasets/org/data/train.jsonl"
     echo '[]' >"$T/faults.json"
@@ -66,8 +67,8 @@ for l in sys.argv[1].splitlines():
     start_server
     run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
     [ "$status" -eq 0 ]
-    [ "$(printf '%s\n' "$output" | grep -c '^{')" -eq 4 ]
-    for f in config.json model.safetensors tokenizer.json sub/notes.txt; do
+    [ "$(printf '%s\n' "$output" | grep -c '^{')" -eq 5 ]
+    for f in config.json model.safetensors tokenizer.json sub/notes.txt sub/empty.txt; do
         cmp "$T/root/org/model/$f" "$T/out/$f"
         [ "$(field "$f" sha256)" = "$(sha "$T/root/org/model/$f")" ]
         [ "$(field "$f" status)" = downloaded ]
@@ -82,7 +83,7 @@ for e in m["files"]:
     assert e["source"].startswith("http://127.0.0.1:") and e["revision"]==m["commit"], e
 print(len(m["files"]))' "$T/out"
     [ "$status" -eq 0 ]
-    [ "$output" = 4 ]
+    [ "$output" = 5 ]
     [ -z "$(find "$T/out" -name '*.incomplete')" ]
 }
 
@@ -247,7 +248,7 @@ print(len(m["files"]))' "$T/out"
     run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
     [ "$status" -eq 1 ]
     [[ $output == *"tokenizer.json: HTTP 404"* ]]
-    [[ $output == *"swift-download: 1 of 4 files failed; partial data kept for the next run"* ]]
+    [[ $output == *"swift-download: 1 of 5 files failed; partial data kept for the next run"* ]]
 }
 
 @test "unwritable output directory: exit 1 and the reason" {
@@ -274,18 +275,21 @@ print(len(m["files"]))' "$T/out"
 }
 
 @test "two concurrent downloads of the same model wait for each other instead of colliding" {
-    echo '[{"match":"model.safetensors","kind":"slow","delay":1,"times":1}]' >"$T/faults.json"
+    echo '[{"match":"model.safetensors","kind":"slow","delay":2,"times":1}]' >"$T/faults.json"
     start_server
     "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" >"$T/a.out" 2>"$T/a.err" &
     a=$!
-    sleep 0.3
+    sleep 0.5
     "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" >"$T/b.out" 2>"$T/b.err" &
     b=$!
     wait $a
     wait $b
-    grep -q "swift-download: waiting for another download of org/model (lock '$T/out/.swift-download/lock')" "$T/b.err"
-    [ "$(served model.safetensors)" -eq "$SIZE" ]
-    [ "$(grep -c '"status":"cached"' "$T/b.out")" -eq 4 ]
+    # whichever started second waited for the lock, then found every file done
+    msg="swift-download: waiting for another download of org/model (lock '$T/out/.swift-download/lock')"
+    if grep -qF "$msg" "$T/b.err"; then w=b; else w=a; fi
+    grep -qF "$msg" "$T/$w.err"
+    [ "$(grep -c '"status":"cached"' "$T/$w.out")" -eq 5 ]
+    [ "$(served model.safetensors)" -eq "$SIZE" ] # fetched once
     cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
 }
 
@@ -410,4 +414,59 @@ EOF
     [ "$status" -eq 2 ]
     run "$B" -j 0 org/model
     [ "$status" -eq 2 ]
+}
+
+@test "https: certificates are verified; a private CA is taken from CURL_CA_BUNDLE" {
+    command -v openssl >/dev/null || skip "openssl command not installed"
+    openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -days 1 -keyout "$T/key.pem" -out "$T/cert.pem" \
+        2>/dev/null
+    start_server --tls-cert "$T/cert.pem" --tls-key "$T/key.pem"
+    EP=https://127.0.0.1:$(cat "$T/port")
+    run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" --retries 0
+    [ "$status" -eq 1 ]
+    [[ $output == "swift-download: $EP/api/models/org/model/revision/main?blobs=true: SSL certificate problem: self-signed certificate"* ]]
+    [ ! -e "$T/out" ]
+    CURL_CA_BUNDLE=$T/cert.pem run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
+    [ "$status" -eq 0 ]
+    cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
+}
+
+@test "a stale partial file from another version is detected and fetched again from the start" {
+    start_server
+    mkdir -p "$T/out/.swift-download"
+    head -c 1000 /dev/urandom >"$T/out/.swift-download/model.safetensors.incomplete"
+    run "$B" --hub hf --endpoint "$EP" org/model -o "$T/out" -q
+    [ "$status" -eq 0 ]
+    [[ $output == *"swift-download: warning: model.safetensors: resumed data does not verify (checksum mismatch"*"fetching it again from the start"* ]]
+    cmp "$T/root/org/model/model.safetensors" "$T/out/model.safetensors"
+    [ "$(field model.safetensors status)" = downloaded ]
+}
+
+@test "hf datasets and a pinned commit revision" {
+    start_server
+    run "$B" --hub hf --endpoint "$EP" --dataset org/data -o "$T/ds" -q
+    [ "$status" -eq 0 ]
+    cmp "$T/root/datasets/org/data/train.jsonl" "$T/ds/train.jsonl"
+    grep -q '"path": "/api/datasets/org/data/revision/main?blobs=true"' "$T/log"
+    commit=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commit"])' "$T/ds/manifest.json")
+    HF_HOME=$T/hf run "$B" --hub hf --endpoint "$EP" --dataset org/data --revision "$commit" -q
+    [ "$status" -eq 0 ]
+    cmp "$T/root/datasets/org/data/train.jsonl" "$T/hf/hub/datasets--org--data/snapshots/$commit/train.jsonl"
+    [ ! -e "$T/hf/hub/datasets--org--data/refs/$commit" ] # a commit needs no ref
+}
+
+@test "hf cache: an interrupted blob resumes from blobs/<sha256>.incomplete" {
+    echo '[{"match":"model.safetensors","kind":"drop","after":1000000,"times":1}]' >"$T/faults.json"
+    start_server
+    HF_HOME=$T/hf run "$B" --hub hf --endpoint "$EP" org/model -q --retries 0
+    [ "$status" -eq 1 ]
+    blob=$T/hf/hub/models--org--model/blobs/$(sha "$T/root/org/model/model.safetensors")
+    [ "$(stat -c %s "$blob.incomplete")" -eq 1000000 ]
+    [ ! -e "$blob" ]
+    HF_HOME=$T/hf run "$B" --hub hf --endpoint "$EP" org/model -q
+    [ "$status" -eq 0 ]
+    [ "$(field model.safetensors status)" = resumed ]
+    [ "$(served model.safetensors)" -eq "$SIZE" ]
+    cmp "$T/root/org/model/model.safetensors" "$blob"
 }

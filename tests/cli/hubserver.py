@@ -25,6 +25,7 @@ Faults: --faults FILE holds a JSON list of rules, re-read when the file changes:
   kinds: "drop" (send "after" bytes of the body, then close), "503" (with "retry_after"
   seconds), "corrupt" (flip one byte of the body), "slow" (sleep "delay" seconds before the
   answer), "401", "404"
+--tls-cert/--tls-key serve https instead of http.
 --token T answers 401 to any request without "Authorization: Bearer T".
 --log FILE appends one JSON line per request: method, path, file, range_start, status, sent.
 The chosen port is written to --port-file once the socket listens (bound to 127.0.0.1).
@@ -273,7 +274,8 @@ class Handler(BaseHTTPRequestHandler):
         s256, s1, size = file_hashes(full)
         if is_lfs(rel, size):
             host = self.headers.get("Host", "127.0.0.1")
-            loc = "http://%s/_lfs/%s/%s/%s" % (host, kind, repo, urllib.parse.quote(rel))
+            loc = "%s://%s/_lfs/%s/%s/%s" % ("https" if ARGS.tls_cert else "http", host, kind, repo,
+                                             urllib.parse.quote(rel))
             self.send_response(302)
             self.send_header("Location", loc)
             self.send_header("X-Repo-Commit", commit_of(repo))
@@ -381,10 +383,17 @@ def main():
     p.add_argument("--faults")
     p.add_argument("--token")
     p.add_argument("--log")
+    p.add_argument("--tls-cert", help="serve https with this PEM certificate (and --tls-key)")
+    p.add_argument("--tls-key")
     ARGS = p.parse_args()
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.request_queue_size = 128
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if ARGS.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(ARGS.tls_cert, ARGS.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     tmp = ARGS.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))
