@@ -56,7 +56,7 @@ int swift_backend_select(struct swift_backend *b, const char *spec)
         if (want_cuda == 1)
             return swift_error("--device %s: %s", spec, why);
         if (swift_device_built_with_cuda())
-            swift_info("no GPU (%s); running on the cpu", why);
+            snprintf(b->notice, sizeof(b->notice), "no GPU (%s); running on the cpu", why);
         return 0;
     }
     if (index >= n)

@@ -134,9 +134,11 @@ struct swift_backend {
     char name[32];      /* "cpu", "cuda:0": the trace's device */
     int cuda, index;
     double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
+    char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
+                           build, else empty: the caller prints it once its inputs are checked */
 };
 /* spec: "auto" (or NULL: a GPU when lib/device.h reports one, else the CPU; a CUDA build
- * without a usable GPU says so in one line on stderr), "cpu", "cuda", "cuda:N". Returns 0, 2
+ * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". Returns 0, 2
  * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
 int swift_backend_select(struct swift_backend *b, const char *spec);
 

@@ -935,6 +935,8 @@ int swift_train_run(const struct swift_train_opts *o)
     double win_t = now_s(), win_tokens = 0;
     long win_steps = 0;
     int saved_last = 0;
+    if (be.notice[0])
+        swift_info("%s", be.notice);
     for (long step = start_step; step < r->max_steps; step++) {
         enum swift_profile_action pa = swift_profile_action(&prof, step);
         swift_trace_set_detail(pa == SWIFT_PROF_RECORD || pa == SWIFT_PROF_RECORD_AND_SAVE);
