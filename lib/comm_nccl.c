@@ -1,5 +1,5 @@
 /* comm_nccl — see comm_nccl.h. */
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_NCCL)
 
 #include "lib/comm_nccl.h"
 

@@ -13,7 +13,7 @@
 #ifndef SWIFT_COMM_NCCL_H
 #define SWIFT_COMM_NCCL_H
 
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_NCCL)
 #include <stddef.h>
 
 enum { SWIFT_NCCL_ID_BYTES = 128 };

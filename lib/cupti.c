@@ -1,6 +1,6 @@
 /* cupti — the CUPTI activity collector behind the CUDA backend's device_trace op (CUDA builds
  * only). Records are converted by lib/cupti_conv.c as CUPTI hands back each filled buffer. */
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 
 #include "lib/cupti.h"
 

@@ -6,7 +6,7 @@
 #ifndef SWIFT_CUPTI_H
 #define SWIFT_CUPTI_H
 
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 /* Start collecting (no-op when tracing is off or already started). 0 or -1, reported. */
 int swift_cupti_start(void);
 /* Stop, flush every buffer into the trace. 0 or -1, reported. */

@@ -1,5 +1,5 @@
 /* cupti_conv — see cupti_conv.h. */
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 
 #include "lib/cupti_conv.h"
 

@@ -24,7 +24,7 @@
 #ifndef SWIFT_CUPTI_CONV_H
 #define SWIFT_CUPTI_CONV_H
 
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 
 #include <stdint.h>
 

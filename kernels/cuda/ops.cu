@@ -199,12 +199,16 @@ static void cu_sync(void)
 
 static void cu_device_trace(int on)
 {
+#ifdef SWIFT_HAVE_CUPTI
     if (on) {
         swift_cupti_start();
     } else {
         cu_sync();
         swift_cupti_stop();
     }
+#else
+    (void)on; /* built without CUPTI headers: host spans only */
+#endif
 }
 
 /* small read-only arrays that may live in host memory (int32 tokens/positions/targets, RoPE's

@@ -65,6 +65,7 @@ stage() { # name limit_s command... : run with a time limit, record the status
     echo "git: $(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
     nvidia-smi 2>&1 | head -20 || echo "nvidia-smi: not available"
     command -v nvcc >/dev/null && nvcc --version | tail -2
+    make -np CUDA=1 2>/dev/null | grep -E '^(CUDA_HOME|CUPTI_DIR|NCCL_H) :?=' || true
     $PY -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__); print("gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)' 2>&1
 } >"$OUT/build.log" 2>&1
 

@@ -13,14 +13,14 @@
 #include <jansson.h>
 #include <math.h>
 
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 #include <cupti_runtime_cbid.h>
 
 #include "lib/cupti_conv.h"
 #endif
 #include "lib/trace.h"
 
-#ifdef SWIFT_HAVE_CUDA
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 
 #define OFFSET_NS 1700000000000000000LL /* CUPTI clock + this = trace clock */
 #define NLAUNCH 5
@@ -279,7 +279,7 @@ int main(void)
 static void test_no_cuda(void **state)
 {
     (void)state;
-    skip(); /* built without CUDA (make CUDA=0): no CUPTI record layouts to convert */
+    skip(); /* built without CUDA/CUPTI (make CUDA=0): no CUPTI record layouts to convert */
 }
 
 int main(void)
