@@ -9,6 +9,7 @@
 #include "lib/error.h"
 #include "lib/banned.h"
 
+#ifdef SWIFT_HAVE_CUDA
 /* dense bf16 tensor-core peak (GFLOP/s) of the SXM parts of a compute capability, for MFU */
 static double cuda_peak_gflops(const struct swift_device_info *d)
 {
@@ -20,6 +21,7 @@ static double cuda_peak_gflops(const struct swift_device_info *d)
         return 2250e3; /* B200 */
     return 0;
 }
+#endif
 
 int swift_backend_select(struct swift_backend *b, const char *spec)
 {
