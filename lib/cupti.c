@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda_runtime.h>
 #include <cupti.h>
 
 #include "lib/cupti_conv.h"
@@ -84,6 +85,11 @@ int swift_cupti_start(void)
     swift_cupti_conv_init(&conv, (h0 + h1) / 2 - (int64_t)c0, swift_trace_tid());
     for (int i = 0; i < SWIFT_CUPTI_MAX_DEV; i++)
         conv.allocated[i] = alloc[i];
+    int dev = 0;
+    size_t free_b = 0, total_b = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < SWIFT_CUPTI_MAX_DEV &&
+        cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        conv.total[dev] = (int64_t)total_b;
     pthread_mutex_unlock(&mu);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
         CKC(cuptiActivityEnable(kinds[i]));

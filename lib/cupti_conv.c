@@ -193,8 +193,10 @@ static void memory_rec(struct swift_cupti_conv *c, const CUpti_ActivityMemory4 *
     struct swift_targ a[] = {
         SWIFT_TARG_I("allocated", c->allocated[m->deviceId]),
         SWIFT_TARG_I("device", m->deviceId),
+        SWIFT_TARG_I("total", c->total[m->deviceId]),
     };
-    swift_trace_counters_at("memory", (int64_t)m->timestamp + c->offset_ns, a, 2);
+    swift_trace_counters_at("memory", (int64_t)m->timestamp + c->offset_ns, a,
+                            c->total[m->deviceId] > 0 ? 3 : 2);
     c->memory++;
 }
 

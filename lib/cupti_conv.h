@@ -16,7 +16,7 @@
  *                      thread's track; args correlation; a flow start ("s") for calls that
  *                      launch device work (kernel launches, memcpy, memset)
  *   MEMORY2            "C" counter "memory", args allocated (bytes on the device after this
- *                      allocation or release), device
+ *                      allocation or release), device, total (device memory, when known)
  * Timestamps: CUPTI nanoseconds + offset_ns = our trace clock (CLOCK_REALTIME ns); the
  * collector measures the offset once (swift_trace_now() - cuptiGetTimestamp()).
  * Tracks: stream s of device d is tid SWIFT_GPU_TID(d, s), named "stream s" (device d) once.
@@ -41,6 +41,8 @@ struct swift_cupti_conv {
     /* statistics */
     long kernels, memcpys, memsets, runtime, memory, flows, skipped;
     int64_t allocated[SWIFT_CUPTI_MAX_DEV]; /* bytes, from MEMORY2 records */
+    int64_t total[SWIFT_CUPTI_MAX_DEV];     /* device memory size (set by the collector; 0 =
+                                               unknown): written as the counter's "total" */
     int64_t named[SWIFT_CUPTI_MAX_TRACKS];  /* tracks already named */
     int nnamed;
 };

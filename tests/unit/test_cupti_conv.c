@@ -168,6 +168,7 @@ static void test_records_to_events(void **state)
     assert_int_equal(swift_trace_open(&tc), 0);
     struct swift_cupti_conv c;
     swift_cupti_conv_init(&c, OFFSET_NS, 4242);
+    c.total[0] = 141LL << 30;
     emit_records(&c);
     swift_trace_close();
     assert_int_equal(c.kernels, NLAUNCH);
@@ -239,6 +240,7 @@ static void test_records_to_events(void **state)
             assert_true(nmem < 3);
             assert_int_equal(i_of(args, "allocated"), want[nmem]);
             assert_int_equal(i_of(args, "device"), 0);
+            assert_int_equal(i_of(args, "total"), 141LL << 30);
             nmem++;
         }
     }
