@@ -96,7 +96,7 @@ static const char *copy_kind(uint8_t k)
     }
 }
 
-static void kernel(struct swift_cupti_conv *c, const CUpti_ActivityKernel10 *k)
+static void kernel(struct swift_cupti_conv *c, const swift_cupti_kernel *k)
 {
     int64_t t0 = (int64_t)k->start + c->offset_ns, t1 = (int64_t)k->end + c->offset_ns;
     int64_t tid = SWIFT_GPU_TID(k->deviceId, k->streamId);
@@ -205,7 +205,7 @@ int swift_cupti_convert(struct swift_cupti_conv *c, const CUpti_Activity *rec)
     switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        kernel(c, (const CUpti_ActivityKernel10 *)rec);
+        kernel(c, (const swift_cupti_kernel *)rec);
         return 1;
     case CUPTI_ACTIVITY_KIND_MEMCPY:
         memcpy_rec(c, (const CUpti_ActivityMemcpy6 *)rec);

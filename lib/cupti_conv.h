@@ -30,6 +30,13 @@
 
 #include <cupti_activity.h>
 
+/* the newest kernel record of the toolkit (the fields read here are laid out alike in both) */
+#if CUPTI_API_VERSION >= 130000
+typedef CUpti_ActivityKernel10 swift_cupti_kernel;
+#else
+typedef CUpti_ActivityKernel9 swift_cupti_kernel;
+#endif
+
 #define SWIFT_GPU_TID(dev, stream) (1000000000LL + (int64_t)(dev) * 1000000LL + (int64_t)(stream))
 enum { SWIFT_CUPTI_MAX_DEV = 16, SWIFT_CUPTI_MAX_TRACKS = 256 };
 

@@ -93,7 +93,7 @@ if [ -n "$missing" ]; then
     echo "run.sh: cannot build: missing$missing (Debian packages; the build needs all of them)" | tee -a "$OUT/build.log" >&2
     status build "missing libraries:$missing" 0
 else
-    if stage build 300 make -j"$JOBS" O="$BUILD" $MAKEVARS DEVELOPER=1 all \
+    if stage build 300 make -j"$JOBS" O="$BUILD" $MAKEVARS all \
         "$BUILD"/tests/test_cuda_ops "$BUILD"/tests/test_cupti_conv >>"$OUT/build.log" 2>&1; then
         BUILD_OK=1
     fi

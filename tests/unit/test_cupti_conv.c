@@ -122,7 +122,7 @@ static void emit_records(struct swift_cupti_conv *c)
         api.end = h + 3000;
         api.correlationId = 200 + (uint32_t)i;
         swift_cupti_convert(c, (CUpti_Activity *)&api);
-        CUpti_ActivityKernel10 k;
+        swift_cupti_kernel k;
         memset(&k, 0, sizeof(k));
         k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
         k.start = h + 5000;
