@@ -16,15 +16,15 @@
     do {                                                                                           \
         ncclResult_t ckn_r = (call);                                                               \
         if (ckn_r != ncclSuccess)                                                                  \
-            return swift_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                         \
-                               ncclGetErrorString(ckn_r));                                         \
+            return swift_error(                                                                    \
+                "%s:%d: %s: %s", __FILE__, __LINE__, #call, ncclGetErrorString(ckn_r));            \
     } while (0)
 #define CKR(call)                                                                                  \
     do {                                                                                           \
         cudaError_t ckr_e = (call);                                                                \
         if (ckr_e != cudaSuccess)                                                                  \
-            return swift_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                         \
-                               cudaGetErrorString(ckr_e));                                         \
+            return swift_error(                                                                    \
+                "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ckr_e));            \
     } while (0)
 
 _Static_assert(sizeof(ncclUniqueId) == SWIFT_NCCL_ID_BYTES, "ncclUniqueId size");
@@ -59,11 +59,12 @@ int swift_nccl_init(struct swift_nccl *c, const unsigned char id[SWIFT_NCCL_ID_B
 int swift_nccl_allreduce_sum(struct swift_nccl *c, float *buf, size_t n)
 {
     int64_t t0 = swift_trace_now();
-    CKN(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, (ncclComm_t)c->comm,
-                      (cudaStream_t)c->stream));
+    CKN(ncclAllReduce(
+        buf, buf, n, ncclFloat32, ncclSum, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
     CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
     struct swift_targ a[] = {SWIFT_TARG_I("bytes", (int64_t)(n * sizeof(float))),
-                             SWIFT_TARG_I("world", c->world), SWIFT_TARG_S("dtype", "float32"),
+                             SWIFT_TARG_I("world", c->world),
+                             SWIFT_TARG_S("dtype", "float32"),
                              SWIFT_TARG_S("collective", "all_reduce")};
     swift_trace_span("comm", "all_reduce", t0, swift_trace_now(), a, 4);
     return 0;

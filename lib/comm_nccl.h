@@ -1,7 +1,7 @@
 /*
- * comm_nccl — all-reduce of gradients across GPUs through NCCL, with a "comm" span carrying the bytes
- * (CUDA builds only; compiled, not yet driven by a multi-GPU launcher — that is the distributed
- * training issue's work).
+ * comm_nccl — all-reduce of gradients across GPUs through NCCL, with a "comm" span carrying the
+ * bytes (CUDA builds only; compiled, not yet driven by a multi-GPU launcher — that is the
+ * distributed training issue's work).
  *
  *     unsigned char id[SWIFT_NCCL_ID_BYTES];
  *     if (rank == 0) swift_nccl_unique_id(id);      // then broadcast id to every rank

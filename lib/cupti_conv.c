@@ -25,23 +25,40 @@ void swift_cupti_conv_init(struct swift_cupti_conv *c, int64_t offset_ns, int64_
 const char *swift_cupti_runtime_name(uint32_t cbid)
 {
     switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000: return "cudaLaunchKernel";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000: return "cudaLaunchKernel";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: return "cudaLaunchKernelExC";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020: return "cudaMemcpy";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020: return "cudaMemcpyAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020: return "cudaMemsetAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020: return "cudaMemset";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_v3020: return "cudaMemset2DAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: return "cudaMalloc";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000: return "cudaMallocManaged";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020: return "cudaFree";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020: return "cudaStreamSynchronize";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020: return "cudaDeviceSynchronize";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020: return "cudaEventSynchronize";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020: return "cudaEventRecord";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000: return "cudaPointerGetAttributes";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020: return "cudaGetLastError";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        return "cudaLaunchKernel";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        return "cudaLaunchKernel";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+        return "cudaLaunchKernelExC";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+        return "cudaMemcpy";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+        return "cudaMemcpyAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
+        return "cudaMemsetAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020:
+        return "cudaMemset";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_v3020:
+        return "cudaMemset2DAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:
+        return "cudaMalloc";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000:
+        return "cudaMallocManaged";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+        return "cudaFree";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
+        return "cudaStreamSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+        return "cudaDeviceSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
+        return "cudaEventSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020:
+        return "cudaEventRecord";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000:
+        return "cudaPointerGetAttributes";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020:
+        return "cudaGetLastError";
     default: {
         static __thread char buf[48];
         snprintf(buf, sizeof(buf), "cudaRuntimeApi#%u", cbid);
@@ -73,26 +90,40 @@ static void name_track(struct swift_cupti_conv *c, uint32_t dev, uint32_t stream
 static const char *mem_kind(uint8_t k)
 {
     switch (k) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
-    default: return "Unknown";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+        return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+        return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+        return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+        return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+        return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+        return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+        return "Managed Static";
+    default:
+        return "Unknown";
     }
 }
 
 static const char *copy_kind(uint8_t k)
 {
     switch (k) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "Unknown";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+        return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+        return "PtoP";
+    default:
+        return "Unknown";
     }
 }
 
@@ -129,12 +160,18 @@ static void memcpy_rec(struct swift_cupti_conv *c, const CUpti_ActivityMemcpy6 *
     int64_t tid = SWIFT_GPU_TID(m->deviceId, m->streamId);
     name_track(c, m->deviceId, m->streamId);
     char name[96];
-    snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", copy_kind(m->copyKind),
-             mem_kind(m->srcKind), mem_kind(m->dstKind));
+    snprintf(name,
+             sizeof(name),
+             "Memcpy %s (%s -> %s)",
+             copy_kind(m->copyKind),
+             mem_kind(m->srcKind),
+             mem_kind(m->dstKind));
     double gbps = t1 > t0 ? (double)m->bytes / (double)(t1 - t0) : 0; /* bytes/ns = GB/s */
     struct swift_targ a[] = {
-        SWIFT_TARG_I("device", m->deviceId),   SWIFT_TARG_I("stream", m->streamId),
-        SWIFT_TARG_I("correlation", m->correlationId), SWIFT_TARG_I("bytes", m->bytes),
+        SWIFT_TARG_I("device", m->deviceId),
+        SWIFT_TARG_I("stream", m->streamId),
+        SWIFT_TARG_I("correlation", m->correlationId),
+        SWIFT_TARG_I("bytes", m->bytes),
         SWIFT_TARG_D("memory bandwidth (GB/s)", gbps),
     };
     swift_trace_span_tid("gpu_memcpy", name, tid, t0, t1, a, (int)(sizeof(a) / sizeof(a[0])));
@@ -195,8 +232,8 @@ static void memory_rec(struct swift_cupti_conv *c, const CUpti_ActivityMemory4 *
         SWIFT_TARG_I("device", m->deviceId),
         SWIFT_TARG_I("total", c->total[m->deviceId]),
     };
-    swift_trace_counters_at("memory", (int64_t)m->timestamp + c->offset_ns, a,
-                            c->total[m->deviceId] > 0 ? 3 : 2);
+    swift_trace_counters_at(
+        "memory", (int64_t)m->timestamp + c->offset_ns, a, c->total[m->deviceId] > 0 ? 3 : 2);
     c->memory++;
 }
 

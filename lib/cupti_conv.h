@@ -37,12 +37,12 @@ typedef CUpti_ActivityKernel10 swift_cupti_kernel;
 typedef CUpti_ActivityKernel9 swift_cupti_kernel;
 #endif
 
-#define SWIFT_GPU_TID(dev, stream) (1000000000LL + (int64_t)(dev) * 1000000LL + (int64_t)(stream))
+#define SWIFT_GPU_TID(dev, stream) (1000000000LL + (int64_t)(dev)*1000000LL + (int64_t)(stream))
 enum { SWIFT_CUPTI_MAX_DEV = 16, SWIFT_CUPTI_MAX_TRACKS = 256 };
 
 struct swift_cupti_conv {
-    int64_t offset_ns;  /* add to CUPTI timestamps */
-    int64_t host_tid;   /* track of runtime API calls (the thread that drives the GPU) */
+    int64_t offset_ns; /* add to CUPTI timestamps */
+    int64_t host_tid;  /* track of runtime API calls (the thread that drives the GPU) */
     /* API names: NULL uses a built-in table of the calls the backend makes */
     const char *(*api_name)(uint32_t cbid);
     /* statistics */

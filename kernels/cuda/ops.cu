@@ -30,8 +30,8 @@ extern "C" {
     do {                                                                                           \
         cudaError_t ck_e = (call);                                                                 \
         if (ck_e != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
-                    cudaGetErrorString(ck_e));                                                     \
+            fprintf(                                                                               \
+                stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e));   \
             abort();                                                                               \
         }                                                                                          \
     } while (0)
@@ -39,7 +39,11 @@ extern "C" {
     do {                                                                                           \
         cublasStatus_t ck_s = (call);                                                              \
         if (ck_s != CUBLAS_STATUS_SUCCESS) {                                                       \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
+            fprintf(stderr,                                                                        \
+                    "%s:%d: %s: %s\n",                                                             \
+                    __FILE__,                                                                      \
+                    __LINE__,                                                                      \
+                    #call,                                                                         \
                     cublasGetStatusString(ck_s));                                                  \
             abort();                                                                               \
         }                                                                                          \
@@ -72,12 +76,16 @@ extern "C" void swift_cuda_set_math(int mode)
 {
     G.math = mode;
     if (G.ready)
-        CKB(cublasSetMathMode(G.blas, mode == SWIFT_CUDA_MATH_FP32 ? CUBLAS_PEDANTIC_MATH
-                                      : mode == SWIFT_CUDA_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                     : CUBLAS_TF32_TENSOR_OP_MATH));
+        CKB(cublasSetMathMode(G.blas,
+                              mode == SWIFT_CUDA_MATH_FP32   ? CUBLAS_PEDANTIC_MATH
+                              : mode == SWIFT_CUDA_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                             : CUBLAS_TF32_TENSOR_OP_MATH));
 }
 
-extern "C" size_t swift_cuda_mem_allocated(void) { return G.allocated; }
+extern "C" size_t swift_cuda_mem_allocated(void)
+{
+    return G.allocated;
+}
 
 extern "C" int swift_cuda_init(int device)
 {
@@ -86,8 +94,12 @@ extern "C" int swift_cuda_init(int device)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || device < 0 || device >= n) {
-        fprintf(stderr, "cuda:%d: no such device (%d found%s%s)\n", device, e ? 0 : n,
-                e ? ": " : "", e ? cudaGetErrorString(e) : "");
+        fprintf(stderr,
+                "cuda:%d: no such device (%d found%s%s)\n",
+                device,
+                e ? 0 : n,
+                e ? ": " : "",
+                e ? cudaGetErrorString(e) : "");
         cudaGetLastError();
         return -1;
     }
@@ -174,7 +186,10 @@ static void cu_free(void *p)
     CK(cudaFree(p));
 }
 
-static void cu_zero(float *x, size_t n) { CK(cudaMemsetAsync(x, 0, n * sizeof(float), G.stream)); }
+static void cu_zero(float *x, size_t n)
+{
+    CK(cudaMemsetAsync(x, 0, n * sizeof(float), G.stream));
+}
 static void cu_copy(float *dst, const float *src, size_t n)
 {
     CK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDefault, G.stream));
@@ -325,27 +340,28 @@ static struct lt_plan *lt_plan_get(const struct lt_key *k)
                              : k->math == SWIFT_CUDA_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                : CUBLAS_COMPUTE_32F_FAST_16BF;
     CKB(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
-    cublasOperation_t ta = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t ta = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      tb = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     CKB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     CKB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CKB(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, k->ta ? k->k : k->m, k->ta ? k->m : k->k,
-                                   k->lda));
-    CKB(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, k->tb ? k->n : k->k, k->tb ? k->k : k->n,
-                                   k->ldb));
+    CKB(cublasLtMatrixLayoutCreate(
+        &p->a, CUDA_R_32F, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda));
+    CKB(cublasLtMatrixLayoutCreate(
+        &p->b, CUDA_R_32F, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb));
     CKB(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, k->m, k->n, k->ldc));
     cublasLtMatmulPreference_t pref;
     CKB(cublasLtMatmulPreferenceCreate(&pref));
-    CKB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &G.lt_ws_size, sizeof(G.lt_ws_size)));
+    CKB(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &G.lt_ws_size, sizeof(G.lt_ws_size)));
     uint32_t al = (uint32_t)k->align;
-    CKB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al,
-                                             sizeof(al)));
-    CKB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al,
-                                             sizeof(al)));
-    CKB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al,
-                                             sizeof(al)));
-    CKB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al,
-                                             sizeof(al)));
+    CKB(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof(al)));
+    CKB(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof(al)));
+    CKB(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al)));
+    CKB(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
     cublasLtMatmulHeuristicResult_t res;
     int got = 0;
     CKB(cublasLtMatmulAlgoGetHeuristic(G.lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &got));
@@ -365,11 +381,22 @@ static void gemm(int ta, int tb, int m, int n, int k, float alpha, const float *
     if (k <= 0) { /* C = beta C */
         const float zero = 0.0f;
         if (beta == 0.0f)
-            CK(cudaMemset2DAsync(C, (size_t)ldc * sizeof(float), 0, (size_t)m * sizeof(float), n,
-                                 G.stream));
+            CK(cudaMemset2DAsync(
+                C, (size_t)ldc * sizeof(float), 0, (size_t)m * sizeof(float), n, G.stream));
         else
-            CKB(cublasSgeam(G.blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, &beta, C, ldc, &zero, C, ldc,
-                            C, ldc)); /* never hit by the model; kept exact */
+            CKB(cublasSgeam(G.blas,
+                            CUBLAS_OP_N,
+                            CUBLAS_OP_N,
+                            m,
+                            n,
+                            &beta,
+                            C,
+                            ldc,
+                            &zero,
+                            C,
+                            ldc,
+                            C,
+                            ldc)); /* never hit by the model; kept exact */
         return;
     }
     int al = ptr_align(A);
@@ -385,8 +412,22 @@ static void gemm(int ta, int tb, int m, int n, int k, float alpha, const float *
         CKB(cublasSgemm(G.blas, oa, ob, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
         return;
     }
-    CKB(cublasLtMatmul(G.lt, p->op, &alpha, A, p->a, B, p->b, &beta, C, p->c, C, p->c, &p->algo,
-                       G.lt_ws, G.lt_ws_size, G.stream));
+    CKB(cublasLtMatmul(G.lt,
+                       p->op,
+                       &alpha,
+                       A,
+                       p->a,
+                       B,
+                       p->b,
+                       &beta,
+                       C,
+                       p->c,
+                       C,
+                       p->c,
+                       &p->algo,
+                       G.lt_ws,
+                       G.lt_ws_size,
+                       G.stream));
 }
 
 __global__ void k_add_bias(float *out, const float *bias, int N, int O, float alpha)
@@ -649,8 +690,7 @@ static void rope(float *x, const int32_t *pos, const float *inv_freq, int N, int
     need_init();
     const int32_t *p = dev_i32(pos, (size_t)N);
     const float *f = (const float *)dev_ro(inv_freq, (size_t)(D / 2) * sizeof(float));
-    k_rope<<<blocks_for((size_t)N * H * (D / 2), 256), 256, 0, G.stream>>>(x, p, f, N, H, D,
-                                                                           sign);
+    k_rope<<<blocks_for((size_t)N * H * (D / 2), 256), 256, 0, G.stream>>>(x, p, f, N, H, D, sign);
     CKK();
 }
 static void cu_rope_fwd(float *x, const int32_t *pos, const float *f, int N, int H, int D)
@@ -709,8 +749,8 @@ static void sgemm_b(int ta, int tb, int m, int n, int k, float alpha, const floa
                     int ldc, long long sc, int batch)
 {
     cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CKB(cublasSgemmStridedBatched(G.blas, oa, ob, m, n, k, &alpha, A, lda, sa, Bm, ldb, sb, &beta, C,
-                                  ldc, sc, batch));
+    CKB(cublasSgemmStridedBatched(
+        G.blas, oa, ob, m, n, k, &alpha, A, lda, sa, Bm, ldb, sb, &beta, C, ldc, sc, batch));
 }
 
 static float *scratch(size_t n)
@@ -739,22 +779,52 @@ static void cu_attention_fwd(float *out, float *probs, const float *q, const flo
     for (int h = 0; h < NH; h++) {
         int kh = h / group;
         /* S^T (j,i) col-major = K (T,D) . Q^T: C = op(K)^T op(Q) */
-        sgemm_b(1, 0, T, T, D, scale, k + (size_t)kh * D, NKV * D, sk, q + (size_t)h * D, NH * D,
-                sq, 0.0f, probs + (size_t)h * T * T, T, sp, B);
+        sgemm_b(1,
+                0,
+                T,
+                T,
+                D,
+                scale,
+                k + (size_t)kh * D,
+                NKV * D,
+                sk,
+                q + (size_t)h * D,
+                NH * D,
+                sq,
+                0.0f,
+                probs + (size_t)h * T * T,
+                T,
+                sp,
+                B);
     }
     k_softmax_mask<<<(unsigned)((size_t)B * NH * T), 256, 0, G.stream>>>(probs, p, NH, T);
     CKK();
     for (int h = 0; h < NH; h++) {
         int kh = h / group;
         /* O^T (D,T) = V^T (D,T) P^T (T,T) */
-        sgemm_b(0, 0, D, T, T, 1.0f, v + (size_t)kh * D, NKV * D, sk, probs + (size_t)h * T * T, T,
-                sp, 0.0f, out + (size_t)h * D, NH * D, sq, B);
+        sgemm_b(0,
+                0,
+                D,
+                T,
+                T,
+                1.0f,
+                v + (size_t)kh * D,
+                NKV * D,
+                sk,
+                probs + (size_t)h * T * T,
+                T,
+                sp,
+                0.0f,
+                out + (size_t)h * D,
+                NH * D,
+                sq,
+                B);
     }
 }
 
-static void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
-                             const float *probs, const float *q, const float *k, const float *v,
-                             const int32_t *pos, int B, int T, int NH, int NKV, int D)
+static void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                             const float *q, const float *k, const float *v, const int32_t *pos,
+                             int B, int T, int NH, int NKV, int D)
 {
     SHAPE(B > 0 && T > 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && D > 0);
     need_init();
@@ -766,8 +836,23 @@ static void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
     for (int h = 0; h < NH; h++) {
         int kh = h / group;
         /* dP (i,j) = dO_i . V_j, stored like S */
-        sgemm_b(1, 0, T, T, D, 1.0f, v + (size_t)kh * D, NKV * D, sk, dout + (size_t)h * D,
-                NH * D, sq, 0.0f, dP + (size_t)h * T * T, T, sp, B);
+        sgemm_b(1,
+                0,
+                T,
+                T,
+                D,
+                1.0f,
+                v + (size_t)kh * D,
+                NKV * D,
+                sk,
+                dout + (size_t)h * D,
+                NH * D,
+                sq,
+                0.0f,
+                dP + (size_t)h * T * T,
+                T,
+                sp,
+                B);
     }
     k_softmax_bwd<<<(unsigned)((size_t)B * NH * T), 256, 0, G.stream>>>(dP, probs, p, NH, T, scale);
     CKK();
@@ -775,14 +860,59 @@ static void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
         int kh = h / group;
         float beta = h % group ? 1.0f : 0.0f; /* heads of a group add into dk, dv */
         /* dQ^T (D,T) = K^T (D,T) dS^T */
-        sgemm_b(0, 0, D, T, T, 1.0f, k + (size_t)kh * D, NKV * D, sk, dP + (size_t)h * T * T, T,
-                sp, 0.0f, dq + (size_t)h * D, NH * D, sq, B);
+        sgemm_b(0,
+                0,
+                D,
+                T,
+                T,
+                1.0f,
+                k + (size_t)kh * D,
+                NKV * D,
+                sk,
+                dP + (size_t)h * T * T,
+                T,
+                sp,
+                0.0f,
+                dq + (size_t)h * D,
+                NH * D,
+                sq,
+                B);
         /* dK^T (D,T) = Q^T (D,T) dS (T,T) */
-        sgemm_b(0, 1, D, T, T, 1.0f, q + (size_t)h * D, NH * D, sq, dP + (size_t)h * T * T, T, sp,
-                beta, dk + (size_t)kh * D, NKV * D, sk, B);
+        sgemm_b(0,
+                1,
+                D,
+                T,
+                T,
+                1.0f,
+                q + (size_t)h * D,
+                NH * D,
+                sq,
+                dP + (size_t)h * T * T,
+                T,
+                sp,
+                beta,
+                dk + (size_t)kh * D,
+                NKV * D,
+                sk,
+                B);
         /* dV^T (D,T) = dO^T (D,T) P (T,T) */
-        sgemm_b(0, 1, D, T, T, 1.0f, dout + (size_t)h * D, NH * D, sq, probs + (size_t)h * T * T,
-                T, sp, beta, dv + (size_t)kh * D, NKV * D, sk, B);
+        sgemm_b(0,
+                1,
+                D,
+                T,
+                T,
+                1.0f,
+                dout + (size_t)h * D,
+                NH * D,
+                sq,
+                probs + (size_t)h * T * T,
+                T,
+                sp,
+                beta,
+                dv + (size_t)kh * D,
+                NKV * D,
+                sk,
+                B);
     }
 }
 
@@ -900,16 +1030,15 @@ static void cu_dropout_bwd(float *din, const float *dout, const uint8_t *mask, s
 {
     SHAPE(p >= 0.0f && p < 1.0f);
     need_init();
-    k_dropout_bwd<<<blocks_for(n, 256), 256, 0, G.stream>>>(din, dout, mask, n,
-                                                            1.0f / (1.0f - p));
+    k_dropout_bwd<<<blocks_for(n, 256), 256, 0, G.stream>>>(din, dout, mask, n, 1.0f / (1.0f - p));
     CKK();
 }
 static void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, float bc1, float bc2, float gscale)
 {
     need_init();
-    k_adamw<<<blocks_for(n, 256), 256, 0, G.stream>>>(p, g, m, v, n, lr, b1, b2, eps, wd, lr / bc1,
-                                                      sqrtf(bc2), gscale);
+    k_adamw<<<blocks_for(n, 256), 256, 0, G.stream>>>(
+        p, g, m, v, n, lr, b1, b2, eps, wd, lr / bc1, sqrtf(bc2), gscale);
     CKK();
 }
 
@@ -1075,32 +1204,10 @@ static void cu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
 }
 
 extern "C" const struct swift_ops swift_cuda_ops = {
-    "cuda",
-    cu_alloc,
-    cu_free,
-    cu_zero,
-    cu_copy,
-    cu_upload,
-    cu_download,
-    cu_sync,
-    cu_device_trace,
-    cu_matmul_fwd,
-    cu_matmul_bwd,
-    cu_embed_fwd,
-    cu_embed_bwd,
-    cu_rmsnorm_fwd,
-    cu_rmsnorm_bwd,
-    cu_rope_fwd,
-    cu_rope_bwd,
-    cu_attention_fwd,
-    cu_attention_bwd,
-    cu_swiglu_fwd,
-    cu_swiglu_bwd,
-    cu_cross_entropy,
-    cu_add,
-    cu_scale,
-    cu_sumsq,
-    cu_dropout_fwd,
-    cu_dropout_bwd,
-    cu_adamw,
+    "cuda",         cu_alloc,         cu_free,          cu_zero,          cu_copy,
+    cu_upload,      cu_download,      cu_sync,          cu_device_trace,  cu_matmul_fwd,
+    cu_matmul_bwd,  cu_embed_fwd,     cu_embed_bwd,     cu_rmsnorm_fwd,   cu_rmsnorm_bwd,
+    cu_rope_fwd,    cu_rope_bwd,      cu_attention_fwd, cu_attention_bwd, cu_swiglu_fwd,
+    cu_swiglu_bwd,  cu_cross_entropy, cu_add,           cu_scale,         cu_sumsq,
+    cu_dropout_fwd, cu_dropout_bwd,   cu_adamw,
 };

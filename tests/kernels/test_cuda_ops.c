@@ -84,7 +84,10 @@ static void *dup_dev(const void *h, size_t bytes)
     G->upload(d, h, bytes);
     return d;
 }
-static float *fdev(const float *h, size_t n) { return dup_dev(h, n * sizeof(float)); }
+static float *fdev(const float *h, size_t n)
+{
+    return dup_dev(h, n * sizeof(float));
+}
 
 /* compare a device tensor with the CPU result */
 static void check(const char *what, const float *dev, const float *ref, size_t n, double atol,
@@ -104,7 +107,11 @@ static void check(const char *what, const float *dev, const float *ref, size_t n
         }
     }
     double bound = atol + rtol * maxref;
-    printf("# %-28s n=%-8zu max|err| %.3g (bound %.3g, max|ref| %.3g)\n", what, n, maxerr, bound,
+    printf("# %-28s n=%-8zu max|err| %.3g (bound %.3g, max|ref| %.3g)\n",
+           what,
+           n,
+           maxerr,
+           bound,
            maxref);
     if (!(maxerr <= bound))
         fail_msg("%s: element %zu: cuda %.9g cpu %.9g", what, at, (double)h[at], (double)ref[at]);
@@ -152,7 +159,8 @@ static void test_matmul_bf16(void **state)
     int N = 64, I = 256, O = 128;
     float *x = rnd((size_t)N * I, 1), *w = rnd((size_t)O * I, 1);
     float *ref = hkeep(calloc((size_t)N * O, sizeof(float)));
-    float *dx = fdev(x, (size_t)N * I), *dw = fdev(w, (size_t)O * I), *dout = fdev(ref, (size_t)N * O);
+    float *dx = fdev(x, (size_t)N * I), *dw = fdev(w, (size_t)O * I),
+          *dout = fdev(ref, (size_t)N * O);
     C->matmul_fwd(ref, x, w, NULL, N, I, O, 1.0f, 0.0f);
     swift_cuda_set_math(SWIFT_CUDA_MATH_BF16);
     G->matmul_fwd(dout, dx, dw, NULL, N, I, O, 1.0f, 0.0f);
@@ -248,7 +256,8 @@ static void test_attention(void **state)
     float *gq = hkeep(calloc(N * NH * D, sizeof(float)));
     float *gk = hkeep(calloc(N * NKV * D, sizeof(float))), *gv = hkeep(calloc(N * NKV * D, 4));
     float *dg = fdev(g, N * NH * D), *dgq = fdev(gq, N * NH * D);
-    float *dgk = fdev(rnd(N * NKV * D, 1), N * NKV * D), *dgv = fdev(rnd(N * NKV * D, 1), N * NKV * D);
+    float *dgk = fdev(rnd(N * NKV * D, 1), N * NKV * D),
+          *dgv = fdev(rnd(N * NKV * D, 1), N * NKV * D);
     C->attention_bwd(gq, gk, gv, g, probs, q, k, v, pos, B, T, NH, NKV, D);
     G->attention_bwd(dgq, dgk, dgv, dg, dprobs, dq_, dk_, dv_, pos, B, T, NH, NKV, D);
     check("attention_bwd dq", dgq, gq, N * NH * D, RED);
@@ -325,7 +334,8 @@ static void test_cross_entropy(void **state)
     assert_int_equal(cc, cg);
     assert_int_equal(okc, okg);
     assert_true(okc >= 1);
-    printf("# cross_entropy loss cpu %.12g cuda %.12g, %ld trained, %ld correct\n", lc, lg, cc, okc);
+    printf(
+        "# cross_entropy loss cpu %.12g cuda %.12g, %ld trained, %ld correct\n", lc, lg, cc, okc);
     assert_true(fabs(lc - lg) <= 1e-6 * fabs(lc));
     /* gradient in place (dlogits aliases logits) */
     lc = lg = 0;

@@ -163,8 +163,8 @@ static void test_records_to_events(void **state)
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    struct swift_trace_config tc = {.stage = "test", .path = path, .world_size = 1,
-                                    .device = "cuda:0"};
+    struct swift_trace_config tc = {
+        .stage = "test", .path = path, .world_size = 1, .device = "cuda:0"};
     assert_int_equal(swift_trace_open(&tc), 0);
     struct swift_cupti_conv c;
     swift_cupti_conv_init(&c, OFFSET_NS, 4242);
