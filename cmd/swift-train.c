@@ -11,49 +11,181 @@
 #include "lib/banned.h"
 
 enum {
-    O_MODEL = SWIFT_OPT_BASE, O_OUT, O_VAL, O_RESUME, O_TUNER, O_RANK, O_ALPHA, O_DROP, O_TARGETS,
-    O_LR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_WRATIO, O_WSTEPS, O_SCHED, O_BS, O_GA, O_MAXLEN,
-    O_EPOCHS, O_MAXSTEPS, O_SEED, O_SAVE, O_LIMIT, O_EVAL, O_LOG, O_THREADS, O_DELAY, O_PEAK, O_GCKPT, O_DEVICE
+    O_MODEL = SWIFT_OPT_BASE,
+    O_OUT,
+    O_VAL,
+    O_RESUME,
+    O_TUNER,
+    O_RANK,
+    O_ALPHA,
+    O_DROP,
+    O_TARGETS,
+    O_LR,
+    O_WD,
+    O_B1,
+    O_B2,
+    O_EPS,
+    O_CLIP,
+    O_WRATIO,
+    O_WSTEPS,
+    O_SCHED,
+    O_BS,
+    O_GA,
+    O_MAXLEN,
+    O_EPOCHS,
+    O_MAXSTEPS,
+    O_SEED,
+    O_SAVE,
+    O_LIMIT,
+    O_EVAL,
+    O_LOG,
+    O_THREADS,
+    O_DELAY,
+    O_PEAK,
+    O_GCKPT,
+    O_DEVICE
 };
 static const struct swift_option opts[] = {
-    {"model", O_MODEL, SWIFT_ARG_REQUIRED, "DIR", "model directory (config.json, *.safetensors)", NULL},
-    {"output-dir", 'o', SWIFT_ARG_REQUIRED, "DIR", "run directory (args.json, logging.jsonl, checkpoint-N/)", NULL},
-    {"val-dataset", O_VAL, SWIFT_ARG_REQUIRED, "DIR", "validation shards (default SHARD_DIR/val if present)", NULL},
-    {"resume", O_RESUME, SWIFT_ARG_REQUIRED, "CKPT|latest", "continue exactly from a checkpoint directory", "resume_from_checkpoint"},
-    {"tuner", O_TUNER, SWIFT_ARG_REQUIRED, "full|lora", "what to train (default lora)", "train_type,tuner_type"},
+    {"model",
+     O_MODEL,
+     SWIFT_ARG_REQUIRED,
+     "DIR",
+     "model directory (config.json, *.safetensors)",
+     NULL},
+    {"output-dir",
+     'o',
+     SWIFT_ARG_REQUIRED,
+     "DIR",
+     "run directory (args.json, logging.jsonl, checkpoint-N/)",
+     NULL},
+    {"val-dataset",
+     O_VAL,
+     SWIFT_ARG_REQUIRED,
+     "DIR",
+     "validation shards (default SHARD_DIR/val if present)",
+     NULL},
+    {"resume",
+     O_RESUME,
+     SWIFT_ARG_REQUIRED,
+     "CKPT|latest",
+     "continue exactly from a checkpoint directory",
+     "resume_from_checkpoint"},
+    {"tuner",
+     O_TUNER,
+     SWIFT_ARG_REQUIRED,
+     "full|lora",
+     "what to train (default lora)",
+     "train_type,tuner_type"},
     {"lora-rank", O_RANK, SWIFT_ARG_REQUIRED, "N", "LoRA rank (default 8)", NULL},
     {"lora-alpha", O_ALPHA, SWIFT_ARG_REQUIRED, "X", "LoRA alpha (default 32)", NULL},
     {"lora-dropout", O_DROP, SWIFT_ARG_REQUIRED, "P", "LoRA dropout (default 0.05)", NULL},
-    {"target-modules", O_TARGETS, SWIFT_ARG_REQUIRED, "LIST", "all-linear (default) or q_proj,v_proj,...", NULL},
-    {"learning-rate", O_LR, SWIFT_ARG_REQUIRED, "LR", "peak learning rate (default 1e-4 LoRA, 1e-5 full)", NULL},
+    {"target-modules",
+     O_TARGETS,
+     SWIFT_ARG_REQUIRED,
+     "LIST",
+     "all-linear (default) or q_proj,v_proj,...",
+     NULL},
+    {"learning-rate",
+     O_LR,
+     SWIFT_ARG_REQUIRED,
+     "LR",
+     "peak learning rate (default 1e-4 LoRA, 1e-5 full)",
+     NULL},
     {"weight-decay", O_WD, SWIFT_ARG_REQUIRED, "X", "AdamW weight decay (default 0.1)", NULL},
     {"adam-beta1", O_B1, SWIFT_ARG_REQUIRED, "X", "default 0.9", NULL},
     {"adam-beta2", O_B2, SWIFT_ARG_REQUIRED, "X", "default 0.95", NULL},
     {"adam-epsilon", O_EPS, SWIFT_ARG_REQUIRED, "X", "default 1e-8", NULL},
-    {"max-grad-norm", O_CLIP, SWIFT_ARG_REQUIRED, "X", "clip gradients to this norm (default 1; 0 = off)", NULL},
-    {"warmup-ratio", O_WRATIO, SWIFT_ARG_REQUIRED, "X", "fraction of steps warming up (default 0)", NULL},
+    {"max-grad-norm",
+     O_CLIP,
+     SWIFT_ARG_REQUIRED,
+     "X",
+     "clip gradients to this norm (default 1; 0 = off)",
+     NULL},
+    {"warmup-ratio",
+     O_WRATIO,
+     SWIFT_ARG_REQUIRED,
+     "X",
+     "fraction of steps warming up (default 0)",
+     NULL},
     {"warmup-steps", O_WSTEPS, SWIFT_ARG_REQUIRED, "N", "warmup steps (overrides the ratio)", NULL},
-    {"lr-scheduler-type", O_SCHED, SWIFT_ARG_REQUIRED, "NAME", "cosine (default), linear, constant", NULL},
-    {"per-device-train-batch-size", O_BS, SWIFT_ARG_REQUIRED, "N", "samples per micro-batch (default 1)", "batch_size,micro_batch_size"},
-    {"gradient-accumulation-steps", O_GA, SWIFT_ARG_REQUIRED, "N", "micro-batches per step (default 1)", NULL},
-    {"max-length", O_MAXLEN, SWIFT_ARG_REQUIRED, "N", "sequence length (default: the shards' max_length)", NULL},
+    {"lr-scheduler-type",
+     O_SCHED,
+     SWIFT_ARG_REQUIRED,
+     "NAME",
+     "cosine (default), linear, constant",
+     NULL},
+    {"per-device-train-batch-size",
+     O_BS,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "samples per micro-batch (default 1)",
+     "batch_size,micro_batch_size"},
+    {"gradient-accumulation-steps",
+     O_GA,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "micro-batches per step (default 1)",
+     NULL},
+    {"max-length",
+     O_MAXLEN,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "sequence length (default: the shards' max_length)",
+     NULL},
     {"num-train-epochs", O_EPOCHS, SWIFT_ARG_REQUIRED, "X", "epochs (default 1)", NULL},
     {"max-steps", O_MAXSTEPS, SWIFT_ARG_REQUIRED, "N", "optimizer steps (overrides epochs)", NULL},
-    {"seed", O_SEED, SWIFT_ARG_REQUIRED, "N", "data order, LoRA init and dropout (default 42)", "data_seed"},
+    {"seed",
+     O_SEED,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "data order, LoRA init and dropout (default 42)",
+     "data_seed"},
     {"save-steps", O_SAVE, SWIFT_ARG_REQUIRED, "N", "checkpoint every N steps (default 500)", NULL},
     {"save-total-limit", O_LIMIT, SWIFT_ARG_REQUIRED, "N", "keep the newest N checkpoints", NULL},
-    {"eval-steps", O_EVAL, SWIFT_ARG_REQUIRED, "N", "validation loss every N steps (default save-steps)", NULL},
-    {"logging-steps", O_LOG, SWIFT_ARG_REQUIRED, "N", "a logging.jsonl record every N steps (default 5)", NULL},
-    {"gradient-checkpointing", O_GCKPT, SWIFT_ARG_NONE, NULL, "recompute activations in backward (less memory, ~1/3 more compute)", "activation_checkpointing"},
-    {"device", O_DEVICE, SWIFT_ARG_REQUIRED, "auto|cpu|cuda[:N]", "where the model runs (default auto: a GPU when there is one)", NULL},
+    {"eval-steps",
+     O_EVAL,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "validation loss every N steps (default save-steps)",
+     NULL},
+    {"logging-steps",
+     O_LOG,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "a logging.jsonl record every N steps (default 5)",
+     NULL},
+    {"gradient-checkpointing",
+     O_GCKPT,
+     SWIFT_ARG_NONE,
+     NULL,
+     "recompute activations in backward (less memory, ~1/3 more compute)",
+     "activation_checkpointing"},
+    {"device",
+     O_DEVICE,
+     SWIFT_ARG_REQUIRED,
+     "auto|cpu|cuda[:N]",
+     "where the model runs (default auto: a GPU when there is one)",
+     NULL},
     {"threads", 'j', SWIFT_ARG_REQUIRED, "N", "CPU threads (default all)", NULL},
-    {"peak-gflops", O_PEAK, SWIFT_ARG_REQUIRED, "X", "peak FLOP rate for MFU (default: measured sgemm)", NULL},
-    {"data-delay-ms", O_DELAY, SWIFT_ARG_REQUIRED, "MS", "testing only: slow the data path by MS per step", NULL},
+    {"peak-gflops",
+     O_PEAK,
+     SWIFT_ARG_REQUIRED,
+     "X",
+     "peak FLOP rate for MFU (default: measured sgemm)",
+     NULL},
+    {"data-delay-ms",
+     O_DELAY,
+     SWIFT_ARG_REQUIRED,
+     "MS",
+     "testing only: slow the data path by MS per step",
+     NULL},
     SWIFT_TRACE_OPTIONS,
     {0}};
 static const struct swift_command cmd = {
-    "swift-train", "[OPTION]... --model DIR -o RUN_DIR SHARD_DIR",
-    "fine-tune a Llama/Qwen model on token shards (full or LoRA)", opts,
+    "swift-train",
+    "[OPTION]... --model DIR -o RUN_DIR SHARD_DIR",
+    "fine-tune a Llama/Qwen model on token shards (full or LoRA)",
+    opts,
     "Exit status: 0 done, 1 failed (bad input, NaN loss), 2 usage, 75 checkpointed after\n"
     "SIGTERM/SIGUSR1 (resume with --resume latest).",
     "  swift-train --model models/Qwen2.5-0.5B -o runs/a --tuner lora shards/\n"
@@ -82,14 +214,30 @@ static int on_opt(void *vctx, int key, const char *arg)
     struct swift_train_opts *o = &((struct ctx *)vctx)->o;
     long l = 0;
     switch (key) {
-    case O_MODEL: o->model = arg; return 0;
-    case O_GCKPT: o->gradient_checkpointing = 1; return 0;
-    case 'o': o->output_dir = arg; return 0;
-    case O_VAL: o->val_dataset = arg; return 0;
-    case O_RESUME: o->resume = arg; return 0;
-    case O_TARGETS: o->target_modules = arg; return 0;
-    case SWIFT_OPT_TRACE: o->trace = arg; return 0;
-    case SWIFT_OPT_PROFILE: o->profile = arg; return 0;
+    case O_MODEL:
+        o->model = arg;
+        return 0;
+    case O_GCKPT:
+        o->gradient_checkpointing = 1;
+        return 0;
+    case 'o':
+        o->output_dir = arg;
+        return 0;
+    case O_VAL:
+        o->val_dataset = arg;
+        return 0;
+    case O_RESUME:
+        o->resume = arg;
+        return 0;
+    case O_TARGETS:
+        o->target_modules = arg;
+        return 0;
+    case SWIFT_OPT_TRACE:
+        o->trace = arg;
+        return 0;
+    case SWIFT_OPT_PROFILE:
+        o->profile = arg;
+        return 0;
     case O_TUNER:
         if (!strcmp(arg, "full") || !strcmp(arg, "lora")) {
             o->tuner = strcmp(arg, "lora") ? SWIFT_TUNER_FULL : SWIFT_TUNER_LORA;
@@ -100,31 +248,72 @@ static int on_opt(void *vctx, int key, const char *arg)
         if ((o->lr_scheduler = swift_sched_parse(arg)) < 0)
             return swift_usage("--lr-scheduler-type: '%s' is not cosine, linear or constant", arg);
         return 0;
-    case O_ALPHA: return num(arg, "lora-alpha", &o->lora_alpha);
-    case O_DROP: return num(arg, "lora-dropout", &o->lora_dropout);
-    case O_LR: return num(arg, "learning-rate", &o->learning_rate);
-    case O_WD: return num(arg, "weight-decay", &o->weight_decay);
-    case O_B1: return num(arg, "adam-beta1", &o->adam_beta1);
-    case O_B2: return num(arg, "adam-beta2", &o->adam_beta2);
-    case O_EPS: return num(arg, "adam-epsilon", &o->adam_epsilon);
-    case O_CLIP: return num(arg, "max-grad-norm", &o->max_grad_norm);
-    case O_WRATIO: return num(arg, "warmup-ratio", &o->warmup_ratio);
-    case O_EPOCHS: return num(arg, "num-train-epochs", &o->num_train_epochs);
-    case O_DEVICE: o->device = arg; return 0;
-    case O_PEAK: return num(arg, "peak-gflops", &o->peak_gflops);
-    case O_WSTEPS: return whole(arg, "warmup-steps", 0, &o->warmup_steps);
-    case O_MAXSTEPS: return whole(arg, "max-steps", 0, &o->max_steps);
-    case O_SEED: return whole(arg, "seed", 0, &o->seed);
-    case O_SAVE: return whole(arg, "save-steps", 0, &o->save_steps);
-    case O_LIMIT: return whole(arg, "save-total-limit", 0, &o->save_total_limit);
-    case O_EVAL: return whole(arg, "eval-steps", 0, &o->eval_steps);
-    case O_LOG: return whole(arg, "logging-steps", 1, &o->logging_steps);
-    case O_DELAY: return whole(arg, "data-delay-ms", 0, &o->data_delay_ms);
-    case O_RANK: if (whole(arg, "lora-rank", 1, &l)) return 2; o->lora_rank = (int)l; return 0;
-    case O_BS: if (whole(arg, "per-device-train-batch-size", 1, &l)) return 2; o->batch_size = (int)l; return 0;
-    case O_GA: if (whole(arg, "gradient-accumulation-steps", 1, &l)) return 2; o->grad_accum = (int)l; return 0;
-    case O_MAXLEN: if (whole(arg, "max-length", 1, &l)) return 2; o->max_length = (int)l; return 0;
-    case 'j': if (whole(arg, "threads", 1, &l)) return 2; o->threads = (int)l; return 0;
+    case O_ALPHA:
+        return num(arg, "lora-alpha", &o->lora_alpha);
+    case O_DROP:
+        return num(arg, "lora-dropout", &o->lora_dropout);
+    case O_LR:
+        return num(arg, "learning-rate", &o->learning_rate);
+    case O_WD:
+        return num(arg, "weight-decay", &o->weight_decay);
+    case O_B1:
+        return num(arg, "adam-beta1", &o->adam_beta1);
+    case O_B2:
+        return num(arg, "adam-beta2", &o->adam_beta2);
+    case O_EPS:
+        return num(arg, "adam-epsilon", &o->adam_epsilon);
+    case O_CLIP:
+        return num(arg, "max-grad-norm", &o->max_grad_norm);
+    case O_WRATIO:
+        return num(arg, "warmup-ratio", &o->warmup_ratio);
+    case O_EPOCHS:
+        return num(arg, "num-train-epochs", &o->num_train_epochs);
+    case O_PEAK:
+        return num(arg, "peak-gflops", &o->peak_gflops);
+    case O_DEVICE:
+        o->device = arg;
+        return 0;
+    case O_WSTEPS:
+        return whole(arg, "warmup-steps", 0, &o->warmup_steps);
+    case O_MAXSTEPS:
+        return whole(arg, "max-steps", 0, &o->max_steps);
+    case O_SEED:
+        return whole(arg, "seed", 0, &o->seed);
+    case O_SAVE:
+        return whole(arg, "save-steps", 0, &o->save_steps);
+    case O_LIMIT:
+        return whole(arg, "save-total-limit", 0, &o->save_total_limit);
+    case O_EVAL:
+        return whole(arg, "eval-steps", 0, &o->eval_steps);
+    case O_LOG:
+        return whole(arg, "logging-steps", 1, &o->logging_steps);
+    case O_DELAY:
+        return whole(arg, "data-delay-ms", 0, &o->data_delay_ms);
+    case O_RANK:
+        if (whole(arg, "lora-rank", 1, &l))
+            return 2;
+        o->lora_rank = (int)l;
+        return 0;
+    case O_BS:
+        if (whole(arg, "per-device-train-batch-size", 1, &l))
+            return 2;
+        o->batch_size = (int)l;
+        return 0;
+    case O_GA:
+        if (whole(arg, "gradient-accumulation-steps", 1, &l))
+            return 2;
+        o->grad_accum = (int)l;
+        return 0;
+    case O_MAXLEN:
+        if (whole(arg, "max-length", 1, &l))
+            return 2;
+        o->max_length = (int)l;
+        return 0;
+    case 'j':
+        if (whole(arg, "threads", 1, &l))
+            return 2;
+        o->threads = (int)l;
+        return 0;
     }
     return swift_usage("unknown option");
 }

@@ -60,8 +60,8 @@ struct swift_ops {
     void (*rmsnorm_fwd)(float *out, float *rstd, const float *in, const float *w, int N, int C,
                         float eps);
     /* din (N,C) += ..., dw (C) += ... (dw may be NULL) */
-    void (*rmsnorm_bwd)(float *din, float *dw, const float *dout, const float *in,
-                        const float *w, const float *rstd, int N, int C);
+    void (*rmsnorm_bwd)(float *din, float *dw, const float *dout, const float *in, const float *w,
+                        const float *rstd, int N, int C);
 
     /* x (N,H,D) rotated in place by angle pos[n]*inv_freq[d], pairs (d, d+D/2) (HF
      * rotate_half); backward applies the inverse rotation to dx in place */
@@ -70,13 +70,12 @@ struct swift_ops {
 
     /* q (B*T,NH,D), k v (B*T,NKV,D), out (B*T,NH,D), probs (B,NH,T,T) softmax saved for
      * backward; head h uses kv head h/(NH/NKV); scale 1/sqrt(D); block-diagonal causal by pos */
-    void (*attention_fwd)(float *out, float *probs, const float *q, const float *k,
-                          const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
-                          int D);
+    void (*attention_fwd)(float *out, float *probs, const float *q, const float *k, const float *v,
+                          const int32_t *pos, int B, int T, int NH, int NKV, int D);
     /* dq dk dv written (same shapes as q k v) */
     void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *probs,
-                          const float *q, const float *k, const float *v, const int32_t *pos,
-                          int B, int T, int NH, int NKV, int D);
+                          const float *q, const float *k, const float *v, const int32_t *pos, int B,
+                          int T, int NH, int NKV, int D);
 
     /* out (n) = silu(gate) * up ; backward writes dgate, dup */
     void (*swiglu_fwd)(float *out, const float *gate, const float *up, size_t n);
@@ -89,8 +88,7 @@ struct swift_ops {
      * dlogits (N,V) = dscale * (softmax - onehot) on trained rows and 0 elsewhere (dlogits may
      * alias logits). */
     void (*cross_entropy)(float *dlogits, double *loss_sum, long *count, long *correct,
-                          const float *logits, const int32_t *targets, int N, int V,
-                          float dscale);
+                          const float *logits, const int32_t *targets, int N, int V, float dscale);
 
     /* out (n) = a + b (out may alias a or b) */
     void (*add)(float *out, const float *a, const float *b, size_t n);

@@ -22,10 +22,10 @@ struct swift_dataset {
     enum fmt fmt;
     struct swift_jsonl jl; /* F_JSONL */
     int jl_open;
-    char *data;            /* F_JSON, F_CSV, F_TEXT: the whole file */
+    char *data; /* F_JSON, F_CSV, F_TEXT: the whole file */
     size_t len, pos;
     long line;
-    json_t *header;        /* F_CSV: array of column names */
+    json_t *header; /* F_CSV: array of column names */
     int done;
 };
 
@@ -263,8 +263,8 @@ static int csv_record(struct swift_dataset *ds, json_t **fields, long *line)
                 if (cap > MAX_ROW) {
                     free(f);
                     json_decref(arr);
-                    return swift_error_at(ds->path, *line, "CSV field longer than %zu bytes",
-                                          MAX_ROW);
+                    return swift_error_at(
+                        ds->path, *line, "CSV field longer than %zu bytes", MAX_ROW);
                 }
                 char *q = realloc(f, cap);
                 if (!q) {
@@ -321,13 +321,16 @@ static int csv_next(struct swift_dataset *ds, struct swift_row *row)
     if (json_array_size(fields) != json_array_size(ds->header)) {
         size_t got = json_array_size(fields);
         json_decref(fields);
-        return swift_error_at(ds->path, line, "CSV row has %zu fields, the header %zu", got,
+        return swift_error_at(ds->path,
+                              line,
+                              "CSV row has %zu fields, the header %zu",
+                              got,
                               json_array_size(ds->header));
     }
     json_t *obj = json_object();
     for (size_t k = 0; k < json_array_size(fields); k++)
-        json_object_set(obj, json_string_value(json_array_get(ds->header, k)),
-                        json_array_get(fields, k));
+        json_object_set(
+            obj, json_string_value(json_array_get(ds->header, k)), json_array_get(fields, k));
     json_decref(fields);
     memset(row, 0, sizeof(*row));
     row->obj = obj;
@@ -515,7 +518,8 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
 {
     size_t i;
     json_t *m;
-    json_array_foreach(arr, i, m) {
+    json_array_foreach(arr, i, m)
+    {
         if (!json_is_object(m))
             return errf(err, errlen, "message %zu: expected an object", i + 1);
         json_t *role = json_object_get(m, rk);
@@ -529,8 +533,8 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
         enum swift_role r;
         int is_call;
         if (role_of(json_string_value(role), &r, &is_call) < 0)
-            return errf(err, errlen, "message %zu: unknown role '%s'", i + 1,
-                        json_string_value(role));
+            return errf(
+                err, errlen, "message %zu: unknown role '%s'", i + 1, json_string_value(role));
         json_t *calls = json_object_get(m, "tool_calls");
         if (calls && !json_is_null(calls) && !json_is_array(calls))
             return errf(err, errlen, "message %zu: \"tool_calls\" must be an array", i + 1);
@@ -590,7 +594,8 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
         json_t *copy = json_object();
         const char *k;
         json_t *v;
-        json_object_foreach(obj, k, v) {
+        json_object_foreach(obj, k, v)
+        {
             const char *nk = k;
             for (int i = 0; i < cols->n; i++)
                 if (!strcmp(k, cols->src[i]))
@@ -628,11 +633,11 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
         json_t *wrapped = json_array();
         size_t i;
         json_t *t;
-        json_array_foreach(tools, i, t) {
-            if (json_is_object(t) && !json_object_get(t, "function") &&
-                json_object_get(t, "name"))
-                json_array_append_new(wrapped, json_pack("{s:s,s:O}", "type", "function",
-                                                         "function", t));
+        json_array_foreach(tools, i, t)
+        {
+            if (json_is_object(t) && !json_object_get(t, "function") && json_object_get(t, "name"))
+                json_array_append_new(wrapped,
+                                      json_pack("{s:s,s:O}", "type", "function", "function", t));
             else
                 json_array_append(wrapped, t);
         }
@@ -650,9 +655,15 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
     if (msgs || convs) {
         json_t *arr = msgs ? msgs : convs;
         if (!json_is_array(arr))
-            return errf(err, errlen, "\"%s\" must be an array", msgs ? "messages" : "conversations");
-        if (conv_messages(arr, msgs ? "role" : "from", msgs ? "content" : "value", holder, conv,
-                          err, errlen) < 0)
+            return errf(
+                err, errlen, "\"%s\" must be an array", msgs ? "messages" : "conversations");
+        if (conv_messages(arr,
+                          msgs ? "role" : "from",
+                          msgs ? "content" : "value",
+                          holder,
+                          conv,
+                          err,
+                          errlen) < 0)
             return -1;
         /* system: --system, else a system message in the list, else the row's "system" */
         if (conv->n && conv->msg[0].role == SWIFT_ROLE_SYSTEM) {
@@ -673,8 +684,8 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
     }
 
     static const char *const q_keys[] = {"query", "prompt", "question", "problem", NULL};
-    static const char *const r_keys[] = {"response", "answer", "output", "completion",
-                                         "solution", "target", NULL};
+    static const char *const r_keys[] = {
+        "response", "answer", "output", "completion", "solution", "target", NULL};
     json_t *inst = json_object_get(obj, "instruction");
     json_t *input = json_object_get(obj, "input");
     const char *qk = NULL;
@@ -688,8 +699,10 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
             conv->is_text = 1;
             return 0;
         }
-        return errf(err, errlen, "no known fields (expected messages, conversations, "
-                                 "instruction/output, query/response or text)");
+        return errf(err,
+                    errlen,
+                    "no known fields (expected messages, conversations, "
+                    "instruction/output, query/response or text)");
     }
     if (!resp)
         return errf(err, errlen, "missing response (\"output\", \"response\" or \"answer\")");
@@ -701,7 +714,8 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
         /* alpaca: instruction + "\n" + input */
         const char *a = "", *b = "";
         size_t an = 0, bn = 0;
-        if (inst && !json_is_null(inst) && get_text(inst, "\"instruction\"", &a, &an, err, errlen) < 0)
+        if (inst && !json_is_null(inst) &&
+            get_text(inst, "\"instruction\"", &a, &an, err, errlen) < 0)
             return -1;
         if (input && !json_is_null(input) && get_text(input, "\"input\"", &b, &bn, err, errlen) < 0)
             return -1;
@@ -726,15 +740,20 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
             return errf(err, errlen, "\"history\" must be an array of [query, response]");
         size_t i;
         json_t *h;
-        json_array_foreach(hist, i, h) {
+        json_array_foreach(hist, i, h)
+        {
             json_t *hq = json_array_get(h, 0), *hr = json_array_get(h, 1);
             if (!json_is_array(h) || json_array_size(h) != 2 || !json_is_string(hq) ||
                 !json_is_string(hr))
                 return errf(err, errlen, "history[%zu]: expected [query, response] strings", i);
-            push_msg(conv, SWIFT_ROLE_USER, json_string_value(hq), json_string_length(hq), NULL,
+            push_msg(
+                conv, SWIFT_ROLE_USER, json_string_value(hq), json_string_length(hq), NULL, -1);
+            push_msg(conv,
+                     SWIFT_ROLE_ASSISTANT,
+                     json_string_value(hr),
+                     json_string_length(hr),
+                     NULL,
                      -1);
-            push_msg(conv, SWIFT_ROLE_ASSISTANT, json_string_value(hr), json_string_length(hr),
-                     NULL, -1);
         }
     }
     if (push_msg(conv, SWIFT_ROLE_USER, qs, qn, NULL, -1) < 0 ||

@@ -42,7 +42,7 @@ struct swift_row {
     char *text; /* owned by the row (malloc'ed); NULL when obj is set */
     size_t len;
     json_t *obj;
-    long line;  /* 1-based line where the row starts */
+    long line; /* 1-based line where the row starts */
 };
 void swift_row_release(struct swift_row *row);
 

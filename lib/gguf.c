@@ -1094,8 +1094,12 @@ void swift_gguf_writer_abort(struct swift_gguf_writer *w)
 
 void swift_gguf_dump(FILE *fp, const struct swift_gguf *g, uint64_t max_items)
 {
-    fprintf(fp, "version\t%u\nalignment\t%u\nkv_count\t%" PRIu64 "\ntensor_count\t%" PRIu64 "\n",
-            g->version, g->alignment, g->n_kv, g->n_tensors);
+    fprintf(fp,
+            "version\t%u\nalignment\t%u\nkv_count\t%" PRIu64 "\ntensor_count\t%" PRIu64 "\n",
+            g->version,
+            g->alignment,
+            g->n_kv,
+            g->n_tensors);
     for (uint64_t i = 0; i < g->n_kv; i++) {
         const struct swift_gguf_value *v = &g->kv[i].value;
         fprintf(fp, "kv\t%s\t%s", g->kv[i].key, swift_gguf_vtype_name(v->type));

@@ -13,9 +13,8 @@
 #include "lib/safetensors.h"
 #include "lib/banned.h"
 
-static const char *const short_names[SWIFT_LIN_COUNT] = {"q_proj",    "k_proj",  "v_proj",
-                                                         "o_proj",    "gate_proj", "up_proj",
-                                                         "down_proj"};
+static const char *const short_names[SWIFT_LIN_COUNT] = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
 /* Is linear `full` ("model.layers.3.self_attn.q_proj") selected by the target list? */
 static int targeted(const char *targets, const char *full)
@@ -90,8 +89,8 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
             for (int ab = 0; ab < 2; ab++) {
                 struct swift_param *p = &m->lp[m->nlp++];
                 char nm[200];
-                snprintf(nm, sizeof(nm), "base_model.model.%s.lora_%c.weight", L->name,
-                         ab ? 'B' : 'A');
+                snprintf(
+                    nm, sizeof(nm), "base_model.model.%s.lora_%c.weight", L->name, ab ? 'B' : 'A');
                 p->name = strdup(nm);
                 if (!p->name)
                     return swift_error("out of memory");
@@ -112,8 +111,7 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
                     /* kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)) */
                     float bound = 1.0f / sqrtf((float)L->in);
                     for (size_t i = 0; i < p->numel; i++)
-                        p->w[i] = bound * (2.0f * (float)((next(&seed) >> 40) /
-                                                          16777216.0) - 1.0f);
+                        p->w[i] = bound * (2.0f * (float)((next(&seed) >> 40) / 16777216.0) - 1.0f);
                 }
             }
         }
@@ -158,8 +156,10 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
         swift_error_at(cp, 0, "DoRA adapters are not supported");
         goto out;
     }
-    json_t *rp = json_object_get(root, "rank_pattern"), *ap = json_object_get(root, "alpha_pattern");
-    if ((json_is_object(rp) && json_object_size(rp)) || (json_is_object(ap) && json_object_size(ap))) {
+    json_t *rp = json_object_get(root, "rank_pattern"),
+           *ap = json_object_get(root, "alpha_pattern");
+    if ((json_is_object(rp) && json_object_size(rp)) ||
+        (json_is_object(ap) && json_object_size(ap))) {
         swift_error_at(cp, 0, "rank_pattern and alpha_pattern are not supported");
         goto out;
     }
@@ -173,11 +173,15 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
     } else if (json_is_array(tm)) {
         size_t i, used = 0;
         json_t *v;
-        json_array_foreach(tm, i, v) {
+        json_array_foreach(tm, i, v)
+        {
             if (!json_is_string(v))
                 continue;
-            int n = snprintf(targets_buf + used, sizeof(targets_buf) - used, "%s%s",
-                             used ? "," : "", json_string_value(v));
+            int n = snprintf(targets_buf + used,
+                             sizeof(targets_buf) - used,
+                             "%s%s",
+                             used ? "," : "",
+                             json_string_value(v));
             if (n < 0 || (size_t)n >= sizeof(targets_buf) - used) {
                 swift_error_at(cp, 0, "target_modules list too long");
                 goto out;
@@ -185,8 +189,10 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
             used += (size_t)n;
         }
     } else {
-        swift_error_at(cp, 0, "target_modules must be a list or \"all-linear\" (regular "
-                              "expressions are not supported)");
+        swift_error_at(cp,
+                       0,
+                       "target_modules must be a list or \"all-linear\" (regular "
+                       "expressions are not supported)");
         goto out;
     }
     o->targets = targets_buf;
@@ -246,12 +252,40 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
             }
     json_t *root = json_pack(
         "{s:s?,s:n,s:s,s:s,s:o,s:s,s:b,s:b,s:b,s:b,s:i,s:f,s:f,s:n,s:n,s:n,s:{},s:{},s:b,s:b}",
-        "base_model_name_or_path", base_model, "revision", "task_type", "CAUSAL_LM", "peft_type",
-        "LORA", "target_modules", tm, "bias", "none", "fan_in_fan_out", 0, "inference_mode", 1,
-        "init_lora_weights", 1, "use_rslora", o->use_rslora, "r", o->rank, "lora_alpha",
-        round((double)o->alpha * 1e6) / 1e6, "lora_dropout", round((double)o->dropout * 1e6) / 1e6, "modules_to_save",
-        "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern", "use_dora", 0,
-        "lora_bias", 0);
+        "base_model_name_or_path",
+        base_model,
+        "revision",
+        "task_type",
+        "CAUSAL_LM",
+        "peft_type",
+        "LORA",
+        "target_modules",
+        tm,
+        "bias",
+        "none",
+        "fan_in_fan_out",
+        0,
+        "inference_mode",
+        1,
+        "init_lora_weights",
+        1,
+        "use_rslora",
+        o->use_rslora,
+        "r",
+        o->rank,
+        "lora_alpha",
+        round((double)o->alpha * 1e6) / 1e6,
+        "lora_dropout",
+        round((double)o->dropout * 1e6) / 1e6,
+        "modules_to_save",
+        "layers_to_transform",
+        "layers_pattern",
+        "rank_pattern",
+        "alpha_pattern",
+        "use_dora",
+        0,
+        "lora_bias",
+        0);
     char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     char *cp = swift_path_join(dir, "adapter_config.json");

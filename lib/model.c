@@ -16,8 +16,7 @@
 
 /* ---- config.json ---- */
 
-static int cfg_int(json_t *root, const char *key, int def, int required, int *out,
-                   const char *path)
+static int cfg_int(json_t *root, const char *key, int def, int required, int *out, const char *path)
 {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) {
@@ -67,8 +66,8 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
     if (!mt)
         return swift_error_at(path, 0, "missing key 'model_type'");
     if (strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3"))
-        return swift_error_at(path, 0, "unsupported model_type '%s' (llama, mistral, qwen2, qwen3)",
-                              mt);
+        return swift_error_at(
+            path, 0, "unsupported model_type '%s' (llama, mistral, qwen2, qwen3)", mt);
     snprintf(c->model_type, sizeof(c->model_type), "%s", mt);
     int is_qwen2 = !strcmp(mt, "qwen2"), is_qwen3 = !strcmp(mt, "qwen3");
     const char *dt = json_string_value(json_object_get(root, "dtype"));
@@ -76,8 +75,8 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
         dt = json_string_value(json_object_get(root, "torch_dtype"));
     snprintf(c->dtype, sizeof(c->dtype), "%s", dt ? dt : "float32");
     if (strcmp(c->dtype, "float32") && strcmp(c->dtype, "bfloat16") && strcmp(c->dtype, "float16"))
-        return swift_error_at(path, 0, "unsupported dtype '%s' (float32, bfloat16, float16)",
-                              c->dtype);
+        return swift_error_at(
+            path, 0, "unsupported dtype '%s' (float32, bfloat16, float16)", c->dtype);
     const char *act = json_string_value(json_object_get(root, "hidden_act"));
     if (act && strcmp(act, "silu"))
         return swift_error_at(path, 0, "unsupported hidden_act '%s' (silu)", act);
@@ -92,20 +91,29 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
         return -1;
     if (c->vocab_size <= 0 || c->hidden_size <= 0 || c->intermediate_size <= 0 ||
         c->num_layers <= 0 || c->num_heads <= 0 || c->num_kv_heads <= 0)
-        return swift_error_at(path, 0, "vocab_size, hidden_size, intermediate_size, "
-                                       "num_hidden_layers and the head counts must be positive");
+        return swift_error_at(path,
+                              0,
+                              "vocab_size, hidden_size, intermediate_size, "
+                              "num_hidden_layers and the head counts must be positive");
     if (c->num_heads % c->num_kv_heads)
-        return swift_error_at(path, 0, "num_attention_heads %d is not a multiple of "
-                                       "num_key_value_heads %d", c->num_heads, c->num_kv_heads);
+        return swift_error_at(path,
+                              0,
+                              "num_attention_heads %d is not a multiple of "
+                              "num_key_value_heads %d",
+                              c->num_heads,
+                              c->num_kv_heads);
     json_t *hd = json_object_get(root, "head_dim");
     if (hd && !json_is_null(hd)) {
         if (cfg_int(root, "head_dim", 0, 1, &c->head_dim, path) < 0)
             return -1;
     } else {
         if (c->hidden_size % c->num_heads)
-            return swift_error_at(path, 0, "hidden_size %d is not a multiple of "
-                                           "num_attention_heads %d and there is no head_dim",
-                                  c->hidden_size, c->num_heads);
+            return swift_error_at(path,
+                                  0,
+                                  "hidden_size %d is not a multiple of "
+                                  "num_attention_heads %d and there is no head_dim",
+                                  c->hidden_size,
+                                  c->num_heads);
         c->head_dim = c->hidden_size / c->num_heads;
     }
     if (c->head_dim <= 0 || c->head_dim % 2)
@@ -153,11 +161,13 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
                 return -1;
             c->rope_original_max = (int)om;
             if (c->rope_high_freq_factor <= c->rope_low_freq_factor)
-                return swift_error_at(path, 0, "llama3 rope scaling needs high_freq_factor > "
-                                               "low_freq_factor");
+                return swift_error_at(path,
+                                      0,
+                                      "llama3 rope scaling needs high_freq_factor > "
+                                      "low_freq_factor");
         } else {
-            return swift_error_at(path, 0, "unsupported rope_type '%s' (default, linear, llama3)",
-                                  rt);
+            return swift_error_at(
+                path, 0, "unsupported rope_type '%s' (default, linear, llama3)", rt);
         }
         if (c->rope_type != SWIFT_ROPE_DEFAULT && c->rope_factor <= 0)
             return swift_error_at(path, 0, "rope scaling factor must be positive");
@@ -220,9 +230,13 @@ void swift_model_inv_freq(const struct swift_model_config *c, float *out)
 
 /* ---- parameters ---- */
 
-static const char *const lin_names[SWIFT_LIN_COUNT] = {
-    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+static const char *const lin_names[SWIFT_LIN_COUNT] = {"self_attn.q_proj",
+                                                       "self_attn.k_proj",
+                                                       "self_attn.v_proj",
+                                                       "self_attn.o_proj",
+                                                       "mlp.gate_proj",
+                                                       "mlp.up_proj",
+                                                       "mlp.down_proj"};
 
 struct pspec {
     char name[160];
@@ -243,7 +257,7 @@ static int build_specs(struct swift_model *m, struct pspec **out)
         return swift_error("out of memory");
 #define ADD(nm, nd, s0, s1, wp, gp, dec)                                                           \
     do {                                                                                           \
-        snprintf(s[n].name, sizeof(s[n].name), "%s", nm);                                         \
+        snprintf(s[n].name, sizeof(s[n].name), "%s", nm);                                          \
         s[n].ndim = nd;                                                                            \
         s[n].shape[0] = s0;                                                                        \
         s[n].shape[1] = s1;                                                                        \
@@ -258,11 +272,16 @@ static int build_specs(struct swift_model *m, struct pspec **out)
         char nm[160];
         snprintf(nm, sizeof(nm), "model.layers.%d.input_layernorm.weight", l);
         ADD(nm, 1, H, 0, &L->ln1, &L->gln1, 0);
-        int outs[SWIFT_LIN_COUNT] = {c->num_heads * D, c->num_kv_heads * D, c->num_kv_heads * D,
-                                     H, I, I, H};
+        int outs[SWIFT_LIN_COUNT] = {
+            c->num_heads * D, c->num_kv_heads * D, c->num_kv_heads * D, H, I, I, H};
         int ins[SWIFT_LIN_COUNT] = {H, H, H, c->num_heads * D, H, H, I};
-        int bias[SWIFT_LIN_COUNT] = {c->qkv_bias, c->qkv_bias, c->qkv_bias, c->o_bias,
-                                     c->mlp_bias,  c->mlp_bias, c->mlp_bias};
+        int bias[SWIFT_LIN_COUNT] = {c->qkv_bias,
+                                     c->qkv_bias,
+                                     c->qkv_bias,
+                                     c->o_bias,
+                                     c->mlp_bias,
+                                     c->mlp_bias,
+                                     c->mlp_bias};
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             struct swift_linear *lin = &L->lin[k];
             lin->in = ins[k];
@@ -438,16 +457,16 @@ int swift_model_init_random(struct swift_model *m, const struct swift_model_conf
 /* ---- activations ---- */
 
 struct layer_acts {
-    float *ln1, *rstd1, *qraw, *qrstd, *kraw, *krstd, *q, *k, *v, *probs, *att, *mid, *ln2,
-        *rstd2, *gate, *up, *act;
+    float *ln1, *rstd1, *qraw, *qrstd, *kraw, *krstd, *q, *k, *v, *probs, *att, *mid, *ln2, *rstd2,
+        *gate, *up, *act;
 };
 
 struct swift_model_acts {
-    float *res;                 /* (L+1, N, H) */
+    float *res; /* (L+1, N, H) */
     struct layer_acts *la;
     float *lnf, *rstdf, *logits;
     float *dres, *dln, *datt, *dq, *dk, *dv, *dqraw, *dkraw, *dgate, *dup, *dact, *dxa, *dtmp;
-    void **blocks;              /* everything allocated, for free */
+    void **blocks; /* everything allocated, for free */
     int nblocks, capblocks;
 };
 
@@ -600,7 +619,7 @@ const float *swift_model_logits(const struct swift_model *m)
 #define OP_END(name, flops, shape)                                                                 \
     do {                                                                                           \
         if (op_t0) {                                                                               \
-            struct swift_targ op_a[2] = {SWIFT_TARG_S("shape", shape),                            \
+            struct swift_targ op_a[2] = {SWIFT_TARG_S("shape", shape),                             \
                                          SWIFT_TARG_D("flops", flops)};                            \
             swift_trace_span("compute", name, op_t0, swift_trace_now(), op_a, 2);                  \
         }                                                                                          \
@@ -625,8 +644,8 @@ static void lin_fwd(struct swift_model *m, int l, int k, float *out, const float
     if (ad) {
         const float *xin = x;
         if (drop) {
-            ops->dropout_fwd(ad->xd, ad->mask, x, (size_t)N * L->in, m->lora_dropout,
-                             lin_seed(m, l, k));
+            ops->dropout_fwd(
+                ad->xd, ad->mask, x, (size_t)N * L->in, m->lora_dropout, lin_seed(m, l, k));
             xin = ad->xd;
         }
         ops->matmul_fwd(ad->xa, xin, ad->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
@@ -650,8 +669,7 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
     if (ad) {
         float *dxa = m->acts->dxa;
         int r = m->lora_rank;
-        ops->matmul_bwd(dxa, ad->gB, NULL, dout, ad->xa, ad->B, N, r, L->out, m->lora_scale,
-                        0.0f);
+        ops->matmul_bwd(dxa, ad->gB, NULL, dout, ad->xa, ad->B, N, r, L->out, m->lora_scale, 0.0f);
         if (m->lora_dropout > 0 && m->training) {
             float *tmp = m->acts->dtmp;
             ops->matmul_bwd(tmp, ad->gA, NULL, dxa, ad->xd, ad->A, N, L->in, r, 1.0f, 0.0f);
@@ -715,8 +733,8 @@ static void layer_fwd(struct swift_model *m, int l, const struct swift_batch *b,
     }
 }
 
-int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
-                        struct swift_loss *loss, float dscale)
+int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
+                        float dscale)
 {
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
@@ -725,8 +743,8 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
         return -1;
     for (int n = 0; n < N; n++) {
         if (b->tokens[n] < 0 || b->tokens[n] >= V)
-            return swift_error("token id %d at position %d is outside the vocabulary (%d)",
-                               b->tokens[n], n, V);
+            return swift_error(
+                "token id %d at position %d is outside the vocabulary (%d)", b->tokens[n], n, V);
         if (b->targets[n] >= V)
             return swift_error("target id %d is outside the vocabulary (%d)", b->targets[n], V);
         if (b->pos[n] < 0 || b->pos[n] > n % T)
@@ -747,8 +765,15 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
         OP_END("lm_head", swift_matmul_flops(N, H, V), sh);
     }
     OP_BEGIN();
-    ops->cross_entropy(dscale != 0.0f ? a->logits : NULL, &loss->sum, &loss->count,
-                       &loss->correct, a->logits, b->targets, N, V, dscale);
+    ops->cross_entropy(dscale != 0.0f ? a->logits : NULL,
+                       &loss->sum,
+                       &loss->count,
+                       &loss->correct,
+                       a->logits,
+                       b->targets,
+                       N,
+                       V,
+                       dscale);
     OP_END("cross_entropy", 3.0 * N * V, "");
     return 0;
 }
@@ -763,8 +788,8 @@ void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
     float *last = a->res + (size_t)c->num_layers * N * H;
     {
         OP_BEGIN();
-        ops->matmul_bwd(a->dln, m->glm_head, NULL, a->logits, a->lnf, m->lm_head, N, H, V, 1.0f,
-                        0.0f);
+        ops->matmul_bwd(
+            a->dln, m->glm_head, NULL, a->logits, a->lnf, m->lm_head, N, H, V, 1.0f, 0.0f);
         OP_END("lm_head.backward", swift_matmul_flops(N, H, V) * (m->glm_head ? 2 : 1), "");
     }
     ops->zero(a->dres, (size_t)N * H);
@@ -786,8 +811,20 @@ void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
         lin_bwd(m, l, SWIFT_LIN_O, a->datt, 0.0f, a->dres, la->att, N);
         {
             OP_BEGIN();
-            ops->attention_bwd(a->dq, a->dk, a->dv, a->datt, la->probs, la->q, la->k, la->v,
-                               b->pos, B, T, NH, NKV, D);
+            ops->attention_bwd(a->dq,
+                               a->dk,
+                               a->dv,
+                               a->datt,
+                               la->probs,
+                               la->q,
+                               la->k,
+                               la->v,
+                               b->pos,
+                               B,
+                               T,
+                               NH,
+                               NKV,
+                               D);
             OP_END("attention.backward", 4.0 * B * NH * (double)T * T * D, "");
         }
         ops->rope_bwd(a->dq, b->pos, m->inv_freq, N, NH, D);

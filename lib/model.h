@@ -32,15 +32,15 @@
 #include "lib/backend.h"
 
 struct swift_model_config {
-    char model_type[32];       /* llama, mistral, qwen2, qwen3 */
-    char dtype[16];            /* torch_dtype / dtype: float32, bfloat16, float16 */
+    char model_type[32]; /* llama, mistral, qwen2, qwen3 */
+    char dtype[16];      /* torch_dtype / dtype: float32, bfloat16, float16 */
     int vocab_size, hidden_size, intermediate_size, num_layers;
     int num_heads, num_kv_heads, head_dim;
     int max_position_embeddings;
-    int sliding_window;        /* 0: none */
+    int sliding_window; /* 0: none */
     float rms_norm_eps;
     double rope_theta;
-    int rope_type;             /* SWIFT_ROPE_* */
+    int rope_type; /* SWIFT_ROPE_* */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max;
     int qkv_bias, o_bias, mlp_bias, qk_norm, tie_embeddings;
@@ -58,26 +58,34 @@ void swift_model_inv_freq(const struct swift_model_config *c, float *out);
 
 /* A LoRA adapter on one linear layer (lib/lora.h attaches them). */
 struct swift_lora_ad {
-    float *A, *B;    /* (r,in), (out,r): point into the model's lora buffer */
+    float *A, *B; /* (r,in), (out,r): point into the model's lora buffer */
     float *gA, *gB;
-    float *xa;       /* (N,r) saved activations */
-    float *xd;       /* (N,in) dropout output, NULL without dropout */
-    uint8_t *mask;   /* (N,in) */
+    float *xa;     /* (N,r) saved activations */
+    float *xd;     /* (N,in) dropout output, NULL without dropout */
+    uint8_t *mask; /* (N,in) */
 };
 
 struct swift_linear {
     int in, out;
-    float *w, *b;       /* (out,in), (out) or NULL */
-    float *gw, *gb;     /* NULL when frozen */
+    float *w, *b;               /* (out,in), (out) or NULL */
+    float *gw, *gb;             /* NULL when frozen */
     struct swift_lora_ad *lora; /* NULL when none */
-    const char *name;   /* "model.layers.3.self_attn.q_proj" (owned by the model) */
+    const char *name;           /* "model.layers.3.self_attn.q_proj" (owned by the model) */
 };
 
-enum { SWIFT_LIN_Q, SWIFT_LIN_K, SWIFT_LIN_V, SWIFT_LIN_O, SWIFT_LIN_GATE, SWIFT_LIN_UP,
-       SWIFT_LIN_DOWN, SWIFT_LIN_COUNT };
+enum {
+    SWIFT_LIN_Q,
+    SWIFT_LIN_K,
+    SWIFT_LIN_V,
+    SWIFT_LIN_O,
+    SWIFT_LIN_GATE,
+    SWIFT_LIN_UP,
+    SWIFT_LIN_DOWN,
+    SWIFT_LIN_COUNT
+};
 
 struct swift_layer {
-    float *ln1, *ln2, *qn, *kn;          /* norms (qn, kn: Qwen3 only) */
+    float *ln1, *ln2, *qn, *kn; /* norms (qn, kn: Qwen3 only) */
     float *gln1, *gln2, *gqn, *gkn;
     struct swift_linear lin[SWIFT_LIN_COUNT];
 };
@@ -85,19 +93,19 @@ struct swift_layer {
 /* One named parameter tensor (Hugging Face name). */
 struct swift_param {
     char *name;
-    float *w, *g;         /* g NULL when frozen */
+    float *w, *g; /* g NULL when frozen */
     int ndim;
     int64_t shape[2];
     size_t numel;
-    int decay;            /* weight decay applies (not biases and norms, as HF Trainer) */
+    int decay; /* weight decay applies (not biases and norms, as HF Trainer) */
 };
 
 /* Per-step inputs: B rows of T tokens. */
 struct swift_batch {
     int B, T;
-    const int32_t *tokens;   /* (B*T) */
-    const int32_t *targets;  /* (B*T) next token to predict, -1 = not trained */
-    const int32_t *pos;      /* (B*T) position inside the document (packing restarts at 0) */
+    const int32_t *tokens;  /* (B*T) */
+    const int32_t *targets; /* (B*T) next token to predict, -1 = not trained */
+    const int32_t *pos;     /* (B*T) position inside the document (packing restarts at 0) */
 };
 
 struct swift_loss {
@@ -111,13 +119,13 @@ struct swift_model_acts; /* activations (model.c) */
 struct swift_model {
     struct swift_model_config cfg;
     const struct swift_ops *ops;
-    float *params, *grads;        /* base parameters (nparams floats), their grads or NULL */
+    float *params, *grads; /* base parameters (nparams floats), their grads or NULL */
     size_t nparams;
-    struct swift_param *p;        /* base parameters by name, HF order */
+    struct swift_param *p; /* base parameters by name, HF order */
     int np;
     float *embed, *norm, *lm_head, *gembed, *gnorm, *glm_head; /* lm_head == embed when tied */
     struct swift_layer *layers;
-    float *inv_freq;              /* head_dim/2 */
+    float *inv_freq; /* head_dim/2 */
     /* LoRA (lib/lora.h) */
     float *lora_params, *lora_grads;
     size_t nlora;
@@ -125,14 +133,14 @@ struct swift_model {
     int nlp;
     int lora_rank;
     float lora_alpha, lora_scale, lora_dropout;
-    uint64_t dropout_seed;        /* set per step by the trainer */
-    int training;                 /* set by forward: dscale != 0 (LoRA dropout on) */
-    int act_ckpt;                 /* activation checkpointing: set before swift_model_reserve */
+    uint64_t dropout_seed; /* set per step by the trainer */
+    int training;          /* set by forward: dscale != 0 (LoRA dropout on) */
+    int act_ckpt;          /* activation checkpointing: set before swift_model_reserve */
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;
     /* per-op spans with shapes and FLOPs when the trace detail flag is on (--profile) */
-    double step_flops;            /* forward+backward FLOPs of the last step (matmuls+attention) */
+    double step_flops; /* forward+backward FLOPs of the last step (matmuls+attention) */
 };
 
 /* Read config.json and the weights of dir; base parameters trainable (grads allocated) unless
@@ -147,10 +155,10 @@ void swift_model_free(struct swift_model *m);
 int swift_model_reserve(struct swift_model *m, int B, int T);
 void swift_model_zero_grad(struct swift_model *m);
 /* Forward pass; accumulates into *loss and, with backward to follow, prepares dlogits scaled
- * by dscale (0: forward only, no gradient, and no dropout: evaluation). Logits of the last call stay readable through
- * swift_model_logits() until backward. Returns 0 or -1 (bad token id). */
-int swift_model_forward(struct swift_model *m, const struct swift_batch *b,
-                        struct swift_loss *loss, float dscale);
+ * by dscale (0: forward only, no gradient, and no dropout: evaluation). Logits of the last call
+ * stay readable through swift_model_logits() until backward. Returns 0 or -1 (bad token id). */
+int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
+                        float dscale);
 /* Logits (B*T, V) of the last forward; valid until backward. */
 const float *swift_model_logits(const struct swift_model *m);
 /* Backward pass of the last forward; gradients accumulate. */

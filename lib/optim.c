@@ -36,8 +36,19 @@ void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
     size_t off = 0;
     for (int i = 0; i < o->nparams; i++) {
         struct swift_param *p = &o->params[i];
-        o->ops->adamw(p->w, p->g, o->m + off, o->v + off, p->numel, lr, o->b1, o->b2, o->eps,
-                      p->decay ? o->wd : 0.0f, bc1, bc2, gscale);
+        o->ops->adamw(p->w,
+                      p->g,
+                      o->m + off,
+                      o->v + off,
+                      p->numel,
+                      lr,
+                      o->b1,
+                      o->b2,
+                      o->eps,
+                      p->decay ? o->wd : 0.0f,
+                      bc1,
+                      bc2,
+                      gscale);
         off += p->numel;
     }
     o->ops->sync(); /* parameters and moments readable by the host (checkpoints) */

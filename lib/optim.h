@@ -24,9 +24,9 @@ struct swift_adamw {
     const struct swift_ops *ops;
     struct swift_param *params; /* borrowed */
     int nparams;
-    float *m, *v;               /* one buffer each, parameters back to back */
+    float *m, *v; /* one buffer each, parameters back to back */
     size_t total;
-    long step;                  /* steps taken */
+    long step; /* steps taken */
     float b1, b2, eps, wd;
 };
 

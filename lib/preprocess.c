@@ -86,8 +86,8 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
         return -1;
     int rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
     if (rc == 0)
-        rc = swift_template_encode(c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err,
-                                   ERR_LEN);
+        rc = swift_template_encode(
+            c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err, ERR_LEN);
     if (rc == 0)
         rc = copy_out(it, w->enc.tok.ids, w->enc.mask, w->enc.tok.n);
     if (rc == 0) {
@@ -122,8 +122,8 @@ static int do_encode(struct ctx *c, struct worker *w, struct item *it)
     }
     int flags = c->o->raw ? 0 : SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_ADD_SPECIAL;
     w->tk.n = 0;
-    int rc = swift_tokenizer_encode(w->st, json_string_value(s), json_string_length(s), flags,
-                                    &w->tk);
+    int rc =
+        swift_tokenizer_encode(w->st, json_string_value(s), json_string_length(s), flags, &w->tk);
     if (rc < 0)
         snprintf(it->err, ERR_LEN, "cannot tokenize");
     else
@@ -159,9 +159,12 @@ static int do_decode(struct ctx *c, struct worker *w, struct item *it)
         } else
             ids[i] = (uint32_t)json_integer_value(x);
     }
-    if (rc == 0 && swift_tokenizer_decode(c->tok, ids, n,
+    if (rc == 0 && swift_tokenizer_decode(c->tok,
+                                          ids,
+                                          n,
                                           c->o->skip_special ? SWIFT_TOK_SKIP_SPECIAL : 0,
-                                          &it->text, &it->textlen) < 0) {
+                                          &it->text,
+                                          &it->textlen) < 0) {
         snprintf(it->err, ERR_LEN, "cannot decode");
         rc = -1;
     }
@@ -192,10 +195,13 @@ static void work_chunk(void *vctx, long chunk, int worker)
         tokens += it->n;
     }
     if (swift_trace_enabled())
-        swift_trace_span("tokenize", "tokenize_batch", t0, swift_trace_now(),
-                         (struct swift_targ[]){SWIFT_TARG_I("rows", hi - lo),
-                                               SWIFT_TARG_I("tokens", tokens)},
-                         2);
+        swift_trace_span(
+            "tokenize",
+            "tokenize_batch",
+            t0,
+            swift_trace_now(),
+            (struct swift_targ[]){SWIFT_TARG_I("rows", hi - lo), SWIFT_TARG_I("tokens", tokens)},
+            2);
 }
 
 /* ---- the token store (build mode) ---- */
@@ -511,8 +517,12 @@ static int write_split(const struct swift_preprocess_opts *o, const struct swift
     int64_t t0 = swift_trace_now();
     uint64_t nsamples = 0;
     int rc = pack(s, o->packing, (uint64_t)o->max_length, docs, n, order, start, &nsamples);
-    swift_trace_span("pack", "pack", t0, swift_trace_now(),
-                     (struct swift_targ[]){SWIFT_TARG_S("split", split), SWIFT_TARG_I("docs", n),
+    swift_trace_span("pack",
+                     "pack",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_S("split", split),
+                                           SWIFT_TARG_I("docs", n),
                                            SWIFT_TARG_I("samples", rc == 0 ? nsamples : 0)},
                      3);
     if (rc < 0) {
@@ -632,10 +642,13 @@ static int write_split(const struct swift_preprocess_opts *o, const struct swift
         rc = swift_shard_index_write(&ix, dir);
     }
     swift_shard_index_release(&ix);
-    swift_trace_span("io", "write_shards", t0, swift_trace_now(),
-                     (struct swift_targ[]){SWIFT_TARG_S("split", split),
-                                           SWIFT_TARG_I("tokens", tokens)},
-                     2);
+    swift_trace_span(
+        "io",
+        "write_shards",
+        t0,
+        swift_trace_now(),
+        (struct swift_targ[]){SWIFT_TARG_S("split", split), SWIFT_TARG_I("tokens", tokens)},
+        2);
     return rc;
 }
 
@@ -650,15 +663,14 @@ static void free_items(struct item *items, size_t n)
     }
 }
 
-static int take_bad(const struct swift_preprocess_opts *o, struct stats *st,
-                    const struct item *it)
+static int take_bad(const struct swift_preprocess_opts *o, struct stats *st, const struct item *it)
 {
     if (!o->skip_invalid)
         return swift_error_at(it->file, it->row.line, "%s", it->err);
     st->invalid++;
     if (st->nbad < NBAD)
-        snprintf(st->bad[st->nbad++], sizeof(st->bad[0]), "%s:%ld: %s", it->file, it->row.line,
-                 it->err);
+        snprintf(
+            st->bad[st->nbad++], sizeof(st->bad[0]), "%s:%ld: %s", it->file, it->row.line, it->err);
     return 0;
 }
 
@@ -680,7 +692,8 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
             name = swift_template_guess(tok);
             if (!name) {
                 swift_error("cannot tell the chat template from '%s'; use --template (%s)",
-                            o->tokenizer, swift_template_names());
+                            o->tokenizer,
+                            swift_template_names());
                 swift_tokenizer_free(tok);
                 return SWIFT_EXIT_FAIL;
             }
@@ -719,8 +732,8 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
     struct stats st = {0};
     uint64_t in_bytes = 0, all_tokens = 0;
     int ninputs = o->ninputs ? o->ninputs : 1;
-    const char *fmt = (o->mode == SWIFT_PP_ENCODE || o->mode == SWIFT_PP_DECODE) ? "jsonl"
-                                                                                   : o->format;
+    const char *fmt =
+        (o->mode == SWIFT_PP_ENCODE || o->mode == SWIFT_PP_DECODE) ? "jsonl" : o->format;
     for (int fi = 0; rc == 0 && fi < ninputs; fi++) {
         const char *path = o->ninputs ? o->inputs[fi] : "-";
         struct swift_dataset *ds;
@@ -752,10 +765,13 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
                 n++;
             }
             in_bytes += bytes;
-            swift_trace_span("io", "read", t0, swift_trace_now(),
-                             (struct swift_targ[]){SWIFT_TARG_I("rows", n),
-                                                   SWIFT_TARG_I("bytes", bytes)},
-                             2);
+            swift_trace_span(
+                "io",
+                "read",
+                t0,
+                swift_trace_now(),
+                (struct swift_targ[]){SWIFT_TARG_I("rows", n), SWIFT_TARG_I("bytes", bytes)},
+                2);
             if (rc < 0) {
                 free_items(c.items, n + 1);
                 break;
@@ -846,8 +862,7 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
         if (rc == 0 && swift_atomic_dir_begin(o->output, &tmpdir) < 0)
             rc = -1;
         if (rc == 0)
-            rc = write_split(o, tok, c.tpl, &s, &st, train, ntrain, tmpdir, "train", lenstats,
-                             &tr);
+            rc = write_split(o, tok, c.tpl, &s, &st, train, ntrain, tmpdir, "train", lenstats, &tr);
         if (rc == 0 && nval) {
             char *vdir = swift_path_join(tmpdir, "val");
             rc = swift_mkdirs(vdir, 0755);
@@ -870,41 +885,94 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
             uint64_t tokens = tr.tokens + va.tokens;
             swift_info("%" PRIu64 " rows: %" PRIu64 " documents, %" PRIu64 " invalid, %" PRIu64
                        " dropped, %" PRIu64 " truncated",
-                       st.rows, s.ndocs, st.invalid, st.dropped, st.truncated);
-            swift_info("Dataset Token Length: %.1f\xc2\xb1%.1f, min=%.0f, max=%.0f", lenstats[0],
-                       lenstats[1], lenstats[2], lenstats[3]);
+                       st.rows,
+                       s.ndocs,
+                       st.invalid,
+                       st.dropped,
+                       st.truncated);
+            swift_info("Dataset Token Length: %.1f\xc2\xb1%.1f, min=%.0f, max=%.0f",
+                       lenstats[0],
+                       lenstats[1],
+                       lenstats[2],
+                       lenstats[3]);
             swift_info("train: %" PRIu64 " samples, %" PRIu64 " tokens (%" PRIu64
                        " trained); val: %" PRIu64 " samples; packing %s%s",
-                       tr.samples, tr.tokens, tr.trained, va.samples, pack_names[o->packing],
+                       tr.samples,
+                       tr.tokens,
+                       tr.trained,
+                       va.samples,
+                       pack_names[o->packing],
                        o->packing ? "" : "");
             if (o->packing)
                 swift_info("packing efficiency %.2f%%", 100.0 * tr.efficiency);
-            swift_info("%.2f s, %.0f tokens/s, %.1f MB/s with %d threads", secs,
+            swift_info("%.2f s, %.0f tokens/s, %.1f MB/s with %d threads",
+                       secs,
                        secs > 0 ? (double)all_tokens / secs : 0.0,
-                       secs > 0 ? (double)in_bytes / secs / 1e6 : 0.0, c.nw);
+                       secs > 0 ? (double)in_bytes / secs / 1e6 : 0.0,
+                       c.nw);
             for (int i = 0; i < st.nbad; i++)
                 swift_info("skipped %s", st.bad[i]);
             json_t *j = json_pack(
                 "{s:i,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:{s:f,s:f,s:I,s:I},"
                 "s:I,s:I,s:f,s:f,s:I,s:i}",
-                "version", 1, "output", o->output, "template", swift_template_name(c.tpl),
-                "packing", pack_names[o->packing], "rows", (json_int_t)st.rows, "documents",
-                (json_int_t)s.ndocs, "invalid", (json_int_t)st.invalid, "dropped",
-                (json_int_t)st.dropped, "truncated", (json_int_t)st.truncated, "samples",
-                (json_int_t)tr.samples, "val_samples", (json_int_t)va.samples, "tokens",
-                (json_int_t)tokens, "trained_tokens", (json_int_t)(tr.trained + va.trained),
-                "packing_efficiency", tr.efficiency, "length", "mean", lenstats[0], "std",
-                lenstats[1], "min", (json_int_t)lenstats[2], "max", (json_int_t)lenstats[3],
-                "input_bytes", (json_int_t)in_bytes, "tokenized", (json_int_t)all_tokens,
-                "seconds", secs, "tokens_per_s", secs > 0 ? (double)all_tokens / secs : 0.0,
-                "max_length", (json_int_t)o->max_length, "threads", c.nw);
+                "version",
+                1,
+                "output",
+                o->output,
+                "template",
+                swift_template_name(c.tpl),
+                "packing",
+                pack_names[o->packing],
+                "rows",
+                (json_int_t)st.rows,
+                "documents",
+                (json_int_t)s.ndocs,
+                "invalid",
+                (json_int_t)st.invalid,
+                "dropped",
+                (json_int_t)st.dropped,
+                "truncated",
+                (json_int_t)st.truncated,
+                "samples",
+                (json_int_t)tr.samples,
+                "val_samples",
+                (json_int_t)va.samples,
+                "tokens",
+                (json_int_t)tokens,
+                "trained_tokens",
+                (json_int_t)(tr.trained + va.trained),
+                "packing_efficiency",
+                tr.efficiency,
+                "length",
+                "mean",
+                lenstats[0],
+                "std",
+                lenstats[1],
+                "min",
+                (json_int_t)lenstats[2],
+                "max",
+                (json_int_t)lenstats[3],
+                "input_bytes",
+                (json_int_t)in_bytes,
+                "tokenized",
+                (json_int_t)all_tokens,
+                "seconds",
+                secs,
+                "tokens_per_s",
+                secs > 0 ? (double)all_tokens / secs : 0.0,
+                "max_length",
+                (json_int_t)o->max_length,
+                "threads",
+                c.nw);
             if (j && swift_json_print_line(stdout, j) < 0)
                 rc = -1;
             json_decref(j);
         }
     } else if (rc == 0) {
         if (st.invalid)
-            swift_info("%" PRIu64 " of %" PRIu64 " rows invalid%s", st.invalid, st.rows,
+            swift_info("%" PRIu64 " of %" PRIu64 " rows invalid%s",
+                       st.invalid,
+                       st.rows,
                        st.nbad ? ", first:" : "");
         for (int i = 0; i < st.nbad; i++)
             swift_info("skipped %s", st.bad[i]);

@@ -13,31 +13,36 @@
 #define SWIFT_PREPROCESS_H
 
 enum swift_pp_mode { SWIFT_PP_BUILD, SWIFT_PP_ENCODE, SWIFT_PP_DECODE, SWIFT_PP_RENDER };
-enum swift_truncation { SWIFT_TRUNC_DELETE, SWIFT_TRUNC_LEFT, SWIFT_TRUNC_RIGHT, SWIFT_TRUNC_SPLIT };
+enum swift_truncation {
+    SWIFT_TRUNC_DELETE,
+    SWIFT_TRUNC_LEFT,
+    SWIFT_TRUNC_RIGHT,
+    SWIFT_TRUNC_SPLIT
+};
 enum swift_packing { SWIFT_PACK_NONE, SWIFT_PACK_BINPACK, SWIFT_PACK_SEQUENTIAL };
 
 struct swift_preprocess_opts {
     enum swift_pp_mode mode;
-    const char *tokenizer;      /* directory (required) */
-    const char *template_name;  /* NULL: guessed from tokenizer_config.json */
-    const char *output;         /* shard directory (build mode) */
-    char **inputs;              /* data files; none: stdin */
+    const char *tokenizer;     /* directory (required) */
+    const char *template_name; /* NULL: guessed from tokenizer_config.json */
+    const char *output;        /* shard directory (build mode) */
+    char **inputs;             /* data files; none: stdin */
     int ninputs;
-    const char *format;         /* auto, jsonl, json, csv, text */
-    const char *columns;        /* SRC:DST,... */
-    const char *system;         /* replaces every sample's system prompt */
+    const char *format;  /* auto, jsonl, json, csv, text */
+    const char *columns; /* SRC:DST,... */
+    const char *system;  /* replaces every sample's system prompt */
     long max_length;
-    int loss;                   /* enum swift_loss */
-    int truncation;             /* enum swift_truncation */
-    int packing;                /* enum swift_packing */
+    int loss;       /* enum swift_loss */
+    int truncation; /* enum swift_truncation */
+    int packing;    /* enum swift_packing */
     double val_ratio;
     unsigned long long seed;
     int shuffle;
-    int threads;                /* 0: all CPUs */
+    int threads; /* 0: all CPUs */
     int skip_invalid;
     int force;
-    int raw;                    /* encode: no special-token parsing, no post-processor */
-    int skip_special;           /* decode */
+    int raw;          /* encode: no special-token parsing, no post-processor */
+    int skip_special; /* decode */
     unsigned long long shard_tokens;
 };
 

@@ -5,6 +5,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "lib/banned.h"
 
@@ -532,6 +535,38 @@ int swift_quant_supported(uint32_t type)
     }
 }
 
+#if defined(__x86_64__)
+/* F16C: the same round-to-nearest-even conversion, 8 values per instruction */
+__attribute__((target("avx,f16c"))) static void f16_row_f16c(const float *x, uint8_t *y, int64_t k)
+{
+    int64_t j = 0;
+    for (; j + 8 <= k; j += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + j), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(y + 2 * j), h);
+    }
+    for (; j < k; j++) {
+        uint16_t h = swift_fp32_to_fp16(x[j]);
+        memcpy(y + 2 * j, &h, 2);
+    }
+}
+static int have_f16c(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return cached;
+}
+#else
+static int have_f16c(void)
+{
+    return 0;
+}
+static void f16_row_f16c(const float *x, uint8_t *y, int64_t k)
+{
+    (void)x, (void)y, (void)k;
+}
+#endif
+
 static void quantize_row(uint32_t type, const float *x, uint8_t *y, int64_t k)
 {
     switch (type) {
@@ -539,6 +574,10 @@ static void quantize_row(uint32_t type, const float *x, uint8_t *y, int64_t k)
         memcpy(y, x, (size_t)k * 4);
         break;
     case SWIFT_GGML_F16:
+        if (have_f16c()) {
+            f16_row_f16c(x, y, k);
+            break;
+        }
         for (int64_t j = 0; j < k; j++) {
             uint16_t h = swift_fp32_to_fp16(x[j]);
             memcpy(y + 2 * j, &h, 2);

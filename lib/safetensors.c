@@ -77,7 +77,10 @@ static uint32_t bits_from_f32(float f)
     return u;
 }
 
-float swift_bf16_to_f32(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
+float swift_bf16_to_f32(uint16_t b)
+{
+    return f32_from_bits((uint32_t)b << 16);
+}
 
 uint16_t swift_f32_to_bf16(float f)
 {
@@ -162,13 +165,17 @@ static int parse_entry(struct swift_st_tensor *t, const char *name, json_t *v, c
         return swift_error_at(path, 0, "tensor '%s': missing or non-string dtype", name);
     int dt = swift_dtype_parse(json_string_value(jd));
     if (dt < 0)
-        return swift_error_at(path, 0, "tensor '%s': unknown dtype '%s'", name,
-                              json_string_value(jd));
+        return swift_error_at(
+            path, 0, "tensor '%s': unknown dtype '%s'", name, json_string_value(jd));
     if (!json_is_array(js))
         return swift_error_at(path, 0, "tensor '%s': missing or non-array shape", name);
     if (json_array_size(js) > SWIFT_ST_MAX_DIMS)
-        return swift_error_at(path, 0, "tensor '%s': %zu dimensions (at most %d)", name,
-                              json_array_size(js), SWIFT_ST_MAX_DIMS);
+        return swift_error_at(path,
+                              0,
+                              "tensor '%s': %zu dimensions (at most %d)",
+                              name,
+                              json_array_size(js),
+                              SWIFT_ST_MAX_DIMS);
     if (!json_is_array(jo) || json_array_size(jo) != 2)
         return swift_error_at(path, 0, "tensor '%s': data_offsets must be [BEGIN, END]", name);
     if (json_object_size(v) != 3)
@@ -180,8 +187,8 @@ static int parse_entry(struct swift_st_tensor *t, const char *name, json_t *v, c
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d;
         if (get_u64(json_array_get(js, (size_t)i), &d) < 0)
-            return swift_error_at(path, 0, "tensor '%s': shape[%d] is not a non-negative integer",
-                                  name, i);
+            return swift_error_at(
+                path, 0, "tensor '%s': shape[%d] is not a non-negative integer", name, i);
         if (d && numel > (UINT64_C(1) << 58) / d)
             return swift_error_at(path, 0, "tensor '%s': shape too large", name);
         numel *= d;
@@ -190,19 +197,26 @@ static int parse_entry(struct swift_st_tensor *t, const char *name, json_t *v, c
     t->numel = numel;
     if (get_u64(json_array_get(jo, 0), &t->begin) < 0 ||
         get_u64(json_array_get(jo, 1), &t->end) < 0)
-        return swift_error_at(path, 0, "tensor '%s': data_offsets are not non-negative integers",
-                              name);
+        return swift_error_at(
+            path, 0, "tensor '%s': data_offsets are not non-negative integers", name);
     if (t->end < t->begin)
         return swift_error_at(path, 0, "tensor '%s': data_offsets END < BEGIN", name);
     uint64_t bits = numel * (uint64_t)dtypes[dt].bits;
     if (bits % 8)
-        return swift_error_at(path, 0, "tensor '%s': %llu elements of %s are not whole bytes",
-                              name, (unsigned long long)numel, dtypes[dt].name);
+        return swift_error_at(path,
+                              0,
+                              "tensor '%s': %llu elements of %s are not whole bytes",
+                              name,
+                              (unsigned long long)numel,
+                              dtypes[dt].name);
     if (t->end - t->begin != bits / 8)
-        return swift_error_at(path, 0,
-                              "tensor '%s': data_offsets span %llu bytes, shape and dtype need %llu",
-                              name, (unsigned long long)(t->end - t->begin),
-                              (unsigned long long)(bits / 8));
+        return swift_error_at(
+            path,
+            0,
+            "tensor '%s': data_offsets span %llu bytes, shape and dtype need %llu",
+            name,
+            (unsigned long long)(t->end - t->begin),
+            (unsigned long long)(bits / 8));
     return 0;
 }
 
@@ -215,21 +229,30 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
     if (!st->path)
         return swift_error("out of memory");
     if (len < 8) {
-        swift_error_at(path, 0, "not a safetensors file: %zu bytes, shorter than the 8-byte "
-                                "header length", len);
+        swift_error_at(path,
+                       0,
+                       "not a safetensors file: %zu bytes, shorter than the 8-byte "
+                       "header length",
+                       len);
         goto fail;
     }
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = (n << 8) | p[i];
     if (n > SWIFT_ST_MAX_HEADER) {
-        swift_error_at(path, 0, "header length %llu exceeds the 100000000-byte limit "
-                                "(not a safetensors file?)", (unsigned long long)n);
+        swift_error_at(path,
+                       0,
+                       "header length %llu exceeds the 100000000-byte limit "
+                       "(not a safetensors file?)",
+                       (unsigned long long)n);
         goto fail;
     }
     if (n > len - 8) {
-        swift_error_at(path, 0, "header length %llu runs past the end of the file (%zu bytes)",
-                       (unsigned long long)n, len);
+        swift_error_at(path,
+                       0,
+                       "header length %llu runs past the end of the file (%zu bytes)",
+                       (unsigned long long)n,
+                       len);
         goto fail;
     }
     if (n < 2 || p[8] != '{') {
@@ -260,7 +283,8 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
     }
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
+    json_object_foreach(root, key, val)
+    {
         if (!strcmp(key, "__metadata__")) {
             if (!json_is_object(val)) {
                 swift_error_at(path, 0, "__metadata__ is not an object");
@@ -268,7 +292,8 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
             }
             const char *mk;
             json_t *mv;
-            json_object_foreach(val, mk, mv) {
+            json_object_foreach(val, mk, mv)
+            {
                 if (!json_is_string(mv)) {
                     swift_error_at(path, 0, "__metadata__ value of '%s' is not a string", mk);
                     goto fail_root;
@@ -304,9 +329,12 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
     uint64_t at = 0;
     for (size_t i = 0; i < st->ntensors; i++) {
         if (ord[i]->begin != at) {
-            swift_error_at(path, 0, "tensor '%s' starts at byte %llu of the buffer, expected %llu "
-                                    "(offsets must tile the buffer with no holes or overlaps)",
-                           ord[i]->name, (unsigned long long)ord[i]->begin,
+            swift_error_at(path,
+                           0,
+                           "tensor '%s' starts at byte %llu of the buffer, expected %llu "
+                           "(offsets must tile the buffer with no holes or overlaps)",
+                           ord[i]->name,
+                           (unsigned long long)ord[i]->begin,
                            (unsigned long long)at);
             free(ord);
             goto fail;
@@ -315,9 +343,12 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
     }
     free(ord);
     if (at != st->buffer_len) {
-        swift_error_at(path, 0, "tensors end at byte %llu of the buffer but the file holds %llu "
-                                "bytes after the header (truncated or trailing data)",
-                       (unsigned long long)at, (unsigned long long)st->buffer_len);
+        swift_error_at(path,
+                       0,
+                       "tensors end at byte %llu of the buffer but the file holds %llu "
+                       "bytes after the header (truncated or trailing data)",
+                       (unsigned long long)at,
+                       (unsigned long long)st->buffer_len);
         goto fail;
     }
     qsort(st->tensors, st->ntensors, sizeof(*st->tensors), cmp_tensor_name);
@@ -419,9 +450,12 @@ int swift_st_tensor_to_f32(const struct swift_st_tensor *t, float *out)
             out[i] = swift_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return 0;
     default:
-        return swift_error_at(t->path, 0, "tensor '%s' has dtype %s; only F32, F16 and BF16 "
-                                          "convert to float32",
-                              t->name, swift_dtype_name(t->dtype));
+        return swift_error_at(t->path,
+                              0,
+                              "tensor '%s' has dtype %s; only F32, F16 and BF16 "
+                              "convert to float32",
+                              t->name,
+                              swift_dtype_name(t->dtype));
     }
 }
 
@@ -480,8 +514,7 @@ int swift_st_set_open(struct swift_st_set *set, const char *dir)
             return swift_error("out of memory");
         }
         if (access(single, F_OK) < 0) {
-            swift_error("'%s' has neither model.safetensors nor model.safetensors.index.json",
-                        dir);
+            swift_error("'%s' has neither model.safetensors nor model.safetensors.index.json", dir);
             free(single);
             swift_st_set_close(set);
             return -1;
@@ -521,7 +554,8 @@ int swift_st_set_open(struct swift_st_set *set, const char *dir)
     size_t nn = 0;
     const char *key;
     json_t *val;
-    json_object_foreach(wm, key, val) {
+    json_object_foreach(wm, key, val)
+    {
         const char *f = json_string_value(val);
         if (!f) {
             swift_error_at(idx, 0, "weight_map value of '%s' is not a string", key);
@@ -529,8 +563,8 @@ int swift_st_set_open(struct swift_st_set *set, const char *dir)
             goto out;
         }
         if (strchr(f, '/') || !strcmp(f, "..") || !strcmp(f, ".")) {
-            swift_error_at(idx, 0, "weight_map names '%s', which is not a file in the directory",
-                           f);
+            swift_error_at(
+                idx, 0, "weight_map names '%s', which is not a file in the directory", f);
             free(names);
             goto out;
         }
@@ -550,7 +584,8 @@ int swift_st_set_open(struct swift_st_set *set, const char *dir)
         free(p);
         set->nfiles = j + 1;
     }
-    json_object_foreach(wm, key, val) {
+    json_object_foreach(wm, key, val)
+    {
         const char *f = json_string_value(val);
         size_t j = 0;
         while (j < nn && strcmp(names[j], f))
@@ -646,8 +681,14 @@ static int write_file(const char *path, const struct swift_st_entry *const *ord,
         for (int d = 0; d < e->ndim; d++)
             json_array_append_new(shape, json_integer(e->shape[d]));
         uint64_t nb = entry_bytes(e);
-        json_t *t = json_pack("{s:s,s:o,s:[I,I]}", "dtype", swift_dtype_name(e->dtype), "shape",
-                              shape, "data_offsets", (json_int_t)off, (json_int_t)(off + nb));
+        json_t *t = json_pack("{s:s,s:o,s:[I,I]}",
+                              "dtype",
+                              swift_dtype_name(e->dtype),
+                              "shape",
+                              shape,
+                              "data_offsets",
+                              (json_int_t)off,
+                              (json_int_t)(off + nb));
         if (!t) {
             json_decref(root);
             return swift_error("out of memory");
@@ -744,8 +785,8 @@ int swift_safetensors_write_sharded(const char *dir, const struct swift_st_entry
     }
     free(first);
     if (rc == 0) {
-        json_t *root = json_pack("{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)total,
-                                 "weight_map", wm);
+        json_t *root = json_pack(
+            "{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", wm);
         char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(root);
         char *p = swift_path_join(dir, "model.safetensors.index.json");

@@ -78,26 +78,26 @@ uint16_t swift_f32_to_bf16(float f);
 #define SWIFT_ST_MAX_HEADER 100000000ULL
 
 struct swift_st_tensor {
-    char *name;                       /* owned by the file */
+    char *name; /* owned by the file */
     enum swift_dtype dtype;
-    int ndim;                         /* 0 for a scalar */
+    int ndim; /* 0 for a scalar */
     int64_t shape[SWIFT_ST_MAX_DIMS];
     uint64_t numel;
-    uint64_t begin, end;              /* offsets in the byte buffer, END exclusive */
-    const void *data;                 /* borrowed: points into the mapping (may be unaligned) */
-    const char *path;                 /* the file it lives in (borrowed) */
+    uint64_t begin, end; /* offsets in the byte buffer, END exclusive */
+    const void *data;    /* borrowed: points into the mapping (may be unaligned) */
+    const char *path;    /* the file it lives in (borrowed) */
 };
 
 struct swift_safetensors {
-    char *path;                       /* owned */
-    void *map;                        /* whole file (mmap), or NULL for a parsed buffer */
+    char *path; /* owned */
+    void *map;  /* whole file (mmap), or NULL for a parsed buffer */
     size_t map_len;
-    uint64_t header_len;              /* N */
-    const uint8_t *buffer;            /* the byte buffer (8 + N into the file) */
+    uint64_t header_len;   /* N */
+    const uint8_t *buffer; /* the byte buffer (8 + N into the file) */
     uint64_t buffer_len;
-    struct swift_st_tensor *tensors;  /* sorted by name */
+    struct swift_st_tensor *tensors; /* sorted by name */
     size_t ntensors;
-    json_t *metadata;                 /* __metadata__ object (owned) or NULL */
+    json_t *metadata; /* __metadata__ object (owned) or NULL */
 };
 
 /* mmap a file read-only and check its header. Returns 0 or -1 (st is then empty). */
@@ -133,16 +133,15 @@ struct swift_st_set {
 int swift_st_set_open(struct swift_st_set *set, const char *dir);
 void swift_st_set_close(struct swift_st_set *set);
 /* Find a tensor in any file of the set; NULL when absent. */
-const struct swift_st_tensor *swift_st_set_find(const struct swift_st_set *set,
-                                                const char *name);
+const struct swift_st_tensor *swift_st_set_find(const struct swift_st_set *set, const char *name);
 
 /* One tensor to write. */
 struct swift_st_entry {
-    const char *name;                 /* borrowed */
+    const char *name; /* borrowed */
     enum swift_dtype dtype;
     int ndim;
     int64_t shape[SWIFT_ST_MAX_DIMS];
-    const void *data;                 /* borrowed, numel * bits/8 bytes, little-endian */
+    const void *data; /* borrowed, numel * bits/8 bytes, little-endian */
 };
 
 /*

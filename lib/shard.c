@@ -141,9 +141,8 @@ void swift_shard_writer_free(struct swift_shard_writer *w)
     free(w);
 }
 
-int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids,
-                           const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
-                           uint32_t n_docs)
+int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
+                           uint32_t n, const uint32_t *doc_len, uint32_t n_docs)
 {
     uint32_t one = n;
     if (!doc_len) {
@@ -256,71 +255,92 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                        struct shard_view *v)
 {
     if (len < 16)
-        return swift_error_at(name, 0, "offset 0: file too short for a shard header (%zu bytes)",
-                              len);
+        return swift_error_at(
+            name, 0, "offset 0: file too short for a shard header (%zu bytes)", len);
     if (memcmp(b, SWIFT_SHARD_MAGIC, 8) != 0)
         return swift_error_at(name, 0, "offset 0: bad magic (not a swift shard)");
     uint32_t version = get_u32(b + 8);
     if (version != SWIFT_SHARD_VERSION)
-        return swift_error_at(name, 0,
+        return swift_error_at(name,
+                              0,
                               "offset 8: unsupported shard version %u (this build reads %d)",
-                              version, SWIFT_SHARD_VERSION);
+                              version,
+                              SWIFT_SHARD_VERSION);
     uint32_t hdr = get_u32(b + 12);
     if (hdr < SWIFT_SHARD_HEADER_SIZE || hdr > (1u << 20) || hdr % 8)
         return swift_error_at(name, 0, "offset 12: bad header size %u", hdr);
     if (len < hdr)
-        return swift_error_at(name, 0, "offset %zu: file ends inside the %u-byte header", len,
-                              hdr);
+        return swift_error_at(name, 0, "offset %zu: file ends inside the %u-byte header", len, hdr);
     v->base = b;
     v->ns = get_u64(b + 16);
     v->nd = get_u64(b + 24);
     v->nt = get_u64(b + 32);
     uint64_t payload = get_u64(b + 40);
     if (compute_layout(hdr, v->ns, v->nd, v->nt, &v->l) < 0)
-        return swift_error_at(name, 0, "offset 16: implausible counts (samples %" PRIu64
+        return swift_error_at(name,
+                              0,
+                              "offset 16: implausible counts (samples %" PRIu64
                               ", documents %" PRIu64 ", tokens %" PRIu64 ")",
-                              v->ns, v->nd, v->nt);
+                              v->ns,
+                              v->nd,
+                              v->nt);
     if (payload != v->l.end - hdr)
-        return swift_error_at(name, 0,
-                              "offset 40: payload size %" PRIu64 " does not match the counts (%"
-                              PRIu64 ")",
-                              payload, v->l.end - hdr);
+        return swift_error_at(name,
+                              0,
+                              "offset 40: payload size %" PRIu64
+                              " does not match the counts (%" PRIu64 ")",
+                              payload,
+                              v->l.end - hdr);
     if ((uint64_t)len != v->l.end)
-        return swift_error_at(name, 0,
+        return swift_error_at(name,
+                              0,
                               "offset %zu: file size %zu, header says %" PRIu64
                               " (truncated or trailing data)",
-                              len < v->l.end ? len : (size_t)v->l.end, len, v->l.end);
+                              len < v->l.end ? len : (size_t)v->l.end,
+                              len,
+                              v->l.end);
     if (verify_crc) {
         uint32_t want = get_u32(b + 48);
         uint32_t got = crc32_big(b + hdr, payload);
         if (want != got)
-            return swift_error_at(name, 0,
+            return swift_error_at(name,
+                                  0,
                                   "offset %u: payload CRC32 mismatch (header %08x, data %08x)",
-                                  hdr, want, got);
+                                  hdr,
+                                  want,
+                                  got);
     }
     /* offsets must be monotonic and documents must tile the samples */
     const unsigned char *st = b + v->l.sample_tok, *sd = b + v->l.sample_doc;
     if (get_u64(st) != 0 || get_u64(sd) != 0)
-        return swift_error_at(name, 0, "offset %" PRIu64 ": first sample offset is not 0",
-                              v->l.sample_tok);
+        return swift_error_at(
+            name, 0, "offset %" PRIu64 ": first sample offset is not 0", v->l.sample_tok);
     if (get_u64(st + 8 * v->ns) != v->nt || get_u64(sd + 8 * v->ns) != v->nd)
-        return swift_error_at(name, 0,
+        return swift_error_at(name,
+                              0,
                               "offset %" PRIu64 ": last sample offset does not match the counts",
                               v->l.sample_tok + 8 * v->ns);
     for (uint64_t i = 0; i < v->ns; i++) {
         uint64_t t0 = get_u64(st + 8 * i), t1 = get_u64(st + 8 * (i + 1));
         uint64_t d0 = get_u64(sd + 8 * i), d1 = get_u64(sd + 8 * (i + 1));
         if (t1 < t0 || t1 - t0 > UINT32_MAX || d1 <= d0 || d1 > v->nd)
-            return swift_error_at(name, 0, "offset %" PRIu64 ": bad offsets for sample %" PRIu64,
-                                  v->l.sample_tok + 8 * i, i);
+            return swift_error_at(name,
+                                  0,
+                                  "offset %" PRIu64 ": bad offsets for sample %" PRIu64,
+                                  v->l.sample_tok + 8 * i,
+                                  i);
         uint64_t sum = 0;
         for (uint64_t d = d0; d < d1; d++)
             sum += get_u32(b + v->l.doc_len + 4 * d);
         if (sum != t1 - t0)
-            return swift_error_at(name, 0,
+            return swift_error_at(name,
+                                  0,
                                   "offset %" PRIu64 ": documents of sample %" PRIu64
                                   " sum to %" PRIu64 " tokens, not %" PRIu64,
-                                  v->l.doc_len + 4 * d0, i, sum, t1 - t0);
+                                  v->l.doc_len + 4 * d0,
+                                  i,
+                                  sum,
+                                  t1 - t0);
     }
     return 0;
 }
@@ -475,14 +495,17 @@ static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
         return swift_error_at(name, 0, "index must be a JSON object");
     json_t *f = json_object_get(o, "format");
     if (!json_is_string(f) || strcmp(json_string_value(f), SWIFT_SHARD_INDEX_FORMAT))
-        return swift_error_at(name, 0, "not a shard index (\"format\" is not \"%s\")",
-                              SWIFT_SHARD_INDEX_FORMAT);
+        return swift_error_at(
+            name, 0, "not a shard index (\"format\" is not \"%s\")", SWIFT_SHARD_INDEX_FORMAT);
     uint64_t ver = 0;
     if (get_u64j(o, "version", &ver, name, 1) < 0)
         return -1;
     if (ver != SWIFT_SHARD_INDEX_VERSION)
-        return swift_error_at(name, 0, "unsupported index version %" PRIu64 " (this build reads %d)",
-                              ver, SWIFT_SHARD_INDEX_VERSION);
+        return swift_error_at(name,
+                              0,
+                              "unsupported index version %" PRIu64 " (this build reads %d)",
+                              ver,
+                              SWIFT_SHARD_INDEX_VERSION);
     ix->version = (int)ver;
     if (get_str(o, "split", &ix->split, name) < 0 ||
         get_str(o, "tokenizer", &ix->tokenizer, name) < 0 ||
@@ -528,8 +551,8 @@ static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
             return swift_error_at(name, 0, "shards[%zu]: expected {\"file\": ...}", i);
         const char *fn = json_string_value(file);
         if (!*fn || strchr(fn, '/') || !strcmp(fn, ".") || !strcmp(fn, ".."))
-            return swift_error_at(name, 0, "shards[%zu]: file name '%s' must be a plain name", i,
-                                  fn);
+            return swift_error_at(
+                name, 0, "shards[%zu]: file name '%s' must be a plain name", i, fn);
         if (get_u64j(e, "samples", &s, name, 1) < 0 || get_u64j(e, "tokens", &t, name, 1) < 0 ||
             get_u64j(e, "crc32", &crc, name, 0) < 0)
             return -1;
@@ -541,10 +564,14 @@ static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
         tot_t += t;
     }
     if (tot_s != ix->samples || tot_t != ix->tokens)
-        return swift_error_at(name, 0,
+        return swift_error_at(name,
+                              0,
                               "shard list holds %" PRIu64 " samples / %" PRIu64
                               " tokens, counts say %" PRIu64 " / %" PRIu64,
-                              tot_s, tot_t, ix->samples, ix->tokens);
+                              tot_s,
+                              tot_t,
+                              ix->samples,
+                              ix->tokens);
     return 0;
 }
 
@@ -621,8 +648,8 @@ static int map_file(const char *path, struct mapped *m, int flags)
     }
     close(fd);
     static const unsigned char empty[1];
-    return check_image(m->base ? m->base : empty, m->len, path, !(flags & SWIFT_SHARDS_NO_CRC),
-                       &m->v);
+    return check_image(
+        m->base ? m->base : empty, m->len, path, !(flags & SWIFT_SHARDS_NO_CRC), &m->v);
 }
 
 void swift_shards_close(struct swift_shards *s)
@@ -663,20 +690,29 @@ int swift_shards_open(struct swift_shards **out, const char *dir, int flags)
         int rc = map_file(path, m, flags);
         s->n = i + 1;
         if (rc == 0 && (m->v.ns != e->samples || m->v.nt != e->tokens))
-            rc = swift_error_at(path, 0,
+            rc = swift_error_at(path,
+                                0,
                                 "offset 16: holds %" PRIu64 " samples / %" PRIu64
                                 " tokens, index.json says %" PRIu64 " / %" PRIu64,
-                                m->v.ns, m->v.nt, e->samples, e->tokens);
+                                m->v.ns,
+                                m->v.nt,
+                                e->samples,
+                                e->tokens);
         if (rc == 0 && e->crc32 && get_u32(m->base + 48) != e->crc32)
-            rc = swift_error_at(path, 0, "offset 48: CRC32 %08x differs from index.json's %08x",
-                                get_u32(m->base + 48), e->crc32);
+            rc = swift_error_at(path,
+                                0,
+                                "offset 48: CRC32 %08x differs from index.json's %08x",
+                                get_u32(m->base + 48),
+                                e->crc32);
         if (rc == 0 && s->ix.vocab_size) {
             const unsigned char *ids = m->base + m->v.l.ids;
             for (uint64_t t = 0; t < m->v.nt; t++)
                 if (get_u32(ids + 4 * t) >= s->ix.vocab_size) {
-                    rc = swift_error_at(path, 0,
+                    rc = swift_error_at(path,
+                                        0,
                                         "offset %" PRIu64 ": token id %u >= vocab size %" PRIu64,
-                                        m->v.l.ids + 4 * t, get_u32(ids + 4 * t),
+                                        m->v.l.ids + 4 * t,
+                                        get_u32(ids + 4 * t),
                                         s->ix.vocab_size);
                     break;
                 }

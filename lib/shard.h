@@ -70,33 +70,33 @@ struct swift_sample {
 
 /* One shard file's entry in index.json. */
 struct swift_shard_entry {
-    char *file;        /* name relative to the directory (owned) */
+    char *file; /* name relative to the directory (owned) */
     uint64_t samples;
     uint64_t tokens;
-    uint32_t crc32;    /* payload CRC, also in the file's header */
+    uint32_t crc32; /* payload CRC, also in the file's header */
 };
 
 /* index.json. Strings are owned (freed by swift_shard_index_release); NULL when absent. */
 struct swift_shard_index {
-    int version;                /* SWIFT_SHARD_INDEX_VERSION */
-    char *tokenizer;            /* tokenizer directory or name as given (informational) */
-    char *tokenizer_sha256;     /* sha256 hex of tokenizer.json */
-    char *template_name;        /* chat template ("qwen3", "generation", ...) */
-    char *loss;                 /* loss mask policy: "default", "last_round", "all" */
-    char *truncation;           /* "delete", "left", "right", "split" */
-    char *packing;              /* "none", "binpack", "sequential" */
-    char *split;                /* "train" or "val" */
-    uint64_t max_length;        /* longest sample allowed (tokens) */
-    uint64_t vocab_size;        /* ids are < vocab_size (0: unknown, not checked) */
+    int version;            /* SWIFT_SHARD_INDEX_VERSION */
+    char *tokenizer;        /* tokenizer directory or name as given (informational) */
+    char *tokenizer_sha256; /* sha256 hex of tokenizer.json */
+    char *template_name;    /* chat template ("qwen3", "generation", ...) */
+    char *loss;             /* loss mask policy: "default", "last_round", "all" */
+    char *truncation;       /* "delete", "left", "right", "split" */
+    char *packing;          /* "none", "binpack", "sequential" */
+    char *split;            /* "train" or "val" */
+    uint64_t max_length;    /* longest sample allowed (tokens) */
+    uint64_t vocab_size;    /* ids are < vocab_size (0: unknown, not checked) */
     uint64_t seed;
     /* counts */
-    uint64_t samples;           /* samples stored (after packing) */
-    uint64_t documents;         /* documents stored */
-    uint64_t dropped;           /* documents dropped (too long with truncation=delete, invalid) */
-    uint64_t truncated;         /* documents cut to max_length */
-    uint64_t tokens;            /* tokens stored */
-    uint64_t trained_tokens;    /* tokens with mask 1 */
-    double packing_efficiency;  /* tokens / (samples * max_length) when packed, else 0 */
+    uint64_t samples;          /* samples stored (after packing) */
+    uint64_t documents;        /* documents stored */
+    uint64_t dropped;          /* documents dropped (too long with truncation=delete, invalid) */
+    uint64_t truncated;        /* documents cut to max_length */
+    uint64_t tokens;           /* tokens stored */
+    uint64_t trained_tokens;   /* tokens with mask 1 */
+    double packing_efficiency; /* tokens / (samples * max_length) when packed, else 0 */
     /* document length statistics (tokens, before packing; ms-swift's "Dataset Token Length") */
     double len_mean, len_std;
     uint64_t len_min, len_max;
@@ -126,9 +126,8 @@ struct swift_shard_writer;
 struct swift_shard_writer *swift_shard_writer_new(const char *path);
 /* Append one sample: n tokens (ids, mask) made of n_docs documents of lengths doc_len (which
  * must sum to n; doc_len NULL means one document). Copies the data. Returns 0 or -1. */
-int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids,
-                           const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
-                           uint32_t n_docs);
+int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
+                           uint32_t n, const uint32_t *doc_len, uint32_t n_docs);
 uint64_t swift_shard_writer_samples(const struct swift_shard_writer *w);
 uint64_t swift_shard_writer_tokens(const struct swift_shard_writer *w);
 /* Write the file atomically and free w. *crc (may be NULL) gets the payload CRC. Returns 0 or

@@ -80,7 +80,9 @@ int swift_loss_parse(const char *s)
 
 const char *swift_loss_name(int loss)
 {
-    return loss == SWIFT_LOSS_LAST_ROUND ? "last_round" : loss == SWIFT_LOSS_ALL ? "all" : "default";
+    return loss == SWIFT_LOSS_LAST_ROUND ? "last_round"
+           : loss == SWIFT_LOSS_ALL      ? "all"
+                                         : "default";
 }
 
 void swift_encoded_release(struct swift_encoded *e)
@@ -232,20 +234,20 @@ static int validate(struct render *r, const struct swift_conv *c, size_t *last_a
         if (ro == SWIFT_ROLE_USER && prev == SWIFT_ROLE_USER)
             return fail(r, "message %zu: roles out of order (user after user)", i + 1);
         if (ro == SWIFT_ROLE_ASSISTANT && prev == SWIFT_ROLE_SYSTEM)
-            return fail(r, "message %zu: roles out of order (assistant before any user message)",
-                        i + 1);
+            return fail(
+                r, "message %zu: roles out of order (assistant before any user message)", i + 1);
         if (ro == SWIFT_ROLE_ASSISTANT && prev == SWIFT_ROLE_ASSISTANT)
             return fail(r, "message %zu: roles out of order (assistant after assistant)", i + 1);
         if (ro == SWIFT_ROLE_TOOL && prev != SWIFT_ROLE_ASSISTANT && prev != SWIFT_ROLE_TOOL)
-            return fail(r, "message %zu: roles out of order (tool after %s)", i + 1,
-                        role_name(prev));
+            return fail(
+                r, "message %zu: roles out of order (tool after %s)", i + 1, role_name(prev));
         if (ro == SWIFT_ROLE_ASSISTANT)
             *last_asst = i;
         prev = ro;
     }
     if (prev != SWIFT_ROLE_ASSISTANT)
-        return fail(r, "conversation ends with a %s message, not an assistant one",
-                    role_name(prev));
+        return fail(
+            r, "conversation ends with a %s message, not an assistant one", role_name(prev));
     return 0;
 }
 
@@ -262,7 +264,8 @@ static int emit_tools(struct render *r, json_t *tools)
     emits(r, TOOLS_HEAD, 0);
     size_t i;
     json_t *t;
-    json_array_foreach(tools, i, t) {
+    json_array_foreach(tools, i, t)
+    {
         emits(r, "\n", 0);
         emit_json(r, t, 0);
     }
@@ -273,7 +276,8 @@ static int emit_tool_calls(struct render *r, json_t *calls, int qwen3, int has_c
 {
     size_t i;
     json_t *tc;
-    json_array_foreach(calls, i, tc) {
+    json_array_foreach(calls, i, tc)
+    {
         json_t *f = json_object_get(tc, "function");
         if (json_is_object(f))
             tc = f;
@@ -288,11 +292,10 @@ static int emit_tool_calls(struct render *r, json_t *calls, int qwen3, int has_c
         emits(r, "\", \"arguments\": ", m);
         if (qwen3 && json_is_string(args))
             emit_content(r, json_string_value(args), json_string_length(args), m);
+        else if (args)
+            emit_json(r, args, m);
         else
-            if (args)
-                emit_json(r, args, m);
-            else
-                emits(r, "{}", m);
+            emits(r, "{}", m);
         emits(r, "}\n</tool_call>", m);
     }
     return 0;
@@ -438,8 +441,7 @@ static void render_chatml(struct render *r, const struct swift_template *t,
     }
 }
 
-static void render_llama3(struct render *r, const struct swift_conv *c, int loss,
-                          size_t last_asst)
+static void render_llama3(struct render *r, const struct swift_conv *c, int loss, size_t last_asst)
 {
     emits(r, "<|begin_of_text|>", 0);
     int has_tools = c->tools && json_array_size(c->tools) > 0;
@@ -461,7 +463,8 @@ static void render_llama3(struct render *r, const struct swift_conv *c, int loss
             emits(r, "You have access to the following functions:", 0);
             size_t i;
             json_t *t;
-            json_array_foreach(c->tools, i, t) {
+            json_array_foreach(c->tools, i, t)
+            {
                 emits(r, "\n", 0);
                 emit_json(r, t, 0);
             }
@@ -481,7 +484,8 @@ static void render_llama3(struct render *r, const struct swift_conv *c, int loss
         if (m->role == SWIFT_ROLE_ASSISTANT && m->tool_calls) {
             size_t k;
             json_t *tc;
-            json_array_foreach(m->tool_calls, k, tc) {
+            json_array_foreach(m->tool_calls, k, tc)
+            {
                 if (n || k)
                     emits(r, "\n", tm);
                 json_t *f = json_object_get(tc, "function");
@@ -552,8 +556,8 @@ static void render_default(struct render *r, const struct swift_template *t,
 }
 
 int swift_template_encode(const struct swift_template *t, struct swift_tok_state *st,
-                          const struct swift_tokenizer *tok, const struct swift_conv *c,
-                          int loss, struct swift_encoded *e, char *err, size_t errlen)
+                          const struct swift_tokenizer *tok, const struct swift_conv *c, int loss,
+                          struct swift_encoded *e, char *err, size_t errlen)
 {
     struct render r = {e, tok, loss == SWIFT_LOSS_ALL, err, errlen, 0};
     e->len = 0;
@@ -595,8 +599,8 @@ int swift_template_encode(const struct swift_template *t, struct swift_tok_state
     }
     if (r.failed)
         return -1;
-    if (swift_tokenizer_encode(st, e->text, e->len,
-                               SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_NO_NORMALIZE, &e->tok) < 0)
+    if (swift_tokenizer_encode(
+            st, e->text, e->len, SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_NO_NORMALIZE, &e->tok) < 0)
         return fail(&r, "cannot tokenize the rendered sample");
     if (e->tok.n > e->maskcap) {
         size_t nc = e->tok.n + e->tok.n / 2 + 64;

@@ -13,9 +13,9 @@
  *   qwen3     chatml, no default system; assistant turns after the last user query get a
  *             "<think>\n...\n</think>\n\n" block (empty when there is no reasoning), earlier ones
  *             lose theirs (Qwen3 Jinja)
- *   llama3    <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|>
- *   default   ms-swift's default: "{system}\n\n### Human:\n{q}\n\n### Assistant:\n{r}" "\n\n" ... eos
- *   generation plain text for pretraining: [bos] text eos, every token trained
+ *   llama3 <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|>
+ *   default   ms-swift's default: "{system}\n\n### Human:\n{q}\n\n### Assistant:\n{r}" "\n\n" ...
+ * eos generation plain text for pretraining: [bos] text eos, every token trained
  *
  * The loss mask marks training targets: with SWIFT_LOSS_DEFAULT every assistant turn (its
  * content and end marker, like ms-swift's response + chat_sep/suffix), SWIFT_LOSS_LAST_ROUND only
@@ -40,9 +40,9 @@ struct swift_message {
     enum swift_role role;
     const char *content; /* UTF-8, borrowed */
     size_t len;
-    json_t *tool_calls;  /* assistant: array of {"name","arguments"} or {"function":{...}};
-                            borrowed, may be NULL */
-    int loss;            /* -1: the policy decides; 0 or 1: forced for this assistant turn */
+    json_t *tool_calls; /* assistant: array of {"name","arguments"} or {"function":{...}};
+                           borrowed, may be NULL */
+    int loss;           /* -1: the policy decides; 0 or 1: forced for this assistant turn */
 };
 
 /* A conversation, or a pretraining text (is_text). Everything borrowed. */
@@ -76,7 +76,7 @@ struct swift_encoded {
     struct swift_tokens tok; /* ids (offsets on) */
     uint8_t *mask;           /* mask[i] for tok.ids[i] */
     size_t maskcap;
-    uint64_t trained;        /* tokens with mask 1 */
+    uint64_t trained; /* tokens with mask 1 */
 };
 void swift_encoded_release(struct swift_encoded *e);
 
@@ -88,7 +88,7 @@ void swift_encoded_release(struct swift_encoded *e);
  * printing anything (the caller adds file:line).
  */
 int swift_template_encode(const struct swift_template *t, struct swift_tok_state *st,
-                          const struct swift_tokenizer *tok, const struct swift_conv *c,
-                          int loss, struct swift_encoded *e, char *err, size_t errlen);
+                          const struct swift_tokenizer *tok, const struct swift_conv *c, int loss,
+                          struct swift_encoded *e, char *err, size_t errlen);
 
 #endif

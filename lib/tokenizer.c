@@ -373,8 +373,8 @@ static int build_vocab_hash(struct swift_tokenizer *tok)
     }
     for (int b = 0; b < 256; b++)
         if (tok->byte_id[b] < 0)
-            return swift_error("%s: not a byte-level BPE vocabulary (no token for byte 0x%02x)",
-                               tok->name, b);
+            return swift_error(
+                "%s: not a byte-level BPE vocabulary (no token for byte 0x%02x)", tok->name, b);
     return 0;
 }
 
@@ -412,13 +412,21 @@ static int merge_add(struct swift_tokenizer *tok, const char *a, size_t na, cons
     long lb = unmap_bytelevel(b, nb, scratch + la + 1);
     long ib = (la < 0 || lb < 0) ? -1 : vocab_find(tok, scratch + la + 1, (size_t)lb);
     if (ia < 0 || ib < 0)
-        return swift_error("%s: merges[%ld]: token '%.*s' not in the vocabulary", tok->name,
-                           index, ia < 0 ? (int)na : (int)nb, ia < 0 ? a : b);
+        return swift_error("%s: merges[%ld]: token '%.*s' not in the vocabulary",
+                           tok->name,
+                           index,
+                           ia < 0 ? (int)na : (int)nb,
+                           ia < 0 ? a : b);
     memmove(scratch + la, scratch + la + 1, (size_t)lb);
     long im = vocab_find(tok, scratch, (size_t)(la + lb));
     if (im < 0)
         return swift_error("%s: merges[%ld]: merged token '%.*s%.*s' not in the vocabulary",
-                           tok->name, index, (int)na, a, (int)nb, b);
+                           tok->name,
+                           index,
+                           (int)na,
+                           a,
+                           (int)nb,
+                           b);
     uint64_t key = (uint64_t)ia << 32 | (uint64_t)ib;
     uint64_t i = hash_u64(key) & tok->mmask;
     while (tok->mslot[i].rank) {
@@ -461,7 +469,8 @@ static int added_add(struct swift_tokenizer *tok, const char *content, size_t le
     if (!scratch)
         return swift_error("out of memory");
     long bl = unmap_bytelevel(content, len, scratch);
-    int rc = bl < 0 ? add_bytes(tok, content, len, &off) : add_bytes(tok, scratch, (size_t)bl, &off);
+    int rc =
+        bl < 0 ? add_bytes(tok, content, len, &off) : add_bytes(tok, scratch, (size_t)bl, &off);
     free(scratch);
     if (rc < 0)
         return -1;
@@ -515,8 +524,8 @@ static int add_regex(struct swift_tokenizer *tok, const char *pat, size_t n, int
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof(msg));
-        return swift_error("%s: pre-tokenizer regex: %s at offset %zu", tok->name, (char *)msg,
-                           (size_t)eoff);
+        return swift_error(
+            "%s: pre-tokenizer regex: %s at offset %zu", tok->name, (char *)msg, (size_t)eoff);
     }
     tok->re_jit[tok->nre] = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
     tok->re[tok->nre++] = re;
@@ -549,8 +558,7 @@ static int parse_normalizer(struct swift_tokenizer *tok, json_t *n)
             if (parse_normalizer(tok, json_array_get(v, i)) < 0)
                 return -1;
     } else
-        return swift_error("%s: unsupported normalizer '%s' (NFC, NFKC, Sequence)", tok->name,
-                           ty);
+        return swift_error("%s: unsupported normalizer '%s' (NFC, NFKC, Sequence)", tok->name, ty);
     return 0;
 }
 
@@ -599,8 +607,8 @@ static int parse_pretok(struct swift_tokenizer *tok, json_t *p, int *bytelevel)
             return add_regex(tok, json_string_value(str), json_string_length(str), 1);
         return bad(tok, "Split pattern needs \"Regex\" or \"String\"");
     }
-    return swift_error("%s: unsupported pre_tokenizer '%s' (ByteLevel, Split, Sequence)",
-                       tok->name, ty);
+    return swift_error(
+        "%s: unsupported pre_tokenizer '%s' (ByteLevel, Split, Sequence)", tok->name, ty);
 }
 
 static int parse_post(struct swift_tokenizer *tok, json_t *p)
@@ -643,7 +651,8 @@ static int parse_post(struct swift_tokenizer *tok, json_t *p)
         json_t *ids = json_object_get(def, "ids");
         if (!json_is_array(ids))
             return swift_error("%s: TemplateProcessing: special token '%s' not defined",
-                               tok->name, json_string_value(idv));
+                               tok->name,
+                               json_string_value(idv));
         for (size_t k = 0; k < json_array_size(ids); k++) {
             json_t *x = json_array_get(ids, k);
             if (!json_is_integer(x) || json_integer_value(x) < 0 ||
@@ -670,7 +679,8 @@ static int parse_vocab_obj(struct swift_tokenizer *tok, json_t *vocab)
     size_t maxlen = 0;
     const char *k;
     json_t *v;
-    json_object_foreach(vocab, k, v) {
+    json_object_foreach(vocab, k, v)
+    {
         size_t n = strlen(k);
         if (n > maxlen)
             maxlen = n;
@@ -678,12 +688,13 @@ static int parse_vocab_obj(struct swift_tokenizer *tok, json_t *vocab)
     char *scratch = malloc(maxlen + 1);
     if (!scratch)
         return swift_error("out of memory");
-    json_object_foreach(vocab, k, v) {
+    json_object_foreach(vocab, k, v)
+    {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) >= MAX_VOCAB) {
             free(scratch);
-            return swift_error("%s: vocab entry '%s': id must be an integer in [0, %u)",
-                               tok->name, k, MAX_VOCAB);
+            return swift_error(
+                "%s: vocab entry '%s': id must be an integer in [0, %u)", tok->name, k, MAX_VOCAB);
         }
         if (vocab_set(tok, k, strlen(k), (uint32_t)json_integer_value(v), scratch) < 0) {
             free(scratch);
@@ -792,7 +803,8 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
     if (!json_is_object(root) || !json_is_object(model))
         rc = bad(tok, "not a tokenizer.json (no \"model\" object)");
     else if (ty && (!json_is_string(ty) || strcmp(json_string_value(ty), "BPE")))
-        rc = swift_error("%s: unsupported model type '%s' (only BPE)", tok->name,
+        rc = swift_error("%s: unsupported model type '%s' (only BPE)",
+                         tok->name,
                          json_is_string(ty) ? json_string_value(ty) : "?");
     else if (json_is_true(json_object_get(model, "byte_fallback")))
         rc = bad(tok, "byte_fallback BPE (SentencePiece style) is not supported");
@@ -831,10 +843,12 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
             json_t *c = json_object_get(a, "content");
             if (!json_is_integer(id) || json_integer_value(id) < 0 ||
                 json_integer_value(id) >= MAX_VOCAB || !json_is_string(c))
-                rc = swift_error("%s: added_tokens[%zu]: needs \"id\" and \"content\"", tok->name,
-                                 i);
+                rc = swift_error(
+                    "%s: added_tokens[%zu]: needs \"id\" and \"content\"", tok->name, i);
             else
-                rc = added_add(tok, json_string_value(c), json_string_length(c),
+                rc = added_add(tok,
+                               json_string_value(c),
+                               json_string_length(c),
                                (uint32_t)json_integer_value(id),
                                json_is_true(json_object_get(a, "special")),
                                json_is_true(json_object_get(a, "lstrip")),
@@ -844,8 +858,8 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
     for (size_t i = 0; rc == 0 && i < tok->npre + tok->npost; i++) {
         uint32_t id = i < tok->npre ? tok->pre_ids[i] : tok->post_ids[i - tok->npre];
         if (id >= tok->vocab_size || !(tok->info[id].flags & TI_PRESENT))
-            rc = swift_error("%s: post_processor token id %u is not in the vocabulary", tok->name,
-                             id);
+            rc = swift_error(
+                "%s: post_processor token id %u is not in the vocabulary", tok->name, id);
     }
     if (rc == 0)
         rc = finish(tok);
@@ -914,8 +928,8 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
             }
             scratch = q;
         }
-        rc = merge_add(tok, l, (size_t)(sp - l), sp + 1, n - (size_t)(sp + 1 - l), rank, scratch,
-                       lineno);
+        rc = merge_add(
+            tok, l, (size_t)(sp - l), sp + 1, n - (size_t)(sp + 1 - l), rank, scratch, lineno);
         rank++;
     }
     free(scratch);
@@ -1016,7 +1030,7 @@ void swift_tokenizer_free(struct swift_tokenizer *tok)
 
 /* ---- encoding ---- */
 struct cache_slot { /* 16 bytes: the table is probed once per piece */
-    uint32_t hash;     /* 0 = empty */
+    uint32_t hash;  /* 0 = empty */
     uint32_t key_off;
     uint32_t ids_off;
     uint16_t key_len;
@@ -1155,7 +1169,8 @@ static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         const struct heap_ent *best = &last;
-        if (l < n && (h[l].rank < best->rank || (h[l].rank == best->rank && h[l].pos < best->pos))) {
+        if (l < n &&
+            (h[l].rank < best->rank || (h[l].rank == best->rank && h[l].pos < best->pos))) {
             m = l;
             best = &h[l];
         }
@@ -1187,8 +1202,8 @@ static int push_byte_pair(struct swift_tok_state *st, size_t *hn, int32_t i, uns
     const struct merge_slot *m = st->tok->bytepair[a << 8 | b];
     if (!m)
         return 0;
-    return heap_push(st, hn,
-                     (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
+    return heap_push(
+        st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
 }
 
 /* BPE-merge the n bytes at p; append ids starting at offset off. */
@@ -1318,8 +1333,8 @@ static int pretok(struct swift_tok_state *st, int level, const char *p, size_t n
     while (pos < n) {
         int rc = tok->re_jit[level]
                      ? pcre2_jit_match(tok->re[level], (PCRE2_SPTR)p, n, pos, 0, md, st->mctx)
-                     : pcre2_match(tok->re[level], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK, md,
-                                   st->mctx);
+                     : pcre2_match(
+                           tok->re[level], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK, md, st->mctx);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {
@@ -1382,8 +1397,7 @@ static int normalize(const struct swift_tokenizer *tok, const char *s, size_t n,
         return 0;
     utf8proc_uint8_t *dst = NULL;
     int opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE | (tok->norm == NORM_NFKC ? UTF8PROC_COMPAT : 0);
-    utf8proc_ssize_t r =
-        utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, opts);
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, opts);
     if (r < 0)
         return swift_error("cannot normalize text: %s", utf8proc_errmsg(r));
     *out = (char *)dst;
@@ -1531,14 +1545,14 @@ static void many_one(void *vctx, long i, int worker)
         return;
     if (!c->st[worker])
         c->st[worker] = swift_tok_state_new(c->tok);
-    if (!c->st[worker] || swift_tokenizer_encode(c->st[worker], c->texts[i], c->lens[i], c->flags,
-                                                 &c->out[i]) < 0)
+    if (!c->st[worker] ||
+        swift_tokenizer_encode(c->st[worker], c->texts[i], c->lens[i], c->flags, &c->out[i]) < 0)
         atomic_store(&c->failed, 1);
 }
 
 int swift_tokenizer_encode_many(const struct swift_tokenizer *tok, struct swift_pool *pool,
-                                size_t n, const char *const *texts, const size_t *lens,
-                                int flags, struct swift_tokens *out)
+                                size_t n, const char *const *texts, const size_t *lens, int flags,
+                                struct swift_tokens *out)
 {
     int nw = pool ? swift_pool_size(pool) : 1;
     struct many_ctx c = {tok, calloc((size_t)nw, sizeof(void *)), texts, lens, flags, out, 0};
@@ -1617,8 +1631,7 @@ uint32_t swift_tokenizer_vocab_size(const struct swift_tokenizer *tok)
     return tok->vocab_size;
 }
 
-const char *swift_tokenizer_token_bytes(const struct swift_tokenizer *tok, uint32_t id,
-                                        size_t *len)
+const char *swift_tokenizer_token_bytes(const struct swift_tokenizer *tok, uint32_t id, size_t *len)
 {
     if (id >= tok->vocab_size || !(tok->info[id].flags & TI_PRESENT))
         return NULL;

@@ -58,10 +58,10 @@ void swift_tokens_release(struct swift_tokens *t);
 int swift_tokens_push(struct swift_tokens *t, uint32_t id, uint32_t offset);
 
 enum {
-    SWIFT_TOK_PARSE_SPECIAL = 1,  /* match special added tokens in the text (HF default) */
-    SWIFT_TOK_ADD_SPECIAL = 2,    /* apply the post-processor (BOS of Llama-3 Instruct, ...) */
-    SWIFT_TOK_NO_NORMALIZE = 4,   /* the caller has normalized the text already */
-    SWIFT_TOK_SKIP_SPECIAL = 8    /* decode: leave special tokens out */
+    SWIFT_TOK_PARSE_SPECIAL = 1, /* match special added tokens in the text (HF default) */
+    SWIFT_TOK_ADD_SPECIAL = 2,   /* apply the post-processor (BOS of Llama-3 Instruct, ...) */
+    SWIFT_TOK_NO_NORMALIZE = 4,  /* the caller has normalized the text already */
+    SWIFT_TOK_SKIP_SPECIAL = 8   /* decode: leave special tokens out */
 };
 
 /* Load DIR/tokenizer.json (else DIR/encoder.json + DIR/vocab.bpe) and DIR/tokenizer_config.json
@@ -88,8 +88,8 @@ int swift_tokenizer_encode(struct swift_tok_state *st, const char *text, size_t 
 /* Encode n texts over a pool (NULL: this thread), out[i] receiving text i; identical to n
  * single calls. Returns 0 or -1 (the first failing text's error reported). */
 int swift_tokenizer_encode_many(const struct swift_tokenizer *tok, struct swift_pool *pool,
-                                size_t n, const char *const *texts, const size_t *lens,
-                                int flags, struct swift_tokens *out);
+                                size_t n, const char *const *texts, const size_t *lens, int flags,
+                                struct swift_tokens *out);
 
 /* Decode ids to UTF-8 (HF's ByteLevel decoder: bytes joined, invalid sequences replaced by
  * U+FFFD as Rust's from_utf8_lossy does). *text is malloc'ed and NUL-terminated; caller frees.

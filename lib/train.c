@@ -33,8 +33,6 @@
 #include "lib/trace.h"
 #include "lib/banned.h"
 
-
-
 void swift_train_opts_init(struct swift_train_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -69,7 +67,8 @@ static double now_s(void)
 double swift_sgemm_peak_gflops(void)
 {
     int n = 1024;
-    float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4), *c = calloc((size_t)n * n, 4);
+    float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4),
+          *c = calloc((size_t)n * n, 4);
     if (!a || !b || !c) {
         free(a);
         free(b);
@@ -97,7 +96,10 @@ double swift_sgemm_peak_gflops(void)
 /* ---- signals ---- */
 
 static volatile sig_atomic_t stop_signal;
-static void on_stop(int sig) { stop_signal = sig; }
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+}
 
 /* ---- data: an epoch-shuffled order of samples, micro-batches from a prefetch thread ---- */
 
@@ -114,16 +116,16 @@ struct stepbuf {
 
 struct loader {
     struct swift_shards *s;
-    uint64_t n;          /* samples */
+    uint64_t n; /* samples */
     int B, T, GA;
     long seed;
-    long mb_per_epoch;   /* micro-batches per epoch */
-    uint32_t *perm;      /* current epoch's order */
+    long mb_per_epoch; /* micro-batches per epoch */
+    uint32_t *perm;    /* current epoch's order */
     long perm_epoch;
     long delay_ms;
     /* ring of whole steps */
     struct stepbuf ring[3];
-    int head, count;     /* filled slots */
+    int head, count; /* filled slots */
     long next_step, end_step;
     int quit;
     pthread_t th;
@@ -157,8 +159,8 @@ static void make_perm(struct loader *L, long epoch)
 
 /* One row of T tokens from a sample: positions restart per document, token t targets t+1 of
  * the same document when mask[t+1]; padding is a document of its own with no targets. */
-static void fill_row(int32_t *tok, int32_t *tgt, int32_t *pos, const struct swift_sample *x,
-                     int T, long *ntrain)
+static void fill_row(int32_t *tok, int32_t *tgt, int32_t *pos, const struct swift_sample *x, int T,
+                     long *ntrain)
 {
     uint32_t d = 0, start = 0, end = x ? (x->n_docs ? x->doc_len[0] : x->len) : 0;
     uint32_t len = x ? x->len : 0;
@@ -194,8 +196,12 @@ static void fill_step(struct loader *L, struct stepbuf *sb, long step)
         for (int r = 0; r < L->B; r++) {
             struct swift_sample x;
             swift_shards_get(L->s, L->perm[within * L->B + r], &x);
-            fill_row(u->tok + (size_t)r * L->T, u->tgt + (size_t)r * L->T,
-                     u->pos + (size_t)r * L->T, &x, L->T, &u->ntrain);
+            fill_row(u->tok + (size_t)r * L->T,
+                     u->tgt + (size_t)r * L->T,
+                     u->pos + (size_t)r * L->T,
+                     &x,
+                     L->T,
+                     &u->ntrain);
             u->ntokens += x.len;
         }
     }
@@ -220,8 +226,12 @@ static void *loader_main(void *arg)
         pthread_mutex_unlock(&L->mu);
         int64_t t0 = swift_trace_now();
         fill_step(L, &L->ring[slot], step);
-        swift_trace_span("data", "prefetch", t0, swift_trace_now(),
-                         (struct swift_targ[]){SWIFT_TARG_I("step", step)}, 1);
+        swift_trace_span("data",
+                         "prefetch",
+                         t0,
+                         swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_I("step", step)},
+                         1);
         pthread_mutex_lock(&L->mu);
         L->count++;
         pthread_cond_broadcast(&L->cv);
@@ -331,7 +341,7 @@ struct run {
     char *config_path;
     FILE *log;
     double t_start, peak_gflops;
-    long step0;              /* first step of this process (after resume) */
+    long step0; /* first step of this process (after resume) */
 };
 
 static void fmt_time(char *buf, size_t cap, double s)
@@ -387,7 +397,9 @@ static int check_tokenizer(const char *model_dir, const struct swift_shard_index
     if (rc == 0 && strcmp(hex, ix->tokenizer_sha256))
         rc = swift_error("%s/index.json: shards were made with another tokenizer (sha256 %.12s…, "
                          "the model's tokenizer.json is %.12s…)",
-                         data_dir, ix->tokenizer_sha256, hex);
+                         data_dir,
+                         ix->tokenizer_sha256,
+                         hex);
     free(tj);
     return rc;
 }
@@ -406,12 +418,18 @@ static int open_shards(struct run *r, struct swift_shards **s, const char *dir)
             return -1;
         if ((int)x.len > r->T)
             return swift_error("%s: sample %llu has %u tokens, longer than --max-length %d",
-                               dir, (unsigned long long)i, x.len, r->T);
+                               dir,
+                               (unsigned long long)i,
+                               x.len,
+                               r->T);
         for (uint32_t t = 0; t < x.len; t++)
             if (x.ids[t] >= (uint32_t)r->m.cfg.vocab_size)
                 return swift_error("%s: sample %llu has token id %u, outside the model's "
                                    "vocabulary of %d",
-                                   dir, (unsigned long long)i, x.ids[t], r->m.cfg.vocab_size);
+                                   dir,
+                                   (unsigned long long)i,
+                                   x.ids[t],
+                                   r->m.cfg.vocab_size);
     }
     return 0;
 }
@@ -433,8 +451,12 @@ static int run_eval(struct run *r, long step)
         for (int b = 0; b < o->batch_size; b++) {
             struct swift_sample x;
             int have = i + (uint64_t)b < n && swift_shards_get(r->val, i + b, &x) == 0;
-            fill_row(u.tok + (size_t)b * r->T, u.tgt + (size_t)b * r->T, u.pos + (size_t)b * r->T,
-                     have ? &x : NULL, r->T, &nt);
+            fill_row(u.tok + (size_t)b * r->T,
+                     u.tgt + (size_t)b * r->T,
+                     u.pos + (size_t)b * r->T,
+                     have ? &x : NULL,
+                     r->T,
+                     &nt);
         }
         struct swift_batch bt = {o->batch_size, r->T, u.tok, u.tgt, u.pos};
         if (swift_model_forward(&r->m, &bt, &l, 0.0f) < 0) {
@@ -444,15 +466,26 @@ static int run_eval(struct run *r, long step)
     }
     ubatch_free(&u);
     double loss = l.count ? l.sum / (double)l.count : 0;
-    swift_trace_span("eval", "eval", t0, swift_trace_now(),
+    swift_trace_span("eval",
+                     "eval",
+                     t0,
+                     swift_trace_now(),
                      (struct swift_targ[]){SWIFT_TARG_I("step", step), SWIFT_TARG_D("loss", loss)},
                      2);
     char gs[64];
     snprintf(gs, sizeof(gs), "%ld/%ld", step, r->max_steps);
-    emit(r, json_pack("{s:f,s:f,s:f,s:s,s:I}", "eval_loss", loss, "eval_token_acc",
-                      l.count ? (double)l.correct / (double)l.count : 0.0, "epoch",
-                      (double)step / (double)r->steps_per_epoch, "global_step/max_steps", gs,
-                      "eval_tokens", (json_int_t)l.count));
+    emit(r,
+         json_pack("{s:f,s:f,s:f,s:s,s:I}",
+                   "eval_loss",
+                   loss,
+                   "eval_token_acc",
+                   l.count ? (double)l.correct / (double)l.count : 0.0,
+                   "epoch",
+                   (double)step / (double)r->steps_per_epoch,
+                   "global_step/max_steps",
+                   gs,
+                   "eval_tokens",
+                   (json_int_t)l.count));
     return 0;
 }
 
@@ -493,8 +526,9 @@ static int save_optimizer(struct run *r, const char *dir)
             e[k].ndim = p->ndim;
             e[k].shape[0] = p->shape[0];
             e[k].shape[1] = p->shape[1];
-            e[k].data = j == 0 ? (void *)(r->opt.m + off) : j == 1 ? (void *)(r->opt.v + off)
-                                                                  : (void *)p->w;
+            e[k].data = j == 0   ? (void *)(r->opt.m + off)
+                        : j == 1 ? (void *)(r->opt.v + off)
+                                 : (void *)p->w;
             k++;
         }
         off += p->numel;
@@ -553,9 +587,13 @@ static int load_optimizer(struct run *r, const char *dir)
     return rc;
 }
 
-static const char *const tok_files[] = {"tokenizer.json", "tokenizer_config.json",
-                                        "generation_config.json", "special_tokens_map.json",
-                                        "vocab.json", "merges.txt", NULL};
+static const char *const tok_files[] = {"tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "generation_config.json",
+                                        "special_tokens_map.json",
+                                        "vocab.json",
+                                        "merges.txt",
+                                        NULL};
 
 static int cmp_ckpt(const void *a, const void *b)
 {
@@ -616,14 +654,26 @@ static int save_checkpoint(struct run *r, long step)
     if (rc == 0)
         rc = save_optimizer(r, tmp);
     if (rc == 0) {
-        json_t *st = json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "version", 1,
-                               "global_step", (json_int_t)step, "max_steps",
-                               (json_int_t)r->max_steps, "micro_batches_done",
-                               (json_int_t)(step * o->grad_accum), "batch_size",
-                               (json_int_t)o->batch_size, "grad_accum",
-                               (json_int_t)o->grad_accum, "seed", (json_int_t)o->seed,
-                               "adam_step", (json_int_t)r->opt.step, "tuner",
-                               o->tuner == SWIFT_TUNER_LORA ? "lora" : "full", "rng",
+        json_t *st = json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s}",
+                               "version",
+                               1,
+                               "global_step",
+                               (json_int_t)step,
+                               "max_steps",
+                               (json_int_t)r->max_steps,
+                               "micro_batches_done",
+                               (json_int_t)(step * o->grad_accum),
+                               "batch_size",
+                               (json_int_t)o->batch_size,
+                               "grad_accum",
+                               (json_int_t)o->grad_accum,
+                               "seed",
+                               (json_int_t)o->seed,
+                               "adam_step",
+                               (json_int_t)r->opt.step,
+                               "tuner",
+                               o->tuner == SWIFT_TUNER_LORA ? "lora" : "full",
+                               "rng",
                                "stateless: data order from (seed, epoch), dropout from (seed, "
                                "step, micro-batch, layer)");
         char *txt = st ? json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -637,11 +687,15 @@ static int save_checkpoint(struct run *r, long step)
         rc = swift_atomic_dir_commit(tmp, final, 1);
     else
         swift_atomic_dir_abort(tmp);
-    swift_trace_span("ckpt", "checkpoint", t0, swift_trace_now(),
-                     (struct swift_targ[]){SWIFT_TARG_I("step", step)}, 1);
+    swift_trace_span("ckpt",
+                     "checkpoint",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("step", step)},
+                     1);
     if (rc == 0) {
-        swift_trace_instant("ckpt", "checkpoint_written",
-                            (struct swift_targ[]){SWIFT_TARG_S("path", final)}, 1);
+        swift_trace_instant(
+            "ckpt", "checkpoint_written", (struct swift_targ[]){SWIFT_TARG_S("path", final)}, 1);
         if (o->save_total_limit > 0) {
             long steps[4096];
             int n = list_ckpts(o->output_dir, steps, 4096);
@@ -689,22 +743,66 @@ static int write_args(const struct swift_train_opts *o)
     json_t *a = json_pack(
         "{s:s,s:s,s:s?,s:s,s:s,s:i,s:f,s:f,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:s,s:i,s:i,s:i,"
         "s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s?}",
-        "model", o->model, "dataset", o->dataset, "val_dataset", o->val_dataset, "output_dir",
-        o->output_dir, "train_type", o->tuner == SWIFT_TUNER_LORA ? "lora" : "full", "lora_rank",
-        o->lora_rank, "lora_alpha", o->lora_alpha, "lora_dropout", o->lora_dropout,
-        "target_modules", o->target_modules, "learning_rate", o->learning_rate, "weight_decay",
-        o->weight_decay, "adam_beta1", o->adam_beta1, "adam_beta2", o->adam_beta2,
-        "adam_epsilon", o->adam_epsilon, "max_grad_norm", o->max_grad_norm, "warmup_ratio",
-        o->warmup_ratio, "warmup_steps", (json_int_t)o->warmup_steps, "lr_scheduler_type",
+        "model",
+        o->model,
+        "dataset",
+        o->dataset,
+        "val_dataset",
+        o->val_dataset,
+        "output_dir",
+        o->output_dir,
+        "train_type",
+        o->tuner == SWIFT_TUNER_LORA ? "lora" : "full",
+        "lora_rank",
+        o->lora_rank,
+        "lora_alpha",
+        o->lora_alpha,
+        "lora_dropout",
+        o->lora_dropout,
+        "target_modules",
+        o->target_modules,
+        "learning_rate",
+        o->learning_rate,
+        "weight_decay",
+        o->weight_decay,
+        "adam_beta1",
+        o->adam_beta1,
+        "adam_beta2",
+        o->adam_beta2,
+        "adam_epsilon",
+        o->adam_epsilon,
+        "max_grad_norm",
+        o->max_grad_norm,
+        "warmup_ratio",
+        o->warmup_ratio,
+        "warmup_steps",
+        (json_int_t)o->warmup_steps,
+        "lr_scheduler_type",
         o->lr_scheduler == SWIFT_SCHED_LINEAR     ? "linear"
         : o->lr_scheduler == SWIFT_SCHED_CONSTANT ? "constant"
                                                   : "cosine",
-        "per_device_train_batch_size", o->batch_size, "gradient_accumulation_steps",
-        o->grad_accum, "max_length", o->max_length, "num_train_epochs", o->num_train_epochs,
-        "max_steps", (json_int_t)o->max_steps, "seed", (json_int_t)o->seed, "save_steps",
-        (json_int_t)o->save_steps, "save_total_limit", (json_int_t)o->save_total_limit,
-        "eval_steps", (json_int_t)o->eval_steps, "logging_steps", (json_int_t)o->logging_steps,
-        "resume_from_checkpoint", o->resume);
+        "per_device_train_batch_size",
+        o->batch_size,
+        "gradient_accumulation_steps",
+        o->grad_accum,
+        "max_length",
+        o->max_length,
+        "num_train_epochs",
+        o->num_train_epochs,
+        "max_steps",
+        (json_int_t)o->max_steps,
+        "seed",
+        (json_int_t)o->seed,
+        "save_steps",
+        (json_int_t)o->save_steps,
+        "save_total_limit",
+        (json_int_t)o->save_total_limit,
+        "eval_steps",
+        (json_int_t)o->eval_steps,
+        "logging_steps",
+        (json_int_t)o->logging_steps,
+        "resume_from_checkpoint",
+        o->resume);
     if (!a)
         return swift_error("out of memory");
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
@@ -730,8 +828,7 @@ static char *resolve_resume(const struct swift_train_opts *o, int *err)
     long steps[4096];
     int n = list_ckpts(o->output_dir, steps, 4096);
     if (!n) {
-        swift_warn("--resume latest: no checkpoint in '%s', starting from scratch",
-                   o->output_dir);
+        swift_warn("--resume latest: no checkpoint in '%s', starting from scratch", o->output_dir);
         return NULL;
     }
     char nm[64];
@@ -749,8 +846,7 @@ static int read_state(const char *ckpt, long *step, const struct swift_train_opt
     json_t *st = p ? json_load_file(p, 0, &jerr) : NULL;
     int rc = 0;
     if (!st) {
-        rc = swift_error_at(p ? p : ckpt, p ? jerr.line : 0, "%s",
-                            p ? jerr.text : "out of memory");
+        rc = swift_error_at(p ? p : ckpt, p ? jerr.line : 0, "%s", p ? jerr.text : "out of memory");
     } else {
         json_t *gs = json_object_get(st, "global_step");
         const char *tu = json_string_value(json_object_get(st, "tuner"));
@@ -761,8 +857,10 @@ static int read_state(const char *ckpt, long *step, const struct swift_train_opt
         else if (json_integer_value(json_object_get(st, "batch_size")) != o->batch_size ||
                  json_integer_value(json_object_get(st, "grad_accum")) != o->grad_accum ||
                  json_integer_value(json_object_get(st, "seed")) != o->seed)
-            rc = swift_error_at(p, 0, "batch size, gradient accumulation and seed must be those "
-                                      "of the checkpointed run to resume exactly");
+            rc = swift_error_at(p,
+                                0,
+                                "batch size, gradient accumulation and seed must be those "
+                                "of the checkpointed run to resume exactly");
         else
             *step = (long)json_integer_value(gs);
     }
@@ -796,10 +894,23 @@ int swift_train_run(const struct swift_train_opts *o)
     int brc = swift_backend_select(&be, o->device);
     if (brc)
         return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
-    struct swift_trace_config tc = {.stage = "train", .path = o->trace, .world_size = 1,
-                                    .device = be.name, .argc = o->argc, .argv = o->argv};
+    struct swift_trace_config tc = {.stage = "train",
+                                    .path = o->trace,
+                                    .world_size = 1,
+                                    .device = be.name,
+                                    .argc = o->argc,
+                                    .argv = o->argv};
     if (swift_trace_open(&tc) < 0)
         return SWIFT_EXIT_FAIL;
+    /* from here on SIGTERM/SIGUSR1 only set a flag: a signal during loading still ends in a
+     * checkpoint after the first step and exit 75 (after the trace's own handlers, which
+     * would otherwise end the process) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
 
     int rerr;
     char *resume = resolve_resume(o, &rerr);
@@ -822,7 +933,8 @@ int swift_train_run(const struct swift_train_opts *o)
             if (swift_lora_load(&r->m, resume, &r->lo) < 0)
                 goto out;
         } else {
-            r->lo = (struct swift_lora_opts){.rank = o->lora_rank, .alpha = (float)o->lora_alpha,
+            r->lo = (struct swift_lora_opts){.rank = o->lora_rank,
+                                             .alpha = (float)o->lora_alpha,
                                              .dropout = (float)o->lora_dropout,
                                              .targets = o->target_modules,
                                              .seed = (uint64_t)o->seed};
@@ -846,12 +958,14 @@ int swift_train_run(const struct swift_train_opts *o)
         goto out;
     }
     if (r->T > r->m.cfg.max_position_embeddings) {
-        swift_error("--max-length %d exceeds the model's max_position_embeddings %d", r->T,
+        swift_error("--max-length %d exceeds the model's max_position_embeddings %d",
+                    r->T,
                     r->m.cfg.max_position_embeddings);
         goto out;
     }
     if (r->m.cfg.sliding_window > 0 && r->T > r->m.cfg.sliding_window) {
-        swift_error("--max-length %d exceeds the model's sliding_window %d (not supported)", r->T,
+        swift_error("--max-length %d exceeds the model's sliding_window %d (not supported)",
+                    r->T,
                     r->m.cfg.sliding_window);
         goto out;
     }
@@ -871,23 +985,31 @@ int swift_train_run(const struct swift_train_opts *o)
     long mbpe = (long)(n / (uint64_t)o->batch_size);
     r->steps_per_epoch = mbpe / o->grad_accum;
     if (r->steps_per_epoch <= 0) {
-        swift_error("%s: %llu samples make no full step of %d x %d samples", o->dataset,
-                    (unsigned long long)n, o->batch_size, o->grad_accum);
+        swift_error("%s: %llu samples make no full step of %d x %d samples",
+                    o->dataset,
+                    (unsigned long long)n,
+                    o->batch_size,
+                    o->grad_accum);
         goto out;
     }
     r->max_steps = o->max_steps > 0 ? o->max_steps
                                     : (long)ceil(o->num_train_epochs * (double)r->steps_per_epoch);
-    r->warmup = o->warmup_steps > 0 ? o->warmup_steps
-                                    : (long)ceil(o->warmup_ratio * (double)r->max_steps);
-    r->lr = o->learning_rate >= 0 ? o->learning_rate
-                                  : (o->tuner == SWIFT_TUNER_LORA ? 1e-4 : 1e-5);
+    r->warmup =
+        o->warmup_steps > 0 ? o->warmup_steps : (long)ceil(o->warmup_ratio * (double)r->max_steps);
+    r->lr = o->learning_rate >= 0 ? o->learning_rate : (o->tuner == SWIFT_TUNER_LORA ? 1e-4 : 1e-5);
     if (start_step > r->max_steps) {
         swift_error("checkpoint step %ld is beyond max_steps %ld", start_step, r->max_steps);
         goto out;
     }
 
-    if (swift_adamw_init(&r->opt, be.ops, r->tp, r->ntp, (float)o->adam_beta1,
-                         (float)o->adam_beta2, (float)o->adam_epsilon, (float)o->weight_decay) < 0)
+    if (swift_adamw_init(&r->opt,
+                         be.ops,
+                         r->tp,
+                         r->ntp,
+                         (float)o->adam_beta1,
+                         (float)o->adam_beta2,
+                         (float)o->adam_epsilon,
+                         (float)o->weight_decay) < 0)
         goto out;
     if (resume && load_optimizer(r, resume) < 0)
         goto out;
@@ -910,12 +1032,6 @@ int swift_train_run(const struct swift_train_opts *o)
                      : be.peak_gflops > 0 ? be.peak_gflops
                                           : swift_sgemm_peak_gflops();
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
 
     L.s = r->train;
     L.n = n;
@@ -942,8 +1058,8 @@ int swift_train_run(const struct swift_train_opts *o)
         swift_trace_set_detail(pa == SWIFT_PROF_RECORD || pa == SWIFT_PROF_RECORD_AND_SAVE);
         be.ops->device_trace(o->profile && swift_trace_detail());
         int64_t ts0 = swift_trace_now();
-        double lr = swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup,
-                                r->max_steps);
+        double lr =
+            swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup, r->max_steps);
         swift_model_zero_grad(&r->m);
         int64_t tw = swift_trace_now();
         struct stepbuf *sb = loader_next(&L);
@@ -965,23 +1081,31 @@ int swift_train_run(const struct swift_train_opts *o)
                 goto out;
             }
             int64_t tb = swift_trace_now();
-            swift_trace_span("compute", "forward", tf, tb,
-                             (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)}, 1);
+            swift_trace_span("compute",
+                             "forward",
+                             tf,
+                             tb,
+                             (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)},
+                             1);
             swift_model_backward(&r->m, &bt);
-            swift_trace_span("compute", "backward", tb, swift_trace_now(),
-                             (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)}, 1);
+            swift_trace_span("compute",
+                             "backward",
+                             tb,
+                             swift_trace_now(),
+                             (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)},
+                             1);
         }
         loader_release(&L);
         double lossv = loss.count ? loss.sum / (double)loss.count : 0.0;
         if (!isfinite(lossv)) {
-            swift_error("loss is %s at step %ld; stopping", isnan(lossv) ? "nan" : "inf",
-                        step + 1);
+            swift_error("loss is %s at step %ld; stopping", isnan(lossv) ? "nan" : "inf", step + 1);
             goto out;
         }
         int64_t to = swift_trace_now();
         double gnorm = swift_grad_norm(r->m.ops, r->tp, r->ntp);
         if (!isfinite(gnorm)) {
-            swift_error("gradient norm is %s at step %ld; stopping", isnan(gnorm) ? "nan" : "inf",
+            swift_error("gradient norm is %s at step %ld; stopping",
+                        isnan(gnorm) ? "nan" : "inf",
                         step + 1);
             goto out;
         }
@@ -989,12 +1113,15 @@ int swift_train_run(const struct swift_train_opts *o)
         int64_t te = swift_trace_now();
         swift_trace_span("optim", "optimizer", to, te, NULL, 0);
         long gs = step + 1;
-        swift_trace_span("step", "step", ts0, te,
-                         (struct swift_targ[]){SWIFT_TARG_I("step", gs),
-                                               SWIFT_TARG_I("tokens", ntok),
-                                               SWIFT_TARG_I("samples",
-                                                            (long)o->batch_size * o->grad_accum)},
-                         3);
+        swift_trace_span(
+            "step",
+            "step",
+            ts0,
+            te,
+            (struct swift_targ[]){SWIFT_TARG_I("step", gs),
+                                  SWIFT_TARG_I("tokens", ntok),
+                                  SWIFT_TARG_I("samples", (long)o->batch_size * o->grad_accum)},
+            3);
         double step_s = (double)(te - ts0) * 1e-9;
         swift_trace_counter("loss", lossv);
         swift_trace_counter("lr", lr);
@@ -1013,15 +1140,34 @@ int swift_train_run(const struct swift_train_opts *o)
             snprintf(pct, sizeof(pct), "%.2f%%", 100.0 * (double)gs / (double)r->max_steps);
             fmt_time(elb, sizeof(elb), el);
             fmt_time(rmb, sizeof(rmb), el / (double)(gs - r->step0) * (double)(r->max_steps - gs));
-            emit(r, json_pack("{s:f,s:f,s:f,s:f,s:f,s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:f}", "loss",
-                              lossv, "grad_norm", gnorm, "learning_rate", lr, "token_acc",
-                              loss.count ? (double)loss.correct / (double)loss.count : 0.0,
-                              "epoch", (double)gs / (double)r->steps_per_epoch,
-                              "global_step/max_steps", gsb, "percentage", pct, "elapsed_time",
-                              elb, "remaining_time", rmb, "memory(GiB)", rss_gib(),
-                              "train_speed(s/it)", sps, "tokens/s", tps, "MFU",
-                              r->peak_gflops > 0 ? tps * flops_tok / (r->peak_gflops * 1e9)
-                                                 : 0.0));
+            emit(r,
+                 json_pack("{s:f,s:f,s:f,s:f,s:f,s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:f}",
+                           "loss",
+                           lossv,
+                           "grad_norm",
+                           gnorm,
+                           "learning_rate",
+                           lr,
+                           "token_acc",
+                           loss.count ? (double)loss.correct / (double)loss.count : 0.0,
+                           "epoch",
+                           (double)gs / (double)r->steps_per_epoch,
+                           "global_step/max_steps",
+                           gsb,
+                           "percentage",
+                           pct,
+                           "elapsed_time",
+                           elb,
+                           "remaining_time",
+                           rmb,
+                           "memory(GiB)",
+                           rss_gib(),
+                           "train_speed(s/it)",
+                           sps,
+                           "tokens/s",
+                           tps,
+                           "MFU",
+                           r->peak_gflops > 0 ? tps * flops_tok / (r->peak_gflops * 1e9) : 0.0));
             win_t = t;
             win_tokens = 0;
             win_steps = 0;
@@ -1035,7 +1181,8 @@ int swift_train_run(const struct swift_train_opts *o)
         }
         if (stop_signal) {
             swift_info("%s: checkpoint-%ld written; exiting with 75",
-                       stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", gs);
+                       stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1",
+                       gs);
             rc = SWIFT_EXIT_INTERRUPTED;
             goto out;
         }
@@ -1049,9 +1196,17 @@ int swift_train_run(const struct swift_train_opts *o)
         char nm[64];
         snprintf(nm, sizeof(nm), "checkpoint-%ld", r->max_steps);
         char *p = swift_path_join(o->output_dir, nm);
-        json_t *done = json_pack("{s:i,s:s,s:s?,s:I,s:f}", "version", 1, "event", "done",
-                                 "last_checkpoint", p, "global_step", (json_int_t)r->max_steps,
-                                 "train_runtime", now_s() - r->t_start);
+        json_t *done = json_pack("{s:i,s:s,s:s?,s:I,s:f}",
+                                 "version",
+                                 1,
+                                 "event",
+                                 "done",
+                                 "last_checkpoint",
+                                 p,
+                                 "global_step",
+                                 (json_int_t)r->max_steps,
+                                 "train_runtime",
+                                 now_s() - r->t_start);
         char *line = done ? json_dumps(done, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         if (line)
             printf("%s\n", line);

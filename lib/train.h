@@ -27,32 +27,32 @@
 enum { SWIFT_TUNER_FULL = 0, SWIFT_TUNER_LORA = 1 };
 
 struct swift_train_opts {
-    const char *model;         /* model directory (HF layout) */
-    const char *dataset;       /* shard directory */
-    const char *val_dataset;   /* NULL: DATASET/val when it exists */
-    const char *output_dir;    /* run directory */
-    const char *resume;        /* checkpoint directory, "latest", or NULL */
+    const char *model;       /* model directory (HF layout) */
+    const char *dataset;     /* shard directory */
+    const char *val_dataset; /* NULL: DATASET/val when it exists */
+    const char *output_dir;  /* run directory */
+    const char *resume;      /* checkpoint directory, "latest", or NULL */
     int tuner;
     int lora_rank;
     double lora_alpha, lora_dropout;
     const char *target_modules;
-    double learning_rate;      /* <0: 1e-4 for LoRA, 1e-5 full (ms-swift) */
+    double learning_rate; /* <0: 1e-4 for LoRA, 1e-5 full (ms-swift) */
     double weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm;
     double warmup_ratio;
     long warmup_steps;
-    int lr_scheduler;          /* enum swift_sched */
-    int batch_size;            /* rows per micro-batch */
+    int lr_scheduler; /* enum swift_sched */
+    int batch_size;   /* rows per micro-batch */
     int grad_accum;
-    int max_length;            /* 0: the shards' max_length */
+    int max_length; /* 0: the shards' max_length */
     double num_train_epochs;
-    long max_steps;            /* <=0: from epochs */
+    long max_steps; /* <=0: from epochs */
     long seed;
     long save_steps, save_total_limit, eval_steps, logging_steps;
-    int threads;               /* 0: all */
-    const char *device;        /* auto (NULL), cpu, cuda, cuda:N (lib/backend.h) */
-    long data_delay_ms;        /* testing only: slow the data path */
+    int threads;        /* 0: all */
+    const char *device; /* auto (NULL), cpu, cuda, cuda:N (lib/backend.h) */
+    long data_delay_ms; /* testing only: slow the data path */
     const char *trace, *profile;
-    double peak_gflops;        /* for MFU; 0: measure sgemm at start-up */
+    double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */
     int argc;
     char **argv;

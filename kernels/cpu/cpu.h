@@ -14,19 +14,18 @@ void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, c
                           const float *w, int N, int I, int O, float alpha, float din_beta);
 void swift_cpu_embed_fwd(float *out, const int32_t *tok, const float *emb, int N, int C);
 void swift_cpu_embed_bwd(float *demb, const float *dout, const int32_t *tok, int N, int C);
-void swift_cpu_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int N,
-                           int C, float eps);
+void swift_cpu_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int N, int C,
+                           float eps);
 void swift_cpu_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in,
                            const float *w, const float *rstd, int N, int C);
 void swift_cpu_rope_fwd(float *x, const int32_t *pos, const float *inv_freq, int N, int H, int D);
-void swift_cpu_rope_bwd(float *dx, const int32_t *pos, const float *inv_freq, int N, int H,
-                        int D);
+void swift_cpu_rope_bwd(float *dx, const int32_t *pos, const float *inv_freq, int N, int H, int D);
 void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const float *k,
                              const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
                              int D);
-void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
-                             const float *probs, const float *q, const float *k, const float *v,
-                             const int32_t *pos, int B, int T, int NH, int NKV, int D);
+void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                             const float *q, const float *k, const float *v, const int32_t *pos,
+                             int B, int T, int NH, int NKV, int D);
 void swift_cpu_swiglu_fwd(float *out, const float *gate, const float *up, size_t n);
 void swift_cpu_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
                           const float *up, size_t n);

@@ -10,8 +10,8 @@
 void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
                           int In, int O, float alpha, float beta)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, alpha, in, In, w, In, beta, out,
-                O);
+    cblas_sgemm(
+        CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, alpha, in, In, w, In, beta, out, O);
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
@@ -27,11 +27,35 @@ void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, c
                           const float *w, int N, int In, int O, float alpha, float din_beta)
 {
     if (din)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, O, alpha, dout, O, w, In,
-                    din_beta, din, In);
+        cblas_sgemm(CblasRowMajor,
+                    CblasNoTrans,
+                    CblasNoTrans,
+                    N,
+                    In,
+                    O,
+                    alpha,
+                    dout,
+                    O,
+                    w,
+                    In,
+                    din_beta,
+                    din,
+                    In);
     if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, In, N, alpha, dout, O, in, In, 1.0f,
-                    dw, In);
+        cblas_sgemm(CblasRowMajor,
+                    CblasTrans,
+                    CblasNoTrans,
+                    O,
+                    In,
+                    N,
+                    alpha,
+                    dout,
+                    O,
+                    in,
+                    In,
+                    1.0f,
+                    dw,
+                    In);
     if (db) {
 #pragma omp parallel for schedule(static)
         for (int o = 0; o < O; o++) {

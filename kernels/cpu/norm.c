@@ -26,8 +26,8 @@ void swift_cpu_embed_bwd(float *demb, const float *dout, const int32_t *tok, int
 }
 
 /* out (N,C) = in * rstd * w (C), rstd (N) = 1/sqrt(mean(in^2) + eps) */
-void swift_cpu_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int N,
-                           int C, float eps)
+void swift_cpu_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int N, int C,
+                           float eps)
 {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {

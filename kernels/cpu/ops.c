@@ -17,8 +17,14 @@ static void *cpu_alloc(size_t bytes)
     memset(p, 0, sz ? sz : 64);
     return p;
 }
-static void cpu_free(void *p) { free(p); }
-static void cpu_zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+static void cpu_free(void *p)
+{
+    free(p);
+}
+static void cpu_zero(float *x, size_t n)
+{
+    memset(x, 0, n * sizeof(float));
+}
 static void cpu_copy(float *dst, const float *src, size_t n)
 {
     memcpy(dst, src, n * sizeof(float));

@@ -32,8 +32,7 @@ void swift_cpu_rope_fwd(float *x, const int32_t *pos, const float *inv_freq, int
 }
 
 /* the rotation is orthogonal: its gradient is the rotation by -angle */
-void swift_cpu_rope_bwd(float *dx, const int32_t *pos, const float *inv_freq, int N, int H,
-                        int D)
+void swift_cpu_rope_bwd(float *dx, const int32_t *pos, const float *inv_freq, int N, int H, int D)
 {
     rotate(dx, pos, inv_freq, N, H, D, -1.0f);
 }

@@ -5,6 +5,7 @@
 #include "analyze/rules.h"
 #include "error.h"
 #include "fileio.h"
+#include "trace.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,8 +13,8 @@
 
 #include "banned.h"
 
-static const char *const swift_parts[] = {"data_wait", "forward", "backward", "grad_sync",
-                                          "optimizer", "other"};
+static const char *const swift_parts[] = {
+    "data_wait", "forward", "backward", "grad_sync", "optimizer", "other"};
 enum { SP_DATA, SP_FWD, SP_BWD, SP_SYNC, SP_OPT, SP_OTHER, SP_N };
 
 void swift_analyze_opts_default(struct swift_analyze_opts *o)
@@ -22,6 +23,7 @@ void swift_analyze_opts_default(struct swift_analyze_opts *o)
     o->format = SWIFT_FMT_TEXT;
     o->top = 5;
     o->step_lo = o->step_hi = -1;
+    o->window = -1;
     o->merge_warn_bytes = 256ull << 20;
     swift_an_thresholds_default(&o->th);
     swift_an_kineto_opts_default(&o->kopts);
@@ -47,10 +49,10 @@ static void step_stats(struct swift_an_proc *p)
         for (int k = 0; k < p->npart; k++)
             p->part_avg[k] += p->steps[i].part[k] / (double)p->nsteps;
     }
-    qsort(d, p->nsteps, sizeof(*d), cmp_dbl);
+    swift_an_sort(d, p->nsteps, sizeof(*d), cmp_dbl);
     p->step_avg = sum / (double)p->nsteps;
-    p->step_median = p->nsteps % 2 ? d[p->nsteps / 2]
-                                    : (d[p->nsteps / 2 - 1] + d[p->nsteps / 2]) / 2;
+    p->step_median =
+        p->nsteps % 2 ? d[p->nsteps / 2] : (d[p->nsteps / 2 - 1] + d[p->nsteps / 2]) / 2;
     p->step_max = d[p->nsteps - 1];
     free(d);
 }
@@ -94,7 +96,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     if (!ph)
         abort();
     size_t nph = 0;
-    struct swift_an_ivec tok = {0};
+    struct swift_an_ivec tok = {0}, kern = {0};
     int64_t tids[64];
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {
@@ -126,6 +128,8 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
                 ;
             if (k == ntids && ntids < 64)
                 tids[ntids++] = e->tid;
+        } else if (!strcmp(cat, "kernel")) {
+            swift_an_ivec_push(&kern, b, en); /* CUPTI kernels written by swift-train */
         } else if (part_of(nm, cat) >= 0) {
             ph[nph++] = e;
         }
@@ -134,7 +138,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     if (tok.n)
         p->tok_busy_us = swift_an_ival_len(tok.v, swift_an_ival_merge(tok.v, tok.n));
     swift_an_ivec_free(&tok);
-    qsort(ph, nph, sizeof(*ph), cmp_ev_ts);
+    swift_an_sort(ph, nph, sizeof(*ph), cmp_ev_ts);
     static const int order[] = {SP_DATA, SP_SYNC, SP_FWD, SP_BWD, SP_OPT};
     struct swift_an_ival slots[64], tmp[64], claim[64], mine[32];
     size_t j = 0;
@@ -159,6 +163,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
             claimed_n = swift_an_ival_and(slots, ns, mine, nm, claim);
             double len = swift_an_ival_len(claim, claimed_n);
             sp->part[order[oi]] = len;
+            swift_an_seg_add(&sp->seg, &sp->nseg, order[oi], claim, claimed_n, 0);
             claimed += len;
             ns = swift_an_ival_sub(slots, ns, claim, claimed_n, tmp);
             if (ns > 32)
@@ -166,10 +171,19 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
             memcpy(slots, tmp, ns * sizeof(*slots));
         }
         sp->part[SP_OTHER] = sp->dur - claimed;
+        swift_an_seg_sort(sp->seg, sp->nseg);
     }
     free(ph);
     step_stats(p);
+    /* GPU utilization as the TensorBoard plugin defines it: kernel union over all steps */
     p->gpu_util = -1;
+    if (kern.n && p->nsteps) {
+        size_t nk = swift_an_ival_merge(kern.v, kern.n);
+        double lo = p->steps[0].ts, hi = p->steps[p->nsteps - 1].ts + p->steps[p->nsteps - 1].dur;
+        if (hi > lo)
+            p->gpu_util = swift_an_ival_len_in(kern.v, nk, lo, hi) / (hi - lo);
+    }
+    swift_an_ivec_free(&kern);
 }
 
 static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
@@ -192,6 +206,9 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
         p->steps[i].ts = p->k.steps[i].b;
         p->steps[i].dur = p->k.steps[i].e - p->k.steps[i].b;
         memcpy(p->steps[i].part, p->k.steps[i].role, sizeof(p->k.steps[i].role));
+        p->steps[i].seg = p->k.steps[i].seg; /* ownership moves to the proc */
+        p->steps[i].nseg = p->k.steps[i].nseg;
+        p->k.steps[i].seg = NULL;
     }
     for (size_t i = 0; i < s->n; i++) {
         double b = s->ev[i].ts, e = b + s->ev[i].dur;
@@ -219,8 +236,12 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
             if (s->process_name)
                 snprintf(p->label, sizeof(p->label), "%s", s->process_name);
             else
-                snprintf(p->label, sizeof(p->label), "swift-%s rank %d @ %s",
-                         s->stage ? s->stage : "?", p->rank, s->host ? s->host : "?");
+                snprintf(p->label,
+                         sizeof(p->label),
+                         "swift-%s rank %d @ %s",
+                         s->stage ? s->stage : "?",
+                         p->rank,
+                         s->host ? s->host : "?");
             swift_proc(set, p);
         } else {
             const char *base = strrchr(s->path, '/');
@@ -243,6 +264,8 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
 void swift_an_procs_free(struct swift_an_proc *procs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < procs[i].nsteps; j++)
+            free(procs[i].steps[j].seg);
         free(procs[i].steps);
         if (procs[i].has_kineto)
             swift_an_kineto_release(&procs[i].k);
@@ -264,21 +287,39 @@ static double r3(double v)
     return round(v * 1000) / 1000;
 }
 
-static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_step *sp)
+static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_step *sp,
+                         int with_timeline)
 {
-    json_t *o = json_pack("{s:I,s:o,s:o}", "step", (json_int_t)sp->step, "ts", num(sp->ts),
-                          "dur_us", num(r3(sp->dur)));
+    json_t *o = json_pack("{s:I,s:o,s:o}",
+                          "step",
+                          (json_int_t)sp->step,
+                          "ts",
+                          num(sp->ts),
+                          "dur_us",
+                          num(r3(sp->dur)));
     json_t *us = json_object();
     for (int k = 0; k < p->npart; k++)
         json_object_set_new(us, p->part_names[k], num(r3(sp->part[k])));
     json_object_set_new(o, "us", us);
+    if (sp->nseg && with_timeline) {
+        /* [part, start, end] in µs from the step's start, in time order */
+        json_t *tl = json_array();
+        for (size_t i = 0; i < sp->nseg; i++)
+            json_array_append_new(tl,
+                                  json_pack("[s,o,o]",
+                                            p->part_names[sp->seg[i].part],
+                                            num(r3(sp->seg[i].b - sp->ts)),
+                                            num(r3(sp->seg[i].e - sp->ts))));
+        json_object_set_new(o, "timeline", tl);
+    }
     return o;
 }
 
 static const struct swift_an_proc *sort_proc;
 static int cmp_step_dur(const void *a, const void *b)
 {
-    double x = sort_proc->steps[*(const size_t *)a].dur, y = sort_proc->steps[*(const size_t *)b].dur;
+    double x = sort_proc->steps[*(const size_t *)a].dur,
+           y = sort_proc->steps[*(const size_t *)b].dur;
     return (x < y) - (x > y);
 }
 
@@ -292,9 +333,70 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
     for (size_t i = 0; i < p->nsteps; i++)
         idx[i] = i;
     sort_proc = p;
-    qsort(idx, p->nsteps, sizeof(*idx), cmp_step_dur);
+    swift_an_sort(idx, p->nsteps, sizeof(*idx), cmp_step_dur);
     *out = idx;
     return p->nsteps < (size_t)top ? p->nsteps : (size_t)top;
+}
+
+/* Host-side spans (CPU ops, annotations, our phases) by name: count and inclusive time, the
+ * n largest totals. GPU work (stream >= 0), steps and the profiler's own spans are left out. */
+struct opagg {
+    uint32_t name, cat;
+    long count;
+    double sum;
+};
+static int cmp_opagg(const void *a, const void *b)
+{
+    const struct opagg *x = a, *y = b;
+    return (x->sum < y->sum) - (x->sum > y->sum);
+}
+
+static json_t *top_ops(const struct swift_an_set *set, const struct swift_an_proc *p, int n)
+{
+    const struct swift_an_source *s = p->src;
+    const struct swift_an_strtab *st = &set->strs;
+    uint32_t *slot = calloc(st->n + 1, sizeof(*slot));
+    struct opagg *agg = NULL;
+    size_t na = 0;
+    if (!slot)
+        abort();
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->stream >= 0 || e->name >= st->n)
+            continue;
+        const char *cat = swift_an_str(st, e->cat), *nm = swift_an_str(st, e->name);
+        if (!strcmp(cat, "step") || !strcmp(cat, "Trace") || !strncmp(nm, "ProfilerStep#", 13) ||
+            !strcmp(cat, "kernel") || !strcmp(cat, "Kernel") || !strcmp(cat, "gpu_memcpy") ||
+            !strcmp(cat, "gpu_memset") || !strcmp(cat, "gpu_user_annotation") ||
+            !strcmp(cat, "Memcpy") || !strcmp(cat, "Memset"))
+            continue;
+        if (!slot[e->name]) {
+            agg = realloc(agg, (na + 1) * sizeof(*agg));
+            if (!agg)
+                abort();
+            agg[na++] = (struct opagg){e->name, e->cat, 0, 0};
+            slot[e->name] = (uint32_t)na;
+        }
+        agg[slot[e->name] - 1].count++;
+        agg[slot[e->name] - 1].sum += e->dur;
+    }
+    swift_an_sort(agg, na, sizeof(*agg), cmp_opagg);
+    json_t *a = json_array();
+    for (size_t i = 0; i < na && i < (size_t)n; i++)
+        json_array_append_new(
+            a,
+            json_pack("{s:s,s:s,s:I,s:o}",
+                      "name",
+                      swift_an_str(st, agg[i].name),
+                      "cat",
+                      agg[i].cat == SWIFT_AN_NONE ? "" : swift_an_str(st, agg[i].cat),
+                      "count",
+                      (json_int_t)agg[i].count,
+                      "sum_us",
+                      num(r3(agg[i].sum))));
+    free(agg);
+    free(slot);
+    return a;
 }
 
 static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
@@ -313,91 +415,163 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
     json_object_set_new(j, "wall_us", num(r3(p->t1 - p->t0)));
     json_object_set_new(j, "t0", num(p->t0));
     json_object_set_new(j, "steps", json_integer((json_int_t)p->nsteps));
-    json_object_set_new(j, "step_time_us",
-                        json_pack("{s:o,s:o,s:o}", "mean", num(r3(p->step_avg)), "median",
-                                  num(r3(p->step_median)), "max", num(r3(p->step_max))));
+    json_object_set_new(j,
+                        "step_time_us",
+                        json_pack("{s:o,s:o,s:o}",
+                                  "mean",
+                                  num(r3(p->step_avg)),
+                                  "median",
+                                  num(r3(p->step_median)),
+                                  "max",
+                                  num(r3(p->step_max))));
     json_t *bd = json_object(), *us = json_object(), *fr = json_object(), *roles = json_array();
     for (int k = 0; k < p->npart; k++) {
         json_array_append_new(roles, json_string(p->part_names[k]));
         json_object_set_new(us, p->part_names[k], num(r3(p->part_avg[k])));
-        json_object_set_new(fr, p->part_names[k],
-                            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
+        json_object_set_new(
+            fr,
+            p->part_names[k],
+            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
     }
     json_object_set_new(bd, "parts", roles);
     json_object_set_new(bd, "step_us", num(r3(p->step_avg)));
     json_object_set_new(bd, "us", us);
     json_object_set_new(bd, "fraction", fr);
     json_object_set_new(j, "breakdown", bd);
-    json_object_set_new(j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
+    json_object_set_new(
+        j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
     json_object_set_new(j, "ckpt_us", num(r3(p->ckpt_us)));
     json_object_set_new(j, "eval_us", num(r3(p->eval_us)));
     if (p->tok_threads)
-        json_object_set_new(j, "tokenize",
-                            json_pack("{s:i,s:o,s:o}", "threads", p->tok_threads, "busy_us",
-                                      num(r3(p->tok_busy_us)), "sum_us", num(r3(p->tok_sum_us))));
+        json_object_set_new(j,
+                            "tokenize",
+                            json_pack("{s:i,s:o,s:o}",
+                                      "threads",
+                                      p->tok_threads,
+                                      "busy_us",
+                                      num(r3(p->tok_busy_us)),
+                                      "sum_us",
+                                      num(r3(p->tok_sum_us))));
     if (p->mem_peak > 0)
-        json_object_set_new(j, "memory",
-                            json_pack("{s:o,s:o,s:o}", "peak_bytes", num(p->mem_peak),
-                                      "device_bytes", p->mem_total > 0 ? num(p->mem_total) : json_null(),
-                                      "peak_pct", p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
+        json_object_set_new(
+            j,
+            "memory",
+            json_pack("{s:o,s:o,s:o}",
+                      "peak_bytes",
+                      num(p->mem_peak),
+                      "device_bytes",
+                      p->mem_total > 0 ? num(p->mem_total) : json_null(),
+                      "peak_pct",
+                      p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
     const struct swift_an_kineto *k = &p->k;
     if (p->has_kineto && k->has_gpu) {
-        json_object_set_new(j, "temporal",
-                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "idle_us", num(k->idle_us),
-                                      "compute_us", num(k->compute_us), "non_compute_us",
-                                      num(k->non_compute_us), "kernel_us", num(k->kernel_us),
-                                      "idle_pct", num(k->idle_pct), "compute_pct",
-                                      num(k->compute_pct), "non_compute_pct",
+        json_object_set_new(j,
+                            "temporal",
+                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                      "idle_us",
+                                      num(k->idle_us),
+                                      "compute_us",
+                                      num(k->compute_us),
+                                      "non_compute_us",
+                                      num(k->non_compute_us),
+                                      "kernel_us",
+                                      num(k->kernel_us),
+                                      "idle_pct",
+                                      num(k->idle_pct),
+                                      "compute_pct",
+                                      num(k->compute_pct),
+                                      "non_compute_pct",
                                       num(k->non_compute_pct)));
-        json_object_set_new(j, "comm_comp_overlap_pct",
-                            k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
+        json_object_set_new(
+            j, "comm_comp_overlap_pct", k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
         json_t *kt = json_array();
         double tot = 0;
         for (int c = 1; c < 8; c++)
             tot += k->combo_us[c];
         for (int c = 1; c < 8; c++)
             if (k->combo_us[c] > 0)
-                json_array_append_new(kt, json_pack("{s:s,s:o,s:o}", "type", swift_an_kcombo_names[c],
-                                                    "us", num(k->combo_us[c]), "pct",
-                                                    num(round(1000 * k->combo_us[c] / tot) / 10)));
+                json_array_append_new(kt,
+                                      json_pack("{s:s,s:o,s:o}",
+                                                "type",
+                                                swift_an_kcombo_names[c],
+                                                "us",
+                                                num(k->combo_us[c]),
+                                                "pct",
+                                                num(round(1000 * k->combo_us[c] / tot) / 10)));
         json_object_set_new(j, "kernel_types", kt);
         json_t *kr = json_array();
         for (size_t i = 0; i < k->nkrows; i++) {
             const struct swift_an_krow *r = &k->krows[i];
             json_array_append_new(
-                kr, json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}", "type", swift_an_ktype_name(r->type),
-                              "name", r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
-                              "count", (json_int_t)r->count, "sum_us", num(r->sum), "max_us",
-                              num(r->max), "min_us", num(r->min), "mean_us", num(r->mean),
-                              "std_us", num(r->std)));
+                kr,
+                json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}",
+                          "type",
+                          swift_an_ktype_name(r->type),
+                          "name",
+                          r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
+                          "count",
+                          (json_int_t)r->count,
+                          "sum_us",
+                          num(r->sum),
+                          "max_us",
+                          num(r->max),
+                          "min_us",
+                          num(r->min),
+                          "mean_us",
+                          num(r->mean),
+                          "std_us",
+                          num(r->std)));
         }
         json_object_set_new(j, "kernels", kr);
         json_t *idle = json_array();
         for (size_t i = 0; i < k->nidle; i++) {
             const struct swift_an_idle_row *r = &k->idle[i];
             double t = r->host_wait + r->kernel_wait + r->other;
-            json_array_append_new(
-                idle, json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "stream", r->stream, "host_wait_us",
-                                num(r->host_wait), "kernel_wait_us", num(r->kernel_wait), "other_us",
-                                num(r->other), "host_wait_ratio", num(t ? round(100 * r->host_wait / t) / 100 : 0),
-                                "kernel_wait_ratio", num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
-                                "other_ratio", num(t ? round(100 * r->other / t) / 100 : 0)));
+            json_array_append_new(idle,
+                                  json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                            "stream",
+                                            r->stream,
+                                            "host_wait_us",
+                                            num(r->host_wait),
+                                            "kernel_wait_us",
+                                            num(r->kernel_wait),
+                                            "other_us",
+                                            num(r->other),
+                                            "host_wait_ratio",
+                                            num(t ? round(100 * r->host_wait / t) / 100 : 0),
+                                            "kernel_wait_ratio",
+                                            num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
+                                            "other_ratio",
+                                            num(t ? round(100 * r->other / t) / 100 : 0)));
         }
         json_object_set_new(j, "idle_breakdown", idle);
-        json_object_set_new(j, "launch",
-                            json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}", "launches", (json_int_t)k->launches,
-                                      "short_kernels", (json_int_t)k->short_kernels,
-                                      "runtime_outliers", (json_int_t)k->runtime_outliers,
-                                      "delay_outliers", (json_int_t)k->delay_outliers,
-                                      "mean_cpu_us", num(r3(k->launch_cpu_us)), "mean_delay_us",
+        json_object_set_new(j,
+                            "launch",
+                            json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}",
+                                      "launches",
+                                      (json_int_t)k->launches,
+                                      "short_kernels",
+                                      (json_int_t)k->short_kernels,
+                                      "runtime_outliers",
+                                      (json_int_t)k->runtime_outliers,
+                                      "delay_outliers",
+                                      (json_int_t)k->delay_outliers,
+                                      "mean_cpu_us",
+                                      num(r3(k->launch_cpu_us)),
+                                      "mean_delay_us",
                                       num(r3(k->launch_delay_us))));
         size_t *ni;
         size_t nn = swift_an_kineto_nccl(set, s, &ni);
         json_t *col = json_array();
         for (size_t i = 0; i < nn && i < (size_t)o->top; i++) {
             const struct swift_an_ev *e = &s->ev[ni[i]];
-            json_t *c = json_pack("{s:s,s:o,s:o}", "name", swift_an_str(&set->strs, e->name), "ts",
-                                  num(e->ts), "dur_us", num(e->dur));
+            json_t *c = json_pack("{s:s,s:o,s:o}",
+                                  "name",
+                                  swift_an_str(&set->strs, e->name),
+                                  "ts",
+                                  num(e->ts),
+                                  "dur_us",
+                                  num(e->dur));
             if (e->comm != SWIFT_AN_NONE) {
                 const struct swift_an_comm *cm = &s->comm[e->comm];
                 const struct swift_an_strtab *st = &set->strs;
@@ -416,15 +590,24 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
             }
             json_array_append_new(col, c);
         }
-        json_object_set_new(j, "nccl", json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col));
+        json_object_set_new(
+            j, "nccl", json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col));
         free(ni);
     } else {
         json_object_set_new(j, "temporal", json_null());
         json_object_set_new(j, "comm_comp_overlap_pct", json_null());
     }
+    json_object_set_new(j, "top_ops", top_ops(set, p, o->top * 2));
     json_t *steps = json_array();
-    for (size_t i = 0; i < p->nsteps; i++)
-        json_array_append_new(steps, step_json(p, &p->steps[i]));
+    size_t *worst;
+    size_t nw = swift_an_worst_steps(p, SWIFT_AN_TIMELINE_STEPS, &worst);
+    for (size_t i = 0; i < p->nsteps; i++) {
+        int w = 0;
+        for (size_t q = 0; q < nw && !w; q++)
+            w = worst[q] == i;
+        json_array_append_new(steps, step_json(p, &p->steps[i], w));
+    }
+    free(worst);
     json_object_set_new(j, "step_list", steps);
     return j;
 }
@@ -476,11 +659,16 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
     swift_an_set_init(&set);
     int rc = 0;
     for (int i = 0; i < o->npaths; i++) {
+        int64_t t0 = swift_trace_now();
         if (swift_an_load_path(&set, o->paths[i], SWIFT_AN_LOAD_RECURSE) < 0)
             set.nfailed++;
+        struct swift_targ a[] = {SWIFT_TARG_S("path", o->paths[i]),
+                                 SWIFT_TARG_I("events", (int64_t)set.kept)};
+        swift_trace_span("io", "load", t0, swift_trace_now(), a, 2);
     }
     if (set.nfailed && o->strict) {
-        swift_error("%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
+        swift_error(
+            "%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
         swift_an_set_release(&set);
         return 1;
     }
@@ -490,12 +678,14 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
         return 1;
     }
     if (set.nfailed)
-        swift_warn("%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "",
-                   set.n);
+        swift_warn(
+            "%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "", set.n);
     struct swift_an_proc *procs;
     size_t n;
+    int64_t t0 = swift_trace_now();
     swift_an_procs_build(&set, o, &procs, &n);
     json_t *report = swift_an_report_build(&set, procs, n, o);
+    swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
     if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
         rc = 1;
     if (rc == 0 && swift_an_report_write(report, o->format, o->output, o->top) < 0)

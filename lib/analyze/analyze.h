@@ -25,13 +25,13 @@ enum swift_an_severity { SWIFT_SEV_NONE = 0, SWIFT_SEV_INFO, SWIFT_SEV_WARN, SWI
 
 /* Rule thresholds (DESIGN.md §2, docs/bottlenecks.md); set with --threshold RULE=VALUE. */
 struct swift_an_thresholds {
-    double data_stall_pct;        /* 10: data wait share of step time */
-    double comm_bound_pct;        /* 40: exposed communication share of step time */
-    double launch_short_pct;      /* 30: share of launches whose kernel is shorter than the launch */
-    double gpu_idle_pct;          /* 50: GPU busy below this share of step time */
-    double straggler_pct;         /* 10: a rank's step time above the median */
-    double memory_headroom_pct;   /* 90: peak above this share of device memory */
-    double ckpt_stall_pct;        /* 5: checkpoint share of wall time */
+    double data_stall_pct;      /* 10: data wait share of step time */
+    double comm_bound_pct;      /* 40: exposed communication share of step time */
+    double launch_short_pct;    /* 30: share of launches whose kernel is shorter than the launch */
+    double gpu_idle_pct;        /* 50: GPU busy below this share of step time */
+    double straggler_pct;       /* 10: a rank's step time above the median */
+    double memory_headroom_pct; /* 90: peak above this share of device memory */
+    double ckpt_stall_pct;      /* 5: checkpoint share of wall time */
     double serial_preprocess_pct; /* 50: tokenization share of wall time on one thread */
 };
 void swift_an_thresholds_default(struct swift_an_thresholds *t);
@@ -46,6 +46,8 @@ struct swift_an_step {
     int64_t step;
     double ts, dur; /* µs, aligned to rank 0's clock */
     double part[SWIFT_AN_MAX_PARTS];
+    struct swift_an_seg *seg; /* the parts in time order (owned; Kineto: longest steps only) */
+    size_t nseg;
 };
 
 /* The analysis of one input process. */
@@ -59,9 +61,9 @@ struct swift_an_proc {
     struct swift_an_step *steps;
     size_t nsteps;
     double part_avg[SWIFT_AN_MAX_PARTS], step_avg, step_median, step_max;
-    double t0, t1;            /* first start, last end (aligned) */
-    double ckpt_us, eval_us;  /* spans outside steps */
-    double gpu_util;          /* -1 when unknown */
+    double t0, t1;           /* first start, last end (aligned) */
+    double ckpt_us, eval_us; /* spans outside steps */
+    double gpu_util;         /* -1 when unknown */
     int has_kineto;
     struct swift_an_kineto k;
     /* preprocess */
@@ -73,20 +75,20 @@ struct swift_an_proc {
 struct swift_analyze_opts {
     char **paths;
     int npaths;
-    int format;              /* swift_an_format */
-    const char *output;      /* report file (atomic) instead of stdout; NULL: stdout */
-    int fail_on;             /* SWIFT_SEV_WARN / _CRITICAL, 0: never */
-    int strict;              /* a damaged input fails the run */
-    int top;                 /* rows in the kernel table and worst spans (default 5) */
+    int format;         /* swift_an_format */
+    const char *output; /* report file (atomic) instead of stdout; NULL: stdout */
+    int fail_on;        /* SWIFT_SEV_WARN / _CRITICAL, 0: never */
+    int strict;         /* a damaged input fails the run */
+    int top;            /* rows in the kernel table and worst spans (default 5) */
     struct swift_an_thresholds th;
     struct swift_an_kineto_opts kopts;
     /* --merge */
-    const char *merge;       /* OUT.json or OUT.json.gz */
-    long step_lo, step_hi;   /* --steps A-B; -1 = all */
-    const char *ranks;       /* --ranks LIST */
-    int window;              /* --window N: N steps around each worst step, 0 = off */
+    const char *merge;     /* OUT.json or OUT.json.gz */
+    long step_lo, step_hi; /* --steps A-B; -1 = all */
+    const char *ranks;     /* --ranks LIST */
+    int window;            /* --window N: N steps around each worst step, -1 = off */
     unsigned long long merge_warn_bytes;
-    const char *trace;       /* --trace (our own trace of this run) */
+    const char *trace; /* --trace (our own trace of this run) */
 };
 void swift_analyze_opts_default(struct swift_analyze_opts *o);
 

@@ -105,3 +105,48 @@ void swift_an_ivec_free(struct swift_an_ivec *iv)
     free(iv->v);
     memset(iv, 0, sizeof(*iv));
 }
+
+size_t swift_an_ival_find(const struct swift_an_ival *v, size_t n, double t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].e <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void swift_an_seg_add(struct swift_an_seg **seg, size_t *n, int part, const struct swift_an_ival *v,
+                      size_t nv, double min_len)
+{
+    for (size_t i = 0; i < nv; i++) {
+        double b = v[i].b, e = v[i].e;
+        /* join the following pieces while the gap is below min_len */
+        while (i + 1 < nv && v[i + 1].b - e < min_len)
+            e = v[++i].e;
+        if (e - b < min_len || *n >= 4096)
+            continue;
+        if ((*n & (*n - 1)) == 0 || *n == 0) {
+            size_t cap = *n ? *n * 2 : 16;
+            struct swift_an_seg *s = realloc(*seg, cap * sizeof(*s));
+            if (!s)
+                abort();
+            *seg = s;
+        }
+        (*seg)[(*n)++] = (struct swift_an_seg){part, b, e};
+    }
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const struct swift_an_seg *x = a, *y = b;
+    return (x->b > y->b) - (x->b < y->b);
+}
+
+void swift_an_seg_sort(struct swift_an_seg *seg, size_t n)
+{
+    swift_an_sort(seg, n, sizeof(*seg), cmp_seg);
+}

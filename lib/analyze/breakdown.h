@@ -10,6 +10,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+/* qsort that accepts empty (NULL) arrays. */
+static inline void swift_an_sort(void *base, size_t n, size_t size,
+                                 int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
+}
 
 struct swift_an_ival {
     double b, e;
@@ -27,6 +36,22 @@ size_t swift_an_ival_sub(const struct swift_an_ival *a, size_t na, const struct 
                          size_t nb, struct swift_an_ival *out);
 /* |[lo,hi) ∩ merged v| */
 double swift_an_ival_len_in(const struct swift_an_ival *v, size_t n, double lo, double hi);
+
+/* Index of the first merged interval ending after t (binary search). */
+size_t swift_an_ival_find(const struct swift_an_ival *v, size_t n, double t);
+
+/* A timeline segment: part index over [b, e) µs. */
+struct swift_an_seg {
+    int part;
+    double b, e;
+};
+/* How many of the longest steps keep a timeline (for the HTML strip and the JSON). */
+#define SWIFT_AN_TIMELINE_STEPS 8
+/* Append v's intervals as segments of `part`, joining gaps and dropping pieces shorter than
+ * min_len (so a strip stays small), with a ceiling of 4096 segments per step. */
+void swift_an_seg_add(struct swift_an_seg **seg, size_t *n, int part, const struct swift_an_ival *v,
+                      size_t nv, double min_len);
+void swift_an_seg_sort(struct swift_an_seg *seg, size_t n);
 
 /* A growable interval list with a ceiling (SIZE_MAX/sizeof). */
 struct swift_an_ivec {

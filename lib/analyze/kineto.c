@@ -54,8 +54,8 @@ static int re_match(int i, const char *s)
     if (!re_code[i]) {
         int err;
         PCRE2_SIZE eoff;
-        re_code[i] = pcre2_compile((PCRE2_SPTR)re_src[i], PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED,
-                                   &err, &eoff, NULL);
+        re_code[i] = pcre2_compile(
+            (PCRE2_SPTR)re_src[i], PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED, &err, &eoff, NULL);
         if (!re_code[i])
             abort();
         pcre2_jit_compile(re_code[i], PCRE2_JIT_COMPLETE);
@@ -199,7 +199,8 @@ static void hta_rows(struct ctx *c)
     const struct swift_an_source *s = c->src;
     const struct swift_an_strtab *st = &c->set->strs;
     uint32_t trace_cat = swift_an_lookup(st, "Trace");
-    uint32_t ev_sync = swift_an_lookup(st, "Event Sync"), ctx_sync = swift_an_lookup(st, "Context Sync");
+    uint32_t ev_sync = swift_an_lookup(st, "Event Sync"),
+             ctx_sync = swift_an_lookup(st, "Context Sync");
     c->rows = calloc(s->n ? s->n : 1, sizeof(*c->rows));
     if (!c->rows)
         abort();
@@ -221,7 +222,8 @@ static void hta_rows(struct ctx *c)
             r->end = floor(r->end);
             r->ts = ceil(r->ts);
         }
-        r->gpu = (e->stream >= 0 && e->corr >= 0) || (e->name == ev_sync && ev_sync != SWIFT_AN_NONE) ||
+        r->gpu = (e->stream >= 0 && e->corr >= 0) ||
+                 (e->name == ev_sync && ev_sync != SWIFT_AN_NONE) ||
                  (e->name == ctx_sync && ctx_sync != SWIFT_AN_NONE);
         if (!r->gpu && contains(swift_an_str(st, e->name), "ProfilerStep")) {
             if (first_step_name == SWIFT_AN_NONE)
@@ -261,7 +263,8 @@ static void hta_rows(struct ctx *c)
         c->rows[i].type = c->rows[i].ev->stream != -1 ? name_type(c, c->rows[i].ev->name) : -1;
 }
 
-/* Merged intervals of GPU rows (stream != -1) selected by a type mask (bit 1<<type); mask 0 = all. */
+/* Merged intervals of GPU rows (stream != -1) selected by a type mask (bit 1<<type); mask 0 = all.
+ */
 static size_t gpu_ivals(struct ctx *c, unsigned mask, struct swift_an_ival **out)
 {
     struct swift_an_ival *v = malloc((c->nrows + 1) * sizeof(*v));
@@ -342,7 +345,7 @@ static void temporal(struct ctx *c, struct swift_an_kineto *k)
             pts[np++] = (struct sweep_pt){lists[l][i].b, 1, 1u << l};
             pts[np++] = (struct sweep_pt){lists[l][i].e, -1, 1u << l};
         }
-    qsort(pts, np, sizeof(*pts), cmp_sweep);
+    swift_an_sort(pts, np, sizeof(*pts), cmp_sweep);
     unsigned mask = 0;
     double prev = np ? pts[0].t : 0;
     for (size_t i = 0; i < np;) {
@@ -425,7 +428,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         size_t nkeep = na;
         struct kagg others = {.name = SWIFT_AN_NONE, .min = INFINITY, .max = -INFINITY};
         if ((int)na > c->o->num_kernels) {
-            qsort(agg, na, sizeof(*agg), cmp_kagg_sum);
+            swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
             double *cs = malloc(na * sizeof(*cs));
             if (!cs)
                 abort();
@@ -471,7 +474,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
                                                            .std = var > 0 ? sqrt(var) : 0};
         }
         sort_st = &c->set->strs;
-        qsort(k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name);
+        swift_an_sort(k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name);
     }
     free(agg);
     free(seen);
@@ -481,8 +484,14 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
 
 static int is_idle_cat(const char *cat)
 {
-    static const char *const cats[] = {"kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy",
-                                       "Memcpy", "mtia_ccp_events", NULL};
+    static const char *const cats[] = {"kernel",
+                                       "Kernel",
+                                       "gpu_memset",
+                                       "Memset",
+                                       "gpu_memcpy",
+                                       "Memcpy",
+                                       "mtia_ccp_events",
+                                       NULL};
     for (int i = 0; cats[i]; i++)
         if (!strcmp(cat, cats[i]))
             return 1;
@@ -550,7 +559,7 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         k->launch_cpu_us = sum_cpu / (double)k->launches;
         k->launch_delay_us = sum_delay / (double)k->launches;
     }
-    qsort(sel, n, sizeof(*sel), cmp_hrow_stream_ts);
+    swift_an_sort(sel, n, sizeof(*sel), cmp_hrow_stream_ts);
     for (size_t i = 0; i < n;) {
         int32_t stream = sel[i]->ev->stream;
         struct swift_an_idle_row row = {.stream = stream};
@@ -579,8 +588,18 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
 
 /* ---------- TensorBoard plugin: steps and role breakdown (REFERENCE.md §5.1) ---------- */
 
-enum tbtype { TB_NONE, TB_OP, TB_STEP, TB_RUNTIME, TB_KERNEL, TB_MEMCPY, TB_MEMSET, TB_PYTHON,
-              TB_ANN, TB_TRACE };
+enum tbtype {
+    TB_NONE,
+    TB_OP,
+    TB_STEP,
+    TB_RUNTIME,
+    TB_KERNEL,
+    TB_MEMCPY,
+    TB_MEMSET,
+    TB_PYTHON,
+    TB_ANN,
+    TB_TRACE
+};
 
 static int lower_eq(const char *a, const char *b)
 {
@@ -610,10 +629,17 @@ static int tb_type(const char *cat, const char *name)
 
 static int is_comm_op(const char *n)
 {
-    static const char *const ops[] = {"nccl:broadcast", "nccl:reduce", "nccl:all_reduce",
-                                      "nccl:all_gather", "nccl:reduce_scatter", "gloo:broadcast",
-                                      "gloo:reduce", "gloo:all_reduce", "gloo:all_gather",
-                                      "gloo:reduce_scatter", NULL};
+    static const char *const ops[] = {"nccl:broadcast",
+                                      "nccl:reduce",
+                                      "nccl:all_reduce",
+                                      "nccl:all_gather",
+                                      "nccl:reduce_scatter",
+                                      "gloo:broadcast",
+                                      "gloo:reduce",
+                                      "gloo:all_reduce",
+                                      "gloo:all_gather",
+                                      "gloo:reduce_scatter",
+                                      NULL};
     for (int i = 0; ops[i]; i++)
         if (!strcmp(n, ops[i]))
             return 1;
@@ -633,6 +659,17 @@ struct stepdef {
     double b, e;
     int64_t n;
 };
+/* Is step i among the n longest? */
+static int is_worst(const struct stepdef *st, size_t nsteps, size_t i, size_t n)
+{
+    size_t longer = 0;
+    double d = st[i].e - st[i].b;
+    for (size_t j = 0; j < nsteps && longer < n; j++)
+        if (st[j].e - st[j].b > d || (st[j].e - st[j].b == d && j < i))
+            longer++;
+    return longer < n;
+}
+
 static int cmp_stepdef(const void *a, const void *b)
 {
     const struct stepdef *x = a, *y = b;
@@ -718,8 +755,8 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
         case TB_OP:
         case TB_ANN:
         case TB_PYTHON:
-            if ((!strncmp(nm, "enumerate(DataLoader)#", 22) &&
-                 strlen(nm) >= 9 && !strcmp(nm + strlen(nm) - 9, ".__next__")) ||
+            if ((!strncmp(nm, "enumerate(DataLoader)#", 22) && strlen(nm) >= 9 &&
+                 !strcmp(nm + strlen(nm) - 9, ".__next__")) ||
                 !strncmp(nm, "enumerate(DataPipe)#", 20)) {
                 if (t != TB_PYTHON) {
                     swift_an_ivec_push(&role[SWIFT_TB_DATALOADER], b, en);
@@ -747,10 +784,11 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
             abort();
         steps[nsteps++] = (struct stepdef){cpu_min, cpu_max, 0};
     }
-    qsort(steps, nsteps, sizeof(*steps), cmp_stepdef);
-    qsort(rts, nrt, sizeof(*rts), cmp_rt);
+    swift_an_sort(steps, nsteps, sizeof(*steps), cmp_stepdef);
+    swift_an_sort(rts, nrt, sizeof(*rts), cmp_rt);
     /* _find_device_steps */
-    double *dmin = malloc((nsteps + 1) * sizeof(double)), *dmax = malloc((nsteps + 1) * sizeof(double));
+    double *dmin = malloc((nsteps + 1) * sizeof(double)),
+           *dmax = malloc((nsteps + 1) * sizeof(double));
     long *matched = calloc(nsteps + 1, sizeof(long));
     if (!dmin || !dmax || !matched)
         abort();
@@ -852,14 +890,23 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
         if (ts->e <= ts->b)
             ns = 0;
         double claimed = 0;
+        int keep_segs = is_worst(steps, nsteps, i, SWIFT_AN_TIMELINE_STEPS);
         for (int r = 0; r < SWIFT_TB_NROLE - 1; r++) {
-            size_t nc = swift_an_ival_and(slots, ns, role[r].v, role[r].n, claim);
+            /* only the role intervals that can meet this step */
+            size_t lo = swift_an_ival_find(role[r].v, role[r].n, ts->b), hi = lo;
+            while (hi < role[r].n && role[r].v[hi].b < ts->e)
+                hi++;
+            size_t nc = swift_an_ival_and(slots, ns, role[r].v + lo, hi - lo, claim);
             ts->role[r] = swift_an_ival_len(claim, nc);
             claimed += ts->role[r];
+            if (keep_segs)
+                swift_an_seg_add(&ts->seg, &ts->nseg, r, claim, nc, (ts->e - ts->b) / 2000);
             ns = swift_an_ival_sub(slots, ns, claim, nc, tmp);
             memcpy(slots, tmp, ns * sizeof(*slots));
         }
         ts->role[SWIFT_TB_OTHER] = (ts->e - ts->b) - claimed;
+        if (keep_segs)
+            swift_an_seg_sort(ts->seg, ts->nseg);
         for (int r = 0; r < SWIFT_TB_NROLE; r++)
             k->avg[r] += ts->role[r] / (double)nsteps;
         k->avg_total += (ts->e - ts->b) / (double)nsteps;
@@ -915,11 +962,12 @@ size_t swift_an_kineto_nccl(const struct swift_an_set *set, const struct swift_a
         abort();
     for (size_t i = 0; i < src->n; i++) {
         const char *nm = swift_an_str(&set->strs, src->ev[i].name);
-        if (src->ev[i].stream >= 0 && (!strncmp(nm, "ncclKernel", 10) || !strncmp(nm, "ncclDevKernel", 13)))
+        if (src->ev[i].stream >= 0 &&
+            (!strncmp(nm, "ncclKernel", 10) || !strncmp(nm, "ncclDevKernel", 13)))
             (*idx)[n++] = i;
     }
     nccl_src_ev = src->ev;
-    qsort(*idx, n, sizeof(**idx), cmp_idx_dur);
+    swift_an_sort(*idx, n, sizeof(**idx), cmp_idx_dur);
     return n;
 }
 
@@ -953,6 +1001,8 @@ int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_a
 
 void swift_an_kineto_release(struct swift_an_kineto *k)
 {
+    for (size_t i = 0; i < k->nsteps; i++)
+        free(k->steps[i].seg);
     free(k->krows);
     free(k->idle);
     free(k->steps);

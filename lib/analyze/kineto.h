@@ -13,9 +13,15 @@
 #ifndef SWIFT_ANALYZE_KINETO_H
 #define SWIFT_ANALYZE_KINETO_H
 
+#include "analyze/breakdown.h"
 #include "analyze/load.h"
 
-enum swift_an_ktype { SWIFT_KT_COMPUTATION, SWIFT_KT_COMMUNICATION, SWIFT_KT_MEMORY, SWIFT_KT_OTHER };
+enum swift_an_ktype {
+    SWIFT_KT_COMPUTATION,
+    SWIFT_KT_COMMUNICATION,
+    SWIFT_KT_MEMORY,
+    SWIFT_KT_OTHER
+};
 /* HTA's get_kernel_type() on a kernel name. */
 int swift_an_kernel_type(const char *name);
 const char *swift_an_ktype_name(int t);
@@ -34,9 +40,11 @@ enum swift_an_tbrole {
 extern const char *const swift_an_tbrole_names[SWIFT_TB_NROLE];
 
 struct swift_an_tbstep {
-    int64_t step;     /* N of ProfilerStep#N */
-    double b, e;      /* extended to the device */
+    int64_t step; /* N of ProfilerStep#N */
+    double b, e;  /* extended to the device */
     double role[SWIFT_TB_NROLE];
+    struct swift_an_seg *seg; /* timeline of the longest steps only (owned), else NULL */
+    size_t nseg;
 };
 
 struct swift_an_idle_row {
@@ -45,8 +53,8 @@ struct swift_an_idle_row {
 };
 
 struct swift_an_krow {
-    int type;         /* swift_an_ktype */
-    uint32_t name;    /* interned; SWIFT_AN_NONE = "others" */
+    int type;      /* swift_an_ktype */
+    uint32_t name; /* interned; SWIFT_AN_NONE = "others" */
     long count;
     double sum, max, min, mean, std;
 };
@@ -83,12 +91,12 @@ struct swift_an_kineto {
 };
 
 struct swift_an_kineto_opts {
-    double runtime_cutoff_us;      /* 50: HTA short-kernel / runtime outlier cutoff */
-    double launch_delay_cutoff_us; /* 100 */
+    double runtime_cutoff_us;           /* 50: HTA short-kernel / runtime outlier cutoff */
+    double launch_delay_cutoff_us;      /* 100 */
     double consecutive_kernel_delay_us; /* 30 */
-    int num_kernels;               /* 10 */
-    double duration_ratio;         /* 0.8 */
-    int hta_rounding;              /* 1: HTA's ns rounding on float-ts traces */
+    int num_kernels;                    /* 10 */
+    double duration_ratio;              /* 0.8 */
+    int hta_rounding;                   /* 1: HTA's ns rounding on float-ts traces */
 };
 void swift_an_kineto_opts_default(struct swift_an_kineto_opts *o);
 

@@ -1,4 +1,5 @@
 #include "analyze/load.h"
+#include "analyze/breakdown.h"
 #include "error.h"
 #include "fileio.h"
 #include "trace.h"
@@ -140,6 +141,13 @@ static int rd_fill(struct rd *r)
         r->mempos += (size_t)got;
     }
     if (got == 0) {
+        int zerr = Z_OK;
+        if (r->gz)
+            gzerror(r->gz, &zerr);
+        if (zerr == Z_BUF_ERROR) {
+            r->err = 3; /* the gzip stream stops before its end */
+            return 0;
+        }
         r->eof = 1;
         return 0;
     }
@@ -176,16 +184,29 @@ static uint64_t rd_off(const struct rd *r)
 
 static int rd_report(struct rd *r, const char *what)
 {
+    if (r->err == 3)
+        return swift_error_at(r->name,
+                              r->line,
+                              "byte %llu: gzip stream ends early (truncated file?)",
+                              (unsigned long long)rd_off(r));
     if (r->err == 1) {
         int zerr = 0;
         const char *m = r->gz ? gzerror(r->gz, &zerr) : "read error";
-        return swift_error_at(r->name, r->line, "byte %llu: %s (%s)",
-                              (unsigned long long)rd_off(r), zerr == Z_ERRNO ? strerror(errno) : m,
+        if (!strncmp(m, "<fd:", 4) && strstr(m, ": "))
+            m = strstr(m, ": ") + 2; /* gzdopen names the stream "<fd:N>" */
+        return swift_error_at(r->name,
+                              r->line,
+                              "byte %llu: %s (%s)",
+                              (unsigned long long)rd_off(r),
+                              zerr == Z_ERRNO ? strerror(errno) : m,
                               what);
     }
     if (r->err == 2)
-        return swift_error_at(r->name, r->line, "byte %llu: one value is larger than %zu MiB",
-                              (unsigned long long)rd_off(r), MAX_VALUE >> 20);
+        return swift_error_at(r->name,
+                              r->line,
+                              "byte %llu: one value is larger than %zu MiB",
+                              (unsigned long long)rd_off(r),
+                              MAX_VALUE >> 20);
     return swift_error_at(r->name, r->line, "byte %llu: %s", (unsigned long long)rd_off(r), what);
 }
 
@@ -269,17 +290,36 @@ static int scan_value(struct rd *r, size_t *b, size_t *e)
 
 /* ---------- the streaming walker ---------- */
 
+/* Events are parsed by jansson in batches, several threads at a time (OpenMP), then handed
+ * to the callback one by one in file order; the batch has a ceiling in bytes and events. */
+#define BATCH_EVENTS 4096
+#define BATCH_BYTES ((size_t)8 << 20)
+
+struct pending {
+    size_t at, len; /* in the batch buffer */
+    uint64_t off;   /* stream offset */
+    long line;
+    json_t *v;
+    json_error_t err;
+};
+
 struct walker {
     struct rd *r;
     swift_an_event_fn fn;
     swift_an_meta_fn meta_fn;
     void *ctx;
     long count;
+    struct pending *pend;
+    size_t npend;
+    char *bbuf;
+    size_t blen, bcap;
 };
 
 static int scan_fail(struct rd *r, int rc, const char *where)
 {
     char msg[256];
+    if (r->err)
+        return rd_report(r, where);
     if (rc == -1)
         snprintf(msg, sizeof(msg), "truncated JSON (end of input inside %s)", where);
     else if (rc == -4)
@@ -291,25 +331,74 @@ static int scan_fail(struct rd *r, int rc, const char *where)
     return rd_report(r, msg);
 }
 
+/* Parse every pending event, then deliver them in order. */
+static int flush_events(struct walker *w)
+{
+    size_t n = w->npend;
+    if (!n)
+        return 0;
+    struct pending *pd = w->pend;
+    const char *base = w->bbuf;
+    long i;
+    /* threads pay off only with cores to spare (2-core CI runs single-threaded) */
+    static int par = -1;
+    if (par < 0)
+        par = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+#pragma omp parallel for schedule(dynamic, 64) if (par && n >= 256)
+    for (i = 0; i < (long)n; i++)
+        pd[i].v = json_loadb(
+            base + pd[i].at, pd[i].len, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &pd[i].err);
+    int rc = 0;
+    for (size_t k = 0; k < n; k++) {
+        json_t *v = pd[k].v;
+        if (rc == 0) {
+            if (!v)
+                rc = swift_error_at(
+                    w->r->name,
+                    pd[k].line + pd[k].err.line - 1,
+                    "byte %llu: %s",
+                    (unsigned long long)(pd[k].off + (uint64_t)(pd[k].err.position > 0
+                                                                    ? pd[k].err.position - 1
+                                                                    : 0)),
+                    pd[k].err.text);
+            else if (!json_is_object(v))
+                rc = swift_error_at(w->r->name,
+                                    pd[k].line,
+                                    "byte %llu: trace event is not an object",
+                                    (unsigned long long)pd[k].off);
+            else if (w->fn(w->ctx, v, pd[k].off, pd[k].line) < 0)
+                rc = -1;
+            w->count++;
+        }
+        json_decref(v);
+    }
+    w->npend = 0;
+    w->blen = 0;
+    return rc;
+}
+
 static int give_event(struct walker *w, size_t b, size_t e, long line)
 {
     struct rd *r = w->r;
-    json_error_t jerr;
-    json_t *v = json_loadb(r->buf + b, e - b, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &jerr);
-    uint64_t off = r->base + b;
-    if (!v)
-        return swift_error_at(r->name, line + jerr.line - 1, "byte %llu: %s",
-                              (unsigned long long)(off + (uint64_t)(jerr.position > 0 ? jerr.position - 1 : 0)),
-                              jerr.text);
-    int rc = 0;
-    if (!json_is_object(v))
-        rc = swift_error_at(r->name, line, "byte %llu: trace event is not an object",
-                            (unsigned long long)off);
-    else
-        rc = w->fn(w->ctx, v, off, line);
-    json_decref(v);
-    w->count++;
-    return rc < 0 ? -1 : 0;
+    size_t len = e - b;
+    if (w->npend == BATCH_EVENTS || (w->blen + len > BATCH_BYTES && w->npend)) {
+        if (flush_events(w) < 0)
+            return -1;
+    }
+    if (!w->pend) {
+        w->pend = calloc(BATCH_EVENTS, sizeof(*w->pend));
+        if (!w->pend)
+            abort();
+    }
+    if (w->blen + len > w->bcap) {
+        w->bcap = w->blen + len > BATCH_BYTES ? w->blen + len : BATCH_BYTES;
+        w->bbuf = xrealloc(w->bbuf, w->bcap);
+    }
+    memcpy(w->bbuf + w->blen, r->buf + b, len);
+    w->pend[w->npend++] =
+        (struct pending){.at = w->blen, .len = len, .off = r->base + b, .line = line};
+    w->blen += len;
+    return 0;
 }
 
 /* Elements of an array whose '[' was just consumed. */
@@ -360,8 +449,8 @@ static int walk_jsonl(struct walker *w)
         int rc = scan_value(r, &b, &e);
         if (rc == -1) {
             /* a writer killed mid-line leaves a partial last line: keep what came before */
-            swift_warn("%s:%ld: truncated last line ignored (was the writer killed?)", r->name,
-                       line);
+            swift_warn(
+                "%s:%ld: truncated last line ignored (was the writer killed?)", r->name, line);
             return 0;
         }
         if (rc < 0)
@@ -385,8 +474,8 @@ static int first_key_is_event(struct rd *r)
     while (r->len - r->pos < 256 && rd_fill(r))
         ;
     size_t i = r->pos + 1;
-    while (i < r->len && (r->buf[i] == ' ' || r->buf[i] == '\n' || r->buf[i] == '\t' ||
-                          r->buf[i] == '\r'))
+    while (i < r->len &&
+           (r->buf[i] == ' ' || r->buf[i] == '\n' || r->buf[i] == '\t' || r->buf[i] == '\r'))
         i++;
     if (i >= r->len || r->buf[i] != '"')
         return 0;
@@ -418,6 +507,7 @@ static int walk(struct walker *w, int jsonl)
     if (first_key_is_event(r))
         return walk_jsonl(w); /* one event per line under a .json name */
     r->pos++;
+    int seen_events = 0;
     for (;;) {
         c = skip_ws(r);
         if (c == '}') {
@@ -439,6 +529,7 @@ static int walk(struct walker *w, int jsonl)
             return scan_fail(r, c < 0 ? -1 : -2, "the top-level object");
         r->pos++;
         if (!strcmp(key, "traceEvents")) {
+            seen_events = 1;
             c = skip_ws(r);
             if (c != '[')
                 return rd_report(r, "traceEvents is not an array");
@@ -455,8 +546,12 @@ static int walk(struct walker *w, int jsonl)
                 json_error_t jerr;
                 json_t *v = json_loadb(r->buf + b, e - b, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
                 if (!v)
-                    return swift_error_at(r->name, line, "byte %llu: in \"%s\": %s",
-                                          (unsigned long long)(r->base + b), key, jerr.text);
+                    return swift_error_at(r->name,
+                                          line,
+                                          "byte %llu: in \"%s\": %s",
+                                          (unsigned long long)(r->base + b),
+                                          key,
+                                          jerr.text);
                 w->meta_fn(w->ctx, key, v);
                 json_decref(v);
             }
@@ -476,6 +571,8 @@ static int walk(struct walker *w, int jsonl)
     c = skip_ws(r);
     if (c >= 0)
         return rd_report(r, "unexpected data after the end of the JSON trace");
+    if (!seen_events)
+        return rd_report(r, "no \"traceEvents\" array: not a Chrome/Kineto trace");
     if (r->err)
         return rd_report(r, "reading");
     return 0;
@@ -513,9 +610,13 @@ int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_f
     gzbuffer(gz, 256 * 1024);
     struct rd r = {.name = path, .gz = gz, .line = 1};
     struct walker w = {.r = &r, .fn = fn, .meta_fn = meta_fn, .ctx = ctx};
+    json_object_seed(0); /* before threads create objects */
     int rc = walk(&w, name_is_jsonl(path));
+    rc = rc == 0 ? flush_events(&w) : rc;
     gzclose(gz);
     free(r.buf);
+    free(w.pend);
+    free(w.bbuf);
     return rc;
 }
 
@@ -524,8 +625,12 @@ int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift
 {
     struct rd r = {.name = name, .mem = data, .memlen = len, .line = 1};
     struct walker w = {.r = &r, .fn = fn, .meta_fn = meta_fn, .ctx = ctx};
+    json_object_seed(0);
     int rc = walk(&w, name_is_jsonl(name));
+    rc = rc == 0 ? flush_events(&w) : rc;
     free(r.buf);
+    free(w.pend);
+    free(w.bbuf);
     return rc;
 }
 
@@ -677,17 +782,17 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     s->nevents++;
     json_t *ph = json_object_get(e, "ph");
     if (!json_is_string(ph))
-        return swift_error_at(s->path, line, "byte %llu: event without a string \"ph\"",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: event without a string \"ph\"", (unsigned long long)off);
     const char *p = json_string_value(ph);
     json_t *args = json_object_get(e, "args");
     if (args && !json_is_object(args))
-        return swift_error_at(s->path, line, "byte %llu: \"args\" is not an object",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: \"args\" is not an object", (unsigned long long)off);
     json_t *name = json_object_get(e, "name");
     if (name && !json_is_string(name))
-        return swift_error_at(s->path, line, "byte %llu: \"name\" is not a string",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: \"name\" is not a string", (unsigned long long)off);
     const char *nm = name ? json_string_value(name) : "";
     if (p[0] == 'M') {
         if (!strcmp(nm, "swift_meta") && args)
@@ -701,17 +806,20 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     double ts = 0;
     if (!tsv) {
         if (p[0] == 'X' || p[0] == 'B' || p[0] == 'E' || p[0] == 'C' || p[0] == 'i' || p[0] == 'I')
-            return swift_error_at(s->path, line, "byte %llu: event \"%.80s\" without ts",
-                                  (unsigned long long)off, nm);
+            return swift_error_at(s->path,
+                                  line,
+                                  "byte %llu: event \"%.80s\" without ts",
+                                  (unsigned long long)off,
+                                  nm);
         return 0;
     }
     int real = num_of(tsv, &ts);
     if (real < 0)
-        return swift_error_at(s->path, line, "byte %llu: \"ts\" is not a number",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: \"ts\" is not a number", (unsigned long long)off);
     if (!isfinite(ts))
-        return swift_error_at(s->path, line, "byte %llu: \"ts\" is not finite",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: \"ts\" is not finite", (unsigned long long)off);
     if (p[0] == 'i' || p[0] == 'I') {
         if (!strcmp(nm, "[memory]") && args) {
             json_t *ta = json_object_get(args, "Total Allocated");
@@ -724,8 +832,8 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     if (p[0] == 'C') {
         /* our memory counters: {"name":"memory","args":{"allocated":bytes,"device":n}} */
         json_t *cat = json_object_get(e, "cat");
-        if (args && (!strcmp(nm, "memory") || (json_is_string(cat) &&
-                                               !strcmp(json_string_value(cat), "memory")))) {
+        if (args && (!strcmp(nm, "memory") ||
+                     (json_is_string(cat) && !strcmp(json_string_value(cat), "memory")))) {
             json_t *a = json_object_get(args, "allocated");
             json_t *t = json_object_get(args, "total");
             int dev = (int)int_arg(args, "device", 0);
@@ -741,20 +849,26 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     json_t *durv = json_object_get(e, "dur");
     double dur = 0;
     if (!durv)
-        return swift_error_at(s->path, line, "byte %llu: complete event \"%.80s\" without dur",
-                              (unsigned long long)off, nm);
+        return swift_error_at(s->path,
+                              line,
+                              "byte %llu: complete event \"%.80s\" without dur",
+                              (unsigned long long)off,
+                              nm);
     if (num_of(durv, &dur) < 0 || !isfinite(dur))
-        return swift_error_at(s->path, line, "byte %llu: \"dur\" is not a number",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: \"dur\" is not a number", (unsigned long long)off);
     json_t *cat = json_object_get(e, "cat");
     if (cat && !json_is_string(cat))
-        return swift_error_at(s->path, line, "byte %llu: \"cat\" is not a string",
-                              (unsigned long long)off);
+        return swift_error_at(
+            s->path, line, "byte %llu: \"cat\" is not a string", (unsigned long long)off);
     if (real)
         s->ts_real = 1;
     if (set->max_events && set->kept >= set->max_events)
-        return swift_error_at(s->path, line, "byte %llu: more than %zu events kept in all",
-                              (unsigned long long)off, set->max_events);
+        return swift_error_at(s->path,
+                              line,
+                              "byte %llu: more than %zu events kept in all",
+                              (unsigned long long)off,
+                              set->max_events);
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 4096;
         s->ev = xrealloc(s->ev, s->cap * sizeof(*s->ev));
@@ -770,7 +884,10 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     if (s->kind == SWIFT_AN_SWIFT && cat && !swift_trace_category_known(json_string_value(cat))) {
         if (s->unknown_cat++ == 0)
             swift_warn("%s:%ld: byte %llu: unknown category \"%.40s\" (see docs/trace-schema.md)",
-                       s->path, line, (unsigned long long)off, json_string_value(cat));
+                       s->path,
+                       line,
+                       (unsigned long long)off,
+                       json_string_value(cat));
     }
     ev->pid = id_of(set, json_object_get(e, "pid"));
     ev->tid = id_of(set, json_object_get(e, "tid"));
@@ -925,8 +1042,7 @@ static int load_file(struct swift_an_set *set, const char *path)
     return finish_source(set, s, rc);
 }
 
-int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void *data,
-                         size_t len)
+int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void *data, size_t len)
 {
     struct swift_an_source *s = new_source(set, name);
     if (name_is_jsonl(name))
@@ -964,7 +1080,8 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
             continue;
         char *full = swift_path_join(path, de->d_name);
         int isdir = swift_is_dir(full);
-        if ((isdir && (flags & SWIFT_AN_LOAD_RECURSE)) || (!isdir && swift_an_is_trace_name(de->d_name))) {
+        if ((isdir && (flags & SWIFT_AN_LOAD_RECURSE)) ||
+            (!isdir && swift_an_is_trace_name(de->d_name))) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 names = xrealloc(names, cap * sizeof(*names));
@@ -975,7 +1092,7 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
         }
     }
     closedir(d);
-    qsort(names, n, sizeof(*names), cmp_str);
+    swift_an_sort(names, n, sizeof(*names), cmp_str);
     int total = 0;
     for (size_t i = 0; i < n; i++) {
         int r = swift_an_load_path(set, names[i], flags);

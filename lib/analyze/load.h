@@ -27,9 +27,9 @@
 
 /* String interning shared by every source of a set, so ids compare across ranks. */
 struct swift_an_strtab {
-    char **str;       /* id -> string (owned) */
+    char **str; /* id -> string (owned) */
     uint32_t n, cap;
-    uint32_t *slot;   /* open-addressing hash of id+1 (0 = empty) */
+    uint32_t *slot; /* open-addressing hash of id+1 (0 = empty) */
     uint32_t nslot;
 };
 uint32_t swift_an_intern(struct swift_an_strtab *t, const char *s, size_t len);
@@ -51,14 +51,14 @@ enum { SWIFT_AN_NONE = UINT32_MAX };
 /* One duration ("X") event. Times are microseconds, as in the file. */
 struct swift_an_ev {
     double ts, dur;
-    int64_t pid, tid;  /* string ids ("stream 7", "Spans") map to their number or to -1000000-id */
-    int64_t corr;      /* args.correlation, -1 if none */
-    int64_t ext;       /* args["External id"|"external id"], -1 if none */
-    int64_t aux;       /* our traces: args.tokens; Kineto: bytes of a memcpy */
+    int64_t pid, tid;   /* string ids ("stream 7", "Spans") map to their number or to -1000000-id */
+    int64_t corr;       /* args.correlation, -1 if none */
+    int64_t ext;        /* args["External id"|"external id"], -1 if none */
+    int64_t aux;        /* our traces: args.tokens; Kineto: bytes of a memcpy */
     uint32_t name, cat; /* interned */
-    int32_t stream;    /* args.stream as HTA reads it, -1 if none or not a number */
-    int32_t step;      /* our traces: args.step, else -1 */
-    uint32_t comm;     /* index into swift_an_source.comm, or SWIFT_AN_NONE */
+    int32_t stream;     /* args.stream as HTA reads it, -1 if none or not a number */
+    int32_t step;       /* our traces: args.step, else -1 */
+    uint32_t comm;      /* index into swift_an_source.comm, or SWIFT_AN_NONE */
     float blocks_per_sm, occupancy; /* Kineto kernel args, -1 if none */
 };
 
@@ -70,15 +70,15 @@ enum swift_an_kind { SWIFT_AN_KINETO = 1, SWIFT_AN_SWIFT = 2 };
 struct swift_an_source {
     char *path;
     int kind;
-    int rank, world_size;          /* -1 / 0 when unknown */
+    int rank, world_size; /* -1 / 0 when unknown */
     char *host, *stage, *process_name;
     int64_t pid;
-    double clock_offset_us;        /* swift_meta: this host minus rank 0 */
-    json_t *argv;                  /* swift_meta.argv (array of strings) or NULL; owned */
-    json_t *meta;                  /* Kineto top-level keys other than traceEvents; owned */
+    double clock_offset_us; /* swift_meta: this host minus rank 0 */
+    json_t *argv;           /* swift_meta.argv (array of strings) or NULL; owned */
+    json_t *meta;           /* Kineto top-level keys other than traceEvents; owned */
     char *trace_name, *time_unit;
     double base_time_ns;
-    int ts_real;                   /* some ts had a fraction (HTA rounds those traces) */
+    int ts_real; /* some ts had a fraction (HTA rounds those traces) */
     struct swift_an_ev *ev;
     size_t n, cap;
     struct swift_an_comm *comm;
@@ -86,18 +86,18 @@ struct swift_an_source {
     /* memory: [memory] instants (Kineto) or memory counters (ours), per device */
     double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
     double mem_peak_ts[SWIFT_AN_MAX_DEV];
-    uint64_t bytes;                /* uncompressed bytes read */
-    long nevents;                  /* events seen (every ph) */
-    long unknown_cat;              /* our traces: events with a category outside the set */
+    uint64_t bytes;   /* uncompressed bytes read */
+    long nevents;     /* events seen (every ph) */
+    long unknown_cat; /* our traces: events with a category outside the set */
 };
 
 struct swift_an_set {
     struct swift_an_strtab strs;
     struct swift_an_source *src;
     size_t n, cap;
-    int nfailed;                   /* files that could not be read */
-    size_t kept;                   /* events kept over all sources */
-    size_t max_events;             /* ceiling on kept events over all files (0: 1<<31) */
+    int nfailed;       /* files that could not be read */
+    size_t kept;       /* events kept over all sources */
+    size_t max_events; /* ceiling on kept events over all files (0: 1<<31) */
 };
 
 void swift_an_set_init(struct swift_an_set *set);
@@ -110,8 +110,7 @@ enum { SWIFT_AN_LOAD_RECURSE = 1 };
 int swift_an_load_path(struct swift_an_set *set, const char *path, int flags);
 /* Load one file from memory (fuzzing, tests); `name` is used in messages and to pick the
  * format (".jsonl" → JSONL). Returns 0 or -1. */
-int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void *data,
-                         size_t len);
+int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void *data, size_t len);
 /* 1 if the file's first 64 KiB look like a trace (JSON array, or "traceEvents" / "ph" keys):
  * tells a trace.json from a config file given as the first argument. */
 int swift_an_looks_like_trace(const char *path);

@@ -39,8 +39,8 @@ int swift_an_rank_in(const char *list, int rank)
 struct mctx {
     const struct swift_an_source *src;
     size_t index;
-    double lo, hi;    /* kept time range (aligned), lo > hi: everything */
-    double shift;     /* subtracted from ts */
+    double lo, hi; /* kept time range (aligned), lo > hi: everything */
+    double shift;  /* subtracted from ts */
     int rank;
     const char *label;
     FILE *fp;
@@ -59,12 +59,12 @@ static int out_str(struct mctx *m, const char *s, size_t n)
 
 static int64_t remap_pid(struct mctx *m, json_t *pid)
 {
-    int64_t base = (int64_t)(m->index + 1) * 1000000;
+    int64_t base = (int64_t)(m->index + 1) * 10000000;
     if (json_is_integer(pid)) {
-        int64_t v = json_integer_value(pid) % 1000000;
+        int64_t v = json_integer_value(pid) % 10000000;
         return base + (v < 0 ? -v : v);
     }
-    return base + 999999;
+    return base + 9999999;
 }
 
 static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
@@ -83,7 +83,7 @@ static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
         double d = json_number_value(json_object_get(e, "dur"));
         if (!isfinite(d))
             d = 0;
-        if (m->lo <= m->hi && (t + d < m->lo || t > m->hi))
+        if (m->lo <= m->hi && (d > 0 ? (t >= m->hi || t + d <= m->lo) : (t < m->lo || t > m->hi)))
             return 0;
         if (m->shift != 0)
             json_object_set_new(e, "ts", json_real(t));
@@ -97,8 +97,27 @@ static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
             char buf[512];
             if (m->src->kind == SWIFT_AN_SWIFT)
                 snprintf(buf, sizeof(buf), "%s", orig ? orig : m->label);
-            else
-                snprintf(buf, sizeof(buf), "rank %d %s", m->rank, orig ? orig : "");
+            else {
+                const char *where = m->src->host, *slash = strrchr(m->src->path, '/');
+                if (!where)
+                    where = slash ? slash + 1 : m->src->path;
+                json_t *pid = json_object_get(e, "pid");
+                if (json_is_integer(pid) && json_integer_value(pid) >= 0 &&
+                    json_integer_value(pid) < 64) /* Kineto: GPU pid = device index */
+                    snprintf(buf,
+                             sizeof(buf),
+                             "rank %d GPU %d @ %s",
+                             m->rank,
+                             (int)json_integer_value(pid),
+                             where);
+                else
+                    snprintf(buf,
+                             sizeof(buf),
+                             "%s rank %d @ %s",
+                             orig && *orig ? orig : "process",
+                             m->rank,
+                             where);
+            }
             if (json_is_object(a))
                 json_object_set_new(a, "name", json_string(buf));
         }
@@ -108,8 +127,8 @@ static int on_merge_event(void *vctx, json_t *e, uint64_t off, long line)
     if (id && (ph[0] == 's' || ph[0] == 't' || ph[0] == 'f' || ph[0] == 'b' || ph[0] == 'e' ||
                ph[0] == 'n')) {
         if (json_is_integer(id))
-            json_object_set_new(e, "id", json_integer(json_integer_value(id) +
-                                                      ((json_int_t)(m->index + 1) << 40)));
+            json_object_set_new(
+                e, "id", json_integer(json_integer_value(id) + ((json_int_t)(m->index + 1) << 40)));
         else if (json_is_string(id)) {
             char buf[256];
             snprintf(buf, sizeof(buf), "r%zu:%s", m->index, json_string_value(id));
@@ -150,7 +169,7 @@ static void step_range(const struct swift_an_proc *p, const struct swift_analyze
         if (a > b)
             a = 0, b = -1e300; /* no such step: keep only metadata */
         *lo = a, *hi = b;
-    } else if (o->window > 0) {
+    } else if (o->window >= 0) {
         size_t w = 0;
         for (size_t i = 1; i < p->nsteps; i++)
             if (p->steps[i].dur > p->steps[w].dur)
@@ -209,8 +228,12 @@ int swift_an_merge_write(const struct swift_an_set *set, const struct swift_an_p
     if (size > 0 && (unsigned long long)size > o->merge_warn_bytes)
         swift_warn("merged trace '%s' is %.0f MB: viewers struggle above ~256 MB; narrow it with "
                    "--steps A-B, --ranks LIST or --window N",
-                   o->merge, (double)size / 1e6);
-    swift_info("merged %ld events from %zu input%s into '%s'", m.written, set->n,
-               set->n == 1 ? "" : "s", o->merge);
+                   o->merge,
+                   (double)size / 1e6);
+    swift_info("merged %ld events from %zu input%s into '%s'",
+               m.written,
+               set->n,
+               set->n == 1 ? "" : "s",
+               o->merge);
     return 0;
 }

@@ -3,10 +3,11 @@
  *
  * JSON Object format {"traceEvents":[...]} with µs timestamps and no displayTimeUnit (Perfetto
  * and chrome://tracing read ts as µs; REFERENCE.md §6). Every input is re-read as a stream, so
- * memory does not grow with the trace. pids are remapped per input so they never collide
- * (GPU pids are local device indices in Kineto traces): input i's pid p becomes i*1000000 +
- * (p mod 1000000); flow ids are offset per input (id + i<<40); process names become "swift-train
- * rank 3 @ host" / "rank 3 GPU 0"; our timestamps are shifted by swift_meta.clock_offset_us.
+ * memory does not grow with the trace. pids are remapped per input so they never collide (GPU
+ * pids are local device indices in Kineto traces): input i's pid p becomes
+ * (i+1)*10000000 + p mod 10000000 (Linux pids stay below 2^22); flow ids are offset per input
+ * (id + (i+1)<<40); process names become "swift-train rank 3 @ host", "rank 3 GPU 0 @ host";
+ * our timestamps are shifted by swift_meta.clock_offset_us.
  * --steps A-B keeps events overlapping those steps' time ranges, --ranks LIST keeps those
  * ranks, --window N keeps N steps around each process's worst step. The file is written to a
  * temporary name and renamed; a warning is printed when it exceeds the size viewers open.

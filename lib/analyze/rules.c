@@ -1,4 +1,5 @@
 #include "analyze/rules.h"
+#include "analyze/breakdown.h"
 #include "error.h"
 #include "cli.h"
 
@@ -9,9 +10,15 @@
 
 #include "banned.h"
 
-const char *const swift_an_rule_ids[] = {"data_stall",      "comm_bound", "launch_bound",
-                                         "gpu_idle",        "straggler",  "memory_headroom",
-                                         "ckpt_stall",      "serial_preprocess", NULL};
+const char *const swift_an_rule_ids[] = {"data_stall",
+                                         "comm_bound",
+                                         "launch_bound",
+                                         "gpu_idle",
+                                         "straggler",
+                                         "memory_headroom",
+                                         "ckpt_stall",
+                                         "serial_preprocess",
+                                         NULL};
 
 void swift_an_thresholds_default(struct swift_an_thresholds *t)
 {
@@ -34,9 +41,14 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
     if (swift_parse_double(eq + 1, &v) < 0 || !(v >= 0) || v > 1e9)
         return -1;
     size_t l = (size_t)(eq - spec);
-    double *slots[] = {&t->data_stall_pct,      &t->comm_bound_pct,  &t->launch_short_pct,
-                       &t->gpu_idle_pct,        &t->straggler_pct,   &t->memory_headroom_pct,
-                       &t->ckpt_stall_pct,      &t->serial_preprocess_pct};
+    double *slots[] = {&t->data_stall_pct,
+                       &t->comm_bound_pct,
+                       &t->launch_short_pct,
+                       &t->gpu_idle_pct,
+                       &t->straggler_pct,
+                       &t->memory_headroom_pct,
+                       &t->ckpt_stall_pct,
+                       &t->serial_preprocess_pct};
     for (int i = 0; swift_an_rule_ids[i]; i++)
         if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
             *slots[i] = v;
@@ -161,7 +173,7 @@ static long argv_long(json_t *argv, const char *opt, long dflt)
         if (!w)
             continue;
         int m = opt_match(w, opt);
-        const char *v = m == 2 ? strchr(w, '=') + 1
+        const char *v = m == 2                ? strchr(w, '=') + 1
                         : m == 1 && i + 1 < n ? json_string_value(json_array_get(argv, i + 1))
                                               : NULL;
         long x;
@@ -215,8 +227,17 @@ static json_t *worst_spans(const struct swift_an_proc *p, int part, int top)
         idx[t] = idx[best];
         idx[best] = tmp;
         const struct swift_an_step *sp = &p->steps[idx[t]];
-        json_t *o = json_pack("{s:s,s:I,s:i,s:f,s:f}", "name", "step", "step", (json_int_t)sp->step,
-                              "rank", p->rank, "ts", sp->ts, "dur_us", r2(sp->dur));
+        json_t *o = json_pack("{s:s,s:I,s:i,s:f,s:f}",
+                              "name",
+                              "step",
+                              "step",
+                              (json_int_t)sp->step,
+                              "rank",
+                              p->rank,
+                              "ts",
+                              sp->ts,
+                              "dur_us",
+                              r2(sp->dur));
         if (part >= 0)
             json_object_set_new(o, p->part_names[part], json_real(r2(sp->part[part])));
         json_array_append_new(a, o);
@@ -228,9 +249,23 @@ static json_t *worst_spans(const struct swift_an_proc *p, int part, int top)
 static json_t *add(json_t *list, const char *rule, int sev, const struct swift_an_proc *p,
                    double value, double th, const char *unit, const char *summary)
 {
-    json_t *b = json_pack("{s:s,s:s,s:s,s:i,s:f,s:f,s:s,s:s}", "rule", rule, "severity",
-                          sev_name(sev), "process", p ? p->label : "run", "rank", p ? p->rank : -1,
-                          "value", r2(value), "threshold", th, "unit", unit, "summary", summary);
+    json_t *b = json_pack("{s:s,s:s,s:s,s:i,s:f,s:f,s:s,s:s}",
+                          "rule",
+                          rule,
+                          "severity",
+                          sev_name(sev),
+                          "process",
+                          p ? p->label : "run",
+                          "rank",
+                          p ? p->rank : -1,
+                          "value",
+                          r2(value),
+                          "threshold",
+                          th,
+                          "unit",
+                          unit,
+                          "summary",
+                          summary);
     json_array_append_new(list, b);
     return b;
 }
@@ -261,19 +296,29 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
     if (v <= th)
         return;
     char s[512];
-    snprintf(s, sizeof(s), "%.2f%% of step time is spent waiting for data (%.0f of %.0f us per step)",
-             v, p->part_avg[p->data_part], p->step_avg);
+    snprintf(s,
+             sizeof(s),
+             "%.2f%% of step time is spent waiting for data (%.0f of %.0f us per step)",
+             v,
+             p->part_avg[p->data_part],
+             p->step_avg);
     json_t *b = add(list, "data_stall", sev_above(v, th), p, v, th, "% of step time", s);
-    json_t *ev = json_pack("{s:f,s:f,s:I}", "data_us_per_step", r2(p->part_avg[p->data_part]),
-                           "step_us", r2(p->step_avg), "steps", (json_int_t)p->nsteps);
+    json_t *ev = json_pack("{s:f,s:f,s:I}",
+                           "data_us_per_step",
+                           r2(p->part_avg[p->data_part]),
+                           "step_us",
+                           r2(p->step_avg),
+                           "steps",
+                           (json_int_t)p->nsteps);
     json_object_set_new(ev, "worst_spans", worst_spans(p, p->data_part, o->top));
     json_object_set_new(b, "evidence", ev);
     if (p->src->kind == SWIFT_AN_KINETO) {
-        set_remedy(b,
-                   "load batches in parallel: DataLoader(num_workers=N (e.g. the CPU cores per GPU), "
-                   "pin_memory=True, persistent_workers=True, prefetch_factor=2); pre-tokenize "
-                   "with swift-preprocess so the loader only reads shards",
-                   NULL);
+        set_remedy(
+            b,
+            "load batches in parallel: DataLoader(num_workers=N (e.g. the CPU cores per GPU), "
+            "pin_memory=True, persistent_workers=True, prefetch_factor=2); pre-tokenize "
+            "with swift-preprocess so the loader only reads shards",
+            NULL);
     } else {
         json_t *argv = p->src->argv;
         char *cmd = NULL;
@@ -317,7 +362,10 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     if (v <= th)
         return;
     char s[512];
-    snprintf(s, sizeof(s), "%.2f%% of %s is communication not hidden under computation", v,
+    snprintf(s,
+             sizeof(s),
+             "%.2f%% of %s is communication not hidden under computation",
+             v,
              p->has_kineto ? "GPU time" : "step time");
     json_t *b = add(list, "comm_bound", sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
@@ -332,14 +380,15 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
         snprintf(val, sizeof(val), "%ld", ga * 2);
         cmd = swift_an_argv_with(p->src->argv, "gradient-accumulation-steps", val);
     }
-    set_remedy(b,
-               p->has_kineto
-                   ? "communicate less often or overlap it: gradient accumulation with "
-                     "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
-                     "check the NCCL transport (NCCL_DEBUG=INFO: NVLink/IB, not sockets)"
-                   : "all-reduce less often: swift-train --gradient-accumulation-steps N (x2), a "
-                     "larger --per-device-train-batch-size; check the NCCL transport",
-               cmd);
+    set_remedy(
+        b,
+        p->has_kineto
+            ? "communicate less often or overlap it: gradient accumulation with "
+              "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
+              "check the NCCL transport (NCCL_DEBUG=INFO: NVLink/IB, not sockets)"
+            : "all-reduce less often: swift-train --gradient-accumulation-steps N (x2), a "
+              "larger --per-device-train-batch-size; check the NCCL transport",
+        cmd);
 }
 
 static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
@@ -354,19 +403,36 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
         host_wait += p->k.idle[i].host_wait;
         idle += p->k.idle[i].host_wait + p->k.idle[i].kernel_wait + p->k.idle[i].other;
     }
-    if (v <= th)
+    /* the host, not the input pipeline, must be what keeps the GPU waiting */
+    double data =
+        p->step_avg > 0 && p->data_part >= 0 ? 100 * p->part_avg[p->data_part] / p->step_avg : 0;
+    if (v <= th || idle <= 0 || host_wait < 0.5 * idle || data > o->th.data_stall_pct)
         return;
     char s[512];
-    snprintf(s, sizeof(s),
+    snprintf(s,
+             sizeof(s),
              "%.2f%% of %ld kernel launches run shorter on the GPU than their launch call on the "
              "CPU (mean launch %.1f us); host wait is %.1f%% of stream idle time",
-             v, p->k.launches, p->k.launch_cpu_us, idle > 0 ? 100 * host_wait / idle : 0);
+             v,
+             p->k.launches,
+             p->k.launch_cpu_us,
+             idle > 0 ? 100 * host_wait / idle : 0);
     json_t *b = add(list, "launch_bound", sev_above(v, th), p, v, th, "% of launches", s);
-    json_object_set_new(b, "evidence",
-                        json_pack("{s:I,s:I,s:f,s:f,s:f,s:o}", "launches", (json_int_t)p->k.launches,
-                                  "short_kernels", (json_int_t)p->k.short_kernels, "mean_launch_us",
-                                  r2(p->k.launch_cpu_us), "host_wait_us", r2(host_wait),
-                                  "idle_us", r2(idle), "worst_spans", worst_spans(p, -1, o->top)));
+    json_object_set_new(b,
+                        "evidence",
+                        json_pack("{s:I,s:I,s:f,s:f,s:f,s:o}",
+                                  "launches",
+                                  (json_int_t)p->k.launches,
+                                  "short_kernels",
+                                  (json_int_t)p->k.short_kernels,
+                                  "mean_launch_us",
+                                  r2(p->k.launch_cpu_us),
+                                  "host_wait_us",
+                                  r2(host_wait),
+                                  "idle_us",
+                                  r2(idle),
+                                  "worst_spans",
+                                  worst_spans(p, -1, o->top)));
     set_remedy(b,
                "fewer, larger kernels: torch.compile (fusion), CUDA graphs "
                "(torch.cuda.graphs / mode=\"reduce-overhead\"), a larger batch per step",
@@ -390,18 +456,36 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
         vals[0] = p->part_avg[SWIFT_TB_DATALOADER];
         vals[1] = p->part_avg[SWIFT_TB_CPU] + p->part_avg[SWIFT_TB_RUNTIME];
         vals[2] = p->part_avg[SWIFT_TB_COMM];
-        vals[3] = p->part_avg[SWIFT_TB_OTHER] + p->part_avg[SWIFT_TB_MEMCPY] + p->part_avg[SWIFT_TB_MEMSET];
+        vals[3] = p->part_avg[SWIFT_TB_OTHER] + p->part_avg[SWIFT_TB_MEMCPY] +
+                  p->part_avg[SWIFT_TB_MEMSET];
+    } else {
+        vals[0] = p->part_avg[0]; /* data_wait */
+        vals[2] = p->part_avg[3]; /* grad_sync */
+        vals[3] = p->part_avg[5]; /* other */
     }
     for (int i = 0; i < 4; i++)
         if (vals[i] > best)
             best = vals[i], biggest = names[i];
     char s[512];
-    snprintf(s, sizeof(s), "GPU busy %.2f%% of step time; the biggest share of the rest is %s "
-             "(%.0f us per step)", v, biggest, best);
+    snprintf(s,
+             sizeof(s),
+             "GPU busy %.2f%% of step time; the biggest share of the rest is %s "
+             "(%.0f us per step)",
+             v,
+             biggest,
+             best);
     json_t *b = add(list, "gpu_idle", sev_below(v, th), p, v, th, "% GPU busy", s);
-    json_t *ev = json_pack("{s:f,s:f,s:f,s:f,s:f}", "gpu_utilization_pct", r2(v),
-                           "data_loading_us", r2(vals[0]), "host_us", r2(vals[1]), "comm_us",
-                           r2(vals[2]), "other_us", r2(vals[3]));
+    json_t *ev = json_pack("{s:f,s:f,s:f,s:f,s:f}",
+                           "gpu_utilization_pct",
+                           r2(v),
+                           "data_loading_us",
+                           r2(vals[0]),
+                           "host_us",
+                           r2(vals[1]),
+                           "comm_us",
+                           r2(vals[2]),
+                           "other_us",
+                           r2(vals[3]));
     json_object_set_new(ev, "worst_spans", worst_spans(p, -1, o->top));
     json_object_set_new(b, "evidence", ev);
     set_remedy(b,
@@ -421,13 +505,29 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
     if (v <= th)
         return;
     char s[256];
-    snprintf(s, sizeof(s), "peak memory %.2f GiB is %.1f%% of the device's %.2f GiB",
-             p->mem_peak / 1073741824.0, v, p->mem_total / 1073741824.0);
-    json_t *b = add(list, "memory_headroom", v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN, p, v,
-                    th, "% of device memory", s);
-    json_object_set_new(b, "evidence",
-                        json_pack("{s:f,s:f,s:f}", "peak_bytes", p->mem_peak, "device_bytes",
-                                  p->mem_total, "peak_ts", p->mem_peak_ts));
+    snprintf(s,
+             sizeof(s),
+             "peak memory %.2f GiB is %.1f%% of the device's %.2f GiB",
+             p->mem_peak / 1073741824.0,
+             v,
+             p->mem_total / 1073741824.0);
+    json_t *b = add(list,
+                    "memory_headroom",
+                    v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN,
+                    p,
+                    v,
+                    th,
+                    "% of device memory",
+                    s);
+    json_object_set_new(b,
+                        "evidence",
+                        json_pack("{s:f,s:f,s:f}",
+                                  "peak_bytes",
+                                  p->mem_peak,
+                                  "device_bytes",
+                                  p->mem_total,
+                                  "peak_ts",
+                                  p->mem_peak_ts));
     char *cmd = NULL;
     if (!p->has_kineto && p->src->argv) {
         long bs = argv_long(p->src->argv, "per-device-train-batch-size", 0);
@@ -457,11 +557,15 @@ static void rule_ckpt(json_t *list, const struct swift_an_proc *p,
     if (v <= th)
         return;
     char s[256];
-    snprintf(s, sizeof(s), "checkpoints take %.2f%% of wall time (%.1f s of %.1f s)", v,
-             p->ckpt_us / 1e6, wall / 1e6);
+    snprintf(s,
+             sizeof(s),
+             "checkpoints take %.2f%% of wall time (%.1f s of %.1f s)",
+             v,
+             p->ckpt_us / 1e6,
+             wall / 1e6);
     json_t *b = add(list, "ckpt_stall", sev_above(v, th), p, v, th, "% of wall time", s);
-    json_object_set_new(b, "evidence",
-                        json_pack("{s:f,s:f}", "ckpt_us", r2(p->ckpt_us), "wall_us", r2(wall)));
+    json_object_set_new(
+        b, "evidence", json_pack("{s:f,s:f}", "ckpt_us", r2(p->ckpt_us), "wall_us", r2(wall)));
     char *cmd = NULL;
     if (p->src->argv) {
         long ss = argv_long(p->src->argv, "save-steps", 0);
@@ -490,13 +594,25 @@ static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
     if (v <= th || conc >= 1.5)
         return;
     char s[256];
-    snprintf(s, sizeof(s),
-             "tokenization fills %.1f%% of wall time with %.2f threads busy on average (%d thread%s)",
-             v, conc, p->tok_threads, p->tok_threads > 1 ? "s" : "");
+    snprintf(
+        s,
+        sizeof(s),
+        "tokenization fills %.1f%% of wall time with %.2f threads busy on average (%d thread%s)",
+        v,
+        conc,
+        p->tok_threads,
+        p->tok_threads > 1 ? "s" : "");
     json_t *b = add(list, "serial_preprocess", sev_above(v, th), p, v, th, "% of wall time", s);
-    json_object_set_new(b, "evidence",
-                        json_pack("{s:f,s:f,s:i,s:f}", "tokenize_busy_us", r2(p->tok_busy_us),
-                                  "wall_us", r2(wall), "threads", p->tok_threads, "concurrency",
+    json_object_set_new(b,
+                        "evidence",
+                        json_pack("{s:f,s:f,s:i,s:f}",
+                                  "tokenize_busy_us",
+                                  r2(p->tok_busy_us),
+                                  "wall_us",
+                                  r2(wall),
+                                  "threads",
+                                  p->tok_threads,
+                                  "concurrency",
                                   r2(conc)));
     char *cmd = NULL;
     if (p->src->argv) {
@@ -505,8 +621,10 @@ static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
         snprintf(val, sizeof(val), "%ld", t > 1 ? t * 2 : 8);
         cmd = swift_an_argv_with(p->src->argv, "threads", val);
     }
-    set_remedy(b, "tokenize in parallel: swift-preprocess --threads N (one per core), batched "
-                  "tokenization", cmd);
+    set_remedy(b,
+               "tokenize in parallel: swift-preprocess --threads N (one per core), batched "
+               "tokenization",
+               cmd);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -535,7 +653,7 @@ static int same_job(const struct swift_an_proc *a, const struct swift_an_proc *b
 
 static double median(double *d, size_t m)
 {
-    qsort(d, m, sizeof(*d), cmp_d);
+    swift_an_sort(d, m, sizeof(*d), cmp_d);
     return m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
 }
 
@@ -583,23 +701,36 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
                     loss = p->part_avg[k] - pm, worst = k;
             }
             char s[512];
-            snprintf(s, sizeof(s),
+            snprintf(s,
+                     sizeof(s),
                      "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us); "
                      "it loses most in %s (+%.0f us per step)",
-                     p->rank, v, p->step_avg, med, worst >= 0 ? p->part_names[worst] : "?", loss);
+                     p->rank,
+                     v,
+                     p->step_avg,
+                     med,
+                     worst >= 0 ? p->part_names[worst] : "?",
+                     loss);
             json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
-            json_t *ev = json_pack("{s:f,s:f,s:s,s:f}", "step_us", r2(p->step_avg), "median_us",
-                                   r2(med), "phase", worst >= 0 ? p->part_names[worst] : "?",
-                                   "phase_loss_us", r2(loss));
+            json_t *ev = json_pack("{s:f,s:f,s:s,s:f}",
+                                   "step_us",
+                                   r2(p->step_avg),
+                                   "median_us",
+                                   r2(med),
+                                   "phase",
+                                   worst >= 0 ? p->part_names[worst] : "?",
+                                   "phase_loss_us",
+                                   r2(loss));
             json_object_set_new(ev, "worst_spans", worst_spans(p, worst, o->top));
             json_object_set_new(b, "evidence", ev);
-            set_remedy(b,
-                       worst == p->data_part
-                           ? "this rank waits for data: check its node's disk/CPU, give it more "
-                             "loader workers, shard the data evenly"
-                           : "check this rank's host (thermal throttling, other jobs, NIC), and that "
-                             "its data shard is not longer than the others'",
-                       NULL);
+            set_remedy(
+                b,
+                worst == p->data_part
+                    ? "this rank waits for data: check its node's disk/CPU, give it more "
+                      "loader workers, shard the data evenly"
+                    : "check this rank's host (thermal throttling, other jobs, NIC), and that "
+                      "its data shard is not longer than the others'",
+                NULL);
         }
     }
     free(d);
@@ -654,7 +785,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         abort();
     for (size_t i = 0; i < m; i++)
         arr[i] = json_incref(json_array_get(list, i));
-    qsort(arr, m, sizeof(*arr), cmp_bottleneck);
+    swift_an_sort(arr, m, sizeof(*arr), cmp_bottleneck);
     json_array_clear(list);
     int sev = 0;
     for (size_t i = 0; i < m; i++) {

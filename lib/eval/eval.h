@@ -21,6 +21,9 @@
  *     "subject"?}`.
  *   - GSM8K JSONL: `{"question", "answer"}`; the reference is the number after `####`.
  *   - exact-match JSONL: `{"question" | "prompt", "answer"}` (a string or a number).
+ * In every JSONL, the question may also be named "query" or "problem", the answer "response",
+ * "output" or "solution", the subject "task" or "category"; a row in ms-swift's messages format
+ * takes its last user turn as the question and the assistant turn after it as the answer.
  * A row without an answer, an answer out of range, or a malformed row is an error with file and
  * line; nothing is returned then.
  */

@@ -174,8 +174,17 @@ out:
     return rc;
 }
 
-static int kv_setup(struct run *r, int rows, int cap)
+/* A cache of at least rows x need tokens. It grows only (in steps of 64 tokens, up to
+ * --max-length), so its size follows the longest batch seen, not --max-length. */
+static int kv_ensure(struct run *r, int rows, int need)
 {
+    if (r->have_kv && r->kv.rows >= rows && r->kv.cap >= need)
+        return 0;
+    int cap = (need + 63) / 64 * 64;
+    if (r->have_kv && r->kv.cap > cap)
+        cap = r->kv.cap;
+    if (cap > r->o->max_length)
+        cap = r->o->max_length > need ? r->o->max_length : need;
     if (r->have_kv)
         swift_kv_release(&r->kv);
     r->have_kv = 0;
@@ -234,6 +243,14 @@ static int loss_batch(struct run *r, struct doc *d, int nd, struct loss_acc *acc
     struct feed *f = calloc((size_t)(nd ? nd : 1), sizeof(*f));
     if (!f)
         return swift_error("out of memory");
+    int need = 1;
+    for (int i = 0; i < nd; i++)
+        if (d[i].ids.n > need)
+            need = d[i].ids.n;
+    if (kv_ensure(r, r->o->batch_size, need) < 0) {
+        free(f);
+        return -1;
+    }
     swift_kv_reset(&r->kv, -1);
     long toks = 0;
     for (int i = 0; i < nd; i++) {
@@ -291,7 +308,7 @@ static int loss_rows(struct run *r, struct doc *d, int *nd, struct loss_acc *acc
             break;
         }
         (*samples)++;
-        rc = doc_make(&d[(*nd)++], ids, mask, (int)n, r->kv.cap);
+        rc = doc_make(&d[(*nd)++], ids, mask, (int)n, o->max_length);
         if (rc == 0 && *nd == o->batch_size) {
             rc = loss_batch(r, d, *nd, acc, bi);
             docs_free(d, *nd);
@@ -327,7 +344,7 @@ static int run_loss(struct run *r, json_t *rec, long *n_out)
         uint64_t maxlen = swift_shards_index(s)->max_length;
         if (maxlen && maxlen < (uint64_t)cap)
             cap = (int)maxlen;
-        if ((rc = kv_setup(r, B, cap)) == 0) {
+        {
             for (uint64_t i = 0; i < ns && rc == 0; i++) {
                 struct swift_sample x;
                 if ((rc = swift_shards_get(s, i, &x)) < 0)
@@ -349,8 +366,7 @@ static int run_loss(struct run *r, json_t *rec, long *n_out)
     } else {
         /* raw rows (JSONL, JSON, CSV, text) through swift-preprocess's dataset and template
          * code: the same ids and loss mask training would see */
-        if ((rc = kv_setup(r, B, cap)) == 0)
-            rc = loss_rows(r, d, &nd, &acc, &bi, &samples);
+        rc = loss_rows(r, d, &nd, &acc, &bi, &samples);
     }
     if (rc == 0 && nd > 0)
         rc = loss_batch(r, d, nd, &acc, &bi);
@@ -486,6 +502,13 @@ static int mc_batch(struct run *r, struct swift_eval_set *set, struct mc_item *i
     int64_t t0 = swift_trace_now();
     long tok0 = r->tokens;
     struct mc_ctx c = {.items = items, .V = r->V};
+    int need = 1;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < items[i].nc; k++)
+            if (items[i].ctx.n + items[i].cont[k].n > need)
+                need = items[i].ctx.n + items[i].cont[k].n;
+    if (kv_ensure(r, 2 * r->o->batch_size, need) < 0)
+        return -1;
     struct feed *f = calloc((size_t)n, sizeof(*f));
     if (!f)
         return swift_error("out of memory");
@@ -550,7 +573,7 @@ static int run_mc(struct run *r, struct swift_eval_set *setp, json_t *rec, long 
     swift_eval_tally_init(&accn);
     struct shots sh = {0};
     struct mc_item *items = calloc((size_t)B, sizeof(*items));
-    int rc = items ? kv_setup(r, 2 * B, cap) : swift_error("out of memory");
+    int rc = items ? 0 : swift_error("out of memory");
     int n = 0;
     long bi = 0;
     for (size_t i = first; i < last && rc == 0; i++) {
@@ -695,7 +718,7 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
     struct swift_gen_seq *seqs = calloc((size_t)B, sizeof(*seqs));
     struct ids *pr = calloc((size_t)B, sizeof(*pr));
     size_t *idx = calloc((size_t)B, sizeof(*idx));
-    int rc = seqs && pr && idx ? kv_setup(r, B, cap) : swift_error("out of memory");
+    int rc = seqs && pr && idx ? 0 : swift_error("out of memory");
     struct swift_gen_opts go = {.max_new = o->max_new_tokens,
                                 .temperature = o->temperature,
                                 .top_p = o->top_p,
@@ -725,6 +748,12 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
                                              .seed = o->seed ^ (0x9e3779b97f4a7c15ULL * i)};
             idx[n++] = i;
         }
+        int need = 1;
+        for (int k = 0; k < n; k++)
+            if (pr[k].n + o->max_new_tokens > need)
+                need = pr[k].n + o->max_new_tokens;
+        if (rc == 0 && n > 0)
+            rc = kv_ensure(r, B, need);
         if (rc == 0 && n > 0) {
             go.nstop = r->neos; /* the template's end marker joined the stop ids */
             int64_t t0 = swift_trace_now();

@@ -479,19 +479,47 @@ static char *json_text(json_t *v)
     return NULL;
 }
 
+static const char *const question_keys[] = {"question", "prompt", "query", "problem", NULL};
+static const char *const answer_keys[] = {"answer", "response", "output", "solution", NULL};
+static const char *const subject_keys[] = {"subject", "task", "category", NULL};
+
+static json_t *first_of(json_t *v, const char *const *keys)
+{
+    for (int i = 0; keys[i]; i++) {
+        json_t *x = json_object_get(v, keys[i]);
+        if (x)
+            return x;
+    }
+    return NULL;
+}
+
 static int jsonl_item(int task, json_t *v, const char *name, long line, struct swift_eval_set *set)
 {
     if (!json_is_object(v))
         return swift_error_at(name, line, "expected an object");
-    json_t *q = json_object_get(v, "question");
-    if (!q)
-        q = json_object_get(v, "prompt");
+    json_t *q = first_of(v, question_keys), *a = first_of(v, answer_keys);
+    json_t *msgs = json_object_get(v, "messages");
+    if (!q && json_is_array(msgs)) {
+        /* ms-swift's messages format: the last user turn asks, the assistant turn after it
+         * is the reference */
+        size_t nm = json_array_size(msgs);
+        for (size_t k = 0; k < nm; k++) {
+            json_t *m = json_array_get(msgs, k);
+            const char *role = json_string_value(json_object_get(m, "role"));
+            json_t *content = json_object_get(m, "content");
+            if (role && !strcmp(role, "user")) {
+                q = content;
+                a = NULL;
+            } else if (role && !strcmp(role, "assistant") && q && !a) {
+                a = content;
+            }
+        }
+    }
     if (!json_is_string(q))
         return swift_error_at(name, line, "missing string 'question'");
-    json_t *a = json_object_get(v, "answer");
     if (!a || json_is_null(a))
         return swift_error_at(name, line, "row without an answer");
-    json_t *subj = json_object_get(v, "subject");
+    json_t *subj = first_of(v, subject_keys);
     if (subj && !json_is_string(subj))
         return swift_error_at(name, line, "'subject' must be a string");
 

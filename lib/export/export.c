@@ -43,7 +43,7 @@ int swift_export_run(const struct swift_export_opts *o)
         swift_remove_tree(tmp);
         struct swift_export_opts m = *o;
         m.dtype = "fp32";
-        m.to = "hf";
+        m.to = "gguf"; /* merge prints no summary of its own */
         int rc = swift_export_merge(&m, tmp);
         if (rc == 0)
             rc = swift_export_gguf(o, tmp);
@@ -55,6 +55,9 @@ int swift_export_run(const struct swift_export_opts *o)
             return swift_error("--to hf needs --merge-lora ADAPTER_DIR or --quant");
         if (o->to_ollama)
             return swift_error("--to-ollama needs --to gguf");
+        if (o->merge_lora && o->quant)
+            return swift_error("--merge-lora and --quant together: merge first, then quantize the "
+                               "merged directory");
         struct stat st;
         if (stat(o->output, &st) == 0 && !o->force)
             return swift_error("'%s' exists; use --force to overwrite it", o->output);

@@ -2,6 +2,7 @@
 #include "lib/error.h"
 #include "lib/export/internal.h"
 #include "lib/fileio.h"
+#include "lib/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,42 +10,71 @@
 
 #include "lib/banned.h"
 
+/* jansson rejects integers beyond int64 ("too big integer"); HF files have some, e.g.
+ * Llama 3's model_max_length 1000000000000000019884624838656. Outside strings, an integer
+ * literal of more than 18 digits gets ".0" appended so that it parses as a real. */
+static char *widen_big_ints(const char *s, size_t len, size_t *outlen)
+{
+    char *o = malloc(len + len / 19 * 2 + 1);
+    if (!o)
+        return NULL;
+    size_t w = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < len;) {
+        char c = s[i];
+        if (in_str) {
+            o[w++] = c;
+            if (c == '\\' && i + 1 < len)
+                o[w++] = s[++i];
+            else if (c == '"')
+                in_str = 0;
+            i++;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            o[w++] = s[i++];
+            continue;
+        }
+        if (c >= '0' && c <= '9' && (i == 0 || !(s[i - 1] >= '0' && s[i - 1] <= '9'))) {
+            size_t j = i;
+            while (j < len && s[j] >= '0' && s[j] <= '9')
+                j++;
+            memcpy(o + w, s + i, j - i);
+            w += j - i;
+            int is_int = j >= len || (s[j] != '.' && s[j] != 'e' && s[j] != 'E');
+            if (j - i > 18 && is_int) {
+                o[w++] = '.';
+                o[w++] = '0';
+            }
+            i = j;
+            continue;
+        }
+        o[w++] = s[i++];
+    }
+    o[w] = 0;
+    *outlen = w;
+    return o;
+}
+
 json_t *swift_json_load(const char *path)
 {
+    char *text = NULL;
+    size_t len = 0, wlen = 0;
+    if (swift_read_file(path, (size_t)1 << 30, &text, &len) < 0)
+        return NULL;
+    char *wide = widen_big_ints(text, len, &wlen);
+    free(text);
+    if (!wide) {
+        swift_error("out of memory");
+        return NULL;
+    }
     json_error_t e;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
-    if (!j) {
-        if (e.line <= 0)
-            swift_error("cannot read '%s': %s", path, e.text);
-        else
-            swift_error_at(path, e.line, "%s", e.text);
-    }
+    json_t *j = json_loadb(wide, wlen, JSON_REJECT_DUPLICATES, &e);
+    free(wide);
+    if (!j)
+        swift_error_at(path, e.line, "%s", e.text);
     return j;
-}
-
-static int get_int(json_t *cfg, const char *path, const char *key, int64_t *out, int required)
-{
-    json_t *v = json_object_get(cfg, key);
-    if (!v || json_is_null(v)) {
-        if (required)
-            return swift_error("%s: missing \"%s\"", path, key);
-        return 1;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) <= 0)
-        return swift_error("%s: \"%s\" must be a positive integer", path, key);
-    *out = json_integer_value(v);
-    return 0;
-}
-
-static int get_num(json_t *cfg, const char *path, const char *key, double *out)
-{
-    json_t *v = json_object_get(cfg, key);
-    if (!v || json_is_null(v))
-        return 1;
-    if (!json_is_number(v))
-        return swift_error("%s: \"%s\" must be a number", path, key);
-    *out = json_number_value(v);
-    return 0;
 }
 
 static int64_t first_id(json_t *v)
@@ -62,110 +92,42 @@ void swift_hparams_release(struct swift_hparams *hp)
     hp->config = NULL;
 }
 
+/* config.json through lib/model's parser (the one swift-train uses), plus what only the
+ * converter needs: whether head_dim is explicit, bos/eos ids, the raw JSON. */
 int swift_hparams_load(struct swift_hparams *hp, const char *model_dir)
 {
     memset(hp, 0, sizeof(*hp));
     char *path = swift_path_join(model_dir, "config.json");
-    json_t *cfg = swift_json_load(path);
     int rc = -1;
-    if (!cfg)
+    struct swift_model_config mc;
+    hp->config = swift_json_load(path);
+    if (!hp->config || swift_model_config_parse(&mc, hp->config, path) < 0)
         goto out;
-    hp->config = cfg;
-    if (!json_is_object(cfg)) {
-        swift_error("%s: expected a JSON object", path);
-        goto out;
-    }
-    const char *mt = json_string_value(json_object_get(cfg, "model_type"));
-    const char *a0 = json_string_value(json_array_get(json_object_get(cfg, "architectures"), 0));
-    if (!mt && a0) {
-        if (!strcmp(a0, "LlamaForCausalLM") || !strcmp(a0, "MistralForCausalLM"))
-            mt = "llama";
-        else if (!strcmp(a0, "Qwen2ForCausalLM"))
-            mt = "qwen2";
-        else if (!strcmp(a0, "Qwen3ForCausalLM"))
-            mt = "qwen3";
-    }
-    if (!mt) {
-        swift_error("%s: no \"model_type\" or known \"architectures\"", path);
-        goto out;
-    }
-    if (!strcmp(mt, "mistral"))
-        mt = "llama"; /* same graph in llama.cpp */
-    if (strcmp(mt, "llama") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3")) {
-        swift_error("%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", path, mt);
-        goto out;
-    }
-    snprintf(hp->arch, sizeof(hp->arch), "%s", mt);
-    if (get_int(cfg, path, "vocab_size", &hp->vocab_size, 1) < 0 ||
-        get_int(cfg, path, "hidden_size", &hp->hidden, 1) < 0 ||
-        get_int(cfg, path, "intermediate_size", &hp->ffn, 1) < 0 ||
-        get_int(cfg, path, "num_hidden_layers", &hp->layers, 1) < 0 ||
-        get_int(cfg, path, "num_attention_heads", &hp->heads, 1) < 0)
-        goto out;
-    hp->kv_heads = hp->heads;
-    if (get_int(cfg, path, "num_key_value_heads", &hp->kv_heads, 0) < 0)
-        goto out;
-    if (hp->hidden % hp->heads && !json_object_get(cfg, "head_dim")) {
-        swift_error("%s: hidden_size %lld is not a multiple of num_attention_heads %lld",
-                    path,
-                    (long long)hp->hidden,
-                    (long long)hp->heads);
-        goto out;
-    }
-    hp->head_dim = hp->hidden / hp->heads;
-    int r = get_int(cfg, path, "head_dim", &hp->head_dim, 0);
-    if (r < 0)
-        goto out;
-    hp->has_head_dim = r == 0;
-    if (hp->heads % hp->kv_heads) {
-        swift_error("%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                    path,
-                    (long long)hp->heads,
-                    (long long)hp->kv_heads);
-        goto out;
-    }
-    hp->ctx = 2048;
-    if (get_int(cfg, path, "max_position_embeddings", &hp->ctx, 0) < 0)
-        goto out;
-    hp->rms_eps = !strcmp(mt, "llama") ? 1e-6 : 1e-6;
-    if (get_num(cfg, path, "rms_norm_eps", &hp->rms_eps) < 0)
-        goto out;
-    hp->rope_theta = 10000.0;
-    if (get_num(cfg, path, "rope_theta", &hp->rope_theta) < 0)
-        goto out;
-    /* transformers 5: rope_parameters {rope_theta, rope_type, factor, ...}; v4: rope_scaling */
-    json_t *rp = json_object_get(cfg, "rope_parameters");
-    if (json_is_object(rp) && get_num(rp, path, "rope_theta", &hp->rope_theta) < 0)
-        goto out;
-    json_t *rs = json_object_get(cfg, "rope_scaling");
-    if (!json_is_object(rs))
-        rs = rp;
-    if (json_is_object(rs)) {
-        const char *t = json_string_value(json_object_get(rs, "rope_type"));
-        if (!t)
-            t = json_string_value(json_object_get(rs, "type"));
-        if (t && strcmp(t, "default")) {
-            if (strcmp(t, "linear") && strcmp(t, "llama3") && strcmp(t, "yarn")) {
-                swift_error(
-                    "%s: unsupported rope scaling type '%s' (linear, llama3, yarn)", path, t);
-                goto out;
-            }
-            snprintf(hp->rope_type, sizeof(hp->rope_type), "%s", t);
-            hp->rope_factor = 1.0;
-            hp->rope_low_freq = 1.0;
-            hp->rope_high_freq = 4.0;
-            hp->rope_orig_ctx = 8192;
-            if (get_num(rs, path, "factor", &hp->rope_factor) < 0 ||
-                get_num(rs, path, "low_freq_factor", &hp->rope_low_freq) < 0 ||
-                get_num(rs, path, "high_freq_factor", &hp->rope_high_freq) < 0 ||
-                get_num(rs, path, "original_max_position_embeddings", &hp->rope_orig_ctx) < 0)
-                goto out;
-        }
-    }
-    json_t *tie = json_object_get(cfg, "tie_word_embeddings");
-    hp->tie_embeddings = tie ? json_is_true(tie) : strcmp(mt, "llama") != 0;
-    hp->bos_id = first_id(json_object_get(cfg, "bos_token_id"));
-    hp->eos_id = first_id(json_object_get(cfg, "eos_token_id"));
+    snprintf(hp->arch, sizeof(hp->arch), "%s",
+             strcmp(mc.model_type, "mistral") ? mc.model_type : "llama");
+    hp->vocab_size = mc.vocab_size;
+    hp->hidden = mc.hidden_size;
+    hp->ffn = mc.intermediate_size;
+    hp->layers = mc.num_layers;
+    hp->heads = mc.num_heads;
+    hp->kv_heads = mc.num_kv_heads;
+    hp->head_dim = mc.head_dim;
+    json_t *hd = json_object_get(hp->config, "head_dim");
+    hp->has_head_dim = hd && !json_is_null(hd);
+    hp->ctx = mc.max_position_embeddings;
+    hp->rms_eps = mc.rms_norm_eps;
+    hp->rope_theta = mc.rope_theta;
+    if (mc.rope_type == SWIFT_ROPE_LINEAR)
+        snprintf(hp->rope_type, sizeof(hp->rope_type), "linear");
+    else if (mc.rope_type == SWIFT_ROPE_LLAMA3)
+        snprintf(hp->rope_type, sizeof(hp->rope_type), "llama3");
+    hp->rope_factor = mc.rope_factor;
+    hp->rope_low_freq = mc.rope_low_freq_factor;
+    hp->rope_high_freq = mc.rope_high_freq_factor;
+    hp->rope_orig_ctx = mc.rope_original_max;
+    hp->tie_embeddings = mc.tie_embeddings;
+    hp->bos_id = first_id(json_object_get(hp->config, "bos_token_id"));
+    hp->eos_id = first_id(json_object_get(hp->config, "eos_token_id"));
     rc = 0;
 out:
     free(path);

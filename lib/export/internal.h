@@ -9,7 +9,7 @@
 
 /* What the GGUF converter needs from config.json (FORMATS-REFERENCE §4.3). */
 struct swift_hparams {
-    char arch[16]; /* "llama" | "qwen2" | "qwen3" */
+    char arch[32]; /* "llama" | "qwen2" | "qwen3" */
     int64_t vocab_size, hidden, ffn, layers, heads, kv_heads, head_dim, ctx;
     int has_head_dim; /* config.json names head_dim explicitly */
     double rms_eps, rope_theta;
@@ -47,6 +47,9 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir);
 /* Merge a PEFT LoRA adapter into the base and write a HF directory at out_dir (created; must
  * not exist). dtype: bf16|fp16|fp32 (NULL: the base's). Returns 0 or -1. */
 int swift_export_merge(const struct swift_export_opts *o, const char *out_dir);
+
+/* Weight-only RTN quantization of model_dir's linear layers into a HF directory (GPTQ layout). */
+int swift_export_quant(const struct swift_export_opts *o, const char *out_dir);
 
 /* Read a JSON file with "FILE:LINE: message" errors; NULL after an error. */
 json_t *swift_json_load(const char *path);

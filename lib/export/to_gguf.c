@@ -380,16 +380,19 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     }
     if (check_required(plan, np, &hp, model_dir) < 0)
         goto out;
+    size_t nfall[SWIFT_GGML_NTYPES] = {0};
     for (size_t i = 0; i < np; i++) {
         if (plan[i].type != dt->type && plan[i].n_dims == 2)
-            swift_info("%s: %s does not fit rows of %" PRIu64 ", using %s (as llama.cpp)",
-                       plan[i].name,
-                       swift_ggml_type_name(dt->type),
-                       plan[i].ne[0],
-                       swift_ggml_type_name(plan[i].type));
+            nfall[plan[i].type]++;
         if (swift_gguf_add_tensor(&w, plan[i].name, plan[i].n_dims, plan[i].ne, plan[i].type) < 0)
             goto out;
     }
+    for (int t = 0; t < SWIFT_GGML_NTYPES; t++)
+        if (nfall[t])
+            swift_info("%zu matrices use %s: their rows do not fit %s blocks (as llama.cpp does)",
+                       nfall[t],
+                       swift_ggml_type_name((uint32_t)t),
+                       swift_ggml_type_name(dt->type));
     if (swift_gguf_writer_begin(&w, o->output) < 0)
         goto out;
     struct timing tm = {0};

@@ -63,8 +63,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             out[i].n = 0;
         int64_t t0 = swift_trace_now();
-        if (swift_tokenizer_encode_many(tok, pool, n, (const char *const *)texts, lens, 0, out) <
-            0)
+        if (swift_tokenizer_encode_many(tok, pool, n, (const char *const *)texts, lens, 0, out) < 0)
             return 1;
         double s = (double)(swift_trace_now() - t0) / 1e9;
         size_t tokens = 0;
@@ -72,7 +71,12 @@ int main(int argc, char **argv)
             tokens += out[i].n;
         printf("{\"impl\":\"swift\",\"threads\":%d,\"texts\":%zu,\"tokens\":%zu,\"bytes\":%zu,"
                "\"seconds\":%.3f,\"tokens_per_s\":%.0f,\"mb_per_s\":%.2f}\n",
-               swift_pool_size(pool), n, tokens, bytes, s, (double)tokens / s,
+               swift_pool_size(pool),
+               n,
+               tokens,
+               bytes,
+               s,
+               (double)tokens / s,
                (double)bytes / s / 1e6);
         fflush(stdout);
         swift_pool_free(pool);

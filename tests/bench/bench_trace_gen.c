@@ -107,12 +107,15 @@ int main(int argc, char **argv)
             json_t *ts = json_object_get(c, "ts");
             if (copy && json_is_number(ts)) {
                 double t = json_number_value(ts) + (double)copy * span;
-                json_object_set_new(c, "ts", json_is_integer(ts) ? json_integer((json_int_t)t) : json_real(t));
+                json_object_set_new(
+                    c, "ts", json_is_integer(ts) ? json_integer((json_int_t)t) : json_real(t));
             }
             const char *nm = json_string_value(json_object_get(c, "name"));
             if (copy && nm && !strncmp(nm, "ProfilerStep#", 13)) {
                 char buf[64];
-                snprintf(buf, sizeof(buf), "ProfilerStep#%ld",
+                snprintf(buf,
+                         sizeof(buf),
+                         "ProfilerStep#%ld",
                          strtol(nm + 13, NULL, 10) + copy * (g.max_step + 1));
                 json_object_set_new(c, "name", json_string(buf));
             }

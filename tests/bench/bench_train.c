@@ -27,14 +27,18 @@ static double now(void)
 int main(int argc, char **argv)
 {
     long th, B, T, steps;
-    if (argc != 6 || swift_parse_long(argv[2], 1, 256, &th) || swift_parse_long(argv[3], 1, 64, &B) ||
-        swift_parse_long(argv[4], 2, 8192, &T) || swift_parse_long(argv[5], 1, 1000, &steps)) {
+    if (argc != 6 || swift_parse_long(argv[2], 1, 256, &th) ||
+        swift_parse_long(argv[3], 1, 64, &B) || swift_parse_long(argv[4], 2, 8192, &T) ||
+        swift_parse_long(argv[5], 1, 1000, &steps)) {
         fprintf(stderr, "usage: bench_train 10M|100M THREADS BATCH SEQ STEPS\n");
         return 2;
     }
-    struct swift_model_config c = {.model_type = "llama", .dtype = "float32",
-                                   .rms_norm_eps = 1e-5f, .rope_theta = 10000.0,
-                                   .tie_embeddings = 1, .max_position_embeddings = 8192};
+    struct swift_model_config c = {.model_type = "llama",
+                                   .dtype = "float32",
+                                   .rms_norm_eps = 1e-5f,
+                                   .rope_theta = 10000.0,
+                                   .tie_embeddings = 1,
+                                   .max_position_embeddings = 8192};
     if (!strcmp(argv[1], "10M")) {
         c.vocab_size = 16000, c.hidden_size = 256, c.intermediate_size = 768;
         c.num_layers = 6, c.num_heads = 8, c.num_kv_heads = 4, c.head_dim = 32;
@@ -53,7 +57,8 @@ int main(int argc, char **argv)
     const char *save = getenv("BENCH_SAVE"); /* write the model directory and stop */
     if (save) {
         char cfg[1024];
-        int n = snprintf(cfg, sizeof(cfg),
+        int n = snprintf(cfg,
+                         sizeof(cfg),
                          "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\","
                          "\"vocab_size\":%d,\"hidden_size\":%d,\"intermediate_size\":%d,"
                          "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
@@ -61,8 +66,13 @@ int main(int argc, char **argv)
                          "\"rope_theta\":10000.0,\"max_position_embeddings\":8192,"
                          "\"tie_word_embeddings\":true,\"hidden_act\":\"silu\","
                          "\"torch_dtype\":\"float32\"}\n",
-                         c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
-                         c.num_heads, c.num_kv_heads, c.head_dim);
+                         c.vocab_size,
+                         c.hidden_size,
+                         c.intermediate_size,
+                         c.num_layers,
+                         c.num_heads,
+                         c.num_kv_heads,
+                         c.head_dim);
         char *cp = swift_path_join(save, "config.json");
         if (swift_mkdirs(save, 0755) < 0 || swift_atomic_write(cp, cfg, (size_t)n) < 0 ||
             swift_model_save(&m, save, NULL) < 0)
@@ -104,8 +114,17 @@ int main(int argc, char **argv)
     printf("{\"impl\":\"swift\",\"config\":\"%s\",\"params\":%zu,\"threads\":%ld,\"batch\":%ld,"
            "\"seq\":%ld,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops\":%.2f,"
            "\"sgemm_peak_gflops\":%.2f,\"frac_of_peak\":%.3f,\"loss\":%.4f}\n",
-           argv[1], m.nparams, th, B, T, dt, (double)N / dt, fpt * (double)N / dt / 1e9, peak,
-           fpt * (double)N / dt / 1e9 / peak, loss);
+           argv[1],
+           m.nparams,
+           th,
+           B,
+           T,
+           dt,
+           (double)N / dt,
+           fpt * (double)N / dt / 1e9,
+           peak,
+           fpt * (double)N / dt / 1e9 / peak,
+           loss);
     swift_adamw_free(&opt);
     swift_model_free(&m);
     free(tok);

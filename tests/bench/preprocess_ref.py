@@ -93,11 +93,33 @@ def tt(gpt2_dir, path, threads):
         report("tiktoken", th, texts, ntok, time.perf_counter() - t0)
 
 
+def e2e(tok_dir, path):
+    """What ms-swift's datasets.map path does per row, at the least: render the chat template
+    (Qwen3 Jinja, transformers) and tokenize it with the HF tokenizer, one process, one core."""
+    from transformers import PreTrainedTokenizerFast
+    cfg = json.load(open(os.path.join(tok_dir, "tokenizer_config.json")))
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(tok_dir, "tokenizer.json"))
+    rows = [json.loads(l) for l in open(path, encoding="utf-8")]
+    t0 = time.perf_counter()
+    ntok = 0
+    for r in rows:
+        q = r["instruction"] + ("\n" + r["input"] if r["input"] else "")
+        msgs = [{"role": "user", "content": q}, {"role": "assistant", "content": r["output"]}]
+        out = tok.apply_chat_template(msgs, chat_template=cfg["chat_template"], tokenize=True,
+                                      add_generation_prompt=False)
+        ntok += len(out["input_ids"] if hasattr(out, "keys") else out)
+    secs = time.perf_counter() - t0
+    print(json.dumps({"impl": "transformers apply_chat_template", "rows": len(rows), "tokens": ntok,
+                      "seconds": round(secs, 3), "rows_per_s": round(len(rows) / secs)}))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "corpus":
         corpus(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "hf":
         hf(sys.argv[2], sys.argv[3], [int(x) for x in sys.argv[4:]])
+    elif cmd == "e2e":
+        e2e(sys.argv[2], sys.argv[3])
     elif cmd == "tiktoken":
         tt(sys.argv[2], sys.argv[3], [int(x) for x in sys.argv[4:]])

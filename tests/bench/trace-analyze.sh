@@ -28,14 +28,17 @@ run() { # run NAME CMD...: wall seconds and peak RSS (MB) from /usr/bin/time -v
     rc=$?
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, a, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + a[i]; print s}' "$DIR/$name.time")
     rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2 / 1024}' "$DIR/$name.time")
-    echo "$rc $wall $rss"
+    cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$DIR/$name.time")
+    echo "$rc $wall $rss $cpu"
 }
 
+# MB/s of uncompressed trace per wall second, and per CPU second (user+sys: fair on a busy machine)
+rate() { echo "$bytes $1" | awk '{printf "%.1f", $1/1e6/$2}'; }
 set -- $(run ours "$BIN/swift-trace-analyze" --format json "$F")
-ours_wall=$2
-echo "swift-trace-analyze plain: rc $1, $ours_wall s, $(echo "$bytes $ours_wall" | awk '{printf "%.0f", $1/1e6/$2}') MB/s, peak RSS $3 MB"
+ours_wall=$2 ours_cpu=$4 rss_ours=$3
+echo "swift-trace-analyze plain: rc $1, wall $2 s ($(rate "$2") MB/s), cpu $4 s ($(rate "$4") MB/s), peak RSS $3 MB"
 set -- $(run oursgz "$BIN/swift-trace-analyze" --format json "$DIR/gz/rank0.pt.trace.json.gz")
-echo "swift-trace-analyze .gz:   rc $1, $2 s, $(echo "$bytes $2" | awk '{printf "%.0f", $1/1e6/$2}') MB/s (uncompressed), peak RSS $3 MB"
+echo "swift-trace-analyze .gz:   rc $1, wall $2 s ($(rate "$2") MB/s), cpu $4 s ($(rate "$4") MB/s), peak RSS $3 MB"
 jq -c '.processes[0].temporal' "$DIR/ours.out" 2>/dev/null | sed 's/^/  ours temporal: /'
 
 if "$PY" -c 'import hta' 2>/dev/null; then
@@ -48,9 +51,9 @@ print(t.get_temporal_breakdown(visualize=False).to_string())
 PY
     set -- $(run hta "$PY" "$DIR/run_hta.py" "$DIR/plain")
     if [ "$1" -eq 0 ]; then
-        echo "HTA temporal breakdown:    rc 0, $2 s, $(echo "$bytes $2" | awk '{printf "%.1f", $1/1e6/$2}') MB/s, peak RSS $3 MB"
+        echo "HTA temporal breakdown:    rc 0, wall $2 s ($(rate "$2") MB/s), cpu $4 s ($(rate "$4") MB/s), peak RSS $3 MB"
         sed 's/^/  hta: /' "$DIR/hta.out"
-        echo "ratio: swift-trace-analyze is $(echo "$2 $ours_wall" | awk '{printf "%.1f", $1/$2}')x faster than HTA"
+        echo "ratio: swift-trace-analyze (all analyses) vs HTA (temporal breakdown only): $(echo "$2 $ours_wall" | awk '{printf "%.1f", $1/$2}')x wall, $(echo "$4 $ours_cpu" | awk '{printf "%.1f", $1/$2}')x cpu, $(echo "$3 $rss_ours" | awk '{printf "%.1f", $1/$2}')x less memory"
     else
         echo "HTA failed (rc $1):"; sed -n "/Command being timed/q;p" "$DIR/hta.time" | tail -n 5
     fi

@@ -172,6 +172,10 @@ need_shared() {
     [ "$status" -eq 0 ]
     [ "$(jq -c '[.n, (.subjects | keys), .subjects.abstract_algebra.n]' <<<"$output")" = '[6,["abstract_algebra"],6]' ]
     jq -e '.metrics.accuracy >= 0 and .metrics.accuracy <= 1 and .metrics.accuracy_macro == .metrics.accuracy' <<<"$output"
+    a=$(jq -c '[.metrics, .subjects, .tokens]' <<<"$output")
+    run "$EVAL" "$M" --task mmlu --dataset "$SHARED/data/datasets/mmlu" --limit 6 --few-shot 2 --batch-size 1 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.metrics, .subjects, .tokens]' <<<"$output")" = "$a" ]
 }
 
 @test "gsm8k (shared data): generation with number extraction" {
@@ -180,6 +184,12 @@ need_shared() {
         --few-shot 1 --max-new-tokens 4 --quiet
     [ "$status" -eq 0 ]
     [ "$(jq -c '[.task, .n, .metrics.accuracy, .config.few_shot]' <<<"$output")" = '["gsm8k",2,0,1]' ]
+    a=$(jq -c '[.prefill_tokens, .decode_tokens]' <<<"$output")
+    # one sequence per batch: the cache grows with the longer second prompt; same tokens
+    run "$EVAL" "$M" --task gsm8k --dataset "$SHARED/data/datasets/gsm8k/test.jsonl" --limit 2 \
+        --few-shot 1 --max-new-tokens 4 --batch-size 1 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.prefill_tokens, .decode_tokens]' <<<"$output")" = "$a" ]
 }
 
 @test "loss on raw JSONL through the preprocess code equals loss on swift-preprocess's shards" {

@@ -76,10 +76,11 @@ build() { # tokenizer, output name, extra args...
         [[ "${lines[-1]}" == *'"rows":300,"documents":300,"invalid":0'* ]]
         [[ "${lines[-1]}" == *'"val_samples":'* ]]
         [ -f "$TMP/$t-gsm8k/val/index.json" ]
-        build "$tok" "$t-alpaca" "$LF/alpaca_zh_demo.json" "$LF/identity.json"
-        [[ "${lines[-1]}" == *'"rows":1091,"documents":1091,"invalid":0'* ]]
-        build "$tok" "$t-glaive" --max-length 16384 "$LF/glaive_toolcall_en_demo.json"
-        [[ "${lines[-1]}" == *'"rows":300,"documents":300,"invalid":0,"dropped":0'* ]]
+        build "$tok" "$t-alpaca" "$LF/alpaca_en_demo.json" "$LF/alpaca_zh_demo.json" "$LF/identity.json"
+        [[ "${lines[-1]}" == *'"rows":2090,"documents":2090,"invalid":0'* ]]
+        build "$tok" "$t-glaive" --max-length 16384 "$LF/glaive_toolcall_en_demo.json" \
+            "$LF/glaive_toolcall_zh_demo.json"
+        [[ "${lines[-1]}" == *'"rows":600,"documents":600,"invalid":0,"dropped":0'* ]]
     done
     run jq -r '.template, .tokenizer_sha256, .counts.samples' "$TMP/qwen3-gsm8k/index.json"
     [ "${lines[0]}" = qwen3 ]
@@ -96,6 +97,28 @@ build() { # tokenizer, output name, extra args...
     [ "${lines[0]}" = sequential ]
     [ "${lines[1]}" = 590 ]
     [ "${lines[2]}" = 512 ]
+    build "$L" ts-llama --template generation --truncation split --max-length 2048 \
+        "$DS/tinyshakespeare/input.txt"
+    [[ "${lines[-1]}" == *'"rows":1,"documents":'* ]]
+    run jq -r '.counts.tokens == .counts.trained_tokens' "$TMP/ts-llama/index.json"
+    [ "$output" = true ]
+}
+
+@test "truncation: delete drops, left and right cut to max-length" {
+    head -n 100 "$DS/gsm8k/test.jsonl" >"$TMP/g.jsonl"
+    for how in delete left right; do
+        run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/tr-$how" --max-length 160 \
+            --truncation "$how" "$TMP/g.jsonl"
+        [ "$status" -eq 0 ]
+        run jq -r '[.documents, .dropped, .truncated, .length.max] | @tsv' <<<"$output"
+        read -r docs dropped truncated max <<<"$output"
+        [ "$max" -le 160 ]
+        if [ "$how" = delete ]; then
+            [ "$dropped" -gt 0 ] && [ "$truncated" -eq 0 ] && [ $((docs + dropped)) -eq 100 ]
+        else
+            [ "$truncated" -gt 0 ] && [ "$dropped" -eq 0 ] && [ "$docs" -eq 100 ]
+        fi
+    done
 }
 
 @test "the same input gives byte-identical shards with 1 and 3 threads" {
@@ -148,5 +171,17 @@ build() { # tokenizer, output name, extra args...
     [ "$status" -eq 0 ]
     for n in read tokenize_batch pack write_shards; do
         grep -q "\"name\":\"$n\"" "$TMP/pp.trace.jsonl"
+    done
+}
+
+@test "--packing as a flag, with =HOW, or with the value as the next word" {
+    head -n 50 "$DS/gsm8k/test.jsonl" >"$TMP/g.jsonl"
+    for args in "--packing $TMP/g.jsonl:binpack" "--packing sequential $TMP/g.jsonl:sequential" \
+        "$TMP/g.jsonl --packing true:binpack" "--packing=sequential $TMP/g.jsonl:sequential" \
+        "--packing none $TMP/g.jsonl:none"; do
+        run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/pk" --force --max-length 1024 ${args%:*}
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"\"packing\":\"${args##*:}\""* ]]
+        [[ "$output" == *'"rows":50,'* ]]
     done
 }

@@ -3,6 +3,14 @@
 # $SHARED/data/traces (REFERENCE.md §2: HTA's tests; §3: the TensorBoard plugin's
 # result_check_file.txt). Expected values are copied from there, never from our own output.
 
+setup_file() {
+    # the big traces are analysed once per file; tests read these reports
+    T="$SHARED/data/traces"
+    [ -d "$T" ] || return 0
+    F="$BATS_FILE_TMPDIR"
+    "$SWIFT_BIN/swift-trace-analyze" --format json -o "$F/mtia.json" "$T/hta/mtia_trace_single_rank" || true
+}
+
 setup() {
     A="$SWIFT_BIN/swift-trace-analyze"
     T="$SHARED/data/traces"
@@ -57,15 +65,13 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
 }
 
 @test "MTIA: HTA temporal breakdown within 0.01 points of HTA's test" {
-    run "$A" --format json -o "$W/r.json" "$T/hta/mtia_trace_single_rank"
-    [ "$status" -eq 0 ]
+    cp "$BATS_FILE_TMPDIR/mtia.json" "$W/r.json"
     # tests/test_trace_analysis.py:269-287: 42.383, 54.813, 2.806 each delta=0.01
     json "$W/r.json" '.processes[0].temporal | [(.idle_pct - 42.383), (.compute_pct - 54.813), (.non_compute_pct - 2.806)] | map(fabs <= 0.01) | all' | grep -qx true
 }
 
 @test "MTIA: HTA kernel breakdown and idle time breakdown" {
-    run "$A" --format json -o "$W/r.json" "$T/hta/mtia_trace_single_rank"
-    [ "$status" -eq 0 ]
+    cp "$BATS_FILE_TMPDIR/mtia.json" "$W/r.json"
     # :304-319 kernel_type_breakdown.iloc[0] COMPUTATION sum 7305597; kernel_breakdown iloc[0] 77283, iloc[11] MEMORY 400892
     [ "$(json "$W/r.json" '.processes[0].kernel_types[0] | "\(.type) \(.us)"')" = "COMPUTATION 7305597" ]
     [ "$(json "$W/r.json" '.processes[0].kernels[0].sum_us')" = 77283 ]
@@ -132,6 +138,13 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [[ "$output" == *"warning: 4 inputs skipped, 1 analysed"* ]]
     [ "$(json "$W/r.json" '.processes | length')" = 1 ]
     [ "$(json "$W/r.json" '.inputs_failed')" = 4 ]
+    run "$A" -q "$W/r.json"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "swift-trace-analyze:$W/r.json:"*": byte "*": no \"traceEvents\" array: not a Chrome/Kineto trace" ]]
+    head -c 300000 "$NW4" > "$W/cut.json.gz"
+    run "$A" -q "$W/cut.json.gz"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "swift-trace-analyze:$W/cut.json.gz:"*": byte "*": gzip stream ends early (truncated file?)" ]]
     run "$A" --strict -o "$W/s.txt" "$W/type.json" "$NW0"
     [ "$status" -eq 1 ]
     [ ! -e "$W/s.txt" ]
@@ -147,6 +160,9 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(jq -r 'keys | join(",")' "$W/m.json")" = traceEvents ]
     # rank 0's pids and rank 1's pids are disjoint
     [ "$(jq '[.traceEvents[] | .pid] | unique | map(tostring | .[0:1]) | unique | length' "$W/m.json")" = 2 ]
+    # processes are named per rank: GPUs by device, the host process by its name
+    jq -r '.traceEvents[] | select(.name == "process_name") | .args.name' "$W/m.json" | grep -qx "rank 1 GPU 0 @ sampled_rank-1.json.gz"
+    jq -r '.traceEvents[] | select(.name == "process_name") | .args.name' "$W/m.json" | grep -qx "pyper:trainer:0:1 rank 1 @ sampled_rank-1.json.gz"
     # every non-metadata event has a numeric ts
     [ "$(jq '[.traceEvents[] | select(.ph != "M" and (.ts | type) != "number")] | length' "$W/m.json")" = 0 ]
     # flow ids are offset per rank: no id is used by two ranks
@@ -178,4 +194,36 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(json "$W/r.json" '.processes | length')" = 1 ]
     run "$A" "$T/kineto-tb/tb_test_all_categories.json"
     [ "$status" -eq 0 ]
+}
+
+@test "our JSONL traces of two ranks: clocks aligned, merged with names per rank, size warning, --window" {
+    mkdir "$W/traces"
+    for r in 0 1; do
+        {
+            printf '{"ph":"M","name":"process_name","pid":7,"tid":7,"ts":0,"args":{"name":"swift-train rank %d @ n%d"}}\n' $r $r
+            printf '{"ph":"M","name":"swift_meta","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,"stage":"train","rank":%d,"world_size":2,"host":"n%d","clock_offset_us":%d,"argv":["swift-train","--num-workers","2","shards/"]}}\n' $r $r $((r * 500))
+            for s in 1 2 3 4; do
+                b=$((1000000 + s * 100000 + r * 500))
+                printf '{"ph":"X","cat":"step","name":"step","pid":7,"tid":7,"ts":%d,"dur":100000,"args":{"step":%d,"tokens":4096}}\n' $b $s
+                printf '{"ph":"X","cat":"data","name":"data_wait","pid":7,"tid":7,"ts":%d,"dur":%d}\n' $b $((20000 + r * 20000))
+                printf '{"ph":"s","cat":"flow","name":"launch","pid":7,"tid":7,"id":%d,"ts":%d}\n' $s $((b + 50000))
+            done
+        } > "$W/traces/train-n$r-7-r$r.trace.jsonl"
+    done
+    run "$A" --format json -o "$W/r.json" --merge "$W/m.json" --merge-warn-size 1K "$W/traces"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: merged trace '$W/m.json' is 0 MB: viewers struggle above ~256 MB"* ]]
+    # rank 1's clock is 500 µs ahead: aligned, its steps start with rank 0's
+    [ "$(json "$W/r.json" '[.processes[].step_list[0].ts] | unique | length')" = 1 ]
+    # data_wait 20% and 40%: both stall, rank 1 critical with the exact command line
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .severity')" = critical ]
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .command')" = "swift-train --num-workers 4 shards/ --prefetch 2" ]
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "straggler") | .rank')" = "" ] # equal step times
+    [ "$(jq -r '[.traceEvents[] | select(.name == "process_name") | .args.name] | sort | join("|")' "$W/m.json")" = "swift-train rank 0 @ n0|swift-train rank 1 @ n1" ]
+    [ "$(jq '[.traceEvents[] | .pid] | unique | length' "$W/m.json")" = 2 ]
+    [ "$(jq '[.traceEvents[] | select(.ph == "s") | .id] | unique | length' "$W/m.json")" = 8 ]
+    [ "$(jq '[.traceEvents[] | select(.name == "swift_meta")] | length' "$W/m.json")" = 0 ]
+    run "$A" -q --merge "$W/w.json" --window 0 -o "$W/r2.txt" "$W/traces"
+    [ "$status" -eq 0 ]
+    [ "$(jq '[.traceEvents[] | select(.name == "step")] | length' "$W/w.json")" = 2 ]
 }

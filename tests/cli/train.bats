@@ -86,6 +86,7 @@ losses() { # the train records' "loss" values of a stdout capture
 @test "kill -9 during checkpointing leaves only complete checkpoints, and resume works" {
     args=(--model tests/fixtures/model/qwen2 --tuner full --max-steps 400 --logging-steps 100
         --save-steps 1 --save-total-limit 2 --eval-steps 1000 -j 1)
+    shopt -s nullglob # under load the first checkpoint may not exist yet
     for delay in 0.3 0.5 0.7; do
         rm -rf "$W/a"
         "$T" "${args[@]}" -o "$W/a" $D >/dev/null 2>&1 &
@@ -113,7 +114,7 @@ losses() { # the train records' "loss" values of a stdout capture
     base=$("$T" --model $M -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
         --save-steps 1 -j 1 $D | grep eval_loss | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
     last=$(grep '"eval_loss"' "$W/run/logging.jsonl" | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
-    echo "base $base after15 $first after30 $last"
+    echo "# validation loss $base -> $first (15 steps) -> $last (30 steps)" >&3
     awk -v a="$base" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }'
 }
 
@@ -205,7 +206,7 @@ losses() { # the train records' "loss" values of a stdout capture
     fi
     TM=tests/fixtures/eval/llama # tiny Llama + BPE tokenizer of the eval tests
     run "$SWIFT_BIN/swift-preprocess" --tokenizer $TM -o "$W/sh" --max-length 128 \
-        --truncation right --val-ratio 0.05 --packing "$A"
+        --truncation right --val-ratio 0.05 --packing binpack "$A"
     [ "$status" -eq 0 ]
     run "$T" --model $TM -o "$W/base" --max-steps 1 --learning-rate 0 --eval-steps 1 \
         --save-steps 1 -j 1 "$W/sh"
@@ -215,7 +216,7 @@ losses() { # the train records' "loss" values of a stdout capture
         --eval-steps 40 --per-device-train-batch-size 4 --learning-rate 2e-3 -j 1 "$W/sh"
     [ "$status" -eq 0 ]
     after=$(echo "$output" | grep eval_loss | tail -1 | sed 's/.*"eval_loss":\([^,]*\),.*/\1/')
-    echo "validation loss $base -> $after"
+    echo "# validation loss $base -> $after" >&3
     awk -v a="$base" -v b="$after" 'BEGIN { exit !(b < a - 0.5) }'
 }
 
@@ -230,4 +231,20 @@ losses() { # the train records' "loss" values of a stdout capture
     echo "$output" >"$W/b.out"
     diff <(losses "$W/a.out") <(losses "$W/b.out")
     grep -q '"gradient_checkpointing": true' "$W/b/args.json"
+}
+
+@test "full fine-tuning of a bf16 model: bf16 checkpoint weights, fp32 master copy, exact resume" {
+    mkdir -p "$W/m"
+    cp tests/fixtures/model/qwen3/model.safetensors "$W/m/"
+    sed 's/"dtype": "float32"/"dtype": "bfloat16"/' tests/fixtures/model/qwen3/config.json >"$W/m/config.json"
+    args=(--model "$W/m" --tuner full --max-steps 4 --logging-steps 1 --save-steps 2
+        --eval-steps 100 --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    grep -q '"dtype":"BF16"' "$W/a/checkpoint-2/model.safetensors"
+    grep -q '"master.model.norm.weight"' "$W/a/checkpoint-2/optimizer.safetensors"
+    run "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-2" $D
+    [ "$status" -eq 0 ]
+    diff <(losses "$W/a.out" | sed -n 3,4p) <(echo "$output" | grep '"loss"' | sed 's/.*"loss":\([^,]*\),.*/\1/')
 }

@@ -40,8 +40,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             json_t *obj, *owned = NULL;
             char err[256];
             if (swift_row_parse(&row, &obj, err, sizeof(err)) == 0) {
-                swift_row_to_conv(obj, n % 2 ? &cols : NULL, n % 3 ? NULL : "sys", &conv, &owned,
-                                  err, sizeof(err));
+                swift_row_to_conv(obj,
+                                  n % 2 ? &cols : NULL,
+                                  n % 3 ? NULL : "sys",
+                                  &conv,
+                                  &owned,
+                                  err,
+                                  sizeof(err));
                 json_decref(owned);
                 json_decref(obj);
             }

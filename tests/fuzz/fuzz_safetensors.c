@@ -24,9 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const uint8_t *p = t->data;
             for (uint64_t j = 0; j < t->end - t->begin; j++)
                 sink ^= p[j];
-            if (t->numel < (1u << 20) && (t->dtype == SWIFT_DTYPE_F32 ||
-                                          t->dtype == SWIFT_DTYPE_BF16 ||
-                                          t->dtype == SWIFT_DTYPE_F16)) {
+            if (t->numel < (1u << 20) &&
+                (t->dtype == SWIFT_DTYPE_F32 || t->dtype == SWIFT_DTYPE_BF16 ||
+                 t->dtype == SWIFT_DTYPE_F16)) {
                 float *f = malloc((t->numel ? t->numel : 1) * sizeof(float));
                 if (f)
                     swift_st_tensor_to_f32(t, f);

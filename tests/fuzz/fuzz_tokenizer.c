@@ -23,8 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct swift_tok_state *st = swift_tok_state_new(tok);
     static const char text[] = "Hello world<|endoftext|> it's 12345 中文 e\xcc\x81 \r\n\t  x";
     struct swift_tokens t = {.want_offsets = 1};
-    if (st && swift_tokenizer_encode(st, text, sizeof(text) - 1,
-                                     SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_ADD_SPECIAL, &t) == 0) {
+    if (st &&
+        swift_tokenizer_encode(
+            st, text, sizeof(text) - 1, SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_ADD_SPECIAL, &t) == 0) {
         char *dec;
         size_t len;
         if (swift_tokenizer_decode(tok, t.ids, t.n, 0, &dec, &len) == 0)

@@ -46,7 +46,10 @@ static float *rnd(size_t n)
         x[i] = frand();
     return x;
 }
-static float *zeros(size_t n) { return keep(calloc(n, sizeof(float))); }
+static float *zeros(size_t n)
+{
+    return keep(calloc(n, sizeof(float)));
+}
 
 /* the forward under test writes out (nout) from the current inputs */
 typedef void (*fwd_fn)(void *ctx, float *out);
@@ -61,8 +64,8 @@ static double objective(fwd_fn f, void *ctx, float *out, size_t nout, const floa
 }
 
 /* compare grad (n) of input x (n) with finite differences */
-static double fd_check(const char *what, fwd_fn f, void *ctx, float *x, size_t n,
-                       const float *grad, size_t nout, const float *R)
+static double fd_check(const char *what, fwd_fn f, void *ctx, float *x, size_t n, const float *grad,
+                       size_t nout, const float *R)
 {
     float *out = malloc(nout * sizeof(float));
     double maxnum = 0, maxerr = 0;
@@ -86,7 +89,10 @@ static double fd_check(const char *what, fwd_fn f, void *ctx, float *x, size_t n
 }
 
 /* ---- matmul ---- */
-struct mm { int N, I, O; float *x, *w, *b; };
+struct mm {
+    int N, I, O;
+    float *x, *w, *b;
+};
 static void mm_fwd(void *c, float *out)
 {
     struct mm *m = c;
@@ -105,7 +111,10 @@ static void test_matmul(void **s)
 }
 
 /* ---- rmsnorm ---- */
-struct rn { int N, C; float *x, *w, *rstd; };
+struct rn {
+    int N, C;
+    float *x, *w, *rstd;
+};
 static void rn_fwd(void *c, float *out)
 {
     struct rn *r = c;
@@ -123,7 +132,11 @@ static void test_rmsnorm(void **s)
 }
 
 /* ---- rope ---- */
-struct rp { int N, H, D; float *x, *tmp, *inv; int32_t *pos; };
+struct rp {
+    int N, H, D;
+    float *x, *tmp, *inv;
+    int32_t *pos;
+};
 static void rp_fwd(void *c, float *out)
 {
     struct rp *r = c;
@@ -143,7 +156,11 @@ static void test_rope(void **s)
 }
 
 /* ---- attention over packed documents, GQA ---- */
-struct at { int B, T, NH, NKV, D; float *q, *k, *v, *probs; int32_t *pos; };
+struct at {
+    int B, T, NH, NKV, D;
+    float *q, *k, *v, *probs;
+    int32_t *pos;
+};
 static void at_fwd(void *c, float *out)
 {
     struct at *a = c;
@@ -176,7 +193,10 @@ static void test_attention(void **s)
 }
 
 /* ---- swiglu ---- */
-struct sg { float *g, *u; size_t n; };
+struct sg {
+    float *g, *u;
+    size_t n;
+};
 static void sg_fwd(void *c, float *out)
 {
     struct sg *q = c;
@@ -195,7 +215,11 @@ static void test_swiglu(void **s)
 }
 
 /* ---- cross-entropy: objective is the loss itself ---- */
-struct ce { int N, V; float *x; int32_t *t; };
+struct ce {
+    int N, V;
+    float *x;
+    int32_t *t;
+};
 static void ce_fwd(void *c, float *out)
 {
     struct ce *e = c;
@@ -220,7 +244,11 @@ static void test_cross_entropy(void **s)
 }
 
 /* ---- embedding ---- */
-struct em { int N, C; int32_t *tok; float *emb; };
+struct em {
+    int N, C;
+    int32_t *tok;
+    float *emb;
+};
 static void em_fwd(void *c, float *out)
 {
     struct em *e = c;
@@ -266,8 +294,19 @@ static void test_adamw(void **s)
     for (int step = 1; step <= 3; step++) {
         double lr = 1e-2, wd = 0.1, b1 = 0.9, b2 = 0.95, eps = 1e-8;
         double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
-        ops->adamw(p, g, m, v, 3, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
-                   (float)bc1, (float)bc2, 0.5f);
+        ops->adamw(p,
+                   g,
+                   m,
+                   v,
+                   3,
+                   (float)lr,
+                   (float)b1,
+                   (float)b2,
+                   (float)eps,
+                   (float)wd,
+                   (float)bc1,
+                   (float)bc2,
+                   0.5f);
         for (int i = 0; i < 3; i++) {
             double gi = g[i] * 0.5;
             P[i] *= 1 - lr * wd;
@@ -282,10 +321,14 @@ static void test_adamw(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_matmul, release_all),        cmocka_unit_test_teardown(test_rmsnorm, release_all),
-        cmocka_unit_test_teardown(test_rope, release_all),          cmocka_unit_test_teardown(test_attention, release_all),
-        cmocka_unit_test_teardown(test_swiglu, release_all),        cmocka_unit_test_teardown(test_cross_entropy, release_all),
-        cmocka_unit_test_teardown(test_embed, release_all),         cmocka_unit_test_teardown(test_dropout, release_all),
+        cmocka_unit_test_teardown(test_matmul, release_all),
+        cmocka_unit_test_teardown(test_rmsnorm, release_all),
+        cmocka_unit_test_teardown(test_rope, release_all),
+        cmocka_unit_test_teardown(test_attention, release_all),
+        cmocka_unit_test_teardown(test_swiglu, release_all),
+        cmocka_unit_test_teardown(test_cross_entropy, release_all),
+        cmocka_unit_test_teardown(test_embed, release_all),
+        cmocka_unit_test_teardown(test_dropout, release_all),
         cmocka_unit_test_teardown(test_adamw, release_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,7 +50,8 @@ static void test_intervals(void **state)
 static void test_kernel_types(void **state)
 {
     (void)state;
-    assert_int_equal(swift_an_kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float"), SWIFT_KT_COMMUNICATION);
+    assert_int_equal(swift_an_kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float"),
+                     SWIFT_KT_COMMUNICATION);
     assert_int_equal(swift_an_kernel_type("ncclDevKernel_Generic_4"), SWIFT_KT_COMMUNICATION);
     assert_int_equal(swift_an_kernel_type("Memcpy HtoD (Pageable -> Device)"), SWIFT_KT_MEMORY);
     assert_int_equal(swift_an_kernel_type("dma_request"), SWIFT_KT_MEMORY);
@@ -62,7 +63,8 @@ static void test_kernel_types(void **state)
 static void test_argv_with(void **state)
 {
     (void)state;
-    json_t *a = json_pack("[s,s,s,s,s]", "swift-train", "--save_steps=10", "--lr", "1e-4", "my dir");
+    json_t *a =
+        json_pack("[s,s,s,s,s]", "swift-train", "--save_steps=10", "--lr", "1e-4", "my dir");
     char *s = swift_an_argv_with(a, "save-steps", "40");
     assert_string_equal(s, "swift-train --save-steps 40 --lr 1e-4 'my dir'");
     free(s);
@@ -86,6 +88,8 @@ static void write_train_trace(const char *path)
         swift_trace_span("compute", "forward", b + 30 * ms, b + 60 * ms, NULL, 0);
         swift_trace_span("compute", "backward", b + 60 * ms, b + 90 * ms, NULL, 0);
         swift_trace_span("optim", "optimizer", b + 90 * ms, b + 95 * ms, NULL, 0);
+        /* the GPU works 40 ms of each step (a CUPTI kernel record on a stream track) */
+        swift_trace_span_tid("kernel", "gemm", 1000007, b + 35 * ms, b + 75 * ms, NULL, 0);
         struct swift_targ a[] = {SWIFT_TARG_I("step", s + 1), SWIFT_TARG_I("tokens", 4096)};
         swift_trace_span("step", "step", b, b + 100 * ms, a, 2);
     }
@@ -129,16 +133,17 @@ static void test_our_trace_end_to_end(void **state)
     assert_int_equal(p->nsteps, 4);
     assert_int_equal(p->steps[0].step, 1);
     /* µs; the writer keeps ns, so these are exact to the ns */
-    assert_true(p->part_avg[0] > 29999.9 && p->part_avg[0] < 30000.1);  /* data_wait */
-    assert_true(p->part_avg[1] > 29999.9 && p->part_avg[1] < 30000.1);  /* forward */
-    assert_true(p->part_avg[4] > 4999.9 && p->part_avg[4] < 5000.1);    /* optimizer */
-    assert_true(p->part_avg[5] > 4999.9 && p->part_avg[5] < 5000.1);    /* other */
+    assert_true(p->part_avg[0] > 29999.9 && p->part_avg[0] < 30000.1); /* data_wait */
+    assert_true(p->part_avg[1] > 29999.9 && p->part_avg[1] < 30000.1); /* forward */
+    assert_true(p->part_avg[4] > 4999.9 && p->part_avg[4] < 5000.1);   /* optimizer */
+    assert_true(p->part_avg[5] > 4999.9 && p->part_avg[5] < 5000.1);   /* other */
     assert_true(p->ckpt_us > 49999.9 && p->ckpt_us < 50000.1);
 
     json_t *r = swift_an_report_build(&set, procs, n, &o);
     json_t *ds = find_rule(r, "data_stall");
     assert_non_null(ds);
-    assert_string_equal(json_string_value(json_object_get(ds, "severity")), "critical"); /* 30% >= 2 x 10% */
+    assert_string_equal(json_string_value(json_object_get(ds, "severity")),
+                        "critical"); /* 30% >= 2 x 10% */
     assert_string_equal(json_string_value(json_object_get(ds, "command")),
                         "swift-train --num-workers 4 --save-steps 10 shards/ --prefetch 2");
     /* ckpt: 50 of 450 ms = 11.1% > 5%: raise --save-steps to ceil(10 * 11.1 / 5) = 23 */
@@ -147,6 +152,12 @@ static void test_our_trace_end_to_end(void **state)
     assert_string_equal(json_string_value(json_object_get(ck, "command")),
                         "swift-train --num-workers 2 --save-steps 23 shards/");
     assert_null(find_rule(r, "comm_bound"));
+    /* GPU busy 160 of 400 ms: 40% < 50% */
+    assert_true(p->gpu_util > 0.3999 && p->gpu_util < 0.4001);
+    json_t *gi = find_rule(r, "gpu_idle");
+    assert_non_null(gi);
+    assert_string_equal(json_string_value(json_object_get(gi, "severity")), "warn");
+    assert_non_null(strstr(json_string_value(json_object_get(gi, "summary")), "data loading"));
     json_decref(r);
     swift_an_procs_free(procs, n);
     swift_an_set_release(&set);
@@ -157,21 +168,31 @@ static void test_our_trace_end_to_end(void **state)
 static const char *rank_trace(int rank, int data_ms)
 {
     static char buf[4096];
-    int len = snprintf(buf, sizeof(buf),
-                       "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":"
-                       "{\"stage\":\"train\",\"rank\":%d,\"world_size\":2,\"host\":\"n%d\","
-                       "\"clock_offset_us\":%d}}\n",
-                       rank, rank, rank * 1000);
+    int len =
+        snprintf(buf,
+                 sizeof(buf),
+                 "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":"
+                 "{\"stage\":\"train\",\"rank\":%d,\"world_size\":2,\"host\":\"n%d\","
+                 "\"clock_offset_us\":%d}}\n",
+                 rank,
+                 rank,
+                 rank * 1000);
     for (int s = 0; s < 3; s++) {
         long b = 1000000 + s * 200000 + rank * 1000;
-        len += snprintf(buf + len, sizeof(buf) - (size_t)len,
+        len += snprintf(buf + len,
+                        sizeof(buf) - (size_t)len,
                         "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":1,\"tid\":1,"
                         "\"ts\":%ld,\"dur\":%d,\"args\":{\"step\":%d}}\n"
                         "{\"ph\":\"X\",\"cat\":\"data\",\"name\":\"data_wait\",\"pid\":1,\"tid\":1,"
                         "\"ts\":%ld,\"dur\":%d}\n"
                         "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"grad_sync\",\"pid\":1,\"tid\":1,"
                         "\"ts\":%ld,\"dur\":10000}\n",
-                        b, 100000 + data_ms * 1000, s, b, data_ms * 1000, b + data_ms * 1000);
+                        b,
+                        100000 + data_ms * 1000,
+                        s,
+                        b,
+                        data_ms * 1000,
+                        b + data_ms * 1000);
     }
     return buf;
 }
@@ -203,6 +224,63 @@ static void test_straggler(void **state)
     swift_an_set_release(&set);
 }
 
+/* serial_preprocess, comm_bound and memory_headroom on our traces, with the new command lines */
+static void test_more_rules(void **state)
+{
+    (void)state;
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    const char *pre =
+        "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":3,\"tid\":3,\"ts\":0,\"args\":{\"stage\":"
+        "\"preprocess\",\"rank\":0,\"world_size\":1,\"argv\":[\"swift-preprocess\",\"--threads\","
+        "\"1\",\"data.jsonl\"]}}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"read\",\"pid\":3,\"tid\":3,\"ts\":0,\"dur\":100}\n"
+        "{\"ph\":\"X\",\"cat\":\"tokenize\",\"name\":\"tok\",\"pid\":3,\"tid\":4,\"ts\":100,"
+        "\"dur\":800}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"write\",\"pid\":3,\"tid\":3,\"ts\":900,\"dur\":"
+        "100}"
+        "\n";
+    assert_int_equal(swift_an_load_buffer(&set, "pre.trace.jsonl", pre, strlen(pre)), 0);
+    const char *tr =
+        "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":5,\"tid\":5,\"ts\":0,\"args\":{\"stage\":"
+        "\"train\",\"argv\":[\"swift-train\",\"--gradient_accumulation_steps=4\","
+        "\"--per-device-train-batch-size\",\"8\",\"s/\"]}}\n"
+        "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":5,\"tid\":5,\"ts\":0,\"dur\":"
+        "1000,"
+        "\"args\":{\"step\":1}}\n"
+        "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"grad_sync\",\"pid\":5,\"tid\":5,\"ts\":500,"
+        "\"dur\":450}\n"
+        "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":5,\"tid\":5,\"ts\":600,\"args\":{\"allocated\":"
+        "95,"
+        "\"total\":100,\"device\":0}}\n";
+    assert_int_equal(swift_an_load_buffer(&set, "train.trace.jsonl", tr, strlen(tr)), 0);
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *b = find_rule(r, "serial_preprocess");
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "swift-preprocess --threads 8 data.jsonl");
+    b = find_rule(r, "comm_bound"); /* 45% > 40% */
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "severity")), "warn");
+    assert_string_equal(
+        json_string_value(json_object_get(b, "command")),
+        "swift-train --gradient-accumulation-steps 8 --per-device-train-batch-size 8 s/");
+    b = find_rule(r, "memory_headroom"); /* 95% > 90% */
+    assert_non_null(b);
+    assert_string_equal(
+        json_string_value(json_object_get(b, "command")),
+        "swift-train --gradient_accumulation_steps=4 --per-device-train-batch-size 4 s/");
+    assert_null(find_rule(r, "data_stall"));
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+}
+
 static void test_loader_positions(void **state)
 {
     (void)state;
@@ -211,16 +289,19 @@ static void test_loader_positions(void **state)
     swift_an_set_init(&set);
     FILE *fp = capture();
     /* a killed writer leaves a partial last line: kept with a warning */
-    const char *jl = "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"read\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
-                     "{\"ph\":\"X\",\"cat\":\"io\",\"na";
+    const char *jl =
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"read\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"na";
     assert_int_equal(swift_an_load_buffer(&set, "k.trace.jsonl", jl, strlen(jl)), 0);
     assert_int_equal(set.src[0].n, 1);
     /* a line that is not JSON: file, line and byte */
-    const char *bad = "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
-                      "{\"ph\":\"X\" \"cat\":1}\n";
+    const char *bad =
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
+        "{\"ph\":\"X\" \"cat\":1}\n";
     assert_int_equal(swift_an_load_buffer(&set, "b.trace.jsonl", bad, strlen(bad)), -1);
     /* an unknown category in our own trace is named */
-    const char *unk = "{\"ph\":\"X\",\"cat\":\"bogus\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n";
+    const char *unk =
+        "{\"ph\":\"X\",\"cat\":\"bogus\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n";
     assert_int_equal(swift_an_load_buffer(&set, "u.trace.jsonl", unk, strlen(unk)), 0);
     fflush(fp);
     assert_non_null(strstr(msgbuf, "k.trace.jsonl:2: truncated last line ignored"));
@@ -235,9 +316,13 @@ static void test_loader_positions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_intervals),   cmocka_unit_test(test_kernel_types),
-        cmocka_unit_test(test_argv_with),   cmocka_unit_test(test_our_trace_end_to_end),
-        cmocka_unit_test(test_straggler),   cmocka_unit_test(test_loader_positions),
+        cmocka_unit_test(test_intervals),
+        cmocka_unit_test(test_kernel_types),
+        cmocka_unit_test(test_argv_with),
+        cmocka_unit_test(test_our_trace_end_to_end),
+        cmocka_unit_test(test_straggler),
+        cmocka_unit_test(test_loader_positions),
+        cmocka_unit_test(test_more_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -282,6 +282,23 @@ static void test_jsonl_gsm8k_exact(void **state)
     assert_string_equal(set.items[1].target, "4");
     swift_eval_set_release(&set);
     swift_eval_set_init(&set);
+    assert_int_equal(
+        read_jsonl(SWIFT_EVAL_EXACT,
+                   "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\","
+                   "\"content\":\"a?\"},{\"role\":\"assistant\",\"content\":\"x\"},{\"role\":"
+                   "\"user\",\"content\":\"What is 13 + 19?\"},{\"role\":\"assistant\",\"content\":"
+                   "\"32\"}],\"task\":\"add\"}\n"
+                   "{\"query\":\"q\",\"response\":\"r\",\"category\":\"c\"}\n",
+                   &set),
+        0);
+    assert_string_equal(set.items[0].question, "What is 13 + 19?");
+    assert_string_equal(set.items[0].target, "32");
+    assert_string_equal(set.items[0].subject, "add");
+    assert_string_equal(set.items[1].question, "q");
+    assert_string_equal(set.items[1].target, "r");
+    assert_string_equal(set.items[1].subject, "c");
+    swift_eval_set_release(&set);
+    swift_eval_set_init(&set);
     capture();
     assert_int_equal(
         read_jsonl(SWIFT_EVAL_GSM8K, "{\"question\":\"q\",\"answer\":\"no number\"}\n", &set), -1);

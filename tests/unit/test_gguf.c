@@ -210,7 +210,9 @@ static void test_real_file(void **state)
     (void)state;
     const char *shared = getenv("SHARED");
     char path[4096];
-    snprintf(path, sizeof(path), "%s/data/tokenizer-vectors/ggml-vocab-gpt-2.gguf",
+    snprintf(path,
+             sizeof(path),
+             "%s/data/tokenizer-vectors/ggml-vocab-gpt-2.gguf",
              shared ? shared : "../shared");
     if (access(path, R_OK)) {
         if (getenv("CI") && !strcmp(getenv("CI"), "true"))

@@ -104,7 +104,8 @@ static void check_model(const char *arch, int lora)
 {
     char dir[256], ref[256];
     snprintf(dir, sizeof(dir), FIX "%s", arch);
-    snprintf(ref, sizeof(ref), FIX "%s/%s", arch, lora ? "lora_ref.safetensors" : "ref.safetensors");
+    snprintf(
+        ref, sizeof(ref), FIX "%s/%s", arch, lora ? "lora_ref.safetensors" : "ref.safetensors");
     struct swift_model m;
     assert_int_equal(swift_model_load(&m, dir, &swift_cpu_ops, lora), 0);
     if (lora) {
@@ -123,12 +124,17 @@ static void check_model(const char *arch, int lora)
     struct swift_loss l = {0};
     assert_int_equal(swift_model_forward(&m, &b, &l, 0.0f), 0);
     double ref_max;
-    double el = max_abs_diff(swift_model_logits(&m), fget(&f, "logits", (size_t)N * V), (size_t)N * V,
-                             &ref_max);
+    double el = max_abs_diff(
+        swift_model_logits(&m), fget(&f, "logits", (size_t)N * V), (size_t)N * V, &ref_max);
     double loss = l.sum / l.count;
     double rl = fget(&f, "loss", 1)[0];
-    printf("# %s%s: logits max abs err %.3g (max |logit| %.3g), loss %.7f vs %.7f\n", arch,
-           lora ? " lora" : "", el, ref_max, loss, rl);
+    printf("# %s%s: logits max abs err %.3g (max |logit| %.3g), loss %.7f vs %.7f\n",
+           arch,
+           lora ? " lora" : "",
+           el,
+           ref_max,
+           loss,
+           rl);
     assert_true(el < 1e-4);
     assert_true(fabs(loss - rl) < 1e-4);
 
@@ -151,8 +157,12 @@ static void check_model(const char *arch, int lora)
             worst_name = ps[i].name;
         }
     }
-    printf("# %s%s: %d gradients, worst relative err %.3g (%s)\n", arch, lora ? " lora" : "", np,
-           worst, worst_name);
+    printf("# %s%s: %d gradients, worst relative err %.3g (%s)\n",
+           arch,
+           lora ? " lora" : "",
+           np,
+           worst,
+           worst_name);
     assert_true(worst < 1e-3);
 
     /* 3 AdamW steps on the same batch */
@@ -167,8 +177,8 @@ static void check_model(const char *arch, int lora)
         swift_model_backward(&m, &b);
         swift_adamw_step(&opt, 1e-2f, 1.0f);
         double lv = ls.sum / ls.count;
-        printf("# %s%s: step %d loss %.7f vs %.7f\n", arch, lora ? " lora" : "", s + 1, lv,
-               want[s]);
+        printf(
+            "# %s%s: step %d loss %.7f vs %.7f\n", arch, lora ? " lora" : "", s + 1, lv, want[s]);
         assert_true(fabs(lv - want[s]) < 2e-5);
         if (s == 0) {
             /* Adam's first update is lr*g/(|g|+eps): for an element whose gradient is ~1e-7 the
@@ -196,7 +206,11 @@ static void check_model(const char *arch, int lora)
                 free(g0);
             }
             printf("# %s%s: parameters after 1 AdamW step max abs err %.3g (%ld ill-conditioned "
-                   "elements not compared)\n", arch, lora ? " lora" : "", pw, skipped);
+                   "elements not compared)\n",
+                   arch,
+                   lora ? " lora" : "",
+                   pw,
+                   skipped);
             assert_true(pw < 1e-5);
             /* continue from the reference's parameters: a flipped ill-conditioned element
              * would otherwise make the rest of the trajectory drift (its moments are ~1e-8 and
@@ -226,20 +240,44 @@ static void check_model(const char *arch, int lora)
                 pw = fmax(pw, fabs((double)ps[i].w[j] - w3[j]));
         free(g0);
     }
-    printf("# %s%s: parameters after 3 AdamW steps max abs err %.3g\n", arch, lora ? " lora" : "",
-           pw);
+    printf(
+        "# %s%s: parameters after 3 AdamW steps max abs err %.3g\n", arch, lora ? " lora" : "", pw);
     assert_true(pw < 5e-5);
     swift_adamw_free(&opt);
     fx_close(&f);
     swift_model_free(&m);
 }
 
-static void test_llama(void **s) { (void)s; check_model("llama", 0); }
-static void test_qwen2(void **s) { (void)s; check_model("qwen2", 0); }
-static void test_qwen3(void **s) { (void)s; check_model("qwen3", 0); }
-static void test_llama_lora(void **s) { (void)s; check_model("llama", 1); }
-static void test_qwen2_lora(void **s) { (void)s; check_model("qwen2", 1); }
-static void test_qwen3_lora(void **s) { (void)s; check_model("qwen3", 1); }
+static void test_llama(void **s)
+{
+    (void)s;
+    check_model("llama", 0);
+}
+static void test_qwen2(void **s)
+{
+    (void)s;
+    check_model("qwen2", 0);
+}
+static void test_qwen3(void **s)
+{
+    (void)s;
+    check_model("qwen3", 0);
+}
+static void test_llama_lora(void **s)
+{
+    (void)s;
+    check_model("llama", 1);
+}
+static void test_qwen2_lora(void **s)
+{
+    (void)s;
+    check_model("qwen2", 1);
+}
+static void test_qwen3_lora(void **s)
+{
+    (void)s;
+    check_model("qwen3", 1);
+}
 
 /* What swift-train wrote (tests/fixtures/ours), loaded by peft / transformers in
  * tests/ref/check_our_outputs.py: their logits must be ours. */
@@ -272,17 +310,28 @@ static void check_ours(const char *arch, const char *ours, int lora)
     assert_int_equal(swift_model_forward(&m, &b, &l, 0.0f), 0);
     struct fx r;
     assert_int_equal(swift_safetensors_open(&r.st, ref), 0);
-    double mr, e = max_abs_diff(swift_model_logits(&m), fget(&r, "logits", (size_t)T * V),
-                                (size_t)T * V, &mr);
-    printf("# %s loaded by %s: logits max abs err %.3g (max |logit| %.3g)\n", ours,
-           lora ? "peft" : "transformers", e, mr);
+    double mr, e = max_abs_diff(
+                   swift_model_logits(&m), fget(&r, "logits", (size_t)T * V), (size_t)T * V, &mr);
+    printf("# %s loaded by %s: logits max abs err %.3g (max |logit| %.3g)\n",
+           ours,
+           lora ? "peft" : "transformers",
+           e,
+           mr);
     assert_true(e < 1e-4);
     swift_safetensors_close(&r.st);
     fx_close(&f);
     swift_model_free(&m);
 }
-static void test_ours_lora(void **s) { (void)s; check_ours("llama", "lora-llama", 1); }
-static void test_ours_full(void **s) { (void)s; check_ours("qwen3", "full-qwen3", 0); }
+static void test_ours_lora(void **s)
+{
+    (void)s;
+    check_ours("llama", "lora-llama", 1);
+}
+static void test_ours_full(void **s)
+{
+    (void)s;
+    check_ours("qwen3", "full-qwen3", 0);
+}
 
 /* transformers 4 layout: rope_theta + rope_scaling, torch_dtype; and config errors */
 static void test_config_layouts(void **s)
@@ -309,7 +358,9 @@ static void test_config_layouts(void **s)
     /* qwen2: q/k/v bias without a key; default eps 1e-6 */
     j = json_loads("{\"model_type\":\"qwen2\",\"vocab_size\":10,\"hidden_size\":8,"
                    "\"intermediate_size\":16,\"num_hidden_layers\":1,"
-                   "\"num_attention_heads\":2,\"dtype\":\"float16\"}", 0, &je);
+                   "\"num_attention_heads\":2,\"dtype\":\"float16\"}",
+                   0,
+                   &je);
     assert_int_equal(swift_model_config_parse(&c, j, "q.json"), 0);
     assert_true(c.qkv_bias && !c.o_bias && !c.qk_norm && c.num_kv_heads == 2);
     assert_true(c.rms_norm_eps == 1e-6f);
@@ -318,10 +369,12 @@ static void test_config_layouts(void **s)
     const char *bad[][2] = {
         {"{\"model_type\":\"gpt2\"}", "unsupported model_type 'gpt2'"},
         {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
-         "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"rope_scaling\":{\"rope_type\":\"yarn\"}}",
+         "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"rope_scaling\":{\"rope_type\":"
+         "\"yarn\"}}",
          "unsupported rope_type 'yarn'"},
         {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
-         "\"num_hidden_layers\":1,\"num_attention_heads\":3}", "hidden_size 8 is not a multiple"},
+         "\"num_hidden_layers\":1,\"num_attention_heads\":3}",
+         "hidden_size 8 is not a multiple"},
         {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
          "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"hidden_act\":\"gelu\"}",
          "unsupported hidden_act 'gelu'"},
@@ -352,8 +405,8 @@ static void grads_of(const char *arch, int lora, int ckpt, float **out, size_t *
     assert_int_equal(swift_model_load(&m, dir, &swift_cpu_ops, lora), 0);
     m.act_ckpt = ckpt;
     if (lora) {
-        struct swift_lora_opts lo = {.rank = 4, .alpha = 8, .dropout = 0.2f,
-                                     .targets = "all-linear", .seed = 3};
+        struct swift_lora_opts lo = {
+            .rank = 4, .alpha = 8, .dropout = 0.2f, .targets = "all-linear", .seed = 3};
         assert_int_equal(swift_lora_attach(&m, &lo), 0);
         for (size_t i = 0; i < m.nlora; i++) /* B = 0 at init: make it count */
             m.lora_params[i] += 0.01f * (float)((i * 7919) % 13);
@@ -397,11 +450,16 @@ static void test_act_ckpt(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama),      cmocka_unit_test(test_qwen2),
-        cmocka_unit_test(test_qwen3),      cmocka_unit_test(test_llama_lora),
-        cmocka_unit_test(test_qwen2_lora), cmocka_unit_test(test_qwen3_lora),
-        cmocka_unit_test(test_ours_lora),  cmocka_unit_test(test_ours_full),
-        cmocka_unit_test(test_config_layouts), cmocka_unit_test(test_act_ckpt),
+        cmocka_unit_test(test_llama),
+        cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_llama_lora),
+        cmocka_unit_test(test_qwen2_lora),
+        cmocka_unit_test(test_qwen3_lora),
+        cmocka_unit_test(test_ours_lora),
+        cmocka_unit_test(test_ours_full),
+        cmocka_unit_test(test_config_layouts),
+        cmocka_unit_test(test_act_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

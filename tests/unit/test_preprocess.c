@@ -54,10 +54,16 @@ static int build(const char *name, int packing, int threads)
 {
     char *out = swift_path_join(dir, name);
     char *inputs[] = {data};
-    struct swift_preprocess_opts o = {.mode = SWIFT_PP_BUILD, .tokenizer = tokdir,
-                                      .output = out, .inputs = inputs, .ninputs = 1,
-                                      .max_length = 512, .loss = SWIFT_LOSS_DEFAULT,
-                                      .packing = packing, .seed = 42, .threads = threads,
+    struct swift_preprocess_opts o = {.mode = SWIFT_PP_BUILD,
+                                      .tokenizer = tokdir,
+                                      .output = out,
+                                      .inputs = inputs,
+                                      .ninputs = 1,
+                                      .max_length = 512,
+                                      .loss = SWIFT_LOSS_DEFAULT,
+                                      .packing = packing,
+                                      .seed = 42,
+                                      .threads = threads,
                                       .shard_tokens = 1 << 24};
     fflush(stdout);
     int saved = dup(1), nul = open("/dev/null", O_WRONLY);

@@ -169,31 +169,41 @@ static void test_bad_headers(void **state)
 
     expect_bad("[1]", 0, "does not start with '{'");
     expect_bad("{\"w\":", 0, "header byte");
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
+    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+               4,
                "truncated or trailing data");
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12,
+    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+               12,
                "truncated or trailing data");
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
+    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
+               8,
                "shape and dtype need 12");
-    expect_bad("{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+    expect_bad("{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+               8,
                "unknown dtype 'F33'");
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,
+    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}",
+               8,
                "shape[0] is not a non-negative integer");
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+               8,
                "starts at byte 4 of the buffer, expected 0");
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                "\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-               8, "expected 4");
+               8,
+               "expected 4");
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-               8, "duplicate");
+               8,
+               "duplicate");
     expect_bad("{\"__metadata__\":{\"format\":1}}", 0, "is not a string");
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8,
-               "END < BEGIN");
-    expect_bad("{\"w\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,1]}}", 1,
-               "not whole bytes");
+    expect_bad(
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8, "END < BEGIN");
+    expect_bad(
+        "{\"w\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,1]}}", 1, "not whole bytes");
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
-               "\"data_offsets\":[0,8]}}", 8, "shape too large");
+               "\"data_offsets\":[0,8]}}",
+               8,
+               "shape too large");
 
     /* header length beyond the file and beyond 100 MB */
     memset(buf, 0, sizeof(buf));
@@ -251,8 +261,8 @@ static void test_set_errors(void **state)
     release();
     assert_non_null(strstr(msgbuf, "not a file in the directory"));
     float w = 1;
-    struct swift_st_entry e = {.name = "w", .dtype = SWIFT_DTYPE_F32, .ndim = 1, .shape = {1},
-                               .data = &w};
+    struct swift_st_entry e = {
+        .name = "w", .dtype = SWIFT_DTYPE_F32, .ndim = 1, .shape = {1}, .data = &w};
     char *sh = swift_path_join(tmpl, "s1.safetensors");
     assert_int_equal(swift_safetensors_write(sh, &e, 1, NULL), 0);
     j = "{\"metadata\":{},\"weight_map\":{\"w\":\"s1.safetensors\",\"v\":\"s1.safetensors\"}}";
@@ -269,8 +279,10 @@ static void test_set_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_reference), cmocka_unit_test(test_write_identical),
-        cmocka_unit_test(test_bad_headers),    cmocka_unit_test(test_conversions),
+        cmocka_unit_test(test_read_reference),
+        cmocka_unit_test(test_write_identical),
+        cmocka_unit_test(test_bad_headers),
+        cmocka_unit_test(test_conversions),
         cmocka_unit_test(test_set_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -190,7 +190,8 @@ static void test_index_errors(void **state)
     (void)state;
     struct swift_shard_index ix;
     const char *cases[][2] = {
-        {"[]", "index must be a JSON object"}, {"{\"format\":\"x\"}", "not a shard index"},
+        {"[]", "index must be a JSON object"},
+        {"{\"format\":\"x\"}", "not a shard index"},
         {"{\"format\":\"swift-shards\",\"version\":2}", "unsupported index version 2"},
         {"{\"format\":\"swift-shards\",\"version\":1,\"max_length\":4,\"counts\":{\"samples\":1,"
          "\"tokens\":2},\"shards\":[{\"file\":\"../x\",\"samples\":1,\"tokens\":2}]}",

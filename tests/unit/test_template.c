@@ -40,8 +40,7 @@ static int encode_row(const char *tpl, struct swift_tokenizer *tok, json_t *row,
     json_t *owned;
     int rc = swift_row_to_conv(row, NULL, NULL, &conv, &owned, err, errlen);
     if (rc == 0)
-        rc = swift_template_encode(swift_template_find(tpl), st, tok, &conv, loss, e, err,
-                                   errlen);
+        rc = swift_template_encode(swift_template_find(tpl), st, tok, &conv, loss, e, err, errlen);
     json_decref(owned);
     free(conv.msg);
     swift_tok_state_free(st);
@@ -67,8 +66,8 @@ static void run_fixture(const char *tpl, const char *tokname)
         assert_non_null(f);
         struct swift_encoded e = {0};
         char err[512];
-        int rc = encode_row(tpl, tok, json_object_get(f, "row"), SWIFT_LOSS_DEFAULT, &e, err,
-                            sizeof(err));
+        int rc = encode_row(
+            tpl, tok, json_object_get(f, "row"), SWIFT_LOSS_DEFAULT, &e, err, sizeof(err));
         if (rc < 0)
             fail_msg("%s #%d: %s", tpl, n, err);
         json_t *want = json_object_get(f, "ids");
@@ -78,14 +77,14 @@ static void run_fixture(const char *tpl, const char *tokname)
         json_t *wt = json_object_get(f, "text");
         char *wn; /* the Jinja text, NFC-normalized as ours is */
         size_t wl;
-        assert_int_equal(swift_tokenizer_normalize(tok, json_string_value(wt),
-                                                   json_string_length(wt), &wn, &wl),
-                         0);
+        assert_int_equal(
+            swift_tokenizer_normalize(tok, json_string_value(wt), json_string_length(wt), &wn, &wl),
+            0);
         if (same && e.len == wl && !memcmp(e.text, wn, wl))
             ok++;
         else
-            print_message("%s #%d differs:\n want %s\n got  %s\n", tpl, n, json_string_value(wt),
-                          e.text);
+            print_message(
+                "%s #%d differs:\n want %s\n got  %s\n", tpl, n, json_string_value(wt), e.text);
         free(wn);
         /* something is trained, and never a token outside the assistant turns' reach */
         assert_true(e.trained > 0 && e.trained < e.tok.n);
@@ -101,10 +100,26 @@ static void run_fixture(const char *tpl, const char *tokname)
     swift_tokenizer_free(tok);
 }
 
-static void test_qwen2_5(void **s) { (void)s; run_fixture("qwen2_5", "qwen3"); }
-static void test_qwen(void **s) { (void)s; run_fixture("qwen", "qwen3"); }
-static void test_qwen3(void **s) { (void)s; run_fixture("qwen3", "qwen3"); }
-static void test_llama3(void **s) { (void)s; run_fixture("llama3", "llama3-instruct"); }
+static void test_qwen2_5(void **s)
+{
+    (void)s;
+    run_fixture("qwen2_5", "qwen3");
+}
+static void test_qwen(void **s)
+{
+    (void)s;
+    run_fixture("qwen", "qwen3");
+}
+static void test_qwen3(void **s)
+{
+    (void)s;
+    run_fixture("qwen3", "qwen3");
+}
+static void test_llama3(void **s)
+{
+    (void)s;
+    run_fixture("llama3", "llama3-instruct");
+}
 
 /* The mask as ids: trained tokens decoded, in order. */
 static char *trained_text(struct swift_tokenizer *tok, const struct swift_encoded *e)
@@ -156,20 +171,23 @@ static void test_masks(void **state)
                      "{\"role\":\"assistant\",\"content\":\"A1\",\"loss\":false},"
                      "{\"role\":\"user\",\"content\":\"Q2\"},"
                      "{\"role\":\"assistant\",\"content\":\"A2\"}]}",
-                     0, NULL);
+                     0,
+                     NULL);
     assert_int_equal(encode_row("chatml", tok, row, SWIFT_LOSS_DEFAULT, &e, err, sizeof(err)), 0);
     t = trained_text(tok, &e);
     assert_string_equal(t, "A2<|im_end|>");
     free(t);
-    assert_string_equal(e.text, "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>"
-                                "\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\nA2"
-                                "<|im_end|>\n");
+    assert_string_equal(e.text,
+                        "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>"
+                        "\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\nA2"
+                        "<|im_end|>\n");
     json_decref(row);
     /* alpaca under ms-swift's default template; generation for text */
     row = json_loads("{\"instruction\":\"Add\",\"input\":\"1 1\",\"output\":\"2\"}", 0, NULL);
     assert_int_equal(encode_row("default", tok, row, SWIFT_LOSS_DEFAULT, &e, err, sizeof(err)), 0);
-    assert_string_equal(e.text, "You are a helpful assistant.\n\n### Human:\nAdd\n1 1\n\n### "
-                                "Assistant:\n2<|im_end|>");
+    assert_string_equal(e.text,
+                        "You are a helpful assistant.\n\n### Human:\nAdd\n1 1\n\n### "
+                        "Assistant:\n2<|im_end|>");
     t = trained_text(tok, &e);
     assert_string_equal(t, "2<|im_end|>");
     free(t);
@@ -194,7 +212,8 @@ static void test_bad_conversations(void **state)
     }
     const char *cases[][2] = {
         {"{\"messages\":[]}", "empty conversation"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}",
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":"
+         "\"b\"}]}",
          "roles out of order (user after user)"},
         {"{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"}]}",
          "roles out of order (assistant before any user message)"},

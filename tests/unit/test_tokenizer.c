@@ -48,10 +48,16 @@ static struct swift_tokenizer *load(const char *name)
 static void run_vectors(const char *tokname, const char *vec, int expect)
 {
     char ipath[1024], opath[1024];
-    snprintf(ipath, sizeof(ipath), "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf.inp",
-             shared_dir(), vec);
-    snprintf(opath, sizeof(opath), "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf.out",
-             shared_dir(), vec);
+    snprintf(ipath,
+             sizeof(ipath),
+             "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf.inp",
+             shared_dir(),
+             vec);
+    snprintf(opath,
+             sizeof(opath),
+             "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf.out",
+             shared_dir(),
+             vec);
     if (!need_shared(ipath)) {
         skip();
         return;
@@ -84,8 +90,8 @@ static void run_vectors(const char *tokname, const char *vec, int expect)
         if (!strcmp(got, ol))
             ok++;
         else
-            print_message("%s #%d: text '%.*s'\n  want%s\n  got %s\n", vec, total,
-                          (int)(e - p), p, ol, got);
+            print_message(
+                "%s #%d: text '%.*s'\n  want%s\n  got %s\n", vec, total, (int)(e - p), p, ol, got);
         /* decode gives the text back (all these are valid UTF-8) */
         char *dec;
         size_t dlen;
@@ -121,7 +127,6 @@ static void test_vectors_gpt2(void **state)
     (void)state;
     run_vectors("gpt2", "gpt-2", 46);
 }
-
 
 /* Every corpus text against the fixture made by PyPI tokenizers (tests/ref/gen_tokenizer.py). */
 static void run_fixture(const char *name)
@@ -179,8 +184,8 @@ static void run_fixture(const char *name)
                 if (dl == json_string_length(wd) && !memcmp(dec, json_string_value(wd), dl))
                     ok_dec++;
                 else
-                    print_message("%s #%d decode: want '%s' got '%s'\n", name, n,
-                                  json_string_value(wd), dec);
+                    print_message(
+                        "%s #%d decode: want '%s' got '%s'\n", name, n, json_string_value(wd), dec);
                 free(dec);
             }
             swift_tokens_release(&tk);
@@ -194,7 +199,11 @@ static void run_fixture(const char *name)
     }
     /* the same through the thread pool */
     struct swift_tokens *outs = calloc((size_t)n, sizeof(*outs));
-    assert_int_equal(swift_tokenizer_encode_many(tok, pool, (size_t)n, texts, lens,
+    assert_int_equal(swift_tokenizer_encode_many(tok,
+                                                 pool,
+                                                 (size_t)n,
+                                                 texts,
+                                                 lens,
                                                  SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_ADD_SPECIAL,
                                                  outs),
                      0);
@@ -211,7 +220,15 @@ static void run_fixture(const char *name)
     free(outs);
     print_message("%s vs tokenizers fixture: %d/%d plain, %d/%d special, %d/%d decode, %d/%d "
                   "pool\n",
-                  name, ok, n, ok_sp, n, ok_dec, n, ok_pool, n);
+                  name,
+                  ok,
+                  n,
+                  ok_sp,
+                  n,
+                  ok_dec,
+                  n,
+                  ok_pool,
+                  n);
     assert_true(n > 90);
     assert_int_equal(ok, n);
     assert_int_equal(ok_sp, n);

@@ -1,0 +1,379 @@
+/* export/quant_hf — round-to-nearest (RTN) weight-only quantization of the decoder's linear
+ * layers into the GPTQ checkpoint layout (auto-gptq / transformers "gptq", checkpoint_format
+ * "gptq", i.e. zero points stored minus one), symmetric, no act-order:
+ *
+ *   qweight int32 [in / (32/bits), out]  bits-wide codes of W^T packed along the input dim,
+ *                                        element j of a word at bits*j
+ *   qzeros  int32 [in / group, out / (32/bits)]  (zero - 1) packed along the output dim
+ *   scales  fp16  [in / group, out]
+ *   g_idx   int32 [in]                   i / group
+ *   W[o][i] ≈ scales[g][o] * (q[i][o] - zero[g][o])
+ *
+ * The scale/zero rule is GPTQ's Quantizer (sym=True): xmax = max(|min(x,0)|, max(x,0)),
+ * xmin = -xmax when min < 0 (else 0); scale = (xmax - xmin) / maxq; zero = (maxq + 1) / 2;
+ * q = clamp(round(x / scale) + zero, 0, maxq) with round half to even (torch.round).
+ * RTN: no Hessian, no column updates — GPTQ with calibration is not implemented. */
+#include "lib/error.h"
+#include "lib/export.h"
+#include "lib/export/internal.h"
+#include "lib/fileio.h"
+#include "lib/quant.h"
+#include "lib/safetensors.h"
+#include "lib/trace.h"
+
+#include <fenv.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/banned.h"
+
+static int is_linear(const char *name)
+{
+    static const char *mods[] = {"self_attn.q_proj.weight",
+                                 "self_attn.k_proj.weight",
+                                 "self_attn.v_proj.weight",
+                                 "self_attn.o_proj.weight",
+                                 "mlp.gate_proj.weight",
+                                 "mlp.up_proj.weight",
+                                 "mlp.down_proj.weight"};
+    if (strncmp(name, "model.layers.", 13))
+        return 0;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
+        size_t m = strlen(mods[i]);
+        if (n > m && !strcmp(name + n - m, mods[i]) && name[n - m - 1] == '.')
+            return 1;
+    }
+    return 0;
+}
+
+/* w: [out][in] float. Fills qweight, qzeros, scales (fp16), g_idx; returns the RMSE of the
+ * reconstruction. */
+static double rtn_gptq(const float *w, int64_t out, int64_t in, int bits, int64_t group,
+                       int32_t *qweight, int32_t *qzeros, uint16_t *scales, int32_t *g_idx)
+{
+    const int pack = 32 / bits;
+    const int maxq = (1 << bits) - 1;
+    const int64_t ng = in / group;
+    double err = 0;
+    memset(qweight, 0, (size_t)(in / pack * out) * 4);
+    memset(qzeros, 0, (size_t)(ng * (out / pack)) * 4);
+    for (int64_t i = 0; i < in; i++)
+        g_idx[i] = (int32_t)(i / group);
+#pragma omp parallel for reduction(+ : err) schedule(static)
+    for (int64_t o = 0; o < out; o++) {
+        for (int64_t g = 0; g < ng; g++) {
+            const float *x = w + o * in + g * group;
+            float xmin = 0, xmax = 0;
+            for (int64_t k = 0; k < group; k++) {
+                xmin = fminf(xmin, x[k]);
+                xmax = fmaxf(xmax, x[k]);
+            }
+            xmax = fmaxf(fabsf(xmin), xmax);
+            if (xmin < 0)
+                xmin = -xmax;
+            if (xmin == 0 && xmax == 0) {
+                xmin = -1;
+                xmax = 1;
+            }
+            float scale = (xmax - xmin) / (float)maxq;
+            /* stored as fp16: quantize with the scale a loader will see */
+            uint16_t hs = swift_fp32_to_fp16(scale);
+            float s = swift_fp16_to_fp32(hs);
+            int zero = (maxq + 1) / 2;
+            scales[g * out + o] = hs;
+            for (int64_t k = 0; k < group; k++) {
+                float r = nearbyintf(x[k] / s);
+                int q = (int)r + zero;
+                q = q < 0 ? 0 : q > maxq ? maxq : q;
+                int64_t i = g * group + k;
+                /* rows of qweight are disjoint per (i / pack): atomic-free since each thread
+                 * owns column o */
+                qweight[(i / pack) * out + o] |= (int32_t)((uint32_t)q << (bits * (i % pack)));
+                double d = (double)s * (q - zero) - x[k];
+                err += d * d;
+            }
+        }
+    }
+    /* zeros: (zero - 1) packed along the output dimension */
+    const uint32_t zm1 = (uint32_t)((maxq + 1) / 2 - 1);
+    for (int64_t g = 0; g < ng; g++)
+        for (int64_t o = 0; o < out; o++)
+            qzeros[g * (out / pack) + o / pack] |= (int32_t)(zm1 << (bits * (o % pack)));
+    return sqrt(err / (double)(out * in));
+}
+
+static int write_json_file(const char *dir, const char *name, json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!s)
+        return swift_error("out of memory");
+    char *p = swift_path_join(dir, name);
+    size_t n = strlen(s);
+    char *t = realloc(s, n + 2);
+    int rc = -1;
+    if (t) {
+        t[n] = '\n';
+        rc = swift_atomic_write(p, t, n + 1);
+        free(t);
+    } else {
+        free(s);
+        swift_error("out of memory");
+    }
+    free(p);
+    return rc;
+}
+
+int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
+{
+    int bits = !strcmp(o->quant, "int8") ? 8 : 4;
+    int64_t group = o->group_size > 0 ? o->group_size : 128;
+    const int pack = 32 / bits;
+    if (o->method && strcmp(o->method, "rtn"))
+        return swift_error("--method %s is not implemented (rtn only)", o->method);
+    struct swift_hparams hp;
+    if (swift_hparams_load(&hp, o->model_dir) < 0)
+        return -1;
+    struct swift_st_set set = {0};
+    struct swift_st_entry *e = NULL;
+    void **owned = NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0, nown = 0;
+    int rc = -1;
+    json_t *layers = json_array();
+    double sum_rmse = 0;
+    size_t nq = 0;
+    if (swift_st_set_open(&set, o->model_dir) < 0)
+        goto out;
+    for (size_t f = 0; f < set.nfiles; f++)
+        cap += set.files[f].ntensors * 5;
+    e = calloc(cap + 1, sizeof(*e));
+    owned = calloc(cap + 1, sizeof(*owned));
+    names = calloc(cap + 1, sizeof(*names));
+    if (!e || !owned || !names) {
+        swift_error("out of memory");
+        goto out;
+    }
+#define OWN(p) (owned[nown++] = (p))
+    for (size_t f = 0; f < set.nfiles; f++)
+        for (size_t i = 0; i < set.files[f].ntensors; i++) {
+            const struct swift_st_tensor *t = &set.files[f].tensors[i];
+            if (t->dtype != SWIFT_DTYPE_F32 && t->dtype != SWIFT_DTYPE_F16 &&
+                t->dtype != SWIFT_DTYPE_BF16) {
+                swift_error("%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
+                            t->path,
+                            t->name,
+                            swift_dtype_name(t->dtype));
+                goto out;
+            }
+            int64_t ts0 = swift_trace_now();
+            float *w = malloc(t->numel * 4 + 4);
+            if (!w || swift_st_tensor_to_f32(t, w) < 0) {
+                if (!w)
+                    swift_error("out of memory");
+                free(w);
+                goto out;
+            }
+            OWN(w);
+            int64_t ts1 = swift_trace_now();
+            if (swift_trace_enabled()) {
+                struct swift_targ a[] = {SWIFT_TARG_S("tensor", t->name),
+                                         SWIFT_TARG_I("bytes", t->end - t->begin)};
+                swift_trace_span("export", "read", ts0, ts1, a, 2);
+            }
+            if (!is_linear(t->name)) { /* everything else: fp16, as GPTQ checkpoints */
+                uint16_t *h = malloc(t->numel * 2 + 2);
+                if (!h) {
+                    swift_error("out of memory");
+                    goto out;
+                }
+                OWN(h);
+                for (uint64_t k = 0; k < t->numel; k++)
+                    h[k] = swift_fp32_to_fp16(w[k]);
+                e[n] = (struct swift_st_entry){
+                    .name = t->name, .dtype = SWIFT_DTYPE_F16, .ndim = t->ndim, .data = h};
+                memcpy(e[n].shape, t->shape, sizeof(e[n].shape));
+                n++;
+                continue;
+            }
+            int64_t out_f = t->shape[0], in_f = t->shape[1];
+            if (in_f % group || in_f % pack || out_f % pack) {
+                swift_error("%s: '%s' [%lld,%lld]: in_features must be a multiple of "
+                            "--group-size %lld and of %d, out_features of %d",
+                            t->path,
+                            t->name,
+                            (long long)out_f,
+                            (long long)in_f,
+                            (long long)group,
+                            pack,
+                            pack);
+                goto out;
+            }
+            int64_t ng = in_f / group;
+            int32_t *qw = malloc((size_t)(in_f / pack * out_f) * 4);
+            int32_t *qz = malloc((size_t)(ng * (out_f / pack)) * 4);
+            uint16_t *sc = malloc((size_t)(ng * out_f) * 2);
+            int32_t *gi = malloc((size_t)in_f * 4);
+            if (!qw || !qz || !sc || !gi) {
+                free(qw);
+                free(qz);
+                free(sc);
+                free(gi);
+                swift_error("out of memory");
+                goto out;
+            }
+            OWN(qw);
+            OWN(qz);
+            OWN(sc);
+            OWN(gi);
+            double rmse = rtn_gptq(w, out_f, in_f, bits, group, qw, qz, sc, gi);
+            double ss = 0;
+            for (uint64_t k = 0; k < t->numel; k++)
+                ss += (double)w[k] * w[k];
+            double rel = rmse / (sqrt(ss / (double)t->numel) + 1e-30);
+            sum_rmse += rel;
+            nq++;
+            json_array_append_new(
+                layers,
+                json_pack("{s:s,s:f,s:f}", "tensor", t->name, "rmse", rmse, "rel_rmse", rel));
+            if (swift_trace_enabled()) {
+                struct swift_targ a[] = {SWIFT_TARG_S("tensor", t->name),
+                                         SWIFT_TARG_I("bytes", t->numel * 4),
+                                         SWIFT_TARG_D("rel_rmse", rel)};
+                swift_trace_span("export", "quantize", ts1, swift_trace_now(), a, 3);
+            }
+            size_t base_len = strlen(t->name) - 7; /* without "weight" */
+            const char *suffix[] = {"qweight", "qzeros", "scales", "g_idx"};
+            void *data[] = {qw, qz, sc, gi};
+            enum swift_dtype dts[] = {
+                SWIFT_DTYPE_I32, SWIFT_DTYPE_I32, SWIFT_DTYPE_F16, SWIFT_DTYPE_I32};
+            int64_t shapes[][2] = {
+                {in_f / pack, out_f}, {ng, out_f / pack}, {ng, out_f}, {in_f, 0}};
+            for (int s = 0; s < 4; s++) {
+                size_t len = base_len + strlen(suffix[s]) + 2;
+                char *nm = malloc(len);
+                if (!nm) {
+                    swift_error("out of memory");
+                    goto out;
+                }
+                snprintf(nm, len, "%.*s.%s", (int)base_len, t->name, suffix[s]);
+                names[n] = nm;
+                e[n] = (struct swift_st_entry){
+                    .name = nm, .dtype = dts[s], .ndim = s == 3 ? 1 : 2, .data = data[s]};
+                e[n].shape[0] = shapes[s][0];
+                e[n].shape[1] = shapes[s][1];
+                n++;
+            }
+        }
+#undef OWN
+    if (swift_mkdirs(out_dir, 0755) < 0)
+        goto out;
+    int64_t tw = swift_trace_now();
+    uint64_t shard = o->max_shard_size ? o->max_shard_size : (uint64_t)5 << 30;
+    if (swift_safetensors_write_sharded(out_dir, e, n, shard) < 0)
+        goto out;
+    if (swift_trace_enabled()) {
+        struct swift_targ a[] = {SWIFT_TARG_I("tensors", n)};
+        swift_trace_span("export", "write", tw, swift_trace_now(), a, 1);
+    }
+    json_t *qc = json_pack("{s:i,s:I,s:f,s:b,s:b,s:b,s:b,s:s,s:s,s:s}",
+                           "bits",
+                           bits,
+                           "group_size",
+                           (json_int_t)group,
+                           "damp_percent",
+                           0.01,
+                           "desc_act",
+                           0,
+                           "static_groups",
+                           0,
+                           "sym",
+                           1,
+                           "true_sequential",
+                           1,
+                           "model_file_base_name",
+                           "model",
+                           "quant_method",
+                           "gptq",
+                           "checkpoint_format",
+                           "gptq");
+    json_t *cfg = json_deep_copy(hp.config);
+    json_object_set(cfg, "quantization_config", qc);
+    json_object_set_new(cfg, "torch_dtype", json_string("float16"));
+    if (json_object_get(cfg, "dtype"))
+        json_object_set_new(cfg, "dtype", json_string("float16"));
+    int wrc = write_json_file(out_dir, "config.json", cfg) < 0 ||
+              write_json_file(out_dir, "quantize_config.json", qc) < 0;
+    json_decref(cfg);
+    json_decref(qc);
+    if (wrc)
+        goto out;
+    static const char *copies[] = {"tokenizer.json",
+                                   "tokenizer_config.json",
+                                   "special_tokens_map.json",
+                                   "vocab.json",
+                                   "merges.txt",
+                                   "chat_template.jinja",
+                                   "generation_config.json"};
+    for (size_t c = 0; c < sizeof(copies) / sizeof(copies[0]); c++) {
+        char *src = swift_path_join(o->model_dir, copies[c]);
+        char *dst = swift_path_join(out_dir, copies[c]);
+        char *data = NULL;
+        size_t len;
+        int crc = 0;
+        if (access(src, R_OK) == 0) {
+            crc = swift_read_file(src, (size_t)1 << 31, &data, &len);
+            if (!crc)
+                crc = swift_atomic_write(dst, data, len);
+        }
+        free(data);
+        free(src);
+        free(dst);
+        if (crc < 0)
+            goto out;
+    }
+    json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:f,s:o}",
+                          "version",
+                          1,
+                          "format",
+                          "gptq",
+                          "output",
+                          o->output,
+                          "method",
+                          "rtn",
+                          "bits",
+                          bits,
+                          "group_size",
+                          (json_int_t)group,
+                          "layout",
+                          "gptq",
+                          "quantized",
+                          (json_int_t)nq,
+                          "mean_rel_rmse",
+                          nq ? sum_rmse / (double)nq : 0.0,
+                          "layers",
+                          json_incref(layers));
+    if (j) {
+        json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        fputc('\n', stdout);
+        json_decref(j);
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; i < nown; i++)
+        free(owned[i]);
+    if (names)
+        for (size_t i = 0; i < cap; i++)
+            free(names[i]);
+    free(names);
+    free(owned);
+    free(e);
+    json_decref(layers);
+    swift_st_set_close(&set);
+    swift_hparams_release(&hp);
+    return rc;
+}
