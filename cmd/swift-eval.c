@@ -39,7 +39,7 @@ static const struct swift_option options[] = {
      SWIFT_ARG_REQUIRED,
      "PATH",
      "shards or a raw JSONL/JSON/CSV/text file (loss, ppl), MMLU CSV file or folder (mmlu), "
-     "JSONL (mc, gsm8k, exact)",
+     "JSONL (mc, gsm8k, exact); repeat it for one record per dataset",
      "val_dataset"},
     {"adapters",
      O_ADAPTERS,
@@ -129,8 +129,11 @@ static const struct swift_command command = {
     "  swift-eval base --adapters out/checkpoint-50 --task ppl --dataset shards/val\n"
     "  swift-eval out/ckpt --task mmlu --dataset mmlu --baseline before.json --max-drop 0.01\n"};
 
+#define MAX_DATASETS 64
+
 struct args {
     struct swift_eval_opts o;
+    const char *datasets[MAX_DATASETS];
     const char *trace;
     const char *template_name;
 };
@@ -160,7 +163,11 @@ static int on_option(void *ctx, int key, const char *arg)
             return swift_usage("unknown task '%s' (loss, ppl, mc, mmlu, gsm8k, exact)", arg);
         return 0;
     case O_DATASET:
+        if (o->ndatasets == MAX_DATASETS)
+            return swift_usage("more than %d --dataset options", MAX_DATASETS);
+        a->datasets[o->ndatasets++] = arg;
         o->dataset = arg;
+        o->datasets = a->datasets;
         return 0;
     case O_ADAPTERS:
         o->adapters = arg;

@@ -3,6 +3,8 @@
 #include "error.h"
 #include "lib/model.h"
 
+#include <cblas.h>
+#undef I /* complex.h, pulled in by cblas.h */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,16 +107,32 @@ void swift_kv_copy_row(struct swift_kv *kv, int dst, int src)
     kv->len[dst] = kv->len[src];
 }
 
+/* out (N,O) = alpha * x (N,I) @ w (O,I)^T + beta * out (+ bias): the op table's matmul_fwd,
+ * except for one row, where OpenBLAS (0.3.21 has no GEMM-to-GEMV forwarding) runs sgemm about
+ * twice as slowly as sgemv; one row is every decode step of a single sequence. The cache is
+ * host memory (swift_kv_init accepts the cpu backend only), so calling BLAS here is sound. */
+static void mm(const struct swift_kv *kv, float *out, const float *x, const float *w,
+               const float *b, int N, int in, int on, float alpha, float beta)
+{
+    if (N != 1) {
+        kv->m->ops->matmul_fwd(out, x, w, b, N, in, on, alpha, beta);
+        return;
+    }
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, on, in, alpha, w, in, x, 1, beta, out, 1);
+    if (b)
+        for (int o = 0; o < on; o++)
+            out[o] += alpha * b[o];
+}
+
 /* out (N,O) = x (N,I) @ W^T (+b) (+ LoRA), beta as in matmul_fwd. */
 static void linear(struct swift_kv *kv, const struct swift_linear *L, float *out, const float *x,
                    int N, float beta)
 {
     struct swift_model *m = kv->m;
-    m->ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
+    mm(kv, out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
     if (L->lora) {
-        m->ops->matmul_fwd(kv->xa, x, L->lora->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
-        m->ops->matmul_fwd(
-            out, kv->xa, L->lora->B, NULL, N, m->lora_rank, L->out, m->lora_scale, 1.0f);
+        mm(kv, kv->xa, x, L->lora->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
+        mm(kv, out, kv->xa, L->lora->B, NULL, N, m->lora_rank, L->out, m->lora_scale, 1.0f);
     }
     kv->flops += 2.0 * N * L->in * L->out;
 }
@@ -238,7 +256,7 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
     for (int w = 0; w < nwant; w++)
         memcpy(kv->sel + (size_t)w * H, x + (size_t)want[w] * H, (size_t)H * sizeof(float));
     ops->rmsnorm_fwd(kv->h, kv->rstd, kv->sel, m->norm, nwant, H, c->rms_norm_eps);
-    ops->matmul_fwd(logits, kv->h, m->lm_head, NULL, nwant, H, V, 1.0f, 0.0f);
+    mm(kv, logits, kv->h, m->lm_head, NULL, nwant, H, V, 1.0f, 0.0f);
     kv->flops += 2.0 * nwant * H * V;
     return 0;
 }

@@ -116,22 +116,66 @@ int swift_eval_gate(const json_t *rec, const char *baseline_path, double max_dro
     size_t len;
     if (swift_read_file(baseline_path, (size_t)64 << 20, &data, &len) < 0)
         return -1;
-    json_error_t err;
-    /* a record, or the first line of a JSONL file of records */
-    json_t *base = json_loadb(data, len, JSON_DISABLE_EOF_CHECK, &err);
+    /* a record, or a JSONL file of records: the one of the same task and dataset, else the
+     * first of the same task, else the first */
+    json_t *base = NULL;
+    int best = -1;
+    long line = 0, base_line = 1;
+    const char *ct0 = json_string_value(json_object_get(rec, "task"));
+    const char *cd0 = json_string_value(json_object_get(rec, "dataset"));
+    for (char *p = data, *end = data + len; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        line++;
+        size_t k = 0;
+        while (k < l && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
+            k++;
+        if (k < l) {
+            json_error_t err;
+            json_t *v = json_loadb(p, l, 0, &err);
+            if (!v) {
+                /* maybe one pretty-printed record spanning the whole file */
+                v = line == 1 ? json_loadb(data, len, 0, &err) : NULL;
+                if (!v) {
+                    json_decref(base);
+                    free(data);
+                    return swift_error_at(baseline_path, line + err.line - 1, "%s", err.text);
+                }
+                nl = NULL;
+            }
+            const char *bt = json_string_value(json_object_get(v, "task"));
+            const char *bd = json_string_value(json_object_get(v, "dataset"));
+            int score = !base ? 0 : -1;
+            if (bt && ct0 && !strcmp(bt, ct0))
+                score = 1 + (bd && cd0 && !strcmp(bd, cd0));
+            if (score > best) {
+                json_decref(base);
+                base = v;
+                best = score;
+                base_line = line;
+            } else {
+                json_decref(v);
+            }
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
     free(data);
     if (!base)
-        return swift_error_at(baseline_path, err.line, "%s", err.text);
+        return swift_error_at(baseline_path, 1, "no record");
     int rc = 0;
     json_t *bm = json_object_get(base, "metrics");
     if (!json_is_object(base) || !json_is_object(bm)) {
-        rc = swift_error_at(baseline_path, 1, "not a swift-eval record (no 'metrics' object)");
+        rc = swift_error_at(
+            baseline_path, base_line, "not a swift-eval record (no 'metrics' object)");
         goto out;
     }
     const char *bt = json_string_value(json_object_get(base, "task"));
     const char *ct = json_string_value(json_object_get(rec, "task"));
     if (bt && ct && strcmp(bt, ct)) {
-        rc = swift_error_at(baseline_path, 1, "baseline is for task '%s', not '%s'", bt, ct);
+        rc =
+            swift_error_at(baseline_path, base_line, "baseline is for task '%s', not '%s'", bt, ct);
         goto out;
     }
     json_t *cm = json_object_get(rec, "metrics");
@@ -161,7 +205,7 @@ int swift_eval_gate(const json_t *rec, const char *baseline_path, double max_dro
         }
     }
     if (!common)
-        rc = swift_error_at(baseline_path, 1, "no metric in common with this run");
+        rc = swift_error_at(baseline_path, base_line, "no metric in common with this run");
 out:
     json_decref(base);
     return rc;

@@ -836,32 +836,112 @@ static void find_eos(struct run *r)
         add_eos(r, swift_tokenizer_token_id(r->tok, eos));
 }
 
+/* Run the task on one dataset (o->dataset) and build its record. */
+static int eval_one(struct run *r, struct swift_eval_set *set, double load_s, json_t **out)
+{
+    const struct swift_eval_opts *o = r->o;
+    r->tokens = 0;
+    r->fwd_s = 0;
+    memset(&r->gen, 0, sizeof(r->gen));
+    long n = 0;
+    json_t *rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
+    if (!rec)
+        return swift_error("out of memory");
+    double t1 = now_s();
+    int trc;
+    if (o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL)
+        trc = run_loss(r, rec, &n);
+    else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
+        trc = run_mc(r, set, rec, &n);
+    else
+        trc = run_gen(r, set, rec, &n);
+    if (trc < 0) {
+        json_decref(rec);
+        return -1;
+    }
+    double t2 = now_s();
+
+    json_object_set_new(rec, "n", json_integer(n));
+    json_t *cfg = json_object();
+    json_object_set_new(cfg, "few_shot", json_integer(o->few_shot));
+    json_object_set_new(cfg, "limit", json_integer(o->limit));
+    json_object_set_new(cfg, "batch_size", json_integer(o->batch_size));
+    json_object_set_new(cfg, "max_length", json_integer(o->max_length));
+    json_object_set_new(cfg, "merge_adapters", json_boolean(o->merge_adapters));
+    json_object_set_new(cfg, "template", json_string(swift_eval_prompter_name(r->pr)));
+    if (swift_eval_task_generates(o->task)) {
+        json_object_set_new(cfg, "max_new_tokens", json_integer(o->max_new_tokens));
+        json_object_set_new(cfg, "temperature", json_real(o->temperature));
+        json_object_set_new(cfg, "top_p", json_real(o->top_p));
+        json_object_set_new(cfg, "seed", json_integer((json_int_t)o->seed));
+    }
+    json_object_set_new(rec, "config", cfg);
+    json_object_set_new(rec, "time_s", json_real(t2 - t1 + load_s));
+    json_object_set_new(rec, "load_s", json_real(load_s));
+    json_object_set_new(rec, "tokens", json_integer(r->tokens));
+    json_object_set_new(
+        rec, "tokens_per_s", json_real(t2 > t1 ? (double)r->tokens / (t2 - t1) : 0.0));
+    if (swift_eval_task_generates(o->task)) {
+        const struct swift_gen_stats *g = &r->gen;
+        json_object_set_new(rec, "prefill_tokens", json_integer(g->prefill_tokens));
+        json_object_set_new(rec, "decode_tokens", json_integer(g->decode_tokens));
+        json_object_set_new(
+            rec,
+            "prefill_tokens_per_s",
+            json_real(g->prefill_s > 0 ? (double)g->prefill_tokens / g->prefill_s : 0.0));
+        json_object_set_new(
+            rec,
+            "decode_tokens_per_s",
+            json_real(g->decode_s > 0 ? (double)g->decode_tokens / g->decode_s : 0.0));
+    }
+    *out = rec;
+    return 0;
+}
+
+/* Write every record (one line each) to path atomically. */
+static int write_records(json_t *recs, const char *path)
+{
+    struct swift_atomic af;
+    if (swift_atomic_open(&af, path) < 0)
+        return -1;
+    for (size_t i = 0; i < json_array_size(recs); i++)
+        if (swift_json_print_line(af.fp, json_array_get(recs, i)) < 0) {
+            swift_atomic_abort(&af);
+            return swift_error_errno("cannot write '%s'", path);
+        }
+    return swift_atomic_commit(&af);
+}
+
 int swift_eval_run(const struct swift_eval_opts *opts)
 {
     struct swift_eval_opts oo = *opts;
     const struct swift_eval_opts *o = &oo;
     struct run r = {.o = o};
-    int rc = -1;
-    json_t *rec = NULL;
+    int rc = -1, nd = o->ndatasets > 0 ? o->ndatasets : 1;
+    const char *const one[1] = {o->dataset};
+    const char *const *ds = o->ndatasets > 0 ? o->datasets : one;
+    json_t *recs = json_array();
     double t0 = now_s();
-    /* the dataset first: a bad row should not wait for a large model to load */
-    struct swift_eval_set set;
-    swift_eval_set_init(&set);
+    /* the datasets first: a bad row should not wait for a large model to load */
+    struct swift_eval_set *sets = calloc((size_t)nd, sizeof(*sets));
+    if (!sets || !recs) {
+        swift_error("out of memory");
+        goto out;
+    }
     int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
-    if (!scored && swift_eval_read(o->task, o->dataset, &set) < 0) {
-        swift_eval_set_release(&set);
-        return 1;
+    for (int i = 0; i < nd; i++) {
+        swift_eval_set_init(&sets[i]);
+        if (!scored && swift_eval_read(o->task, ds[i], &sets[i]) < 0)
+            goto out;
     }
     struct swift_backend be;
     int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
     if (brc) {
-        swift_eval_set_release(&set);
-        return brc > 0 ? 2 : 1;
+        rc = brc > 0 ? -2 : -1;
+        goto out;
     }
-    if (swift_model_load(&r.m, o->model, be.ops, 1) < 0) {
-        swift_eval_set_release(&set);
-        return 1;
-    }
+    if (swift_model_load(&r.m, o->model, be.ops, 1) < 0)
+        goto out;
     r.have_model = 1;
     r.V = r.m.cfg.vocab_size;
     if (o->adapters) {
@@ -898,74 +978,36 @@ int swift_eval_run(const struct swift_eval_opts *opts)
                    o->max_length,
                    r.m.cfg.max_position_embeddings);
     }
+    double load_s = now_s() - t0;
 
-    long n = 0;
-    rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
-    if (!rec) {
-        swift_error("out of memory");
+    int regressions = 0;
+    for (int i = 0; i < nd; i++) {
+        json_t *rec = NULL;
+        oo.dataset = ds[i];
+        if (eval_one(&r, &sets[i], i == 0 ? load_s : 0.0, &rec) < 0)
+            goto out;
+        json_array_append_new(recs, rec);
+        if (swift_json_print_line(stdout, rec) < 0 || fflush(stdout) != 0) {
+            swift_error_errno("write error on standard output");
+            goto out;
+        }
+        if (!o->quiet)
+            swift_eval_record_table(rec, stderr);
+        if (o->baseline) {
+            int g = swift_eval_gate(rec, o->baseline, o->max_drop);
+            if (g < 0)
+                goto out;
+            regressions += g;
+        }
+    }
+    if (o->output && write_records(recs, o->output) < 0)
         goto out;
-    }
-    double t1 = now_s();
-    int trc;
-    if (o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL)
-        trc = run_loss(&r, rec, &n);
-    else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
-        trc = run_mc(&r, &set, rec, &n);
-    else
-        trc = run_gen(&r, &set, rec, &n);
-    if (trc < 0)
-        goto out;
-    double t2 = now_s();
-
-    json_object_set_new(rec, "n", json_integer(n));
-    json_t *cfg = json_object();
-    json_object_set_new(cfg, "few_shot", json_integer(o->few_shot));
-    json_object_set_new(cfg, "limit", json_integer(o->limit));
-    json_object_set_new(cfg, "batch_size", json_integer(o->batch_size));
-    json_object_set_new(cfg, "max_length", json_integer(o->max_length));
-    json_object_set_new(cfg, "merge_adapters", json_boolean(o->merge_adapters));
-    json_object_set_new(cfg, "template", json_string(swift_eval_prompter_name(r.pr)));
-    if (swift_eval_task_generates(o->task)) {
-        json_object_set_new(cfg, "max_new_tokens", json_integer(o->max_new_tokens));
-        json_object_set_new(cfg, "temperature", json_real(o->temperature));
-        json_object_set_new(cfg, "top_p", json_real(o->top_p));
-        json_object_set_new(cfg, "seed", json_integer((json_int_t)o->seed));
-    }
-    json_object_set_new(rec, "config", cfg);
-    json_object_set_new(rec, "time_s", json_real(t2 - t0));
-    json_object_set_new(rec, "load_s", json_real(t1 - t0));
-    json_object_set_new(rec, "tokens", json_integer(r.tokens));
-    json_object_set_new(
-        rec, "tokens_per_s", json_real(t2 > t1 ? (double)r.tokens / (t2 - t1) : 0.0));
-    if (swift_eval_task_generates(o->task)) {
-        json_object_set_new(rec, "prefill_tokens", json_integer(r.gen.prefill_tokens));
-        json_object_set_new(rec, "decode_tokens", json_integer(r.gen.decode_tokens));
-        json_object_set_new(
-            rec,
-            "prefill_tokens_per_s",
-            json_real(r.gen.prefill_s > 0 ? (double)r.gen.prefill_tokens / r.gen.prefill_s : 0.0));
-        json_object_set_new(
-            rec,
-            "decode_tokens_per_s",
-            json_real(r.gen.decode_s > 0 ? (double)r.gen.decode_tokens / r.gen.decode_s : 0.0));
-    }
-
-    if (o->output && swift_eval_record_write(rec, o->output) < 0)
-        goto out;
-    if (swift_json_print_line(stdout, rec) < 0) {
-        swift_error_errno("write error on standard output");
-        goto out;
-    }
-    if (!o->quiet)
-        swift_eval_record_table(rec, stderr);
-    rc = 0;
-    if (o->baseline) {
-        int g = swift_eval_gate(rec, o->baseline, o->max_drop);
-        rc = g != 0 ? -1 : 0;
-    }
+    rc = regressions ? -1 : 0;
 out:
-    swift_eval_set_release(&set);
-    json_decref(rec);
+    for (int i = 0; sets && i < nd; i++)
+        swift_eval_set_release(&sets[i]);
+    free(sets);
+    json_decref(recs);
     free(r.logits);
     swift_eval_prompter_free(r.pr);
     if (r.have_kv)
@@ -976,5 +1018,5 @@ out:
         swift_tokenizer_free(r.tok);
     if (r.have_model)
         swift_model_free(&r.m);
-    return rc < 0 ? 1 : 0;
+    return rc == -2 ? 2 : rc < 0 ? 1 : 0; /* -2: usage (--device) */
 }

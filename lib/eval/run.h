@@ -19,6 +19,8 @@
  *              --seed and the item's index, so results do not depend on --batch-size), stopped
  *              at eos or a stop word ("\n\n", "Question:"); gsm8k compares numbers
  *              (lib/eval/eval.h), exact the whole answer.
+ * Several datasets give one record each, in order (one line each on stdout and in --output);
+ * the gate compares each with the baseline record of the same task and dataset.
  * Few-shot: MMLU draws the first K questions of the subject's dev file; the other tasks use
  * the first K items of the dataset itself, which are then not scored.
  */
@@ -28,8 +30,10 @@
 #include <stdint.h>
 
 struct swift_eval_opts {
-    const char *model;    /* model directory (required) */
-    const char *dataset;  /* dataset path (required) */
+    const char *model;           /* model directory (required) */
+    const char *dataset;         /* dataset path (required unless datasets is set) */
+    const char *const *datasets; /* several datasets: one record (stdout line) each */
+    int ndatasets;
     const char *adapters; /* PEFT adapter directory or NULL */
     int merge_adapters;   /* fold the adapters into the weights instead of running them aside */
     const char *template_name; /* NULL or "none": plain prompts (lib/eval/prompt.h) */

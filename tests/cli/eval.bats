@@ -225,3 +225,20 @@ need_shared() {
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, default, generation)" ]
 }
+
+@test "several datasets: one record each; the gate matches baseline records by dataset" {
+    printf '{"question":"q","choices":["x","y"],"answer":1}\n' >"$T/one.jsonl"
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --dataset "$T/one.jsonl" --quiet -o "$T/two.jsonl"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 2 ]
+    [ "$(jq -r .dataset <<<"${lines[1]}")" = "$T/one.jsonl" ]
+    [ "$(cat "$T/two.jsonl")" = "$output" ]
+    # a baseline where only the first dataset scored better
+    jq -c 'if .n == 16 then .metrics.accuracy = 1 else . end' "$T/two.jsonl" >"$T/b.jsonl"
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$T/one.jsonl" --quiet --baseline "$T/b.jsonl"
+    [ "$status" -eq 0 ]
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --dataset "$T/one.jsonl" --quiet --baseline "$T/b.jsonl"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 2 ]
+    [[ $stderr == "swift-eval: regression: accuracy "*" vs baseline 1 (max drop 0.01)" ]]
+}
