@@ -1,7 +1,9 @@
 /* swift-preprocess — tokenize, template, mask, pack and shard training data (lib/preprocess). */
+#include "lib/bpe_train.h"
 #include "lib/cli.h"
 #include "lib/error.h"
 #include "lib/fileio.h"
+#include "lib/jsonl.h"
 #include "lib/preprocess.h"
 #include "lib/template.h"
 #include "lib/trace.h"
@@ -34,7 +36,8 @@ enum {
     K_FORMAT,
     K_SHARD,
     K_SHUFFLE,
-    K_DATASET
+    K_DATASET,
+    K_TRAIN_TOK
 };
 
 static const struct swift_option options[] = {
@@ -52,6 +55,12 @@ static const struct swift_option options[] = {
      "chatml, qwen, qwen2_5, qwen3, llama3, default, generation (default: from the tokenizer)",
      NULL},
     {"dataset", K_DATASET, SWIFT_ARG_REQUIRED, "FILE", "input file (also as operands)", NULL},
+    {"train-tokenizer",
+     K_TRAIN_TOK,
+     SWIFT_ARG_REQUIRED,
+     "VOCAB",
+     "train a byte-level BPE tokenizer of VOCAB tokens on the text FILEs and write it to -o DIR",
+     NULL},
     {"format",
      K_FORMAT,
      SWIFT_ARG_REQUIRED,
@@ -175,6 +184,7 @@ struct cli {
     char **files;
     int nfiles;
     int modes;
+    int train_vocab;  /* --train-tokenizer */
     int packing_bare; /* --packing without '=': "--packing sequential" leaves the value as an
                          operand, taken back in main() unless a file has that name */
 };
@@ -308,12 +318,47 @@ static int on_option(void *ctx, int key, const char *arg)
     case K_SKIPSP:
         o->skip_special = 1;
         break;
+    case K_TRAIN_TOK:
+        if (swift_parse_long(arg, 256, 65536, &v) < 0)
+            return swift_usage("--train-tokenizer: expected a vocabulary size in [256, 65536], "
+                               "got '%s'",
+                               arg);
+        c->train_vocab = (int)v;
+        c->modes++;
+        break;
     case SWIFT_OPT_TRACE:
         c->trace = arg;
         break;
     case SWIFT_OPT_PROFILE:
         break; /* accepted for uniformity; preprocess has no steps */
     }
+    return 0;
+}
+
+/* A ChatML template (the demo's tokenizer speaks it; swift_template_guess() names it "chatml"). */
+static const char chatml_jinja[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
+    " + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>"
+    "assistant\\n' }}{% endif %}";
+
+static int train_tokenizer(struct cli *c)
+{
+    static const char *specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", NULL};
+    struct swift_bpe_train_opts t = {.vocab_size = c->train_vocab - 3,
+                                     .specials = specials,
+                                     .chat_template = chatml_jinja,
+                                     .eos_token = "<|im_end|>",
+                                     .pad_token = "<|endoftext|>"};
+    if (t.vocab_size < 256)
+        return swift_usage("--train-tokenizer: VOCAB must leave room for 256 bytes and 3 "
+                           "special tokens");
+    int rc = swift_bpe_train_files((const char *const *)c->files, c->nfiles, c->o.output, &t);
+    if (rc < 0)
+        return SWIFT_EXIT_FAIL;
+    json_t *rec = json_pack(
+        "{s:i,s:s,s:i}", "version", 1, "tokenizer", c->o.output, "vocab_size", c->train_vocab);
+    swift_json_print_line(stdout, rec);
+    json_decref(rec);
     return 0;
 }
 
@@ -333,6 +378,15 @@ int main(int argc, char **argv)
         }
         if (add_file(&c, argv[i]))
             return SWIFT_EXIT_USAGE;
+    }
+    if (c.train_vocab) {
+        if (c.modes > 1 || !c.o.output || !c.nfiles)
+            rc = swift_usage(
+                "--train-tokenizer VOCAB takes -o DIR and text FILEs, and no other mode");
+        else
+            rc = train_tokenizer(&c);
+        free(c.files);
+        return swift_close_stdout(rc);
     }
     if (!c.o.tokenizer)
         rc = swift_usage("--tokenizer DIR is required");

@@ -53,8 +53,8 @@ struct word {
 
 struct wordset {
     struct word *w;
-    size_t n, cap;   /* entries */
-    int64_t *slots;  /* index+1, 0 empty */
+    size_t n, cap;  /* entries */
+    int64_t *slots; /* index+1, 0 empty */
     size_t nslots;
 };
 
@@ -114,8 +114,12 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
         return swift_error("vocab size must be between 256 and 65536, got %d", o->vocab_size);
     int errcode;
     PCRE2_SIZE erroff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP, &errcode, &erroff, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN,
+                                   PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP,
+                                   &errcode,
+                                   &erroff,
+                                   NULL);
     if (!re)
         return swift_error("cannot compile the GPT-2 pre-tokenizer regex");
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
@@ -156,7 +160,7 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
     }
 
     int nmerges = o->vocab_size - 256;
-    int (*merges)[2] = calloc((size_t)nmerges + 1, sizeof(*merges));
+    int(*merges)[2] = calloc((size_t)nmerges + 1, sizeof(*merges));
     /* token strings (byte-level unicode, UTF-8) for every id */
     char **tok = calloc((size_t)o->vocab_size, sizeof(char *));
     if (!merges || !tok)
@@ -254,15 +258,38 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
     }
     json_object_set_new(root, "added_tokens", added);
     json_object_set_new(root, "normalizer", json_null());
-    json_t *bl = json_pack("{s:s,s:b,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 0,
-                           "trim_offsets", 1, "use_regex", 1);
+    json_t *bl = json_pack("{s:s,s:b,s:b,s:b}",
+                           "type",
+                           "ByteLevel",
+                           "add_prefix_space",
+                           0,
+                           "trim_offsets",
+                           1,
+                           "use_regex",
+                           1);
     json_object_set_new(root, "pre_tokenizer", bl);
-    json_object_set_new(root, "post_processor",
-                        json_pack("{s:s,s:b,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 0,
-                                  "trim_offsets", 0, "use_regex", 1));
-    json_object_set_new(root, "decoder",
-                        json_pack("{s:s,s:b,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 1,
-                                  "trim_offsets", 1, "use_regex", 1));
+    json_object_set_new(root,
+                        "post_processor",
+                        json_pack("{s:s,s:b,s:b,s:b}",
+                                  "type",
+                                  "ByteLevel",
+                                  "add_prefix_space",
+                                  0,
+                                  "trim_offsets",
+                                  0,
+                                  "use_regex",
+                                  1));
+    json_object_set_new(root,
+                        "decoder",
+                        json_pack("{s:s,s:b,s:b,s:b}",
+                                  "type",
+                                  "ByteLevel",
+                                  "add_prefix_space",
+                                  1,
+                                  "trim_offsets",
+                                  1,
+                                  "use_regex",
+                                  1));
     json_t *model = json_object();
     json_object_set_new(model, "type", json_string("BPE"));
     json_object_set_new(model, "dropout", json_null());
@@ -338,5 +365,33 @@ int swift_bpe_train_file(const char *path, const char *dir, const struct swift_b
         return -1;
     int rc = swift_bpe_train(text, len, dir, o);
     free(text);
+    return rc;
+}
+
+int swift_bpe_train_files(const char *const *paths, int n, const char *dir,
+                          const struct swift_bpe_train_opts *o)
+{
+    char *all = NULL;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        char *text;
+        size_t len;
+        if (swift_read_file(paths[i], (size_t)256 << 20, &text, &len) < 0) {
+            free(all);
+            return -1;
+        }
+        char *grown = realloc(all, total + len + 2);
+        if (!grown)
+            abort();
+        all = grown;
+        memcpy(all + total, text, len);
+        total += len;
+        if (len && text[len - 1] != '\n')
+            all[total++] = '\n';
+        all[total] = 0;
+        free(text);
+    }
+    int rc = swift_bpe_train(all ? all : "", total, dir, o);
+    free(all);
     return rc;
 }

@@ -16,10 +16,10 @@
 #include <stddef.h>
 
 struct swift_bpe_train_opts {
-    int vocab_size;          /* bytes + merges, specials excluded; >= 256 */
-    const char **specials;   /* NULL-terminated special tokens (first is eos/pad), may be NULL */
+    int vocab_size;            /* bytes + merges, specials excluded; >= 256 */
+    const char **specials;     /* NULL-terminated special tokens (first is eos/pad), may be NULL */
     const char *chat_template; /* Jinja text for tokenizer_config.json, may be NULL */
-    const char *eos_token;   /* for tokenizer_config.json, may be NULL */
+    const char *eos_token;     /* for tokenizer_config.json, may be NULL */
     const char *pad_token;
 };
 
@@ -29,6 +29,10 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
                     const struct swift_bpe_train_opts *o);
 /* Same, reading the corpus from a file (at most 256 MiB). */
 int swift_bpe_train_file(const char *path, const char *dir, const struct swift_bpe_train_opts *o);
+
+/* Same, on the concatenation of several files. */
+int swift_bpe_train_files(const char *const *paths, int n, const char *dir,
+                          const struct swift_bpe_train_opts *o);
 
 /* GPT-2's byte → unicode code point map (printable bytes map to themselves). */
 unsigned swift_bpe_byte_to_unicode(unsigned char b);

@@ -217,8 +217,11 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp)
         fprintf(fp, "\n%s\n", cmd->description);
     if (cmd->examples) {
         size_t n = strlen(cmd->examples);
-        fprintf(fp, "\n%s%s%s", strncmp(cmd->examples, "Examples:", 9) ? "Examples:\n" : "",
-                cmd->examples, n && cmd->examples[n - 1] == '\n' ? "" : "\n");
+        fprintf(fp,
+                "\n%s%s%s",
+                strncmp(cmd->examples, "Examples:", 9) ? "Examples:\n" : "",
+                cmd->examples,
+                n && cmd->examples[n - 1] == '\n' ? "" : "\n");
     }
     fprintf(fp, "\nOptions also accept ms-swift's spelling with '_' (--max_length).\n");
 }

@@ -762,8 +762,10 @@ static int run_jobs(struct dl *d)
     if (total && statvfs(d->partdir, &vfs) == 0) {
         unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
         if (avail < total)
-            swift_warn("'%s' has %.1f GB free, the files need up to %.1f GB", d->partdir,
-                       (double)avail / 1e9, (double)total / 1e9);
+            swift_warn("'%s' has %.1f GB free, the files need up to %.1f GB",
+                       d->partdir,
+                       (double)avail / 1e9,
+                       (double)total / 1e9);
     }
     int nj = o->jobs > 0 ? o->jobs : 1;
     if ((size_t)nj > d->n)

@@ -26,7 +26,7 @@ static void test_byte_map(void **state)
 {
     (void)state;
     assert_int_equal(swift_bpe_byte_to_unicode('A'), 'A');
-    assert_int_equal(swift_bpe_byte_to_unicode(' '), 0x120); /* 'Ġ' */
+    assert_int_equal(swift_bpe_byte_to_unicode(' '), 0x120);  /* 'Ġ' */
     assert_int_equal(swift_bpe_byte_to_unicode('\n'), 0x10A); /* 'Ċ' */
     assert_int_equal(swift_bpe_byte_to_unicode(0), 0x100);
     assert_int_equal(swift_bpe_byte_to_unicode(173), 0x143);
