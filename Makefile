@@ -12,6 +12,9 @@
 #   make V=1              show the commands
 
 O ?= build
+# How $(O) was configured (SANITIZE, CUDA, OPT, DEVELOPER), so a later `make O=DIR install`
+# builds the same way; anything given on the command line still wins.
+-include $(O)/config.mk
 PREFIX ?= /usr/local
 SHARED ?= ../shared
 CC ?= gcc
@@ -83,11 +86,18 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZES := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 LIBA := $(O)/lib/libswift.a
 
-.PHONY: all deps test test-unit test-cli demo bench install format format-check fuzz clean man
+.PHONY: FORCE all deps test test-unit test-cli demo bench install format format-check fuzz clean man
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(LIBA) $(BINS)
+all: $(LIBA) $(BINS) $(O)/config.mk
+
+$(O)/config.mk: FORCE
+	@mkdir -p $(@D)
+	@printf 'SANITIZE ?= %s\nCUDA ?= %s\nOPT ?= %s\nDEVELOPER ?= %s\n' \
+	  '$(SANITIZE)' '$(CUDA)' '$(OPT)' '$(DEVELOPER)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(@D)

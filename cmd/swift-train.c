@@ -6,11 +6,14 @@
 
 #include "lib/cli.h"
 #include "lib/error.h"
+#include "lib/model_init.h"
 #include "lib/fileio.h"
 #include "lib/optim.h"
 #include "lib/banned.h"
 
 enum {
+    O_INIT_MODEL = SWIFT_OPT_BASE + 0x100,
+    O_FORCE,
     O_MODEL = SWIFT_OPT_BASE,
     O_OUT,
     O_VAL,
@@ -52,6 +55,13 @@ static const struct swift_option opts[] = {
      "DIR",
      "model directory (config.json, *.safetensors)",
      NULL},
+    {"init-model",
+     O_INIT_MODEL,
+     SWIFT_ARG_NONE,
+     NULL,
+     "write a model with random weights from --model's config.json to -o DIR and exit",
+     NULL},
+    {"force", O_FORCE, SWIFT_ARG_NONE, NULL, "--init-model: replace an existing DIR", NULL},
     {"output-dir",
      'o',
      SWIFT_ARG_REQUIRED,
@@ -194,6 +204,7 @@ static const struct swift_command cmd = {
 
 struct ctx {
     struct swift_train_opts o;
+    int init_model, force;
 };
 
 static int num(const char *arg, const char *name, double *out)
@@ -211,9 +222,16 @@ static int whole(const char *arg, const char *name, long min, long *out)
 
 static int on_opt(void *vctx, int key, const char *arg)
 {
-    struct swift_train_opts *o = &((struct ctx *)vctx)->o;
+    struct ctx *c = vctx;
+    struct swift_train_opts *o = &c->o;
     long l = 0;
     switch (key) {
+    case O_INIT_MODEL:
+        c->init_model = 1;
+        return 0;
+    case O_FORCE:
+        c->force = 1;
+        return 0;
     case O_MODEL:
         o->model = arg;
         return 0;
@@ -321,13 +339,21 @@ static int on_opt(void *vctx, int key, const char *arg)
 int main(int argc, char **argv)
 {
     swift_set_progname(argv[0]);
-    struct ctx c;
+    struct ctx c = {0};
     swift_train_opts_init(&c.o);
     c.o.argc = argc;
     c.o.argv = argv;
     int argi, rc = swift_cli_parse(&cmd, argc, argv, on_opt, &c, &argi);
     if (rc >= 0)
         return rc;
+    if (c.init_model) {
+        if (!c.o.model || !c.o.output_dir || argi < argc)
+            return swift_usage("--init-model takes --model CONFIG_DIR and -o DIR, no SHARD_DIR");
+        rc = swift_model_init_dir(c.o.model, c.o.output_dir, (unsigned long long)c.o.seed, c.force);
+        if (rc == 0)
+            printf("{\"version\":1,\"event\":\"init_model\",\"seed\":%ld}\n", c.o.seed);
+        return swift_close_stdout(rc < 0 ? SWIFT_EXIT_FAIL : 0);
+    }
     if (argi >= argc)
         return swift_usage("missing SHARD_DIR");
     if (argi + 1 < argc)

@@ -6,7 +6,7 @@ CPU, so fine-tuning visibly raises exact-match accuracy. Standard library only, 
 
 Writes OUT_DIR/train.jsonl, OUT_DIR/val.jsonl, OUT_DIR/test.jsonl (OpenAI `messages` format,
 the answer is the assistant turn) and OUT_DIR/corpus.txt (text for training the tokenizer).
-Tasks: addition of numbers below 20, reversing a short word, looking up a fixed colour of an
+Tasks: addition of numbers below 10, reversing a short word, looking up a fixed colour of an
 animal (a table the model must memorise), and the successor of a letter.
 """
 import json
@@ -23,8 +23,8 @@ WORDS = ["tree", "stone", "river", "cloud", "apple", "bread", "light", "music", 
 
 def samples(rng):
     out = []
-    for a in range(20):
-        for b in range(20):
+    for a in range(10):
+        for b in range(10):
             out.append(("add", f"What is {a} + {b}?", str(a + b)))
     colour = {a: COLOURS[i % len(COLOURS)] for i, a in enumerate(ANIMALS)}
     for a in ANIMALS:
@@ -54,10 +54,14 @@ def main():
     os.makedirs(out, exist_ok=True)
     data = samples(rng)
     n = len(data)
-    # test: 100 of the training questions (memorisation is what a tiny model can show in
-    # minutes); val: 40 held out for the validation loss
-    val, train = data[:40], data[40:]
-    test = train[:100]
+    # val: 20 held out for the validation loss; test: 100 of the training questions, the same
+    # share of each task (memorisation is what a tiny model can show in minutes on a CPU)
+    val, train = data[:20], data[20:]
+    test = []
+    for task in ("add", "colour", "reverse", "next"):
+        rows = [r for r in train if r[0] == task]
+        test += rows[: max(1, round(100 * len(rows) / len(train)))]
+    test = test[:100]
     for name, rows in (("train", train), ("val", val), ("test", test)):
         tmp = os.path.join(out, f".{name}.jsonl.tmp")
         with open(tmp, "w") as f:

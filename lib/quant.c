@@ -103,6 +103,14 @@ static float get_half(const uint8_t *p)
     return swift_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8));
 }
 
+/* roundf (half away from zero) for |v| < 2^31, without a libm call: v - (int)v is exact. */
+static inline int round_away(float v)
+{
+    int i = (int)v;
+    float r = v - (float)i;
+    return i + (r >= 0.5f) - (r <= -0.5f);
+}
+
 /* ---- Q8_0: {ggml_half d; int8_t qs[32]} ---- */
 static void q8_0_row(const float *x, uint8_t *y, int64_t k)
 {
@@ -114,7 +122,7 @@ static void q8_0_row(const float *x, uint8_t *y, int64_t k)
         const float id = d ? 1.0f / d : 0.0f;
         put_half(y, d);
         for (int j = 0; j < QK8_0; j++)
-            y[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+            y[2 + j] = (uint8_t)(int8_t)round_away(x[j] * id);
     }
 }
 static void dq8_0(const uint8_t *y, float *x, int64_t k)

@@ -51,8 +51,6 @@ int swift_export_run(const struct swift_export_opts *o)
         return rc;
     }
     if (!strcmp(to, "hf")) {
-        if (!o->merge_lora && !o->quant)
-            return swift_error("--to hf needs --merge-lora ADAPTER_DIR or --quant");
         if (o->to_ollama)
             return swift_error("--to-ollama needs --to gguf");
         if (o->merge_lora && o->quant)

@@ -226,7 +226,8 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
         return swift_export_quant(o, out_dir);
     if (swift_hparams_load(&hp, o->model_dir) < 0)
         return -1;
-    if (adapter_load(&ad, o->merge_lora) < 0)
+    /* Without --merge-lora this is a plain conversion: dtype, shards, side files. */
+    if (o->merge_lora && adapter_load(&ad, o->merge_lora) < 0)
         goto out;
     if (swift_st_set_open(&set, o->model_dir) < 0)
         goto out;

@@ -185,18 +185,43 @@ static int check_required(const struct plan *p, size_t n, const struct swift_hpa
 struct timing {
     double read, convert, write;
     uint64_t in_bytes, out_bytes;
+    /* scratch buffers reused across tensors (fresh pages for every tensor cost page faults) */
+    float *x, *tmp;
+    void *q;
+    size_t xcap, qcap;
 };
+
+static int reserve(struct timing *tm, size_t nfloat, size_t qbytes)
+{
+    if (nfloat > tm->xcap) {
+        free(tm->x);
+        free(tm->tmp);
+        tm->x = malloc(nfloat * sizeof(float));
+        tm->tmp = malloc(nfloat * sizeof(float));
+        tm->xcap = tm->x && tm->tmp ? nfloat : 0;
+        if (!tm->xcap)
+            return swift_error("out of memory for a tensor of %zu values", nfloat);
+    }
+    if (qbytes > tm->qcap) {
+        free(tm->q);
+        tm->q = malloc(qbytes);
+        tm->qcap = tm->q ? qbytes : 0;
+        if (!tm->q)
+            return swift_error("out of memory for a tensor of %zu bytes", qbytes);
+    }
+    return 0;
+}
 
 static int write_tensor(struct swift_gguf_writer *w, const struct plan *p,
                         const struct swift_hparams *hp, struct timing *tm)
 {
     uint64_t numel = p->ne[0] * p->ne[1];
-    float *x = malloc((size_t)numel * sizeof(float) + 1);
-    float *tmp = NULL;
+    size_t nbytes = swift_ggml_row_size(p->type, p->ne[0]) * p->ne[1];
+    if (reserve(tm, (size_t)numel + 1, nbytes + 1) < 0)
+        return -1;
+    float *x = tm->x, *tmp = tm->tmp;
     void *q = NULL;
     int rc = -1;
-    if (!x)
-        return swift_error("out of memory for tensor '%s' (%" PRIu64 " values)", p->name, numel);
     double t0 = now_s();
     int64_t ts0 = swift_trace_now();
     uint64_t in_bytes = numel * 4;
@@ -215,23 +240,13 @@ static int write_tensor(struct swift_gguf_writer *w, const struct plan *p,
         swift_trace_span("export", "read", ts0, ts1, args, 2);
     }
     if (p->permute_heads) {
-        tmp = malloc((size_t)numel * sizeof(float) + 1);
-        if (!tmp) {
-            swift_error("out of memory");
-            goto out;
-        }
         permute_rows(x, tmp, (int64_t)p->ne[1], (int64_t)p->ne[0], p->permute_heads);
         float *s = x;
         x = tmp;
         tmp = s;
     }
-    size_t nbytes = swift_ggml_row_size(p->type, p->ne[0]) * p->ne[1];
     if (p->type != SWIFT_GGML_F32) {
-        q = malloc(nbytes);
-        if (!q) {
-            swift_error("out of memory");
-            goto out;
-        }
+        q = tm->q;
         if (swift_quantize(p->type, x, q, (int64_t)p->ne[1], (int64_t)p->ne[0]) < 0)
             goto out;
     }
@@ -263,9 +278,6 @@ static int write_tensor(struct swift_gguf_writer *w, const struct plan *p,
     tm->out_bytes += nbytes;
     rc = 0;
 out:
-    free(x);
-    free(tmp);
-    free(q);
     return rc;
 }
 
@@ -399,8 +411,14 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     for (size_t i = 0; i < np; i++)
         if (write_tensor(&w, &plan[i], &hp, &tm) < 0) {
             swift_gguf_writer_abort(&w);
+            free(tm.x);
+            free(tm.tmp);
+            free(tm.q);
             goto out;
         }
+    free(tm.x);
+    free(tm.tmp);
+    free(tm.q);
     double tc = now_s();
     if (swift_gguf_writer_commit(&w) < 0)
         goto out;

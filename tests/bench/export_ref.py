@@ -79,6 +79,7 @@ def gguf_py(d, typ, out):
     from gguf import GGMLQuantizationType as Q
     from gguf import GGUFWriter, quants
     t0 = time.time()
+    c0 = time.process_time()
     w = GGUFWriter(out, "llama")
     for k, x in load(d):
         if x.ndim == 1:
@@ -91,7 +92,7 @@ def gguf_py(d, typ, out):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print("%.3f" % (time.time() - t0))
+    print("%.3f %.3f" % (time.time() - t0, time.process_time() - c0))
 
 
 def rmse(d, ours):
@@ -109,14 +110,16 @@ def rmse(d, ours):
                "ffn_up": "up_proj", "ffn_down": "down_proj"}[t.name.split(".")[2]] in k][0]
         x = src[hf]
         deq = quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(x.shape)
-        ref = quants.dequantize(quants.quantize(x, Q.Q8_0), Q.Q8_0).reshape(x.shape)
-        a = num.setdefault(t.tensor_type.name, [0.0, 0.0, 0])
+        r8 = quants.dequantize(quants.quantize(x, Q.Q8_0), Q.Q8_0).reshape(x.shape)
+        r4 = quants.dequantize(quants.quantize(x, Q.Q4_0), Q.Q4_0).reshape(x.shape)
+        a = num.setdefault(t.tensor_type.name, [0.0, 0.0, 0.0, 0])
         a[0] += float(np.sum((deq - x) ** 2))
-        a[1] += float(np.sum((ref - x) ** 2))
-        a[2] += x.size
-    for k, (ours_sq, ref_sq, n) in num.items():
-        print("rmse %s ours %.4e | llama.cpp Q8_0 reference formula %.4e (ratio %.3f)" % (
-            k, (ours_sq / n) ** 0.5, (ref_sq / n) ** 0.5, (ours_sq / ref_sq) ** 0.5))
+        a[1] += float(np.sum((r8 - x) ** 2))
+        a[2] += float(np.sum((r4 - x) ** 2))
+        a[3] += x.size
+    for k, (o, r8, r4, n) in num.items():
+        print("rmse %-4s ours %.4e | llama.cpp reference formulas (gguf-py): Q8_0 %.4e, Q4_0 %.4e"
+              % (k, (o / n) ** 0.5, (r8 / n) ** 0.5, (r4 / n) ** 0.5))
 
 
 if __name__ == "__main__":

@@ -100,3 +100,35 @@ check_dump() { # arch dtype
     [ "$status" -eq 1 ]
     [[ "$output" == "swift-export: unknown --dtype 'q3_k'"* ]]
 }
+
+@test "--merge-lora on the CLI: merged directory, JSON summary, refusals" {
+    out=$BATS_TEST_TMPDIR/merged
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --merge-lora tests/ref/fixtures/merge/adapter-lora --dtype bf16 -o "$out"
+    [ "$status" -eq 0 ]
+    [[ "$output" == '{"version":1,"format":"hf","output":"'"$out"'","dtype":"bfloat16","tensors":26,"merged":6,'* ]]
+    [ -f "$out/model.safetensors" ] && [ -f "$out/config.json" ] && [ -f "$out/generation_config.json" ]
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --merge-lora tests/ref/fixtures/merge/adapter-lora -o "$out"
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-export: '$out' exists; use --force to overwrite it" ]
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --merge-lora "$BATS_TEST_TMPDIR/none" -o "$BATS_TEST_TMPDIR/m2"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-export: cannot open '$BATS_TEST_TMPDIR/none/adapter_config.json': No such file or directory" ]]
+    [ ! -e "$BATS_TEST_TMPDIR/m2" ]
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --quant int3 -o "$BATS_TEST_TMPDIR/m3"
+    [ "$status" -eq 2 ]
+}
+
+@test "--to hf without an adapter converts: same tensors, new dtype, side files copied" {
+    M=$BATS_TEST_TMPDIR/llama
+    run "$SWIFT_BIN/swift-export" "$M" --to hf --dtype fp32 -o "$BATS_TEST_TMPDIR/conv"
+    [ "$status" -eq 0 ]
+    [[ $output == *'"format":"hf"'*'"merged":0'* ]]
+    [ "$(jq -r .torch_dtype "$BATS_TEST_TMPDIR/conv/config.json")" = float32 ]
+    # identical weights: the GGUF made from either directory has the same tensors
+    run "$SWIFT_BIN/swift-export" "$M" --to gguf --dtype f32 --name x -o "$BATS_TEST_TMPDIR/a.gguf"
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-export" "$BATS_TEST_TMPDIR/conv" --to gguf --dtype f32 --name x \
+        -o "$BATS_TEST_TMPDIR/b.gguf"
+    [ "$status" -eq 0 ]
+    cmp "$BATS_TEST_TMPDIR/a.gguf" "$BATS_TEST_TMPDIR/b.gguf"
+}

@@ -1,0 +1,19 @@
+/*
+ * model_init — make a new model directory with random weights from a config.json, so a project
+ * (the demo, a test, a from-scratch run) starts from a model made by our own tools.
+ *
+ *     swift_model_init_dir("configs/tiny", "models/tiny", 42);   // configs/tiny/config.json
+ *
+ * Weights: N(0, 0.02) for matrices, 1 for norms, 0 for biases (transformers' defaults with
+ * initializer_range 0.02), from a seeded generator, so the same seed gives the same bytes.
+ * Tokenizer files next to config.json (tokenizer.json, tokenizer_config.json, vocab.json,
+ * merges.txt, generation_config.json) are copied. The directory appears atomically.
+ */
+#ifndef SWIFT_MODEL_INIT_H
+#define SWIFT_MODEL_INIT_H
+
+/* Returns 0 or -1 after reporting; refuses to replace an existing out_dir unless force. */
+int swift_model_init_dir(const char *config_dir, const char *out_dir, unsigned long long seed,
+                         int force);
+
+#endif
