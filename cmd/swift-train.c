@@ -13,6 +13,8 @@
 
 enum {
     O_INIT_MODEL = SWIFT_OPT_BASE + 0x100,
+    O_WORKERS,
+    O_PREFETCH,
     O_FORCE,
     O_MODEL = SWIFT_OPT_BASE,
     O_OUT,
@@ -62,6 +64,18 @@ static const struct swift_option opts[] = {
      "write a model with random weights from --model's config.json to -o DIR and exit",
      NULL},
     {"force", O_FORCE, SWIFT_ARG_NONE, NULL, "--init-model: replace an existing DIR", NULL},
+    {"num-workers",
+     O_WORKERS,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "threads preparing batches from the shards (default 1)",
+     "dataloader_num_workers"},
+    {"prefetch",
+     O_PREFETCH,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "steps prepared ahead of the trainer (default 3, at least num-workers + 1)",
+     "dataloader_prefetch_factor"},
     {"output-dir",
      'o',
      SWIFT_ARG_REQUIRED,
@@ -231,6 +245,16 @@ static int on_opt(void *vctx, int key, const char *arg)
         return 0;
     case O_FORCE:
         c->force = 1;
+        return 0;
+    case O_WORKERS:
+        if (whole(arg, "num-workers", 1, &l))
+            return 2;
+        o->num_workers = (int)(l < 256 ? l : 256);
+        return 0;
+    case O_PREFETCH:
+        if (whole(arg, "prefetch", 1, &l))
+            return 2;
+        o->prefetch = (int)(l < 1024 ? l : 1024);
         return 0;
     case O_MODEL:
         o->model = arg;

@@ -230,8 +230,17 @@ static void list_options(const struct swift_command *cmd)
 {
     const struct swift_option *tabs[2] = {cmd->options, builtin};
     for (int t = 0; t < 2; t++)
-        for (const struct swift_option *o = tabs[t]; o && o->name; o++)
-            printf("--%s%s\n", o->name, o->has_arg == SWIFT_ARG_REQUIRED ? "=" : "");
+        for (const struct swift_option *o = tabs[t]; o && o->name; o++) {
+            const char *eq = o->has_arg == SWIFT_ARG_REQUIRED ? "=" : "";
+            printf("--%s%s\n", o->name, eq);
+            /* ms-swift's spellings too, so completions and docs checks know them */
+            for (const char *a = o->aliases; a && *a;) {
+                const char *c = strchr(a, ',');
+                int n = c ? (int)(c - a) : (int)strlen(a);
+                printf("--%.*s%s\n", n, a, eq);
+                a = c ? c + 1 : a + n;
+            }
+        }
 }
 
 static int is_config_path(const char *s)

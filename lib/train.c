@@ -55,6 +55,8 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->save_steps = 500;
     o->eval_steps = 0; /* 0: same as save_steps */
     o->logging_steps = 5;
+    o->num_workers = 1;
+    o->prefetch = 3;
 }
 
 static double now_s(void)
@@ -112,26 +114,40 @@ struct ubatch {
 struct stepbuf {
     struct ubatch *ub; /* grad_accum micro-batches */
     long step;
+    int ready; /* filled, waiting for the trainer */
 };
 
+/* Epoch orders are cached per worker: workers fill different steps at once and may stand in
+ * different epochs, so none shares a permutation that another is rebuilding. */
+struct perm_cache {
+    uint32_t *perm;
+    long epoch;
+};
+
+/* --dataloader-num-workers threads fill whole steps (all micro-batches) into a ring of
+ * --prefetch slots; step s always lands in slot s % depth and the trainer takes steps in order,
+ * so which samples make a step never depends on the number of workers. */
 struct loader {
     struct swift_shards *s;
     uint64_t n; /* samples */
     int B, T, GA;
     long seed;
     long mb_per_epoch; /* micro-batches per epoch */
-    uint32_t *perm;    /* current epoch's order */
-    long perm_epoch;
     long delay_ms;
-    /* ring of whole steps */
-    struct stepbuf ring[3];
-    int head, count; /* filled slots */
-    long next_step, end_step;
+    int nworkers, depth;
+    struct stepbuf *ring;     /* depth slots */
+    struct perm_cache *perms; /* one per worker */
+    long next_claim, next_take, end_step;
     int quit;
-    pthread_t th;
-    int running;
+    pthread_t *th;
+    int nthreads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+};
+
+struct worker_arg {
+    struct loader *L;
+    int id;
 };
 
 static uint64_t mix(uint64_t x)
@@ -142,19 +158,19 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static void make_perm(struct loader *L, long epoch)
+static void make_perm(struct loader *L, struct perm_cache *pc, long epoch)
 {
     for (uint64_t i = 0; i < L->n; i++)
-        L->perm[i] = (uint32_t)i;
+        pc->perm[i] = (uint32_t)i;
     uint64_t st = (uint64_t)L->seed * 1000003ULL + (uint64_t)epoch;
     for (uint64_t i = L->n; i > 1; i--) {
         st = mix(st);
         uint64_t j = st % i;
-        uint32_t t = L->perm[i - 1];
-        L->perm[i - 1] = L->perm[j];
-        L->perm[j] = t;
+        uint32_t t = pc->perm[i - 1];
+        pc->perm[i - 1] = pc->perm[j];
+        pc->perm[j] = t;
     }
-    L->perm_epoch = epoch;
+    pc->epoch = epoch;
 }
 
 /* One row of T tokens from a sample: positions restart per document, token t targets t+1 of
@@ -183,19 +199,19 @@ static void fill_row(int32_t *tok, int32_t *tgt, int32_t *pos, const struct swif
     }
 }
 
-static void fill_step(struct loader *L, struct stepbuf *sb, long step)
+static void fill_step(struct loader *L, struct perm_cache *pc, struct stepbuf *sb, long step)
 {
     sb->step = step;
     for (int a = 0; a < L->GA; a++) {
         struct ubatch *u = &sb->ub[a];
         long mb = step * L->GA + a, epoch = mb / L->mb_per_epoch, within = mb % L->mb_per_epoch;
-        if (epoch != L->perm_epoch)
-            make_perm(L, epoch);
+        if (epoch != pc->epoch)
+            make_perm(L, pc, epoch);
         u->ntrain = u->ntokens = 0;
         u->nsamples = L->B;
         for (int r = 0; r < L->B; r++) {
             struct swift_sample x;
-            swift_shards_get(L->s, L->perm[within * L->B + r], &x);
+            swift_shards_get(L->s, pc->perm[within * L->B + r], &x);
             fill_row(u->tok + (size_t)r * L->T,
                      u->tgt + (size_t)r * L->T,
                      u->pos + (size_t)r * L->T,
@@ -213,19 +229,23 @@ static void fill_step(struct loader *L, struct stepbuf *sb, long step)
 
 static void *loader_main(void *arg)
 {
-    struct loader *L = arg;
-    swift_trace_thread_name("prefetch");
+    struct worker_arg *wa = arg;
+    struct loader *L = wa->L;
+    char name[32];
+    snprintf(name, sizeof(name), wa->id ? "prefetch-%d" : "prefetch", wa->id);
+    swift_trace_thread_name(name);
     pthread_mutex_lock(&L->mu);
     for (;;) {
-        while (!L->quit && (L->count == 3 || L->next_step >= L->end_step))
+        while (!L->quit &&
+               (L->next_claim >= L->end_step || L->next_claim - L->next_take >= L->depth))
             pthread_cond_wait(&L->cv, &L->mu);
         if (L->quit)
             break;
-        int slot = (L->head + L->count) % 3;
-        long step = L->next_step++;
+        long step = L->next_claim++;
+        struct stepbuf *sb = &L->ring[step % L->depth];
         pthread_mutex_unlock(&L->mu);
         int64_t t0 = swift_trace_now();
-        fill_step(L, &L->ring[slot], step);
+        fill_step(L, &L->perms[wa->id], sb, step);
         swift_trace_span("data",
                          "prefetch",
                          t0,
@@ -233,10 +253,11 @@ static void *loader_main(void *arg)
                          (struct swift_targ[]){SWIFT_TARG_I("step", step)},
                          1);
         pthread_mutex_lock(&L->mu);
-        L->count++;
+        sb->ready = 1;
         pthread_cond_broadcast(&L->cv);
     }
     pthread_mutex_unlock(&L->mu);
+    free(wa);
     return NULL;
 }
 
@@ -257,11 +278,22 @@ static void ubatch_free(struct ubatch *u)
 
 static int loader_start(struct loader *L, long start_step, long end_step)
 {
-    L->perm = malloc((L->n ? L->n : 1) * sizeof(uint32_t));
-    if (!L->perm)
+    if (L->nworkers < 1)
+        L->nworkers = 1;
+    if (L->depth < L->nworkers + 1)
+        L->depth = L->nworkers + 1;
+    L->ring = calloc((size_t)L->depth, sizeof(*L->ring));
+    L->perms = calloc((size_t)L->nworkers, sizeof(*L->perms));
+    L->th = calloc((size_t)L->nworkers, sizeof(*L->th));
+    if (!L->ring || !L->perms || !L->th)
         return swift_error("out of memory");
-    L->perm_epoch = -1;
-    for (int i = 0; i < 3; i++) {
+    for (int w = 0; w < L->nworkers; w++) {
+        L->perms[w].perm = malloc((L->n ? L->n : 1) * sizeof(uint32_t));
+        L->perms[w].epoch = -1;
+        if (!L->perms[w].perm)
+            return swift_error("out of memory");
+    }
+    for (int i = 0; i < L->depth; i++) {
         L->ring[i].ub = calloc((size_t)L->GA, sizeof(struct ubatch));
         if (!L->ring[i].ub)
             return swift_error("out of memory");
@@ -269,15 +301,22 @@ static int loader_start(struct loader *L, long start_step, long end_step)
             if (ubatch_alloc(&L->ring[i].ub[a], L->B, L->T) < 0)
                 return swift_error("out of memory");
     }
-    L->next_step = start_step;
+    L->next_claim = L->next_take = start_step;
     L->end_step = end_step;
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
-    if (pthread_create(&L->th, NULL, loader_main, L)) {
-        errno = EAGAIN;
-        return swift_error_errno("cannot start the prefetch thread");
+    for (int w = 0; w < L->nworkers; w++) {
+        struct worker_arg *wa = malloc(sizeof(*wa));
+        if (!wa)
+            return swift_error("out of memory");
+        *wa = (struct worker_arg){L, w};
+        if (pthread_create(&L->th[w], NULL, loader_main, wa)) {
+            free(wa);
+            errno = EAGAIN;
+            return swift_error_errno("cannot start the prefetch thread");
+        }
+        L->nthreads++;
     }
-    L->running = 1;
     return 0;
 }
 
@@ -285,9 +324,9 @@ static int loader_start(struct loader *L, long start_step, long end_step)
 static struct stepbuf *loader_next(struct loader *L)
 {
     pthread_mutex_lock(&L->mu);
-    while (L->count == 0)
+    struct stepbuf *sb = &L->ring[L->next_take % L->depth];
+    while (!sb->ready)
         pthread_cond_wait(&L->cv, &L->mu);
-    struct stepbuf *sb = &L->ring[L->head];
     pthread_mutex_unlock(&L->mu);
     return sb;
 }
@@ -295,34 +334,40 @@ static struct stepbuf *loader_next(struct loader *L)
 static void loader_release(struct loader *L)
 {
     pthread_mutex_lock(&L->mu);
-    L->head = (L->head + 1) % 3;
-    L->count--;
+    L->ring[L->next_take % L->depth].ready = 0;
+    L->next_take++;
     pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
 }
 
 static void loader_stop(struct loader *L)
 {
-    if (L->running) {
+    if (L->nthreads) {
         pthread_mutex_lock(&L->mu);
         L->quit = 1;
         pthread_cond_broadcast(&L->cv);
         pthread_mutex_unlock(&L->mu);
-        pthread_join(L->th, NULL);
+        for (int w = 0; w < L->nthreads; w++)
+            pthread_join(L->th[w], NULL);
         pthread_mutex_destroy(&L->mu);
         pthread_cond_destroy(&L->cv);
-        L->running = 0;
+        L->nthreads = 0;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; L->ring && i < L->depth; i++) {
         if (!L->ring[i].ub)
             continue;
         for (int a = 0; a < L->GA; a++)
             ubatch_free(&L->ring[i].ub[a]);
         free(L->ring[i].ub);
-        L->ring[i].ub = NULL;
     }
-    free(L->perm);
-    L->perm = NULL;
+    free(L->ring);
+    L->ring = NULL;
+    for (int w = 0; L->perms && w < L->nworkers; w++)
+        free(L->perms[w].perm);
+    free(L->perms);
+    L->perms = NULL;
+    free(L->th);
+    L->th = NULL;
 }
 
 /* ---- the run ---- */
@@ -1041,6 +1086,8 @@ int swift_train_run(const struct swift_train_opts *o)
     L.seed = o->seed;
     L.mb_per_epoch = mbpe;
     L.delay_ms = o->data_delay_ms;
+    L.nworkers = o->num_workers;
+    L.depth = o->prefetch;
     if (loader_start(&L, start_step, r->max_steps) < 0)
         goto out;
 

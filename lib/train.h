@@ -51,6 +51,8 @@ struct swift_train_opts {
     int threads;        /* 0: all */
     const char *device; /* auto (NULL), cpu, cuda, cuda:N (lib/backend.h) */
     long data_delay_ms; /* testing only: slow the data path */
+    int num_workers;    /* threads preparing steps (default 1) */
+    int prefetch;       /* steps prepared ahead (default 3; at least num_workers + 1) */
     const char *trace, *profile;
     double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */

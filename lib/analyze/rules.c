@@ -326,8 +326,13 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
             long nw = argv_long(argv, "num-workers", 0);
             long pf = argv_long(argv, "prefetch", 0);
             char v1[32], v2[32];
-            snprintf(v1, sizeof(v1), "%ld", nw > 0 ? nw * 2 : 4);
-            snprintf(v2, sizeof(v2), "%ld", pf > 0 ? pf * 2 : 2);
+            /* swift-train's --prefetch counts whole steps ready ahead, for all workers
+             * together (default 3): keep two per worker */
+            long w2 = nw > 0 ? nw * 2 : 4, p2 = pf > 0 ? pf * 2 : 0;
+            if (p2 < 2 * w2)
+                p2 = 2 * w2;
+            snprintf(v1, sizeof(v1), "%ld", w2);
+            snprintf(v2, sizeof(v2), "%ld", p2);
             json_t *a1 = argv_set(argv, "num-workers", v1);
             json_t *a2 = argv_set(a1, "prefetch", v2);
             cmd = argv_quote(a2);

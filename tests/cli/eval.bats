@@ -242,3 +242,21 @@ need_shared() {
     [ "${#lines[@]}" -eq 2 ]
     [[ $stderr == "swift-eval: regression: accuracy "*" vs baseline 1 (max drop 0.01)" ]]
 }
+
+@test "chat fine-tune: with --template the question is the user turn, as in training" {
+    [ -x "$SWIFT_BIN/swift-train" ] || skip "swift-train not built"
+    jq -c '{messages: [{role: "user", content: .question}, {role: "assistant", content: .answer}]}' \
+        "$SYN/exact.jsonl" >"$T/chat.jsonl"
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$M" --template chatml --max-length 64 \
+        -o "$T/chat-shards" "$T/chat.jsonl"
+    [ "$status" -eq 0 ]
+    run "$SWIFT_BIN/swift-train" --model "$M" -o "$T/chat-run" --tuner full --learning-rate 1e-2 \
+        --max-steps 30 --per-device-train-batch-size 16 --save-steps 30 \
+        --lr-scheduler-type constant -j 2 "$T/chat-shards"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$T/chat-run/checkpoint-30" --task exact --dataset "$T/chat.jsonl" \
+        --template chatml --max-new-tokens 8 --quiet
+    [ "$status" -eq 0 ]
+    echo "$output"
+    jq -e '.metrics.accuracy >= 0.75' <<<"$output"
+}

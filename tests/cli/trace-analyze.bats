@@ -217,7 +217,7 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(json "$W/r.json" '[.processes[].step_list[0].ts] | unique | length')" = 1 ]
     # data_wait 20% and 40%: both stall, rank 1 critical with the exact command line
     [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .severity')" = critical ]
-    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .command')" = "swift-train --num-workers 4 shards/ --prefetch 2" ]
+    [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall" and .rank == 1) | .command')" = "swift-train --num-workers 4 shards/ --prefetch 8" ]
     [ "$(json "$W/r.json" '.bottlenecks[] | select(.rule == "straggler") | .rank')" = "" ] # equal step times
     [ "$(jq -r '[.traceEvents[] | select(.name == "process_name") | .args.name] | sort | join("|")' "$W/m.json")" = "swift-train rank 0 @ n0|swift-train rank 1 @ n1" ]
     [ "$(jq '[.traceEvents[] | .pid] | unique | length' "$W/m.json")" = 2 ]

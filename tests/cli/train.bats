@@ -248,3 +248,23 @@ losses() { # the train records' "loss" values of a stdout capture
     [ "$status" -eq 0 ]
     diff <(losses "$W/a.out" | sed -n 3,4p) <(echo "$output" | grep '"loss"' | sed 's/.*"loss":\([^,]*\),.*/\1/')
 }
+
+@test "--num-workers/--prefetch, the data_stall remedy, keep the losses bit-identical" {
+    [ -x "$SWIFT_BIN/swift-trace-analyze" ] || skip "swift-trace-analyze not built"
+    args=(--model $M --max-steps 8 --save-steps 100 --eval-steps 100 --logging-steps 1 -j 1)
+    run "$T" "${args[@]}" -o "$W/w1" --data-delay-ms 30 --trace "$W/w1.jsonl" $D
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -c 'select(.loss) | .loss' >"$W/w1.loss"
+    # the analyzer names the stall and the exact command with more workers
+    run "$SWIFT_BIN/swift-trace-analyze" -f json "$W/w1.jsonl"
+    [ "$status" -eq 0 ]
+    cmd=$(echo "$output" | jq -r '.bottlenecks[] | select(.rule == "data_stall") | .command')
+    [[ $cmd == *" --num-workers 4 --prefetch 8" ]]
+    run "$T" "${args[@]}" -o "$W/w3" --data-delay-ms 30 --num-workers 3 --prefetch 6 $D
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -c 'select(.loss) | .loss' >"$W/w3.loss"
+    [ "$(wc -l <"$W/w1.loss")" -eq 8 ]
+    diff "$W/w1.loss" "$W/w3.loss"
+    run "$T" "${args[@]}" -o "$W/w0" --num-workers 0 $D
+    [ "$status" -eq 2 ]
+}

@@ -145,7 +145,7 @@ static void test_our_trace_end_to_end(void **state)
     assert_string_equal(json_string_value(json_object_get(ds, "severity")),
                         "critical"); /* 30% >= 2 x 10% */
     assert_string_equal(json_string_value(json_object_get(ds, "command")),
-                        "swift-train --num-workers 4 --save-steps 10 shards/ --prefetch 2");
+                        "swift-train --num-workers 4 --save-steps 10 shards/ --prefetch 8");
     /* ckpt: 50 of 450 ms = 11.1% > 5%: raise --save-steps to ceil(10 * 11.1 / 5) = 23 */
     json_t *ck = find_rule(r, "ckpt_stall");
     assert_non_null(ck);
