@@ -59,7 +59,20 @@ ifeq ($(CUDA),1)
   CPPFLAGS += -DSWIFT_HAVE_CUDA=1
   CU_SRC := $(wildcard kernels/cuda/*.cu)
   CU_OBJ := $(CU_SRC:%.cu=$(O)/obj/%.o)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+  CPPFLAGS += -isystem $(CUDA_HOME)/include
+  # CUPTI (--profile device tracing) and NCCL are used when the toolkit has them
+  CUPTI_DIR := $(firstword $(foreach d,$(CUDA_HOME) $(CUDA_HOME)/extras/CUPTI,$(if $(wildcard $(d)/include/cupti.h),$(d))))
+  NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+  ifneq ($(CUPTI_DIR),)
+    CPPFLAGS += -DSWIFT_HAVE_CUPTI=1 -isystem $(CUPTI_DIR)/include
+    LDLIBS += -L$(CUPTI_DIR)/lib64 -Wl,-rpath,$(CUPTI_DIR)/lib64 -lcupti
+  endif
+  ifneq ($(NCCL_H),)
+    CPPFLAGS += -DSWIFT_HAVE_NCCL=1
+    LDLIBS += -lnccl
+  endif
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas \
+    -lcudart_static -ldl -lrt -lstdc++
   NVCCFLAGS ?= -O2 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall$(if $(filter 1,$(DEVELOPER)),$(comma)-Werror) -Werror all-warnings
 endif
 comma := ,

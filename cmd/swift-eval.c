@@ -29,6 +29,7 @@ enum {
     O_OUTPUT,
     O_BASELINE,
     O_MAXDROP,
+    O_DEVICE,
 };
 
 static const struct swift_option options[] = {
@@ -104,6 +105,12 @@ static const struct swift_option options[] = {
      SWIFT_ARG_REQUIRED,
      "D",
      "tolerated drop: absolute for accuracies, relative for loss and ppl (default 0.01)",
+     NULL},
+    {"device",
+     O_DEVICE,
+     SWIFT_ARG_REQUIRED,
+     "auto|cpu|cuda[:N]",
+     "where the model runs (default auto; the key/value cache runs on the cpu only)",
      NULL},
     {"quiet", SWIFT_OPT_QUIET, SWIFT_ARG_NONE, NULL, "no table on stderr", NULL},
     SWIFT_TRACE_OPTIONS,
@@ -212,6 +219,9 @@ static int on_option(void *ctx, int key, const char *arg)
         return real("max-drop", arg, 0, 1e9, &o->max_drop);
     case SWIFT_OPT_QUIET:
         o->quiet = 1;
+        return 0;
+    case O_DEVICE:
+        o->device = arg;
         return 0;
     case SWIFT_OPT_TRACE:
         a->trace = arg;

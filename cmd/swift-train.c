@@ -1,4 +1,4 @@
-/* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU. */
+/* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU or a GPU (--device). */
 #include "lib/train.h"
 
 #include <stdio.h>
@@ -50,7 +50,8 @@ enum {
     O_GCKPT,
     O_DTIMEOUT,
     O_ZERO,
-    O_RDELAY
+    O_RDELAY,
+    O_DEVICE
 };
 static const struct swift_option opts[] = {
     {"model",
@@ -186,6 +187,12 @@ static const struct swift_option opts[] = {
      NULL,
      "recompute activations in backward (less memory, ~1/3 more compute)",
      "activation_checkpointing"},
+    {"device",
+     O_DEVICE,
+     SWIFT_ARG_REQUIRED,
+     "auto|cpu|cuda[:N]",
+     "where the model runs (default auto: a GPU when there is one)",
+     NULL},
     {"threads", 'j', SWIFT_ARG_REQUIRED, "N", "CPU threads (default all)", NULL},
     {"peak-gflops",
      O_PEAK,
@@ -328,6 +335,9 @@ static int on_opt(void *vctx, int key, const char *arg)
         return num(arg, "num-train-epochs", &o->num_train_epochs);
     case O_PEAK:
         return num(arg, "peak-gflops", &o->peak_gflops);
+    case O_DEVICE:
+        o->device = arg;
+        return 0;
     case O_WSTEPS:
         return whole(arg, "warmup-steps", 0, &o->warmup_steps);
     case O_MAXSTEPS:

@@ -12,7 +12,12 @@
  * - token positions pos (N) are the position of each token inside its document: packed
  *   documents restart at 0, and a token attends to the tokens of its own document only
  *   (block-diagonal causal attention; token i of a row sees i-pos[i] .. i);
- * - pointers passed to an op are device pointers of that backend (host memory on the CPU).
+ * - pointers passed to an op are device pointers of that backend (host memory on the CPU);
+ *   the CUDA backend (kernels/cuda, docs/cuda.md) allocates managed memory, so host code may
+ *   also read and write what alloc returned after sync(), and it accepts the int32 index arrays
+ *   (tok, pos, targets) in host memory too (uploaded once per distinct content);
+ * - ops may run asynchronously: results that come back to the host (cross_entropy's sums,
+ *   sumsq) wait for the queue; everything else is ordered on the backend's queue.
  */
 #ifndef SWIFT_BACKEND_H
 #define SWIFT_BACKEND_H
@@ -28,6 +33,15 @@ struct swift_ops {
     void (*free)(void *p);
     void (*zero)(float *x, size_t n);
     void (*copy)(float *dst, const float *src, size_t n);
+    /* host memory <-> backend memory, bytes; both have completed when they return */
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+    /* wait until every queued op has finished (host code may then read backend memory that
+     * the host can address; CPU: nothing to wait for) */
+    void (*sync)(void);
+    /* --profile: record device-side events (kernels, copies, runtime calls) into the trace while
+     * on; turning it off flushes them (CPU: nothing to record) */
+    void (*device_trace)(int on);
 
     /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out [+ bias (O)] */
     void (*matmul_fwd)(float *out, const float *in, const float *w, const float *bias, int N,
@@ -98,6 +112,33 @@ struct swift_ops {
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */
 extern const struct swift_ops swift_cpu_ops;
+
+#ifdef SWIFT_HAVE_CUDA
+/* The CUDA backend (kernels/cuda/ops.cu): cuBLASLt matmuls, CUDA kernels elsewhere. Select the
+ * GPU with swift_cuda_init(index) before the first op (0, or -1 after an error on stderr). */
+extern const struct swift_ops swift_cuda_ops;
+int swift_cuda_init(int device);
+/* Matmul compute: SWIFT_CUDA_MATH_FP32 (exact), _TF32 (default) or _BF16 (bf16 inputs, fp32
+ * accumulation); also read from $SWIFT_CUDA_MATH=fp32|tf32|bf16 at init. */
+enum { SWIFT_CUDA_MATH_FP32 = 0, SWIFT_CUDA_MATH_TF32, SWIFT_CUDA_MATH_BF16 };
+void swift_cuda_set_math(int mode);
+/* Bytes of device memory in use by this process's backend allocations. */
+size_t swift_cuda_mem_allocated(void);
+#endif
+
+/* The op table chosen by --device. */
+struct swift_backend {
+    const struct swift_ops *ops;
+    char name[32];      /* "cpu", "cuda:0": the trace's device */
+    int cuda, index;
+    double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
+    char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
+                           build, else empty: the caller prints it once its inputs are checked */
+};
+/* spec: "auto" (or NULL: a GPU when lib/device.h reports one, else the CPU; a CUDA build
+ * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". Returns 0, 2
+ * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
+int swift_backend_select(struct swift_backend *b, const char *spec);
 
 /* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
 static inline double swift_matmul_flops(int N, int In, int O)

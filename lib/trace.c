@@ -358,11 +358,18 @@ void swift_trace_counters(const char *name, const struct swift_targ *series, int
 {
     if (!swift_trace_enabled())
         return;
+    swift_trace_counters_at(name, swift_trace_now(), series, n);
+}
+
+void swift_trace_counters_at(const char *name, int64_t ts, const struct swift_targ *series, int n)
+{
+    if (!swift_trace_enabled())
+        return;
     struct tbuf *b;
     char *start = begin_event(&b), *p = start;
     p = put_head(p, "C", NULL, name, b->tid);
     p = put_str(p, ",\"ts\":");
-    p = put_us(p, swift_trace_now());
+    p = put_us(p, ts);
     p = put_args(p, start + EVENT_MAX - 2, series, n);
     *p++ = '}';
     end_event(b, p);
@@ -394,10 +401,18 @@ void swift_trace_flow(char ph, const char *cat, const char *name, uint64_t id, i
 {
     if (!swift_trace_enabled())
         return;
+    swift_trace_flow_tid(ph, cat, name, id, get_buf()->tid, ts);
+}
+
+void swift_trace_flow_tid(char ph, const char *cat, const char *name, uint64_t id, int64_t tid,
+                          int64_t ts)
+{
+    if (!swift_trace_enabled())
+        return;
     struct tbuf *b;
     char *p = begin_event(&b);
     char phs[2] = {ph, 0};
-    p = put_head(p, phs, cat, name, b->tid);
+    p = put_head(p, phs, cat, name, (long)tid);
     p = put_str(p, ",\"id\":");
     p = put_u64(p, id);
     p = put_str(p, ",\"ts\":");
@@ -424,6 +439,18 @@ void swift_trace_thread_name(const char *name)
     if (!swift_trace_enabled())
         return;
     meta_name("thread_name", name, get_buf()->tid);
+}
+
+void swift_trace_track_name(int64_t tid, const char *name)
+{
+    if (!swift_trace_enabled())
+        return;
+    meta_name("thread_name", name, (long)tid);
+}
+
+int64_t swift_trace_tid(void)
+{
+    return get_buf()->tid;
 }
 
 void swift_trace_flush(void)

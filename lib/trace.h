@@ -89,13 +89,22 @@ void swift_trace_span(const char *cat, const char *name, int64_t t0, int64_t t1,
 void swift_trace_counter(const char *name, double value);
 /* A counter with several series: {"args":{k1:v1,k2:v2}}. */
 void swift_trace_counters(const char *name, const struct swift_targ *series, int n);
+/* The same at a given time (ns on the trace clock), for device-side samples. */
+void swift_trace_counters_at(const char *name, int64_t ts, const struct swift_targ *series, int n);
 /* An instant ("ph":"i", thread scope) now. */
 void swift_trace_instant(const char *cat, const char *name, const struct swift_targ *args,
                          int nargs);
 /* A flow event: ph 's' (start) or 'f' (finish, binding to the enclosing slice), at ts ns. */
 void swift_trace_flow(char ph, const char *cat, const char *name, uint64_t id, int64_t ts);
+/* The same on another track (a GPU stream). */
+void swift_trace_flow_tid(char ph, const char *cat, const char *name, uint64_t id, int64_t tid,
+                          int64_t ts);
 /* Name the calling thread ("thread_name" metadata); the main thread is named at open. */
 void swift_trace_thread_name(const char *name);
+/* Name another track (a GPU stream: "stream 7"). */
+void swift_trace_track_name(int64_t tid, const char *name);
+/* The calling thread's track id (its tid). */
+int64_t swift_trace_tid(void);
 /* Write a span for another track (a GPU stream, a worker): pid stays ours, tid given. */
 void swift_trace_span_tid(const char *cat, const char *name, int64_t tid, int64_t t0, int64_t t1,
                           const struct swift_targ *args, int nargs);

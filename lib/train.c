@@ -1027,6 +1027,10 @@ int swift_train_run(const struct swift_train_opts *o)
             return SWIFT_EXIT_USAGE;
         }
     }
+    struct swift_backend be;
+    int brc = swift_backend_select(&be, o->device);
+    if (brc)
+        return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
     /* ranks: MPI only under a launcher (mpirun, srun); one trace file per rank */
     struct swift_dist D;
     if (swift_dist_init(&D, o->dist_timeout) < 0) {
@@ -1051,7 +1055,7 @@ int swift_train_run(const struct swift_train_opts *o)
                                     .path = o->trace,
                                     .rank = D.rank,
                                     .world_size = D.world,
-                                    .device = "cpu",
+                                    .device = be.name,
                                     .argc = o->argc,
                                     .argv = o->argv,
                                     .clock_offset_us = D.clock_offset_us};
@@ -1086,7 +1090,7 @@ int swift_train_run(const struct swift_train_opts *o)
     r->config_path = swift_path_join(o->model, "config.json");
     if (!r->config_path)
         goto out;
-    if (swift_model_load(&r->m, wdir, &swift_cpu_ops, o->tuner == SWIFT_TUNER_LORA) < 0)
+    if (swift_model_load(&r->m, wdir, be.ops, o->tuner == SWIFT_TUNER_LORA) < 0)
         goto out;
     r->m.act_ckpt = o->gradient_checkpointing;
     if (o->tuner == SWIFT_TUNER_LORA) {
@@ -1174,7 +1178,7 @@ int swift_train_run(const struct swift_train_opts *o)
         nop = D.nshard;
     }
     if (swift_adamw_init(&r->opt,
-                         &swift_cpu_ops,
+                         be.ops,
                          op,
                          nop,
                          (float)o->adam_beta1,
@@ -1208,7 +1212,9 @@ int swift_train_run(const struct swift_train_opts *o)
         goto out;
     }
     free(lp);
-    r->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops : swift_sgemm_peak_gflops();
+    r->peak_gflops = o->peak_gflops > 0   ? o->peak_gflops
+                     : be.peak_gflops > 0 ? be.peak_gflops
+                                          : swift_sgemm_peak_gflops();
 
     L.s = r->train;
     L.n = n;
@@ -1232,9 +1238,12 @@ int swift_train_run(const struct swift_train_opts *o)
     double win_t = now_s(), win_tokens = 0;
     long win_steps = 0;
     int saved_last = 0;
+    if (be.notice[0])
+        swift_info("%s", be.notice);
     for (long step = start_step; step < r->max_steps; step++) {
         enum swift_profile_action pa = swift_profile_action(&prof, step);
         swift_trace_set_detail(pa == SWIFT_PROF_RECORD || pa == SWIFT_PROF_RECORD_AND_SAVE);
+        be.ops->device_trace(o->profile && swift_trace_detail());
         int64_t ts0 = swift_trace_now();
         double lr =
             swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup, r->max_steps);
@@ -1435,6 +1444,7 @@ int swift_train_run(const struct swift_train_opts *o)
     }
     rc = SWIFT_EXIT_OK;
 out:
+    be.ops->device_trace(0);
     loader_stop(&L);
     if (r->log)
         fclose(r->log);

@@ -55,6 +55,7 @@ struct swift_train_opts {
     long seed;
     long save_steps, save_total_limit, eval_steps, logging_steps;
     int threads;        /* 0: all */
+    const char *device; /* auto (NULL), cpu, cuda, cuda:N (lib/backend.h) */
     long data_delay_ms; /* testing only: slow the data path */
     int num_workers;    /* threads preparing steps (default 1) */
     int prefetch;       /* steps prepared ahead (default 3; at least num_workers + 1) */

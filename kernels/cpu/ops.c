@@ -30,12 +30,21 @@ static void cpu_copy(float *dst, const float *src, size_t n)
     memcpy(dst, src, n * sizeof(float));
 }
 
+static void cpu_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_download(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_sync(void) {}
+static void cpu_device_trace(int on) { (void)on; }
+
 const struct swift_ops swift_cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
     .copy = cpu_copy,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .sync = cpu_sync,
+    .device_trace = cpu_device_trace,
     .matmul_fwd = swift_cpu_matmul_fwd,
     .matmul_bwd = swift_cpu_matmul_bwd,
     .embed_fwd = swift_cpu_embed_fwd,

@@ -938,7 +938,13 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         if (!scored && swift_eval_read(o->task, ds[i], &sets[i]) < 0)
             goto out;
     }
-    if (swift_model_load(&r.m, o->model, &swift_cpu_ops, 1) < 0)
+    struct swift_backend be;
+    int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
+    if (brc) {
+        rc = brc > 0 ? -2 : -1;
+        goto out;
+    }
+    if (swift_model_load(&r.m, o->model, be.ops, 1) < 0)
         goto out;
     r.have_model = 1;
     r.V = r.m.cfg.vocab_size;
@@ -1016,5 +1022,5 @@ out:
         swift_tokenizer_free(r.tok);
     if (r.have_model)
         swift_model_free(&r.m);
-    return rc < 0 ? 1 : 0;
+    return rc == -2 ? 2 : rc < 0 ? 1 : 0; /* -2: usage (--device) */
 }

@@ -251,7 +251,8 @@ losses() { # the train records' "loss" values of a stdout capture
 
 @test "--num-workers/--prefetch, the data_stall remedy, keep the losses bit-identical" {
     [ -x "$SWIFT_BIN/swift-trace-analyze" ] || skip "swift-trace-analyze not built"
-    args=(--model $M --max-steps 8 --save-steps 100 --eval-steps 100 --logging-steps 1 -j 1)
+    args=(--model $M --max-steps 8 --save-steps 100 --eval-steps 100 --logging-steps 1 -j 1
+        --device cpu) # stdout and stderr are parsed together: no GPU-fallback notice
     run "$T" "${args[@]}" -o "$W/w1" --data-delay-ms 30 --trace "$W/w1.jsonl" $D
     [ "$status" -eq 0 ]
     echo "$output" | jq -c 'select(.loss) | .loss' >"$W/w1.loss"

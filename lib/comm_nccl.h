@@ -1,0 +1,37 @@
+/*
+ * comm_nccl — all-reduce of gradients across GPUs through NCCL, with a "comm" span carrying the
+ * bytes (CUDA builds only; compiled, not yet driven by a multi-GPU launcher — that is the
+ * distributed training issue's work).
+ *
+ *     unsigned char id[SWIFT_NCCL_ID_BYTES];
+ *     if (rank == 0) swift_nccl_unique_id(id);      // then broadcast id to every rank
+ *     struct swift_nccl c;
+ *     swift_nccl_init(&c, id, rank, world, device);
+ *     swift_nccl_allreduce_sum(&c, grads, n);        // float32, in place, on the backend stream
+ *     swift_nccl_free(&c);
+ */
+#ifndef SWIFT_COMM_NCCL_H
+#define SWIFT_COMM_NCCL_H
+
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_NCCL)
+#include <stddef.h>
+
+enum { SWIFT_NCCL_ID_BYTES = 128 };
+
+struct swift_nccl {
+    void *comm;   /* ncclComm_t */
+    void *stream; /* cudaStream_t the collective runs on */
+    int rank, world, device;
+};
+
+/* 0 or -1 (reported with file:line: call: error). */
+int swift_nccl_unique_id(unsigned char id[SWIFT_NCCL_ID_BYTES]);
+int swift_nccl_init(struct swift_nccl *c, const unsigned char id[SWIFT_NCCL_ID_BYTES], int rank,
+                    int world, int device);
+/* Sum n floats of device memory in place across ranks and wait for it; the span "all_reduce"
+ * (cat comm) covers enqueue to completion with args bytes, world, dtype. */
+int swift_nccl_allreduce_sum(struct swift_nccl *c, float *buf, size_t n);
+void swift_nccl_free(struct swift_nccl *c);
+#endif
+
+#endif

@@ -1,0 +1,255 @@
+#!/bin/sh
+# tests/gpu/run.sh — the whole GPU verification in one run (issue 10; docs/cuda.md), < 8 minutes,
+# needing nothing outside the repository: it builds with CUDA, runs the CUDA-vs-CPU kernel tests,
+# makes its own data (datasets/make_synthetic.py text, the committed BPE fixture tokenizer,
+# swift-preprocess shards of 1024 tokens) and a random Qwen2.5-0.5B-shaped model (transformers,
+# save_pretrained), trains it for a few dozen steps with --profile on the GPU, runs
+# swift-trace-analyze on that trace, and benchmarks tokens/s and MFU next to PyTorch +
+# transformers eager on the same GPU, batch and sequence length.
+#
+#   OUT=/some/dir sh tests/gpu/run.sh            # on the GPU machine (OUT: where results go)
+#   SWIFT_GPU_DRYRUN=1 OUT=/tmp/x sh tests/gpu/run.sh   # CPU rehearsal: tiny model, --device cpu
+#
+# Results (at most 8 files) in $OUT: summary.json (every figure), report.md (the same for
+# people), build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl),
+# analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps).
+# Every stage runs under a time limit and is reported even when an earlier one failed.
+# Knobs: SWIFT_GPU_BATCH (8), SWIFT_GPU_SEQ (1024), SWIFT_GPU_STEPS (30), SWIFT_GPU_JOBS (nproc),
+# SWIFT_GPU_PEAK_TFLOPS (989.4: H100/H200 SXM dense bf16; MFU of both sides uses it).
+set -u
+export CMOCKA_MESSAGE_OUTPUT=TAP
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$(pwd)
+OUT=${OUT:-$ROOT/build-gpu/out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+W=${SWIFT_GPU_WORK:-$ROOT/build-gpu/work}
+rm -rf "$W"
+mkdir -p "$W"
+DRY=${SWIFT_GPU_DRYRUN:-0}
+B=${SWIFT_GPU_BATCH:-8}
+T=${SWIFT_GPU_SEQ:-1024}
+STEPS=${SWIFT_GPU_STEPS:-30}
+JOBS=${SWIFT_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
+PEAK=${SWIFT_GPU_PEAK_TFLOPS:-989.4}
+DEVICE=cuda:0
+TDEV=cuda
+BUILD=build-gpu
+MAKEVARS="CUDA=1"
+if [ "$DRY" = 1 ]; then
+    B=2 T=128 STEPS=4 DEVICE=cpu TDEV=cpu MAKEVARS="" JOBS=2
+    BUILD=${SWIFT_GPU_BUILD:-build}
+fi
+BIN=$ROOT/$BUILD/bin
+PY=${PYTHON:-python3}
+START=$(date +%s)
+status() { # stage result -> $W/status.json lines
+    printf '{"stage":"%s","status":"%s","seconds":%s}\n' "$1" "$2" "$3" >>"$W/status.jsonl"
+    echo "run.sh: $1: $2 (${3}s)" >&2
+}
+stage() { # name limit_s command... : run with a time limit, record the status
+    name=$1 lim=$2
+    shift 2
+    t0=$(date +%s)
+    timeout "$lim" "$@"
+    rc=$?
+    t1=$(date +%s)
+    if [ $rc -eq 0 ]; then st=ok; elif [ $rc -eq 124 ]; then st="timeout after ${lim}s"; else st="failed (exit $rc)"; fi
+    status "$name" "$st" $((t1 - t0))
+    return $rc
+}
+
+# ---- 0. the machine ----
+{
+    echo "date: $(date -u +%FT%TZ)"
+    echo "git: $(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+    nvidia-smi 2>&1 | head -20 || echo "nvidia-smi: not available"
+    command -v nvcc >/dev/null && nvcc --version | tail -2
+    make -np CUDA=1 2>/dev/null | grep -E '^(CUDA_HOME|CUPTI_DIR|NCCL_H) :?=' || true
+    $PY -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__); print("gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)' 2>&1
+} >"$OUT/build.log" 2>&1
+
+# ---- 1. build: check the libraries first (the GPU machine has no package registry) ----
+missing=""
+probe_h() { printf '#include <%s>\nint main(void){return 0;}\n' "$1" | ${CC:-cc} $2 -E -x c - >/dev/null 2>&1 || missing="$missing $3(header $1)"; }
+probe_l() { printf 'int main(void){return 0;}\n' | ${CC:-cc} -x c - -o /dev/null -l"$1" >/dev/null 2>&1 || missing="$missing $2(lib -l$1)"; }
+probe_h jansson.h "" libjansson-dev
+probe_h zlib.h "" zlib1g-dev
+probe_h archive.h "" libarchive-dev
+probe_h curl/curl.h "" libcurl4-openssl-dev
+probe_h openssl/sha.h "" libssl-dev
+probe_h cblas.h "" libopenblas-dev
+probe_h pcre2.h "-DPCRE2_CODE_UNIT_WIDTH=8" libpcre2-dev
+probe_h utf8proc.h "" libutf8proc-dev
+probe_h yaml.h "" libyaml-dev
+probe_h cmocka.h "" libcmocka-dev
+for l in jansson:libjansson-dev z:zlib1g-dev archive:libarchive-dev curl:libcurl4-openssl-dev \
+    crypto:libssl-dev openblas:libopenblas-dev pcre2-8:libpcre2-dev utf8proc:libutf8proc-dev \
+    yaml:libyaml-dev cmocka:libcmocka-dev; do
+    probe_l "${l%%:*}" "${l#*:}"
+done
+BUILD_OK=0
+if [ -n "$missing" ]; then
+    echo "run.sh: cannot build: missing$missing (Debian packages; the build needs all of them)" | tee -a "$OUT/build.log" >&2
+    status build "missing libraries:$missing" 0
+else
+    if stage build 300 make -j"$JOBS" O="$BUILD" $MAKEVARS all \
+        "$BUILD"/tests/test_cuda_ops "$BUILD"/tests/test_cupti_conv >>"$OUT/build.log" 2>&1; then
+        BUILD_OK=1
+    fi
+    tail -5 "$OUT/build.log" >&2
+fi
+
+# ---- 2. kernel tests: every CUDA op against the CPU op, whole model fwd/bwd ----
+if [ $BUILD_OK = 1 ]; then
+    stage kernels 120 "$BUILD/tests/test_cuda_ops" >"$OUT/kernels.log" 2>&1
+    stage cupti_conv 60 "$BUILD/tests/test_cupti_conv" >>"$OUT/kernels.log" 2>&1
+fi
+
+# ---- 3. data and a random Qwen2.5-0.5B-shaped model ----
+M=$W/model
+mkdir -p "$M"
+if [ "$DRY" = 1 ]; then
+    SHAPE='"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 600'
+else
+    SHAPE='"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936'
+fi
+cat >"$M/config.json" <<EOF
+{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", $SHAPE,
+ "hidden_act": "silu", "max_position_embeddings": 32768, "rms_norm_eps": 1e-06,
+ "rope_theta": 1000000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+ "use_sliding_window": false, "sliding_window": 32768, "max_window_layers": 21,
+ "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643}
+EOF
+cp tests/fixtures/bpe/tokenizer.json "$M/tokenizer.json"
+cat >"$W/mkmodel.py" <<'EOF'
+import json, sys, torch
+from transformers import AutoConfig, AutoModelForCausalLM
+d = sys.argv[1]
+cfg = AutoConfig.from_pretrained(d)
+torch.manual_seed(0)
+m = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+m.save_pretrained(d, safe_serialization=True)
+print(json.dumps({"params": sum(p.numel() for p in m.parameters())}))
+EOF
+stage model 180 $PY "$W/mkmodel.py" "$M" >"$W/model.json" 2>"$W/model.err" || cat "$W/model.err" >&2
+$PY datasets/make_synthetic.py "$W/syn" >/dev/null 2>&1
+i=0
+while [ $i -lt 40 ]; do cat "$W/syn/corpus.txt"; i=$((i + 1)); done >"$W/corpus.txt"
+if [ $BUILD_OK = 1 ]; then
+    stage shards 120 "$BIN/swift-preprocess" --tokenizer "$M" --template generation \
+        --truncation split --packing sequential --max-length "$T" -o "$W/shards" \
+        "$W/corpus.txt" >"$W/shards.json" 2>>"$OUT/train.log"
+fi
+
+# ---- 4. swift-train on the GPU with --profile, then swift-trace-analyze ----
+if [ $BUILD_OK = 1 ]; then
+    P0=$((STEPS - 5))
+    [ $P0 -lt 1 ] && P0=1
+    stage train 300 "$BIN/swift-train" --model "$M" -o "$W/run" --tuner full --device "$DEVICE" \
+        --max-steps "$STEPS" --per-device-train-batch-size "$B" --max-length "$T" \
+        --learning-rate 1e-5 --logging-steps 1 --save-steps 100000 --eval-steps 100000 \
+        --peak-gflops "$(awk "BEGIN{print $PEAK*1000}")" \
+        --profile "wait=$P0,warmup=1,active=3,repeat=1" --trace "$W/trace.jsonl" \
+        "$W/shards" >"$W/train.out" 2>"$W/train.err"
+    { echo "## stdout"; cat "$W/train.out"; echo "## stderr"; cat "$W/train.err"; } >>"$OUT/train.log"
+    if [ -s "$W/trace.jsonl" ]; then
+        stage analyze 120 "$BIN/swift-trace-analyze" "$W/trace.jsonl" >"$OUT/analyze.txt" 2>&1
+        "$BIN/swift-trace-analyze" --format json "$W/trace.jsonl" >"$W/analyze.json" 2>/dev/null
+        gzip -c "$W/trace.jsonl" >"$OUT/trace.jsonl.gz"
+    fi
+fi
+
+# ---- 5. PyTorch + transformers eager, same model, batch, sequence ----
+: >"$OUT/torch.log"
+for prec in fp32 bf16; do
+    stage "torch_$prec" 180 $PY tests/gpu/torch_bench.py "$M" --batch "$B" --seq "$T" \
+        --steps 10 --warmup 3 --peak-tflops "$PEAK" --precision $prec --device "$TDEV" \
+        >"$W/torch_$prec.json" 2>>"$OUT/torch.log"
+    cat "$W/torch_$prec.json" >>"$OUT/torch.log"
+done
+
+# ---- 6. summary ----
+$PY - "$W" "$OUT" "$B" "$T" "$STEPS" "$PEAK" "$DEVICE" "$START" <<'EOF'
+import json, os, sys, time
+W, OUT, B, T, STEPS, PEAK, DEVICE, START = sys.argv[1:9]
+def jl(p):
+    try:
+        return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
+    except OSError:
+        return []
+def j1(p):
+    r = jl(p)
+    return r[-1] if r else None
+s = {"device": DEVICE, "batch": int(B), "seq": int(T), "steps": int(STEPS),
+     "peak_tflops_for_mfu": float(PEAK), "stages": jl(os.path.join(W, "status.jsonl")),
+     "model": j1(os.path.join(W, "model.json"))}
+# kernel tests: TAP lines
+k = {"ok": 0, "not_ok": 0, "skip": 0, "failed": []}
+try:
+    for l in open(os.path.join(OUT, "kernels.log")):
+        if l.startswith("ok "):
+            k["ok"] += 1
+        elif l.startswith("not ok"):
+            if "# SKIP" in l:
+                k["skip"] += 1
+            else:
+                k["not_ok"] += 1
+                k["failed"].append(l.strip())
+except OSError:
+    pass
+s["kernel_tests"] = k
+recs = [r for r in jl(os.path.join(W, "run", "logging.jsonl")) if "loss" in r and "tokens/s" in r]
+if recs:
+    steady = recs[3:] if len(recs) > 6 else recs
+    # profiled steps carry CUPTI overhead: leave them out of the speed figure
+    prof_from = max(1, int(STEPS) - 5)
+    fast = [r for r in steady if r.get("global_step/max_steps", "0/0").split("/")[0].isdigit()
+            and int(r["global_step/max_steps"].split("/")[0]) <= prof_from] or steady
+    tps = sum(r["tokens/s"] for r in fast) / len(fast)
+    mfu = sum(r.get("MFU", 0) for r in fast) / len(fast)
+    s["swift"] = {"tokens_per_s": tps, "mfu": mfu, "first_loss": recs[0]["loss"],
+                  "last_loss": recs[-1]["loss"], "records": len(recs),
+                  "memory_gib": recs[-1].get("memory(GiB)")}
+for prec in ("fp32", "bf16"):
+    r = j1(os.path.join(W, f"torch_{prec}.json"))
+    if r:
+        s[f"torch_{prec}"] = r
+        if "swift" in s:
+            s[f"speedup_vs_torch_{prec}"] = s["swift"]["tokens_per_s"] / r["tokens_per_s"]
+try:
+    a = json.load(open(os.path.join(W, "analyze.json")))
+    s["analyze"] = a
+except (OSError, ValueError):
+    pass
+s["seconds"] = time.time() - int(START)
+json.dump(s, open(os.path.join(OUT, "summary.json"), "w"), indent=1)
+L = [f"# tests/gpu/run.sh — {DEVICE}, batch {B} x seq {T}, {STEPS} steps", ""]
+L.append("| stage | status | s |")
+L.append("|---|---|---|")
+for st in s["stages"]:
+    L.append(f"| {st['stage']} | {st['status']} | {st['seconds']} |")
+L.append("")
+L.append(f"kernel tests: {k['ok']} ok, {k['not_ok']} failed, {k['skip']} skipped")
+for f in k["failed"]:
+    L.append(f"- {f}")
+L.append("")
+L.append("| implementation | tokens/s | MFU | ratio swift/this |")
+L.append("|---|---|---|---|")
+if "swift" in s:
+    L.append(f"| swift-train {DEVICE} (fp32 weights, TF32 matmuls on cuda) | {s['swift']['tokens_per_s']:.0f} | {100*s['swift']['mfu']:.1f}% | 1 |")
+for prec in ("fp32", "bf16"):
+    r = s.get(f"torch_{prec}")
+    if r:
+        ratio = s.get(f"speedup_vs_torch_{prec}")
+        L.append(f"| {r['impl']} (torch {r['torch']}) | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | {ratio:.2f} |" if ratio else
+                 f"| {r['impl']} (torch {r['torch']}) | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | - |")
+L.append("")
+L.append(f"MFU against {PEAK} TFLOP/s (dense bf16 peak), FLOPs/token as swift_model_flops_per_token.")
+if "swift" in s:
+    L.append(f"swift loss {s['swift']['first_loss']:.4f} -> {s['swift']['last_loss']:.4f}")
+L.append(f"total {s['seconds']:.0f} s")
+open(os.path.join(OUT, "report.md"), "w").write("\n".join(L) + "\n")
+print("\n".join(L))
+EOF
+echo "run.sh: done in $(($(date +%s) - START)) s; results in $OUT" >&2
