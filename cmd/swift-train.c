@@ -1,4 +1,5 @@
-/* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU or a GPU (--device). */
+/* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU or a GPU
+ * (--device). */
 #include "lib/train.h"
 
 #include <stdio.h>

@@ -129,7 +129,7 @@ size_t swift_cuda_mem_allocated(void);
 /* The op table chosen by --device. */
 struct swift_backend {
     const struct swift_ops *ops;
-    char name[32];      /* "cpu", "cuda:0": the trace's device */
+    char name[32]; /* "cpu", "cuda:0": the trace's device */
     int cuda, index;
     double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
     char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA

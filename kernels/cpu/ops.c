@@ -30,10 +30,21 @@ static void cpu_copy(float *dst, const float *src, size_t n)
     memcpy(dst, src, n * sizeof(float));
 }
 
-static void cpu_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-static void cpu_download(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-static void cpu_sync(void) {}
-static void cpu_device_trace(int on) { (void)on; }
+static void cpu_upload(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+}
+static void cpu_download(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+}
+static void cpu_sync(void)
+{
+}
+static void cpu_device_trace(int on)
+{
+    (void)on;
+}
 
 const struct swift_ops swift_cpu_ops = {
     .name = "cpu",

@@ -735,8 +735,9 @@ static int run_gen(struct run *r, struct swift_eval_set *setp, json_t *rec, long
             /* A chat model answers the question as its user turn (as it was fine-tuned);
              * the "Question: ... Answer:" frame is for base models and few-shot prompts. */
             int chat = strcmp(swift_eval_prompter_name(r->pr), "none") != 0;
-            char *prompt = chat && sh.n == 0 ? strdup(set.items[i].question)
-                                             : swift_eval_prompt(o->task, &set.items[i], sh.list, sh.n);
+            char *prompt = chat && sh.n == 0
+                               ? strdup(set.items[i].question)
+                               : swift_eval_prompt(o->task, &set.items[i], sh.list, sh.n);
             if (!prompt) {
                 rc = -1;
                 break;

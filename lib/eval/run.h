@@ -49,7 +49,7 @@ struct swift_eval_opts {
     const char *output;   /* also write the record here (atomic), or NULL */
     const char *baseline; /* regression gate against this record, or NULL */
     double max_drop;
-    int quiet; /* no table on stderr */
+    int quiet;          /* no table on stderr */
     const char *device; /* auto (NULL), cpu, cuda[:N]; the key/value cache needs the cpu, so
                            auto means cpu and cuda is refused by swift_kv_init */
 };

@@ -103,7 +103,9 @@ int swift_hparams_load(struct swift_hparams *hp, const char *model_dir)
     hp->config = swift_json_load(path);
     if (!hp->config || swift_model_config_parse(&mc, hp->config, path) < 0)
         goto out;
-    snprintf(hp->arch, sizeof(hp->arch), "%s",
+    snprintf(hp->arch,
+             sizeof(hp->arch),
+             "%s",
              strcmp(mc.model_type, "mistral") ? mc.model_type : "llama");
     hp->vocab_size = mc.vocab_size;
     hp->hidden = mc.hidden_size;
