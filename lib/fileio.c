@@ -130,6 +130,17 @@ int swift_atomic_write(const char *path, const void *data, size_t len)
     return swift_atomic_commit(&af);
 }
 
+int swift_copy_file(const char *src, const char *dst)
+{
+    char *data;
+    size_t len;
+    if (swift_read_file(src, (size_t)1 << 31, &data, &len) < 0)
+        return -1;
+    int rc = swift_atomic_write(dst, data, len);
+    free(data);
+    return rc;
+}
+
 int swift_mkdirs(const char *path, int mode)
 {
     char *p = strdup(path);

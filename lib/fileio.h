@@ -43,6 +43,9 @@ int swift_atomic_dir_commit(char *tmp, const char *final, int force);
 /* Remove the temporary directory tree. Frees tmp. */
 void swift_atomic_dir_abort(char *tmp);
 
+/* Copy a whole file (at most 2 GiB) to dst atomically. Returns 0 or -1 after an error. */
+int swift_copy_file(const char *src, const char *dst);
+
 /* mkdir -p; returns 0 or -1 after an error. */
 int swift_mkdirs(const char *path, int mode);
 /* rm -rf (no symlink following); returns 0 or -1. */

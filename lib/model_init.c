@@ -12,20 +12,27 @@
 
 static const char *const side_files[] = {"tokenizer.json",
                                          "tokenizer_config.json",
+                                         "special_tokens_map.json",
                                          "vocab.json",
                                          "merges.txt",
-                                         "special_tokens_map.json",
+                                         "tokenizer.model",
+                                         "added_tokens.json",
+                                         "chat_template.jinja",
                                          "generation_config.json",
                                          NULL};
 
-static int copy_file(const char *src, const char *dst)
+int swift_model_copy_side_files(const char *src_dir, const char *dst_dir)
 {
-    char *data;
-    size_t len;
-    if (swift_read_file(src, (size_t)1 << 30, &data, &len) < 0)
-        return -1;
-    int rc = swift_atomic_write(dst, data, len);
-    free(data);
+    int rc = 0;
+    for (int i = 0; rc == 0 && side_files[i]; i++) {
+        char *src = swift_path_join(src_dir, side_files[i]);
+        if (access(src, R_OK) == 0) {
+            char *dst = swift_path_join(dst_dir, side_files[i]);
+            rc = swift_copy_file(src, dst);
+            free(dst);
+        }
+        free(src);
+    }
     return rc;
 }
 
@@ -48,21 +55,15 @@ int swift_model_init_dir(const char *config_dir, const char *out_dir, unsigned l
     rc = swift_atomic_dir_begin(out_dir, &tmp);
     if (rc == 0)
         rc = swift_model_save(&m, tmp, cfg_path);
-    for (int i = 0; rc == 0 && side_files[i]; i++) {
-        char *src = swift_path_join(config_dir, side_files[i]);
-        if (access(src, F_OK) == 0) {
-            char *dst = swift_path_join(tmp, side_files[i]);
-            rc = copy_file(src, dst);
-            free(dst);
-        }
-        free(src);
-    }
     if (rc == 0)
-        rc = swift_atomic_dir_commit(tmp, out_dir, force);
-    else
+        rc = swift_model_copy_side_files(config_dir, tmp);
+    if (rc == 0) {
+        rc = swift_atomic_dir_commit(tmp, out_dir, force); /* frees tmp on success */
+        if (rc < 0)
+            swift_atomic_dir_abort(tmp);
+    } else if (tmp) {
         swift_atomic_dir_abort(tmp);
-    if (rc < 0 && tmp && access(tmp, F_OK) == 0)
-        swift_atomic_dir_abort(tmp);
+    }
     swift_model_free(&m);
     free(cfg_path);
     return rc;

@@ -16,4 +16,10 @@
 int swift_model_init_dir(const char *config_dir, const char *out_dir, unsigned long long seed,
                          int force);
 
+/* Copy the files that travel with weights (tokenizer.json, tokenizer_config.json,
+ * special_tokens_map.json, vocab.json, merges.txt, tokenizer.model, added_tokens.json,
+ * chat_template.jinja, generation_config.json) from src_dir to dst_dir, those that exist.
+ * Used by --init-model and swift-export. Returns 0 or -1 after reporting. */
+int swift_model_copy_side_files(const char *src_dir, const char *dst_dir);
+
 #endif

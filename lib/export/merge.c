@@ -7,6 +7,7 @@
 #include "lib/export.h"
 #include "lib/export/internal.h"
 #include "lib/fileio.h"
+#include "lib/model_init.h"
 #include "lib/quant.h"
 #include "lib/safetensors.h"
 #include "lib/trace.h"
@@ -173,17 +174,6 @@ static int parse_dtype(const char *s, enum swift_dtype *dt)
 static const char *torch_name(enum swift_dtype dt)
 {
     return dt == SWIFT_DTYPE_BF16 ? "bfloat16" : dt == SWIFT_DTYPE_F16 ? "float16" : "float32";
-}
-
-static int copy_file(const char *src, const char *dst)
-{
-    char *data;
-    size_t len;
-    if (swift_read_file(src, (size_t)1 << 31, &data, &len) < 0)
-        return -1;
-    int rc = swift_atomic_write(dst, data, len);
-    free(data);
-    return rc;
 }
 
 static int write_json(const char *path, json_t *j)
@@ -398,24 +388,8 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
     json_decref(cfg);
     if (wrc < 0)
         goto out;
-    static const char *copies[] = {"tokenizer.json",
-                                   "tokenizer_config.json",
-                                   "special_tokens_map.json",
-                                   "vocab.json",
-                                   "merges.txt",
-                                   "tokenizer.model",
-                                   "added_tokens.json",
-                                   "chat_template.jinja",
-                                   "generation_config.json"};
-    for (size_t c = 0; c < sizeof(copies) / sizeof(copies[0]); c++) {
-        char *src = swift_path_join(o->model_dir, copies[c]);
-        char *dst = swift_path_join(out_dir, copies[c]);
-        int crc = access(src, R_OK) == 0 ? copy_file(src, dst) : 0;
-        free(src);
-        free(dst);
-        if (crc < 0)
-            goto out;
-    }
+    if (swift_model_copy_side_files(o->model_dir, out_dir) < 0)
+        goto out;
     char *gp = swift_path_join(out_dir, "generation_config.json");
     if (access(gp, F_OK)) {
         json_t *g = json_object();

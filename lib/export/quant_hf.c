@@ -17,6 +17,7 @@
 #include "lib/export.h"
 #include "lib/export/internal.h"
 #include "lib/fileio.h"
+#include "lib/model_init.h"
 #include "lib/quant.h"
 #include "lib/safetensors.h"
 #include "lib/trace.h"
@@ -312,30 +313,8 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
     json_decref(qc);
     if (wrc)
         goto out;
-    static const char *copies[] = {"tokenizer.json",
-                                   "tokenizer_config.json",
-                                   "special_tokens_map.json",
-                                   "vocab.json",
-                                   "merges.txt",
-                                   "chat_template.jinja",
-                                   "generation_config.json"};
-    for (size_t c = 0; c < sizeof(copies) / sizeof(copies[0]); c++) {
-        char *src = swift_path_join(o->model_dir, copies[c]);
-        char *dst = swift_path_join(out_dir, copies[c]);
-        char *data = NULL;
-        size_t len;
-        int crc = 0;
-        if (access(src, R_OK) == 0) {
-            crc = swift_read_file(src, (size_t)1 << 31, &data, &len);
-            if (!crc)
-                crc = swift_atomic_write(dst, data, len);
-        }
-        free(data);
-        free(src);
-        free(dst);
-        if (crc < 0)
-            goto out;
-    }
+    if (swift_model_copy_side_files(o->model_dir, out_dir) < 0)
+        goto out;
     json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:f,s:o}",
                           "version",
                           1,

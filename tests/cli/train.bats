@@ -269,3 +269,30 @@ losses() { # the train records' "loss" values of a stdout capture
     run "$T" "${args[@]}" -o "$W/w0" --num-workers 0 $D
     [ "$status" -eq 2 ]
 }
+
+@test "--init-model: random weights from a config.json, deterministic by seed, atomic, no overwrite" {
+    mkdir -p "$W/cfg"
+    cp $M/config.json "$W/cfg/"
+    echo '{"eos_token": "x"}' >"$W/cfg/tokenizer_config.json"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m1" --seed 7
+    [ "$status" -eq 0 ]
+    [ "$output" = '{"version":1,"event":"init_model","seed":7}' ]
+    [ -s "$W/m1/model.safetensors" ]
+    cmp "$W/cfg/tokenizer_config.json" "$W/m1/tokenizer_config.json"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m2" --seed 7
+    cmp "$W/m1/model.safetensors" "$W/m2/model.safetensors"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m3" --seed 8
+    ! cmp -s "$W/m1/model.safetensors" "$W/m3/model.safetensors"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m1" --seed 8
+    [ "$status" -eq 1 ]
+    [[ $output == *"exists (use --force to replace it)"* ]]
+    cmp "$W/m1/model.safetensors" "$W/m2/model.safetensors"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m1" --seed 8 --force
+    [ "$status" -eq 0 ]
+    cmp "$W/m1/model.safetensors" "$W/m3/model.safetensors"
+    # the new model trains
+    run "$T" --model "$W/m1" -o "$W/m1run" --max-steps 2 --save-steps 100 --eval-steps 100 -j 1 $D
+    [ "$status" -eq 0 ]
+    run "$T" --init-model -o "$W/m4" --model "$W/cfg" $D
+    [ "$status" -eq 2 ]
+}
