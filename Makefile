@@ -150,7 +150,7 @@ test: deps
 tests: $(BINS) $(UNITS) $(KTESTS) $(FUZZES)
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -s --no-print-directory all
 	@SWIFT_BIN=$(abspath $(O)/bin) sh pipelines/demo.sh
 
 bench: all $(BENCHES)
