@@ -71,18 +71,6 @@ struct dl {
     long nfailed;
 };
 
-static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        abort();
-    va_end(ap);
-    return s;
-}
-
 static char *xstrdup(const char *s)
 {
     char *d = strdup(s);
@@ -356,7 +344,7 @@ static int link_snapshot(struct dl *d, struct job *j, const char *blob)
     for (int i = 0; i < depth; i++)
         off += (size_t)snprintf(target + off, cap - off, "../");
     snprintf(target + off, cap - off, "blobs/%s", blob);
-    char *tmp = xprintf("%s.tmp-link-%d", final, (int)getpid());
+    char *tmp = swift_asprintf("%s.tmp-link-%d", final, (int)getpid());
     unlink(tmp);
     int rc = 0;
     if (symlink(target, tmp) < 0 || rename(tmp, final) < 0) {
@@ -531,7 +519,7 @@ static void fetch_one(void *ctx, long i, int worker)
             }
             goto out;
         }
-        part = xprintf("%s.incomplete", blob);
+        part = swift_asprintf("%s.incomplete", blob);
     } else {
         if (reuse_existing(d, j, final)) {
             j->secs = now_s() - t0s;
@@ -539,7 +527,7 @@ static void fetch_one(void *ctx, long i, int worker)
             goto out;
         }
         char *p = swift_path_join(d->partdir, j->path);
-        part = xprintf("%s.incomplete", p);
+        part = swift_asprintf("%s.incomplete", p);
         free(p);
     }
     if (mkparents(part) < 0 || (!blob && mkparents(final) < 0)) {
@@ -892,10 +880,10 @@ static int run_hub(struct dl *d)
     d->endpoint = swift_hub_endpoint(d->kind, o->endpoint);
     d->token = swift_hub_token(d->kind, o->token);
     d->rev = o->revision && *o->revision ? o->revision : swift_hub_default_revision(d->kind);
-    d->label = xprintf("%s:%s%s",
-                       d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope",
-                       o->dataset ? "datasets/" : "",
-                       o->source);
+    d->label = swift_asprintf("%s:%s%s",
+                              d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope",
+                              o->dataset ? "datasets/" : "",
+                              o->source);
     char *url = swift_hub_listing_url(d->kind, d->endpoint, o->dataset, o->source, d->rev);
     struct swift_http h;
     swift_http_init(&h,
@@ -968,7 +956,7 @@ static int run_hub(struct dl *d)
         d->partdir = xstrdup(d->blobs);
         char *root = swift_hub_cache_root(d->kind);
         const char *base = strrchr(repo, '/') + 1;
-        lockpath = xprintf("%s/.locks/%s/swift-download.lock", root, base);
+        lockpath = swift_asprintf("%s/.locks/%s/swift-download.lock", root, base);
         free(root);
         free(snap);
         free(repo);
@@ -993,7 +981,7 @@ static int run_hub(struct dl *d)
     if (rc == 0 && d->blobs && strcmp(d->rev, d->commit)) {
         /* refs/<revision> holds the commit, as in huggingface_hub's cache */
         char *repo = swift_hub_cache_repo_dir(d->kind, o->dataset, o->source);
-        char *ref = xprintf("%s/refs/%s", repo, d->rev);
+        char *ref = swift_asprintf("%s/refs/%s", repo, d->rev);
         if (swift_hub_path_ok(d->rev) && mkparents(ref) == 0)
             rc = swift_atomic_write(ref, d->commit, strlen(d->commit));
         free(ref);
@@ -1049,7 +1037,7 @@ static int run_local(struct dl *d, const char *path, int is_dir)
     char *abs = realpath(path, NULL);
     if (!abs)
         return swift_error_errno("cannot open '%s'", path);
-    d->label = xprintf("file://%s", abs);
+    d->label = swift_asprintf("file://%s", abs);
     int rc = 0;
     if (is_dir) {
         rc = walk(d, &cap, abs, "", 0);
@@ -1176,7 +1164,7 @@ static int run_archive(struct dl *d, const char *local)
     if (!parent)
         abort();
     int rc = swift_mkdirs(parent, 0755);
-    char *lockpath = xprintf("%s/.%s.swift-download.lock", parent, base);
+    char *lockpath = swift_asprintf("%s/.%s.swift-download.lock", parent, base);
     int lock = rc < 0 ? -1 : take_lock(lockpath, o->source);
     free(lockpath);
     char *archive = NULL, *tmp = NULL;
@@ -1195,7 +1183,7 @@ static int run_archive(struct dl *d, const char *local)
         archive = xstrdup(local);
     } else {
         /* the archive itself is a resumable download next to the output */
-        archive = xprintf("%s/.%s.archive", parent, base);
+        archive = swift_asprintf("%s/.%s.archive", parent, base);
         size_t cap = 0;
         add_job(d, &cap, "archive", xstrdup(o->source), NULL, -1, NULL, NULL);
         d->token = o->token && *o->token ? o->token : NULL;
@@ -1205,7 +1193,7 @@ static int run_archive(struct dl *d, const char *local)
                                                   .retries = o->retries,
                                                   .retry_base = o->retry_delay,
                                                   .stall_timeout = o->timeout});
-        char *part = xprintf("%s.incomplete", archive);
+        char *part = swift_asprintf("%s.incomplete", archive);
         struct swift_http_fetch f = {.url = o->source, .part_path = part, .expect_size = -1};
         SWIFT_SPAN_BEGIN(tf);
         rc = swift_http_fetch(&h, &f);
@@ -1249,7 +1237,7 @@ static int run_archive(struct dl *d, const char *local)
         if (rc == 0 && stat(p, &fs) == 0)
             j->bytes = (long long)fs.st_size;
         free(p);
-        j->local = xprintf("%s#%s", o->source, j->path);
+        j->local = swift_asprintf("%s#%s", o->source, j->path);
         j->status = "extracted";
         j->secs = now_s() - t0;
     }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,17 @@ static char *dirname_of(const char *path)
     if (s == path)
         return strdup("/");
     return strndup(path, (size_t)(s - path));
+}
+
+char *swift_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        abort();
+    va_end(ap);
+    return s;
 }
 
 char *swift_path_join(const char *a, const char *b)

@@ -1,5 +1,6 @@
 #include "hub.h"
 #include "error.h"
+#include "fileio.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -29,18 +30,6 @@ static char *xstrdup(const char *s)
     if (!d)
         abort();
     return d;
-}
-
-static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        abort();
-    va_end(ap);
-    return s;
 }
 
 int swift_hub_path_ok(const char *p)
@@ -313,7 +302,7 @@ char *swift_hub_endpoint(int kind, const char *given)
     if (strstr(d, "://"))
         return strip_slash(xstrdup(d));
     const char *scheme = getenv("MODELSCOPE_URL_SCHEME");
-    return strip_slash(xprintf("%s%s", scheme && *scheme ? scheme : "https://", d));
+    return strip_slash(swift_asprintf("%s%s", scheme && *scheme ? scheme : "https://", d));
 }
 
 const char *swift_hub_token(int kind, const char *given)
@@ -361,14 +350,14 @@ char *swift_hub_listing_url(int kind, const char *ep, int dataset, const char *i
 {
     char *r = swift_url_escape(rev, 0), *u;
     if (kind == SWIFT_HUB_HF)
-        u = xprintf(
+        u = swift_asprintf(
             "%s/api/%s/%s/revision/%s?blobs=true", ep, dataset ? "datasets" : "models", id, r);
     else
-        u = xprintf("%s/api/v1/%s/%s/repo/files?Revision=%s&Recursive=true",
-                    ep,
-                    dataset ? "datasets" : "models",
-                    id,
-                    r);
+        u = swift_asprintf("%s/api/v1/%s/%s/repo/files?Revision=%s&Recursive=true",
+                           ep,
+                           dataset ? "datasets" : "models",
+                           id,
+                           r);
     free(r);
     return u;
 }
@@ -379,16 +368,16 @@ char *swift_hub_file_url(int kind, const char *ep, int dataset, const char *id, 
     char *r = swift_url_escape(rev, 0), *u;
     if (kind == SWIFT_HUB_HF) {
         char *p = swift_url_escape(path, 1);
-        u = xprintf("%s/%s%s/resolve/%s/%s", ep, dataset ? "datasets/" : "", id, r, p);
+        u = swift_asprintf("%s/%s%s/resolve/%s/%s", ep, dataset ? "datasets/" : "", id, r, p);
         free(p);
     } else {
         char *p = swift_url_escape(path, 0);
-        u = xprintf("%s/api/v1/%s/%s/repo?Revision=%s&FilePath=%s",
-                    ep,
-                    dataset ? "datasets" : "models",
-                    id,
-                    r,
-                    p);
+        u = swift_asprintf("%s/api/v1/%s/%s/repo?Revision=%s&FilePath=%s",
+                           ep,
+                           dataset ? "datasets" : "models",
+                           id,
+                           r,
+                           p);
         free(p);
     }
     free(r);
@@ -408,16 +397,16 @@ char *swift_hub_cache_root(int kind)
             return strip_slash(xstrdup(c));
         c = getenv("HF_HOME");
         if (c && *c)
-            return xprintf("%s/hub", c);
+            return swift_asprintf("%s/hub", c);
         c = getenv("XDG_CACHE_HOME");
         if (c && *c)
-            return xprintf("%s/huggingface/hub", c);
-        return xprintf("%s/.cache/huggingface/hub", home);
+            return swift_asprintf("%s/huggingface/hub", c);
+        return swift_asprintf("%s/.cache/huggingface/hub", home);
     }
     const char *c = getenv("MODELSCOPE_CACHE");
     if (c && *c)
         return strip_slash(xstrdup(c));
-    return xprintf("%s/.cache/modelscope/hub", home);
+    return swift_asprintf("%s/.cache/modelscope/hub", home);
 }
 
 char *swift_hub_cache_repo_dir(int kind, int dataset, const char *id)
@@ -438,7 +427,7 @@ char *swift_hub_cache_repo_dir(int kind, int dataset, const char *id)
             }
         }
         *o = 0;
-        d = xprintf("%s/%s--%s", root, dataset ? "datasets" : "models", flat);
+        d = swift_asprintf("%s/%s--%s", root, dataset ? "datasets" : "models", flat);
         free(flat);
     } else {
         /* models/org/name with '.' -> "___" (modelscope's masked directory) */
@@ -457,7 +446,7 @@ char *swift_hub_cache_repo_dir(int kind, int dataset, const char *id)
             }
         }
         *o = 0;
-        d = xprintf("%s/%s/%s", root, dataset ? "datasets" : "models", m);
+        d = swift_asprintf("%s/%s/%s", root, dataset ? "datasets" : "models", m);
         free(m);
     }
     free(root);

@@ -8,6 +8,7 @@
 #include "lib/eval/generate.h"
 #include "lib/eval/kv.h"
 #include "lib/model.h"
+#include "tests/bench/bench_config.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -26,19 +27,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_eval 10M|100M THREADS BATCH PROMPT NEW\n");
         return 2;
     }
-    struct swift_model_config c = {.model_type = "llama",
-                                   .dtype = "float32",
-                                   .rms_norm_eps = 1e-5f,
-                                   .rope_theta = 10000.0,
-                                   .tie_embeddings = 1,
-                                   .max_position_embeddings = 8192};
-    if (!strcmp(argv[1], "10M")) {
-        c.vocab_size = 16000, c.hidden_size = 256, c.intermediate_size = 768;
-        c.num_layers = 6, c.num_heads = 8, c.num_kv_heads = 4, c.head_dim = 32;
-    } else if (!strcmp(argv[1], "100M")) {
-        c.vocab_size = 32000, c.hidden_size = 768, c.intermediate_size = 2048;
-        c.num_layers = 12, c.num_heads = 12, c.num_kv_heads = 12, c.head_dim = 64;
-    } else {
+    struct swift_model_config c;
+    if (bench_config(argv[1], &c) < 0) {
         fprintf(stderr, "bench_eval: unknown config '%s'\n", argv[1]);
         return 2;
     }
