@@ -82,7 +82,9 @@ static int part_of(const char *name, const char *cat)
 }
 
 /* Our traces: step spans partitioned into data_wait > grad_sync > forward > backward >
- * optimizer (claimed in that order where they overlap) and other. */
+ * optimizer (claimed in that order where they overlap) and other. Only spans of the thread that
+ * runs the step count: a prefetch thread's "data" spans overlap the step's compute and are no
+ * stall (the step thread's own data_wait is). */
 static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
 {
     const struct swift_an_source *s = p->src;
@@ -97,7 +99,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
         abort();
     size_t nph = 0;
     struct swift_an_ivec tok = {0}, kern = {0};
-    int64_t tids[64];
+    int64_t tids[64], step_tid = 0;
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct swift_an_ev *e = &s->ev[i];
@@ -114,6 +116,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
             struct swift_an_step *sp = &p->steps[p->nsteps++];
             memset(sp, 0, sizeof(*sp));
             sp->step = e->step >= 0 ? e->step : (int64_t)p->nsteps - 1;
+            step_tid = e->tid;
             sp->ts = b;
             sp->dur = e->dur;
         } else if (!strcmp(cat, "ckpt")) {
@@ -131,13 +134,18 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
         } else if (!strcmp(cat, "kernel")) {
             swift_an_ivec_push(&kern, b, en); /* CUPTI kernels written by swift-train */
         } else if (part_of(nm, cat) >= 0) {
-            ph[nph++] = e;
+            ph[nph++] = e; /* filtered by thread once the step thread is known */
         }
     }
     p->tok_threads = ntids;
     if (tok.n)
         p->tok_busy_us = swift_an_ival_len(tok.v, swift_an_ival_merge(tok.v, tok.n));
     swift_an_ivec_free(&tok);
+    size_t keep = 0;
+    for (size_t i = 0; i < nph; i++)
+        if (!p->nsteps || ph[i]->tid == step_tid)
+            ph[keep++] = ph[i];
+    nph = keep;
     swift_an_sort(ph, nph, sizeof(*ph), cmp_ev_ts);
     static const int order[] = {SP_DATA, SP_SYNC, SP_FWD, SP_BWD, SP_OPT};
     struct swift_an_ival slots[64], tmp[64], claim[64], mine[32];

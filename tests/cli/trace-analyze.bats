@@ -227,3 +227,24 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$status" -eq 0 ]
     [ "$(jq '[.traceEvents[] | select(.name == "step")] | length' "$W/w.json")" = 2 ]
 }
+
+@test "our traces: a prefetch thread's data spans overlapping a step are no data stall" {
+    # step thread 1: data_wait 1 ms, forward 40 ms, backward 50 ms; prefetch thread 2 works
+    # 80 ms per step in parallel (cat data) — hidden by compute, so data_wait stays 1 ms
+    {
+        printf '{"ph":"M","name":"swift_meta","pid":5,"tid":1,"ts":0,"args":{"schema_version":1,"stage":"train","rank":0,"world_size":1,"host":"h","clock_offset_us":0,"argv":["swift-train","shards/"]}}\n'
+        for s in 0 1 2 3; do
+            t=$((1000000 + s * 100000))
+            printf '{"ph":"X","cat":"step","name":"step","pid":5,"tid":1,"ts":%d,"dur":100000,"args":{"step":%d}}\n' $t $s
+            printf '{"ph":"X","cat":"data","name":"data_wait","pid":5,"tid":1,"ts":%d,"dur":1000}\n' $t
+            printf '{"ph":"X","cat":"compute","name":"forward","pid":5,"tid":1,"ts":%d,"dur":40000}\n' $((t + 1000))
+            printf '{"ph":"X","cat":"compute","name":"backward","pid":5,"tid":1,"ts":%d,"dur":50000}\n' $((t + 41000))
+            printf '{"ph":"X","cat":"data","name":"prefetch","pid":5,"tid":2,"ts":%d,"dur":80000}\n' $((t + 5000))
+        done
+    } >"$W/bg.jsonl"
+    run "$A" -f json "$W/bg.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq '.processes[0].breakdown.us.data_wait' <<<"$output")" = 1000 ]
+    [ "$(jq '.processes[0].breakdown.us.forward' <<<"$output")" = 40000 ]
+    [ "$(jq '[.bottlenecks[] | select(.rule == "data_stall")] | length' <<<"$output")" = 0 ]
+}
