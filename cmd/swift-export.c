@@ -20,6 +20,10 @@ enum {
     K_QUANT,
     K_GROUP,
     K_METHOD,
+    K_CALIB,
+    K_CALIB_N,
+    K_CALIB_LEN,
+    K_DAMP,
     K_FORCE,
     K_PRE,
     K_NAME,
@@ -74,9 +78,33 @@ static const struct swift_option options[] = {
     {"method",
      K_METHOD,
      SWIFT_ARG_REQUIRED,
-     "rtn",
-     "quant: method (rtn: round to nearest)",
+     "rtn|gptq",
+     "quant: round to nearest, or GPTQ on --calib data (rtn)",
      "quant_method"},
+    {"calib",
+     K_CALIB,
+     SWIFT_ARG_REQUIRED,
+     "DIR",
+     "gptq: calibration shards (a swift-preprocess output directory)",
+     NULL},
+    {"calib-samples",
+     K_CALIB_N,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "gptq: calibration rows, evenly spaced over the shards (128)",
+     "quant_n_samples"},
+    {"calib-seq-len",
+     K_CALIB_LEN,
+     SWIFT_ARG_REQUIRED,
+     "N",
+     "gptq: tokens per calibration row at most (512)",
+     NULL},
+    {"damp",
+     K_DAMP,
+     SWIFT_ARG_REQUIRED,
+     "F",
+     "gptq: fraction of the mean Hessian diagonal added to it (0.01)",
+     "damp_percent"},
     {"force", K_FORCE, SWIFT_ARG_NONE, NULL, "overwrite an existing output", NULL},
     {"tokenizer-pre",
      K_PRE,
@@ -115,6 +143,7 @@ static const struct swift_command command = {
     "  swift-export Qwen3-0.6B --to gguf --dtype q8_0 -o qwen3.q8_0.gguf\n"
     "  swift-export Qwen3-0.6B --to gguf --dtype q4_k --to-ollama -o ollama/qwen3.gguf\n"
     "  swift-export Qwen3-0.6B --merge-lora run/checkpoint-100 --dtype bf16 -o merged/\n"
+    "  swift-export Qwen3-0.6B --quant int4 --method gptq --calib shards/ -o qwen3-gptq-int4/\n"
     "  swift-export --dump qwen3.q8_0.gguf\n"};
 
 struct cli {
@@ -162,10 +191,30 @@ static int on_option(void *ctx, int key, const char *arg)
         c->o.group_size = n;
         return 0;
     case K_METHOD:
-        if (strcmp(arg, "rtn"))
-            return swift_usage("--method: only rtn is implemented, not '%s'", arg);
+        if (strcmp(arg, "rtn") && strcmp(arg, "gptq"))
+            return swift_usage("--method must be rtn or gptq, not '%s'", arg);
         c->o.method = arg;
         return 0;
+    case K_CALIB:
+        c->o.calib = arg;
+        return 0;
+    case K_CALIB_N:
+        if (swift_parse_long(arg, 1, 1L << 24, &n))
+            return swift_usage("--calib-samples: bad number '%s'", arg);
+        c->o.calib_samples = n;
+        return 0;
+    case K_CALIB_LEN:
+        if (swift_parse_long(arg, 1, 1L << 20, &n))
+            return swift_usage("--calib-seq-len: bad number '%s'", arg);
+        c->o.calib_seq_len = n;
+        return 0;
+    case K_DAMP: {
+        double d;
+        if (swift_parse_double(arg, &d) || !(d > 0 && d < 10))
+            return swift_usage("--damp: bad number '%s' (0 < F < 10)", arg);
+        c->o.damp = d;
+        return 0;
+    }
     case K_FORCE:
         c->o.force = 1;
         return 0;
@@ -195,7 +244,11 @@ static int on_option(void *ctx, int key, const char *arg)
 int main(int argc, char **argv)
 {
     swift_set_progname(argv[0]);
-    struct cli c = {.o = {.group_size = 128, .method = "rtn"}, .dump_items = 8};
+    struct cli c = {.o = {.group_size = 128,
+                          .method = "rtn",
+                          .calib_samples = 128,
+                          .calib_seq_len = 512,
+                          .damp = 0.01}, .dump_items = 8};
     int argi, rc = swift_cli_parse(&command, argc, argv, on_option, &c, &argi);
     if (rc >= 0)
         return rc;
@@ -209,6 +262,12 @@ int main(int argc, char **argv)
         return swift_usage(argc == argi ? "missing MODEL_DIR" : "too many arguments");
     if (!c.o.output)
         return swift_usage("missing -o OUTPUT");
+    if (!strcmp(c.o.method, "gptq") && !c.o.calib)
+        return swift_usage("--method gptq needs --calib DIR (calibration shards)");
+    if (!strcmp(c.o.method, "gptq") && !c.o.quant)
+        return swift_usage("--method gptq needs --quant int4|int8");
+    if (c.o.calib && strcmp(c.o.method, "gptq"))
+        return swift_usage("--calib is only read by --method gptq");
     c.o.model_dir = argv[argi];
     struct swift_trace_config tc = {.stage = "export", .path = c.trace, .argc = argc, .argv = argv};
     if (swift_trace_open(&tc) < 0)

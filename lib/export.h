@@ -1,7 +1,7 @@
 /*
  * export — what swift-export does: Hugging Face model directory → llama.cpp GGUF (with the
  * tokenizer and an optional ollama Modelfile), base + PEFT LoRA adapter → merged Hugging Face
- * directory, and round-to-nearest weight-only quantization. docs/export.md is the user manual.
+ * directory, and weight-only quantization (round to nearest, or GPTQ on calibration data). docs/export.md is the user manual.
  *
  *     struct swift_export_opts o = {.model_dir = "Qwen3-0.6B", .to = "gguf", .dtype = "q8_0",
  *                                   .output = "qwen3-q8_0.gguf"};
@@ -31,7 +31,11 @@ struct swift_export_opts {
     uint64_t max_shard_size;   /* hf: bytes per safetensors shard (0: 5 GiB) */
     const char *quant;         /* int8|int4 weight-only quantization (NULL: none) */
     long group_size;           /* quant: values per group (128) */
-    const char *method;        /* quant: "rtn" */
+    const char *method;        /* quant: "rtn" or "gptq" */
+    const char *calib;         /* gptq: calibration shard directory (swift-preprocess output) */
+    long calib_samples;        /* gptq: rows taken from it, evenly spaced (128) */
+    long calib_seq_len;        /* gptq: tokens per row at most (512) */
+    double damp;               /* gptq: fraction of the mean Hessian diagonal added (0.01) */
     int force;                 /* overwrite an existing output */
     const char *tokenizer_pre; /* override tokenizer.ggml.pre */
     const char *name;          /* general.name (default: the model directory's basename) */

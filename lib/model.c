@@ -778,6 +778,35 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b, stru
     return 0;
 }
 
+void swift_model_layer_forward(struct swift_model *m, int l, const struct swift_batch *b,
+                               const float *x, float *y, const float *in[SWIFT_LIN_COUNT])
+{
+    size_t NH = (size_t)b->B * b->T * m->cfg.hidden_size;
+    struct swift_model_acts *a = m->acts;
+    struct layer_acts *la = &a->la[m->act_ckpt ? 0 : l];
+    float *res = a->res + (size_t)l * NH;
+    m->training = 0;
+    m->ops->copy(res, x, NH);
+    layer_fwd(m, l, b, la);
+    if (y)
+        m->ops->copy(y, res + NH, NH);
+    in[SWIFT_LIN_Q] = in[SWIFT_LIN_K] = in[SWIFT_LIN_V] = la->ln1;
+    in[SWIFT_LIN_O] = la->att;
+    in[SWIFT_LIN_GATE] = in[SWIFT_LIN_UP] = la->ln2;
+    in[SWIFT_LIN_DOWN] = la->act;
+}
+
+int swift_model_embed(struct swift_model *m, const struct swift_batch *b, float *x)
+{
+    int N = b->B * b->T, V = m->cfg.vocab_size;
+    for (int n = 0; n < N; n++)
+        if (b->tokens[n] < 0 || b->tokens[n] >= V)
+            return swift_error(
+                "token id %d at position %d is outside the vocabulary (%d)", b->tokens[n], n, V);
+    m->ops->embed_fwd(x, b->tokens, m->embed, N, m->cfg.hidden_size);
+    return 0;
+}
+
 void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
 {
     const struct swift_model_config *c = &m->cfg;

@@ -163,6 +163,16 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b, stru
 const float *swift_model_logits(const struct swift_model *m);
 /* Backward pass of the last forward; gradients accumulate. */
 void swift_model_backward(struct swift_model *m, const struct swift_batch *b);
+/* One decoder layer alone, outside the training graph (swift-export --method gptq runs the
+ * calibration data through the model layer by layer): x (B*T,H) -> y (y may alias x), no
+ * dropout (y NULL: not copied out); in[k] points at the input of linear k (q/k/v: the first RMSNorm's output, o: the
+ * attention output, gate/up: the second RMSNorm's output, down: the SwiGLU output), valid
+ * until the next call. swift_model_reserve(m, B, T) first (act_ckpt = 1 keeps it to one
+ * layer's activations); tokens and pos of b are read, targets are not. */
+void swift_model_layer_forward(struct swift_model *m, int l, const struct swift_batch *b,
+                               const float *x, float *y, const float *in[SWIFT_LIN_COUNT]);
+/* The token embeddings of b into x (B*T,H); -1 (reported) for a token outside the vocabulary. */
+int swift_model_embed(struct swift_model *m, const struct swift_batch *b, float *x);
 /* Find a base parameter by HF name. */
 struct swift_param *swift_model_param(struct swift_model *m, const char *name);
 /* Number of parameters (base) and FLOPs per token of forward+backward (6N + attention). */

@@ -48,6 +48,20 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir);
  * not exist). dtype: bf16|fp16|fp32 (NULL: the base's). Returns 0 or -1. */
 int swift_export_merge(const struct swift_export_opts *o, const char *out_dir);
 
+/* GPTQ of every decoder linear on o->calib (lib/export/gptq.c): one result per linear, in
+ * layer order. */
+struct swift_gptq_result {
+    char *name;     /* HF weight name, "model.layers.0.self_attn.q_proj.weight" */
+    int out, in;
+    uint8_t *codes; /* (out,in) */
+    float *scales;  /* (in/group, out), fp32 (stored as fp16) */
+    double loss, rmse, rel_rmse, out_err, rtn_out_err;
+    int dead;
+};
+int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
+                      struct swift_gptq_result **out, int *nout);
+void swift_gptq_results_free(struct swift_gptq_result *r, int n);
+
 /* Weight-only RTN quantization of model_dir's linear layers into a HF directory (GPTQ layout). */
 int swift_export_quant(const struct swift_export_opts *o, const char *out_dir);
 

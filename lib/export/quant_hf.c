@@ -12,11 +12,13 @@
  * The scale/zero rule is GPTQ's Quantizer (sym=True): xmax = max(|min(x,0)|, max(x,0)),
  * xmin = -xmax when min < 0 (else 0); scale = (xmax - xmin) / maxq; zero = (maxq + 1) / 2;
  * q = clamp(round(x / scale) + zero, 0, maxq) with round half to even (torch.round).
- * RTN: no Hessian, no column updates — GPTQ with calibration is not implemented. */
+ * --method rtn rounds each group to nearest with its fp16 scale (lib/gptq.h swift_gptq_rtn);
+ * --method gptq takes codes and scales from GPTQ on calibration data (lib/export/gptq.c). */
 #include "lib/error.h"
 #include "lib/export.h"
 #include "lib/export/internal.h"
 #include "lib/fileio.h"
+#include "lib/gptq.h"
 #include "lib/model_init.h"
 #include "lib/quant.h"
 #include "lib/safetensors.h"
@@ -52,60 +54,29 @@ static int is_linear(const char *name)
     return 0;
 }
 
-/* w: [out][in] float. Fills qweight, qzeros, scales (fp16), g_idx; returns the RMSE of the
- * reconstruction. */
-static double rtn_gptq(const float *w, int64_t out, int64_t in, int bits, int64_t group,
-                       int32_t *qweight, int32_t *qzeros, uint16_t *scales, int32_t *g_idx)
+/* Pack codes (out,in) and group scales (in/group, out) into the GPTQ tensors. */
+static void pack_gptq(const uint8_t *codes, const float *scale, int64_t out, int64_t in, int bits,
+                      int64_t group, int32_t *qweight, int32_t *qzeros, uint16_t *scales,
+                      int32_t *g_idx)
 {
     const int pack = 32 / bits;
-    const int maxq = (1 << bits) - 1;
     const int64_t ng = in / group;
-    double err = 0;
     memset(qweight, 0, (size_t)(in / pack * out) * 4);
     memset(qzeros, 0, (size_t)(ng * (out / pack)) * 4);
     for (int64_t i = 0; i < in; i++)
         g_idx[i] = (int32_t)(i / group);
-#pragma omp parallel for reduction(+ : err) schedule(static)
-    for (int64_t o = 0; o < out; o++) {
-        for (int64_t g = 0; g < ng; g++) {
-            const float *x = w + o * in + g * group;
-            float xmin = 0, xmax = 0;
-            for (int64_t k = 0; k < group; k++) {
-                xmin = fminf(xmin, x[k]);
-                xmax = fmaxf(xmax, x[k]);
-            }
-            xmax = fmaxf(fabsf(xmin), xmax);
-            if (xmin < 0)
-                xmin = -xmax;
-            if (xmin == 0 && xmax == 0) {
-                xmin = -1;
-                xmax = 1;
-            }
-            float scale = (xmax - xmin) / (float)maxq;
-            /* stored as fp16: quantize with the scale a loader will see */
-            uint16_t hs = swift_fp32_to_fp16(scale);
-            float s = swift_fp16_to_fp32(hs);
-            int zero = (maxq + 1) / 2;
-            scales[g * out + o] = hs;
-            for (int64_t k = 0; k < group; k++) {
-                float r = nearbyintf(x[k] / s);
-                int q = (int)r + zero;
-                q = q < 0 ? 0 : q > maxq ? maxq : q;
-                int64_t i = g * group + k;
-                /* rows of qweight are disjoint per (i / pack): atomic-free since each thread
-                 * owns column o */
-                qweight[(i / pack) * out + o] |= (int32_t)((uint32_t)q << (bits * (i % pack)));
-                double d = (double)s * (q - zero) - x[k];
-                err += d * d;
-            }
-        }
-    }
+    for (int64_t k = 0; k < ng * out; k++)
+        scales[k] = swift_fp32_to_fp16(scale[k]);
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < out; o++) /* each thread owns column o of qweight */
+        for (int64_t i = 0; i < in; i++)
+            qweight[(i / pack) * out + o] |=
+                (int32_t)((uint32_t)codes[o * in + i] << (bits * (i % pack)));
     /* zeros: (zero - 1) packed along the output dimension */
-    const uint32_t zm1 = (uint32_t)((maxq + 1) / 2 - 1);
+    const uint32_t zm1 = (uint32_t)((1 << (bits - 1)) - 1);
     for (int64_t g = 0; g < ng; g++)
         for (int64_t o = 0; o < out; o++)
             qzeros[g * (out / pack) + o / pack] |= (int32_t)(zm1 << (bits * (o % pack)));
-    return sqrt(err / (double)(out * in));
 }
 
 static int write_json_file(const char *dir, const char *name, json_t *j)
@@ -134,8 +105,9 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
     int bits = !strcmp(o->quant, "int8") ? 8 : 4;
     int64_t group = o->group_size > 0 ? o->group_size : 128;
     const int pack = 32 / bits;
-    if (o->method && strcmp(o->method, "rtn"))
-        return swift_error("--method %s is not implemented (rtn only)", o->method);
+    const int gptq = o->method && !strcmp(o->method, "gptq");
+    struct swift_gptq_result *gr = NULL;
+    int ngr = 0;
     struct swift_hparams hp;
     if (swift_hparams_load(&hp, o->model_dir) < 0)
         return -1;
@@ -148,6 +120,8 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
     json_t *layers = json_array();
     double sum_rmse = 0;
     size_t nq = 0;
+    if (gptq && swift_export_gptq(o, bits, (int)group, &gr, &ngr) < 0)
+        goto out;
     if (swift_st_set_open(&set, o->model_dir) < 0)
         goto out;
     for (size_t f = 0; f < set.nfiles; f++)
@@ -231,16 +205,67 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
             OWN(qz);
             OWN(sc);
             OWN(gi);
-            double rmse = rtn_gptq(w, out_f, in_f, bits, group, qw, qz, sc, gi);
-            double ss = 0;
-            for (uint64_t k = 0; k < t->numel; k++)
-                ss += (double)w[k] * w[k];
-            double rel = rmse / (sqrt(ss / (double)t->numel) + 1e-30);
+            const struct swift_gptq_result *r = NULL;
+            for (int k = 0; gptq && k < ngr && !r; k++)
+                if (!strcmp(gr[k].name, t->name))
+                    r = &gr[k];
+            json_t *row;
+            double rel;
+            if (gptq) {
+                if (!r || r->out != out_f || r->in != in_f) {
+                    swift_error("%s: '%s' is not a linear layer of the model's config",
+                                t->path,
+                                t->name);
+                    goto out;
+                }
+                pack_gptq(r->codes, r->scales, out_f, in_f, bits, group, qw, qz, sc, gi);
+                rel = r->rel_rmse;
+                row = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:i}",
+                                "tensor",
+                                t->name,
+                                "rmse",
+                                r->rmse,
+                                "rel_rmse",
+                                r->rel_rmse,
+                                "out_err",
+                                r->out_err,
+                                "rtn_out_err",
+                                r->rtn_out_err,
+                                "gptq_loss",
+                                r->loss,
+                                "dead_inputs",
+                                r->dead);
+            } else {
+                uint8_t *codes = malloc((size_t)t->numel);
+                float *gs = malloc((size_t)(ng * out_f) * sizeof(float));
+                float *deq = malloc((size_t)t->numel * sizeof(float));
+                if (!codes || !gs || !deq) {
+                    free(codes);
+                    free(gs);
+                    free(deq);
+                    swift_error("out of memory");
+                    goto out;
+                }
+                memcpy(deq, w, (size_t)t->numel * sizeof(float));
+                swift_gptq_rtn(deq, (int)out_f, (int)in_f, bits, (int)group, 1, codes, gs);
+                pack_gptq(codes, gs, out_f, in_f, bits, group, qw, qz, sc, gi);
+                double err = 0, ss = 0;
+                for (uint64_t k = 0; k < t->numel; k++) {
+                    double d = (double)deq[k] - w[k];
+                    err += d * d;
+                    ss += (double)w[k] * w[k];
+                }
+                free(codes);
+                free(gs);
+                free(deq);
+                double rmse = sqrt(err / (double)t->numel);
+                rel = rmse / (sqrt(ss / (double)t->numel) + 1e-30);
+                row = json_pack(
+                    "{s:s,s:f,s:f}", "tensor", t->name, "rmse", rmse, "rel_rmse", rel);
+            }
             sum_rmse += rel;
             nq++;
-            json_array_append_new(
-                layers,
-                json_pack("{s:s,s:f,s:f}", "tensor", t->name, "rmse", rmse, "rel_rmse", rel));
+            json_array_append_new(layers, row);
             if (swift_trace_enabled()) {
                 struct swift_targ a[] = {SWIFT_TARG_S("tensor", t->name),
                                          SWIFT_TARG_I("bytes", t->numel * 4),
@@ -287,7 +312,7 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
                            "group_size",
                            (json_int_t)group,
                            "damp_percent",
-                           0.01,
+                           gptq ? o->damp : 0.01,
                            "desc_act",
                            0,
                            "static_groups",
@@ -323,7 +348,7 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
                           "output",
                           o->output,
                           "method",
-                          "rtn",
+                          gptq ? "gptq" : "rtn",
                           "bits",
                           bits,
                           "group_size",
@@ -354,5 +379,6 @@ out:
     json_decref(layers);
     swift_st_set_close(&set);
     swift_hparams_release(&hp);
+    swift_gptq_results_free(gr, ngr);
     return rc;
 }
