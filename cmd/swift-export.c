@@ -248,7 +248,8 @@ int main(int argc, char **argv)
                           .method = "rtn",
                           .calib_samples = 128,
                           .calib_seq_len = 512,
-                          .damp = 0.01}, .dump_items = 8};
+                          .damp = 0.01},
+                    .dump_items = 8};
     int argi, rc = swift_cli_parse(&command, argc, argv, on_option, &c, &argi);
     if (rc >= 0)
         return rc;

@@ -1,7 +1,8 @@
 /*
  * export — what swift-export does: Hugging Face model directory → llama.cpp GGUF (with the
  * tokenizer and an optional ollama Modelfile), base + PEFT LoRA adapter → merged Hugging Face
- * directory, and weight-only quantization (round to nearest, or GPTQ on calibration data). docs/export.md is the user manual.
+ * directory, and weight-only quantization (round to nearest, or GPTQ on calibration data).
+ * docs/export.md is the user manual.
  *
  *     struct swift_export_opts o = {.model_dir = "Qwen3-0.6B", .to = "gguf", .dtype = "q8_0",
  *                                   .output = "qwen3-q8_0.gguf"};

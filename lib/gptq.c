@@ -3,6 +3,9 @@
 
 #include "lib/error.h"
 #include "lib/quant.h"
+#include "lib/safetensors.h"
+
+#include <stdio.h>
 
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
@@ -88,9 +91,8 @@ static int hinv_factor(float *H, int n, const char *name)
         return swift_error("%s: the damped Hessian is singular (pivot %d)", name, info);
     spotrf_("L", &n, H, &n, &info, 1);
     if (info > 0)
-        return swift_error("%s: the inverse Hessian is not positive definite (leading minor %d)",
-                           name,
-                           info);
+        return swift_error(
+            "%s: the inverse Hessian is not positive definite (leading minor %d)", name, info);
     if (info < 0)
         return swift_error("%s: LAPACK argument %d is invalid", name, -info);
     return 0;
@@ -103,10 +105,8 @@ int swift_gptq_quantize(float *W, float *H, int out, int in, const struct swift_
     const int maxq = (1 << p->bits) - 1, zero = (maxq + 1) / 2;
     const int group = p->group, block = p->block > 0 ? p->block : 128;
     if (group <= 0 || in % group)
-        return swift_error("%s: in_features %d is not a multiple of the group size %d",
-                           name,
-                           in,
-                           group);
+        return swift_error(
+            "%s: in_features %d is not a multiple of the group size %d", name, in, group);
     memset(st, 0, sizeof(*st));
     /* dead inputs, damping */
     double mean = 0;
@@ -216,4 +216,101 @@ double swift_gptq_output_error(const float *W, const float *Wq, const float *H, 
     free(D);
     free(T);
     return den > 0 ? num / den : num;
+}
+
+static const struct swift_st_tensor *gptq_part(const struct swift_st_set *set, const char *name,
+                                               const char *part, enum swift_dtype dt, int ndim,
+                                               int required)
+{
+    char buf[512];
+    size_t n = strlen(name), np = strlen(part);
+    if (n < 6 || n - 6 + np >= sizeof(buf) || strcmp(name + n - 6, "weight")) {
+        swift_error("%s: no tensor '%s'", set->dir, name);
+        return NULL;
+    }
+    memcpy(buf, name, n - 6);
+    memcpy(buf + n - 6, part, np + 1);
+    const struct swift_st_tensor *t = swift_st_set_find(set, buf);
+    if (!t) {
+        if (required)
+            swift_error("%s: missing tensor '%s' (nor '%s')", set->dir, name, buf);
+        return NULL;
+    }
+    if (t->dtype != dt || t->ndim != ndim) {
+        swift_error("%s: tensor '%s' has dtype %s and %d dims (%s, %d expected)",
+                    t->path,
+                    buf,
+                    swift_dtype_name(t->dtype),
+                    t->ndim,
+                    swift_dtype_name(dt),
+                    ndim);
+        return NULL;
+    }
+    return t;
+}
+
+static inline uint32_t word_at(const struct swift_st_tensor *t, uint64_t i)
+{
+    uint32_t w;
+    memcpy(&w, (const char *)t->data + i * 4, 4);
+    return w;
+}
+
+int swift_gptq_dequant_set(const struct swift_st_set *set, const char *name, int out, int in,
+                           int zeros_minus_one, float *W)
+{
+    const struct swift_st_tensor *qw, *qz, *sc, *gi;
+    if (!(qw = gptq_part(set, name, "qweight", SWIFT_DTYPE_I32, 2, 1)) ||
+        !(qz = gptq_part(set, name, "qzeros", SWIFT_DTYPE_I32, 2, 1)) ||
+        !(sc = gptq_part(set, name, "scales", SWIFT_DTYPE_F16, 2, 1)))
+        return -1;
+    gi = gptq_part(set, name, "g_idx", SWIFT_DTYPE_I32, 1, 0);
+    int64_t rows = qw->shape[0];
+    int pack = rows > 0 && in % rows == 0 ? (int)(in / rows) : 0;
+    int bits = pack ? 32 / pack : 0;
+    int64_t ng = sc->shape[0];
+    if ((bits != 2 && bits != 4 && bits != 8) || 32 % pack || qw->shape[1] != out ||
+        sc->shape[1] != out || ng <= 0 || in % ng || qz->shape[0] != ng || out % pack ||
+        qz->shape[1] != out / pack || (gi && gi->shape[0] != in))
+        return swift_error("%s: GPTQ tensors of '%s' do not fit a [%d,%d] weight: qweight "
+                           "[%lld,%lld], qzeros [%lld,%lld], scales [%lld,%lld]",
+                           qw->path,
+                           name,
+                           out,
+                           in,
+                           (long long)qw->shape[0],
+                           (long long)qw->shape[1],
+                           (long long)qz->shape[0],
+                           (long long)qz->shape[1],
+                           (long long)sc->shape[0],
+                           (long long)sc->shape[1]);
+    const uint32_t mask = (1u << bits) - 1;
+    const int64_t group = in / ng;
+    for (int i = 0; i < in; i++) {
+        int64_t g = i / group;
+        if (gi) {
+            g = (int32_t)word_at(gi, (uint64_t)i);
+            if (g < 0 || g >= ng)
+                return swift_error("%s: '%.*sg_idx'[%d] = %lld is not a group (0..%lld)",
+                                   gi->path,
+                                   (int)(strlen(name) - 6),
+                                   name,
+                                   i,
+                                   (long long)g,
+                                   (long long)ng - 1);
+        }
+        for (int o = 0; o < out; o++) {
+            uint32_t q =
+                (word_at(qw, (uint64_t)(i / pack) * out + o) >> (bits * (i % pack))) & mask;
+            uint32_t z =
+                (word_at(qz, (uint64_t)g * (out / pack) + o / pack) >> (bits * (o % pack))) & mask;
+            uint16_t h;
+            memcpy(&h, (const char *)sc->data + ((uint64_t)g * out + o) * 2, 2);
+            if (zeros_minus_one) /* as auto-gptq's loaders: (stored + 1) & mask */
+                z = (z + 1) & mask;
+            float zero = (float)z;
+            W[(size_t)o * in + i] = swift_fp16_to_fp32(h) * ((float)q - zero);
+        }
+    }
+    return 0;
 }

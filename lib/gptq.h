@@ -67,4 +67,17 @@ void swift_gptq_rtn(float *W, int out, int in, int bits, int group, int scale16,
  * tr(D H D^T) / tr(W H W^T) with D = W - Wq, H the upper-triangle Hessian. */
 double swift_gptq_output_error(const float *W, const float *Wq, const float *H, int out, int in);
 
+/* Read one linear layer of a GPTQ checkpoint, NAME = "model.layers.0.mlp.up_proj.weight":
+ * NAME's "qweight" (int32 [in/(32/bits), out]), "qzeros" (int32 [groups, out/(32/bits)]),
+ * "scales" (fp16 [groups, out]) and, when present, "g_idx" (int32 [in], group of each input;
+ * absent: i / (in/groups)), bits 2, 4 or 8 from the shapes, into W (out,in):
+ *     W[o][i] = scales[g][o] * (q[i][o] - zero[g][o]),  g = g_idx[i]
+ * with the zero as stored plus one, masked to the bits, when zeros_minus_one (auto-gptq's
+ * checkpoint_format "gptq", read as its QuantLinear does; GPTQModel's "gptq_v2" stores it as
+ * is). Returns 0, or -1 after an error naming the
+ * file and tensor. */
+struct swift_st_set;
+int swift_gptq_dequant_set(const struct swift_st_set *set, const char *name, int out, int in,
+                           int zeros_minus_one, float *W);
+
 #endif

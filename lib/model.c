@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "lib/error.h"
+#include "lib/gptq.h"
 #include "lib/fileio.h"
 #include "lib/safetensors.h"
 #include "lib/trace.h"
@@ -189,6 +190,22 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
         json_t *sw = json_object_get(root, "sliding_window");
         if (json_is_integer(sw))
             c->sliding_window = (int)json_integer_value(sw);
+    }
+    /* a GPTQ checkpoint (swift-export --quant, auto-gptq, GPTQModel): dequantized on load */
+    json_t *qc = json_object_get(root, "quantization_config");
+    if (qc && !json_is_null(qc)) {
+        const char *qm = json_string_value(json_object_get(qc, "quant_method"));
+        const char *cf = json_string_value(json_object_get(qc, "checkpoint_format"));
+        if (!qm || strcmp(qm, "gptq"))
+            return swift_error_at(path,
+                                  0,
+                                  "quantization_config: quant_method '%s' is not supported "
+                                  "(gptq is)",
+                                  qm ? qm : "?");
+        if (cf && strcmp(cf, "gptq") && strcmp(cf, "gptq_v2"))
+            return swift_error_at(
+                path, 0, "quantization_config: checkpoint_format '%s' is not supported", cf);
+        c->gptq = cf && !strcmp(cf, "gptq_v2") ? 2 : 1;
     }
     return 0;
 }
@@ -403,6 +420,12 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
     for (int i = 0; i < m->np; i++) {
         struct swift_param *p = &m->p[i];
         const struct swift_st_tensor *t = swift_st_set_find(&set, p->name);
+        if (!t && m->cfg.gptq && p->ndim == 2) {
+            if (swift_gptq_dequant_set(
+                    &set, p->name, (int)p->shape[0], (int)p->shape[1], m->cfg.gptq == 1, p->w) < 0)
+                goto fail;
+            continue;
+        }
         if (!t) {
             swift_error("%s: missing tensor '%s'", dir, p->name);
             goto fail;
@@ -937,6 +960,19 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
         size_t len;
         if (swift_read_file(src_config, 16 << 20, &txt, &len) < 0)
             return -1;
+        if (m->cfg.gptq) { /* the weights written are dequantized: no quantization_config */
+            json_t *root = json_loadb(txt, len, 0, NULL);
+            free(txt);
+            txt = NULL;
+            if (root) {
+                json_object_del(root, "quantization_config");
+                txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                json_decref(root);
+            }
+            if (!txt)
+                return swift_error("%s: cannot rewrite the config", src_config);
+            len = strlen(txt);
+        }
         char *out = swift_path_join(dir, "config.json");
         rc = out ? swift_atomic_write(out, txt, len) : -1;
         free(out);

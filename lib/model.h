@@ -44,6 +44,7 @@ struct swift_model_config {
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max;
     int qkv_bias, o_bias, mlp_bias, qk_norm, tie_embeddings;
+    int gptq; /* quantization_config gptq: 1 (zeros stored minus one), 2 (gptq_v2); 0: none */
 };
 enum { SWIFT_ROPE_DEFAULT = 0, SWIFT_ROPE_LINEAR, SWIFT_ROPE_LLAMA3 };
 
@@ -165,10 +166,10 @@ const float *swift_model_logits(const struct swift_model *m);
 void swift_model_backward(struct swift_model *m, const struct swift_batch *b);
 /* One decoder layer alone, outside the training graph (swift-export --method gptq runs the
  * calibration data through the model layer by layer): x (B*T,H) -> y (y may alias x), no
- * dropout (y NULL: not copied out); in[k] points at the input of linear k (q/k/v: the first RMSNorm's output, o: the
- * attention output, gate/up: the second RMSNorm's output, down: the SwiGLU output), valid
- * until the next call. swift_model_reserve(m, B, T) first (act_ckpt = 1 keeps it to one
- * layer's activations); tokens and pos of b are read, targets are not. */
+ * dropout (y NULL: not copied out); in[k] points at the input of linear k (q/k/v: the first
+ * RMSNorm's output, o: the attention output, gate/up: the second RMSNorm's output, down: the SwiGLU
+ * output), valid until the next call. swift_model_reserve(m, B, T) first (act_ckpt = 1 keeps it to
+ * one layer's activations); tokens and pos of b are read, targets are not. */
 void swift_model_layer_forward(struct swift_model *m, int l, const struct swift_batch *b,
                                const float *x, float *y, const float *in[SWIFT_LIN_COUNT]);
 /* The token embeddings of b into x (B*T,H); -1 (reported) for a token outside the vocabulary. */

@@ -34,14 +34,16 @@ static const int subsets[][3] = {{SWIFT_LIN_Q, SWIFT_LIN_K, SWIFT_LIN_V},
                                  {SWIFT_LIN_DOWN, -1, -1}};
 
 struct calib {
-    int n, T;          /* rows, padded length */
-    int *len;          /* real tokens per row */
+    int n, T;           /* rows, padded length */
+    int *len;           /* real tokens per row */
+    uint64_t *row;      /* the row's index in the shards */
     int32_t *tok, *pos; /* (n, T) */
 };
 
 static void calib_free(struct calib *c)
 {
     free(c->len);
+    free(c->row);
     free(c->tok);
     free(c->pos);
 }
@@ -61,11 +63,13 @@ static int calib_load(struct calib *c, const char *dir, long want, long seq_len)
     }
     c->n = want < (long)count ? (int)want : (int)count;
     c->len = calloc((size_t)c->n, sizeof(int));
-    if (!c->len)
+    c->row = calloc((size_t)c->n, sizeof(uint64_t));
+    if (!c->len || !c->row)
         goto oom;
     for (int i = 0; i < c->n; i++) {
         struct swift_sample s;
-        if (swift_shards_get(sh, (uint64_t)i * count / (uint64_t)c->n, &s) < 0)
+        c->row[i] = (uint64_t)i * count / (uint64_t)c->n;
+        if (swift_shards_get(sh, c->row[i], &s) < 0)
             goto out;
         c->len[i] = s.len < (uint32_t)seq_len ? (int)s.len : (int)seq_len;
         if (c->len[i] > c->T)
@@ -81,7 +85,7 @@ static int calib_load(struct calib *c, const char *dir, long want, long seq_len)
         goto oom;
     for (int i = 0; i < c->n; i++) {
         struct swift_sample s;
-        if (swift_shards_get(sh, (uint64_t)i * count / (uint64_t)c->n, &s) < 0)
+        if (swift_shards_get(sh, c->row[i], &s) < 0)
             goto out;
         int32_t *tok = c->tok + (size_t)i * c->T, *pos = c->pos + (size_t)i * c->T;
         int t = 0;
@@ -189,7 +193,9 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
     int nres = 0, rc = -1;
     *out = NULL;
     *nout = 0;
-    if (calib_load(&c, o->calib, o->calib_samples > 0 ? o->calib_samples : 128,
+    if (calib_load(&c,
+                   o->calib,
+                   o->calib_samples > 0 ? o->calib_samples : 128,
                    o->calib_seq_len > 0 ? o->calib_seq_len : 512) < 0)
         return -1;
     if (swift_model_load(&m, o->model_dir, &swift_cpu_ops, 1) < 0) {
@@ -227,14 +233,21 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
     }
     long tokens = 0;
     for (int i = 0; i < c.n; i++) {
-        struct swift_batch b = {.B = 1,
-                                .T = c.T,
-                                .tokens = c.tok + (size_t)i * c.T,
-                                .pos = c.pos + (size_t)i * c.T};
-        if (swift_model_embed(&m, &b, x + (size_t)i * rowsz) < 0) {
-            swift_error("%s: calibration row %d: bad token id", o->calib, i);
+        struct swift_batch b = {
+            .B = 1, .T = c.T, .tokens = c.tok + (size_t)i * c.T, .pos = c.pos + (size_t)i * c.T};
+        for (int t = 0; t < c.len[i]; t++)
+            if (b.tokens[t] >= cfg->vocab_size) {
+                swift_error("%s: calibration row %llu, token %d: id %d is outside the model's "
+                            "vocabulary (%d); were the shards made with its tokenizer?",
+                            o->calib,
+                            (unsigned long long)c.row[i],
+                            t,
+                            b.tokens[t],
+                            cfg->vocab_size);
+                goto out;
+            }
+        if (swift_model_embed(&m, &b, x + (size_t)i * rowsz) < 0)
             goto out;
-        }
         tokens += c.len[i];
     }
     struct swift_progress pr;

@@ -51,7 +51,7 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir);
 /* GPTQ of every decoder linear on o->calib (lib/export/gptq.c): one result per linear, in
  * layer order. */
 struct swift_gptq_result {
-    char *name;     /* HF weight name, "model.layers.0.self_attn.q_proj.weight" */
+    char *name; /* HF weight name, "model.layers.0.self_attn.q_proj.weight" */
     int out, in;
     uint8_t *codes; /* (out,in) */
     float *scales;  /* (in/group, out), fp32 (stored as fp16) */

@@ -213,9 +213,8 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
             double rel;
             if (gptq) {
                 if (!r || r->out != out_f || r->in != in_f) {
-                    swift_error("%s: '%s' is not a linear layer of the model's config",
-                                t->path,
-                                t->name);
+                    swift_error(
+                        "%s: '%s' is not a linear layer of the model's config", t->path, t->name);
                     goto out;
                 }
                 pack_gptq(r->codes, r->scales, out_f, in_f, bits, group, qw, qz, sc, gi);
@@ -260,8 +259,7 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
                 free(deq);
                 double rmse = sqrt(err / (double)t->numel);
                 rel = rmse / (sqrt(ss / (double)t->numel) + 1e-30);
-                row = json_pack(
-                    "{s:s,s:f,s:f}", "tensor", t->name, "rmse", rmse, "rel_rmse", rel);
+                row = json_pack("{s:s,s:f,s:f}", "tensor", t->name, "rmse", rmse, "rel_rmse", rel);
             }
             sum_rmse += rel;
             nq++;

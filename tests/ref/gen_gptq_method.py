@@ -17,6 +17,14 @@ from the installed package's files as they are; the package's CUDA extensions ar
                       and `<name>.scales` (f32, groups x out). Models: qwen2 (the merge
                       fixture's base, with q/k/v biases) and qwen3.
 
+  dequant-int4.safetensors, dequant-int8.safetensors  auto-gptq's QuantLinear (qlinear_cuda_old,
+                      its pure-torch CPU path: weight = scales * (q - ((qzeros >> shift) + 1 &
+                      mask)), fp16) applied to an identity matrix, on the round-to-nearest
+                      checkpoints of tests/ref/fixtures/gptq/ref-int{4,8}.safetensors (the
+                      merge base, group 32; byte-equal to `swift-export --quant`): layer 0's
+                      dequantized weights, what a GPTQ loader computes. Our loader
+                      (swift_model_load of a GPTQ directory) must give the same.
+
 tests/unit/test_gptq.c compares lib/gptq and `swift-export --method gptq` with these.
 
     pip install --no-deps auto-gptq==0.7.1   # only its Python files are used
@@ -46,10 +54,34 @@ def load_auto_gptq():
     pkg.__path__ = [base]
     sys.modules["agq"] = pkg
     torch.cuda.synchronize = lambda *a, **k: None  # fasterquant ends with it; CPU here
-    return importlib.import_module("agq.gptq").GPTQ
+    qpkg = types.ModuleType("agq_nn")
+    qpkg.__path__ = [os.path.join(os.path.dirname(spec.origin), "nn_modules", "qlinear")]
+    sys.modules["agq_nn"] = qpkg
+    return (importlib.import_module("agq.gptq").GPTQ,
+            importlib.import_module("agq_nn.qlinear_cuda_old").QuantLinear)
 
 
-GPTQ = load_auto_gptq()
+GPTQ, QuantLinear = load_auto_gptq()
+
+
+def dequant_case():
+    from safetensors.torch import load_file
+    for bits in (4, 8):
+        ck = load_file(f"tests/ref/fixtures/gptq/ref-int{bits}.safetensors")
+        out = {}
+        for k in sorted(ck):
+            if not (k.startswith("model.layers.0.") and k.endswith(".qweight")):
+                continue
+            base = k[:-len("qweight")]
+            outf = ck[k].shape[1]
+            inf = ck[k].shape[0] * 32 // bits
+            ql = QuantLinear(bits, 32, inf, outf, bias=False)
+            ql.qweight, ql.qzeros = ck[base + "qweight"], ck[base + "qzeros"]
+            ql.scales, ql.g_idx = ck[base + "scales"], ck[base + "g_idx"]
+            with torch.no_grad():
+                w = ql(torch.eye(inf, dtype=torch.float16))  # (in, out) = W^T
+            out[base + "weight"] = w.t().float().contiguous()
+        save_file(out, f"{FIX}/dequant-int{bits}.safetensors")
 
 
 def codes_of(Q, scale, zero, group):
@@ -146,6 +178,7 @@ def make_qwen3(path):
 def main():
     os.makedirs(FIX, exist_ok=True)
     layer_case()
+    dequant_case()
     if not os.path.exists(f"{FIX}/qwen3/config.json"):
         make_qwen3(f"{FIX}/qwen3")
     g = torch.Generator().manual_seed(7)

@@ -12,6 +12,7 @@
 #include "lib/export.h"
 #include "lib/fileio.h"
 #include "lib/gptq.h"
+#include "lib/model.h"
 #include "lib/quant.h"
 #include "lib/safetensors.h"
 #include "lib/shard.h"
@@ -126,9 +127,8 @@ static void layer_case(int bits, int group, double min_equal)
     const int zero = 1 << (bits - 1);
     for (int o = 0; o < out; o++)
         for (int i = 0; i < in; i++)
-            assert_float_equal(Wq[o * in + i],
-                               scales[(i / group) * out + o] * (codes[o * in + i] - zero),
-                               1e-6);
+            assert_float_equal(
+                Wq[o * in + i], scales[(i / group) * out + o] * (codes[o * in + i] - zero), 1e-6);
     free(W);
     free(H);
     free(want_s);
@@ -291,6 +291,55 @@ static void test_model_qwen3(void **state)
     model_case(FIX "qwen3", FIX "ref-qwen3.safetensors", 0.995);
 }
 
+/* our loader (swift_model_load of a GPTQ directory) against auto-gptq's QuantLinear on the
+ * same checkpoint: weights equal up to QuantLinear's fp16 product */
+static void dequant_case(const char *quant, const char *ref)
+{
+    char *out = swift_path_join(tmpdir, "rtn");
+    struct swift_export_opts o = {.model_dir = "tests/ref/fixtures/merge/base",
+                                  .output = out,
+                                  .quant = quant,
+                                  .group_size = 32,
+                                  .method = "rtn",
+                                  .force = 1};
+    assert_int_equal(run_quiet(&o), 0);
+    struct swift_model m;
+    assert_int_equal(swift_model_load(&m, out, &swift_cpu_ops, 1), 0);
+    assert_int_equal(m.cfg.gptq, 1);
+    struct swift_safetensors r = {0};
+    assert_int_equal(swift_safetensors_open(&r, ref), 0);
+    assert_int_equal(r.ntensors, 7);
+    double worst = 0;
+    for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+        const struct swift_linear *L = &m.layers[0].lin[k];
+        char nm[160];
+        snprintf(nm, sizeof(nm), "%s.weight", L->name);
+        float *want = f32(&r, nm, (uint64_t)L->out * L->in);
+        for (int i = 0; i < L->out * L->in; i++) {
+            double d = fabs((double)L->w[i] - want[i]);
+            assert_true(d <= fabs(want[i]) * 0x1p-11 + 1e-7);
+            worst = fmax(worst, d);
+        }
+        free(want);
+    }
+    printf("# %s: loader = auto-gptq QuantLinear within %.2g\n", quant, worst);
+    swift_safetensors_close(&r);
+    swift_model_free(&m);
+    free(out);
+}
+
+static void test_dequant_int4(void **state)
+{
+    (void)state;
+    dequant_case("int4", FIX "dequant-int4.safetensors");
+}
+
+static void test_dequant_int8(void **state)
+{
+    (void)state;
+    dequant_case("int8", FIX "dequant-int8.safetensors");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +347,8 @@ int main(void)
         cmocka_unit_test(test_layer_int8),
         cmocka_unit_test_setup_teardown(test_model_qwen2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_model_qwen3, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dequant_int4, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dequant_int8, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
