@@ -48,7 +48,7 @@ static const struct swift_option options[] = {
      K_DTYPE,
      SWIFT_ARG_REQUIRED,
      "TYPE",
-     "gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q6_k (f16); hf: bf16|fp16|fp32 (the base's)",
+     "gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k (f16); hf: bf16|fp16|fp32 (the base's)",
      "torch_dtype,quant_type"},
     {"to-ollama",
      K_OLLAMA,
@@ -141,7 +141,7 @@ static const struct swift_command command = {
     "MODEL_DIR is a Hugging Face model directory (config.json, safetensors, tokenizer.json) of a\n"
     "llama, qwen2 or qwen3 model. One JSON summary line is printed on stdout.",
     "  swift-export Qwen3-0.6B --to gguf --dtype q8_0 -o qwen3.q8_0.gguf\n"
-    "  swift-export Qwen3-0.6B --to gguf --dtype q4_k --to-ollama -o ollama/qwen3.gguf\n"
+    "  swift-export Qwen3-0.6B --to gguf --dtype q4_k_m --to-ollama -o ollama/qwen3.gguf\n"
     "  swift-export Qwen3-0.6B --merge-lora run/checkpoint-100 --dtype bf16 -o merged/\n"
     "  swift-export Qwen3-0.6B --quant int4 --method gptq --calib shards/ -o qwen3-gptq-int4/\n"
     "  swift-export --dump qwen3.q8_0.gguf\n"};

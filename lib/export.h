@@ -23,21 +23,21 @@
 #include <stdio.h>
 
 struct swift_export_opts {
-    const char *model_dir;     /* HF model directory (config.json, safetensors, tokenizer) */
-    const char *output;        /* -o: FILE.gguf or a directory */
-    const char *to;            /* "gguf" or "hf" (NULL: hf with merge_lora or quant, else gguf) */
-    const char *dtype;         /* gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q6_k; hf: bf16|fp16|fp32 */
-    int to_ollama;             /* also write OUTPUT_DIR/Modelfile next to the GGUF */
-    const char *merge_lora;    /* PEFT adapter directory to merge before writing */
-    uint64_t max_shard_size;   /* hf: bytes per safetensors shard (0: 5 GiB) */
-    const char *quant;         /* int8|int4 weight-only quantization (NULL: none) */
-    long group_size;           /* quant: values per group (128) */
-    const char *method;        /* quant: "rtn" or "gptq" */
-    const char *calib;         /* gptq: calibration shard directory (swift-preprocess output) */
-    long calib_samples;        /* gptq: rows taken from it, evenly spaced (128) */
-    long calib_seq_len;        /* gptq: tokens per row at most (512) */
-    double damp;               /* gptq: fraction of the mean Hessian diagonal added (0.01) */
-    int force;                 /* overwrite an existing output */
+    const char *model_dir;   /* HF model directory (config.json, safetensors, tokenizer) */
+    const char *output;      /* -o: FILE.gguf or a directory */
+    const char *to;          /* "gguf" or "hf" (NULL: hf with merge_lora or quant, else gguf) */
+    const char *dtype;       /* gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k; hf: bf16|fp16|fp32 */
+    int to_ollama;           /* also write OUTPUT_DIR/Modelfile next to the GGUF */
+    const char *merge_lora;  /* PEFT adapter directory to merge before writing */
+    uint64_t max_shard_size; /* hf: bytes per safetensors shard (0: 5 GiB) */
+    const char *quant;       /* int8|int4 weight-only quantization (NULL: none) */
+    long group_size;         /* quant: values per group (128) */
+    const char *method;      /* quant: "rtn" or "gptq" */
+    const char *calib;       /* gptq: calibration shard directory (swift-preprocess output) */
+    long calib_samples;      /* gptq: rows taken from it, evenly spaced (128) */
+    long calib_seq_len;      /* gptq: tokens per row at most (512) */
+    double damp;             /* gptq: fraction of the mean Hessian diagonal added (0.01) */
+    int force;               /* overwrite an existing output */
     const char *tokenizer_pre; /* override tokenizer.ggml.pre */
     const char *name;          /* general.name (default: the model directory's basename) */
 };

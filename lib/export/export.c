@@ -22,7 +22,7 @@ int swift_export_run(const struct swift_export_opts *o)
     if (!strcmp(to, "gguf")) {
         if (o->quant)
             return swift_error("--quant writes safetensors (--to hf); for GGUF blocks use "
-                               "--dtype q8_0|q4_0|q4_k|q6_k");
+                               "--dtype q8_0|q4_0|q4_k|q4_k_m|q6_k");
         if (o->to_ollama) {
             char *mf = swift_modelfile_path(o->output);
             struct stat st;

@@ -33,8 +33,31 @@ static const struct dtype_info dtypes[] = {
     {"q8_0", SWIFT_GGML_Q8_0, 7},
     {"q4_0", SWIFT_GGML_Q4_0, 2},
     {"q4_k", SWIFT_GGML_Q4_K, 14},
+    {"q4_k_m", SWIFT_GGML_Q4_K, 15},
     {"q6_k", SWIFT_GGML_Q6_K, 18},
 };
+
+/* llama.cpp's use_more_bits (llama-quant.cpp): the first and last eighth of the layers and every
+ * third one between get more bits in the _M mixes. */
+static int use_more_bits(int64_t i, int64_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type llama.cpp's llama_tensor_get_type gives a matrix in LLAMA_FTYPE_MOSTLY_Q4_K_M:
+ * the output (or the tied token embedding that serves as it) Q6_K; attn_v and ffn_down Q6_K in
+ * the layers use_more_bits picks; everything else Q4_K. */
+static uint32_t q4_k_m_type(const char *gguf_name, int64_t n_layer, int tied)
+{
+    if (!strcmp(gguf_name, "output.weight") || (tied && !strcmp(gguf_name, "token_embd.weight")))
+        return SWIFT_GGML_Q6_K;
+    long long layer;
+    char kind[32];
+    if (sscanf(gguf_name, "blk.%lld.%31[^.]", &layer, kind) == 2 &&
+        (!strcmp(kind, "attn_v") || !strcmp(kind, "ffn_down")) && use_more_bits(layer, n_layer))
+        return SWIFT_GGML_Q6_K;
+    return SWIFT_GGML_Q4_K;
+}
 
 static const struct dtype_info *find_dtype(const char *name)
 {
@@ -56,6 +79,7 @@ struct plan {
     char name[SWIFT_GGUF_MAX_NAME];
     int permute_heads; /* llama q/k: heads to permute over, 0 for none */
     uint32_t type;
+    uint32_t want; /* the type --dtype asks for this matrix (type differs after a fallback) */
     uint64_t ne[2];
     uint32_t n_dims;
 };
@@ -299,7 +323,7 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     const struct dtype_info *dt = find_dtype(o->dtype ? o->dtype : "f16");
     if (!dt)
         return swift_error("unknown --dtype '%s' for GGUF (f32, f16, bf16, q8_0, q4_0, q4_k, "
-                           "q6_k)",
+                           "q4_k_m, q6_k)",
                            o->dtype);
     struct stat st;
     if (!o->force && stat(o->output, &st) == 0)
@@ -368,8 +392,10 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
             p->n_dims = (uint32_t)t->ndim;
             p->ne[0] = (uint64_t)t->shape[t->ndim - 1];
             p->ne[1] = t->ndim == 2 ? (uint64_t)t->shape[0] : 1;
-            p->type =
-                t->ndim == 1 ? SWIFT_GGML_F32 : swift_quant_fallback(dt->type, (int64_t)p->ne[0]);
+            uint32_t want =
+                dt->file_type == 15 ? q4_k_m_type(p->name, hp.layers, hp.tie_embeddings) : dt->type;
+            p->want = want;
+            p->type = t->ndim == 1 ? SWIFT_GGML_F32 : swift_quant_fallback(want, (int64_t)p->ne[0]);
             if (!strcmp(hp.arch, "llama")) {
                 int64_t nh = 0;
                 if (strstr(p->name, ".attn_q."))
@@ -392,19 +418,21 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     }
     if (check_required(plan, np, &hp, model_dir) < 0)
         goto out;
-    size_t nfall[SWIFT_GGML_NTYPES] = {0};
+    size_t nfall[SWIFT_GGML_NTYPES][SWIFT_GGML_NTYPES] = {{0}};
     for (size_t i = 0; i < np; i++) {
-        if (plan[i].type != dt->type && plan[i].n_dims == 2)
-            nfall[plan[i].type]++;
+        if (plan[i].type != plan[i].want && plan[i].n_dims == 2 && plan[i].want < SWIFT_GGML_NTYPES)
+            nfall[plan[i].want][plan[i].type]++;
         if (swift_gguf_add_tensor(&w, plan[i].name, plan[i].n_dims, plan[i].ne, plan[i].type) < 0)
             goto out;
     }
-    for (int t = 0; t < SWIFT_GGML_NTYPES; t++)
-        if (nfall[t])
-            swift_info("%zu matrices use %s: their rows do not fit %s blocks (as llama.cpp does)",
-                       nfall[t],
-                       swift_ggml_type_name((uint32_t)t),
-                       swift_ggml_type_name(dt->type));
+    for (int a = 0; a < SWIFT_GGML_NTYPES; a++)
+        for (int t = 0; t < SWIFT_GGML_NTYPES; t++)
+            if (nfall[a][t])
+                swift_info("%zu matrices use %s: their rows do not fit %s blocks (as llama.cpp "
+                           "does)",
+                           nfall[a][t],
+                           swift_ggml_type_name((uint32_t)t),
+                           swift_ggml_type_name((uint32_t)a));
     if (swift_gguf_writer_begin(&w, o->output) < 0)
         goto out;
     struct timing tm = {0};

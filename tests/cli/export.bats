@@ -2,6 +2,8 @@
 # swift-export --to gguf on committed tiny models (tests/ref/gen_export.py): the GGUF we write
 # must dump exactly as gguf-py's GGUFReader dumped it when the fixture was verified.
 
+bats_require_minimum_version 1.5.0
+
 setup() {
     tok=$SHARED/data/tokenizers/gpt2
     if [ ! -r "$tok/tokenizer.json" ]; then
@@ -131,4 +133,18 @@ check_dump() { # arch dtype
         -o "$BATS_TEST_TMPDIR/b.gguf"
     [ "$status" -eq 0 ]
     cmp "$BATS_TEST_TMPDIR/a.gguf" "$BATS_TEST_TMPDIR/b.gguf"
+}
+
+@test "--dtype q4_k_m: llama.cpp's Q4_K_M mix (Q6_K for the output and, in use_more_bits layers, attn_v and ffn_down), with the fallbacks" {
+    M=$BATS_TEST_DIRNAME/../fixtures/eval/llama
+    run --separate-stderr "$SWIFT_BIN/swift-export" "$M" --to gguf --dtype q4_k_m -o "$BATS_TEST_TMPDIR/m.gguf"
+    [ "$status" -eq 0 ]
+    # rows of 64/128 fit neither K-quant: Q4_K -> Q5_0, Q6_K -> Q8_0 (llama_tensor_get_type)
+    [ "$stderr" = "swift-export: 13 matrices use Q5_0: their rows do not fit Q4_K blocks (as llama.cpp does)
+swift-export: 3 matrices use Q8_0: their rows do not fit Q6_K blocks (as llama.cpp does)" ]
+    run "$SWIFT_BIN/swift-export" --dump "$BATS_TEST_TMPDIR/m.gguf"
+    [ "$status" -eq 0 ]
+    [[ $output == *$'general.file_type\tu32\t15'* ]]
+    types=$(awk -F'\t' '$1 == "tensor" && $3 != "F32" {print $2 "=" $3}' <<<"$output" | sort | tr '\n' ' ')
+    [ "$types" = "blk.0.attn_k.weight=Q5_0 blk.0.attn_output.weight=Q5_0 blk.0.attn_q.weight=Q5_0 blk.0.attn_v.weight=Q5_0 blk.0.ffn_down.weight=Q5_0 blk.0.ffn_gate.weight=Q5_0 blk.0.ffn_up.weight=Q5_0 blk.1.attn_k.weight=Q5_0 blk.1.attn_output.weight=Q5_0 blk.1.attn_q.weight=Q5_0 blk.1.attn_v.weight=Q8_0 blk.1.ffn_down.weight=Q8_0 blk.1.ffn_gate.weight=Q5_0 blk.1.ffn_up.weight=Q5_0 output.weight=Q8_0 token_embd.weight=Q5_0 " ]
 }
