@@ -8,7 +8,9 @@ For tiny random llama (Llama 3 tokenizer), qwen2 and qwen3 (Qwen3 tokenizer) mod
 transformers (tests/ref/gen_export.py's make_model, float32), every --dtype we write is exported
 by build/bin/swift-export and loaded by llama.cpp (llama-cpp-python's bundled llama.cpp):
   - llama.cpp's tokenizer, reading our tokenizer.ggml.* keys, must give the Hugging Face
-    tokenizer's ids on a mixed text (pre-tokenizer, merges, special tokens);
+    tokenizer's ids on a mixed text (pre-tokenizer, merges, special tokens; BOS aside: the shared
+    llama3 tokenizer.json adds none, and with no add_bos_token in tokenizer_config.json neither
+    convert_hf_to_gguf nor we write the key, so llama.cpp applies its llama-bpe default);
   - `--dtype q4_k_m`: the type of every tensor equals what llama.cpp's own quantizer
     (llama_model_quantize, LLAMA_FTYPE_MOSTLY_Q4_K_M) writes from our F32 export of the same
     model, on an 8-layer model whose rows fit K-quants (hidden 256, ffn 512), untied and tied;
@@ -81,7 +83,7 @@ def main():
                            False, dtype=torch.float32)
             m.eval()
             hf = AutoTokenizer.from_pretrained(d)
-            ids = hf(TEXT, add_special_tokens=True)["input_ids"]
+            ids = hf(TEXT, add_special_tokens=False)["input_ids"]
             with torch.no_grad():
                 ref = m(torch.tensor([ids])).logits[0].numpy()
             for dt in BOUND:
@@ -89,7 +91,7 @@ def main():
                 subprocess.run([BIN, d, "--to", "gguf", "--dtype", dt, "-o", g], check=True,
                                stdout=subprocess.DEVNULL)
                 llm = Llama(model_path=g, n_ctx=128, logits_all=True, verbose=False, n_threads=2)
-                lids = llm.tokenize(TEXT.encode(), add_bos=True, special=True)
+                lids = llm.tokenize(TEXT.encode(), add_bos=False, special=True)
                 llm.reset()
                 llm.eval(ids)
                 got = np.array(llm.scores[:len(ids)])
