@@ -45,7 +45,8 @@ int swift_backend_select(struct swift_backend *b, const char *spec)
     } else {
         return swift_usage("--device: expected auto, cpu, cuda or cuda:N, not '%s'", spec);
     }
-    b->ops = &swift_cpu_ops;
+    const char *strict = getenv("SWIFT_CPU_STRICT_HOST");
+    b->ops = strict && !strcmp(strict, "1") ? &swift_cpu_strict_ops : &swift_cpu_ops;
     snprintf(b->name, sizeof(b->name), "cpu");
     if (want_cuda == 0)
         return 0;
