@@ -148,6 +148,9 @@ struct swift_backend {
  * swift_cpu_strict_ops when the environment has SWIFT_CPU_STRICT_HOST=1. Returns 0, 2
  * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
 int swift_backend_select(struct swift_backend *b, const char *spec);
+/* The same for one of several ranks on a host (lib/dist.h's local_rank): "auto" and "cuda"
+ * take GPU local_rank % (number of GPUs); "cuda:N" is N whatever the rank. */
+int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank);
 
 /* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
 static inline double swift_matmul_flops(int N, int In, int O)

@@ -1059,10 +1059,6 @@ int swift_train_run(const struct swift_train_opts *o)
             return SWIFT_EXIT_USAGE;
         }
     }
-    struct swift_backend be;
-    int brc = swift_backend_select(&be, o->device);
-    if (brc)
-        return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
     /* ranks: MPI only under a launcher (mpirun, srun); one trace file per rank */
     struct swift_dist D;
     if (swift_dist_init(&D, o->dist_timeout) < 0) {
@@ -1071,6 +1067,14 @@ int swift_train_run(const struct swift_train_opts *o)
         return SWIFT_EXIT_FAIL;
     }
     r->dist = &D;
+    /* the device: ranks on one host take one GPU each unless --device names it */
+    struct swift_backend be;
+    int brc = swift_backend_select_rank(&be, o->device, D.local_rank);
+    if (brc) {
+        D.failed = brc < 0; /* a GPU missing on one rank: the others must not wait for it */
+        swift_dist_finalize(&D);
+        return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
+    }
     /* gradients and parameters are backend memory: staged through the host over MPI, or NCCL */
     if (swift_dist_use_backend(&D, be.ops, be.cuda, be.index) < 0) {
         D.failed = 1;
