@@ -38,8 +38,8 @@ struct swift_ops {
     /* host memory <-> backend memory, bytes; both have completed when they return */
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
-    /* wait until every queued op has finished (host code may then read backend memory that
-     * the host can address; CPU: nothing to wait for) */
+    /* wait until every queued op has finished (CPU: nothing to wait for); the host still reads
+     * backend memory only through download */
     void (*sync)(void);
     /* --profile: record device-side events (kernels, copies, runtime calls) into the trace while
      * on; turning it off flushes them (CPU: nothing to record) */
