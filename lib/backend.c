@@ -25,10 +25,15 @@ static double cuda_peak_gflops(const struct swift_device_info *d)
 
 int swift_backend_select(struct swift_backend *b, const char *spec)
 {
+    return swift_backend_select_rank(b, spec, 0);
+}
+
+int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank)
+{
     memset(b, 0, sizeof(*b));
     if (!spec || !*spec)
         spec = "auto";
-    int want_cuda = 0, index = 0;
+    int want_cuda = 0, index = 0, explicit_index = 0;
     if (!strcmp(spec, "cpu")) {
         want_cuda = 0;
     } else if (!strcmp(spec, "auto")) {
@@ -41,11 +46,13 @@ int swift_backend_select(struct swift_backend *b, const char *spec)
             if (end == spec + 5 || *end || v < 0 || v > 1023)
                 return swift_usage("--device: bad device index in '%s'", spec);
             index = (int)v;
+            explicit_index = 1;
         }
     } else {
         return swift_usage("--device: expected auto, cpu, cuda or cuda:N, not '%s'", spec);
     }
-    b->ops = &swift_cpu_ops;
+    const char *strict = getenv("SWIFT_CPU_STRICT_HOST");
+    b->ops = strict && !strcmp(strict, "1") ? &swift_cpu_strict_ops : &swift_cpu_ops;
     snprintf(b->name, sizeof(b->name), "cpu");
     if (want_cuda == 0)
         return 0;
@@ -61,6 +68,8 @@ int swift_backend_select(struct swift_backend *b, const char *spec)
             snprintf(b->notice, sizeof(b->notice), "no GPU (%s); running on the cpu", why);
         return 0;
     }
+    if (!explicit_index && local_rank > 0) /* ranks on one host take one GPU each */
+        index = local_rank % n;
     if (index >= n)
         return swift_error("--device %s: only %d CUDA device%s", spec, n, n == 1 ? "" : "s");
 #ifdef SWIFT_HAVE_CUDA

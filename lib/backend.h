@@ -12,10 +12,12 @@
  * - token positions pos (N) are the position of each token inside its document: packed
  *   documents restart at 0, and a token attends to the tokens of its own document only
  *   (block-diagonal causal attention; token i of a row sees i-pos[i] .. i);
- * - pointers passed to an op are device pointers of that backend (host memory on the CPU);
- *   the CUDA backend (kernels/cuda, docs/cuda.md) allocates managed memory, so host code may
- *   also read and write what alloc returned after sync(), and it accepts the int32 index arrays
- *   (tok, pos, targets) in host memory too (uploaded once per distinct content);
+ * - pointers passed to an op are device pointers of that backend (host memory on the CPU).
+ *   Host code never dereferences what alloc returned: it moves data with upload/download
+ *   (weights in, checkpoints out, gradients to MPI). The CUDA backend (kernels/cuda,
+ *   docs/cuda.md) allocates plain device memory (cudaMalloc); swift_cpu_strict_ops checks the
+ *   rule on the CPU. Ops accept the int32 index arrays (tok, pos, targets) and RoPE's inv_freq
+ *   in host memory too (CUDA uploads them once per distinct content);
  * - ops may run asynchronously: results that come back to the host (cross_entropy's sums,
  *   sumsq) wait for the queue; everything else is ordered on the backend's queue.
  */
@@ -36,8 +38,8 @@ struct swift_ops {
     /* host memory <-> backend memory, bytes; both have completed when they return */
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
-    /* wait until every queued op has finished (host code may then read backend memory that
-     * the host can address; CPU: nothing to wait for) */
+    /* wait until every queued op has finished (CPU: nothing to wait for); the host still reads
+     * backend memory only through download */
     void (*sync)(void);
     /* --profile: record device-side events (kernels, copies, runtime calls) into the trace while
      * on; turning it off flushes them (CPU: nothing to record) */
@@ -112,6 +114,12 @@ struct swift_ops {
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */
 extern const struct swift_ops swift_cpu_ops;
+/* The same math with host access forbidden (kernels/cpu/strict.c, for tests): alloc returns
+ * whole pages kept PROT_NONE except while an op, upload or download runs, so host code that
+ * dereferences backend memory dies with SIGSEGV, as it would on a device. Results are
+ * swift_cpu_ops' bit for bit. swift_backend_select picks it instead of the CPU table when
+ * SWIFT_CPU_STRICT_HOST=1. Not for production: every op costs two mprotect per allocation. */
+extern const struct swift_ops swift_cpu_strict_ops;
 
 #ifdef SWIFT_HAVE_CUDA
 /* The CUDA backend (kernels/cuda/ops.cu): cuBLASLt matmuls, CUDA kernels elsewhere. Select the
@@ -136,9 +144,13 @@ struct swift_backend {
                            build, else empty: the caller prints it once its inputs are checked */
 };
 /* spec: "auto" (or NULL: a GPU when lib/device.h reports one, else the CPU; a CUDA build
- * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". Returns 0, 2
+ * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is
+ * swift_cpu_strict_ops when the environment has SWIFT_CPU_STRICT_HOST=1. Returns 0, 2
  * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
 int swift_backend_select(struct swift_backend *b, const char *spec);
+/* The same for one of several ranks on a host (lib/dist.h's local_rank): "auto" and "cuda"
+ * take GPU local_rank % (number of GPUs); "cuda:N" is N whatever the rank. */
+int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank);
 
 /* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
 static inline double swift_matmul_flops(int N, int In, int O)

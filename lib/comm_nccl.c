@@ -70,6 +70,30 @@ int swift_nccl_allreduce_sum(struct swift_nccl *c, float *buf, size_t n)
     return 0;
 }
 
+int swift_nccl_allreduce_raw(struct swift_nccl *c, float *buf, size_t n)
+{
+    CKN(ncclAllReduce(
+        buf, buf, n, ncclFloat32, ncclSum, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
+    CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
+    return 0;
+}
+
+int swift_nccl_reduce_scatter_sum(struct swift_nccl *c, const float *send, float *recv,
+                                  size_t count)
+{
+    CKN(ncclReduceScatter(
+        send, recv, count, ncclFloat32, ncclSum, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
+    CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
+    return 0;
+}
+
+int swift_nccl_allgather(struct swift_nccl *c, const float *send, float *recv, size_t count)
+{
+    CKN(ncclAllGather(send, recv, count, ncclFloat32, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
+    CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
+    return 0;
+}
+
 void swift_nccl_free(struct swift_nccl *c)
 {
     if (c->comm)

@@ -1,7 +1,7 @@
 /*
- * comm_nccl — all-reduce of gradients across GPUs through NCCL, with a "comm" span carrying the
- * bytes (CUDA builds only; compiled, not yet driven by a multi-GPU launcher — that is the
- * distributed training issue's work).
+ * comm_nccl — collectives across GPUs through NCCL (CUDA builds with nccl.h only). lib/dist.c
+ * drives them for swift-train under mpirun with --device cuda (gradient all-reduce, ZeRO-1's
+ * reduce-scatter and all-gather), the unique id broadcast over MPI; compiled, never run on GPUs.
  *
  *     unsigned char id[SWIFT_NCCL_ID_BYTES];
  *     if (rank == 0) swift_nccl_unique_id(id);      // then broadcast id to every rank
@@ -31,6 +31,15 @@ int swift_nccl_init(struct swift_nccl *c, const unsigned char id[SWIFT_NCCL_ID_B
 /* Sum n floats of device memory in place across ranks and wait for it; the span "all_reduce"
  * (cat comm) covers enqueue to completion with args bytes, world, dtype. */
 int swift_nccl_allreduce_sum(struct swift_nccl *c, float *buf, size_t n);
+/* The same collectives without a span (the caller's grad_sync/param_sync span covers them);
+ * each waits for completion. Device memory; the caller has synchronised the stream that wrote
+ * the input. reduce_scatter: recv (count) = the sum over ranks of send[rank*count ..] (send has
+ * world*count floats; recv may be send + rank*count). allgather: recv (world*count) = every
+ * rank's send (count); send may be recv + rank*count. */
+int swift_nccl_allreduce_raw(struct swift_nccl *c, float *buf, size_t n);
+int swift_nccl_reduce_scatter_sum(struct swift_nccl *c, const float *send, float *recv,
+                                  size_t count);
+int swift_nccl_allgather(struct swift_nccl *c, const float *send, float *recv, size_t count);
 void swift_nccl_free(struct swift_nccl *c);
 #endif
 

@@ -12,9 +12,16 @@
 
 #include <mpi.h>
 
+#include "lib/comm_nccl.h"
 #include "lib/error.h"
 #include "lib/trace.h"
 #include "lib/banned.h"
+
+#if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_NCCL)
+#define HAVE_NCCL 1
+#else
+#define HAVE_NCCL 0
+#endif
 
 #define TAG_CLOCK 7
 #define TAG_CHECKIN 1000 /* + seq % 16384 */
@@ -180,6 +187,17 @@ void swift_dist_finalize(struct swift_dist *d)
             MPI_Finalize();
     }
     d->mpi = 0;
+#if HAVE_NCCL
+    if (d->nccl) {
+        swift_nccl_free(d->nccl);
+        free(d->nccl);
+        d->nccl = NULL;
+    }
+#endif
+    if (d->dflat && d->ops)
+        d->ops->free(d->dflat);
+    d->dflat = NULL;
+    d->dflat_cap = 0;
     free(d->pids);
     free(d->hosts);
     free(d->flat);
@@ -332,20 +350,32 @@ static int ensure_flat(struct swift_dist *d, size_t n)
     return 0;
 }
 
+/* n floats between backend memory x (a gradient or parameter) and a packing buffer: the
+ * host buffer d->flat through download/upload (memcpy without a backend), or the device
+ * buffer d->dflat by a backend copy (dev) */
+static void stage(const struct swift_dist *d, float *flat, float *x, size_t n, int to_flat,
+                  int dev)
+{
+    const struct swift_ops *ops = d->ops;
+    if (dev)
+        ops->copy(to_flat ? flat : x, to_flat ? x : flat, n);
+    else if (!ops)
+        memcpy(to_flat ? flat : x, to_flat ? x : flat, n * sizeof(float));
+    else if (to_flat)
+        ops->download(flat, x, n * sizeof(float));
+    else
+        ops->upload(x, flat, n * sizeof(float));
+}
+
 /* copy floats [a, b) of the concatenated vector between the parameters' g (or w) and flat */
-static void xfer(struct swift_param *p, int np, float *flat, size_t a, size_t b, int to_flat,
-                 int use_w)
+static void xfer(const struct swift_dist *d, struct swift_param *p, int np, float *flat, size_t a,
+                 size_t b, int to_flat, int use_w, int dev)
 {
     size_t off = 0;
     for (int i = 0; i < np && off < b; i++) {
         size_t n = p[i].numel, s = a > off ? a - off : 0, e = b - off < n ? b - off : n;
-        if (off + n > a && s < e) {
-            float *x = (use_w ? p[i].w : p[i].g) + s;
-            if (to_flat)
-                memcpy(flat + off + s, x, (e - s) * sizeof(float));
-            else
-                memcpy(x, flat + off + s, (e - s) * sizeof(float));
-        }
+        if (off + n > a && s < e)
+            stage(d, flat + off + s, (use_w ? p[i].w : p[i].g) + s, e - s, to_flat, dev);
         off += n;
     }
 }
@@ -358,10 +388,167 @@ static size_t total_of(const struct swift_param *p, int np)
     return t;
 }
 
+/* ---- the backend of the gradients; NCCL on the GPU ---- */
+
+const char *swift_dist_transport(const struct swift_dist *d)
+{
+    return d->nccl ? "nccl" : "mpi";
+}
+
+int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, int cuda,
+                           int device)
+{
+    d->ops = ops;
+    if (!cuda || d->world == 1)
+        return 0;
+#if HAVE_NCCL
+    /* rank 0 makes the unique id; byte 0 says whether it could */
+    unsigned char id[1 + SWIFT_NCCL_ID_BYTES];
+    memset(id, 0, sizeof(id));
+    if (d->rank == 0)
+        id[0] = swift_nccl_unique_id(id + 1) == 0;
+    MPI_Request rq;
+    MPI_Ibcast(id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
+    if (wait_all(&rq, 1, mono_s() + d->timeout_s) < 0)
+        return fail_generic(d, "NCCL unique id broadcast", 0);
+    if (!id[0]) {
+        d->failed = 1;
+        return swift_error("rank %d: rank 0 could not create an NCCL unique id", d->rank);
+    }
+    struct swift_nccl *c = calloc(1, sizeof(*c));
+    int bad = !c || swift_nccl_init(c, id + 1, d->rank, d->world, device) < 0;
+    if (bad)
+        free(c);
+    else
+        d->nccl = c;
+    int any = bad;
+    if (swift_dist_checkin(d, "NCCL init", 0, &any, NULL, 0) < 0)
+        return -1;
+    if (any) {
+        d->failed = 1;
+        return bad ? -1 : swift_error("rank %d: NCCL failed to start on another rank", d->rank);
+    }
+    if (d->rank == 0)
+        swift_info("gradients are summed with NCCL on the GPUs (%d ranks)", d->world);
+    return 0;
+#else
+    (void)device;
+    if (d->rank == 0)
+        swift_info("this build has no NCCL: gradients of the GPUs are summed over MPI through "
+                   "host memory (download, MPI, upload)");
+    return 0;
+#endif
+}
+
+#if HAVE_NCCL
+static int ensure_dflat(struct swift_dist *d, size_t n)
+{
+    if (n <= d->dflat_cap)
+        return 0;
+    if (d->dflat)
+        d->ops->free(d->dflat);
+    d->dflat = d->ops->alloc((n ? n : 1) * sizeof(float));
+    d->dflat_cap = d->dflat ? n : 0;
+    if (!d->dflat)
+        return swift_error("out of device memory for the %zu-float communication buffer", n);
+    return 0;
+}
+
+/* p[0..np)'s gradients back to back in memory (the model's and LoRA's are)? */
+static float *contiguous_grads(struct swift_param *p, int np)
+{
+    size_t off = 0;
+    for (int i = 0; i < np; i++) {
+        if (!p[i].g || p[i].g != p[0].g + off)
+            return NULL;
+        off += p[i].numel;
+    }
+    return np ? p[0].g : NULL;
+}
+
+static int nccl_fail(struct swift_dist *d, const char *what, long step)
+{
+    d->failed = 1;
+    return swift_error("rank %d: NCCL %s of step %ld failed", d->rank, what, step);
+}
+
+static int nccl_allreduce_grads(struct swift_dist *d, struct swift_param *p, int np, long step)
+{
+    int64_t t0 = swift_trace_now();
+    size_t total = total_of(p, np);
+    float *buf = contiguous_grads(p, np);
+    if (!buf) { /* pack into the device buffer */
+        if (ensure_dflat(d, total) < 0)
+            return -1;
+        buf = d->dflat;
+        xfer(d, p, np, buf, 0, total, 1, 0, 1);
+    }
+    d->ops->sync(); /* the gradients are written on the backend's stream */
+    if (swift_nccl_allreduce_raw(d->nccl, buf, total) < 0)
+        return nccl_fail(d, "gradient all-reduce", step);
+    if (buf == d->dflat)
+        xfer(d, p, np, buf, 0, total, 0, 0, 1);
+    d->bytes_reduced = (double)total * sizeof(float);
+    swift_trace_span("comm",
+                     "grad_sync",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)total * 4),
+                                           SWIFT_TARG_I("buckets", 1),
+                                           SWIFT_TARG_S("algo", "nccl"),
+                                           SWIFT_TARG_I("world_size", d->world),
+                                           SWIFT_TARG_I("step", step)},
+                     5);
+    return 0;
+}
+
+/* ZeRO-1 on NCCL: ranges of d->chunk floats (the last one shorter), in a padded device buffer
+ * of world x chunk floats; kind 0 reduce-scatters gradients, 1 all-gathers parameters */
+static int nccl_shard(struct swift_dist *d, int kind, struct swift_param *p, int np, long step)
+{
+    int64_t t0 = swift_trace_now();
+    size_t chunk = d->chunk;
+    if (ensure_dflat(d, chunk * (size_t)d->world) < 0)
+        return -1;
+    float *mine = d->dflat + chunk * (size_t)d->rank;
+    int rc;
+    if (kind == 0) {
+        xfer(d, p, np, d->dflat, 0, d->total, 1, 0, 1);
+        d->ops->sync();
+        rc = swift_nccl_reduce_scatter_sum(d->nccl, d->dflat, mine, chunk);
+        if (rc == 0)
+            xfer(d, p, np, d->dflat, d->lo, d->hi, 0, 0, 1);
+    } else {
+        xfer(d, p, np, d->dflat, d->lo, d->hi, 1, 1, 1);
+        d->ops->sync();
+        rc = swift_nccl_allgather(d->nccl, mine, d->dflat, chunk);
+        if (rc == 0)
+            xfer(d, p, np, d->dflat, 0, d->total, 0, 1, 1);
+    }
+    if (rc < 0)
+        return nccl_fail(d, kind == 0 ? "gradient reduce-scatter" : "parameter all-gather", step);
+    d->bytes_reduced = (double)d->total * sizeof(float);
+    swift_trace_span("comm",
+                     kind == 0 ? "grad_sync" : "param_sync",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)d->total * 4),
+                                           SWIFT_TARG_S("algo", "nccl"),
+                                           SWIFT_TARG_I("world_size", d->world),
+                                           SWIFT_TARG_I("step", step)},
+                     4);
+    return 0;
+}
+#endif
+
 int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int np, long step)
 {
     if (d->world == 1)
         return 0;
+#if HAVE_NCCL
+    if (d->nccl)
+        return nccl_allreduce_grads(d, p, np, step);
+#endif
     int64_t t0 = swift_trace_now();
     size_t total = total_of(p, np);
     if (ensure_flat(d, total) < 0)
@@ -378,7 +565,7 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
     /* pack bucket b and start its all-reduce before packing the next one */
     for (int b = 0; b < nb; b++) {
         size_t a = (size_t)b * bf, e = a + bf < total ? a + bf : total;
-        xfer(p, np, d->flat, a, e, 1, 0);
+        xfer(d, p, np, d->flat, a, e, 1, 0, 0);
         MPI_Iallreduce(
             MPI_IN_PLACE, d->flat + a, (int)(e - a), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq[b]);
     }
@@ -392,7 +579,7 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
             MPI_Test(&rq[b], &done, MPI_STATUS_IGNORE);
             if (done) {
                 size_t a = (size_t)b * bf, e = a + bf < total ? a + bf : total;
-                xfer(p, np, d->flat, a, e, 0, 0);
+                xfer(d, p, np, d->flat, a, e, 0, 0, 0);
                 unpacked[b] = 1;
                 left--;
             }
@@ -444,14 +631,28 @@ static size_t range_lo(size_t total, int world, int k)
     return (size_t)((unsigned __int128)total * (unsigned)k / (unsigned)world);
 }
 
+/* rank k's range [*a, *b): MPI's proportional cut, or NCCL's equal chunks (d->chunk) */
+static void range_of(const struct swift_dist *d, int k, size_t *a, size_t *b)
+{
+    if (d->chunk) {
+        size_t x = d->chunk * (size_t)k, y = x + d->chunk;
+        *a = x < d->total ? x : d->total;
+        *b = y < d->total ? y : d->total;
+    } else {
+        *a = range_lo(d->total, d->world, k);
+        *b = range_lo(d->total, d->world, k + 1);
+    }
+}
+
 int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np)
 {
     d->total = total_of(p, np);
     if (d->total > (size_t)INT_MAX) /* MPI counts and displacements are int */
         return swift_error("--zero 1: %zu trainable parameters, more than 2^31-1 are not supported",
                            d->total);
-    d->lo = range_lo(d->total, d->world, d->rank);
-    d->hi = range_lo(d->total, d->world, d->rank + 1);
+    /* NCCL's reduce-scatter and all-gather move equal counts per rank */
+    d->chunk = d->nccl ? (d->total + (size_t)d->world - 1) / (size_t)d->world : 0;
+    range_of(d, d->rank, &d->lo, &d->hi);
     free(d->shard);
     d->shard = calloc((size_t)(np ? np : 1), sizeof(*d->shard));
     if (!d->shard)
@@ -479,7 +680,8 @@ int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np)
 static void counts(const struct swift_dist *d, int *cnt, int *dsp)
 {
     for (int k = 0; k < d->world; k++) {
-        size_t a = range_lo(d->total, d->world, k), b = range_lo(d->total, d->world, k + 1);
+        size_t a, b;
+        range_of(d, k, &a, &b);
         cnt[k] = (int)(b - a);
         dsp[k] = (int)a;
     }
@@ -502,10 +704,10 @@ static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int
                        : kind == 1 ? "parameter all-gather"
                                    : "optimizer-state gather";
     if (kind == 0) {
-        xfer(p, np, d->flat, 0, d->total, 1, 0);
+        xfer(d, p, np, d->flat, 0, d->total, 1, 0, 0);
         MPI_Ireduce_scatter(MPI_IN_PLACE, d->flat, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
     } else if (kind == 1) {
-        xfer(p, np, d->flat, d->lo, d->hi, 1, 1);
+        xfer(d, p, np, d->flat, d->lo, d->hi, 1, 1, 0);
         MPI_Iallgatherv(
             MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d->flat, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD, &rq);
     } else {
@@ -518,9 +720,9 @@ static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int
     else if (kind == 0) {
         /* MPI_IN_PLACE reduce-scatter leaves this rank's block at the start of the buffer */
         memmove(d->flat + d->lo, d->flat, (d->hi - d->lo) * sizeof(float));
-        xfer(p, np, d->flat, d->lo, d->hi, 0, 0);
+        xfer(d, p, np, d->flat, d->lo, d->hi, 0, 0, 0);
     } else if (kind == 1)
-        xfer(p, np, d->flat, 0, d->total, 0, 1);
+        xfer(d, p, np, d->flat, 0, d->total, 0, 1, 0);
     if (kind < 2) {
         d->bytes_reduced = (double)d->total * sizeof(float);
         swift_trace_span(
@@ -542,11 +744,19 @@ static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int
 
 int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np, long step)
 {
+#if HAVE_NCCL
+    if (d->nccl && d->world > 1)
+        return nccl_shard(d, 0, p, np, step);
+#endif
     return d->world == 1 ? 0 : shard_coll(d, 0, p, np, step, NULL, NULL);
 }
 
 int swift_dist_shard_allgather(struct swift_dist *d, struct swift_param *p, int np, long step)
 {
+#if HAVE_NCCL
+    if (d->nccl && d->world > 1)
+        return nccl_shard(d, 1, p, np, step);
+#endif
     return d->world == 1 ? 0 : shard_coll(d, 1, p, np, step, NULL, NULL);
 }
 

@@ -32,6 +32,13 @@
  * ZeRO-1 (swift_dist_shard_*): the trainable parameters, concatenated, are cut into `world`
  * contiguous ranges; rank k keeps the optimizer state of range k only. Gradients are
  * reduce-scattered into the ranges, each rank updates its range, parameters are all-gathered.
+ *
+ * Backend memory: gradients and parameters (p[i].g, p[i].w) are backend memory of d->ops
+ * (swift_dist_use_backend; default the CPU's): over MPI they are staged through host memory
+ * with ops->download/upload. In a CUDA build with NCCL, a multi-rank run on the GPU syncs
+ * them with NCCL on device buffers instead (the NCCL unique id is broadcast over MPI); the
+ * spans stay grad_sync/param_sync with algo "nccl". Without NCCL a CUDA run stages through
+ * host memory and MPI and says so once.
  */
 #ifndef SWIFT_DIST_H
 #define SWIFT_DIST_H
@@ -39,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/backend.h"
 #include "lib/model.h"
 
 struct swift_dist {
@@ -64,6 +72,12 @@ struct swift_dist {
     int nshard;
     /* statistics */
     double bytes_reduced; /* last step's gradient bytes through collectives */
+    /* backend of the gradients and parameters (NULL: host memory) */
+    const struct swift_ops *ops;
+    void *nccl;     /* struct swift_nccl * when collectives run on the GPU, else NULL */
+    float *dflat;   /* NCCL: device packing buffer of dflat_cap floats (ops->alloc) */
+    size_t dflat_cap;
+    size_t chunk;   /* NCCL ZeRO-1: equal range size (ceil(total/world)); 0: MPI's ranges */
 };
 
 /* Detect a launcher, MPI_Init if there is one, exchange hosts and pids, measure clock offsets.
@@ -86,6 +100,15 @@ int swift_dist_allreduce_d(struct swift_dist *d, double *v, int n, const char *w
 /* Barrier with the deadline. */
 int swift_dist_barrier(struct swift_dist *d, const char *what, long step);
 
+/* Gradients and parameters live in `ops`' memory (call before any collective on them;
+ * swift_dist_finalize releases what this sets up). With cuda != 0 and world > 1: NCCL on
+ * device `device` when the build has it (the unique id goes over MPI; -1 when NCCL cannot
+ * start, reported), else host staging over MPI with a one-line notice on rank 0. */
+int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, int cuda,
+                           int device);
+/* "nccl" or "mpi": what carries the gradients. */
+const char *swift_dist_transport(const struct swift_dist *d);
+
 /* ZeRO-1: cut p[0..np) into this rank's range; fills d->shard/nshard/lo/hi/total. */
 int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np);
 /* Reduce-scatter the gradients: afterwards this rank's range of every p[i].g holds the sum
@@ -93,8 +116,8 @@ int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np);
 int swift_dist_shard_reduce_scatter(struct swift_dist *d, struct swift_param *p, int np, long step);
 /* All-gather the parameters: every rank's range of p[i].w to every rank. */
 int swift_dist_shard_allgather(struct swift_dist *d, struct swift_param *p, int np, long step);
-/* Gather a per-range state vector (hi-lo floats per rank) into full (total floats) on rank 0;
- * full may be NULL on other ranks. */
+/* Gather a per-range state vector (hi-lo floats per rank, host memory) into full (total
+ * floats, host memory) on rank 0; full may be NULL on other ranks. */
 int swift_dist_shard_gather(struct swift_dist *d, const float *part, float *full, long step);
 
 #endif

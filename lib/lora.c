@@ -108,10 +108,16 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
                 } else {
                     L->lora->A = p->w;
                     L->lora->gA = p->g;
-                    /* kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)) */
+                    /* kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)), drawn on the
+                     * host and uploaded (B stays zero: alloc zeroes) */
                     float bound = 1.0f / sqrtf((float)L->in);
+                    float *host = malloc(p->numel * sizeof(float));
+                    if (!host)
+                        return swift_error("out of memory");
                     for (size_t i = 0; i < p->numel; i++)
-                        p->w[i] = bound * (2.0f * (float)((next(&seed) >> 40) / 16777216.0) - 1.0f);
+                        host[i] = bound * (2.0f * (float)((next(&seed) >> 40) / 16777216.0) - 1.0f);
+                    m->ops->upload(p->w, host, p->numel * sizeof(float));
+                    free(host);
                 }
             }
         }
@@ -206,15 +212,22 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
     }
     free(wp);
     rc = 0;
+    /* converted on the host, then uploaded (backend memory may be a device's) */
+    float *host = malloc((m->nlora ? m->nlora : 1) * sizeof(float));
+    if (!host)
+        rc = swift_error("out of memory");
     for (int i = 0; i < m->nlp && rc == 0; i++) {
         struct swift_param *p = &m->lp[i];
         const struct swift_st_tensor *t = swift_safetensors_find(&st, p->name);
         if (!t)
             rc = swift_error_at(st.path, 0, "missing tensor '%s'", p->name);
         else if (swift_st_tensor_check_shape(t, 2, p->shape) < 0 ||
-                 swift_st_tensor_to_f32(t, p->w) < 0)
+                 swift_st_tensor_to_f32(t, host) < 0)
             rc = -1;
+        else
+            m->ops->upload(p->w, host, p->numel * sizeof(float));
     }
+    free(host);
     swift_safetensors_close(&st);
 out:
     json_decref(root);
@@ -226,19 +239,26 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
                     const char *base_model)
 {
     struct swift_st_entry *e = calloc((size_t)m->nlp + 1, sizeof(*e));
-    if (!e)
+    /* a host copy of the adapters (backend memory may be a device's) */
+    float *host = malloc((m->nlora ? m->nlora : 1) * sizeof(float));
+    if (!e || !host) {
+        free(e);
+        free(host);
         return swift_error("out of memory");
+    }
+    m->ops->download(host, m->lora_params, m->nlora * sizeof(float));
     for (int i = 0; i < m->nlp; i++) {
         e[i].name = m->lp[i].name;
         e[i].dtype = SWIFT_DTYPE_F32;
         e[i].ndim = 2;
         e[i].shape[0] = m->lp[i].shape[0];
         e[i].shape[1] = m->lp[i].shape[1];
-        e[i].data = m->lp[i].w;
+        e[i].data = host + (m->lp[i].w - m->lora_params);
     }
     char *wp = swift_path_join(dir, "adapter_model.safetensors");
     int rc = wp ? swift_safetensors_write(wp, e, (size_t)m->nlp, NULL) : -1;
     free(wp);
+    free(host);
     free(e);
     if (rc < 0)
         return -1;

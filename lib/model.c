@@ -417,6 +417,16 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
         swift_model_free(m);
         return -1;
     }
+    /* tensors are converted in host memory, then uploaded: backend memory may be a device's */
+    size_t maxn = 1;
+    for (int i = 0; i < m->np; i++)
+        if (m->p[i].numel > maxn)
+            maxn = m->p[i].numel;
+    float *host = malloc(maxn * sizeof(float));
+    if (!host) {
+        swift_error("out of memory: %zu floats for loading a tensor", maxn);
+        goto fail;
+    }
     for (int i = 0; i < m->np; i++) {
         struct swift_param *p = &m->p[i];
         const struct swift_st_tensor *t = swift_st_set_find(&set, p->name);
@@ -431,12 +441,15 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
             goto fail;
         }
         if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||
-            swift_st_tensor_to_f32(t, p->w) < 0)
+            swift_st_tensor_to_f32(t, host) < 0)
             goto fail;
+        m->ops->upload(p->w, host, p->numel * sizeof(float));
     }
+    free(host);
     swift_st_set_close(&set);
     return 0;
 fail:
+    free(host);
     swift_st_set_close(&set);
     swift_model_free(m);
     return -1;
@@ -468,12 +481,23 @@ int swift_model_init_random(struct swift_model *m, const struct swift_model_conf
         return -1;
     }
     uint64_t s = seed;
+    size_t maxn = 1;
+    for (int i = 0; i < m->np; i++)
+        if (m->p[i].numel > maxn)
+            maxn = m->p[i].numel;
+    float *host = malloc(maxn * sizeof(float)); /* drawn on the host, then uploaded */
+    if (!host) {
+        swift_model_free(m);
+        return swift_error("out of memory: %zu floats for initialising a tensor", maxn);
+    }
     for (int i = 0; i < m->np; i++) {
         struct swift_param *p = &m->p[i];
         int is_norm = strstr(p->name, "norm") != NULL;
         for (size_t j = 0; j < p->numel; j++)
-            p->w[j] = is_norm ? 1.0f : (strstr(p->name, "bias") ? 0.0f : 0.02f * randn(&s));
+            host[j] = is_norm ? 1.0f : (strstr(p->name, "bias") ? 0.0f : 0.02f * randn(&s));
+        m->ops->upload(p->w, host, p->numel * sizeof(float));
     }
+    free(host);
     return 0;
 }
 
@@ -927,18 +951,25 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
              : !strcmp(m->cfg.dtype, "float16") ? SWIFT_DTYPE_F16
                                                 : SWIFT_DTYPE_F32;
     struct swift_st_entry *e = calloc((size_t)m->np, sizeof(*e));
+    /* a host copy of the parameters (backend memory may be a device's) */
+    float *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
     uint16_t *half = NULL;
-    if (!e)
-        return swift_error("out of memory");
+    if (!e || !host) {
+        free(e);
+        free(host);
+        return swift_error("out of memory: %zu parameters to save", m->nparams);
+    }
+    m->ops->download(host, m->params, m->nparams * sizeof(float));
     if (dt != SWIFT_DTYPE_F32) {
-        half = malloc(m->nparams * sizeof(uint16_t));
+        half = malloc((m->nparams ? m->nparams : 1) * sizeof(uint16_t));
         if (!half) {
             free(e);
+            free(host);
             return swift_error("out of memory");
         }
         for (size_t i = 0; i < m->nparams; i++)
-            half[i] = dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(m->params[i])
-                                             : swift_f32_to_f16(m->params[i]);
+            half[i] = dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(host[i])
+                                             : swift_f32_to_f16(host[i]);
     }
     for (int i = 0; i < m->np; i++) {
         e[i].name = m->p[i].name;
@@ -946,12 +977,14 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
         e[i].ndim = m->p[i].ndim;
         e[i].shape[0] = m->p[i].shape[0];
         e[i].shape[1] = m->p[i].shape[1];
-        e[i].data = half ? (const void *)(half + (m->p[i].w - m->params)) : (const void *)m->p[i].w;
+        size_t off = (size_t)(m->p[i].w - m->params);
+        e[i].data = half ? (const void *)(half + off) : (const void *)(host + off);
     }
     char *path = swift_path_join(dir, "model.safetensors");
     int rc = path ? swift_safetensors_write(path, e, (size_t)m->np, NULL) : -1;
     free(path);
     free(half);
+    free(host);
     free(e);
     if (rc < 0)
         return -1;

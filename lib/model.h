@@ -160,7 +160,8 @@ void swift_model_zero_grad(struct swift_model *m);
  * stay readable through swift_model_logits() until backward. Returns 0 or -1 (bad token id). */
 int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
                         float dscale);
-/* Logits (B*T, V) of the last forward; valid until backward. */
+/* Logits (B*T, V) of the last forward, backend memory (read them with ops->download); valid
+ * until backward. */
 const float *swift_model_logits(const struct swift_model *m);
 /* Backward pass of the last forward; gradients accumulate. */
 void swift_model_backward(struct swift_model *m, const struct swift_batch *b);

@@ -51,7 +51,7 @@ void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
                       gscale);
         off += p->numel;
     }
-    o->ops->sync(); /* parameters and moments readable by the host (checkpoints) */
+    o->ops->sync(); /* the step has finished when this returns (step timing) */
 }
 
 void swift_adamw_free(struct swift_adamw *o)

@@ -567,16 +567,30 @@ static int copy_file(const char *src, const char *dst)
     return rc;
 }
 
-static int save_optimizer(struct run *r, const char *dir)
+/* hm, hv: the AdamW moments of every trainable parameter, host memory, back to back */
+static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv)
 {
     int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m.cfg.dtype, "float32");
     int per = full_master ? 3 : 2;
     struct swift_st_entry *e = calloc((size_t)r->ntp * per, sizeof(*e));
     char **names = calloc((size_t)r->ntp * per, sizeof(char *));
-    if (!e || !names) {
+    size_t total = 0;
+    for (int i = 0; i < r->ntp; i++)
+        total += r->tp[i].numel;
+    /* the fp32 master weights: a host copy (backend memory may be a device's) */
+    float *hw = full_master ? malloc((total ? total : 1) * sizeof(float)) : NULL;
+    if (!e || !names || (full_master && !hw)) {
         free(e);
         free(names);
+        free(hw);
         return swift_error("out of memory");
+    }
+    if (hw) {
+        size_t o = 0;
+        for (int i = 0; i < r->ntp; i++) {
+            r->m.ops->download(hw + o, r->tp[i].w, r->tp[i].numel * sizeof(float));
+            o += r->tp[i].numel;
+        }
     }
     size_t off = 0, k = 0;
     for (int i = 0; i < r->ntp; i++) {
@@ -593,9 +607,9 @@ static int save_optimizer(struct run *r, const char *dir)
             e[k].ndim = p->ndim;
             e[k].shape[0] = p->shape[0];
             e[k].shape[1] = p->shape[1];
-            e[k].data = j == 0   ? (void *)(r->opt.m + off)
-                        : j == 1 ? (void *)(r->opt.v + off)
-                                 : (void *)p->w;
+            e[k].data = j == 0   ? (const void *)(hm + off)
+                        : j == 1 ? (const void *)(hv + off)
+                                 : (const void *)(hw + off);
             k++;
         }
         off += p->numel;
@@ -609,11 +623,14 @@ static int save_optimizer(struct run *r, const char *dir)
         free(names[i]);
     free(names);
     free(e);
+    free(hw);
     free(path);
     return rc;
 }
 
-static int load_optimizer(struct run *r, const char *dir)
+/* Read the moments of every trainable parameter into host hm, hv (back to back); master
+ * weights, when the file has them, are uploaded into the parameters. */
+static int load_optimizer(struct run *r, const char *dir, float *hm, float *hv)
 {
     char *path = swift_path_join(dir, "optimizer.safetensors");
     struct swift_safetensors st;
@@ -621,7 +638,12 @@ static int load_optimizer(struct run *r, const char *dir)
         free(path);
         return -1;
     }
-    int rc = 0;
+    size_t maxn = 1;
+    for (int i = 0; i < r->ntp; i++)
+        if (r->tp[i].numel > maxn)
+            maxn = r->tp[i].numel;
+    float *hw = malloc(maxn * sizeof(float));
+    int rc = hw ? 0 : swift_error("out of memory");
     size_t off = 0;
     for (int i = 0; i < r->ntp && rc == 0; i++) {
         struct swift_param *p = &r->tp[i];
@@ -636,13 +658,16 @@ static int load_optimizer(struct run *r, const char *dir)
                 rc = swift_error_at(path, 0, "missing tensor '%s'", nm);
                 break;
             }
-            float *dst = j == 0 ? r->opt.m + off : j == 1 ? r->opt.v + off : p->w;
+            float *dst = j == 0 ? hm + off : j == 1 ? hv + off : hw;
             if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||
                 swift_st_tensor_to_f32(t, dst) < 0)
                 rc = -1;
+            else if (j == 2)
+                r->m.ops->upload(p->w, hw, p->numel * sizeof(float));
         }
         off += p->numel;
     }
+    free(hw);
     const char *s = swift_safetensors_meta(&st, "step");
     long v;
     if (rc == 0 && (!s || swift_parse_long(s, 0, LONG_MAX, &v) < 0))
@@ -690,7 +715,7 @@ static int list_ckpts(const char *dir, long *out, int cap)
     return n;
 }
 
-static int write_checkpoint(struct run *r, long step)
+static int write_checkpoint(struct run *r, long step, const float *hm, const float *hv)
 {
     const struct swift_train_opts *o = r->o;
     int64_t t0 = swift_trace_now();
@@ -719,7 +744,7 @@ static int write_checkpoint(struct run *r, long step)
         }
     }
     if (rc == 0)
-        rc = save_optimizer(r, tmp);
+        rc = save_optimizer(r, tmp, hm, hv);
     if (rc == 0) {
         json_t *st = json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s}",
                                "version",
@@ -782,13 +807,23 @@ static int write_checkpoint(struct run *r, long step)
     return rc;
 }
 
-/* Every rank calls this; rank 0 writes. Under ZeRO-1 the optimizer state is first gathered to
- * rank 0. All ranks return -1 when the write failed on rank 0. */
+/* Every rank calls this; rank 0 writes. The optimizer state is first copied to host memory
+ * (backend memory may be a device's); under ZeRO-1 it is gathered to rank 0. All ranks return
+ * -1 when the write failed on rank 0. */
 static int save_checkpoint(struct run *r, long step)
 {
     struct swift_dist *d = r->dist;
     int zero = d->shard != NULL, rc = 0;
-    float *fm = NULL, *fv = NULL, *keep_m = r->opt.m, *keep_v = r->opt.v;
+    size_t part = r->opt.total ? r->opt.total : 1;
+    float *pm = malloc(part * sizeof(float)), *pv = malloc(part * sizeof(float));
+    float *fm = NULL, *fv = NULL;
+    if (!pm || !pv) {
+        free(pm);
+        free(pv);
+        return swift_error("out of memory copying the optimizer state");
+    }
+    r->m.ops->download(pm, r->opt.m, r->opt.total * sizeof(float));
+    r->m.ops->download(pv, r->opt.v, r->opt.total * sizeof(float));
     if (zero) {
         if (d->rank == 0) {
             fm = malloc((d->total ? d->total : 1) * sizeof(float));
@@ -796,21 +831,21 @@ static int save_checkpoint(struct run *r, long step)
             if (!fm || !fv)
                 rc = swift_error("out of memory gathering the optimizer state");
         }
-        if (swift_dist_shard_gather(d, r->opt.m, fm, step) < 0 ||
-            swift_dist_shard_gather(d, r->opt.v, fv, step) < 0) {
+        if (swift_dist_shard_gather(d, pm, fm, step) < 0 ||
+            swift_dist_shard_gather(d, pv, fv, step) < 0) {
             free(fm);
             free(fv);
+            free(pm);
+            free(pv);
             return -1;
         }
-        r->opt.m = fm;
-        r->opt.v = fv;
     }
     if (d->rank == 0 && rc == 0)
-        rc = write_checkpoint(r, step);
-    r->opt.m = keep_m;
-    r->opt.v = keep_v;
+        rc = write_checkpoint(r, step, zero ? fm : pm, zero ? fv : pv);
     free(fm);
     free(fv);
+    free(pm);
+    free(pv);
     int bad = rc < 0;
     if (swift_dist_checkin(d, "checkpoint", step, &bad, NULL, 0) < 0)
         return -1;
@@ -819,26 +854,23 @@ static int save_checkpoint(struct run *r, long step)
     return bad ? -1 : 0;
 }
 
-/* Under ZeRO-1 the file holds the whole state: read it whole, keep this rank's range. */
+/* The file holds the whole state: read it into host memory, upload this rank's range (all of
+ * it without ZeRO-1). */
 static int load_optimizer_any(struct run *r, const char *dir)
 {
     struct swift_dist *d = r->dist;
-    if (!d->shard)
-        return load_optimizer(r, dir);
-    size_t n = d->total ? d->total : 1;
-    float *fm = malloc(n * sizeof(float)), *fv = malloc(n * sizeof(float));
-    float *keep_m = r->opt.m, *keep_v = r->opt.v;
+    size_t total = 0;
+    for (int i = 0; i < r->ntp; i++)
+        total += r->tp[i].numel;
+    size_t lo = d->shard ? d->lo : 0, hi = d->shard ? d->hi : total;
+    float *fm = malloc((total ? total : 1) * sizeof(float)),
+          *fv = malloc((total ? total : 1) * sizeof(float));
     int rc = fm && fv ? 0 : swift_error("out of memory reading the optimizer state");
+    if (rc == 0)
+        rc = load_optimizer(r, dir, fm, fv);
     if (rc == 0) {
-        r->opt.m = fm;
-        r->opt.v = fv;
-        rc = load_optimizer(r, dir);
-        r->opt.m = keep_m;
-        r->opt.v = keep_v;
-    }
-    if (rc == 0) {
-        memcpy(r->opt.m, fm + d->lo, (d->hi - d->lo) * sizeof(float));
-        memcpy(r->opt.v, fv + d->lo, (d->hi - d->lo) * sizeof(float));
+        r->m.ops->upload(r->opt.m, fm + lo, (hi - lo) * sizeof(float));
+        r->m.ops->upload(r->opt.v, fv + lo, (hi - lo) * sizeof(float));
     }
     free(fm);
     free(fv);
@@ -1027,10 +1059,6 @@ int swift_train_run(const struct swift_train_opts *o)
             return SWIFT_EXIT_USAGE;
         }
     }
-    struct swift_backend be;
-    int brc = swift_backend_select(&be, o->device);
-    if (brc)
-        return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
     /* ranks: MPI only under a launcher (mpirun, srun); one trace file per rank */
     struct swift_dist D;
     if (swift_dist_init(&D, o->dist_timeout) < 0) {
@@ -1039,6 +1067,20 @@ int swift_train_run(const struct swift_train_opts *o)
         return SWIFT_EXIT_FAIL;
     }
     r->dist = &D;
+    /* the device: ranks on one host take one GPU each unless --device names it */
+    struct swift_backend be;
+    int brc = swift_backend_select_rank(&be, o->device, D.local_rank);
+    if (brc) {
+        D.failed = brc < 0; /* a GPU missing on one rank: the others must not wait for it */
+        swift_dist_finalize(&D);
+        return brc > 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
+    }
+    /* gradients and parameters are backend memory: staged through the host over MPI, or NCCL */
+    if (swift_dist_use_backend(&D, be.ops, be.cuda, be.index) < 0) {
+        D.failed = 1;
+        swift_dist_finalize(&D);
+        return SWIFT_EXIT_FAIL;
+    }
     if (D.world > 1)
         swift_info("rank %d of %d on %s (local rank %d, %s%s%s), clock offset to rank 0 "
                    "%.1f us (round trip %.1f us)",

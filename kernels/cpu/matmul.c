@@ -10,6 +10,15 @@
 void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
                           int In, int O, float alpha, float beta)
 {
+    if (N == 1) {
+        /* one row (every decode step of swift-eval's key/value cache): OpenBLAS 0.3.21 has no
+         * GEMM-to-GEMV forwarding and runs sgemm about twice as slowly as sgemv */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, O, In, alpha, w, In, in, 1, beta, out, 1);
+        if (bias)
+            for (int o = 0; o < O; o++)
+                out[o] += alpha * bias[o];
+        return;
+    }
     cblas_sgemm(
         CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, alpha, in, In, w, In, beta, out, O);
     if (bias) {

@@ -2,8 +2,10 @@
 // (kernels/cpu) is the specification: same shapes, same layouts, same accumulate/write rules;
 // tests/kernels/test_cuda_ops.c checks every op against it.
 //
-// - memory is cudaMallocManaged, so lib/model.c can load weights and save checkpoints through
-//   plain host pointers (after sync()); kernels only ever touch it on the device;
+// - memory is plain device memory (cudaMalloc, zeroed with cudaMemset): the host never
+//   dereferences it; lib/model.c, lib/lora.c, lib/train.c and lib/dist.c move weights,
+//   optimizer state and gradients through upload/download (no managed memory: the GPU machines
+//   forbid oversubscribing it);
 // - int32 index arrays (tokens, positions, targets) may be host memory: they are uploaded into
 //   a small device cache keyed by (pointer, length, content hash), so one micro-batch costs
 //   three small copies whatever the number of layers;
@@ -150,7 +152,7 @@ static void *cu_alloc(size_t bytes)
     need_init();
     void *p = NULL;
     size_t sz = bytes ? bytes : 1;
-    if (cudaMallocManaged(&p, sz, cudaMemAttachGlobal) != cudaSuccess) {
+    if (cudaMalloc(&p, sz) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }

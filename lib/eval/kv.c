@@ -3,8 +3,6 @@
 #include "error.h"
 #include "lib/model.h"
 
-#include <cblas.h>
-#undef I /* complex.h, pulled in by cblas.h */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +20,7 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
 {
     memset(kv, 0, sizeof(*kv));
     const struct swift_model_config *c = &m->cfg;
-    if (strcmp(m->ops->name, "cpu"))
+    if (strncmp(m->ops->name, "cpu", 3)) /* "cpu", "cpu-strict" */
         return swift_error("the key/value cache needs the cpu backend, not '%s'", m->ops->name);
     if (c->head_dim > MAX_HEAD_DIM)
         return swift_error("head_dim %d is larger than %d", c->head_dim, MAX_HEAD_DIM);
@@ -107,21 +105,12 @@ void swift_kv_copy_row(struct swift_kv *kv, int dst, int src)
     kv->len[dst] = kv->len[src];
 }
 
-/* out (N,O) = alpha * x (N,I) @ w (O,I)^T + beta * out (+ bias): the op table's matmul_fwd,
- * except for one row, where OpenBLAS (0.3.21 has no GEMM-to-GEMV forwarding) runs sgemm about
- * twice as slowly as sgemv; one row is every decode step of a single sequence. The cache is
- * host memory (swift_kv_init accepts the cpu backend only), so calling BLAS here is sound. */
+/* out (N,O) = alpha * x (N,I) @ w (O,I)^T + beta * out (+ bias): the op table's matmul_fwd
+ * (the CPU's runs one row, every decode step of a single sequence, as sgemv). */
 static void mm(const struct swift_kv *kv, float *out, const float *x, const float *w,
                const float *b, int N, int in, int on, float alpha, float beta)
 {
-    if (N != 1) {
-        kv->m->ops->matmul_fwd(out, x, w, b, N, in, on, alpha, beta);
-        return;
-    }
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, on, in, alpha, w, in, x, 1, beta, out, 1);
-    if (b)
-        for (int o = 0; o < on; o++)
-            out[o] += alpha * b[o];
+    kv->m->ops->matmul_fwd(out, x, w, b, N, in, on, alpha, beta);
 }
 
 /* out (N,O) = x (N,I) @ W^T (+b) (+ LoRA), beta as in matmul_fwd. */
@@ -270,14 +259,26 @@ int swift_kv_merge_adapters(struct swift_model *m)
             if (!L->lora)
                 continue;
             int rk = m->lora_rank;
-            float *At = malloc((size_t)L->in * rk * sizeof(float));
-            if (!At)
+            size_t na = (size_t)L->in * rk;
+            /* A is backend memory: transposed on the host, the transpose uploaded */
+            float *A = malloc(na * sizeof(float)), *At = malloc(na * sizeof(float));
+            float *dAt = m->ops->alloc(na * sizeof(float));
+            if (!A || !At || !dAt) {
+                free(A);
+                free(At);
+                if (dAt)
+                    m->ops->free(dAt);
                 return swift_error("out of memory");
+            }
+            m->ops->download(A, L->lora->A, na * sizeof(float));
             for (int a = 0; a < rk; a++)
                 for (int i = 0; i < L->in; i++)
-                    At[(size_t)i * rk + a] = L->lora->A[(size_t)a * L->in + i];
+                    At[(size_t)i * rk + a] = A[(size_t)a * L->in + i];
+            m->ops->upload(dAt, At, na * sizeof(float));
             /* W (out,in) += scale * B (out,r) @ At (in,r)^T */
-            m->ops->matmul_fwd(L->w, L->lora->B, At, NULL, L->out, rk, L->in, m->lora_scale, 1.0f);
+            m->ops->matmul_fwd(L->w, L->lora->B, dAt, NULL, L->out, rk, L->in, m->lora_scale, 1.0f);
+            m->ops->free(dAt);
+            free(A);
             free(At);
             free(L->lora); /* A and B live in m->lora_params, freed with the model */
             L->lora = NULL;

@@ -10,9 +10,10 @@
 #   OUT=/some/dir sh tests/gpu/run.sh            # on the GPU machine (OUT: where results go)
 #   SWIFT_GPU_DRYRUN=1 OUT=/tmp/x sh tests/gpu/run.sh   # CPU rehearsal: tiny model, --device cpu
 #
-# Results (at most 8 files) in $OUT: summary.json (every figure), report.md (the same for
+# Results (at most 9 files) in $OUT: summary.json (every figure), report.md (the same for
 # people), build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl),
-# analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps).
+# analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps),
+# sanitizer.log (2 steps of a tiny model under compute-sanitizer memcheck, when it exists).
 # Every stage runs under a time limit and is reported even when an earlier one failed.
 # Knobs: SWIFT_GPU_BATCH (8), SWIFT_GPU_SEQ (1024), SWIFT_GPU_STEPS (30), SWIFT_GPU_JOBS (nproc),
 # SWIFT_GPU_PEAK_TFLOPS (989.4: H100/H200 SXM dense bf16; MFU of both sides uses it).
@@ -160,6 +161,32 @@ if [ $BUILD_OK = 1 ]; then
     fi
 fi
 
+# ---- 4b. compute-sanitizer memcheck: 2 steps of a tiny model (60 s at most) ----
+SAN=$(command -v compute-sanitizer 2>/dev/null)
+CUDA_BIN=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")
+[ -z "$SAN" ] && [ -x "$CUDA_BIN/compute-sanitizer" ] && SAN=$CUDA_BIN/compute-sanitizer
+if [ $BUILD_OK = 1 ] && [ "$DRY" != 1 ] && [ -n "$SAN" ]; then
+    TM=$W/tiny
+    mkdir -p "$TM"
+    sed -e 's/"hidden_size": [0-9]*/"hidden_size": 64/' -e 's/"intermediate_size": [0-9]*/"intermediate_size": 160/' \
+        -e 's/"num_hidden_layers": [0-9]*/"num_hidden_layers": 2/' -e 's/"num_attention_heads": [0-9]*/"num_attention_heads": 4/' \
+        -e 's/"vocab_size": [0-9]*/"vocab_size": 600/' "$M/config.json" >"$TM/config.json"
+    cp "$M/tokenizer.json" "$TM/"
+    if $PY "$W/mkmodel.py" "$TM" >/dev/null 2>>"$W/model.err" &&
+        "$BIN/swift-preprocess" --tokenizer "$TM" --template generation --truncation split \
+            --packing sequential --max-length 128 -o "$W/tiny-shards" "$W/corpus.txt" >/dev/null 2>&1; then
+        stage sanitizer 60 "$SAN" --tool memcheck --log-file "$OUT/sanitizer.log" --error-exitcode 3 \
+            "$BIN/swift-train" --model "$TM" -o "$W/tiny-run" --tuner full --device "$DEVICE" \
+            --max-steps 2 --per-device-train-batch-size 2 --max-length 128 --logging-steps 1 \
+            --save-steps 2 --eval-steps 100000 "$W/tiny-shards" >"$W/sanitizer.out" 2>&1
+        cat "$W/sanitizer.out" >>"$OUT/sanitizer.log"
+    else
+        status sanitizer "failed (tiny model or shards)" 0
+    fi
+else
+    status sanitizer "skipped (${SAN:-compute-sanitizer not found}${SAN:+: dry run or no build})" 0
+fi
+
 # ---- 5. PyTorch + transformers eager, same model, batch, sequence ----
 : >"$OUT/torch.log"
 for prec in fp32 bf16; do
@@ -199,6 +226,11 @@ try:
 except OSError:
     pass
 s["kernel_tests"] = k
+try:
+    san = [l.strip() for l in open(os.path.join(OUT, "sanitizer.log")) if "ERROR SUMMARY" in l]
+    s["sanitizer"] = san[-1] if san else "no summary line"
+except OSError:
+    s["sanitizer"] = None
 recs = [r for r in jl(os.path.join(W, "run", "logging.jsonl")) if "loss" in r and "tokens/s" in r]
 if recs:
     steady = recs[3:] if len(recs) > 6 else recs
@@ -231,6 +263,7 @@ for st in s["stages"]:
     L.append(f"| {st['stage']} | {st['status']} | {st['seconds']} |")
 L.append("")
 L.append(f"kernel tests: {k['ok']} ok, {k['not_ok']} failed, {k['skip']} skipped")
+L.append(f"compute-sanitizer memcheck (2 steps, tiny model): {s['sanitizer'] or 'not run'}")
 for f in k["failed"]:
     L.append(f"- {f}")
 L.append("")

@@ -1,0 +1,111 @@
+#!/usr/bin/env bats
+# The host never dereferences backend memory (lib/backend.h): the programs run on
+# swift_cpu_strict_ops (SWIFT_CPU_STRICT_HOST=1), whose memory faults on host access outside
+# an op, upload or download — as a GPU's would — and give the CPU backend's results bit for
+# bit: LoRA and full (bf16) training with checkpoints and resume, swift-eval with adapters on
+# the fly and merged, and 2 MPI ranks with ZeRO-1 (gradients and parameters staged through
+# download/upload).
+
+M=tests/fixtures/model/llama
+D=tests/fixtures/shards
+T="$SWIFT_BIN/swift-train"
+
+setup() {
+    W=$(mktemp -d)
+}
+teardown() {
+    rm -rf "$W"
+}
+
+losses() { # the train records' "loss" and "grad_norm" values of a stdout capture
+    grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),"grad_norm":\([^,]*\),.*/\1 \2/'
+}
+
+strict() { # the command on the strict backend
+    SWIFT_CPU_STRICT_HOST=1 "$@"
+}
+
+@test "LoRA with dropout and accumulation: checkpoint and resume on the strict backend equal the cpu's bit for bit" {
+    args=(--model $M --max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3
+        --per-device-train-batch-size 2 --gradient-accumulation-steps 2 --learning-rate 1e-3
+        --lora-dropout 0.1 -j 2 --device cpu)
+    run "$T" "${args[@]}" -o "$W/cpu" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/cpu.out"
+    run strict "$T" "${args[@]}" -o "$W/strict" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/strict.out"
+    [ "$(losses "$W/cpu.out" | wc -l)" -eq 6 ]
+    diff <(losses "$W/cpu.out") <(losses "$W/strict.out")
+    diff <(grep eval_loss "$W/cpu.out" | cut -d, -f1) <(grep eval_loss "$W/strict.out" | cut -d, -f1)
+    for f in adapter_model.safetensors optimizer.safetensors; do
+        cmp "$W/cpu/checkpoint-6/$f" "$W/strict/checkpoint-6/$f"
+    done
+    run strict "$T" "${args[@]}" -o "$W/resumed" --resume "$W/strict/checkpoint-3" $D
+    [ "$status" -eq 0 ]
+    diff <(losses "$W/cpu.out" | sed -n 4,6p) <(echo "$output" | grep '"loss"' |
+        sed 's/.*"loss":\([^,]*\),"grad_norm":\([^,]*\),.*/\1 \2/')
+    cmp "$W/cpu/checkpoint-6/adapter_model.safetensors" "$W/resumed/checkpoint-6/adapter_model.safetensors"
+}
+
+@test "full fine-tuning of a bf16 model (fp32 master copy) on the strict backend: same checkpoint files, exact resume" {
+    mkdir -p "$W/m"
+    cp tests/fixtures/model/qwen3/model.safetensors "$W/m/"
+    sed 's/"dtype": "float32"/"dtype": "bfloat16"/' tests/fixtures/model/qwen3/config.json >"$W/m/config.json"
+    args=(--model "$W/m" --tuner full --max-steps 4 --logging-steps 1 --save-steps 2
+        --eval-steps 100 --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1 --device cpu)
+    run "$T" "${args[@]}" -o "$W/cpu" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/cpu.out"
+    run strict "$T" "${args[@]}" -o "$W/strict" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/strict.out"
+    diff <(losses "$W/cpu.out") <(losses "$W/strict.out")
+    for f in model.safetensors optimizer.safetensors; do
+        cmp "$W/cpu/checkpoint-4/$f" "$W/strict/checkpoint-4/$f"
+    done
+    run strict "$T" "${args[@]}" -o "$W/resumed" --resume "$W/strict/checkpoint-2" $D
+    [ "$status" -eq 0 ]
+    diff <(losses "$W/cpu.out" | sed -n 3,4p) <(echo "$output" | grep '"loss"' |
+        sed 's/.*"loss":\([^,]*\),"grad_norm":\([^,]*\),.*/\1 \2/')
+    cmp "$W/cpu/checkpoint-4/model.safetensors" "$W/resumed/checkpoint-4/model.safetensors"
+}
+
+@test "swift-eval on the strict backend: base, adapters on the fly and merged give the cpu's losses" {
+    E=tests/fixtures/eval
+    for a in "" "--adapters $E/llama/adapter" "--adapters $E/llama/adapter --merge-adapters"; do
+        # shellcheck disable=SC2086
+        run "$SWIFT_BIN/swift-eval" $E/llama $a --task loss --dataset $E/synth/train --quiet
+        [ "$status" -eq 0 ]
+        cpu=$(jq .metrics <<<"$output")
+        # shellcheck disable=SC2086
+        run strict "$SWIFT_BIN/swift-eval" $E/llama $a --task loss --dataset $E/synth/train --quiet
+        [ "$status" -eq 0 ]
+        [ "$(jq .metrics <<<"$output")" = "$cpu" ]
+    done
+}
+
+@test "2 MPI ranks with ZeRO-1 on the strict backend: the cpu's losses and checkpoint" {
+    command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    args=(--model $M --tuner full --max-steps 4 --logging-steps 1 --save-steps 2 --eval-steps 2
+        --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1 --zero 1 --device cpu)
+    mpi2() {
+        timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader "$@" </dev/null
+    }
+    run mpi2 "$T" "${args[@]}" -o "$W/cpu" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/cpu.out"
+    run mpi2 env SWIFT_CPU_STRICT_HOST=1 "$T" "${args[@]}" -o "$W/strict" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/strict.out"
+    [ "$(losses "$W/cpu.out" | wc -l)" -eq 4 ]
+    diff <(losses "$W/cpu.out") <(losses "$W/strict.out")
+    for f in model.safetensors optimizer.safetensors; do
+        cmp "$W/cpu/checkpoint-4/$f" "$W/strict/checkpoint-4/$f"
+    done
+}
