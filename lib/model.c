@@ -432,8 +432,9 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
         const struct swift_st_tensor *t = swift_st_set_find(&set, p->name);
         if (!t && m->cfg.gptq && p->ndim == 2) {
             if (swift_gptq_dequant_set(
-                    &set, p->name, (int)p->shape[0], (int)p->shape[1], m->cfg.gptq == 1, p->w) < 0)
+                    &set, p->name, (int)p->shape[0], (int)p->shape[1], m->cfg.gptq == 1, host) < 0)
                 goto fail;
+            m->ops->upload(p->w, host, p->numel * sizeof(float));
             continue;
         }
         if (!t) {
