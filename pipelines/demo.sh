@@ -5,7 +5,8 @@
 #   → tiny Llama with random weights (swift-train --init-model) → packed as an archive and
 #   fetched with swift-download → swift-preprocess → swift-eval (before) → swift-train (traced,
 #   with a profile window) → swift-eval (after, gated on "before") → swift-export (HF
-#   safetensors + GGUF + Modelfile) → swift-trace-analyze (text here, HTML next to it).
+#   safetensors + GGUF + Modelfile + GPTQ int4 on the training shards, evaluated again)
+#   → swift-trace-analyze (text here, HTML next to it).
 #
 # DEMO_DIR (default build/demo) holds everything; DEMO_STEPS sets the training steps.
 set -eu
@@ -81,10 +82,16 @@ swift-eval "$ckpt" --task exact --dataset "$out/data/test.jsonl" --template chat
     --max-new-tokens 8 --batch-size 25 --trace "$trace/" \
     --baseline "$out/eval-before.json" -o "$out/eval-after.json" >/dev/null
 
-step "9/9 export: Hugging Face safetensors (bf16) and llama.cpp GGUF (q8_0) + Modelfile"
+step "9/9 export: Hugging Face safetensors (bf16), llama.cpp GGUF (q8_0) + Modelfile, GPTQ int4"
 swift-export "$ckpt" --to hf --dtype bf16 --trace "$trace/" -o "$out/export/hf" >/dev/null
 swift-export "$ckpt" --to gguf --dtype q8_0 --to-ollama --trace "$trace/" \
     -o "$out/export/demo-llama.q8_0.gguf" >/dev/null
+swift-export "$ckpt" --quant int4 --group-size 32 --method gptq --calib "$out/shards" \
+    --calib-samples 64 --trace "$trace/" -o "$out/export/gptq-int4" |
+    jq -c '{method, bits, quantized, mean_out_err: ([.layers[].out_err] | add / length),
+            mean_rtn_out_err: ([.layers[].rtn_out_err] | add / length)}' >&2
+swift-eval "$out/export/gptq-int4" --task exact --dataset "$out/data/test.jsonl" --template chatml \
+    --max-new-tokens 8 --batch-size 25 -o "$out/eval-gptq.json" >/dev/null
 
 step "report: where the time went (swift-trace-analyze)"
 swift-trace-analyze --format html -o "$out/report.html" "$trace"
@@ -92,14 +99,17 @@ swift-trace-analyze "$trace"
 
 before=$(jq ".metrics.accuracy" "$out/eval-before.json")
 after=$(jq ".metrics.accuracy" "$out/eval-after.json")
+gptq=$(jq ".metrics.accuracy" "$out/eval-gptq.json")
 cat >&2 <<EOF
 
-demo: done in $(($(date +%s) - t_start)) s. Exact match on the test questions: $before before, $after after training.
+demo: done in $(($(date +%s) - t_start)) s. Exact match on the test questions: $before before, $after after training,
+$gptq after GPTQ int4 quantization.
   model (downloaded)   $out/model
   shards               $out/shards
   run + checkpoints    $out/run   (logging.jsonl)
   evaluations          $out/eval-before.json $out/eval-after.json
   exports              $out/export/hf  $out/export/demo-llama.q8_0.gguf (+ Modelfile)
+                       $out/export/gptq-int4
   traces               $trace
   report               $out/report.html
 EOF
