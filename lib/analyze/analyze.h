@@ -64,7 +64,8 @@ struct swift_an_proc {
     double t0, t1;           /* first start, last end (aligned) */
     double ckpt_us, eval_us; /* spans outside steps */
     double gpu_util;         /* -1 when unknown */
-    int has_kineto;
+    int has_kineto;          /* k is filled: Kineto traces, and ours with GPU events (the same
+                                analyses; src->kind tells the part layout apart) */
     struct swift_an_kineto k;
     /* preprocess */
     double tok_busy_us, tok_sum_us;

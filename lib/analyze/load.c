@@ -898,6 +898,7 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     ev->comm = SWIFT_AN_NONE;
     ev->blocks_per_sm = -1;
     ev->occupancy = -1;
+    ev->dev = -1;
     if (!args)
         return 0;
     json_t *v;
@@ -905,6 +906,9 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
         ev->stream = (int32_t)json_number_value(v);
     if ((v = json_object_get(args, "correlation")) && json_is_number(v))
         ev->corr = (int64_t)json_number_value(v);
+    if ((v = json_object_get(args, "device")) && json_is_integer(v) &&
+        json_integer_value(v) >= 0 && json_integer_value(v) < SWIFT_AN_MAX_DEV)
+        ev->dev = (int16_t)json_integer_value(v);
     ev->ext = int_arg(args, "External id", int_arg(args, "external id", -1));
     if (s->kind == SWIFT_AN_SWIFT) {
         ev->step = (int32_t)int_arg(args, "step", -1);
