@@ -100,7 +100,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
         abort();
     size_t nph = 0;
     struct swift_an_ivec tok = {0};
-    int device = 0; /* GPU events (CUPTI records converted by lib/cupti_conv.c) */
+    struct swift_an_ivec busy = {0}; /* GPU events (CUPTI records, lib/cupti_conv.c) */
     int64_t tids[64], step_tid = 0;
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {
@@ -135,7 +135,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
                 tids[ntids++] = e->tid;
         } else if (!strcmp(cat, "kernel") || !strcmp(cat, "gpu_memcpy") ||
                    !strcmp(cat, "gpu_memset")) {
-            device = 1;
+            swift_an_ivec_push(&busy, b, en);
         } else if (part_of(nm, cat) >= 0) {
             ph[nph++] = e; /* filtered by thread once the step thread is known */
         }
@@ -191,11 +191,25 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
      * and GPU utilization as the TensorBoard plugin defines it (kernel union over all steps,
      * steps extended to the device work they launched) */
     p->gpu_util = -1;
-    if (device) {
+    if (busy.n) {
         swift_an_kineto_analyze(set, s, o, &p->k);
         p->has_kineto = 1;
         p->gpu_util = p->k.gpu_util;
+        /* what the step thread was doing while the GPU sat idle */
+        size_t nb = swift_an_ival_merge(busy.v, busy.n);
+        for (size_t i = 0; i < p->nsteps; i++) {
+            const struct swift_an_step *sp = &p->steps[i];
+            double idle = sp->dur - swift_an_ival_len_in(busy.v, nb, sp->ts, sp->ts + sp->dur);
+            for (size_t q = 0; q < sp->nseg; q++) {
+                const struct swift_an_seg *g = &sp->seg[q];
+                double v = (g->e - g->b) - swift_an_ival_len_in(busy.v, nb, g->b, g->e);
+                p->gpu_idle_part[g->part] += v / (double)p->nsteps;
+                idle -= v;
+            }
+            p->gpu_idle_part[SP_OTHER] += idle / (double)p->nsteps;
+        }
     }
+    swift_an_ivec_free(&busy);
 }
 
 static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,

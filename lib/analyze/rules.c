@@ -482,6 +482,12 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
         vals[2] = p->part_avg[SWIFT_TB_COMM];
         vals[3] = p->part_avg[SWIFT_TB_OTHER] + p->part_avg[SWIFT_TB_MEMCPY] +
                   p->part_avg[SWIFT_TB_MEMSET];
+    } else if (p->has_kineto) {
+        /* our traces with GPU events: GPU idle time under each phase of the step thread */
+        vals[0] = p->gpu_idle_part[0];                                              /* data_wait */
+        vals[1] = p->gpu_idle_part[1] + p->gpu_idle_part[2] + p->gpu_idle_part[4]; /* fwd+bwd+opt */
+        vals[2] = p->gpu_idle_part[3];                                              /* grad_sync */
+        vals[3] = p->gpu_idle_part[5];                                              /* other */
     } else {
         vals[0] = p->part_avg[0]; /* data_wait */
         vals[2] = p->part_avg[3]; /* grad_sync */
@@ -512,12 +518,23 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
                            r2(vals[3]));
     json_object_set_new(ev, "worst_spans", worst_spans(p, -1, o->top));
     json_object_set_new(b, "evidence", ev);
-    set_remedy(b,
-               vals[0] == best
-                   ? "the GPU waits for input: see data_stall (DataLoader num_workers, pin_memory)"
-                   : "give the GPU more work per launch: a larger batch, fewer host syncs "
-                     "(.item(), .cpu() in the loop), CUDA graphs",
-               NULL);
+    if (p->src->kind == SWIFT_AN_KINETO)
+        set_remedy(b,
+                   vals[0] == best
+                       ? "the GPU waits for input: see data_stall (DataLoader num_workers, "
+                         "pin_memory)"
+                       : "give the GPU more work per launch: a larger batch, fewer host syncs "
+                         "(.item(), .cpu() in the loop), CUDA graphs",
+                   NULL);
+    else
+        set_remedy(b,
+                   vals[0] == best
+                       ? "the GPU waits for input: see data_stall (swift-train --num-workers, "
+                         "--prefetch)"
+                       : "give the GPU more work per launch: a larger "
+                         "--per-device-train-batch-size; see launch_bound when launches are "
+                         "short",
+                   NULL);
 }
 
 static void rule_memory(json_t *list, const struct swift_an_proc *p,
