@@ -317,15 +317,20 @@ static const char *const arg_keys[AK_N] = {"stream",
                                            "Total Allocated",
                                            "Collective name"};
 
+static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6, 5, 13, 25, 9, 5, 11, 9, 15, 15};
+
 struct fp {
     char *p, *end;
     int depth;
+    long nl; /* newlines passed */
 };
 
 static inline void fp_ws(struct fp *q)
 {
-    while (q->p < q->end && (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r'))
+    while (q->p < q->end && (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r')) {
+        q->nl += *q->p == '\n';
         q->p++;
+    }
 }
 
 static inline int is_digit(char c)
@@ -333,13 +338,30 @@ static inline int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* Nonzero when one of the 8 bytes of x is '"', '\\', a control byte or >= 0x80 (exact: no
+ * false positive or negative, so it only decides whether the byte loop below looks). */
+static inline uint64_t special8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t zq = (q - ones) & ~q, zb = (b - ones) & ~b, lt = x - ones * 0x20;
+    return ((zq | zb | lt) & ~x & high) | (x & high);
+}
+
 /* A string without escapes, control or non-ASCII bytes: [*s, *s + *len). */
 static int fp_str(struct fp *q, char **s, size_t *len)
 {
     if (q->p >= q->end || *q->p != '"')
         return -1;
-    char *b = ++q->p;
-    for (char *p = b; p < q->end; p++) {
+    char *b = ++q->p, *p = b;
+    while (q->end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        if (special8(x))
+            break;
+        p += 8;
+    }
+    for (; p < q->end; p++) {
         unsigned char ch = (unsigned char)*p;
         if (ch == '"') {
             *s = b;
@@ -511,7 +533,7 @@ static int fp_args(struct fp *q, struct swift_an_fev *f)
         q->p++;
         struct swift_an_fval *dst = NULL;
         for (int k = 0; k < AK_N && !dst; k++)
-            if (kl == strlen(arg_keys[k]) && !memcmp(ks, arg_keys[k], kl))
+            if (kl == arg_len[k] && ks[0] == arg_keys[k][0] && !memcmp(ks, arg_keys[k], kl))
                 dst = &f->a[k];
         if (fp_value(q, dst) < 0)
             return -1;
@@ -529,10 +551,13 @@ static int fp_args(struct fp *q, struct swift_an_fev *f)
     }
 }
 
-/* 0: *f holds the event (its strings NUL-terminated in place); -1: leave it to jansson. */
-static int fast_parse(char *buf, size_t len, struct swift_an_fev *f)
+/* 0: *f holds the event (its strings NUL-terminated in place), *used its length in bytes and
+ * *nl the newlines in it (both may be NULL); -1: leave it to jansson (nothing written). With
+ * one_line, an event with a newline inside is left to jansson too (JSONL). */
+static int fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *used, long *nl,
+                      int one_line)
 {
-    struct fp q = {buf, buf + len, 0};
+    struct fp q = {buf, buf + len, 0, 0};
     struct swift_an_fval *top[] = {&f->ph, &f->name, &f->cat, &f->ts, &f->dur, &f->pid, &f->tid};
     for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
         top[i]->t = SWIFT_AN_FV_NONE;
@@ -608,6 +633,12 @@ static int fast_parse(char *buf, size_t len, struct swift_an_fev *f)
         return -1;
     if (f->a[AK_COLL].t != SWIFT_AN_FV_NONE)
         return -1;
+    if (one_line && q.nl)
+        return -1;
+    if (used)
+        *used = (size_t)(q.p - buf);
+    if (nl)
+        *nl = q.nl;
     for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
         if (top[i]->t == SWIFT_AN_FV_STR)
             top[i]->s[top[i]->len] = 0; /* the closing quote */
@@ -646,7 +677,7 @@ void swift_an_fev_of_json(json_t *e, struct swift_an_fev *f)
 
 int swift_an_fev_parse(char *buf, size_t len, struct swift_an_fev *f)
 {
-    return fast_parse(buf, len, f);
+    return fast_parse(buf, len, f, NULL, NULL, 0);
 }
 
 /* ---------- the streaming walker ---------- */
@@ -712,7 +743,8 @@ static int flush_events(struct walker *w)
         par = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
 #pragma omp parallel for schedule(dynamic, 64) if (par && n >= 256)
     for (i = 0; i < (long)n; i++) {
-        pd[i].fast = w->fast_fn && fast_parse(w->bbuf + pd[i].at, pd[i].len, &pd[i].fe) == 0;
+        pd[i].fast = w->fast_fn &&
+                     fast_parse(w->bbuf + pd[i].at, pd[i].len, &pd[i].fe, NULL, NULL, 0) == 0;
         pd[i].v = pd[i].fast ? NULL
                              : json_loadb(base + pd[i].at,
                                           pd[i].len,
@@ -775,6 +807,35 @@ static int give_event(struct walker *w, size_t b, size_t e, long line)
     return 0;
 }
 
+/* The fast scanner straight on the read buffer: an event that lies whole in the buffer, with
+ * no event waiting for jansson before it (so events stay in file order), is read and handed
+ * over without a copy. Returns 1 (pos is past it), 0 (not taken: scan_value and the batch
+ * take it), or -1 (the handler failed). */
+static int fast_event(struct walker *w, long line)
+{
+    struct rd *r = w->r;
+    if (!w->fast_fn || w->npend)
+        return 0;
+    /* keep a whole event ahead (one read per MiB as before) */
+    while (r->len - r->pos < 65536 && !r->eof && !r->err) {
+        r->keep = r->pos;
+        if (!rd_fill(r))
+            break;
+    }
+    if (r->pos >= r->len || r->buf[r->pos] != '{')
+        return 0;
+    struct swift_an_fev fe;
+    size_t used;
+    long nl;
+    if (fast_parse(r->buf + r->pos, r->len - r->pos, &fe, &used, &nl, r->jsonl) < 0)
+        return 0;
+    uint64_t off = r->base + r->pos;
+    r->pos += used;
+    r->line += nl;
+    w->count++;
+    return w->fast_fn(w->ctx, &fe, off, line) < 0 ? -1 : 1;
+}
+
 /* Elements of an array whose '[' was just consumed. */
 static int walk_array(struct walker *w)
 {
@@ -791,11 +852,16 @@ static int walk_array(struct walker *w)
         line = r->line;
         if (c0 < 0)
             return scan_fail(r, -1, "traceEvents");
-        int rc = scan_value(r, &b, &e);
-        if (rc < 0)
-            return scan_fail(r, rc, "traceEvents");
-        if (give_event(w, b, e, line) < 0)
+        int f = fast_event(w, line);
+        if (f < 0)
             return -1;
+        if (!f) {
+            int rc = scan_value(r, &b, &e);
+            if (rc < 0)
+                return scan_fail(r, rc, "traceEvents");
+            if (give_event(w, b, e, line) < 0)
+                return -1;
+        }
         r->keep = r->pos;
         c = skip_ws(r);
         if (c == ',') {
@@ -820,6 +886,13 @@ static int walk_jsonl(struct walker *w)
             return 0;
         long line = r->line;
         size_t b, e;
+        int f = fast_event(w, line);
+        if (f < 0)
+            return -1;
+        if (f) {
+            r->keep = r->pos;
+            continue;
+        }
         int rc = scan_value(r, &b, &e);
         if (rc == -1) {
             /* a writer killed mid-line leaves a partial last line: keep what came before */
