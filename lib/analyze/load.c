@@ -807,14 +807,14 @@ static int give_event(struct walker *w, size_t b, size_t e, long line)
     return 0;
 }
 
-/* The fast scanner straight on the read buffer: an event that lies whole in the buffer, with
- * no event waiting for jansson before it (so events stay in file order), is read and handed
- * over without a copy. Returns 1 (pos is past it), 0 (not taken: scan_value and the batch
- * take it), or -1 (the handler failed). */
+/* The fast scanner straight on the read buffer: an event that lies whole in the buffer is
+ * read and handed over without a copy, after the events waiting for jansson before it (file
+ * order). Returns 1 (pos is past it), 0 (not taken: scan_value and the batch take it), or -1
+ * (an earlier event or this one failed). */
 static int fast_event(struct walker *w, long line)
 {
     struct rd *r = w->r;
-    if (!w->fast_fn || w->npend)
+    if (!w->fast_fn)
         return 0;
     /* keep a whole event ahead (one read per MiB as before) */
     while (r->len - r->pos < 65536 && !r->eof && !r->err) {
@@ -829,6 +829,8 @@ static int fast_event(struct walker *w, long line)
     long nl;
     if (fast_parse(r->buf + r->pos, r->len - r->pos, &fe, &used, &nl, r->jsonl) < 0)
         return 0;
+    if (w->npend && flush_events(w) < 0)
+        return -1;
     uint64_t off = r->base + r->pos;
     r->pos += used;
     r->line += nl;
