@@ -4,8 +4,10 @@
  * Reads, in any mix: our JSONL trace files (*.trace.jsonl, lib/trace.h), PyTorch profiler
  * (Kineto) Chrome traces in JSON Object or JSON Array format (*.json), either gzip-compressed
  * (*.gz, read with zlib gzread), and directories of them. A file is never loaded whole: a small
- * scanner finds the "traceEvents" array and hands each event object's bytes to jansson
- * (json_loadb) one at a time; only a compact record per duration event is kept (ts, dur,
+ * scanner finds the "traceEvents" array and reads each event with a hand-written,
+ * grammar-checking scanner that keeps only the fields used (jansson reads what it does not take:
+ * escapes, non-ASCII, metadata events, collectives, any syntax error, so results and errors are
+ * jansson's); only a compact record per duration event is kept (ts, dur,
  * interned cat and name, pid/tid, stream, correlation, external id and a few args), so memory
  * grows with the number of events the analysis keeps, not with the file size.
  *
