@@ -85,7 +85,8 @@ static int part_of(const char *name, const char *cat)
  * optimizer (claimed in that order where they overlap) and other. Only spans of the thread that
  * runs the step count: a prefetch thread's "data" spans overlap the step's compute and are no
  * stall (the step thread's own data_wait is). */
-static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
+static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
+                       const struct swift_an_kineto_opts *o)
 {
     const struct swift_an_source *s = p->src;
     const struct swift_an_strtab *st = &set->strs;
@@ -98,7 +99,8 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     if (!ph)
         abort();
     size_t nph = 0;
-    struct swift_an_ivec tok = {0}, kern = {0};
+    struct swift_an_ivec tok = {0};
+    struct swift_an_ivec busy = {0}; /* GPU events (CUPTI records, lib/cupti_conv.c) */
     int64_t tids[64], step_tid = 0;
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {
@@ -131,8 +133,9 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
                 ;
             if (k == ntids && ntids < 64)
                 tids[ntids++] = e->tid;
-        } else if (!strcmp(cat, "kernel")) {
-            swift_an_ivec_push(&kern, b, en); /* CUPTI kernels written by swift-train */
+        } else if (!strcmp(cat, "kernel") || !strcmp(cat, "gpu_memcpy") ||
+                   !strcmp(cat, "gpu_memset")) {
+            swift_an_ivec_push(&busy, b, en);
         } else if (part_of(nm, cat) >= 0) {
             ph[nph++] = e; /* filtered by thread once the step thread is known */
         }
@@ -183,15 +186,30 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p)
     }
     free(ph);
     step_stats(p);
-    /* GPU utilization as the TensorBoard plugin defines it: kernel union over all steps */
+    /* GPU events: the analyses of Kineto traces (kineto.h) on the same events, with our step
+     * spans as the steps: HTA's idle time, kernel breakdown, overlap and launch statistics,
+     * and GPU utilization as the TensorBoard plugin defines it (kernel union over all steps,
+     * steps extended to the device work they launched) */
     p->gpu_util = -1;
-    if (kern.n && p->nsteps) {
-        size_t nk = swift_an_ival_merge(kern.v, kern.n);
-        double lo = p->steps[0].ts, hi = p->steps[p->nsteps - 1].ts + p->steps[p->nsteps - 1].dur;
-        if (hi > lo)
-            p->gpu_util = swift_an_ival_len_in(kern.v, nk, lo, hi) / (hi - lo);
+    if (busy.n) {
+        swift_an_kineto_analyze(set, s, o, &p->k);
+        p->has_kineto = 1;
+        p->gpu_util = p->k.gpu_util;
+        /* what the step thread was doing while the GPU sat idle */
+        size_t nb = swift_an_ival_merge(busy.v, busy.n);
+        for (size_t i = 0; i < p->nsteps; i++) {
+            const struct swift_an_step *sp = &p->steps[i];
+            double idle = sp->dur - swift_an_ival_len_in(busy.v, nb, sp->ts, sp->ts + sp->dur);
+            for (size_t q = 0; q < sp->nseg; q++) {
+                const struct swift_an_seg *g = &sp->seg[q];
+                double v = (g->e - g->b) - swift_an_ival_len_in(busy.v, nb, g->b, g->e);
+                p->gpu_idle_part[g->part] += v / (double)p->nsteps;
+                idle -= v;
+            }
+            p->gpu_idle_part[SP_OTHER] += idle / (double)p->nsteps;
+        }
     }
-    swift_an_ivec_free(&kern);
+    swift_an_ivec_free(&busy);
 }
 
 static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
@@ -250,7 +268,7 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
                          s->stage ? s->stage : "?",
                          p->rank,
                          s->host ? s->host : "?");
-            swift_proc(set, p);
+            swift_proc(set, p, &o->kopts);
         } else {
             const char *base = strrchr(s->path, '/');
             snprintf(p->label, sizeof(p->label), "%s rank %d", base ? base + 1 : s->path, p->rank);

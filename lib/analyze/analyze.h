@@ -64,7 +64,11 @@ struct swift_an_proc {
     double t0, t1;           /* first start, last end (aligned) */
     double ckpt_us, eval_us; /* spans outside steps */
     double gpu_util;         /* -1 when unknown */
-    int has_kineto;
+    /* our traces with GPU events: per step, the time the GPU (kernels, copies, memsets) is
+     * idle while each part runs (the host phase the GPU waits on), averaged over steps */
+    double gpu_idle_part[SWIFT_AN_MAX_PARTS];
+    int has_kineto;          /* k is filled: Kineto traces, and ours with GPU events (the same
+                                analyses; src->kind tells the part layout apart) */
     struct swift_an_kineto k;
     /* preprocess */
     double tok_busy_us, tok_sum_us;

@@ -205,8 +205,11 @@ static void hta_rows(struct ctx *c)
     if (!c->rows)
         abort();
     int round = c->o->hta_rounding && s->ts_real;
-    /* distinct ProfilerStep names and the last step start */
-    uint32_t first_step_name = SWIFT_AN_NONE;
+    /* distinct steps and the last step start: Kineto's ProfilerStep#N names, or (our traces)
+     * the "step" spans of the step thread told apart by args.step */
+    int swift = s->kind == SWIFT_AN_SWIFT;
+    uint32_t step_id = swift ? swift_an_lookup(st, "step") : SWIFT_AN_NONE;
+    int64_t first_step = INT64_MIN;
     int multi_steps = 0;
     double last_step_start = -INFINITY;
     size_t n = 0;
@@ -225,10 +228,14 @@ static void hta_rows(struct ctx *c)
         r->gpu = (e->stream >= 0 && e->corr >= 0) ||
                  (e->name == ev_sync && ev_sync != SWIFT_AN_NONE) ||
                  (e->name == ctx_sync && ctx_sync != SWIFT_AN_NONE);
-        if (!r->gpu && contains(swift_an_str(st, e->name), "ProfilerStep")) {
-            if (first_step_name == SWIFT_AN_NONE)
-                first_step_name = e->name;
-            else if (e->name != first_step_name)
+        int is_step = swift ? step_id != SWIFT_AN_NONE && e->cat == step_id && e->name == step_id
+                            : contains(swift_an_str(st, e->name), "ProfilerStep");
+        if (!r->gpu && is_step) {
+            /* a step without args.step counts as a step of its own */
+            int64_t key = !swift ? (int64_t)e->name : e->step >= 0 ? e->step : -2 - (int64_t)i;
+            if (first_step == INT64_MIN)
+                first_step = key;
+            else if (key != first_step)
                 multi_steps = 1;
             if (r->ts > last_step_start)
                 last_step_start = r->ts;
@@ -606,8 +613,25 @@ static int lower_eq(const char *a, const char *b)
     return strcasecmp(a, b) == 0;
 }
 
-static int tb_type(const char *cat, const char *name)
+static int tb_type(const char *cat, const char *name, int swift)
 {
+    if (swift) {
+        /* our traces: the step thread's "step" spans are the steps; device events and
+         * runtime calls carry Kineto's categories; other host spans are CPU work */
+        if (!strcmp(cat, "step"))
+            return !strcmp(name, "step") ? TB_STEP : TB_OP;
+        if (!strcmp(cat, "kernel"))
+            return TB_KERNEL;
+        if (!strcmp(cat, "gpu_memcpy"))
+            return TB_MEMCPY;
+        if (!strcmp(cat, "gpu_memset"))
+            return TB_MEMSET;
+        if (!strcmp(cat, "cuda_runtime") || !strcmp(cat, "cuda_driver"))
+            return TB_RUNTIME;
+        if (!strcmp(cat, "flow") || !strcmp(cat, "profile"))
+            return TB_NONE;
+        return TB_OP;
+    }
     if (lower_eq(cat, "cpu_op") || lower_eq(cat, "operator"))
         return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_OP;
     if (lower_eq(cat, "user_annotation") || lower_eq(cat, "gpu_user_annotation"))
@@ -679,6 +703,7 @@ static int cmp_stepdef(const void *a, const void *b)
 static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
 {
     const struct swift_an_source *s = c->src;
+    int swift = s->kind == SWIFT_AN_SWIFT;
     const struct swift_an_strtab *st = &c->set->strs;
     int8_t *types = malloc(st->n + 1);
     if (!types)
@@ -697,7 +722,7 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
         const struct swift_an_ev *e = &s->ev[i];
         if (e->cat == SWIFT_AN_NONE)
             continue;
-        int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name));
+        int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name), swift);
         if ((t == TB_OP || t == TB_ANN || t == TB_PYTHON) && is_comm_op(swift_an_str(st, e->name)))
             imap_put(&comm_ext, e->ext, 0);
     }
@@ -708,7 +733,7 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
         if (e->cat == SWIFT_AN_NONE)
             continue;
         const char *nm = swift_an_str(st, e->name);
-        int t = tb_type(swift_an_str(st, e->cat), nm);
+        int t = tb_type(swift_an_str(st, e->cat), nm, swift);
         double b = e->ts, en = e->ts + e->dur;
         switch (t) {
         case TB_KERNEL:
@@ -716,8 +741,13 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
                 swift_an_ivec_push(&role[SWIFT_TB_COMM], b, en);
             else
                 swift_an_ivec_push(&role[SWIFT_TB_KERNEL], b, en);
-            if (e->pid >= 0 && e->pid < SWIFT_AN_MAX_DEV)
-                swift_an_ivec_push(&kern_dev[e->pid], b, en);
+            {
+                /* Kineto: a GPU's pid is its device index; ours: args.device (device 0 when
+                 * absent), the pid being the process's */
+                int64_t dev = swift ? (e->dev >= 0 ? e->dev : 0) : e->pid;
+                if (dev >= 0 && dev < SWIFT_AN_MAX_DEV)
+                    swift_an_ivec_push(&kern_dev[dev], b, en);
+            }
             /* fall through */
         case TB_MEMCPY:
         case TB_MEMSET:
@@ -746,7 +776,8 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
             steps = realloc(steps, (nsteps + 1) * sizeof(*steps));
             if (!steps)
                 abort();
-            steps[nsteps++] = (struct stepdef){b, en, strtoll(nm + 13, NULL, 10)};
+            steps[nsteps++] = (struct stepdef){
+                b, en, swift ? (e->step >= 0 ? e->step : (int64_t)nsteps) : strtoll(nm + 13, NULL, 10)};
             if (b < cpu_min)
                 cpu_min = b;
             if (en > cpu_max)
@@ -833,7 +864,7 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
                 const struct swift_an_ev *e = &s->ev[i];
                 if (e->cat == SWIFT_AN_NONE)
                     continue;
-                int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name));
+                int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name), swift);
                 if (t != TB_KERNEL && t != TB_MEMCPY && t != TB_MEMSET)
                     continue;
                 double en = e->ts + e->dur;

@@ -100,7 +100,12 @@ struct swift_an_kineto_opts {
 };
 void swift_an_kineto_opts_default(struct swift_an_kineto_opts *o);
 
-/* Run every analysis on one Kineto source. `k` is filled (caller releases). Returns 0 or -1. */
+/* Run every analysis on one source. `k` is filled (caller releases). Returns 0 or -1.
+ * Our own traces (src->kind SWIFT_AN_SWIFT) go through the same code: their GPU events
+ * (lib/cupti_conv.c) carry Kineto's categories, names and args (stream, correlation, device),
+ * so only three things differ: the steps are our "step" spans (args.step numbers them; they
+ * also decide HTA's last-step filter, as ProfilerStep#N names do), a kernel's device is
+ * args.device instead of its pid, and host spans other than steps count as CPU ops. */
 int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_an_source *src,
                             const struct swift_an_kineto_opts *o, struct swift_an_kineto *k);
 void swift_an_kineto_release(struct swift_an_kineto *k);

@@ -288,6 +288,398 @@ static int scan_value(struct rd *r, size_t *b, size_t *e)
     }
 }
 
+/* ---------- the fast event scanner ---------- */
+
+/* The loader reads a few fields of each event. Parsing a whole event with jansson (objects,
+ * hash tables, a copy of every string) was ~70% of the time on Kineto traces, so events are
+ * first read by this scanner, which checks the JSON grammar as it goes and keeps only the
+ * fields the loader reads. It accepts a strict subset of JSON: anything else (escapes and
+ * non-ASCII bytes in strings, integers of 19 or more digits, real overflow, nesting deeper than
+ * 32, any syntax error) and the events whose handling needs the whole object (metadata "M"
+ * events, NCCL collectives' "Collective name" args) go to jansson as before, so results and
+ * error messages are those of the jansson path. tests/fuzz/fuzz_trace_load.c checks that both
+ * give the same fields on every input it makes. */
+
+static const char *const arg_keys[AK_N] = {"stream",
+                                           "correlation",
+                                           "device",
+                                           "External id",
+                                           "external id",
+                                           "step",
+                                           "tokens",
+                                           "bytes",
+                                           "blocks per SM",
+                                           "est. achieved occupancy %",
+                                           "allocated",
+                                           "total",
+                                           "Device Type",
+                                           "Device Id",
+                                           "Total Allocated",
+                                           "Collective name"};
+
+static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6, 5, 13, 25, 9, 5, 11, 9, 15, 15};
+
+struct fp {
+    char *p, *end;
+    int depth;
+    long nl; /* newlines passed */
+};
+
+static inline void fp_ws(struct fp *q)
+{
+    while (q->p < q->end && (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r')) {
+        q->nl += *q->p == '\n';
+        q->p++;
+    }
+}
+
+static inline int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Nonzero when one of the 8 bytes of x is '"', '\\', a control byte or >= 0x80 (exact: no
+ * false positive or negative, so it only decides whether the byte loop below looks). */
+static inline uint64_t special8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t zq = (q - ones) & ~q, zb = (b - ones) & ~b, lt = x - ones * 0x20;
+    return ((zq | zb | lt) & ~x & high) | (x & high);
+}
+
+/* A string without escapes, control or non-ASCII bytes: [*s, *s + *len). */
+static int fp_str(struct fp *q, char **s, size_t *len)
+{
+    if (q->p >= q->end || *q->p != '"')
+        return -1;
+    char *b = ++q->p, *p = b;
+    while (q->end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        if (special8(x))
+            break;
+        p += 8;
+    }
+    for (; p < q->end; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"') {
+            *s = b;
+            *len = (size_t)(p - b);
+            q->p = p + 1;
+            return 0;
+        }
+        if (ch == '\\' || ch < 0x20 || ch >= 0x80)
+            return -1;
+    }
+    return -1;
+}
+
+/* A JSON number as jansson reads it: an integer (no '.', 'e', 'E'; up to 18 digits here) or a
+ * real (strtod; overflow left to jansson). */
+static int fp_num(struct fp *q, struct swift_an_fval *v)
+{
+    char *p = q->p, *e = q->end, *b = p;
+    int neg = 0, real = 0;
+    if (p < e && *p == '-')
+        neg = 1, p++;
+    if (p >= e || !is_digit(*p))
+        return -1;
+    char *d0 = p;
+    if (*p == '0')
+        p++;
+    else
+        while (p < e && is_digit(*p))
+            p++;
+    size_t nd = (size_t)(p - d0);
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || !is_digit(*p))
+            return -1;
+        while (p < e && is_digit(*p))
+            p++;
+        real = 1;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || !is_digit(*p))
+            return -1;
+        while (p < e && is_digit(*p))
+            p++;
+        real = 1;
+    }
+    if (p >= e)
+        return -1; /* a number always has a delimiter after it inside an object */
+    if (!real) {
+        if (nd > 18)
+            return -1;
+        int64_t x = 0;
+        for (char *c = d0; c < d0 + nd; c++)
+            x = x * 10 + (*c - '0');
+        v->t = SWIFT_AN_FV_INT;
+        v->i = neg ? -x : x;
+    } else {
+        char *endp;
+        double d = strtod(b, &endp);
+        if (endp != p || isinf(d))
+            return -1;
+        v->t = SWIFT_AN_FV_REAL;
+        v->d = d;
+    }
+    q->p = p;
+    return 0;
+}
+
+static int fp_lit(struct fp *q, const char *lit, size_t n)
+{
+    if ((size_t)(q->end - q->p) < n || memcmp(q->p, lit, n))
+        return -1;
+    q->p += n;
+    return 0;
+}
+
+/* One value; its scalar kept in v (NULL: checked and skipped). */
+static int fp_value(struct fp *q, struct swift_an_fval *v)
+{
+    struct swift_an_fval tmp;
+    if (!v)
+        v = &tmp;
+    fp_ws(q);
+    if (q->p >= q->end)
+        return -1;
+    char c = *q->p;
+    if (c == '"') {
+        if (fp_str(q, &v->s, &v->len) < 0)
+            return -1;
+        v->t = SWIFT_AN_FV_STR;
+        return 0;
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        if (++q->depth > 32)
+            return -1;
+        q->p++;
+        fp_ws(q);
+        if (q->p < q->end && *q->p == close) {
+            q->p++;
+        } else {
+            for (;;) {
+                if (c == '{') {
+                    char *ks;
+                    size_t kl;
+                    fp_ws(q);
+                    if (fp_str(q, &ks, &kl) < 0)
+                        return -1;
+                    fp_ws(q);
+                    if (q->p >= q->end || *q->p != ':')
+                        return -1;
+                    q->p++;
+                }
+                if (fp_value(q, NULL) < 0)
+                    return -1;
+                fp_ws(q);
+                if (q->p >= q->end)
+                    return -1;
+                if (*q->p == ',') {
+                    q->p++;
+                    continue;
+                }
+                if (*q->p != close)
+                    return -1;
+                q->p++;
+                break;
+            }
+        }
+        q->depth--;
+        v->t = SWIFT_AN_FV_OTHER;
+        return 0;
+    }
+    if (c == 't' || c == 'f' || c == 'n') {
+        if (fp_lit(q, c == 't' ? "true" : c == 'f' ? "false" : "null", c == 'f' ? 5 : 4) < 0)
+            return -1;
+        v->t = SWIFT_AN_FV_OTHER;
+        return 0;
+    }
+    return fp_num(q, v);
+}
+
+static int key_is(const char *s, size_t len, const char *k, size_t klen)
+{
+    return len == klen && !memcmp(s, k, klen);
+}
+
+/* The members of "args" (the '{' is next). */
+static int fp_args(struct fp *q, struct swift_an_fev *f)
+{
+    for (int k = 0; k < AK_N; k++)
+        f->a[k].t = SWIFT_AN_FV_NONE;
+    q->p++;
+    fp_ws(q);
+    if (q->p < q->end && *q->p == '}') {
+        q->p++;
+        return 0;
+    }
+    for (;;) {
+        char *ks;
+        size_t kl;
+        fp_ws(q);
+        if (fp_str(q, &ks, &kl) < 0)
+            return -1;
+        fp_ws(q);
+        if (q->p >= q->end || *q->p != ':')
+            return -1;
+        q->p++;
+        struct swift_an_fval *dst = NULL;
+        for (int k = 0; k < AK_N && !dst; k++)
+            if (kl == arg_len[k] && ks[0] == arg_keys[k][0] && !memcmp(ks, arg_keys[k], kl))
+                dst = &f->a[k];
+        if (fp_value(q, dst) < 0)
+            return -1;
+        fp_ws(q);
+        if (q->p >= q->end)
+            return -1;
+        if (*q->p == ',') {
+            q->p++;
+            continue;
+        }
+        if (*q->p != '}')
+            return -1;
+        q->p++;
+        return 0;
+    }
+}
+
+/* 0: *f holds the event (its strings NUL-terminated in place), *used its length in bytes and
+ * *nl the newlines in it (both may be NULL); -1: leave it to jansson (nothing written). With
+ * one_line, an event with a newline inside is left to jansson too (JSONL). */
+static int fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *used, long *nl,
+                      int one_line)
+{
+    struct fp q = {buf, buf + len, 0, 0};
+    struct swift_an_fval *top[] = {&f->ph, &f->name, &f->cat, &f->ts, &f->dur, &f->pid, &f->tid};
+    for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+        top[i]->t = SWIFT_AN_FV_NONE;
+    for (int k = 0; k < AK_N; k++)
+        f->a[k].t = SWIFT_AN_FV_NONE;
+    f->args = 0;
+    fp_ws(&q);
+    if (q.p >= q.end || *q.p != '{')
+        return -1;
+    q.p++;
+    fp_ws(&q);
+    if (q.p < q.end && *q.p == '}') {
+        q.p++;
+    } else {
+        for (;;) {
+            char *ks;
+            size_t kl;
+            fp_ws(&q);
+            if (fp_str(&q, &ks, &kl) < 0)
+                return -1;
+            fp_ws(&q);
+            if (q.p >= q.end || *q.p != ':')
+                return -1;
+            q.p++;
+            struct swift_an_fval *dst = NULL;
+            if (key_is(ks, kl, "args", 4)) {
+                fp_ws(&q);
+                if (q.p < q.end && *q.p == '{') {
+                    if (fp_args(&q, f) < 0)
+                        return -1;
+                    f->args = 1;
+                } else {
+                    for (int k = 0; k < AK_N; k++)
+                        f->a[k].t = SWIFT_AN_FV_NONE;
+                    if (fp_value(&q, NULL) < 0)
+                        return -1;
+                    f->args = 2;
+                }
+            } else {
+                if (key_is(ks, kl, "ph", 2))
+                    dst = &f->ph;
+                else if (key_is(ks, kl, "name", 4))
+                    dst = &f->name;
+                else if (key_is(ks, kl, "cat", 3))
+                    dst = &f->cat;
+                else if (key_is(ks, kl, "ts", 2))
+                    dst = &f->ts;
+                else if (key_is(ks, kl, "dur", 3))
+                    dst = &f->dur;
+                else if (key_is(ks, kl, "pid", 3))
+                    dst = &f->pid;
+                else if (key_is(ks, kl, "tid", 3))
+                    dst = &f->tid;
+                if (fp_value(&q, dst) < 0)
+                    return -1;
+            }
+            fp_ws(&q);
+            if (q.p >= q.end)
+                return -1;
+            if (*q.p == ',') {
+                q.p++;
+                continue;
+            }
+            if (*q.p != '}')
+                return -1;
+            q.p++;
+            break;
+        }
+    }
+    /* jansson (JSON_DISABLE_EOF_CHECK) ignores what follows the value; scan_value hands the
+     * value alone anyway */
+    if (f->ph.t == SWIFT_AN_FV_STR && f->ph.len > 0 && f->ph.s[0] == 'M')
+        return -1;
+    if (f->a[AK_COLL].t != SWIFT_AN_FV_NONE)
+        return -1;
+    if (one_line && q.nl)
+        return -1;
+    if (used)
+        *used = (size_t)(q.p - buf);
+    if (nl)
+        *nl = q.nl;
+    for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+        if (top[i]->t == SWIFT_AN_FV_STR)
+            top[i]->s[top[i]->len] = 0; /* the closing quote */
+    return 0;
+}
+
+/* The same fields from a jansson object (the fallback path, and the fuzz target's check). */
+static void fval_of(json_t *v, struct swift_an_fval *f)
+{
+    if (!v)
+        f->t = SWIFT_AN_FV_NONE;
+    else if (json_is_integer(v))
+        f->t = SWIFT_AN_FV_INT, f->i = json_integer_value(v);
+    else if (json_is_real(v))
+        f->t = SWIFT_AN_FV_REAL, f->d = json_real_value(v);
+    else if (json_is_string(v))
+        f->t = SWIFT_AN_FV_STR, f->s = (char *)json_string_value(v), f->len = json_string_length(v);
+    else
+        f->t = SWIFT_AN_FV_OTHER;
+}
+
+void swift_an_fev_of_json(json_t *e, struct swift_an_fev *f)
+{
+    fval_of(json_object_get(e, "ph"), &f->ph);
+    fval_of(json_object_get(e, "name"), &f->name);
+    fval_of(json_object_get(e, "cat"), &f->cat);
+    fval_of(json_object_get(e, "ts"), &f->ts);
+    fval_of(json_object_get(e, "dur"), &f->dur);
+    fval_of(json_object_get(e, "pid"), &f->pid);
+    fval_of(json_object_get(e, "tid"), &f->tid);
+    json_t *args = json_object_get(e, "args");
+    f->args = !args ? 0 : json_is_object(args) ? 1 : 2;
+    for (int k = 0; k < AK_N; k++)
+        fval_of(f->args == 1 ? json_object_get(args, arg_keys[k]) : NULL, &f->a[k]);
+}
+
+int swift_an_fev_parse(char *buf, size_t len, struct swift_an_fev *f)
+{
+    return fast_parse(buf, len, f, NULL, NULL, 0);
+}
+
 /* ---------- the streaming walker ---------- */
 
 /* Events are parsed by jansson in batches, several threads at a time (OpenMP), then handed
@@ -301,11 +693,16 @@ struct pending {
     long line;
     json_t *v;
     json_error_t err;
+    int fast; /* fe holds the event (the fast scanner read it) */
+    struct swift_an_fev fe;
 };
+
+typedef int (*fast_event_fn)(void *ctx, const struct swift_an_fev *fe, uint64_t off, long line);
 
 struct walker {
     struct rd *r;
     swift_an_event_fn fn;
+    fast_event_fn fast_fn; /* NULL: every event through jansson */
     swift_an_meta_fn meta_fn;
     void *ctx;
     long count;
@@ -345,14 +742,23 @@ static int flush_events(struct walker *w)
     if (par < 0)
         par = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
 #pragma omp parallel for schedule(dynamic, 64) if (par && n >= 256)
-    for (i = 0; i < (long)n; i++)
-        pd[i].v = json_loadb(
-            base + pd[i].at, pd[i].len, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &pd[i].err);
+    for (i = 0; i < (long)n; i++) {
+        pd[i].fast = w->fast_fn &&
+                     fast_parse(w->bbuf + pd[i].at, pd[i].len, &pd[i].fe, NULL, NULL, 0) == 0;
+        pd[i].v = pd[i].fast ? NULL
+                             : json_loadb(base + pd[i].at,
+                                          pd[i].len,
+                                          JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL,
+                                          &pd[i].err);
+    }
     int rc = 0;
     for (size_t k = 0; k < n; k++) {
         json_t *v = pd[k].v;
         if (rc == 0) {
-            if (!v)
+            if (pd[k].fast) {
+                if (w->fast_fn(w->ctx, &pd[k].fe, pd[k].off, pd[k].line) < 0)
+                    rc = -1;
+            } else if (!v)
                 rc = swift_error_at(
                     w->r->name,
                     pd[k].line + pd[k].err.line - 1,
@@ -401,6 +807,37 @@ static int give_event(struct walker *w, size_t b, size_t e, long line)
     return 0;
 }
 
+/* The fast scanner straight on the read buffer: an event that lies whole in the buffer is
+ * read and handed over without a copy, after the events waiting for jansson before it (file
+ * order). Returns 1 (pos is past it), 0 (not taken: scan_value and the batch take it), or -1
+ * (an earlier event or this one failed). */
+static int fast_event(struct walker *w, long line)
+{
+    struct rd *r = w->r;
+    if (!w->fast_fn)
+        return 0;
+    /* keep a whole event ahead (one read per MiB as before) */
+    while (r->len - r->pos < 65536 && !r->eof && !r->err) {
+        r->keep = r->pos;
+        if (!rd_fill(r))
+            break;
+    }
+    if (r->pos >= r->len || r->buf[r->pos] != '{')
+        return 0;
+    struct swift_an_fev fe;
+    size_t used;
+    long nl;
+    if (fast_parse(r->buf + r->pos, r->len - r->pos, &fe, &used, &nl, r->jsonl) < 0)
+        return 0;
+    if (w->npend && flush_events(w) < 0)
+        return -1;
+    uint64_t off = r->base + r->pos;
+    r->pos += used;
+    r->line += nl;
+    w->count++;
+    return w->fast_fn(w->ctx, &fe, off, line) < 0 ? -1 : 1;
+}
+
 /* Elements of an array whose '[' was just consumed. */
 static int walk_array(struct walker *w)
 {
@@ -417,11 +854,16 @@ static int walk_array(struct walker *w)
         line = r->line;
         if (c0 < 0)
             return scan_fail(r, -1, "traceEvents");
-        int rc = scan_value(r, &b, &e);
-        if (rc < 0)
-            return scan_fail(r, rc, "traceEvents");
-        if (give_event(w, b, e, line) < 0)
+        int f = fast_event(w, line);
+        if (f < 0)
             return -1;
+        if (!f) {
+            int rc = scan_value(r, &b, &e);
+            if (rc < 0)
+                return scan_fail(r, rc, "traceEvents");
+            if (give_event(w, b, e, line) < 0)
+                return -1;
+        }
         r->keep = r->pos;
         c = skip_ws(r);
         if (c == ',') {
@@ -446,6 +888,13 @@ static int walk_jsonl(struct walker *w)
             return 0;
         long line = r->line;
         size_t b, e;
+        int f = fast_event(w, line);
+        if (f < 0)
+            return -1;
+        if (f) {
+            r->keep = r->pos;
+            continue;
+        }
         int rc = scan_value(r, &b, &e);
         if (rc == -1) {
             /* a writer killed mid-line leaves a partial last line: keep what came before */
@@ -589,8 +1038,8 @@ static int name_is_gz(const char *name)
     return l > 3 && !strcmp(name + l - 3, ".gz");
 }
 
-int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_fn meta_fn,
-                         void *ctx)
+static int stream_file(const char *path, swift_an_event_fn fn, fast_event_fn fast_fn,
+                       swift_an_meta_fn meta_fn, void *ctx)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -609,7 +1058,7 @@ int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_f
     }
     gzbuffer(gz, 256 * 1024);
     struct rd r = {.name = path, .gz = gz, .line = 1};
-    struct walker w = {.r = &r, .fn = fn, .meta_fn = meta_fn, .ctx = ctx};
+    struct walker w = {.r = &r, .fn = fn, .fast_fn = fast_fn, .meta_fn = meta_fn, .ctx = ctx};
     json_object_seed(0); /* before threads create objects */
     int rc = walk(&w, name_is_jsonl(path));
     rc = rc == 0 ? flush_events(&w) : rc;
@@ -620,11 +1069,17 @@ int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_f
     return rc;
 }
 
-int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift_an_event_fn fn,
-                           swift_an_meta_fn meta_fn, void *ctx)
+int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_fn meta_fn,
+                         void *ctx)
+{
+    return stream_file(path, fn, NULL, meta_fn, ctx);
+}
+
+static int stream_buffer(const char *name, const void *data, size_t len, swift_an_event_fn fn,
+                         fast_event_fn fast_fn, swift_an_meta_fn meta_fn, void *ctx)
 {
     struct rd r = {.name = name, .mem = data, .memlen = len, .line = 1};
-    struct walker w = {.r = &r, .fn = fn, .meta_fn = meta_fn, .ctx = ctx};
+    struct walker w = {.r = &r, .fn = fn, .fast_fn = fast_fn, .meta_fn = meta_fn, .ctx = ctx};
     json_object_seed(0);
     int rc = walk(&w, name_is_jsonl(name));
     rc = rc == 0 ? flush_events(&w) : rc;
@@ -634,6 +1089,12 @@ int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift
     return rc;
 }
 
+int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift_an_event_fn fn,
+                           swift_an_meta_fn meta_fn, void *ctx)
+{
+    return stream_buffer(name, data, len, fn, NULL, meta_fn, ctx);
+}
+
 /* ---------- events into records ---------- */
 
 struct loadctx {
@@ -641,19 +1102,6 @@ struct loadctx {
     struct swift_an_source *s;
     uint32_t cat_user_ann, cat_cpu_op;
 };
-
-static int num_of(json_t *v, double *out)
-{
-    if (json_is_integer(v)) {
-        *out = (double)json_integer_value(v);
-        return 0;
-    }
-    if (json_is_real(v)) {
-        *out = json_real_value(v);
-        return 1;
-    }
-    return -1;
-}
 
 static int64_t int_arg(json_t *args, const char *k, int64_t dflt)
 {
@@ -677,29 +1125,6 @@ static uint32_t str_arg(struct swift_an_set *set, json_t *args, const char *k)
         return id;
     }
     return SWIFT_AN_NONE;
-}
-
-/* pid/tid may be numbers or strings ("stream 7", "Spans"). */
-static int64_t id_of(struct swift_an_set *set, json_t *v)
-{
-    if (json_is_integer(v))
-        return json_integer_value(v);
-    if (json_is_real(v))
-        return (int64_t)json_real_value(v);
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        char *end;
-        long long n = strtoll(s, &end, 10);
-        if (end != s && !*end)
-            return n;
-        if (!strncmp(s, "stream ", 7)) {
-            n = strtoll(s + 7, &end, 10);
-            if (end != s + 7)
-                return n;
-        }
-        return -1000000 - (int64_t)swift_an_intern(&set->strs, s, strlen(s));
-    }
-    return -1;
 }
 
 static void set_str(char **dst, const char *s)
@@ -774,27 +1199,83 @@ static void note_memory(struct swift_an_source *s, int dev, double bytes, double
     }
 }
 
-static int on_event(void *vctx, json_t *e, uint64_t off, long line)
+static int fv_num_of(const struct swift_an_fval *v, double *out)
 {
-    struct loadctx *c = vctx;
+    if (v->t == SWIFT_AN_FV_INT) {
+        *out = (double)v->i;
+        return 0;
+    }
+    if (v->t == SWIFT_AN_FV_REAL) {
+        *out = v->d;
+        return 1;
+    }
+    return -1;
+}
+
+static int fv_is_num(const struct swift_an_fval *v)
+{
+    return v->t == SWIFT_AN_FV_INT || v->t == SWIFT_AN_FV_REAL;
+}
+
+static double fv_num(const struct swift_an_fval *v)
+{
+    return v->t == SWIFT_AN_FV_INT ? (double)v->i : v->d;
+}
+
+static int64_t fv_int(const struct swift_an_fval *v, int64_t dflt)
+{
+    if (v->t == SWIFT_AN_FV_INT)
+        return v->i;
+    if (v->t == SWIFT_AN_FV_REAL)
+        return (int64_t)v->d;
+    return dflt;
+}
+
+/* pid/tid may be numbers or strings ("stream 7", "Spans"). */
+static int64_t fv_id(struct swift_an_set *set, const struct swift_an_fval *v)
+{
+    if (v->t == SWIFT_AN_FV_INT)
+        return v->i;
+    if (v->t == SWIFT_AN_FV_REAL)
+        return (int64_t)v->d;
+    if (v->t == SWIFT_AN_FV_STR) {
+        const char *s = v->s;
+        char *end;
+        long long n = strtoll(s, &end, 10);
+        if (end != s && !*end)
+            return n;
+        if (!strncmp(s, "stream ", 7)) {
+            n = strtoll(s + 7, &end, 10);
+            if (end != s + 7)
+                return n;
+        }
+        return -1000000 - (int64_t)swift_an_intern(&set->strs, s, strlen(s));
+    }
+    return -1;
+}
+
+/* One event from its fields; e is the jansson object when jansson read it (always so for "M"
+ * events and collectives: the fast scanner leaves those to jansson), else NULL. */
+static int on_fields(struct loadctx *c, const struct swift_an_fev *f, json_t *e, uint64_t off,
+                     long line)
+{
     struct swift_an_set *set = c->set;
     struct swift_an_source *s = c->s;
+    const struct swift_an_fval *A = f->a;
     s->nevents++;
-    json_t *ph = json_object_get(e, "ph");
-    if (!json_is_string(ph))
+    if (f->ph.t != SWIFT_AN_FV_STR)
         return swift_error_at(
             s->path, line, "byte %llu: event without a string \"ph\"", (unsigned long long)off);
-    const char *p = json_string_value(ph);
-    json_t *args = json_object_get(e, "args");
-    if (args && !json_is_object(args))
+    const char *p = f->ph.s;
+    if (f->args == 2)
         return swift_error_at(
             s->path, line, "byte %llu: \"args\" is not an object", (unsigned long long)off);
-    json_t *name = json_object_get(e, "name");
-    if (name && !json_is_string(name))
+    if (f->name.t != SWIFT_AN_FV_NONE && f->name.t != SWIFT_AN_FV_STR)
         return swift_error_at(
             s->path, line, "byte %llu: \"name\" is not a string", (unsigned long long)off);
-    const char *nm = name ? json_string_value(name) : "";
+    const char *nm = f->name.t == SWIFT_AN_FV_STR ? f->name.s : "";
     if (p[0] == 'M') {
+        json_t *args = e ? json_object_get(e, "args") : NULL;
         if (!strcmp(nm, "swift_meta") && args)
             swift_meta(s, args);
         else if (!strcmp(nm, "process_name") && args &&
@@ -802,9 +1283,8 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
             set_str(&s->process_name, json_string_value(json_object_get(args, "name")));
         return 0;
     }
-    json_t *tsv = json_object_get(e, "ts");
     double ts = 0;
-    if (!tsv) {
+    if (f->ts.t == SWIFT_AN_FV_NONE) {
         if (p[0] == 'X' || p[0] == 'B' || p[0] == 'E' || p[0] == 'C' || p[0] == 'i' || p[0] == 'I')
             return swift_error_at(s->path,
                                   line,
@@ -813,7 +1293,7 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
                                   nm);
         return 0;
     }
-    int real = num_of(tsv, &ts);
+    int real = fv_num_of(&f->ts, &ts);
     if (real < 0)
         return swift_error_at(
             s->path, line, "byte %llu: \"ts\" is not a number", (unsigned long long)off);
@@ -821,46 +1301,42 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
         return swift_error_at(
             s->path, line, "byte %llu: \"ts\" is not finite", (unsigned long long)off);
     if (p[0] == 'i' || p[0] == 'I') {
-        if (!strcmp(nm, "[memory]") && args) {
-            json_t *ta = json_object_get(args, "Total Allocated");
-            int64_t dt = int_arg(args, "Device Type", 0);
-            if (json_is_number(ta) && dt == 1)
-                note_memory(s, (int)int_arg(args, "Device Id", 0), json_number_value(ta), ts);
+        if (!strcmp(nm, "[memory]") && f->args == 1) {
+            int64_t dt = fv_int(&A[AK_DEVTYPE], 0);
+            if (fv_is_num(&A[AK_TOTALLOC]) && dt == 1)
+                note_memory(s, (int)fv_int(&A[AK_DEVID], 0), fv_num(&A[AK_TOTALLOC]), ts);
         }
         return 0;
     }
     if (p[0] == 'C') {
         /* our memory counters: {"name":"memory","args":{"allocated":bytes,"device":n}} */
-        json_t *cat = json_object_get(e, "cat");
-        if (args && (!strcmp(nm, "memory") ||
-                     (json_is_string(cat) && !strcmp(json_string_value(cat), "memory")))) {
-            json_t *a = json_object_get(args, "allocated");
-            json_t *t = json_object_get(args, "total");
-            int dev = (int)int_arg(args, "device", 0);
-            if (json_is_number(a))
-                note_memory(s, dev, json_number_value(a), ts);
-            if (json_is_number(t) && dev >= 0 && dev < SWIFT_AN_MAX_DEV)
-                s->mem_total[dev] = json_number_value(t);
+        if (f->args == 1 &&
+            (!strcmp(nm, "memory") ||
+             (f->cat.t == SWIFT_AN_FV_STR && !strcmp(f->cat.s, "memory")))) {
+            int dev = (int)fv_int(&A[AK_DEVICE], 0);
+            if (fv_is_num(&A[AK_ALLOCATED]))
+                note_memory(s, dev, fv_num(&A[AK_ALLOCATED]), ts);
+            if (fv_is_num(&A[AK_TOTAL]) && dev >= 0 && dev < SWIFT_AN_MAX_DEV)
+                s->mem_total[dev] = fv_num(&A[AK_TOTAL]);
         }
         return 0;
     }
     if (p[0] != 'X')
         return 0; /* flows, async and B/E pairs are not analysed (merge passes them on) */
-    json_t *durv = json_object_get(e, "dur");
     double dur = 0;
-    if (!durv)
+    if (f->dur.t == SWIFT_AN_FV_NONE)
         return swift_error_at(s->path,
                               line,
                               "byte %llu: complete event \"%.80s\" without dur",
                               (unsigned long long)off,
                               nm);
-    if (num_of(durv, &dur) < 0 || !isfinite(dur))
+    if (fv_num_of(&f->dur, &dur) < 0 || !isfinite(dur))
         return swift_error_at(
             s->path, line, "byte %llu: \"dur\" is not a number", (unsigned long long)off);
-    json_t *cat = json_object_get(e, "cat");
-    if (cat && !json_is_string(cat))
+    if (f->cat.t != SWIFT_AN_FV_NONE && f->cat.t != SWIFT_AN_FV_STR)
         return swift_error_at(
             s->path, line, "byte %llu: \"cat\" is not a string", (unsigned long long)off);
+    int has_cat = f->cat.t == SWIFT_AN_FV_STR;
     if (real)
         s->ts_real = 1;
     if (set->max_events && set->kept >= set->max_events)
@@ -878,19 +1354,18 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     memset(ev, 0, sizeof(*ev));
     ev->ts = ts;
     ev->dur = dur;
-    ev->name = swift_an_intern(&set->strs, nm, name ? json_string_length(name) : 0);
-    ev->cat = cat ? swift_an_intern(&set->strs, json_string_value(cat), json_string_length(cat))
-                  : SWIFT_AN_NONE;
-    if (s->kind == SWIFT_AN_SWIFT && cat && !swift_trace_category_known(json_string_value(cat))) {
+    ev->name = swift_an_intern(&set->strs, nm, f->name.t == SWIFT_AN_FV_STR ? f->name.len : 0);
+    ev->cat = has_cat ? swift_an_intern(&set->strs, f->cat.s, f->cat.len) : SWIFT_AN_NONE;
+    if (s->kind == SWIFT_AN_SWIFT && has_cat && !swift_trace_category_known(f->cat.s)) {
         if (s->unknown_cat++ == 0)
             swift_warn("%s:%ld: byte %llu: unknown category \"%.40s\" (see docs/trace-schema.md)",
                        s->path,
                        line,
                        (unsigned long long)off,
-                       json_string_value(cat));
+                       f->cat.s);
     }
-    ev->pid = id_of(set, json_object_get(e, "pid"));
-    ev->tid = id_of(set, json_object_get(e, "tid"));
+    ev->pid = fv_id(set, &f->pid);
+    ev->tid = fv_id(set, &f->tid);
     ev->corr = -1;
     ev->ext = -1;
     ev->stream = -1;
@@ -898,25 +1373,29 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
     ev->comm = SWIFT_AN_NONE;
     ev->blocks_per_sm = -1;
     ev->occupancy = -1;
-    if (!args)
+    ev->dev = -1;
+    if (f->args != 1)
         return 0;
-    json_t *v;
-    if ((v = json_object_get(args, "stream")) && json_is_number(v))
-        ev->stream = (int32_t)json_number_value(v);
-    if ((v = json_object_get(args, "correlation")) && json_is_number(v))
-        ev->corr = (int64_t)json_number_value(v);
-    ev->ext = int_arg(args, "External id", int_arg(args, "external id", -1));
+    if (fv_is_num(&A[AK_STREAM]))
+        ev->stream = (int32_t)fv_num(&A[AK_STREAM]);
+    if (fv_is_num(&A[AK_CORR]))
+        ev->corr = (int64_t)fv_num(&A[AK_CORR]);
+    if (A[AK_DEVICE].t == SWIFT_AN_FV_INT && A[AK_DEVICE].i >= 0 &&
+        A[AK_DEVICE].i < SWIFT_AN_MAX_DEV)
+        ev->dev = (int16_t)A[AK_DEVICE].i;
+    ev->ext = fv_int(&A[AK_EXT], fv_int(&A[AK_EXT_LC], -1));
     if (s->kind == SWIFT_AN_SWIFT) {
-        ev->step = (int32_t)int_arg(args, "step", -1);
-        ev->aux = int_arg(args, "tokens", 0);
+        ev->step = (int32_t)fv_int(&A[AK_STEP], -1);
+        ev->aux = fv_int(&A[AK_TOKENS], 0);
     } else {
-        ev->aux = int_arg(args, "bytes", 0);
+        ev->aux = fv_int(&A[AK_BYTES], 0);
     }
-    if ((v = json_object_get(args, "blocks per SM")) && json_is_number(v))
-        ev->blocks_per_sm = (float)json_number_value(v);
-    if ((v = json_object_get(args, "est. achieved occupancy %")) && json_is_number(v))
-        ev->occupancy = (float)json_number_value(v);
-    if (json_object_get(args, "Collective name")) {
+    if (fv_is_num(&A[AK_BPS]))
+        ev->blocks_per_sm = (float)fv_num(&A[AK_BPS]);
+    if (fv_is_num(&A[AK_OCC]))
+        ev->occupancy = (float)fv_num(&A[AK_OCC]);
+    if (A[AK_COLL].t != SWIFT_AN_FV_NONE && e) {
+        json_t *args = json_object_get(e, "args");
         if (s->ncomm == s->capcomm) {
             s->capcomm = s->capcomm ? s->capcomm * 2 : 64;
             s->comm = xrealloc(s->comm, s->capcomm * sizeof(*s->comm));
@@ -935,6 +1414,18 @@ static int on_event(void *vctx, json_t *e, uint64_t off, long line)
         ev->comm = (uint32_t)s->ncomm++;
     }
     return 0;
+}
+
+static int on_event(void *vctx, json_t *e, uint64_t off, long line)
+{
+    struct swift_an_fev f;
+    swift_an_fev_of_json(e, &f);
+    return on_fields(vctx, &f, e, off, line);
+}
+
+static int on_fast_event(void *vctx, const struct swift_an_fev *f, uint64_t off, long line)
+{
+    return on_fields(vctx, f, NULL, off, line);
 }
 
 /* ---------- sources ---------- */
@@ -1038,7 +1529,7 @@ static int load_file(struct swift_an_set *set, const char *path)
     if (name_is_jsonl(path))
         s->kind = SWIFT_AN_SWIFT;
     struct loadctx c = {.set = set, .s = s};
-    int rc = swift_an_stream_file(path, on_event, on_meta, &c);
+    int rc = stream_file(path, on_event, on_fast_event, on_meta, &c);
     return finish_source(set, s, rc);
 }
 
@@ -1048,7 +1539,7 @@ int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void 
     if (name_is_jsonl(name))
         s->kind = SWIFT_AN_SWIFT;
     struct loadctx c = {.set = set, .s = s};
-    int rc = swift_an_stream_buffer(name, data, len, on_event, on_meta, &c);
+    int rc = stream_buffer(name, data, len, on_event, on_fast_event, on_meta, &c);
     s->bytes = len;
     return finish_source(set, s, rc);
 }

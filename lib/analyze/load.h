@@ -4,8 +4,10 @@
  * Reads, in any mix: our JSONL trace files (*.trace.jsonl, lib/trace.h), PyTorch profiler
  * (Kineto) Chrome traces in JSON Object or JSON Array format (*.json), either gzip-compressed
  * (*.gz, read with zlib gzread), and directories of them. A file is never loaded whole: a small
- * scanner finds the "traceEvents" array and hands each event object's bytes to jansson
- * (json_loadb) one at a time; only a compact record per duration event is kept (ts, dur,
+ * scanner finds the "traceEvents" array and reads each event with a hand-written,
+ * grammar-checking scanner that keeps only the fields used (jansson reads what it does not take:
+ * escapes, non-ASCII, metadata events, collectives, any syntax error, so results and errors are
+ * jansson's); only a compact record per duration event is kept (ts, dur,
  * interned cat and name, pid/tid, stream, correlation, external id and a few args), so memory
  * grows with the number of events the analysis keeps, not with the file size.
  *
@@ -60,6 +62,7 @@ struct swift_an_ev {
     int32_t step;       /* our traces: args.step, else -1 */
     uint32_t comm;      /* index into swift_an_source.comm, or SWIFT_AN_NONE */
     float blocks_per_sm, occupancy; /* Kineto kernel args, -1 if none */
+    int16_t dev; /* args.device (our GPU events: the CUDA device), -1 if none */
 };
 
 enum swift_an_kind { SWIFT_AN_KINETO = 1, SWIFT_AN_SWIFT = 2 };
@@ -130,5 +133,54 @@ int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_f
                          void *ctx);
 int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift_an_event_fn fn,
                            swift_an_meta_fn meta_fn, void *ctx);
+
+/*
+ * The fields of one event the loader reads (for tests: the fast event scanner and jansson must
+ * agree). Strings point into the parsed buffer (fast scanner, NUL-terminated in place for
+ * ph/name/cat/pid/tid) or into the jansson object.
+ */
+enum {
+    SWIFT_AN_FV_NONE,
+    SWIFT_AN_FV_INT,
+    SWIFT_AN_FV_REAL,
+    SWIFT_AN_FV_STR,
+    SWIFT_AN_FV_OTHER /* true, false, null, array, object */
+};
+struct swift_an_fval {
+    int t;
+    int64_t i;
+    double d;
+    char *s;
+    size_t len;
+};
+enum {
+    AK_STREAM,
+    AK_CORR,
+    AK_DEVICE,
+    AK_EXT,
+    AK_EXT_LC,
+    AK_STEP,
+    AK_TOKENS,
+    AK_BYTES,
+    AK_BPS,
+    AK_OCC,
+    AK_ALLOCATED,
+    AK_TOTAL,
+    AK_DEVTYPE,
+    AK_DEVID,
+    AK_TOTALLOC,
+    AK_COLL,
+    AK_N
+};
+struct swift_an_fev {
+    struct swift_an_fval ph, name, cat, ts, dur, pid, tid;
+    int args; /* 0 absent, 1 an object, 2 something else */
+    struct swift_an_fval a[AK_N];
+};
+/* Read one event's bytes with the fast scanner: 0, or -1 when jansson must read it (syntax it
+ * does not take, "M" events, collectives). Writes NULs into buf. */
+int swift_an_fev_parse(char *buf, size_t len, struct swift_an_fev *f);
+/* The same fields from a parsed object. */
+void swift_an_fev_of_json(json_t *e, struct swift_an_fev *f);
 
 #endif

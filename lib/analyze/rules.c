@@ -351,11 +351,15 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
                             const struct swift_analyze_opts *o)
 {
     double v, exposed, base;
-    if (p->has_kineto) {
-        if (p->k.comm_us <= 0 || p->k.kernel_us <= 0)
-            return;
+    int kineto = p->src->kind == SWIFT_AN_KINETO;
+    /* GPU communication kernels (Kineto traces, ours with CUPTI events) when there are any;
+     * else, on our traces, the step thread's grad_sync spans */
+    int gpu = p->has_kineto && p->k.comm_us > 0 && p->k.kernel_us > 0;
+    if (gpu) {
         exposed = p->k.comm_exposed_us;
         base = p->k.kernel_us;
+    } else if (kineto) {
+        return;
     } else {
         if (p->comm_part < 0 || !p->nsteps || p->step_avg <= 0)
             return;
@@ -371,15 +375,15 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
              sizeof(s),
              "%.2f%% of %s is communication not hidden under computation",
              v,
-             p->has_kineto ? "GPU time" : "step time");
+             gpu ? "GPU time" : "step time");
     json_t *b = add(list, "comm_bound", sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
-    if (p->has_kineto)
+    if (gpu)
         json_object_set_new(ev, "comm_comp_overlap_pct", json_real(p->k.overlap_pct));
     json_object_set_new(ev, "worst_spans", worst_spans(p, p->comm_part, o->top));
     json_object_set_new(b, "evidence", ev);
     char *cmd = NULL;
-    if (!p->has_kineto && p->src->argv) {
+    if (!kineto && p->src->argv) {
         long ga = argv_long(p->src->argv, "gradient-accumulation-steps", 1);
         char val[32];
         snprintf(val, sizeof(val), "%ld", ga * 2);
@@ -387,7 +391,7 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     }
     set_remedy(
         b,
-        p->has_kineto
+        kineto
             ? "communicate less often or overlap it: gradient accumulation with "
               "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
               "check the NCCL transport (NCCL_DEBUG=INFO: NVLink/IB, not sockets)"
@@ -438,10 +442,25 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
                                   r2(idle),
                                   "worst_spans",
                                   worst_spans(p, -1, o->top)));
-    set_remedy(b,
-               "fewer, larger kernels: torch.compile (fusion), CUDA graphs "
-               "(torch.cuda.graphs / mode=\"reduce-overhead\"), a larger batch per step",
-               NULL);
+    if (p->src->kind == SWIFT_AN_KINETO) {
+        set_remedy(b,
+                   "fewer, larger kernels: torch.compile (fusion), CUDA graphs "
+                   "(torch.cuda.graphs / mode=\"reduce-overhead\"), a larger batch per step",
+                   NULL);
+    } else {
+        char *cmd = NULL;
+        long bs = p->src->argv ? argv_long(p->src->argv, "per-device-train-batch-size", 0) : 0;
+        if (bs > 0) {
+            char val[32];
+            snprintf(val, sizeof(val), "%ld", bs * 2);
+            cmd = swift_an_argv_with(p->src->argv, "per-device-train-batch-size", val);
+        }
+        set_remedy(b,
+                   "more work per kernel launch: a larger --per-device-train-batch-size (x2; "
+                   "halve --gradient-accumulation-steps to keep the global batch) or a longer "
+                   "--max-length (swift-preprocess --packing fills it)",
+                   cmd);
+    }
 }
 
 static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
@@ -457,12 +476,18 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
     double best = -1;
     const char *names[] = {"data loading", "host (CPU ops and launches)", "communication", "other"};
     double vals[4] = {0};
-    if (p->has_kineto) {
+    if (p->src->kind == SWIFT_AN_KINETO) {
         vals[0] = p->part_avg[SWIFT_TB_DATALOADER];
         vals[1] = p->part_avg[SWIFT_TB_CPU] + p->part_avg[SWIFT_TB_RUNTIME];
         vals[2] = p->part_avg[SWIFT_TB_COMM];
         vals[3] = p->part_avg[SWIFT_TB_OTHER] + p->part_avg[SWIFT_TB_MEMCPY] +
                   p->part_avg[SWIFT_TB_MEMSET];
+    } else if (p->has_kineto) {
+        /* our traces with GPU events: GPU idle time under each phase of the step thread */
+        vals[0] = p->gpu_idle_part[0];                                              /* data_wait */
+        vals[1] = p->gpu_idle_part[1] + p->gpu_idle_part[2] + p->gpu_idle_part[4]; /* fwd+bwd+opt */
+        vals[2] = p->gpu_idle_part[3];                                              /* grad_sync */
+        vals[3] = p->gpu_idle_part[5];                                              /* other */
     } else {
         vals[0] = p->part_avg[0]; /* data_wait */
         vals[2] = p->part_avg[3]; /* grad_sync */
@@ -493,12 +518,23 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
                            r2(vals[3]));
     json_object_set_new(ev, "worst_spans", worst_spans(p, -1, o->top));
     json_object_set_new(b, "evidence", ev);
-    set_remedy(b,
-               vals[0] == best
-                   ? "the GPU waits for input: see data_stall (DataLoader num_workers, pin_memory)"
-                   : "give the GPU more work per launch: a larger batch, fewer host syncs "
-                     "(.item(), .cpu() in the loop), CUDA graphs",
-               NULL);
+    if (p->src->kind == SWIFT_AN_KINETO)
+        set_remedy(b,
+                   vals[0] == best
+                       ? "the GPU waits for input: see data_stall (DataLoader num_workers, "
+                         "pin_memory)"
+                       : "give the GPU more work per launch: a larger batch, fewer host syncs "
+                         "(.item(), .cpu() in the loop), CUDA graphs",
+                   NULL);
+    else
+        set_remedy(b,
+                   vals[0] == best
+                       ? "the GPU waits for input: see data_stall (swift-train --num-workers, "
+                         "--prefetch)"
+                       : "give the GPU more work per launch: a larger "
+                         "--per-device-train-batch-size; see launch_bound when launches are "
+                         "short",
+                   NULL);
 }
 
 static void rule_memory(json_t *list, const struct swift_an_proc *p,
@@ -534,7 +570,7 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
                                   "peak_ts",
                                   p->mem_peak_ts));
     char *cmd = NULL;
-    if (!p->has_kineto && p->src->argv) {
+    if (p->src->kind != SWIFT_AN_KINETO && p->src->argv) {
         long bs = argv_long(p->src->argv, "per-device-train-batch-size", 0);
         if (bs > 1) {
             char val[32];
@@ -543,7 +579,7 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
         }
     }
     set_remedy(b,
-               p->has_kineto
+               p->src->kind == SWIFT_AN_KINETO
                    ? "keep 10% headroom: activation checkpointing "
                      "(torch.utils.checkpoint), mixed precision (torch.autocast), a smaller "
                      "micro-batch with gradient accumulation"
