@@ -330,12 +330,12 @@ static __global__ void __launch_bounds__(128)
 {
     constexpr int R = FLASH_BKV / 4;
     extern __shared__ float sm[];
-    float *Ks = sm;                        // (BKV, D)
-    float *Vs = Ks + FLASH_BKV * D;        // (BKV, D)
-    float *Qs = Vs + FLASH_BKV * D;        // (BQC, D+1), scaled
-    float *Os = Qs + FLASH_BQC * (D + 1);  // (BQC, D+1): dO
-    float *Ls = Os + FLASH_BQC * (D + 1);  // (BQC)
-    float *Ds = Ls + FLASH_BQC;            // (BQC)
+    float *Ks = sm;                       // (BKV, D)
+    float *Vs = Ks + FLASH_BKV * D;       // (BKV, D)
+    float *Qs = Vs + FLASH_BKV * D;       // (BQC, D+1), scaled
+    float *Os = Qs + FLASH_BQC * (D + 1); // (BQC, D+1): dO
+    float *Ls = Os + FLASH_BQC * (D + 1); // (BQC)
+    float *Ds = Ls + FLASH_BQC;           // (BQC)
     const int b = blockIdx.z, kh = blockIdx.y, group = NH / NKV;
     const int j0 = blockIdx.x * FLASH_BKV, j1 = min(j0 + FLASH_BKV, T);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -543,12 +543,12 @@ static void bwd_nc(cudaStream_t st, float *dq, float *dk, float *dv, const float
     dim3 gq((unsigned)((T + FLASH_BQ - 1) / FLASH_BQ), (unsigned)NH, (unsigned)B);
     if (osave) {
         smem_opt_in(k_flash_dq<NC, true>, sq);
-        k_flash_dq<NC, true><<<gq, 128, sq, st>>>(
-            dq, Di, dout, q, k, v, L, osave, pos, T, NH, NKV, D, scale);
+        k_flash_dq<NC, true>
+            <<<gq, 128, sq, st>>>(dq, Di, dout, q, k, v, L, osave, pos, T, NH, NKV, D, scale);
     } else {
         smem_opt_in(k_flash_dq<NC, false>, sq);
-        k_flash_dq<NC, false><<<gq, 128, sq, st>>>(
-            dq, Di, dout, q, k, v, L, osave, pos, T, NH, NKV, D, scale);
+        k_flash_dq<NC, false>
+            <<<gq, 128, sq, st>>>(dq, Di, dout, q, k, v, L, osave, pos, T, NH, NKV, D, scale);
     }
     FCK(cudaGetLastError());
     smem_opt_in(k_flash_dkv<NC>, skv);
@@ -575,13 +575,16 @@ void swift_flash_bwd(cudaStream_t st, float *dq, float *dk, float *dv, const flo
     const float *osave = flash_saves_out(T, D) ? probs + n : NULL;
     switch (flash_nc(D)) {
     case 2:
-        bwd_nc<2>(st, dq, dk, dv, dout, probs, osave, di_buf, q, k, v, pos, B, T, NH, NKV, D, scale);
+        bwd_nc<2>(
+            st, dq, dk, dv, dout, probs, osave, di_buf, q, k, v, pos, B, T, NH, NKV, D, scale);
         break;
     case 4:
-        bwd_nc<4>(st, dq, dk, dv, dout, probs, osave, di_buf, q, k, v, pos, B, T, NH, NKV, D, scale);
+        bwd_nc<4>(
+            st, dq, dk, dv, dout, probs, osave, di_buf, q, k, v, pos, B, T, NH, NKV, D, scale);
         break;
     default:
-        bwd_nc<8>(st, dq, dk, dv, dout, probs, osave, di_buf, q, k, v, pos, B, T, NH, NKV, D, scale);
+        bwd_nc<8>(
+            st, dq, dk, dv, dout, probs, osave, di_buf, q, k, v, pos, B, T, NH, NKV, D, scale);
         break;
     }
 }

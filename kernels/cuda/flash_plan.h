@@ -90,8 +90,8 @@ static inline size_t flash_smem_dq(int D) /* Q dO (BQ,D), K V (BK,D+1) */
 }
 static inline size_t flash_smem_dkv(int D) /* K V (BKV,D), Q dO (BQC,D+1), L D_i (BQC) */
 {
-    return sizeof(float) * (2 * (size_t)FLASH_BKV * D + 2 * (size_t)FLASH_BQC * (D + 1) +
-                            2 * (size_t)FLASH_BQC);
+    return sizeof(float) *
+           (2 * (size_t)FLASH_BKV * D + 2 * (size_t)FLASH_BQC * (D + 1) + 2 * (size_t)FLASH_BQC);
 }
 
 /* Storage in the op table's probs (B,NH,T,T) on the flash path: L (B,NH,T) = the log-sum-exp

@@ -355,9 +355,9 @@ static void test_flash_attention(void **state)
     flash_case("mha4/4 d64 packed", 2, 53, 4, 4, 64, 9);
     flash_case("gqa14/2 d64 one doc", 1, 70, 14, 2, 64, 1 << 20);
     flash_case("mha4/4 d128 packed", 2, 150, 4, 4, 128, 40);
-    flash_case("gqa4/2 d128 short T", 2, 45, 4, 2, 128, 12); /* T <= D: D_i recomputed */
-    flash_case("gqa6/3 d80 packed", 1, 97, 6, 3, 80, 30);      /* generic path, D % 32 != 0 */
-    flash_case("gqa4/1 d256 packed", 1, 300, 4, 1, 256, 100);  /* > 48 KiB shared memory */
+    flash_case("gqa4/2 d128 short T", 2, 45, 4, 2, 128, 12);  /* T <= D: D_i recomputed */
+    flash_case("gqa6/3 d80 packed", 1, 97, 6, 3, 80, 30);     /* generic path, D % 32 != 0 */
+    flash_case("gqa4/1 d256 packed", 1, 300, 4, 1, 256, 100); /* > 48 KiB shared memory */
     flash_case("gqa2/1 d32 T=1", 3, 1, 2, 1, 32, 1);
 }
 
@@ -386,8 +386,8 @@ static void test_flash_vs_cublas(void **state)
     float *ref[4];
     const float *dev[4][2] = {{o[0], o[1]}, {gq[0], gq[1]}, {gk[0], gk[1]}, {gv[0], gv[1]}};
     size_t n[4] = {nq, nq, nk, nk};
-    const char *names[4] = {"flash vs cublas out", "flash vs cublas dq", "flash vs cublas dk",
-                            "flash vs cublas dv"};
+    const char *names[4] = {
+        "flash vs cublas out", "flash vs cublas dq", "flash vs cublas dk", "flash vs cublas dv"};
     for (int t = 0; t < 4; t++) {
         ref[t] = hkeep(malloc(n[t] * sizeof(float)));
         G->download(ref[t], dev[t][0], n[t] * sizeof(float));

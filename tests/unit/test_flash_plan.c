@@ -246,8 +246,8 @@ static void replay_fwd(float *out, float *probs, const float *q, const float *k,
 }
 
 /* score and dP of (query i of head h, key j) as the kernels compute them */
-static void score(const float *q, const float *k, const float *v, const float *dout,
-                  struct shape s, int b, int h, int i, int j, float *sc, float *dp)
+static void score(const float *q, const float *k, const float *v, const float *dout, struct shape s,
+                  int b, int h, int i, int j, float *sc, float *dp)
 {
     int D = s.D, kh = h / (s.NH / s.NKV);
     float scale = 1.0f / sqrtf((float)D);
