@@ -130,6 +130,14 @@ int swift_cuda_init(int device);
  * accumulation); also read from $SWIFT_CUDA_MATH=fp32|tf32|bf16 at init. */
 enum { SWIFT_CUDA_MATH_FP32 = 0, SWIFT_CUDA_MATH_TF32, SWIFT_CUDA_MATH_BF16 };
 void swift_cuda_set_math(int mode);
+/* Attention: SWIFT_CUDA_ATTN_FLASH (fused kernels, kernels/cuda/flash_attn.cu; head dims up to
+ * 256), _CUBLAS (batched GEMMs + masked softmax) or _AUTO (default: flash when the head dim is
+ * supported); also read from $SWIFT_CUDA_ATTN=flash|cublas at the first attention op unless
+ * this was called before. On the flash path attention_fwd keeps the per-query log-sum-exp (and,
+ * when T > D, a copy of out) at the start of `probs` instead of the probabilities; a backward
+ * must run on the path of its forward. */
+enum { SWIFT_CUDA_ATTN_AUTO = 0, SWIFT_CUDA_ATTN_FLASH, SWIFT_CUDA_ATTN_CUBLAS };
+void swift_cuda_set_attention(int mode);
 /* Bytes of device memory in use by this process's backend allocations. */
 size_t swift_cuda_mem_allocated(void);
 #endif

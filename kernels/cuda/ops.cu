@@ -27,6 +27,7 @@ extern "C" {
 #include "lib/backend.h"
 #include "lib/cupti.h"
 }
+#include "kernels/cuda/flash_attn.h"
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
@@ -775,6 +776,10 @@ static void cu_attention_fwd(float *out, float *probs, const float *q, const flo
     SHAPE(B > 0 && T > 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && D > 0);
     need_init();
     const int32_t *p = dev_i32(pos, (size_t)B * T);
+    if (swift_flash_use(D)) { /* kernels/cuda/flash_attn.cu: probs holds L (and a copy of out) */
+        swift_flash_fwd(G.stream, out, probs, q, k, v, p, B, T, NH, NKV, D);
+        return;
+    }
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
     long long sq = (long long)T * NH * D, sk = (long long)T * NKV * D, sp = (long long)NH * T * T;
@@ -831,6 +836,10 @@ static void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
     SHAPE(B > 0 && T > 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && D > 0);
     need_init();
     const int32_t *p = dev_i32(pos, (size_t)B * T);
+    if (swift_flash_use(D)) { /* probs: what swift_flash_fwd left there */
+        swift_flash_bwd(G.stream, dq, dk, dv, dout, probs, q, k, v, p, B, T, NH, NKV, D);
+        return;
+    }
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
     long long sq = (long long)T * NH * D, sk = (long long)T * NKV * D, sp = (long long)NH * T * T;

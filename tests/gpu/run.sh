@@ -10,8 +10,9 @@
 #   OUT=/some/dir sh tests/gpu/run.sh            # on the GPU machine (OUT: where results go)
 #   SWIFT_GPU_DRYRUN=1 OUT=/tmp/x sh tests/gpu/run.sh   # CPU rehearsal: tiny model, --device cpu
 #
-# Results (at most 9 files) in $OUT: summary.json (every figure), report.md (the same for
-# people), build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl),
+# Results (at most 9 files) in $OUT: summary.json (every figure, including flash vs cuBLAS
+# attention times on the 0.5B shape from test_cuda_ops), report.md (the same for people),
+# build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl),
 # analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps),
 # sanitizer.log (2 steps of a tiny model under compute-sanitizer memcheck, when it exists).
 # Every stage runs under a time limit and is reported even when an earlier one failed.
@@ -231,6 +232,23 @@ try:
     s["sanitizer"] = san[-1] if san else "no summary line"
 except OSError:
     s["sanitizer"] = None
+# flash vs cuBLAS attention on the 0.5B shape (test_attention_timing in test_cuda_ops)
+import re
+at = []
+try:
+    for l in open(os.path.join(OUT, "kernels.log")):
+        m = re.search(r"attention timing B=(\d+) T=(\d+) NH=(\d+) NKV=(\d+) D=(\d+) (\S+): "
+                      r"cublas fwd ([\d.]+) ms bwd ([\d.]+) ms; flash fwd ([\d.]+) ms bwd ([\d.]+) ms", l)
+        if m:
+            g = m.groups()
+            at.append({"B": int(g[0]), "T": int(g[1]), "NH": int(g[2]), "NKV": int(g[3]), "D": int(g[4]),
+                       "documents": g[5], "cublas_fwd_ms": float(g[6]), "cublas_bwd_ms": float(g[7]),
+                       "flash_fwd_ms": float(g[8]), "flash_bwd_ms": float(g[9])})
+except OSError:
+    pass
+s["attention_timing"] = at
+s["attention_path"] = ("cpu op" if DEVICE == "cpu" else
+                      os.environ.get("SWIFT_CUDA_ATTN") or "default (flash for head dims <= 256)")
 recs = [r for r in jl(os.path.join(W, "run", "logging.jsonl")) if "loss" in r and "tokens/s" in r]
 if recs:
     steady = recs[3:] if len(recs) > 6 else recs
@@ -266,6 +284,16 @@ L.append(f"kernel tests: {k['ok']} ok, {k['not_ok']} failed, {k['skip']} skipped
 L.append(f"compute-sanitizer memcheck (2 steps, tiny model): {s['sanitizer'] or 'not run'}")
 for f in k["failed"]:
     L.append(f"- {f}")
+L.append("")
+if at:
+    L.append("| attention (test_attention_timing) | cuBLAS fwd ms | bwd ms | flash fwd ms | bwd ms |")
+    L.append("|---|---|---|---|---|")
+    for a in at:
+        L.append(f"| B={a['B']} T={a['T']} NH={a['NH']} NKV={a['NKV']} D={a['D']} {a['documents']} | "
+                 f"{a['cublas_fwd_ms']:.3f} | {a['cublas_bwd_ms']:.3f} | {a['flash_fwd_ms']:.3f} | {a['flash_bwd_ms']:.3f} |")
+else:
+    L.append("attention timing: none (test_attention_timing skipped or did not run)")
+L.append(f"swift-train attention path: {s['attention_path']}")
 L.append("")
 L.append("| implementation | tokens/s | MFU | ratio swift/this |")
 L.append("|---|---|---|---|")

@@ -9,6 +9,13 @@
  *   matmul with bf16 inputs (fp32 accumulation)                         rtol 2e-2
  *   whole model: loss relative 1e-4, every gradient tensor              1e-6 + 2e-3
  *   dropout masks: identical (same counter-based RNG)
+ *   flash attention (kernels/cuda/flash_attn.cu) against the CPU op: out, dq, dk, dv
+ *                                                                      1e-5 + 2e-4
+ *   flash against the cuBLAS attention path, both on the GPU            1e-5 + 2e-4
+ *   flash backward run twice: bit-identical (no atomics)
+ * test_attention checks the cuBLAS path (it compares probs); test_model runs the default
+ * (flash). test_attention_timing prints flash vs cuBLAS times for the Qwen2.5-0.5B attention
+ * shape (tests/gpu/run.sh records them).
  * Without a GPU (or built with CUDA=0) every case is a visible cmocka skip. */
 #include "lib/backend.h"
 
@@ -20,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -233,10 +241,22 @@ static void test_rope(void **state)
     check("rope_bwd", dx, x, (size_t)N * H * D, EW);
 }
 
+/* the attention path of the CUDA backend (SWIFT_CUDA_ATTN_*; nothing without CUDA) */
+static void set_attn(int mode)
+{
+#ifdef SWIFT_HAVE_CUDA
+    swift_cuda_set_attention(mode);
+#else
+    (void)mode;
+#endif
+}
+enum { ATTN_AUTO = 0, ATTN_FLASH = 1, ATTN_CUBLAS = 2 }; /* = SWIFT_CUDA_ATTN_* */
+
 static void test_attention(void **state)
 {
     (void)state;
     NEED_GPU();
+    set_attn(ATTN_CUBLAS);
     int B = 2, T = 19, NH = 4, NKV = 2, D = 8;
     size_t N = (size_t)B * T;
     int32_t pos[38];
@@ -263,6 +283,220 @@ static void test_attention(void **state)
     check("attention_bwd dq", dgq, gq, N * NH * D, RED);
     check("attention_bwd dk (written)", dgk, gk, N * NKV * D, RED);
     check("attention_bwd dv (written)", dgv, gv, N * NKV * D, RED);
+    set_attn(ATTN_AUTO);
+}
+
+/* packed documents: lengths drawn from [1, maxdoc]; maxdoc >= T: one document per row */
+static void packed_pos(int32_t *pos, int B, int T, int maxdoc)
+{
+    for (int b = 0; b < B; b++) {
+        int p = 0, left = 0;
+        for (int i = 0; i < T; i++) {
+            if (left == 0) {
+                rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
+                left = maxdoc >= T ? T : 1 + (int)((rs >> 33) % (uint64_t)maxdoc);
+                p = 0;
+            }
+            pos[(size_t)b * T + i] = p++;
+            left--;
+        }
+    }
+}
+
+#define FLASH_TOL 1e-5, 2e-4
+
+/* flash attention forward and backward against the CPU op on random inputs */
+static void flash_case(const char *name, int B, int T, int NH, int NKV, int D, int maxdoc)
+{
+    size_t N = (size_t)B * T, nq = N * NH * D, nk = N * NKV * D, np = (size_t)B * NH * T * T;
+    int32_t *pos = hkeep(malloc(N * sizeof(int32_t)));
+    packed_pos(pos, B, T, maxdoc);
+    float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *g = rnd(nq, 1);
+    float *out = hkeep(calloc(nq, sizeof(float))), *probs = hkeep(calloc(np, sizeof(float)));
+    float *gq = hkeep(calloc(nq, sizeof(float))), *gk = hkeep(calloc(nk, sizeof(float)));
+    float *gv = hkeep(calloc(nk, sizeof(float)));
+    C->attention_fwd(out, probs, q, k, v, pos, B, T, NH, NKV, D);
+    C->attention_bwd(gq, gk, gv, g, probs, q, k, v, pos, B, T, NH, NKV, D);
+
+    float *dq_ = fdev(q, nq), *dk_ = fdev(k, nk), *dv_ = fdev(v, nk), *dg = fdev(g, nq);
+    float *dout = fdev(rnd(nq, 1), nq), *dprobs = fdev(rnd(np, 1), np);
+    float *dgq = fdev(rnd(nq, 1), nq), *dgk = fdev(rnd(nk, 1), nk), *dgv = fdev(rnd(nk, 1), nk);
+    int32_t *dpos = dup_dev(pos, N * sizeof(int32_t)); /* device positions */
+    char what[96];
+    set_attn(ATTN_FLASH);
+    G->attention_fwd(dout, dprobs, dq_, dk_, dv_, dpos, B, T, NH, NKV, D);
+    G->attention_bwd(dgq, dgk, dgv, dg, dprobs, dq_, dk_, dv_, dpos, B, T, NH, NKV, D);
+    set_attn(ATTN_AUTO);
+    printf("# flash %s: B=%d T=%d NH=%d NKV=%d D=%d documents <= %d, %s\n",
+           name,
+           B,
+           T,
+           NH,
+           NKV,
+           D,
+           maxdoc,
+           T >= D + 1 ? "D_i from the saved out" : "D_i recomputed");
+    snprintf(what, sizeof(what), "flash %s out", name);
+    check(what, dout, out, nq, FLASH_TOL);
+    snprintf(what, sizeof(what), "flash %s dq", name);
+    check(what, dgq, gq, nq, FLASH_TOL);
+    snprintf(what, sizeof(what), "flash %s dk (written)", name);
+    check(what, dgk, gk, nk, FLASH_TOL);
+    snprintf(what, sizeof(what), "flash %s dv (written)", name);
+    check(what, dgv, gv, nk, FLASH_TOL);
+}
+
+static void test_flash_attention(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    /* T not a multiple of the tiles (16 queries, 32 keys; 16 keys, 32 queries in backward) */
+    flash_case("gqa14/2 d64 packed", 2, 77, 14, 2, 64, 20);
+    flash_case("mha4/4 d64 packed", 2, 53, 4, 4, 64, 9);
+    flash_case("gqa14/2 d64 one doc", 1, 70, 14, 2, 64, 1 << 20);
+    flash_case("mha4/4 d128 packed", 2, 150, 4, 4, 128, 40);
+    flash_case("gqa4/2 d128 short T", 2, 45, 4, 2, 128, 12);  /* T <= D: D_i recomputed */
+    flash_case("gqa6/3 d80 packed", 1, 97, 6, 3, 80, 30);     /* generic path, D % 32 != 0 */
+    flash_case("gqa4/1 d256 packed", 1, 300, 4, 1, 256, 100); /* > 48 KiB shared memory */
+    flash_case("gqa2/1 d32 T=1", 3, 1, 2, 1, 32, 1);
+}
+
+/* flash against the cuBLAS path on the same device inputs, and determinism */
+static void test_flash_vs_cublas(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int B = 2, T = 200, NH = 14, NKV = 2, D = 64;
+    size_t N = (size_t)B * T, nq = N * NH * D, nk = N * NKV * D, np = (size_t)B * NH * T * T;
+    int32_t *pos = hkeep(malloc(N * sizeof(int32_t)));
+    packed_pos(pos, B, T, 60);
+    float *dq_ = fdev(rnd(nq, 1), nq), *dk_ = fdev(rnd(nk, 1), nk), *dv_ = fdev(rnd(nk, 1), nk);
+    float *dg = fdev(rnd(nq, 1), nq);
+    float *o[2], *p[2], *gq[2], *gk[2], *gv[2];
+    for (int m = 0; m < 2; m++) {
+        o[m] = fdev(rnd(nq, 1), nq);
+        p[m] = fdev(rnd(np, 1), np);
+        gq[m] = fdev(rnd(nq, 1), nq);
+        gk[m] = fdev(rnd(nk, 1), nk);
+        gv[m] = fdev(rnd(nk, 1), nk);
+        set_attn(m == 0 ? ATTN_CUBLAS : ATTN_FLASH);
+        G->attention_fwd(o[m], p[m], dq_, dk_, dv_, pos, B, T, NH, NKV, D);
+        G->attention_bwd(gq[m], gk[m], gv[m], dg, p[m], dq_, dk_, dv_, pos, B, T, NH, NKV, D);
+    }
+    float *ref[4];
+    const float *dev[4][2] = {{o[0], o[1]}, {gq[0], gq[1]}, {gk[0], gk[1]}, {gv[0], gv[1]}};
+    size_t n[4] = {nq, nq, nk, nk};
+    const char *names[4] = {
+        "flash vs cublas out", "flash vs cublas dq", "flash vs cublas dk", "flash vs cublas dv"};
+    for (int t = 0; t < 4; t++) {
+        ref[t] = hkeep(malloc(n[t] * sizeof(float)));
+        G->download(ref[t], dev[t][0], n[t] * sizeof(float));
+        check(names[t], dev[t][1], ref[t], n[t], FLASH_TOL);
+    }
+    /* the same backward again: bit-identical (fixed reduction order, no atomics) */
+    float *a = hkeep(malloc(nk * sizeof(float))), *b2 = hkeep(malloc(nk * sizeof(float)));
+    float *a2 = hkeep(malloc(nq * sizeof(float))), *b3 = hkeep(malloc(nq * sizeof(float)));
+    G->download(a, gk[1], nk * sizeof(float));
+    G->download(a2, gq[1], nq * sizeof(float));
+    G->attention_bwd(gq[1], gk[1], gv[1], dg, p[1], dq_, dk_, dv_, pos, B, T, NH, NKV, D);
+    set_attn(ATTN_AUTO);
+    G->download(b2, gk[1], nk * sizeof(float));
+    G->download(b3, gq[1], nq * sizeof(float));
+    assert_memory_equal(a, b2, nk * sizeof(float));
+    assert_memory_equal(a2, b3, nq * sizeof(float));
+    printf("# flash backward twice: dk and dq bit-identical\n");
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* flash vs cuBLAS attention on the Qwen2.5-0.5B shape (T=1024, NH=14, NKV=2, D=64), batch 4,
+ * one document per row and packed documents of up to 256 tokens; median of 5 timed runs after
+ * one warm-up; the two paths' outputs must agree. A few seconds at most. */
+static void test_attention_timing(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int B = 4, T = 1024, NH = 14, NKV = 2, D = 64;
+    size_t N = (size_t)B * T, nq = N * NH * D, nk = N * NKV * D, np = (size_t)B * NH * T * T;
+    float *dq_ = fdev(rnd(nq, 1), nq), *dk_ = fdev(rnd(nk, 1), nk), *dv_ = fdev(rnd(nk, 1), nk);
+    float *dg = fdev(rnd(nq, 1), nq), *probs = G->alloc(np * sizeof(float));
+    assert_non_null(probs);
+    dbufs[nd++] = probs;
+    float *o = G->alloc(nq * sizeof(float)), *gq = G->alloc(nq * sizeof(float));
+    float *gk = G->alloc(nk * sizeof(float)), *gv = G->alloc(nk * sizeof(float));
+    assert_true(o && gq && gk && gv);
+    dbufs[nd++] = o;
+    dbufs[nd++] = gq;
+    dbufs[nd++] = gk;
+    dbufs[nd++] = gv;
+    float *href = hkeep(malloc(nq * sizeof(float)));
+    int32_t *pos = hkeep(malloc(N * sizeof(int32_t)));
+    for (int packed = 0; packed < 2; packed++) {
+        packed_pos(pos, B, T, packed ? 256 : 1 << 20);
+        double ms[2][2];
+        for (int m = 0; m < 2; m++) {
+            set_attn(m == 0 ? ATTN_CUBLAS : ATTN_FLASH);
+            double f[5], fb[5];
+            for (int it = -1; it < 5; it++) {
+                G->sync();
+                double t0 = now_ms();
+                G->attention_fwd(o, probs, dq_, dk_, dv_, pos, B, T, NH, NKV, D);
+                G->sync();
+                double t1 = now_ms();
+                G->attention_bwd(gq, gk, gv, dg, probs, dq_, dk_, dv_, pos, B, T, NH, NKV, D);
+                G->sync();
+                double t2 = now_ms();
+                if (it >= 0) {
+                    f[it] = t1 - t0;
+                    fb[it] = t2 - t1;
+                }
+            }
+            for (int x = 0; x < 5; x++) /* sort for the median */
+                for (int y = x + 1; y < 5; y++) {
+                    if (f[y] < f[x]) {
+                        double t = f[x];
+                        f[x] = f[y];
+                        f[y] = t;
+                    }
+                    if (fb[y] < fb[x]) {
+                        double t = fb[x];
+                        fb[x] = fb[y];
+                        fb[y] = t;
+                    }
+                }
+            ms[m][0] = f[2];
+            ms[m][1] = fb[2];
+            if (m == 0)
+                G->download(href, o, nq * sizeof(float));
+            else
+                check(packed ? "timing shape packed: flash vs cublas out"
+                             : "timing shape: flash vs cublas out",
+                      o,
+                      href,
+                      nq,
+                      FLASH_TOL);
+        }
+        set_attn(ATTN_AUTO);
+        printf("# attention timing B=%d T=%d NH=%d NKV=%d D=%d %s: cublas fwd %.3f ms bwd %.3f "
+               "ms; flash fwd %.3f ms bwd %.3f ms; flash speedup fwd %.2fx bwd %.2fx\n",
+               B,
+               T,
+               NH,
+               NKV,
+               D,
+               packed ? "packed<=256" : "one-doc",
+               ms[0][0],
+               ms[0][1],
+               ms[1][0],
+               ms[1][1],
+               ms[0][0] / ms[1][0],
+               ms[0][1] / ms[1][1]);
+    }
 }
 
 static void test_elementwise(void **state)
@@ -465,6 +699,9 @@ int main(void)
         cmocka_unit_test_teardown(test_rmsnorm, release_all),
         cmocka_unit_test_teardown(test_rope, release_all),
         cmocka_unit_test_teardown(test_attention, release_all),
+        cmocka_unit_test_teardown(test_flash_attention, release_all),
+        cmocka_unit_test_teardown(test_flash_vs_cublas, release_all),
+        cmocka_unit_test_teardown(test_attention_timing, release_all),
         cmocka_unit_test_teardown(test_elementwise, release_all),
         cmocka_unit_test_teardown(test_dropout, release_all),
         cmocka_unit_test_teardown(test_cross_entropy, release_all),
