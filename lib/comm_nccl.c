@@ -89,7 +89,8 @@ int swift_nccl_reduce_scatter_sum(struct swift_nccl *c, const float *send, float
 
 int swift_nccl_allgather(struct swift_nccl *c, const float *send, float *recv, size_t count)
 {
-    CKN(ncclAllGather(send, recv, count, ncclFloat32, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
+    CKN(ncclAllGather(
+        send, recv, count, ncclFloat32, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
     CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
     return 0;
 }

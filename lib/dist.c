@@ -353,8 +353,7 @@ static int ensure_flat(struct swift_dist *d, size_t n)
 /* n floats between backend memory x (a gradient or parameter) and a packing buffer: the
  * host buffer d->flat through download/upload (memcpy without a backend), or the device
  * buffer d->dflat by a backend copy (dev) */
-static void stage(const struct swift_dist *d, float *flat, float *x, size_t n, int to_flat,
-                  int dev)
+static void stage(const struct swift_dist *d, float *flat, float *x, size_t n, int to_flat, int dev)
 {
     const struct swift_ops *ops = d->ops;
     if (dev)
@@ -395,8 +394,7 @@ const char *swift_dist_transport(const struct swift_dist *d)
     return d->nccl ? "nccl" : "mpi";
 }
 
-int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, int cuda,
-                           int device)
+int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, int cuda, int device)
 {
     d->ops = ops;
     if (!cuda || d->world == 1)

@@ -74,10 +74,10 @@ struct swift_dist {
     double bytes_reduced; /* last step's gradient bytes through collectives */
     /* backend of the gradients and parameters (NULL: host memory) */
     const struct swift_ops *ops;
-    void *nccl;     /* struct swift_nccl * when collectives run on the GPU, else NULL */
-    float *dflat;   /* NCCL: device packing buffer of dflat_cap floats (ops->alloc) */
+    void *nccl;   /* struct swift_nccl * when collectives run on the GPU, else NULL */
+    float *dflat; /* NCCL: device packing buffer of dflat_cap floats (ops->alloc) */
     size_t dflat_cap;
-    size_t chunk;   /* NCCL ZeRO-1: equal range size (ceil(total/world)); 0: MPI's ranges */
+    size_t chunk; /* NCCL ZeRO-1: equal range size (ceil(total/world)); 0: MPI's ranges */
 };
 
 /* Detect a launcher, MPI_Init if there is one, exchange hosts and pids, measure clock offsets.
@@ -104,8 +104,7 @@ int swift_dist_barrier(struct swift_dist *d, const char *what, long step);
  * swift_dist_finalize releases what this sets up). With cuda != 0 and world > 1: NCCL on
  * device `device` when the build has it (the unique id goes over MPI; -1 when NCCL cannot
  * start, reported), else host staging over MPI with a one-line notice on rank 0. */
-int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, int cuda,
-                           int device);
+int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, int cuda, int device);
 /* "nccl" or "mpi": what carries the gradients. */
 const char *swift_dist_transport(const struct swift_dist *d);
 

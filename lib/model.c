@@ -969,8 +969,8 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
             return swift_error("out of memory");
         }
         for (size_t i = 0; i < m->nparams; i++)
-            half[i] = dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(host[i])
-                                             : swift_f32_to_f16(host[i]);
+            half[i] =
+                dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(host[i]) : swift_f32_to_f16(host[i]);
     }
     for (int i = 0; i < m->np; i++) {
         e[i].name = m->p[i].name;

@@ -24,12 +24,12 @@ struct run {
     size_t off, len;
 };
 static char *arena;
-static size_t high;     /* end of the highest run ever handed out */
-static struct run *F;   /* free runs, sorted by offset, coalesced */
+static size_t high;   /* end of the highest run ever handed out */
+static struct run *F; /* free runs, sorted by offset, coalesced */
 static size_t Fn, Fcap;
-static struct run *U;   /* runs in use */
+static struct run *U; /* runs in use */
 static size_t Un, Ucap;
-static int depth;       /* ops in progress (any thread): memory is open while > 0 */
+static int depth; /* ops in progress (any thread): memory is open while > 0 */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void die(const char *what)
@@ -81,12 +81,8 @@ static void *st_alloc(size_t bytes)
     void *p = NULL;
     pthread_mutex_lock(&mu);
     if (!arena) {
-        void *a = mmap(NULL,
-                       ARENA_BYTES,
-                       PROT_NONE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1,
-                       0);
+        void *a =
+            mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (a == MAP_FAILED)
             goto out;
         arena = a;
@@ -225,16 +221,16 @@ WRAP(rmsnorm_fwd,
      (float *out, float *rstd, const float *in, const float *w, int N, int C, float eps),
      (out, rstd, in, w, N, C, eps))
 WRAP(rmsnorm_bwd,
-     (float *din, float *dw, const float *dout, const float *in, const float *w,
-      const float *rstd, int N, int C),
+     (float *din, float *dw, const float *dout, const float *in, const float *w, const float *rstd,
+      int N, int C),
      (din, dw, dout, in, w, rstd, N, C))
 WRAP(rope_fwd, (float *x, const int32_t *pos, const float *inv_freq, int N, int H, int D),
      (x, pos, inv_freq, N, H, D))
 WRAP(rope_bwd, (float *dx, const int32_t *pos, const float *inv_freq, int N, int H, int D),
      (dx, pos, inv_freq, N, H, D))
 WRAP(attention_fwd,
-     (float *out, float *probs, const float *q, const float *k, const float *v,
-      const int32_t *pos, int B, int T, int NH, int NKV, int D),
+     (float *out, float *probs, const float *q, const float *k, const float *v, const int32_t *pos,
+      int B, int T, int NH, int NKV, int D),
      (out, probs, q, k, v, pos, B, T, NH, NKV, D))
 WRAP(attention_bwd,
      (float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
@@ -250,8 +246,7 @@ WRAP(cross_entropy,
      (dlogits, loss_sum, count, correct, logits, targets, N, V, dscale))
 WRAP(add, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
 WRAP(scale, (float *x, float s, size_t n), (x, s, n))
-WRAP(dropout_fwd,
-     (float *out, uint8_t *mask, const float *in, size_t n, float p, uint64_t seed),
+WRAP(dropout_fwd, (float *out, uint8_t *mask, const float *in, size_t n, float p, uint64_t seed),
      (out, mask, in, n, p, seed))
 WRAP(dropout_bwd, (float *din, const float *dout, const uint8_t *mask, size_t n, float p),
      (din, dout, mask, n, p))

@@ -67,8 +67,8 @@ struct swift_an_proc {
     /* our traces with GPU events: per step, the time the GPU (kernels, copies, memsets) is
      * idle while each part runs (the host phase the GPU waits on), averaged over steps */
     double gpu_idle_part[SWIFT_AN_MAX_PARTS];
-    int has_kineto;          /* k is filled: Kineto traces, and ours with GPU events (the same
-                                analyses; src->kind tells the part layout apart) */
+    int has_kineto; /* k is filled: Kineto traces, and ours with GPU events (the same
+                       analyses; src->kind tells the part layout apart) */
     struct swift_an_kineto k;
     /* preprocess */
     double tok_busy_us, tok_sum_us;

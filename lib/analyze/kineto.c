@@ -776,8 +776,10 @@ static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
             steps = realloc(steps, (nsteps + 1) * sizeof(*steps));
             if (!steps)
                 abort();
-            steps[nsteps++] = (struct stepdef){
-                b, en, swift ? (e->step >= 0 ? e->step : (int64_t)nsteps) : strtoll(nm + 13, NULL, 10)};
+            steps[nsteps++] = (struct stepdef){b,
+                                               en,
+                                               swift ? (e->step >= 0 ? e->step : (int64_t)nsteps)
+                                                     : strtoll(nm + 13, NULL, 10)};
             if (b < cpu_min)
                 cpu_min = b;
             if (en > cpu_max)

@@ -743,8 +743,8 @@ static int flush_events(struct walker *w)
         par = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
 #pragma omp parallel for schedule(dynamic, 64) if (par && n >= 256)
     for (i = 0; i < (long)n; i++) {
-        pd[i].fast = w->fast_fn &&
-                     fast_parse(w->bbuf + pd[i].at, pd[i].len, &pd[i].fe, NULL, NULL, 0) == 0;
+        pd[i].fast =
+            w->fast_fn && fast_parse(w->bbuf + pd[i].at, pd[i].len, &pd[i].fe, NULL, NULL, 0) == 0;
         pd[i].v = pd[i].fast ? NULL
                              : json_loadb(base + pd[i].at,
                                           pd[i].len,
@@ -1310,9 +1310,8 @@ static int on_fields(struct loadctx *c, const struct swift_an_fev *f, json_t *e,
     }
     if (p[0] == 'C') {
         /* our memory counters: {"name":"memory","args":{"allocated":bytes,"device":n}} */
-        if (f->args == 1 &&
-            (!strcmp(nm, "memory") ||
-             (f->cat.t == SWIFT_AN_FV_STR && !strcmp(f->cat.s, "memory")))) {
+        if (f->args == 1 && (!strcmp(nm, "memory") ||
+                             (f->cat.t == SWIFT_AN_FV_STR && !strcmp(f->cat.s, "memory")))) {
             int dev = (int)fv_int(&A[AK_DEVICE], 0);
             if (fv_is_num(&A[AK_ALLOCATED]))
                 note_memory(s, dev, fv_num(&A[AK_ALLOCATED]), ts);

@@ -62,7 +62,7 @@ struct swift_an_ev {
     int32_t step;       /* our traces: args.step, else -1 */
     uint32_t comm;      /* index into swift_an_source.comm, or SWIFT_AN_NONE */
     float blocks_per_sm, occupancy; /* Kineto kernel args, -1 if none */
-    int16_t dev; /* args.device (our GPU events: the CUDA device), -1 if none */
+    int16_t dev;                    /* args.device (our GPU events: the CUDA device), -1 if none */
 };
 
 enum swift_an_kind { SWIFT_AN_KINETO = 1, SWIFT_AN_SWIFT = 2 };

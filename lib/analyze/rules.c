@@ -391,12 +391,11 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     }
     set_remedy(
         b,
-        kineto
-            ? "communicate less often or overlap it: gradient accumulation with "
-              "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
-              "check the NCCL transport (NCCL_DEBUG=INFO: NVLink/IB, not sockets)"
-            : "all-reduce less often: swift-train --gradient-accumulation-steps N (x2), a "
-              "larger --per-device-train-batch-size; check the NCCL transport",
+        kineto ? "communicate less often or overlap it: gradient accumulation with "
+                 "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
+                 "check the NCCL transport (NCCL_DEBUG=INFO: NVLink/IB, not sockets)"
+               : "all-reduce less often: swift-train --gradient-accumulation-steps N (x2), a "
+                 "larger --per-device-train-batch-size; check the NCCL transport",
         cmd);
 }
 
@@ -484,10 +483,10 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
                   p->part_avg[SWIFT_TB_MEMSET];
     } else if (p->has_kineto) {
         /* our traces with GPU events: GPU idle time under each phase of the step thread */
-        vals[0] = p->gpu_idle_part[0];                                              /* data_wait */
+        vals[0] = p->gpu_idle_part[0];                                             /* data_wait */
         vals[1] = p->gpu_idle_part[1] + p->gpu_idle_part[2] + p->gpu_idle_part[4]; /* fwd+bwd+opt */
-        vals[2] = p->gpu_idle_part[3];                                              /* grad_sync */
-        vals[3] = p->gpu_idle_part[5];                                              /* other */
+        vals[2] = p->gpu_idle_part[3];                                             /* grad_sync */
+        vals[3] = p->gpu_idle_part[5];                                             /* other */
     } else {
         vals[0] = p->part_avg[0]; /* data_wait */
         vals[2] = p->part_avg[3]; /* grad_sync */

@@ -44,7 +44,7 @@
 #define DEVICE_MEM (141LL << 30)
 #define NSTEPS 3
 #define STEP_NS 2000000LL /* 2 ms */
-#define NK 24            /* compute kernels per step */
+#define NK 24             /* compute kernels per step */
 
 enum { A_RT, A_KERN, A_CPY, A_SET, A_ALLOC, A_FREE, A_STEP };
 enum { RT_LAUNCH, RT_MEMCPY, RT_MEMSET, RT_SYNC };
@@ -54,11 +54,11 @@ struct act {
     int kind;
     int64_t start, end;
     uint32_t stream, corr;
-    int rt;                    /* A_RT: which call */
-    const char *name;          /* A_KERN: the name CUPTI reports (mangled or not) */
-    const char *demangled;     /* A_KERN: the name Kineto writes */
-    int64_t bytes;             /* A_CPY, A_SET, A_ALLOC, A_FREE */
-    int step;                  /* A_STEP */
+    int rt;                /* A_RT: which call */
+    const char *name;      /* A_KERN: the name CUPTI reports (mangled or not) */
+    const char *demangled; /* A_KERN: the name Kineto writes */
+    int64_t bytes;         /* A_CPY, A_SET, A_ALLOC, A_FREE */
+    int step;              /* A_STEP */
 };
 
 static struct act acts[1024];
@@ -83,14 +83,22 @@ static void build_activity(void)
         int64_t b = t0 + 1000 + s * STEP_NS;
         add((struct act){.kind = A_STEP, .start = b, .end = b + STEP_NS - 20000, .step = s + 1});
         /* input copy and a memset of the gradient buffer on stream 7 */
-        add((struct act){.kind = A_RT, .start = b + 2000, .end = b + 9000, .corr = corr,
-                         .rt = RT_MEMCPY});
-        add((struct act){.kind = A_CPY, .start = b + 10500, .end = b + 30500, .stream = 7,
-                         .corr = corr++, .bytes = 1 << 20});
-        add((struct act){.kind = A_RT, .start = b + 9500, .end = b + 12000, .corr = corr,
-                         .rt = RT_MEMSET});
-        add((struct act){.kind = A_SET, .start = b + 31000, .end = b + 33250, .stream = 7,
-                         .corr = corr++, .bytes = 4 << 20});
+        add((struct act){
+            .kind = A_RT, .start = b + 2000, .end = b + 9000, .corr = corr, .rt = RT_MEMCPY});
+        add((struct act){.kind = A_CPY,
+                         .start = b + 10500,
+                         .end = b + 30500,
+                         .stream = 7,
+                         .corr = corr++,
+                         .bytes = 1 << 20});
+        add((struct act){
+            .kind = A_RT, .start = b + 9500, .end = b + 12000, .corr = corr, .rt = RT_MEMSET});
+        add((struct act){.kind = A_SET,
+                         .start = b + 31000,
+                         .end = b + 33250,
+                         .stream = 7,
+                         .corr = corr++,
+                         .bytes = 4 << 20});
         add((struct act){.kind = A_ALLOC, .start = b + 12500, .bytes = (64LL << 20) * (s + 1)});
         int64_t h = b + 15000, g7 = b + 34000, g9 = b + 34000;
         for (int k = 0; k < NK; k++) {
@@ -98,15 +106,18 @@ static void build_activity(void)
             int64_t launch = k % 5 == 0 ? 62000 : 6500 + 250 * (k % 4);
             uint32_t stream = k % 4 == 3 ? 9 : 7;
             int64_t dur = shortk ? 2000 + 130 * k : 45000 + 1000 * k;
-            add((struct act){.kind = A_RT, .start = h, .end = h + launch, .corr = corr,
-                             .rt = RT_LAUNCH});
+            add((struct act){
+                .kind = A_RT, .start = h, .end = h + launch, .corr = corr, .rt = RT_LAUNCH});
             int64_t *g = stream == 7 ? &g7 : &g9;
             /* the kernel starts when both the launch is done and its stream is free (plus a
              * small or a large gap) */
             int64_t ks = h + launch + 1500 + (k % 7 == 0 ? 150000 : 0);
             if (ks < *g + (k % 2 ? 4000 : 45000))
                 ks = *g + (k % 2 ? 4000 : 45000);
-            add((struct act){.kind = A_KERN, .start = ks, .end = ks + dur, .stream = stream,
+            add((struct act){.kind = A_KERN,
+                             .start = ks,
+                             .end = ks + dur,
+                             .stream = stream,
                              .corr = corr++,
                              .name = k % 2 ? "_Z9k_rmsnormPfPKfi" : "ampere_sgemm_128x64_tn",
                              .demangled = k % 2 ? "k_rmsnorm(float*, float const*, int)"
@@ -115,19 +126,22 @@ static void build_activity(void)
             h += launch + 3000;
             if (k == NK / 2) {
                 /* gradient all-reduce on the NCCL stream, overlapping later compute */
-                add((struct act){.kind = A_RT, .start = h, .end = h + 8000, .corr = corr,
-                                 .rt = RT_LAUNCH});
-                add((struct act){.kind = A_KERN, .start = h + 20000, .end = h + 420000,
-                                 .stream = 13, .corr = corr++,
+                add((struct act){
+                    .kind = A_RT, .start = h, .end = h + 8000, .corr = corr, .rt = RT_LAUNCH});
+                add((struct act){.kind = A_KERN,
+                                 .start = h + 20000,
+                                 .end = h + 420000,
+                                 .stream = 13,
+                                 .corr = corr++,
                                  .name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
                                  .demangled = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"});
                 h += 11000;
             }
         }
-        add((struct act){.kind = A_RT, .start = h, .end = b + STEP_NS - 25000, .corr = corr++,
-                         .rt = RT_SYNC});
-        add((struct act){.kind = A_FREE, .start = b + STEP_NS - 24000,
-                         .bytes = (64LL << 20) * (s + 1)});
+        add((struct act){
+            .kind = A_RT, .start = h, .end = b + STEP_NS - 25000, .corr = corr++, .rt = RT_SYNC});
+        add((struct act){
+            .kind = A_FREE, .start = b + STEP_NS - 24000, .bytes = (64LL << 20) * (s + 1)});
     }
 }
 
@@ -169,18 +183,32 @@ static void write_kineto(const char *path, int64_t host_tid)
             fprintf(fp,
                     "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\","
                     "\"pid\":%lld,\"tid\":%lld,\"ts\":%s,\"dur\":%s,\"args\":{\"External id\":%d}}",
-                    a->step, pid, (long long)host_tid, ts, dur, 1000 + a->step);
+                    a->step,
+                    pid,
+                    (long long)host_tid,
+                    ts,
+                    dur,
+                    1000 + a->step);
             break;
         case A_RT:
             fprintf(fp,
                     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"%s\",\"pid\":%lld,"
                     "\"tid\":%lld,\"ts\":%s,\"dur\":%s,\"args\":{\"cbid\":%d,\"correlation\":%u}}",
-                    rt_name(a->rt), pid, (long long)host_tid, ts, dur, 211 + a->rt, a->corr);
+                    rt_name(a->rt),
+                    pid,
+                    (long long)host_tid,
+                    ts,
+                    dur,
+                    211 + a->rt,
+                    a->corr);
             if (a->rt != RT_SYNC)
                 fprintf(fp,
                         ",\n{\"ph\":\"s\",\"id\":%u,\"pid\":%lld,\"tid\":%lld,\"ts\":%s,"
                         "\"cat\":\"ac2g\",\"name\":\"ac2g\"}",
-                        a->corr, pid, (long long)host_tid, ts);
+                        a->corr,
+                        pid,
+                        (long long)host_tid,
+                        ts);
             break;
         case A_KERN:
             fprintf(fp,
@@ -188,7 +216,12 @@ static void write_kineto(const char *path, int64_t host_tid)
                     "\"ts\":%s,\"dur\":%s,\"args\":{\"device\":0,\"stream\":%u,\"correlation\":%u,"
                     "\"registers per thread\":32,\"shared memory\":0,\"grid\":[128, 1, 1],"
                     "\"block\":[256, 1, 1]}}",
-                    a->demangled, a->stream, ts, dur, a->stream, a->corr);
+                    a->demangled,
+                    a->stream,
+                    ts,
+                    dur,
+                    a->stream,
+                    a->corr);
             break;
         case A_CPY:
         case A_SET:
@@ -198,18 +231,30 @@ static void write_kineto(const char *path, int64_t host_tid)
                         "Device)\",\"pid\":0,\"tid\":%u,\"ts\":%s,\"dur\":%s,\"args\":{\"device\":"
                         "0,\"stream\":%u,\"correlation\":%u,\"bytes\":%lld,\"memory bandwidth "
                         "(GB/s)\":%.17g}}",
-                        a->stream, ts, dur, a->stream, a->corr, (long long)a->bytes,
+                        a->stream,
+                        ts,
+                        dur,
+                        a->stream,
+                        a->corr,
+                        (long long)a->bytes,
                         (double)a->bytes / (double)(a->end - a->start));
             else
                 fprintf(fp,
                         "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\","
                         "\"pid\":0,\"tid\":%u,\"ts\":%s,\"dur\":%s,\"args\":{\"device\":0,"
                         "\"stream\":%u,\"correlation\":%u,\"bytes\":%lld}}",
-                        a->stream, ts, dur, a->stream, a->corr, (long long)a->bytes);
+                        a->stream,
+                        ts,
+                        dur,
+                        a->stream,
+                        a->corr,
+                        (long long)a->bytes);
             fprintf(fp,
                     ",\n{\"ph\":\"f\",\"id\":%u,\"pid\":0,\"tid\":%u,\"ts\":%s,\"cat\":\"ac2g\","
                     "\"name\":\"ac2g\",\"bp\":\"e\"}",
-                    a->corr, a->stream, ts);
+                    a->corr,
+                    a->stream,
+                    ts);
             break;
         case A_ALLOC:
         case A_FREE:
@@ -218,8 +263,11 @@ static void write_kineto(const char *path, int64_t host_tid)
                     "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":%lld,\"tid\":%lld,"
                     "\"ts\":%s,\"args\":{\"Device Type\":1,\"Device Id\":0,\"Addr\":1,"
                     "\"Bytes\":%lld,\"Total Allocated\":%lld,\"Total Reserved\":%lld}}",
-                    pid, (long long)host_tid, ts,
-                    (long long)(a->kind == A_ALLOC ? a->bytes : -a->bytes), (long long)allocated,
+                    pid,
+                    (long long)host_tid,
+                    ts,
+                    (long long)(a->kind == A_ALLOC ? a->bytes : -a->bytes),
+                    (long long)allocated,
                     (long long)allocated);
             break;
         }
@@ -306,9 +354,8 @@ static void emit_device(struct swift_cupti_conv *c, const struct act *a)
         CUpti_ActivityMemory4 m;
         memset(&m, 0, sizeof(m));
         m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-        m.memoryOperationType = a->kind == A_ALLOC
-                                    ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                    : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+        m.memoryOperationType = a->kind == A_ALLOC ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                                                   : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
         m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
         m.bytes = (uint64_t)a->bytes;
         m.timestamp = (uint64_t)a->start;
@@ -362,8 +409,8 @@ static void emit_device(struct swift_cupti_conv *c, const struct act *a)
             SWIFT_TARG_D("memory bandwidth (GB/s)", (double)a->bytes / (double)(t1 - t0)),
         };
         if (a->kind == A_CPY)
-            swift_trace_span_tid("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", tid, t0, t1, g,
-                                 5);
+            swift_trace_span_tid(
+                "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", tid, t0, t1, g, 5);
         else
             swift_trace_span_tid("gpu_memset", "Memset (Device)", tid, t0, t1, g, 4);
         swift_trace_flow_tid('f', "flow", "launch", a->corr, tid, t0);
@@ -373,7 +420,8 @@ static void emit_device(struct swift_cupti_conv *c, const struct act *a)
     case A_FREE: {
         c->allocated += a->kind == A_ALLOC ? a->bytes : -a->bytes;
         struct swift_targ g[] = {SWIFT_TARG_I("allocated", c->allocated),
-                                 SWIFT_TARG_I("device", 0), SWIFT_TARG_I("total", DEVICE_MEM)};
+                                 SWIFT_TARG_I("device", 0),
+                                 SWIFT_TARG_I("total", DEVICE_MEM)};
         swift_trace_counters_at("memory", t0, g, 3);
         break;
     }
@@ -495,9 +543,15 @@ static void test_same_numbers(void **state)
     json_t *pk = json_array_get(json_object_get(r, "processes"), 0);
     json_t *po = json_array_get(json_object_get(r, "processes"), 1);
     assert_string_equal(json_string_value(json_object_get(po, "format")), "swift");
-    static const char *const keys[] = {"temporal", "comm_comp_overlap_pct", "kernel_types",
-                                       "kernels", "idle_breakdown", "launch", "nccl",
-                                       "gpu_utilization", "memory"};
+    static const char *const keys[] = {"temporal",
+                                       "comm_comp_overlap_pct",
+                                       "kernel_types",
+                                       "kernels",
+                                       "idle_breakdown",
+                                       "launch",
+                                       "nccl",
+                                       "gpu_utilization",
+                                       "memory"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         expect_same(pk, po, keys[i]);
     assert_true(json_array_size(json_object_get(po, "kernels")) >= 3);

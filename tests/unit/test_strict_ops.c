@@ -19,7 +19,8 @@
 
 static const struct swift_ops *S = &swift_cpu_strict_ops;
 
-/* Run fn(p) in a child with stdout and stderr silenced; returns its wait status. The child exits 0 only if the access did not fault. */
+/* Run fn(p) in a child with stdout and stderr silenced; returns its wait status. The child exits 0
+ * only if the access did not fault. */
 static int in_child(void (*fn)(float *), float *p)
 {
     fflush(NULL);
