@@ -48,6 +48,13 @@ static void calib_free(struct calib *c)
     free(c->pos);
 }
 
+/* Calibration row i as a batch of one (targets are not read by the layer forward). */
+static struct swift_batch row_batch(const struct calib *c, int i)
+{
+    return (struct swift_batch){
+        .B = 1, .T = c->T, .tokens = c->tok + (size_t)i * c->T, .pos = c->pos + (size_t)i * c->T};
+}
+
 /* Rows evenly spaced over the shards, truncated to seq_len, padded to the longest. */
 static int calib_load(struct calib *c, const char *dir, long want, long seq_len)
 {
@@ -233,8 +240,7 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
     }
     long tokens = 0;
     for (int i = 0; i < c.n; i++) {
-        struct swift_batch b = {
-            .B = 1, .T = c.T, .tokens = c.tok + (size_t)i * c.T, .pos = c.pos + (size_t)i * c.T};
+        struct swift_batch b = row_batch(&c, i);
         for (int t = 0; t < c.len[i]; t++)
             if (b.tokens[t] >= cfg->vocab_size) {
                 swift_error("%s: calibration row %llu, token %d: id %d is outside the model's "
@@ -260,10 +266,7 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
             memset(H, 0, (size_t)in * in * sizeof(float));
             int64_t ct0 = swift_trace_now();
             for (int i = 0; i < c.n; i++) {
-                struct swift_batch b = {.B = 1,
-                                        .T = c.T,
-                                        .tokens = c.tok + (size_t)i * c.T,
-                                        .pos = c.pos + (size_t)i * c.T};
+                struct swift_batch b = row_batch(&c, i);
                 const float *inp[SWIFT_LIN_COUNT];
                 float *xi = x + (size_t)i * rowsz;
                 swift_model_layer_forward(&m, l, &b, xi, NULL, inp);
@@ -287,10 +290,7 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
         }
         /* the quantized layer's output is the next layer's input */
         for (int i = 0; i < c.n; i++) {
-            struct swift_batch b = {.B = 1,
-                                    .T = c.T,
-                                    .tokens = c.tok + (size_t)i * c.T,
-                                    .pos = c.pos + (size_t)i * c.T};
+            struct swift_batch b = row_batch(&c, i);
             const float *inp[SWIFT_LIN_COUNT];
             float *xi = x + (size_t)i * rowsz;
             swift_model_layer_forward(&m, l, &b, xi, xi, inp);
