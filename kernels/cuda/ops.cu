@@ -1282,6 +1282,7 @@ static void cu_attention_cached(float *out, const float *q, const float *kcache,
     CKK();
 }
 
+// clang-format off
 extern "C" const struct swift_ops swift_cuda_ops = {
     "cuda",         cu_alloc,         cu_free,          cu_zero,          cu_copy,
     cu_upload,      cu_download,      cu_sync,          cu_device_trace,  cu_matmul_fwd,
@@ -1289,5 +1290,6 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     cu_rope_fwd,    cu_rope_bwd,      cu_attention_fwd, cu_attention_bwd, cu_swiglu_fwd,
     cu_swiglu_bwd,  cu_cross_entropy, cu_add,           cu_scale,         cu_sumsq,
     cu_dropout_fwd, cu_dropout_bwd,   cu_adamw,
-    cu_copy_rows,   cu_attention_cached, /* key/value cache */
+    cu_copy_rows,   cu_attention_cached, /* key/value cache (lib/eval/kv.c) */
 };
+// clang-format on

@@ -30,8 +30,7 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
     if (rows < 1 || cap < 1 || max_tokens < 1)
         return swift_error("bad cache size %d x %d", rows, cap);
     if ((long long)rows * cap > INT32_MAX)
-        return swift_error("cache of %d x %d tokens: more than %d positions", rows, cap,
-                           INT32_MAX);
+        return swift_error("cache of %d x %d tokens: more than %d positions", rows, cap, INT32_MAX);
     kv->m = m;
     kv->rows = rows;
     kv->cap = cap;
@@ -65,8 +64,8 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
         !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kk || !kv->vv || !kv->att || !kv->gate ||
         !kv->up || !kv->xa || !kv->sel) {
         swift_kv_release(kv);
-        return swift_error("out of memory for a key/value cache of %d x %d tokens on %s", rows,
-                           cap, ops->name);
+        return swift_error(
+            "out of memory for a key/value cache of %d x %d tokens on %s", rows, cap, ops->name);
     }
     return 0;
 }
@@ -75,11 +74,21 @@ void swift_kv_release(struct swift_kv *kv)
 {
     if (kv->m) {
         const struct swift_ops *ops = kv->m->ops;
-        float *dev[] = {kv->k, kv->v, kv->x, kv->h, kv->rstd, kv->q, kv->kk, kv->vv,
-                        kv->att, kv->gate, kv->up, kv->xa, kv->sel, kv->logits};
-        for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
-            if (dev[i])
-                ops->free(dev[i]);
+        /* every backend's free accepts NULL */
+        ops->free(kv->k);
+        ops->free(kv->v);
+        ops->free(kv->x);
+        ops->free(kv->h);
+        ops->free(kv->rstd);
+        ops->free(kv->q);
+        ops->free(kv->kk);
+        ops->free(kv->vv);
+        ops->free(kv->att);
+        ops->free(kv->gate);
+        ops->free(kv->up);
+        ops->free(kv->xa);
+        ops->free(kv->sel);
+        ops->free(kv->logits);
     }
     free(kv->len);
     free(kv->pos);
@@ -218,8 +227,8 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
         float *kc = kv->k + layer_off(kv, l), *vc = kv->v + layer_off(kv, l);
         ops->copy_rows(kc, kv->slot, kv->kk, NULL, N, (int)KD);
         ops->copy_rows(vc, kv->slot, kv->vv, NULL, N, (int)KD);
-        ops->attention_cached(kv->att, kv->q, kc, vc, kv->pos, kv->rowi, (size_t)kv->cap * KD, N,
-                              NH, NKV, D);
+        ops->attention_cached(
+            kv->att, kv->q, kc, vc, kv->pos, kv->rowi, (size_t)kv->cap * KD, N, NH, NKV, D);
         kv->flops += fl;
         linear(kv, &Ly->lin[SWIFT_LIN_O], x, kv->att, N, 1.0f); /* residual */
         ops->rmsnorm_fwd(kv->h, kv->rstd, x, Ly->ln2, N, H, c->rms_norm_eps);

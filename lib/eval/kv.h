@@ -42,7 +42,7 @@ struct swift_kv {
     float *k, *v; /* backend (layers, rows, cap, kv_heads*head_dim) */
     /* backend scratch for max_tokens tokens */
     float *x, *h, *rstd, *q, *kk, *vv, *att, *gate, *up, *xa, *sel;
-    float *logits;   /* backend (logits_rows, vocab): lm_head output before download */
+    float *logits; /* backend (logits_rows, vocab): lm_head output before download */
     int logits_rows;
     /* host index arrays of the current call (max_tokens each): position in the row, row,
      * cache slot row*cap+pos, tokens whose logits are wanted */
@@ -63,9 +63,9 @@ void swift_kv_copy_row(struct swift_kv *kv, int dst, int src);
 /*
  * Run N new tokens (N <= max_tokens). Token i goes to row rowof[i] at the row's next position;
  * a row's tokens must be given in order. Writes the logits (V floats, row-major) of the tokens
- * listed in want[0..nwant) to logits (nwant x V, host memory: downloaded). Returns 0, or -1 after reporting a token id
- * outside the vocabulary, a row out of range, or a row that would exceed cap (nothing changed
- * then).
+ * listed in want[0..nwant) to logits (nwant x V, host memory: downloaded). Returns 0, or -1 after
+ * reporting a token id outside the vocabulary, a row out of range, or a row that would exceed cap
+ * (nothing changed then).
  */
 int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
                      const int *want, int nwant, float *logits);

@@ -473,8 +473,17 @@ static void test_kv_cache_ops(void **state)
     float *o2 = hkeep(calloc((size_t)N2 * NH * D2, sizeof(float)));
     float *do2 = fdev(o2, (size_t)N2 * NH * D2);
     C->attention_cached(o2, q2, kc2, vc2, pos, row, (size_t)cap * KD2, N2, NH, NKV, D2);
-    G->attention_cached(do2, fdev(q2, (size_t)N2 * NH * D2), fdev(kc2, cache2), fdev(vc2, cache2),
-                        pos, row, (size_t)cap * KD2, N2, NH, NKV, D2);
+    G->attention_cached(do2,
+                        fdev(q2, (size_t)N2 * NH * D2),
+                        fdev(kc2, cache2),
+                        fdev(vc2, cache2),
+                        pos,
+                        row,
+                        (size_t)cap * KD2,
+                        N2,
+                        NH,
+                        NKV,
+                        D2);
     check("attention_cached D=128", do2, o2, (size_t)N2 * NH * D2, RED);
 }
 
@@ -537,8 +546,10 @@ static void test_kv_model(void **state)
             maxerr = fmax(maxerr, fabs((double)lc[i] - lg[i]));
         }
     }
-    printf("# kv forward logits: max|err| %.3g (bound %.3g, max|ref| %.3g)\n", maxerr,
-           1e-5 + 1e-4 * maxref, maxref);
+    printf("# kv forward logits: max|err| %.3g (bound %.3g, max|ref| %.3g)\n",
+           maxerr,
+           1e-5 + 1e-4 * maxref,
+           maxref);
     assert_true(maxerr <= 1e-5 + 1e-4 * maxref);
     swift_kv_release(&kc);
     swift_kv_release(&kg);
