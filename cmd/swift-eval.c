@@ -110,7 +110,8 @@ static const struct swift_option options[] = {
      O_DEVICE,
      SWIFT_ARG_REQUIRED,
      "auto|cpu|cuda[:N]",
-     "where the model runs (default auto; the key/value cache runs on the cpu only)",
+     "where the model and its key/value cache run (default auto: the cpu; cuda[:N] opts in to a "
+     "GPU)",
      NULL},
     {"quiet", SWIFT_OPT_QUIET, SWIFT_ARG_NONE, NULL, "no table on stderr", NULL},
     SWIFT_TRACE_OPTIONS,

@@ -110,6 +110,23 @@ struct swift_ops {
      * p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), with bc = 1 - beta^step */
     void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                   float b2, float eps, float wd, float bc1, float bc2, float gscale);
+
+    /* Inference with a key/value cache (lib/eval/kv.h); appended after the training ops. */
+    /* Row gather/scatter: for i < n, row (dst_idx ? dst_idx[i] : i) of dst (rows of width
+     * floats) = row (src_idx ? src_idx[i] : i) of src. dst_idx/src_idx are int32 index arrays
+     * (host memory accepted, like pos), NULL for the identity; rows written must be distinct and
+     * must not overlap the rows read. */
+    void (*copy_rows)(float *dst, const int32_t *dst_idx, const float *src, const int32_t *src_idx,
+                      int n, int width);
+    /* Causal attention of N new tokens against a key/value cache that already holds them:
+     * token i reads cache row row[i], whose position j starts at kcache/vcache +
+     * row[i]*row_stride + j*NKV*D (a position holds NKV heads of D floats), for j = 0..pos[i].
+     * q, out (N,NH,D); head h uses kv head h/(NH/NKV); scale 1/sqrt(D); one pass with an
+     * online softmax in fp32. pos and row are int32 index arrays (host memory accepted).
+     * D <= 512. */
+    void (*attention_cached)(float *out, const float *q, const float *kcache, const float *vcache,
+                             const int32_t *pos, const int32_t *row, size_t row_stride, int N,
+                             int NH, int NKV, int D);
 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */

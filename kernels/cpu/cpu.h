@@ -40,5 +40,10 @@ void swift_cpu_dropout_fwd(float *out, uint8_t *mask, const float *in, size_t n,
 void swift_cpu_dropout_bwd(float *din, const float *dout, const uint8_t *mask, size_t n, float p);
 void swift_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, float bc1, float bc2, float gscale);
+void swift_cpu_copy_rows(float *dst, const int32_t *dst_idx, const float *src,
+                         const int32_t *src_idx, int n, int width);
+void swift_cpu_attention_cached(float *out, const float *q, const float *kcache,
+                                const float *vcache, const int32_t *pos, const int32_t *row,
+                                size_t row_stride, int N, int NH, int NKV, int D);
 
 #endif

@@ -75,4 +75,6 @@ const struct swift_ops swift_cpu_ops = {
     .dropout_fwd = swift_cpu_dropout_fwd,
     .dropout_bwd = swift_cpu_dropout_bwd,
     .adamw = swift_cpu_adamw,
+    .copy_rows = swift_cpu_copy_rows,
+    .attention_cached = swift_cpu_attention_cached,
 };

@@ -255,6 +255,15 @@ WRAP(adamw,
       float eps, float wd, float bc1, float bc2, float gscale),
      (p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2, gscale))
 
+WRAP(copy_rows,
+     (float *dst, const int32_t *dst_idx, const float *src, const int32_t *src_idx, int n,
+      int width),
+     (dst, dst_idx, src, src_idx, n, width))
+WRAP(attention_cached,
+     (float *out, const float *q, const float *kcache, const float *vcache, const int32_t *pos,
+      const int32_t *row, size_t row_stride, int N, int NH, int NKV, int D),
+     (out, q, kcache, vcache, pos, row, row_stride, N, NH, NKV, D))
+
 static double st_sumsq(const float *x, size_t n)
 {
     enter();
@@ -292,4 +301,6 @@ const struct swift_ops swift_cpu_strict_ops = {
     .dropout_fwd = st_dropout_fwd,
     .dropout_bwd = st_dropout_bwd,
     .adamw = st_adamw,
+    .copy_rows = st_copy_rows,
+    .attention_cached = st_attention_cached,
 };

@@ -9,7 +9,7 @@
 
 #include "banned.h"
 
-#define MAX_HEAD_DIM 512
+#define MAX_HEAD_DIM 512 /* the attention_cached op's limit (lib/backend.h) */
 
 static void *zalloc(size_t n)
 {
@@ -20,12 +20,17 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
 {
     memset(kv, 0, sizeof(*kv));
     const struct swift_model_config *c = &m->cfg;
-    if (strncmp(m->ops->name, "cpu", 3)) /* "cpu", "cpu-strict" */
-        return swift_error("the key/value cache needs the cpu backend, not '%s'", m->ops->name);
+    const struct swift_ops *ops = m->ops;
+    if (!ops->copy_rows || !ops->attention_cached)
+        return swift_error("the '%s' backend has no key/value cache ops (copy_rows, "
+                           "attention_cached)",
+                           ops->name);
     if (c->head_dim > MAX_HEAD_DIM)
         return swift_error("head_dim %d is larger than %d", c->head_dim, MAX_HEAD_DIM);
     if (rows < 1 || cap < 1 || max_tokens < 1)
         return swift_error("bad cache size %d x %d", rows, cap);
+    if ((long long)rows * cap > INT32_MAX)
+        return swift_error("cache of %d x %d tokens: more than %d positions", rows, cap, INT32_MAX);
     kv->m = m;
     kv->rows = rows;
     kv->cap = cap;
@@ -35,46 +40,61 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
     size_t N = (size_t)max_tokens;
     size_t cache = (size_t)c->num_layers * rows * cap * KD;
     size_t wide = QD > H ? QD : H;
+    /* host: row lengths and the per-call index arrays the ops take */
     kv->len = zalloc((size_t)rows * sizeof(int));
-    kv->k = malloc(cache * sizeof(float));
-    kv->v = malloc(cache * sizeof(float));
-    kv->x = zalloc(N * H * sizeof(float));
-    kv->h = zalloc(N * (wide > I ? wide : I) * sizeof(float));
-    kv->rstd = zalloc(N * (size_t)(c->num_heads > 1 ? c->num_heads : 1) * sizeof(float));
-    kv->q = zalloc(N * QD * sizeof(float));
-    kv->kk = zalloc(N * KD * sizeof(float));
-    kv->vv = zalloc(N * KD * sizeof(float));
-    kv->att = zalloc(N * wide * sizeof(float));
-    kv->gate = zalloc(N * I * sizeof(float));
-    kv->up = zalloc(N * I * sizeof(float));
-    kv->xa = zalloc(N * (size_t)(m->lora_rank > 0 ? m->lora_rank : 1) * sizeof(float));
-    kv->sel = zalloc(N * H * sizeof(float));
     kv->pos = zalloc(N * sizeof(int32_t));
-    if (!kv->len || !kv->k || !kv->v || !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kk ||
-        !kv->vv || !kv->att || !kv->gate || !kv->up || !kv->xa || !kv->sel || !kv->pos) {
+    kv->rowi = zalloc(N * sizeof(int32_t));
+    kv->slot = zalloc(N * sizeof(int32_t));
+    kv->wanti = zalloc(N * sizeof(int32_t));
+    /* backend memory: the cache and the scratch (ops->alloc zeroes) */
+    kv->k = ops->alloc(cache * sizeof(float));
+    kv->v = ops->alloc(cache * sizeof(float));
+    kv->x = ops->alloc(N * H * sizeof(float));
+    kv->h = ops->alloc(N * (wide > I ? wide : I) * sizeof(float));
+    kv->rstd = ops->alloc(N * (size_t)(c->num_heads > 1 ? c->num_heads : 1) * sizeof(float));
+    kv->q = ops->alloc(N * QD * sizeof(float));
+    kv->kk = ops->alloc(N * KD * sizeof(float));
+    kv->vv = ops->alloc(N * KD * sizeof(float));
+    kv->att = ops->alloc(N * wide * sizeof(float));
+    kv->gate = ops->alloc(N * I * sizeof(float));
+    kv->up = ops->alloc(N * I * sizeof(float));
+    kv->xa = ops->alloc(N * (size_t)(m->lora_rank > 0 ? m->lora_rank : 1) * sizeof(float));
+    kv->sel = ops->alloc(N * H * sizeof(float));
+    if (!kv->len || !kv->pos || !kv->rowi || !kv->slot || !kv->wanti || !kv->k || !kv->v ||
+        !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kk || !kv->vv || !kv->att || !kv->gate ||
+        !kv->up || !kv->xa || !kv->sel) {
         swift_kv_release(kv);
-        return swift_error("out of memory for a key/value cache of %d x %d tokens", rows, cap);
+        return swift_error(
+            "out of memory for a key/value cache of %d x %d tokens on %s", rows, cap, ops->name);
     }
     return 0;
 }
 
 void swift_kv_release(struct swift_kv *kv)
 {
+    if (kv->m) {
+        const struct swift_ops *ops = kv->m->ops;
+        /* every backend's free accepts NULL */
+        ops->free(kv->k);
+        ops->free(kv->v);
+        ops->free(kv->x);
+        ops->free(kv->h);
+        ops->free(kv->rstd);
+        ops->free(kv->q);
+        ops->free(kv->kk);
+        ops->free(kv->vv);
+        ops->free(kv->att);
+        ops->free(kv->gate);
+        ops->free(kv->up);
+        ops->free(kv->xa);
+        ops->free(kv->sel);
+        ops->free(kv->logits);
+    }
     free(kv->len);
-    free(kv->k);
-    free(kv->v);
-    free(kv->x);
-    free(kv->h);
-    free(kv->rstd);
-    free(kv->q);
-    free(kv->kk);
-    free(kv->vv);
-    free(kv->att);
-    free(kv->gate);
-    free(kv->up);
-    free(kv->xa);
-    free(kv->sel);
     free(kv->pos);
+    free(kv->rowi);
+    free(kv->slot);
+    free(kv->wanti);
     memset(kv, 0, sizeof(*kv));
 }
 
@@ -91,16 +111,23 @@ static size_t kd_of(const struct swift_kv *kv)
     return (size_t)kv->m->cfg.num_kv_heads * kv->m->cfg.head_dim;
 }
 
+/* the first float of layer l's cache (rows x cap positions of KD floats) */
+static size_t layer_off(const struct swift_kv *kv, int l)
+{
+    return (size_t)l * kv->rows * kv->cap * kd_of(kv);
+}
+
 void swift_kv_copy_row(struct swift_kv *kv, int dst, int src)
 {
     if (dst == src || dst < 0 || src < 0 || dst >= kv->rows || src >= kv->rows)
         return;
+    const struct swift_ops *ops = kv->m->ops;
     size_t KD = kd_of(kv), n = (size_t)kv->len[src] * KD;
-    for (int l = 0; l < kv->m->cfg.num_layers; l++) {
-        size_t so = ((size_t)l * kv->rows + src) * kv->cap * KD;
-        size_t d = ((size_t)l * kv->rows + dst) * kv->cap * KD;
-        memcpy(kv->k + d, kv->k + so, n * sizeof(float));
-        memcpy(kv->v + d, kv->v + so, n * sizeof(float));
+    for (int l = 0; l < kv->m->cfg.num_layers && n > 0; l++) {
+        size_t so = layer_off(kv, l) + (size_t)src * kv->cap * KD;
+        size_t d = layer_off(kv, l) + (size_t)dst * kv->cap * KD;
+        ops->copy(kv->k + d, kv->k + so, n); /* device-side copies */
+        ops->copy(kv->v + d, kv->v + so, n);
     }
     kv->len[dst] = kv->len[src];
 }
@@ -126,55 +153,6 @@ static void linear(struct swift_kv *kv, const struct swift_linear *L, float *out
     kv->flops += 2.0 * N * L->in * L->out;
 }
 
-/* Causal attention of N new tokens against their rows' caches (which already hold them).
- * q (N,NH,D), out (N,NH,D). */
-static void cached_attention(struct swift_kv *kv, int l, float *out, const float *q,
-                             const int *rowof, int N)
-{
-    const struct swift_model_config *c = &kv->m->cfg;
-    int NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim, G = NH / NKV;
-    size_t KD = kd_of(kv);
-    float scale = 1.0f / sqrtf((float)D);
-    const int32_t *pos = kv->pos;
-    double fl = 0;
-    for (int i = 0; i < N; i++)
-        fl += 4.0 * NH * D * (pos[i] + 1);
-    kv->flops += fl;
-#pragma omp parallel for collapse(2) schedule(dynamic, 4) if (N * NH > 8)
-    for (int i = 0; i < N; i++) {
-        for (int h = 0; h < NH; h++) {
-            const float *qi = q + ((size_t)i * NH + h) * D;
-            size_t base = ((size_t)l * kv->rows + rowof[i]) * kv->cap * KD + (size_t)(h / G) * D;
-            const float *kb = kv->k + base, *vb = kv->v + base;
-            float acc[MAX_HEAD_DIM];
-            float mx = -INFINITY, sum = 0.0f;
-            for (int d = 0; d < D; d++)
-                acc[d] = 0.0f;
-            for (int j = 0; j <= pos[i]; j++) {
-                const float *kj = kb + (size_t)j * KD, *vj = vb + (size_t)j * KD;
-                float s = 0.0f;
-                for (int d = 0; d < D; d++)
-                    s += qi[d] * kj[d];
-                s *= scale;
-                if (s > mx) {
-                    float r = expf(mx - s);
-                    sum *= r;
-                    for (int d = 0; d < D; d++)
-                        acc[d] *= r;
-                    mx = s;
-                }
-                float p = expf(s - mx);
-                sum += p;
-                for (int d = 0; d < D; d++)
-                    acc[d] += p * vj[d];
-            }
-            float *o = out + ((size_t)i * NH + h) * D;
-            for (int d = 0; d < D; d++)
-                o[d] = acc[d] / sum;
-        }
-    }
-}
-
 int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
                      const int *want, int nwant, float *logits)
 {
@@ -195,8 +173,11 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
         if (rowof[i] < 0 || rowof[i] >= kv->rows)
             return swift_error("row %d out of range (%d rows)", rowof[i], kv->rows);
     }
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < N; i++) {
         kv->pos[i] = kv->len[rowof[i]]++;
+        kv->rowi[i] = rowof[i];
+        kv->slot[i] = rowof[i] * kv->cap + kv->pos[i]; /* < rows*cap <= INT32_MAX */
+    }
     for (int i = 0; i < N; i++)
         if (kv->pos[i] >= kv->cap) {
             for (int j = 0; j < N; j++)
@@ -209,6 +190,21 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
                 kv->len[rowof[j]]--;
             return swift_error("logits wanted for token %d of %d", want[w], N);
         }
+    if (nwant > kv->logits_rows) { /* grows to the largest nwant asked for */
+        float *lg = ops->alloc((size_t)nwant * V * sizeof(float));
+        if (!lg) {
+            for (int j = 0; j < N; j++)
+                kv->len[rowof[j]]--;
+            return swift_error("out of memory for %d x %d logits on %s", nwant, V, ops->name);
+        }
+        if (kv->logits)
+            ops->free(kv->logits);
+        kv->logits = lg;
+        kv->logits_rows = nwant;
+    }
+    double fl = 0;
+    for (int i = 0; i < N; i++)
+        fl += 4.0 * NH * D * (kv->pos[i] + 1);
 
     float *x = kv->x;
     ops->embed_fwd(x, tokens, m->embed, N, H);
@@ -227,12 +223,13 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
         }
         ops->rope_fwd(kv->q, kv->pos, m->inv_freq, N, NH, D);
         ops->rope_fwd(kv->kk, kv->pos, m->inv_freq, N, NKV, D);
-        for (int i = 0; i < N; i++) {
-            size_t o = (((size_t)l * kv->rows + rowof[i]) * kv->cap + kv->pos[i]) * KD;
-            memcpy(kv->k + o, kv->kk + (size_t)i * KD, KD * sizeof(float));
-            memcpy(kv->v + o, kv->vv + (size_t)i * KD, KD * sizeof(float));
-        }
-        cached_attention(kv, l, kv->att, kv->q, rowof, N);
+        /* the new tokens' keys and values into their rows' caches, then attention over them */
+        float *kc = kv->k + layer_off(kv, l), *vc = kv->v + layer_off(kv, l);
+        ops->copy_rows(kc, kv->slot, kv->kk, NULL, N, (int)KD);
+        ops->copy_rows(vc, kv->slot, kv->vv, NULL, N, (int)KD);
+        ops->attention_cached(
+            kv->att, kv->q, kc, vc, kv->pos, kv->rowi, (size_t)kv->cap * KD, N, NH, NKV, D);
+        kv->flops += fl;
         linear(kv, &Ly->lin[SWIFT_LIN_O], x, kv->att, N, 1.0f); /* residual */
         ops->rmsnorm_fwd(kv->h, kv->rstd, x, Ly->ln2, N, H, c->rms_norm_eps);
         linear(kv, &Ly->lin[SWIFT_LIN_GATE], kv->gate, kv->h, N, 0.0f);
@@ -243,10 +240,12 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
     if (nwant == 0)
         return 0;
     for (int w = 0; w < nwant; w++)
-        memcpy(kv->sel + (size_t)w * H, x + (size_t)want[w] * H, (size_t)H * sizeof(float));
+        kv->wanti[w] = want[w];
+    ops->copy_rows(kv->sel, NULL, x, kv->wanti, nwant, H);
     ops->rmsnorm_fwd(kv->h, kv->rstd, kv->sel, m->norm, nwant, H, c->rms_norm_eps);
-    mm(kv, logits, kv->h, m->lm_head, NULL, nwant, H, V, 1.0f, 0.0f);
+    mm(kv, kv->logits, kv->h, m->lm_head, NULL, nwant, H, V, 1.0f, 0.0f);
     kv->flops += 2.0 * nwant * H * V;
+    ops->download(logits, kv->logits, (size_t)nwant * V * sizeof(float));
     return 0;
 }
 

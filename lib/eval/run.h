@@ -50,8 +50,8 @@ struct swift_eval_opts {
     const char *baseline; /* regression gate against this record, or NULL */
     double max_drop;
     int quiet;          /* no table on stderr */
-    const char *device; /* auto (NULL), cpu, cuda[:N]; the key/value cache needs the cpu, so
-                           auto means cpu and cuda is refused by swift_kv_init */
+    const char *device; /* auto (NULL), cpu, cuda[:N]; auto means the cpu (the cache runs on
+                           any backend, but the GPU path is not yet verified on a GPU) */
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);

@@ -71,7 +71,7 @@ cuda_build() { # the binary links the CUDA runtime (make CUDA=1)
     [[ "$stderr" == "swift-train: --device: bad device index in 'cuda:x'"* ]]
 }
 
-@test "swift-eval --device: auto and cpu run on the cpu; cuda without a GPU is refused" {
+@test "swift-eval --device: auto and cpu run on the cpu; cuda without a GPU is refused for the device, not the cache" {
     E="$SWIFT_BIN/swift-eval"
     F=tests/fixtures/eval
     run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet --device auto
@@ -84,5 +84,12 @@ cuda_build() { # the binary links the CUDA runtime (make CUDA=1)
     has_gpu && skip "a GPU is present"
     run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet --device cuda
     [ "$status" -eq 1 ]
+    [ -z "$output" ]
     [[ "$stderr" == "swift-eval: --device cuda: "* ]]
+    [[ "$stderr" != *"key/value cache"* ]]
+    # the refusal is swift_backend_select's, word for word what swift-train says
+    ev=${stderr#swift-eval: }
+    run --separate-stderr "$T" --model $M -o "$W/o" --max-steps 1 --device cuda $D
+    [ "$status" -eq 1 ]
+    [ "${stderr#swift-train: }" = "$ev" ]
 }

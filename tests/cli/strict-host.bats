@@ -3,7 +3,8 @@
 # swift_cpu_strict_ops (SWIFT_CPU_STRICT_HOST=1), whose memory faults on host access outside
 # an op, upload or download — as a GPU's would — and give the CPU backend's results bit for
 # bit: LoRA and full (bf16) training with checkpoints and resume, swift-eval with adapters on
-# the fly and merged, and 2 MPI ranks with ZeRO-1 (gradients and parameters staged through
+# the fly and merged, its key/value cache (loss, mc, generation; the cache, scratch and logits
+# are backend memory), and 2 MPI ranks with ZeRO-1 (gradients and parameters staged through
 # download/upload).
 
 M=tests/fixtures/model/llama
@@ -83,6 +84,43 @@ strict() { # the command on the strict backend
         [ "$status" -eq 0 ]
         [ "$(jq .metrics <<<"$output")" = "$cpu" ]
     done
+}
+
+untimed() { # a swift-eval record without its timings
+    jq -c 'del(.time_s, .load_s, .tokens_per_s, .prefill_tokens_per_s, .decode_tokens_per_s)'
+}
+
+same_record() { # swift-eval ARGS...: the strict backend's record equals the cpu's (timings aside)
+    run "$SWIFT_BIN/swift-eval" "$@" --quiet
+    [ "$status" -eq 0 ]
+    cpu=$(untimed <<<"$output")
+    run strict "$SWIFT_BIN/swift-eval" "$@" --quiet
+    [ "$status" -eq 0 ]
+    [ "$(untimed <<<"$output")" = "$cpu" ]
+    echo "$cpu"
+}
+
+@test "swift-eval's key/value cache on the strict backend: loss, mc, generation with batch > 1, LoRA on the fly" {
+    E=tests/fixtures/eval
+    export OMP_NUM_THREADS=2
+    r=$(same_record $E/llama --task loss --dataset $E/synth/train --batch-size 3 --limit 7)
+    jq -e '.metrics.loss > 0' <<<"$r"
+    r=$(same_record $E/llama --task mc --dataset $E/synth/mc.jsonl --batch-size 3 --limit 8)
+    jq -e '.n == 8' <<<"$r"
+    same_record $E/llama --adapters $E/llama/adapter --task mc --dataset $E/synth/mc.jsonl \
+        --batch-size 4 --limit 6 >/dev/null
+    r=$(same_record $E/qwen3 --task exact --dataset $E/synth/exact.jsonl --limit 5 --batch-size 3 \
+        --max-new-tokens 6)
+    jq -e '.decode_tokens > 0' <<<"$r"
+    same_record $E/llama --adapters $E/llama/adapter --task exact --dataset $E/synth/exact.jsonl \
+        --limit 5 --batch-size 4 --max-new-tokens 6 --temperature 1.0 --top-p 0.9 --seed 7 >/dev/null
+}
+
+@test "the key/value cache's unit tests (log-probs and greedy tokens against transformers, LoRA) pass on the strict backend" {
+    [ -x "$SWIFT_BUILD/tests/test_eval_kv" ] || skip "test_eval_kv not built"
+    run strict "$SWIFT_BUILD/tests/test_eval_kv"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c 'greedy generation 48/48 tokens equal' <<<"$output")" -eq 4 ]
 }
 
 @test "2 MPI ranks with ZeRO-1 on the strict backend: the cpu's losses and checkpoint" {

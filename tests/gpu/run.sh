@@ -12,7 +12,8 @@
 #
 # Results (at most 9 files) in $OUT: summary.json (every figure, including flash vs cuBLAS
 # attention times on the 0.5B shape from test_cuda_ops), report.md (the same for people),
-# build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl),
+# build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl, and swift-eval's
+# records: loss and batched generation on the key/value cache, same device and model),
 # analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps),
 # sanitizer.log (2 steps of a tiny model under compute-sanitizer memcheck, when it exists).
 # Every stage runs under a time limit and is reported even when an earlier one failed.
@@ -162,6 +163,20 @@ if [ $BUILD_OK = 1 ]; then
     fi
 fi
 
+# ---- 4a. swift-eval on the same device: loss and batched generation on the key/value cache ----
+if [ $BUILD_OK = 1 ] && [ -d "$W/shards" ]; then
+    {
+        echo "## swift-eval --device $DEVICE"
+        stage eval_loss 120 "$BIN/swift-eval" "$M" --device "$DEVICE" --task loss \
+            --dataset "$W/shards" --limit 8 --batch-size 4 --max-length "$T" --quiet \
+            >>"$W/eval.jsonl"
+        stage eval_generate 120 "$BIN/swift-eval" "$M" --device "$DEVICE" --task exact \
+            --dataset tests/fixtures/eval/synth/exact.jsonl --limit 16 --batch-size 8 \
+            --max-new-tokens 32 --quiet >>"$W/eval.jsonl"
+        cat "$W/eval.jsonl"
+    } >>"$OUT/train.log" 2>&1
+fi
+
 # ---- 4b. compute-sanitizer memcheck: 2 steps of a tiny model (60 s at most) ----
 SAN=$(command -v compute-sanitizer 2>/dev/null)
 CUDA_BIN=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")
@@ -267,6 +282,10 @@ for prec in ("fp32", "bf16"):
         s[f"torch_{prec}"] = r
         if "swift" in s:
             s[f"speedup_vs_torch_{prec}"] = s["swift"]["tokens_per_s"] / r["tokens_per_s"]
+ev = jl(os.path.join(W, "eval.jsonl"))
+if ev:
+    s["eval"] = [{k: r.get(k) for k in ("task", "n", "metrics", "tokens_per_s", "prefill_tokens_per_s",
+                                        "decode_tokens_per_s", "time_s")} for r in ev]
 try:
     a = json.load(open(os.path.join(W, "analyze.json")))
     s["analyze"] = a
@@ -305,6 +324,11 @@ for prec in ("fp32", "bf16"):
         ratio = s.get(f"speedup_vs_torch_{prec}")
         L.append(f"| {r['impl']} (torch {r['torch']}) | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | {ratio:.2f} |" if ratio else
                  f"| {r['impl']} (torch {r['torch']}) | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | - |")
+L.append("")
+for r in s.get("eval", []):
+    dec = f", decode {r['decode_tokens_per_s']:.0f} tok/s" if r.get("decode_tokens_per_s") else ""
+    L.append(f"swift-eval {DEVICE} {r['task']} (n {r['n']}): {r['tokens_per_s']:.0f} tok/s{dec}, "
+             f"metrics {json.dumps(r['metrics'])}")
 L.append("")
 L.append(f"MFU against {PEAK} TFLOP/s (dense bf16 peak), FLOPs/token as swift_model_flops_per_token.")
 if "swift" in s:
