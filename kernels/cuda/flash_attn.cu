@@ -36,15 +36,7 @@ extern "C" {
 #include "kernels/cuda/flash_attn.h"
 #include "kernels/cuda/flash_plan.h"
 
-#define FCK(call)                                                                                  \
-    do {                                                                                           \
-        cudaError_t ck_e = (call);                                                                 \
-        if (ck_e != cudaSuccess) {                                                                 \
-            fprintf(                                                                               \
-                stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e));   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "kernels/cuda/check.h"
 
 #define FULL 0xffffffffu
 
@@ -496,7 +488,7 @@ static void check_shape(int B, int T, int NH, int NKV, int D)
 template <typename K> static void smem_opt_in(K kern, size_t bytes)
 {
     if (bytes > 48u * 1024)
-        FCK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 template <int NC>
@@ -508,7 +500,7 @@ static void fwd_nc(cudaStream_t st, float *out, float *L, float *osave, const fl
     smem_opt_in(k_flash_fwd<NC>, sm);
     dim3 grid((unsigned)((T + FLASH_BQ - 1) / FLASH_BQ), (unsigned)NH, (unsigned)B);
     k_flash_fwd<NC><<<grid, 128, sm, st>>>(out, L, osave, q, k, v, pos, T, NH, NKV, D, scale);
-    FCK(cudaGetLastError());
+    CK(cudaGetLastError());
 }
 
 void swift_flash_fwd(cudaStream_t st, float *out, float *probs, const float *q, const float *k,
@@ -550,11 +542,11 @@ static void bwd_nc(cudaStream_t st, float *dq, float *dk, float *dv, const float
         k_flash_dq<NC, false>
             <<<gq, 128, sq, st>>>(dq, Di, dout, q, k, v, L, osave, pos, T, NH, NKV, D, scale);
     }
-    FCK(cudaGetLastError());
+    CK(cudaGetLastError());
     smem_opt_in(k_flash_dkv<NC>, skv);
     dim3 gk((unsigned)((T + FLASH_BKV - 1) / FLASH_BKV), (unsigned)NKV, (unsigned)B);
     k_flash_dkv<NC><<<gk, 128, skv, st>>>(dk, dv, dout, q, k, v, L, Di, pos, T, NH, NKV, D, scale);
-    FCK(cudaGetLastError());
+    CK(cudaGetLastError());
 }
 
 void swift_flash_bwd(cudaStream_t st, float *dq, float *dk, float *dv, const float *dout,
@@ -566,10 +558,10 @@ void swift_flash_bwd(cudaStream_t st, float *dq, float *dk, float *dv, const flo
     size_t n = (size_t)B * NH * T;
     if (di_n < n) {
         if (di_buf) {
-            FCK(cudaStreamSynchronize(st));
-            FCK(cudaFree(di_buf));
+            CK(cudaStreamSynchronize(st));
+            CK(cudaFree(di_buf));
         }
-        FCK(cudaMalloc(&di_buf, n * sizeof(float)));
+        CK(cudaMalloc(&di_buf, n * sizeof(float)));
         di_n = n;
     }
     const float *osave = flash_saves_out(T, D) ? probs + n : NULL;

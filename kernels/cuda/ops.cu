@@ -29,15 +29,8 @@ extern "C" {
 }
 #include "kernels/cuda/flash_attn.h"
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t ck_e = (call);                                                                 \
-        if (ck_e != cudaSuccess) {                                                                 \
-            fprintf(                                                                               \
-                stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e));   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "kernels/cuda/check.h"
+
 #define CKB(call)                                                                                  \
     do {                                                                                           \
         cublasStatus_t ck_s = (call);                                                              \
@@ -51,7 +44,6 @@ extern "C" {
             abort();                                                                               \
         }                                                                                          \
     } while (0)
-#define CKK() CK(cudaGetLastError())
 #define SHAPE(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
