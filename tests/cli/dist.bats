@@ -195,6 +195,7 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3 --learning
 
 @test "a plain run never initialises MPI; usage errors of the distributed options" {
     run "$T" --model $M --max-steps 1 --save-steps 100 -j 1 --trace "$W/tr/" -o "$W/p" $D
+    echo "$output" # shown when the test fails
     [ "$status" -eq 0 ]
     [[ "$output" != *"rank 0 of"* ]]
     grep '"swift_meta"' "$W"/tr/*.trace.jsonl | grep -q '"world_size":1'
