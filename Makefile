@@ -144,6 +144,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all tests
 	@SWIFT_BIN=$(abspath $(O)/bin) SWIFT_BUILD=$(abspath $(O)) SHARED=$(abspath $(SHARED)) \
+	  LSAN_OPTIONS=$${LSAN_OPTIONS:-suppressions=$(abspath tests/lsan.supp)} \
 	  CMOCKA_MESSAGE_OUTPUT=TAP prove --exec $(abspath tests/tap-exec) $(UNITS) $(KTESTS) \
 	  $(sort $(wildcard tests/cli/*.bats))
 
