@@ -32,7 +32,7 @@ struct swift_preprocess_opts {
     const char *columns; /* SRC:DST,... */
     const char *system;  /* replaces every sample's system prompt */
     long max_length;
-    int loss;       /* enum swift_loss */
+    int loss;       /* enum swift_loss_policy */
     int truncation; /* enum swift_truncation */
     int packing;    /* enum swift_packing */
     double val_ratio;

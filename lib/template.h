@@ -34,7 +34,7 @@
 #include "lib/tokenizer.h"
 
 enum swift_role { SWIFT_ROLE_SYSTEM, SWIFT_ROLE_USER, SWIFT_ROLE_ASSISTANT, SWIFT_ROLE_TOOL };
-enum swift_loss { SWIFT_LOSS_DEFAULT, SWIFT_LOSS_LAST_ROUND, SWIFT_LOSS_ALL };
+enum swift_loss_policy { SWIFT_LOSS_DEFAULT, SWIFT_LOSS_LAST_ROUND, SWIFT_LOSS_ALL };
 
 struct swift_message {
     enum swift_role role;
