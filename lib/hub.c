@@ -140,6 +140,31 @@ static int add_file(struct swift_hub_listing *ls, size_t *cap, const char *name,
     return 0;
 }
 
+/* One file of an HF listing (both answers): "size", "lfs": {"sha256" or "oid", "size"} and the
+ * git blob id under blob_key. */
+static int add_hf_entry(struct swift_hub_listing *ls, size_t *cap, const char *name, json_t *e,
+                        const char *path, const char *blob_key)
+{
+    json_t *lfs = json_object_get(e, "lfs");
+    long long size = num(json_object_get(e, "size"));
+    const char *sh = NULL;
+    if (json_is_object(lfs)) {
+        sh = json_string_value(json_object_get(lfs, "sha256"));
+        if (!sh)
+            sh = json_string_value(json_object_get(lfs, "oid"));
+        if (num(json_object_get(lfs, "size")) >= 0)
+            size = num(json_object_get(lfs, "size"));
+    }
+    return add_file(ls,
+                    cap,
+                    name,
+                    path,
+                    size,
+                    sh,
+                    json_string_value(json_object_get(e, blob_key)),
+                    json_is_object(lfs));
+}
+
 /* HF /api/models/{id}/revision/{rev}?blobs=true: {"sha":..., "siblings":[{"rfilename",
  * "size", "blobId", "lfs":{"sha256","size"}}]} */
 static int parse_hf_info(json_t *root, const char *name, struct swift_hub_listing *ls)
@@ -157,24 +182,7 @@ static int parse_hf_info(json_t *root, const char *name, struct swift_hub_listin
         const char *path = json_string_value(json_object_get(e, "rfilename"));
         if (!json_is_object(e) || !path)
             return swift_error("%s: siblings[%zu] has no \"rfilename\"", name, i);
-        json_t *lfs = json_object_get(e, "lfs");
-        long long size = num(json_object_get(e, "size"));
-        const char *sh = NULL;
-        if (json_is_object(lfs)) {
-            sh = json_string_value(json_object_get(lfs, "sha256"));
-            if (!sh)
-                sh = json_string_value(json_object_get(lfs, "oid"));
-            if (num(json_object_get(lfs, "size")) >= 0)
-                size = num(json_object_get(lfs, "size"));
-        }
-        if (add_file(ls,
-                     &cap,
-                     name,
-                     path,
-                     size,
-                     sh,
-                     json_string_value(json_object_get(e, "blobId")),
-                     json_is_object(lfs)) < 0)
+        if (add_hf_entry(ls, &cap, name, e, path, "blobId") < 0)
             return -1;
     }
     return 0;
@@ -194,22 +202,7 @@ static int parse_hf_tree(json_t *root, const char *name, struct swift_hub_listin
             return swift_error("%s: entry %zu has no \"type\" or \"path\"", name, i);
         if (strcmp(type, "file"))
             continue;
-        json_t *lfs = json_object_get(e, "lfs");
-        long long size = num(json_object_get(e, "size"));
-        const char *sh = NULL;
-        if (json_is_object(lfs)) {
-            sh = json_string_value(json_object_get(lfs, "oid"));
-            if (num(json_object_get(lfs, "size")) >= 0)
-                size = num(json_object_get(lfs, "size"));
-        }
-        if (add_file(ls,
-                     &cap,
-                     name,
-                     path,
-                     size,
-                     sh,
-                     json_string_value(json_object_get(e, "oid")),
-                     json_is_object(lfs)) < 0)
+        if (add_hf_entry(ls, &cap, name, e, path, "oid") < 0)
             return -1;
     }
     return 0;
