@@ -387,6 +387,20 @@ static size_t total_of(const struct swift_param *p, int np)
     return t;
 }
 
+/* The span of one gradient/parameter exchange ("grad_sync", "param_sync"), with the bytes it
+ * moved (also kept in d->bytes_reduced for the step record). buckets < 0: not bucketed. */
+static void sync_span(struct swift_dist *d, const char *name, int64_t t0, size_t total, int buckets,
+                      const char *algo, long step)
+{
+    d->bytes_reduced = (double)total * sizeof(float);
+    struct swift_targ a[] = {SWIFT_TARG_I("bytes", (int64_t)total * 4),
+                             SWIFT_TARG_S("algo", algo),
+                             SWIFT_TARG_I("world_size", d->world),
+                             SWIFT_TARG_I("step", step),
+                             SWIFT_TARG_I("buckets", buckets)};
+    swift_trace_span("comm", name, t0, swift_trace_now(), a, buckets < 0 ? 4 : 5);
+}
+
 /* ---- the backend of the gradients; NCCL on the GPU ---- */
 
 const char *swift_dist_transport(const struct swift_dist *d)
@@ -486,17 +500,7 @@ static int nccl_allreduce_grads(struct swift_dist *d, struct swift_param *p, int
         return nccl_fail(d, "gradient all-reduce", step);
     if (buf == d->dflat)
         xfer(d, p, np, buf, 0, total, 0, 0, 1);
-    d->bytes_reduced = (double)total * sizeof(float);
-    swift_trace_span("comm",
-                     "grad_sync",
-                     t0,
-                     swift_trace_now(),
-                     (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)total * 4),
-                                           SWIFT_TARG_I("buckets", 1),
-                                           SWIFT_TARG_S("algo", "nccl"),
-                                           SWIFT_TARG_I("world_size", d->world),
-                                           SWIFT_TARG_I("step", step)},
-                     5);
+    sync_span(d, "grad_sync", t0, total, 1, "nccl", step);
     return 0;
 }
 
@@ -525,16 +529,7 @@ static int nccl_shard(struct swift_dist *d, int kind, struct swift_param *p, int
     }
     if (rc < 0)
         return nccl_fail(d, kind == 0 ? "gradient reduce-scatter" : "parameter all-gather", step);
-    d->bytes_reduced = (double)d->total * sizeof(float);
-    swift_trace_span("comm",
-                     kind == 0 ? "grad_sync" : "param_sync",
-                     t0,
-                     swift_trace_now(),
-                     (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)d->total * 4),
-                                           SWIFT_TARG_S("algo", "nccl"),
-                                           SWIFT_TARG_I("world_size", d->world),
-                                           SWIFT_TARG_I("step", step)},
-                     4);
+    sync_span(d, kind == 0 ? "grad_sync" : "param_sync", t0, d->total, -1, "nccl", step);
     return 0;
 }
 #endif
@@ -591,17 +586,7 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
     }
     free(rq);
     free(unpacked);
-    d->bytes_reduced = (double)total * sizeof(float);
-    swift_trace_span("comm",
-                     "grad_sync",
-                     t0,
-                     swift_trace_now(),
-                     (struct swift_targ[]){SWIFT_TARG_I("bytes", (int64_t)total * 4),
-                                           SWIFT_TARG_I("buckets", nb),
-                                           SWIFT_TARG_S("algo", "mpi_iallreduce_sum"),
-                                           SWIFT_TARG_I("world_size", d->world),
-                                           SWIFT_TARG_I("step", step)},
-                     5);
+    sync_span(d, "grad_sync", t0, total, nb, "mpi_iallreduce_sum", step);
     return rc;
 }
 
@@ -722,18 +707,13 @@ static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int
     } else if (kind == 1)
         xfer(d, p, np, d->flat, 0, d->total, 0, 1, 0);
     if (kind < 2) {
-        d->bytes_reduced = (double)d->total * sizeof(float);
-        swift_trace_span(
-            "comm",
-            kind == 0 ? "grad_sync" : "param_sync",
-            t0,
-            swift_trace_now(),
-            (struct swift_targ[]){
-                SWIFT_TARG_I("bytes", (int64_t)d->total * 4),
-                SWIFT_TARG_S("algo", kind == 0 ? "mpi_ireduce_scatter_sum" : "mpi_iallgatherv"),
-                SWIFT_TARG_I("world_size", d->world),
-                SWIFT_TARG_I("step", step)},
-            4);
+        sync_span(d,
+                  kind == 0 ? "grad_sync" : "param_sync",
+                  t0,
+                  d->total,
+                  -1,
+                  kind == 0 ? "mpi_ireduce_scatter_sum" : "mpi_iallgatherv",
+                  step);
     }
     free(cnt);
     free(dsp);
