@@ -189,30 +189,25 @@ int swift_gptq_quantize(float *W, float *H, int out, int in, const struct swift_
 
 double swift_gptq_output_error(const float *W, const float *Wq, const float *H, int out, int in)
 {
-    /* full symmetric H, then tr(A H A^T) = sum(A .* (A H)) for A = W and A = W - Wq */
+    /* tr(A H A^T) = sum(A .* (A H)) for A = D and A = W; ssymm reads H's upper triangle only */
     const size_t nw = (size_t)out * in;
-    float *Hf = malloc((size_t)in * in * sizeof(float));
     float *D = calloc(nw, sizeof(float));
     float *T = calloc(nw, sizeof(float));
     double num = 0, den = 0;
-    if (Hf && D && T) {
-        for (int i = 0; i < in; i++)
-            for (int j = i; j < in; j++)
-                Hf[(size_t)i * in + j] = Hf[(size_t)j * in + i] = H[(size_t)i * in + j];
+    if (D && T) {
         for (size_t k = 0; k < nw; k++)
             D[k] = W[k] - Wq[k];
         cblas_ssymm(
-            CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, Hf, in, D, in, 0.0f, T, in);
+            CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, H, in, D, in, 0.0f, T, in);
         for (size_t k = 0; k < nw; k++)
             num += (double)D[k] * T[k];
         cblas_ssymm(
-            CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, Hf, in, W, in, 0.0f, T, in);
+            CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, H, in, W, in, 0.0f, T, in);
         for (size_t k = 0; k < nw; k++)
             den += (double)W[k] * T[k];
     } else {
         num = NAN;
     }
-    free(Hf);
     free(D);
     free(T);
     return den > 0 ? num / den : num;

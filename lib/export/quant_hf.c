@@ -117,6 +117,7 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
     char **names = NULL;
     size_t n = 0, cap = 0, nown = 0;
     int rc = -1;
+    float *w = NULL;
     json_t *layers = json_array();
     double sum_rmse = 0;
     size_t nq = 0;
@@ -146,21 +147,25 @@ int swift_export_quant(const struct swift_export_opts *o, const char *out_dir)
                 goto out;
             }
             int64_t ts0 = swift_trace_now();
-            float *w = malloc(t->numel * 4 + 4);
-            if (!w || swift_st_tensor_to_f32(t, w) < 0) {
-                if (!w)
-                    swift_error("out of memory");
-                free(w);
-                goto out;
+            const int linear = is_linear(t->name);
+            /* float32 of the tensor, freed once converted; GPTQ's linears come from the driver */
+            free(w);
+            w = NULL;
+            if (!(gptq && linear)) {
+                w = malloc(t->numel * 4 + 4);
+                if (!w || swift_st_tensor_to_f32(t, w) < 0) {
+                    if (!w)
+                        swift_error("out of memory");
+                    goto out;
+                }
             }
-            OWN(w);
             int64_t ts1 = swift_trace_now();
-            if (swift_trace_enabled()) {
+            if (w && swift_trace_enabled()) {
                 struct swift_targ a[] = {SWIFT_TARG_S("tensor", t->name),
                                          SWIFT_TARG_I("bytes", t->end - t->begin)};
                 swift_trace_span("export", "read", ts0, ts1, a, 2);
             }
-            if (!is_linear(t->name)) { /* everything else: fp16, as GPTQ checkpoints */
+            if (!linear) { /* everything else: fp16, as GPTQ checkpoints */
                 uint16_t *h = malloc(t->numel * 2 + 2);
                 if (!h) {
                     swift_error("out of memory");
@@ -378,5 +383,6 @@ out:
     swift_st_set_close(&set);
     swift_hparams_release(&hp);
     swift_gptq_results_free(gr, ngr);
+    free(w);
     return rc;
 }
