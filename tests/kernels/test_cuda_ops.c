@@ -617,14 +617,12 @@ static void test_memory_ops(void **state)
     G->sync();
 }
 
-/* a tiny Qwen2-shaped model (qkv bias, GQA, tied embeddings) on both backends */
-static void test_model(void **state)
+/* the shape both whole-model cases use: hidden 64, 2 layers, GQA 4/2, head_dim 16, vocab 211 */
+static struct swift_model_config tiny_config(const char *model_type)
 {
-    (void)state;
-    NEED_GPU();
     struct swift_model_config c;
     memset(&c, 0, sizeof(c));
-    snprintf(c.model_type, sizeof(c.model_type), "qwen2");
+    snprintf(c.model_type, sizeof(c.model_type), "%s", model_type);
     snprintf(c.dtype, sizeof(c.dtype), "float32");
     c.vocab_size = 211;
     c.hidden_size = 64;
@@ -636,6 +634,15 @@ static void test_model(void **state)
     c.max_position_embeddings = 128;
     c.rms_norm_eps = 1e-6f;
     c.rope_theta = 10000;
+    return c;
+}
+
+/* a tiny Qwen2-shaped model (qkv bias, GQA, tied embeddings) on both backends */
+static void test_model(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    struct swift_model_config c = tiny_config("qwen2");
     c.qkv_bias = 1;
     c.tie_embeddings = 1;
     struct swift_model mc, mg;
@@ -727,20 +734,7 @@ static void test_kv_model(void **state)
 {
     (void)state;
     NEED_GPU();
-    struct swift_model_config c;
-    memset(&c, 0, sizeof(c));
-    snprintf(c.model_type, sizeof(c.model_type), "qwen3");
-    snprintf(c.dtype, sizeof(c.dtype), "float32");
-    c.vocab_size = 211;
-    c.hidden_size = 64;
-    c.intermediate_size = 160;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 16;
-    c.max_position_embeddings = 128;
-    c.rms_norm_eps = 1e-6f;
-    c.rope_theta = 10000;
+    struct swift_model_config c = tiny_config("qwen3");
     c.qk_norm = 1;
     struct swift_model mc, mg;
     assert_int_equal(swift_model_init_random(&mc, &c, C, 9), 0);
