@@ -40,11 +40,11 @@ ifeq ($(DEVELOPER),1)
   WARN += -Werror
 endif
 OPT ?= -O2
-CPPFLAGS += -Ilib -Ikernels -I. -D_GNU_SOURCE -DSWIFT_VERSION='"$(VERSION)"'
+CPPFLAGS += -I. -D_GNU_SOURCE -DSWIFT_VERSION='"$(VERSION)"'
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=c11 -pthread -fopenmp $(WARN) -MMD -MP
 LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lopenblas -lpcre2-8 -lutf8proc -lyaml -lm -pthread -fopenmp
-# OpenMPI for lib/dist.c (swift-train under mpirun/srun); MPI_Init runs only under a launcher
+# OpenMPI for lib/train/dist.c (swift-train under mpirun/srun); MPI_Init runs only under a launcher
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
 CPPFLAGS += $(MPI_CFLAGS)

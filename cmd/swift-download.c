@@ -1,16 +1,16 @@
 /* swift-download — fetch a model or dataset from a hub, a mirror, a directory or an archive. */
-#include "lib/cli.h"
-#include "lib/download.h"
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/hub.h"
-#include "lib/trace.h"
+#include "lib/core/cli.h"
+#include "lib/download/download.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/download/hub.h"
+#include "lib/core/trace.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 enum {
     OPT_DATASET = SWIFT_OPT_BASE,

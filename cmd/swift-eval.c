@@ -1,16 +1,16 @@
 /* swift-eval: loss/perplexity, multiple choice and generation benchmarks, regression gates. */
-#include "lib/cli.h"
-#include "lib/error.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
 #include "lib/eval/eval.h"
 #include "lib/eval/run.h"
-#include "lib/fileio.h"
+#include "lib/core/fileio.h"
 #include "lib/eval/prompt.h"
-#include "lib/trace.h"
+#include "lib/core/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 enum {
     O_TASK = SWIFT_OPT_BASE,

@@ -1,15 +1,15 @@
 /* swift-export: merge LoRA adapters, write llama.cpp GGUF (and an ollama Modelfile), quantize. */
-#include "lib/cli.h"
-#include "lib/error.h"
-#include "lib/export.h"
-#include "lib/fileio.h"
-#include "lib/trace.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 enum {
     K_TO = SWIFT_OPT_BASE,

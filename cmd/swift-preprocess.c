@@ -1,18 +1,18 @@
 /* swift-preprocess — tokenize, template, mask, pack and shard training data (lib/preprocess). */
-#include "lib/bpe_train.h"
-#include "lib/cli.h"
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/jsonl.h"
-#include "lib/preprocess.h"
-#include "lib/template.h"
-#include "lib/trace.h"
+#include "lib/preprocess/bpe_train.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/jsonl.h"
+#include "lib/preprocess/preprocess.h"
+#include "lib/preprocess/template.h"
+#include "lib/core/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 enum {
     K_TOKENIZER = SWIFT_OPT_BASE,

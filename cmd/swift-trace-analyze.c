@@ -1,14 +1,14 @@
 /* swift-trace-analyze — merge traces from every stage and rank, and report the bottlenecks. */
 #include "lib/analyze/analyze.h"
-#include "lib/cli.h"
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/trace.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 enum {
     OPT_FORMAT = SWIFT_OPT_BASE,
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
     swift_set_progname(argv[0]);
     struct swift_analyze_opts o;
     swift_analyze_opts_default(&o);
-    /* a trace named *.json first would be read as a config file (lib/cli.h): move it last */
+    /* a trace named *.json first would be read as a config file (lib/core/cli.h): move it last */
     if (argc > 2 && strlen(argv[1]) > 5 && !strcmp(argv[1] + strlen(argv[1]) - 5, ".json") &&
         swift_an_looks_like_trace(argv[1])) {
         char *first = argv[1];

@@ -1,16 +1,16 @@
 /* swift-train — fine-tune a Llama-family model on token shards (full or LoRA), on the CPU or a GPU
  * (--device). */
-#include "lib/train.h"
+#include "lib/train/train.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/cli.h"
-#include "lib/error.h"
-#include "lib/model_init.h"
-#include "lib/fileio.h"
-#include "lib/optim.h"
-#include "lib/banned.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/model/model_init.h"
+#include "lib/core/fileio.h"
+#include "lib/train/optim.h"
+#include "lib/core/banned.h"
 
 enum {
     O_INIT_MODEL = SWIFT_OPT_BASE + 0x100,

@@ -1,6 +1,6 @@
 /*
  * cpu — the CPU backend's kernels (the specification for every other backend). Each function
- * is one entry of struct swift_ops (lib/backend.h), which documents shapes and semantics.
+ * is one entry of struct swift_ops (kernels/ops.h), which documents shapes and semantics.
  */
 #ifndef SWIFT_KERNELS_CPU_H
 #define SWIFT_KERNELS_CPU_H

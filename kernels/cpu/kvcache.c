@@ -1,4 +1,4 @@
-/* The key/value cache ops (struct swift_ops copy_rows and attention_cached, lib/backend.h):
+/* The key/value cache ops (struct swift_ops copy_rows and attention_cached, kernels/ops.h):
  * what lib/eval/kv.c runs for inference. attention_cached is the loop kv.c had inline before
  * the cache became backend memory, unchanged (same order of operations, same results). */
 #include "kernels/cpu/cpu.h"
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 #define MAX_HEAD_DIM 512
 

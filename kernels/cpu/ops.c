@@ -1,11 +1,11 @@
 /* The CPU backend's op table. */
-#include "lib/backend.h"
+#include "kernels/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 static void *cpu_alloc(size_t bytes)
 {

@@ -3,7 +3,7 @@
  * whole pages kept PROT_NONE except while an op, upload or download runs, so code
  * that dereferences backend memory on the host (instead of going through upload/download)
  * dies with SIGSEGV at the access. The math is the CPU backend's, called unchanged. */
-#include "lib/backend.h"
+#include "kernels/ops.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 /* One reserved arena of address space: allocations are page runs inside it (first fit over a
  * free list sorted by offset), so opening and closing all backend memory is one mprotect of

@@ -1,5 +1,5 @@
 // flash_attn.cu — fused (FlashAttention-2 style) attention for the CUDA backend, fp32 in and
-// out, fp32 arithmetic. The op contract is lib/backend.h's attention_fwd / attention_bwd:
+// out, fp32 arithmetic. The op contract is kernels/ops.h's attention_fwd / attention_bwd:
 // q (B*T,NH,D), k v (B*T,NKV,D), head h uses kv head h/(NH/NKV), scale 1/sqrt(D), token i of a
 // row sees tokens i-pos[i] .. i (packed documents, block-diagonal causal).
 //
@@ -31,7 +31,7 @@
 #include <string.h>
 
 extern "C" {
-#include "lib/backend.h"
+#include "kernels/ops.h"
 }
 #include "kernels/cuda/flash_attn.h"
 #include "kernels/cuda/flash_plan.h"

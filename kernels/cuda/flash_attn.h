@@ -1,5 +1,5 @@
 // flash_attn.h — between kernels/cuda/ops.cu (the op table) and kernels/cuda/flash_attn.cu (the
-// fused attention kernels). C++ only; not part of the library's C interface (lib/backend.h).
+// fused attention kernels). C++ only; not part of the library's C interface (kernels/ops.h).
 #ifndef SWIFT_FLASH_ATTN_H
 #define SWIFT_FLASH_ATTN_H
 

@@ -1,7 +1,7 @@
 /* flash_plan — the tile plan of the fused attention kernels (kernels/cuda/flash_attn.cu), as
  * plain inline C so the same code runs in the kernels and in a CPU unit test
  * (tests/unit/test_flash_plan.c): which key tiles a query tile visits and which query chunks a
- * key tile needs, under the block-diagonal causal mask of lib/backend.h (token i of a row sees
+ * key tile needs, under the block-diagonal causal mask of kernels/ops.h (token i of a row sees
  * tokens i-pos[i] .. i; 0 <= pos[i] <= i). Skipping the tiles wholly before a query tile's
  * earliest document start and after the diagonal is where packing saves work.
  *

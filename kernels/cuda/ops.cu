@@ -1,11 +1,11 @@
-// ops.cu — the CUDA backend's op table (struct swift_ops, lib/backend.h). The CPU table
+// ops.cu — the CUDA backend's op table (struct swift_ops, kernels/ops.h). The CPU table
 // (kernels/cpu) is the specification: same shapes, same layouts, same accumulate/write rules;
 // tests/kernels/test_cuda_ops.c checks every op against it.
 //
 // - memory is plain device memory (cudaMalloc, zeroed with cudaMemset): the host never
-//   dereferences it; lib/model.c, lib/lora.c, lib/train.c and lib/dist.c move weights,
-//   optimizer state and gradients through upload/download (no managed memory: the GPU machines
-//   forbid oversubscribing it);
+//   dereferences it; lib/model/model.c, lib/model/lora.c, lib/train/train.c and lib/train/dist.c
+//   move weights, optimizer state and gradients through upload/download (no managed memory: the GPU
+//   machines forbid oversubscribing it);
 // - int32 index arrays (tokens, positions, targets) may be host memory: they are uploaded into
 //   a small device cache keyed by (pointer, length, content hash), so one micro-batch costs
 //   three small copies whatever the number of layers;
@@ -24,8 +24,8 @@
 #include <string.h>
 
 extern "C" {
-#include "lib/backend.h"
-#include "lib/cupti.h"
+#include "kernels/ops.h"
+#include "lib/model/cupti.h"
 }
 #include "kernels/cuda/flash_attn.h"
 

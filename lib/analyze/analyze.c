@@ -1,17 +1,17 @@
-#include "analyze/analyze.h"
-#include "analyze/breakdown.h"
-#include "analyze/merge.h"
-#include "analyze/report.h"
-#include "analyze/rules.h"
-#include "error.h"
-#include "fileio.h"
-#include "trace.h"
+#include "lib/analyze/analyze.h"
+#include "lib/analyze/breakdown.h"
+#include "lib/analyze/merge.h"
+#include "lib/analyze/report.h"
+#include "lib/analyze/rules.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 static const char *const swift_parts[] = {
     "data_wait", "forward", "backward", "grad_sync", "optimizer", "other"};
@@ -100,7 +100,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
         abort();
     size_t nph = 0;
     struct swift_an_ivec tok = {0};
-    struct swift_an_ivec busy = {0}; /* GPU events (CUPTI records, lib/cupti_conv.c) */
+    struct swift_an_ivec busy = {0}; /* GPU events (CUPTI records, lib/model/cupti_conv.c) */
     int64_t tids[64], step_tid = 0;
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {

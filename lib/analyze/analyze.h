@@ -13,8 +13,8 @@
 #ifndef SWIFT_ANALYZE_H
 #define SWIFT_ANALYZE_H
 
-#include "analyze/kineto.h"
-#include "analyze/load.h"
+#include "lib/analyze/kineto.h"
+#include "lib/analyze/load.h"
 
 #include <jansson.h>
 

@@ -1,9 +1,9 @@
-#include "analyze/breakdown.h"
+#include "lib/analyze/breakdown.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 static int cmp_ival(const void *a, const void *b)
 {

@@ -1,6 +1,6 @@
-#include "analyze/kineto.h"
-#include "analyze/breakdown.h"
-#include "error.h"
+#include "lib/analyze/kineto.h"
+#include "lib/analyze/breakdown.h"
+#include "lib/core/error.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 const char *const swift_an_tbrole_names[SWIFT_TB_NROLE] = {
     "kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec", "other"};

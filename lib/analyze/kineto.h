@@ -13,8 +13,8 @@
 #ifndef SWIFT_ANALYZE_KINETO_H
 #define SWIFT_ANALYZE_KINETO_H
 
-#include "analyze/breakdown.h"
-#include "analyze/load.h"
+#include "lib/analyze/breakdown.h"
+#include "lib/analyze/load.h"
 
 enum swift_an_ktype {
     SWIFT_KT_COMPUTATION,
@@ -102,7 +102,7 @@ void swift_an_kineto_opts_default(struct swift_an_kineto_opts *o);
 
 /* Run every analysis on one source. `k` is filled (caller releases). Returns 0 or -1.
  * Our own traces (src->kind SWIFT_AN_SWIFT) go through the same code: their GPU events
- * (lib/cupti_conv.c) carry Kineto's categories, names and args (stream, correlation, device),
+ * (lib/model/cupti_conv.c) carry Kineto's categories, names and args (stream, correlation, device),
  * so only three things differ: the steps are our "step" spans (args.step numbers them; they
  * also decide HTA's last-step filter, as ProfilerStep#N names do), a kernel's device is
  * args.device instead of its pid, and host spans other than steps count as CPU ops. */

@@ -1,8 +1,8 @@
-#include "analyze/load.h"
-#include "analyze/breakdown.h"
-#include "error.h"
-#include "fileio.h"
-#include "trace.h"
+#include "lib/analyze/load.h"
+#include "lib/analyze/breakdown.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 #define CHUNK (1u << 20)
 #define MAX_VALUE ((size_t)256 << 20) /* one event or one top-level value */

@@ -1,7 +1,7 @@
 /*
  * analyze/load — stream trace files into compact per-event records.
  *
- * Reads, in any mix: our JSONL trace files (*.trace.jsonl, lib/trace.h), PyTorch profiler
+ * Reads, in any mix: our JSONL trace files (*.trace.jsonl, lib/core/trace.h), PyTorch profiler
  * (Kineto) Chrome traces in JSON Object or JSON Array format (*.json), either gzip-compressed
  * (*.gz, read with zlib gzread), and directories of them. A file is never loaded whole: a small
  * scanner finds the "traceEvents" array and reads each event with a hand-written,

@@ -1,7 +1,7 @@
-#include "analyze/merge.h"
-#include "cli.h"
-#include "error.h"
-#include "fileio.h"
+#include "lib/analyze/merge.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 int swift_an_rank_in(const char *list, int rank)
 {

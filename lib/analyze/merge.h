@@ -15,7 +15,7 @@
 #ifndef SWIFT_ANALYZE_MERGE_H
 #define SWIFT_ANALYZE_MERGE_H
 
-#include "analyze/analyze.h"
+#include "lib/analyze/analyze.h"
 
 int swift_an_merge_write(const struct swift_an_set *set, const struct swift_an_proc *procs,
                          size_t n, json_t *report, const struct swift_analyze_opts *o);

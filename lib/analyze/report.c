@@ -1,13 +1,13 @@
-#include "analyze/report.h"
-#include "analyze/analyze.h"
-#include "error.h"
-#include "fileio.h"
+#include "lib/analyze/report.h"
+#include "lib/analyze/analyze.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 static double jnum(json_t *o, const char *k)
 {

@@ -1,14 +1,14 @@
-#include "analyze/rules.h"
-#include "analyze/breakdown.h"
-#include "error.h"
-#include "cli.h"
+#include "lib/analyze/rules.h"
+#include "lib/analyze/breakdown.h"
+#include "lib/core/error.h"
+#include "lib/core/cli.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 const char *const swift_an_rule_ids[] = {"data_stall",
                                          "comm_bound",

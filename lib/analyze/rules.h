@@ -11,7 +11,7 @@
 #ifndef SWIFT_ANALYZE_RULES_H
 #define SWIFT_ANALYZE_RULES_H
 
-#include "analyze/analyze.h"
+#include "lib/analyze/analyze.h"
 
 /* Append the bottlenecks to report["bottlenecks"] (sorted: critical first, then by how far
  * past the threshold). Returns the highest severity found (SWIFT_SEV_*). */

@@ -1,15 +1,15 @@
 /* Batched generation on the key/value cache (see generate.h). */
-#include "eval/generate.h"
-#include "error.h"
-#include "eval/kv.h"
-#include "lib/model.h"
-#include "trace.h"
+#include "lib/eval/generate.h"
+#include "lib/core/error.h"
+#include "lib/eval/kv.h"
+#include "lib/model/model.h"
+#include "lib/core/trace.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 static uint64_t rotl(uint64_t x, int k)
 {

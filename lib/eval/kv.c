@@ -1,15 +1,15 @@
 /* Inference forward with a key/value cache (see kv.h). */
-#include "eval/kv.h"
-#include "error.h"
-#include "lib/model.h"
+#include "lib/eval/kv.h"
+#include "lib/core/error.h"
+#include "lib/model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
-#define MAX_HEAD_DIM 512 /* the attention_cached op's limit (lib/backend.h) */
+#define MAX_HEAD_DIM 512 /* the attention_cached op's limit (kernels/ops.h) */
 
 static void *zalloc(size_t n)
 {

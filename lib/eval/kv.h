@@ -15,8 +15,8 @@
  *     swift_kv_reset(&kv, row);              // row empty again
  *     swift_kv_release(&kv);
  *
- * The math is the model's (lib/model.h): RMSNorm, q/k/v (+bias, +LoRA adapters attached to the
- * model), QK-norm, RoPE, GQA causal attention, SwiGLU, tied or untied lm_head; matmuls, norms,
+ * The math is the model's (lib/model/model.h): RMSNorm, q/k/v (+bias, +LoRA adapters attached to
+ * the model), QK-norm, RoPE, GQA causal attention, SwiGLU, tied or untied lm_head; matmuls, norms,
  * RoPE, SwiGLU, the cache append/gather (copy_rows) and the cached attention (attention_cached,
  * one pass with an online softmax) all go through the model's op table, so the cache works on
  * any backend (CPU, CUDA, the strict CPU table of the tests).
@@ -70,7 +70,7 @@ void swift_kv_copy_row(struct swift_kv *kv, int dst, int src);
 int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
                      const int *want, int nwant, float *logits);
 
-/* Fold the LoRA adapters attached to m (lib/lora.h) into its base weights,
+/* Fold the LoRA adapters attached to m (lib/model/lora.h) into its base weights,
  * W += scale * B @ A (what peft's merge_and_unload does), and detach them. Returns 0 or -1. */
 int swift_kv_merge_adapters(struct swift_model *m);
 

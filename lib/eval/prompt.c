@@ -1,14 +1,14 @@
 /* Templates and raw datasets for swift-eval (see prompt.h). */
-#include "eval/prompt.h"
-#include "error.h"
-#include "lib/dataset.h"
-#include "lib/template.h"
-#include "tokenizer.h"
+#include "lib/eval/prompt.h"
+#include "lib/core/error.h"
+#include "lib/preprocess/dataset.h"
+#include "lib/preprocess/template.h"
+#include "lib/preprocess/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 struct swift_eval_prompter {
     const struct swift_tokenizer *tok;

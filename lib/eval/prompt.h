@@ -1,7 +1,7 @@
 /*
  * prompt — swift-eval's bridge to swift-preprocess's chat templates and dataset readers
- * (lib/template.h, lib/dataset.h), kept apart from lib/model.h (the two headers cannot meet in
- * one file: both name a `swift_loss`).
+ * (lib/preprocess/template.h, lib/preprocess/dataset.h), kept apart from lib/model/model.h (the two
+ * headers cannot meet in one file: both name a `swift_loss`).
  *
  *     struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "chatml");  // NULL name: plain
  *     swift_eval_prompter_encode(p, "What is 2+2?", &ids, &n, &stop);

@@ -1,14 +1,14 @@
 /* The swift-eval output record, its table on stderr, and the regression gate. */
-#include "eval/eval.h"
-#include "error.h"
-#include "fileio.h"
-#include "jsonl.h"
+#include "lib/eval/eval.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/jsonl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 json_t *swift_eval_record_new(const char *model, const char *adapters, int task,
                               const char *dataset, long n)

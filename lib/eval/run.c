@@ -1,24 +1,24 @@
 /* swift-eval's runner: model + tokenizer + dataset -> task -> record (see run.h). */
-#include "eval/run.h"
-#include "error.h"
-#include "eval/eval.h"
-#include "eval/generate.h"
-#include "eval/kv.h"
-#include "fileio.h"
-#include "jsonl.h"
-#include "lib/backend.h"
-#include "eval/prompt.h"
-#include "lib/lora.h"
-#include "lib/model.h"
-#include "shard.h"
-#include "tokenizer.h"
-#include "trace.h"
+#include "lib/eval/run.h"
+#include "lib/core/error.h"
+#include "lib/eval/eval.h"
+#include "lib/eval/generate.h"
+#include "lib/eval/kv.h"
+#include "lib/core/fileio.h"
+#include "lib/core/jsonl.h"
+#include "kernels/ops.h"
+#include "lib/eval/prompt.h"
+#include "lib/model/lora.h"
+#include "lib/model/model.h"
+#include "lib/formats/shard.h"
+#include "lib/preprocess/tokenizer.h"
+#include "lib/core/trace.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 #define MAX_WANT 256 /* logits rows per forward call */
 

@@ -1,6 +1,6 @@
 /* Prompts, continuations, answer extraction and tallies for swift-eval. */
-#include "eval/eval.h"
-#include "error.h"
+#include "lib/eval/eval.h"
+#include "lib/core/error.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 #define MAX_PROMPT ((size_t)1 << 20)
 

@@ -1,8 +1,8 @@
 /* Task readers: MMLU CSV (RFC 4180), multiple-choice / GSM8K / exact-match JSONL. */
-#include "eval/eval.h"
-#include "error.h"
-#include "fileio.h"
-#include "jsonl.h"
+#include "lib/eval/eval.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/jsonl.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "banned.h"
+#include "lib/core/banned.h"
 
 #define MAX_FIELD ((size_t)1 << 20) /* one CSV field */
 #define MAX_ITEMS ((size_t)10 << 20)

@@ -1,15 +1,15 @@
 /* export/dump — a GGUF header as text, with sha256 digests of long arrays and tensor bytes so a
  * dump can be compared with tests/ref/gguf_dump.py (PyPI gguf's reader) exactly. */
-#include "lib/error.h"
-#include "lib/export.h"
-#include "lib/gguf.h"
-#include "lib/sha256.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
+#include "lib/formats/gguf.h"
+#include "lib/core/sha256.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 static void print_array(FILE *fp, const struct swift_gguf_value *v, uint64_t max_items)
 {

@@ -1,14 +1,14 @@
 /* export/export — swift_export_run(): pick the route (GGUF, merged HF directory, quantized). */
-#include "lib/error.h"
-#include "lib/export.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
+#include "lib/core/fileio.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 int swift_export_run(const struct swift_export_opts *o)
 {

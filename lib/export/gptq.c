@@ -1,6 +1,6 @@
 /* export/gptq — `--method gptq`: run calibration rows through the model one decoder layer at a
- * time and quantize each linear layer with GPTQ (lib/gptq.h) on the Hessian of its inputs, as
- * auto-gptq does it (true sequential):
+ * time and quantize each linear layer with GPTQ (lib/export/gptq_solve.h) on the Hessian of its
+ * inputs, as auto-gptq does it (true sequential):
  *
  *   x = embeddings of every calibration row
  *   for each layer, for each group of linears sharing an input, in order
@@ -12,21 +12,21 @@
  *
  * For each linear it also reports the relative output error tr(D H D^T)/tr(W H W^T) of GPTQ and,
  * on the same H, of round-to-nearest: the figure that says what calibration bought. */
-#include "lib/error.h"
-#include "lib/export.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
 #include "lib/export/internal.h"
-#include "lib/gptq.h"
-#include "lib/model.h"
-#include "lib/progress.h"
-#include "lib/quant.h"
-#include "lib/shard.h"
-#include "lib/trace.h"
+#include "lib/export/gptq_solve.h"
+#include "lib/model/model.h"
+#include "lib/core/progress.h"
+#include "lib/formats/quant.h"
+#include "lib/formats/shard.h"
+#include "lib/core/trace.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 static const int subsets[][3] = {{SWIFT_LIN_Q, SWIFT_LIN_K, SWIFT_LIN_V},
                                  {SWIFT_LIN_O, -1, -1},

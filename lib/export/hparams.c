@@ -1,14 +1,14 @@
 /* export/hparams — config.json fields the GGUF converter writes, and HF → GGUF tensor names. */
-#include "lib/error.h"
+#include "lib/core/error.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
-#include "lib/model.h"
+#include "lib/core/fileio.h"
+#include "lib/model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 /* jansson rejects integers beyond int64 ("too big integer"); HF files have some, e.g.
  * Llama 3's model_max_length 1000000000000000019884624838656. Outside strings, an integer

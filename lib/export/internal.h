@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "lib/gguf.h"
+#include "lib/formats/gguf.h"
 
 /* What the GGUF converter needs from config.json (FORMATS-REFERENCE §4.3). */
 struct swift_hparams {

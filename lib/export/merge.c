@@ -3,14 +3,14 @@
  * W' = W + scale · B·A for every module in the adapter, with scale = lora_alpha / r
  * (lora_alpha / sqrt(r) with use_rslora), computed in float32 (OpenBLAS sgemm) as peft's
  * merge_and_unload does, then cast to the output dtype with round-to-nearest-even. */
-#include "lib/error.h"
-#include "lib/export.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
-#include "lib/model_init.h"
-#include "lib/quant.h"
-#include "lib/safetensors.h"
-#include "lib/trace.h"
+#include "lib/core/fileio.h"
+#include "lib/model/model_init.h"
+#include "lib/formats/quant.h"
+#include "lib/formats/safetensors.h"
+#include "lib/core/trace.h"
 
 #include <cblas.h>
 #include <inttypes.h>
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 struct lora_pair {
     char *module; /* "model.layers.0.self_attn.q_proj" */

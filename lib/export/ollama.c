@@ -1,9 +1,9 @@
 /* export/ollama — a Modelfile next to the GGUF, as ms-swift's export to ollama writes it:
  * FROM the GGUF, TEMPLATE in ollama's Go-template syntax for the chat template's family
  * (ChatML for Qwen, Llama 3 headers), and PARAMETER stop for the end-of-turn tokens. */
-#include "lib/error.h"
+#include "lib/core/error.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
+#include "lib/core/fileio.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 static const char chatml[] = "{{ if .System }}<|im_start|>system\n"
                              "{{ .System }}<|im_end|>\n"

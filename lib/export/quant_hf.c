@@ -12,17 +12,18 @@
  * The scale/zero rule is GPTQ's Quantizer (sym=True): xmax = max(|min(x,0)|, max(x,0)),
  * xmin = -xmax when min < 0 (else 0); scale = (xmax - xmin) / maxq; zero = (maxq + 1) / 2;
  * q = clamp(round(x / scale) + zero, 0, maxq) with round half to even (torch.round).
- * --method rtn rounds each group to nearest with its fp16 scale (lib/gptq.h swift_gptq_rtn);
+ * --method rtn rounds each group to nearest with its fp16 scale (lib/export/gptq_solve.h
+ * swift_gptq_rtn);
  * --method gptq takes codes and scales from GPTQ on calibration data (lib/export/gptq.c). */
-#include "lib/error.h"
-#include "lib/export.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
-#include "lib/gptq.h"
-#include "lib/model_init.h"
-#include "lib/quant.h"
-#include "lib/safetensors.h"
-#include "lib/trace.h"
+#include "lib/core/fileio.h"
+#include "lib/export/gptq_solve.h"
+#include "lib/model/model_init.h"
+#include "lib/formats/quant.h"
+#include "lib/formats/safetensors.h"
+#include "lib/core/trace.h"
 
 #include <fenv.h>
 #include <math.h>
@@ -32,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 static int is_linear(const char *name)
 {

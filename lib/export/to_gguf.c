@@ -1,13 +1,13 @@
 /* export/to_gguf — Hugging Face safetensors model → GGUF v3 for llama.cpp (the metadata and
  * tensor layout of llama.cpp's convert_hf_to_gguf.py for llama, qwen2 and qwen3). */
-#include "lib/error.h"
-#include "lib/export.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
-#include "lib/gguf.h"
-#include "lib/quant.h"
-#include "lib/safetensors.h"
-#include "lib/trace.h"
+#include "lib/core/fileio.h"
+#include "lib/formats/gguf.h"
+#include "lib/formats/quant.h"
+#include "lib/formats/safetensors.h"
+#include "lib/core/trace.h"
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 struct dtype_info {
     const char *name;

@@ -1,15 +1,15 @@
 /* export/vocab — tokenizer.ggml.* keys from tokenizer.json + tokenizer_config.json, as
  * llama.cpp's convert_hf_to_gguf.py (_set_vocab_gpt2 + gguf-py SpecialVocab) writes them. */
-#include "lib/error.h"
+#include "lib/core/error.h"
 #include "lib/export/internal.h"
-#include "lib/fileio.h"
+#include "lib/core/fileio.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/banned.h"
+#include "lib/core/banned.h"
 
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSED = 5 };
 

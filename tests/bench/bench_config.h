@@ -3,7 +3,7 @@
 #ifndef SWIFT_BENCH_CONFIG_H
 #define SWIFT_BENCH_CONFIG_H
 
-#include "lib/model.h"
+#include "lib/model/model.h"
 
 #include <string.h>
 

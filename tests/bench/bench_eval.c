@@ -3,11 +3,11 @@
  * NEW greedy decode steps (one token per sequence per step, logits of every step computed).
  * Prints one JSON line. CONFIG is 10M or 100M (the shapes of tests/bench/eval_torch.py and
  * tests/bench/train_torch.py). */
-#include "lib/backend.h"
-#include "lib/cli.h"
+#include "kernels/ops.h"
+#include "lib/core/cli.h"
 #include "lib/eval/generate.h"
 #include "lib/eval/kv.h"
-#include "lib/model.h"
+#include "lib/model/model.h"
 #include "tests/bench/bench_config.h"
 
 #include <omp.h>

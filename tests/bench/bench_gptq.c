@@ -1,9 +1,9 @@
-/* GPTQ speed on one linear layer (lib/gptq.h): reads W (out,in) and X (n,in) float32 from a
- * safetensors file written by tests/bench/gptq_ref.py, times the Hessian (H = X^T X) and the
+/* GPTQ speed on one linear layer (lib/export/gptq_solve.h): reads W (out,in) and X (n,in) float32
+ * from a safetensors file written by tests/bench/gptq_ref.py, times the Hessian (H = X^T X) and the
  * quantization (int4, group 128, block 128, damp 0.01), prints one JSON line. */
-#include "lib/cli.h"
-#include "lib/gptq.h"
-#include "lib/safetensors.h"
+#include "lib/core/cli.h"
+#include "lib/export/gptq_solve.h"
+#include "lib/formats/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

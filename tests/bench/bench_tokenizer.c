@@ -6,11 +6,11 @@
  * loading and file reading excluded; the texts are encoded with no special-token parsing, as
  * tokenizers' encode(add_special_tokens=False) and tiktoken's encode_ordinary do on text
  * without special tokens). */
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/pool.h"
-#include "lib/tokenizer.h"
-#include "lib/trace.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/pool.h"
+#include "lib/preprocess/tokenizer.h"
+#include "lib/core/trace.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * and the slowdown of a tight loop with a span per iteration, tracing on vs off.
  * Prints one JSON line per figure on stdout.
  */
-#include "lib/trace.h"
+#include "lib/core/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

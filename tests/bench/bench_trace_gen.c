@@ -2,8 +2,8 @@
  * events with shifted timestamps (each copy after the previous one), renumbered ProfilerStep#N,
  * and correlation / External id / flow ids offset so every copy stays a consistent trace. */
 #include "lib/analyze/load.h"
-#include "lib/cli.h"
-#include "lib/error.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
 
 #include <math.h>
 #include <stdio.h>

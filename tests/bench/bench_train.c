@@ -1,7 +1,7 @@
 /* bench_train CONFIG THREADS BATCH SEQ STEPS: training steps (forward, backward, AdamW) of a
  * randomly initialised Llama config on the CPU backend; prints one JSON line. CONFIG is 10M or
  * 100M (the same shapes tests/bench/train_torch.py builds). */
-#include "lib/model.h"
+#include "lib/model/model.h"
 #include "tests/bench/bench_config.h"
 
 #include <omp.h>
@@ -12,11 +12,11 @@
 
 #include <cblas.h>
 
-#include "lib/cli.h"
-#include "lib/fileio.h"
-#include "lib/optim.h"
-#include "lib/train.h"
-#include "lib/banned.h"
+#include "lib/core/cli.h"
+#include "lib/core/fileio.h"
+#include "lib/train/optim.h"
+#include "lib/train/train.h"
+#include "lib/core/banned.h"
 
 static double now(void)
 {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Benchmark GPTQ (swift-export --method gptq's per-layer work, lib/gptq.h) next to auto-gptq's
+# Benchmark GPTQ (swift-export --method gptq's per-layer work, lib/export/gptq_solve.h) next to auto-gptq's
 # own GPTQ code on the same layer in the same run: Qwen2.5-0.5B's q_proj (896x896) and
 # down_proj (896x4864) shapes, 2048 calibration tokens, int4 group 128. The reference needs
 # `pip install --no-deps auto-gptq==0.7.1` (only its Python files are used); without it only

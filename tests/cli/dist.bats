@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# swift-train under mpirun (lib/dist.h): 1 vs 2 ranks give the same loss curve, ZeRO-1 the same
+# swift-train under mpirun (lib/train/dist.h): 1 vs 2 ranks give the same loss curve, ZeRO-1 the same
 # as ZeRO-0, resume on another number of ranks, SIGTERM on one rank checkpoints all, a hung or
 # killed rank makes the job fail naming it, and the analyzer names an injected straggler.
 #

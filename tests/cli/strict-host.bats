@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The host never dereferences backend memory (lib/backend.h): the programs run on
+# The host never dereferences backend memory (kernels/ops.h): the programs run on
 # swift_cpu_strict_ops (SWIFT_CPU_STRICT_HOST=1), whose memory faults on host access outside
 # an op, upload or download — as a GPU's would — and give the CPU backend's results bit for
 # bit: LoRA and full (bf16) training with checkpoints and resume, swift-eval with adapters on

@@ -1,6 +1,6 @@
 /* Fuzz the YAML/JSON config expansion of lib/cli: errors carry a position, nothing crashes. */
-#include "lib/cli.h"
-#include "lib/error.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
 
 #include <stdint.h>
 #include <stdio.h>

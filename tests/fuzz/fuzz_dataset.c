@@ -1,7 +1,7 @@
 /* Fuzz the dataset readers (JSON Lines, JSON arrays, CSV) and the row -> conversation mapping.
  * The first byte picks the format; the rest is written to a temporary file and read back. */
-#include "lib/dataset.h"
-#include "lib/error.h"
+#include "lib/preprocess/dataset.h"
+#include "lib/core/error.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Fuzz the eval task readers (MMLU CSV, multiple-choice/GSM8K JSONL) and the number extractor:
  * any bytes give items or a positioned error, never a crash. */
-#include "lib/error.h"
+#include "lib/core/error.h"
 #include "lib/eval/eval.h"
 
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* fuzz_gguf: the GGUF reader on arbitrary bytes must fail with a message, never crash. */
-#include "lib/error.h"
-#include "lib/gguf.h"
+#include "lib/core/error.h"
+#include "lib/formats/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,15 +1,15 @@
-/* Fuzz the GPTQ checkpoint reader (lib/gptq.h swift_gptq_dequant_set): any safetensors file
- * the parser accepts, read as the GPTQ tensors of "x.weight" with the weight shape taken from
+/* Fuzz the GPTQ checkpoint reader (lib/export/gptq_solve.h swift_gptq_dequant_set): any safetensors
+ * file the parser accepts, read as the GPTQ tensors of "x.weight" with the weight shape taken from
  * x.qweight and x.scales, is dequantized or rejected with a message; never a crash or an
  * out-of-bounds read (g_idx values, packing, shapes all come from the input). */
-#include "lib/gptq.h"
-#include "lib/safetensors.h"
+#include "lib/export/gptq_solve.h"
+#include "lib/formats/safetensors.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lib/error.h"
+#include "lib/core/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,7 +1,7 @@
 /* Fuzz the hub listing parsers (HF revision info, HF tree, ModelScope repo/files) and the path
  * checks they apply. Every input is fed to both hub kinds. */
-#include "lib/error.h"
-#include "lib/hub.h"
+#include "lib/core/error.h"
+#include "lib/download/hub.h"
 
 #include <stdint.h>
 #include <stdio.h>

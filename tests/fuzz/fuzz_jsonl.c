@@ -1,6 +1,6 @@
 /* Fuzz the JSON Lines reader: any bytes give values or a positioned error, never a crash. */
-#include "lib/error.h"
-#include "lib/jsonl.h"
+#include "lib/core/error.h"
+#include "lib/core/jsonl.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,12 +1,12 @@
 /* Fuzz the safetensors header parser: any input is accepted or rejected with a message, never a
  * crash or an out-of-bounds read (every accepted tensor is read whole). */
-#include "lib/safetensors.h"
+#include "lib/formats/safetensors.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lib/error.h"
+#include "lib/core/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,6 +1,6 @@
 /* Fuzz the shard header/payload checker and the index.json parser. The first byte picks which. */
-#include "lib/error.h"
-#include "lib/shard.h"
+#include "lib/core/error.h"
+#include "lib/formats/shard.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Fuzz the tokenizer.json loader; when a mutated file still loads, encode and decode a text with
  * it (regexes, added tokens, merges and the normalizer all come from the input). */
-#include "lib/error.h"
-#include "lib/tokenizer.h"
+#include "lib/core/error.h"
+#include "lib/preprocess/tokenizer.h"
 
 #include <stdint.h>
 #include <stdio.h>

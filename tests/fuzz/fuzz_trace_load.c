@@ -4,7 +4,7 @@
  * jansson must accept with the same fields (else abort). */
 #include "lib/analyze/analyze.h"
 #include "lib/analyze/report.h"
-#include "lib/error.h"
+#include "lib/core/error.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -17,7 +17,7 @@
  * (flash). test_attention_timing prints flash vs cuBLAS times for the Qwen2.5-0.5B attention
  * shape (tests/gpu/run.sh records them).
  * Without a GPU (or built with CUDA=0) every case is a visible cmocka skip. */
-#include "lib/backend.h"
+#include "kernels/ops.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -31,9 +31,9 @@
 
 #include <cmocka.h>
 
-#include "lib/device.h"
+#include "lib/model/device.h"
 #include "lib/eval/kv.h"
-#include "lib/model.h"
+#include "lib/model/model.h"
 
 static const struct swift_ops *C = &swift_cpu_ops;
 static const struct swift_ops *G; /* NULL: no GPU, every case skips */

@@ -3,7 +3,7 @@
  * tolerance of 1e-3 on the gradient vector (max |analytic - numeric| / max |numeric|).
  * AdamW against its formula in double. The CUDA backend, when it exists, is compared with
  * these same ops. */
-#include "lib/backend.h"
+#include "kernels/ops.h"
 
 #include <math.h>
 #include <setjmp.h>

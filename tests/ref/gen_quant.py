@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference fixtures for lib/quant.c from PyPI gguf's quants module (tests/ref/fixtures/quant/).
+"""Reference fixtures for lib/formats/quant.c from PyPI gguf's quants module (tests/ref/fixtures/quant/).
 
     make build/tests/test_quant && python3 tests/ref/gen_quant.py
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Token shards for the swift-train CLI tests: tinyshakespeare (../shared/data) as characters
 (byte & 127, the vocabulary of the tiny fixture models), written in the shard format of
-docs/formats.md with Python's struct and zlib, independently of lib/shard.c.
+docs/formats.md with Python's struct and zlib, independently of lib/formats/shard.c.
 
 tests/fixtures/shards/: 96 samples of 32 tokens; every third sample packs two documents; the
 first 4 tokens of each document are context (mask 0). val/: 16 more samples.

@@ -3,8 +3,8 @@
 #include "lib/analyze/analyze.h"
 #include "lib/analyze/breakdown.h"
 #include "lib/analyze/rules.h"
-#include "lib/error.h"
-#include "lib/trace.h"
+#include "lib/core/error.h"
+#include "lib/core/trace.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

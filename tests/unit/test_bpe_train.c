@@ -2,8 +2,8 @@
  * fixture (tests/fixtures/bpe/tokenizer.json, which tests/ref/gen_bpe_fixture.py loads with the
  * real Hugging Face `tokenizers` to produce reference encodings). Corpus: the first 100 kB of
  * tinyshakespeare from $SHARED. SWIFT_UPDATE_FIXTURES=1 rewrites the fixture. */
-#include "lib/bpe_train.h"
-#include "lib/fileio.h"
+#include "lib/preprocess/bpe_train.h"
+#include "lib/core/fileio.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

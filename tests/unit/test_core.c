@@ -1,9 +1,9 @@
 /* fileio, jsonl, pool, sha256: atomic outputs, positions in errors, parallel-for, known digests. */
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/jsonl.h"
-#include "lib/pool.h"
-#include "lib/sha256.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/jsonl.h"
+#include "lib/core/pool.h"
+#include "lib/core/sha256.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,6 @@
-/* CUPTI activity records -> trace events (lib/cupti_conv.c), on records built in memory exactly
- * as cupti_activity.h lays them out: no GPU needed. Skipped (visibly) in builds without CUDA. */
+/* CUPTI activity records -> trace events (lib/model/cupti_conv.c), on records built in memory
+ * exactly as cupti_activity.h lays them out: no GPU needed. Skipped (visibly) in builds without
+ * CUDA. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,9 +17,9 @@
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 #include <cupti_runtime_cbid.h>
 
-#include "lib/cupti_conv.h"
+#include "lib/model/cupti_conv.h"
 #endif
-#include "lib/trace.h"
+#include "lib/core/trace.h"
 
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 

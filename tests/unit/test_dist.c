@@ -1,6 +1,6 @@
 /* dist without a launcher: one rank, no MPI, collectives are no-ops; ZeRO-1 ranges cut the
  * concatenated parameters into contiguous, disjoint, covering pieces. */
-#include "lib/dist.h"
+#include "lib/train/dist.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

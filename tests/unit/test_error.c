@@ -1,6 +1,6 @@
 /* error and cli: message formats, exit codes, option tables, config files. */
-#include "lib/cli.h"
-#include "lib/error.h"
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

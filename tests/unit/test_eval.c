@@ -1,9 +1,9 @@
 /* lib/eval: task readers, prompts, answer extraction, tallies, the record and the gate. */
 #include "lib/eval/eval.h"
 #include "lib/eval/prompt.h"
-#include "lib/error.h"
-#include "lib/tokenizer.h"
-#include "lib/jsonl.h"
+#include "lib/core/error.h"
+#include "lib/preprocess/tokenizer.h"
+#include "lib/core/jsonl.h"
 
 #include <math.h>
 #include <setjmp.h>

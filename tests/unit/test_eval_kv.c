@@ -2,13 +2,13 @@
  * tests/ref/gen_eval_fixtures.py): log-probs at every position, continuation log-likelihoods,
  * greedy generation token for token; plus cache invariants (chunked prefill, forked rows, batching)
  * and seeded sampling. */
-#include "lib/backend.h"
-#include "lib/error.h"
+#include "kernels/ops.h"
+#include "lib/core/error.h"
 #include "lib/eval/generate.h"
 #include "lib/eval/kv.h"
-#include "lib/lora.h"
-#include "lib/model.h"
-#include "lib/safetensors.h"
+#include "lib/model/lora.h"
+#include "lib/model/model.h"
+#include "lib/formats/safetensors.h"
 
 #include <math.h>
 #include <setjmp.h>

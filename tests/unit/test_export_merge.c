@@ -1,8 +1,8 @@
 /* export --merge-lora against peft's merge_and_unload (tests/ref/gen_merge.py fixtures). */
-#include "lib/error.h"
-#include "lib/export.h"
-#include "lib/fileio.h"
-#include "lib/safetensors.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
+#include "lib/core/fileio.h"
+#include "lib/formats/safetensors.h"
 
 #include <math.h>
 #include <setjmp.h>

@@ -11,7 +11,7 @@
  * The CUDA kernels themselves are checked against the CPU op by tests/kernels/test_cuda_ops.c
  * on a GPU. */
 #include "kernels/cuda/flash_plan.h"
-#include "lib/backend.h"
+#include "kernels/ops.h"
 
 #include <limits.h>
 #include <math.h>

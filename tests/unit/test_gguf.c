@@ -1,6 +1,6 @@
 /* gguf: writer → reader round trip of every value type, alignment, bounds errors. */
-#include "lib/error.h"
-#include "lib/gguf.h"
+#include "lib/core/error.h"
+#include "lib/formats/gguf.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* GPTQ (lib/gptq.h, swift-export --method gptq) against auto-gptq's own GPTQ code
+/* GPTQ (lib/export/gptq_solve.h, swift-export --method gptq) against auto-gptq's own GPTQ code
  * (tests/ref/gen_gptq_method.py fixtures in tests/ref/fixtures/gptq/method/).
  *
  * The reference and we both work in float32 but factorize the Hessian with different LAPACK
@@ -8,14 +8,14 @@
  * 73728/73728) and scales differ by the fp16 storage rounding only; round to nearest agrees with
  * GPTQ on 71-75% of the codes, so the thresholds below leave room for boundary cases and still
  * tell the two apart. */
-#include "lib/error.h"
-#include "lib/export.h"
-#include "lib/fileio.h"
-#include "lib/gptq.h"
-#include "lib/model.h"
-#include "lib/quant.h"
-#include "lib/safetensors.h"
-#include "lib/shard.h"
+#include "lib/core/error.h"
+#include "lib/export/export.h"
+#include "lib/core/fileio.h"
+#include "lib/export/gptq_solve.h"
+#include "lib/model/model.h"
+#include "lib/formats/quant.h"
+#include "lib/formats/safetensors.h"
+#include "lib/formats/shard.h"
 
 #include <fcntl.h>
 #include <math.h>

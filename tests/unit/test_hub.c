@@ -1,7 +1,7 @@
 /* hub: listing parsers, path and id checks, URLs, cache layouts; extract: archive names. */
-#include "lib/error.h"
-#include "lib/extract.h"
-#include "lib/hub.h"
+#include "lib/core/error.h"
+#include "lib/download/extract.h"
+#include "lib/download/hub.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * 1e-3 relative to each tensor's largest entry, parameters after 1 AdamW step 1e-5
  * absolute (well-conditioned elements), after 3 steps (continuing from the
  * reference's step-1 parameters) 5e-5, losses 2e-5. */
-#include "lib/model.h"
+#include "lib/model/model.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,12 +20,12 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "lib/backend.h"
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/lora.h"
-#include "lib/optim.h"
-#include "lib/safetensors.h"
+#include "kernels/ops.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/model/lora.h"
+#include "lib/train/optim.h"
+#include "lib/formats/safetensors.h"
 
 #define FIX "tests/fixtures/model/"
 

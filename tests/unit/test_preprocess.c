@@ -1,10 +1,10 @@
 /* preprocess: shards built from a real dataset read back through the trainer's API; packing
  * keeps every document intact and within max_length. */
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/preprocess.h"
-#include "lib/shard.h"
-#include "lib/template.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/preprocess/preprocess.h"
+#include "lib/formats/shard.h"
+#include "lib/preprocess/template.h"
 
 #include <fcntl.h>
 #include <setjmp.h>

@@ -1,8 +1,8 @@
 /* quant: bit-exact encodings against PyPI gguf (tests/ref/gen_quant.py fixtures), K-quant layout
  * via gguf-py's dequantizer, fp16/bf16 edge cases, fallback types, RMSE bounds. */
-#include "lib/error.h"
-#include "lib/gguf.h"
-#include "lib/quant.h"
+#include "lib/core/error.h"
+#include "lib/formats/gguf.h"
+#include "lib/formats/quant.h"
 
 #include <math.h>
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* safetensors: the reference package's file, byte-identical writes, every header check. */
-#include "lib/safetensors.h"
+#include "lib/formats/safetensors.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "lib/error.h"
-#include "lib/fileio.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
 
 #define REF "tests/fixtures/safetensors/ref.safetensors"
 

@@ -1,8 +1,8 @@
 /* shard: write/read round trip, index.json, and corrupt files named with their offset. */
-#include "lib/shard.h"
+#include "lib/formats/shard.h"
 
-#include "lib/error.h"
-#include "lib/fileio.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

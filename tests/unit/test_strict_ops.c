@@ -1,7 +1,7 @@
 /* swift_cpu_strict_ops (kernels/cpu/strict.c): host access to its memory faults, upload and
  * download and the ops work, results are swift_cpu_ops' bit for bit, alloc is zeroed (also
  * after a free), and swift_backend_select picks it under SWIFT_CPU_STRICT_HOST=1. */
-#include "lib/backend.h"
+#include "kernels/ops.h"
 
 #include <fcntl.h>
 #include <signal.h>

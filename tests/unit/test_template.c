@@ -1,8 +1,8 @@
 /* template + dataset: ids equal to the official Jinja templates (fixtures from
  * tests/ref/gen_template.py), loss masks, bad conversations. */
-#include "lib/dataset.h"
-#include "lib/template.h"
-#include "lib/tokenizer.h"
+#include "lib/preprocess/dataset.h"
+#include "lib/preprocess/template.h"
+#include "lib/preprocess/tokenizer.h"
 
 #include <jansson.h>
 #include <setjmp.h>

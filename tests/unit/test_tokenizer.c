@@ -1,10 +1,10 @@
 /* tokenizer: id-for-id against llama.cpp's vectors (shared data) and the committed reference
  * fixtures made by PyPI `tokenizers` (tests/ref/gen_tokenizer.py); decode round trips. */
-#include "lib/tokenizer.h"
+#include "lib/preprocess/tokenizer.h"
 
-#include "lib/error.h"
-#include "lib/fileio.h"
-#include "lib/pool.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/pool.h"
 
 #include <jansson.h>
 #include <setjmp.h>

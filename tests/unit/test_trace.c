@@ -1,8 +1,8 @@
 /* trace writer: every emitted line is a valid event of docs/trace-schema.md, nothing is lost
  * across threads, a killed process leaves a readable file; the profiler schedule follows
  * torch.profiler.schedule. */
-#include "lib/profile.h"
-#include "lib/trace.h"
+#include "lib/core/profile.h"
+#include "lib/core/trace.h"
 
 #include <jansson.h>
 #include <pthread.h>

@@ -1,0 +1,186 @@
+/*
+ * backend — the table of model ops (DESIGN.md §3). lib/model, lib/lora and lib/train call the
+ * math only through a `const struct swift_ops *`, so they never branch on the device; the CPU
+ * table (kernels/cpu/, swift_cpu_ops) is the specification every other backend is checked
+ * against (tests/kernels/).
+ *
+ * Conventions for every op:
+ * - tensors are float32, row-major, contiguous; shapes are given in the comments, e.g.
+ *   in (N,I) means N rows of I floats; N is the number of tokens B*T;
+ * - "+=" marks outputs that are accumulated into (gradients of weights always are, so
+ *   gradient accumulation over micro-batches needs no extra copy); other outputs are written;
+ * - token positions pos (N) are the position of each token inside its document: packed
+ *   documents restart at 0, and a token attends to the tokens of its own document only
+ *   (block-diagonal causal attention; token i of a row sees i-pos[i] .. i);
+ * - pointers passed to an op are device pointers of that backend (host memory on the CPU).
+ *   Host code never dereferences what alloc returned: it moves data with upload/download
+ *   (weights in, checkpoints out, gradients to MPI). The CUDA backend (kernels/cuda,
+ *   docs/cuda.md) allocates plain device memory (cudaMalloc); swift_cpu_strict_ops checks the
+ *   rule on the CPU. Ops accept the int32 index arrays (tok, pos, targets) and RoPE's inv_freq
+ *   in host memory too (CUDA uploads them once per distinct content);
+ * - ops may run asynchronously: results that come back to the host (cross_entropy's sums,
+ *   sumsq) wait for the queue; everything else is ordered on the backend's queue.
+ */
+#ifndef SWIFT_BACKEND_H
+#define SWIFT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct swift_ops {
+    const char *name; /* "cpu" */
+
+    /* memory: alloc returns zeroed memory or NULL */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*zero)(float *x, size_t n);
+    void (*copy)(float *dst, const float *src, size_t n);
+    /* host memory <-> backend memory, bytes; both have completed when they return */
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+    /* wait until every queued op has finished (CPU: nothing to wait for); the host still reads
+     * backend memory only through download */
+    void (*sync)(void);
+    /* --profile: record device-side events (kernels, copies, runtime calls) into the trace while
+     * on; turning it off flushes them (CPU: nothing to record) */
+    void (*device_trace)(int on);
+
+    /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out [+ bias (O)] */
+    void (*matmul_fwd)(float *out, const float *in, const float *w, const float *bias, int N,
+                       int In, int O, float alpha, float beta);
+    /* din (N,I) = alpha * dout (N,O) @ w (O,I) + din_beta * din   (skipped when din is NULL)
+     * dw (O,I) += alpha * dout^T @ in                              (skipped when dw is NULL)
+     * db (O)   += alpha * sum over rows of dout                    (skipped when db is NULL) */
+    void (*matmul_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
+                       const float *w, int N, int In, int O, float alpha, float din_beta);
+
+    /* out (N,C) = emb[tok[n]] ; demb (V,C) += scatter of dout by tok */
+    void (*embed_fwd)(float *out, const int32_t *tok, const float *emb, int N, int C);
+    void (*embed_bwd)(float *demb, const float *dout, const int32_t *tok, int N, int C);
+
+    /* out (N,C) = in / sqrt(mean(in^2) + eps) * w (C); rstd (N) saved for backward */
+    void (*rmsnorm_fwd)(float *out, float *rstd, const float *in, const float *w, int N, int C,
+                        float eps);
+    /* din (N,C) += ..., dw (C) += ... (dw may be NULL) */
+    void (*rmsnorm_bwd)(float *din, float *dw, const float *dout, const float *in, const float *w,
+                        const float *rstd, int N, int C);
+
+    /* x (N,H,D) rotated in place by angle pos[n]*inv_freq[d], pairs (d, d+D/2) (HF
+     * rotate_half); backward applies the inverse rotation to dx in place */
+    void (*rope_fwd)(float *x, const int32_t *pos, const float *inv_freq, int N, int H, int D);
+    void (*rope_bwd)(float *dx, const int32_t *pos, const float *inv_freq, int N, int H, int D);
+
+    /* q (B*T,NH,D), k v (B*T,NKV,D), out (B*T,NH,D), probs (B,NH,T,T) softmax saved for
+     * backward; head h uses kv head h/(NH/NKV); scale 1/sqrt(D); block-diagonal causal by pos */
+    void (*attention_fwd)(float *out, float *probs, const float *q, const float *k, const float *v,
+                          const int32_t *pos, int B, int T, int NH, int NKV, int D);
+    /* dq dk dv written (same shapes as q k v) */
+    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                          const float *q, const float *k, const float *v, const int32_t *pos, int B,
+                          int T, int NH, int NKV, int D);
+
+    /* out (n) = silu(gate) * up ; backward writes dgate, dup */
+    void (*swiglu_fwd)(float *out, const float *gate, const float *up, size_t n);
+    void (*swiglu_bwd)(float *dgate, float *dup, const float *dout, const float *gate,
+                       const float *up, size_t n);
+
+    /* Cross-entropy over rows whose target >= 0 (logits (N,V), targets (N), -1 = not trained).
+     * Adds the sum of -log softmax[target] to *loss_sum, the count of trained rows to *count and
+     * of rows whose argmax equals the target to *correct. When dlogits is non-NULL writes
+     * dlogits (N,V) = dscale * (softmax - onehot) on trained rows and 0 elsewhere (dlogits may
+     * alias logits). */
+    void (*cross_entropy)(float *dlogits, double *loss_sum, long *count, long *correct,
+                          const float *logits, const int32_t *targets, int N, int V, float dscale);
+
+    /* out (n) = a + b (out may alias a or b) */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+    /* x (n) *= s */
+    void (*scale)(float *x, float s, size_t n);
+    /* sum of squares in double */
+    double (*sumsq)(const float *x, size_t n);
+
+    /* Inverted dropout with a counter-based RNG: mask[i] = keep(seed, i); out = in*mask/(1-p).
+     * Backward: din (n) += dout * mask/(1-p). */
+    void (*dropout_fwd)(float *out, uint8_t *mask, const float *in, size_t n, float p,
+                        uint64_t seed);
+    void (*dropout_bwd)(float *din, const float *dout, const uint8_t *mask, size_t n, float p);
+
+    /* torch.optim.AdamW on n elements: g is multiplied by gscale (clipping) first;
+     * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), with bc = 1 - beta^step */
+    void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                  float b2, float eps, float wd, float bc1, float bc2, float gscale);
+
+    /* Inference with a key/value cache (lib/eval/kv.h); appended after the training ops. */
+    /* Row gather/scatter: for i < n, row (dst_idx ? dst_idx[i] : i) of dst (rows of width
+     * floats) = row (src_idx ? src_idx[i] : i) of src. dst_idx/src_idx are int32 index arrays
+     * (host memory accepted, like pos), NULL for the identity; rows written must be distinct and
+     * must not overlap the rows read. */
+    void (*copy_rows)(float *dst, const int32_t *dst_idx, const float *src, const int32_t *src_idx,
+                      int n, int width);
+    /* Causal attention of N new tokens against a key/value cache that already holds them:
+     * token i reads cache row row[i], whose position j starts at kcache/vcache +
+     * row[i]*row_stride + j*NKV*D (a position holds NKV heads of D floats), for j = 0..pos[i].
+     * q, out (N,NH,D); head h uses kv head h/(NH/NKV); scale 1/sqrt(D); one pass with an
+     * online softmax in fp32. pos and row are int32 index arrays (host memory accepted).
+     * D <= 512. */
+    void (*attention_cached)(float *out, const float *q, const float *kcache, const float *vcache,
+                             const int32_t *pos, const int32_t *row, size_t row_stride, int N,
+                             int NH, int NKV, int D);
+};
+
+/* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */
+extern const struct swift_ops swift_cpu_ops;
+/* The same math with host access forbidden (kernels/cpu/strict.c, for tests): alloc returns
+ * whole pages kept PROT_NONE except while an op, upload or download runs, so host code that
+ * dereferences backend memory dies with SIGSEGV, as it would on a device. Results are
+ * swift_cpu_ops' bit for bit. swift_backend_select picks it instead of the CPU table when
+ * SWIFT_CPU_STRICT_HOST=1. Not for production: every op costs two mprotect per allocation. */
+extern const struct swift_ops swift_cpu_strict_ops;
+
+#ifdef SWIFT_HAVE_CUDA
+/* The CUDA backend (kernels/cuda/ops.cu): cuBLASLt matmuls, CUDA kernels elsewhere. Select the
+ * GPU with swift_cuda_init(index) before the first op (0, or -1 after an error on stderr). */
+extern const struct swift_ops swift_cuda_ops;
+int swift_cuda_init(int device);
+/* Matmul compute: SWIFT_CUDA_MATH_FP32 (exact), _TF32 (default) or _BF16 (bf16 inputs, fp32
+ * accumulation); also read from $SWIFT_CUDA_MATH=fp32|tf32|bf16 at init. */
+enum { SWIFT_CUDA_MATH_FP32 = 0, SWIFT_CUDA_MATH_TF32, SWIFT_CUDA_MATH_BF16 };
+void swift_cuda_set_math(int mode);
+/* Attention: SWIFT_CUDA_ATTN_FLASH (fused kernels, kernels/cuda/flash_attn.cu; head dims up to
+ * 256), _CUBLAS (batched GEMMs + masked softmax) or _AUTO (default: flash when the head dim is
+ * supported); also read from $SWIFT_CUDA_ATTN=flash|cublas at the first attention op unless
+ * this was called before. On the flash path attention_fwd keeps the per-query log-sum-exp (and,
+ * when T > D, a copy of out) at the start of `probs` instead of the probabilities; a backward
+ * must run on the path of its forward. */
+enum { SWIFT_CUDA_ATTN_AUTO = 0, SWIFT_CUDA_ATTN_FLASH, SWIFT_CUDA_ATTN_CUBLAS };
+void swift_cuda_set_attention(int mode);
+/* Bytes of device memory in use by this process's backend allocations. */
+size_t swift_cuda_mem_allocated(void);
+#endif
+
+/* The op table chosen by --device. */
+struct swift_backend {
+    const struct swift_ops *ops;
+    char name[32]; /* "cpu", "cuda:0": the trace's device */
+    int cuda, index;
+    double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
+    char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
+                           build, else empty: the caller prints it once its inputs are checked */
+};
+/* spec: "auto" (or NULL: a GPU when lib/model/device.h reports one, else the CPU; a CUDA build
+ * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is
+ * swift_cpu_strict_ops when the environment has SWIFT_CPU_STRICT_HOST=1. Returns 0, 2
+ * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
+int swift_backend_select(struct swift_backend *b, const char *spec);
+/* The same for one of several ranks on a host (lib/train/dist.h's local_rank): "auto" and "cuda"
+ * take GPU local_rank % (number of GPUs); "cuda:N" is N whatever the rank. */
+int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank);
+
+/* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
+static inline double swift_matmul_flops(int N, int In, int O)
+{
+    return 2.0 * (double)N * (double)In * (double)O;
+}
+
+#endif

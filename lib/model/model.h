@@ -1,0 +1,187 @@
+/*
+ * model — Llama-family decoder models (Llama 2/3, Mistral, Qwen2/2.5, Qwen3) from a Hugging Face
+ * directory, with forward and backward through the backend op table (kernels/ops.h).
+ *
+ *     struct swift_model m;
+ *     if (swift_model_load(&m, "models/Qwen2.5-0.5B", &swift_cpu_ops) < 0)
+ *         return -1;                                     // error reported with file and key
+ *     if (swift_model_reserve(&m, B, T) < 0) ...        // activations for B rows of T tokens
+ *     swift_model_zero_grad(&m);
+ *     struct swift_batch b = {.B = B, .T = T, .tokens = ids, .targets = tgt, .pos = pos};
+ *     struct swift_loss l = {0};
+ *     swift_model_forward(&m, &b, &l, 1.0f / ntrained); // loss over trained tokens
+ *     swift_model_backward(&m, &b);                      // gradients accumulate (+=)
+ *     swift_model_free(&m);
+ *
+ * Math (checked against transformers by tests/unit/test_model.c on committed fixtures):
+ * RMSNorm -> q/k/v projections (+bias for Qwen2 or attention_bias) -> per-head RMSNorm of q and k
+ * (Qwen3) -> RoPE (rope_theta; default, linear or llama3 scaling) -> GQA causal attention inside
+ * each packed document -> o_proj -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm
+ * and lm_head (tied to embed_tokens when tie_word_embeddings). Parameters are float32 whatever the
+ * dtype on disk (F32/F16/BF16).
+ *
+ * Loss: cross-entropy summed over trained targets times `dscale` (ms-swift's normalisation is
+ * the sum over trained tokens divided by their count over the whole accumulated batch).
+ */
+#ifndef SWIFT_MODEL_H
+#define SWIFT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ops.h"
+
+struct swift_model_config {
+    char model_type[32]; /* llama, mistral, qwen2, qwen3 */
+    char dtype[16];      /* torch_dtype / dtype: float32, bfloat16, float16 */
+    int vocab_size, hidden_size, intermediate_size, num_layers;
+    int num_heads, num_kv_heads, head_dim;
+    int max_position_embeddings;
+    int sliding_window; /* 0: none */
+    float rms_norm_eps;
+    double rope_theta;
+    int rope_type; /* SWIFT_ROPE_* */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max;
+    int qkv_bias, o_bias, mlp_bias, qk_norm, tie_embeddings;
+    int gptq; /* quantization_config gptq: 1 (zeros stored minus one), 2 (gptq_v2); 0: none */
+};
+enum { SWIFT_ROPE_DEFAULT = 0, SWIFT_ROPE_LINEAR, SWIFT_ROPE_LLAMA3 };
+
+/* Parse config.json (transformers 4 and 5 layouts: rope_theta + rope_scaling or
+ * rope_parameters; torch_dtype or dtype). Returns 0 or -1 after "FILE: key ..." errors. */
+int swift_model_config_load(struct swift_model_config *c, const char *path);
+/* Parse from an already loaded JSON object (path for messages). */
+struct json_t;
+int swift_model_config_parse(struct swift_model_config *c, struct json_t *root, const char *path);
+/* RoPE inverse frequencies (head_dim/2 floats) with the configured scaling. */
+void swift_model_inv_freq(const struct swift_model_config *c, float *out);
+
+/* A LoRA adapter on one linear layer (lib/model/lora.h attaches them). */
+struct swift_lora_ad {
+    float *A, *B; /* (r,in), (out,r): point into the model's lora buffer */
+    float *gA, *gB;
+    float *xa;     /* (N,r) saved activations */
+    float *xd;     /* (N,in) dropout output, NULL without dropout */
+    uint8_t *mask; /* (N,in) */
+};
+
+struct swift_linear {
+    int in, out;
+    float *w, *b;               /* (out,in), (out) or NULL */
+    float *gw, *gb;             /* NULL when frozen */
+    struct swift_lora_ad *lora; /* NULL when none */
+    const char *name;           /* "model.layers.3.self_attn.q_proj" (owned by the model) */
+};
+
+enum {
+    SWIFT_LIN_Q,
+    SWIFT_LIN_K,
+    SWIFT_LIN_V,
+    SWIFT_LIN_O,
+    SWIFT_LIN_GATE,
+    SWIFT_LIN_UP,
+    SWIFT_LIN_DOWN,
+    SWIFT_LIN_COUNT
+};
+
+struct swift_layer {
+    float *ln1, *ln2, *qn, *kn; /* norms (qn, kn: Qwen3 only) */
+    float *gln1, *gln2, *gqn, *gkn;
+    struct swift_linear lin[SWIFT_LIN_COUNT];
+};
+
+/* One named parameter tensor (Hugging Face name). */
+struct swift_param {
+    char *name;
+    float *w, *g; /* g NULL when frozen */
+    int ndim;
+    int64_t shape[2];
+    size_t numel;
+    int decay; /* weight decay applies (not biases and norms, as HF Trainer) */
+};
+
+/* Per-step inputs: B rows of T tokens. */
+struct swift_batch {
+    int B, T;
+    const int32_t *tokens;  /* (B*T) */
+    const int32_t *targets; /* (B*T) next token to predict, -1 = not trained */
+    const int32_t *pos;     /* (B*T) position inside the document (packing restarts at 0) */
+};
+
+struct swift_loss {
+    double sum;   /* sum of -log p(target) */
+    long count;   /* trained tokens */
+    long correct; /* argmax == target */
+};
+
+struct swift_model_acts; /* activations (model.c) */
+
+struct swift_model {
+    struct swift_model_config cfg;
+    const struct swift_ops *ops;
+    float *params, *grads; /* base parameters (nparams floats), their grads or NULL */
+    size_t nparams;
+    struct swift_param *p; /* base parameters by name, HF order */
+    int np;
+    float *embed, *norm, *lm_head, *gembed, *gnorm, *glm_head; /* lm_head == embed when tied */
+    struct swift_layer *layers;
+    float *inv_freq; /* head_dim/2 */
+    /* LoRA (lib/model/lora.h) */
+    float *lora_params, *lora_grads;
+    size_t nlora;
+    struct swift_param *lp;
+    int nlp;
+    int lora_rank;
+    float lora_alpha, lora_scale, lora_dropout;
+    uint64_t dropout_seed; /* set per step by the trainer */
+    int training;          /* set by forward: dscale != 0 (LoRA dropout on) */
+    int act_ckpt;          /* activation checkpointing: set before swift_model_reserve */
+    /* activations */
+    struct swift_model_acts *acts;
+    int capB, capT;
+    /* per-op spans with shapes and FLOPs when the trace detail flag is on (--profile) */
+    double step_flops; /* forward+backward FLOPs of the last step (matmuls+attention) */
+};
+
+/* Read config.json and the weights of dir; base parameters trainable (grads allocated) unless
+ * `frozen`. Returns 0 or -1. */
+int swift_model_load(struct swift_model *m, const char *dir, const struct swift_ops *ops,
+                     int frozen);
+/* Build a model with random N(0, 0.02) weights (norms 1) from a config, for benchmarks. */
+int swift_model_init_random(struct swift_model *m, const struct swift_model_config *c,
+                            const struct swift_ops *ops, uint64_t seed);
+void swift_model_free(struct swift_model *m);
+/* Allocate activations for B rows of T tokens (grows only). Returns 0 or -1. */
+int swift_model_reserve(struct swift_model *m, int B, int T);
+void swift_model_zero_grad(struct swift_model *m);
+/* Forward pass; accumulates into *loss and, with backward to follow, prepares dlogits scaled
+ * by dscale (0: forward only, no gradient, and no dropout: evaluation). Logits of the last call
+ * stay readable through swift_model_logits() until backward. Returns 0 or -1 (bad token id). */
+int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
+                        float dscale);
+/* Logits (B*T, V) of the last forward, backend memory (read them with ops->download); valid
+ * until backward. */
+const float *swift_model_logits(const struct swift_model *m);
+/* Backward pass of the last forward; gradients accumulate. */
+void swift_model_backward(struct swift_model *m, const struct swift_batch *b);
+/* One decoder layer alone, outside the training graph (swift-export --method gptq runs the
+ * calibration data through the model layer by layer): x (B*T,H) -> y (y may alias x), no
+ * dropout (y NULL: not copied out); in[k] points at the input of linear k (q/k/v: the first
+ * RMSNorm's output, o: the attention output, gate/up: the second RMSNorm's output, down: the SwiGLU
+ * output), valid until the next call. swift_model_reserve(m, B, T) first (act_ckpt = 1 keeps it to
+ * one layer's activations); tokens and pos of b are read, targets are not. */
+void swift_model_layer_forward(struct swift_model *m, int l, const struct swift_batch *b,
+                               const float *x, float *y, const float *in[SWIFT_LIN_COUNT]);
+/* The token embeddings of b into x (B*T,H); -1 (reported) for a token outside the vocabulary. */
+int swift_model_embed(struct swift_model *m, const struct swift_batch *b, float *x);
+/* Find a base parameter by HF name. */
+struct swift_param *swift_model_param(struct swift_model *m, const char *name);
+/* Number of parameters (base) and FLOPs per token of forward+backward (6N + attention). */
+double swift_model_flops_per_token(const struct swift_model *m, int T);
+
+/* Write DIR/config.json (source config with dtype updated) and DIR/model.safetensors in the
+ * config's dtype; `dir` must exist. Returns 0 or -1. */
+int swift_model_save(const struct swift_model *m, const char *dir, const char *src_config);
+
+#endif

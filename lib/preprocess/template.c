@@ -1,0 +1,622 @@
+/* template — chat templates to ids + loss mask (see template.h). */
+#include "lib/preprocess/template.h"
+
+#include "lib/core/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "lib/core/banned.h"
+
+enum kind { K_CHATML, K_QWEN3, K_LLAMA3, K_DEFAULT, K_GENERATION };
+
+struct swift_template {
+    const char *name;
+    enum kind kind;
+    const char *default_system;
+};
+
+static const struct swift_template templates[] = {
+    {"chatml", K_CHATML, NULL},
+    {"qwen", K_CHATML, "You are a helpful assistant."},
+    {"qwen2_5", K_CHATML, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
+    {"qwen3", K_QWEN3, NULL},
+    {"llama3", K_LLAMA3, NULL},
+    {"default", K_DEFAULT, "You are a helpful assistant."},
+    {"generation", K_GENERATION, NULL},
+};
+#define NTEMPLATES (sizeof(templates) / sizeof(templates[0]))
+
+const struct swift_template *swift_template_find(const char *name)
+{
+    for (size_t i = 0; i < NTEMPLATES; i++)
+        if (!strcmp(name, templates[i].name))
+            return &templates[i];
+    return NULL;
+}
+
+const char *swift_template_names(void)
+{
+    return "chatml, qwen, qwen2_5, qwen3, llama3, default, generation";
+}
+
+const char *swift_template_name(const struct swift_template *t)
+{
+    return t->name;
+}
+
+const char *swift_template_guess(const struct swift_tokenizer *tok)
+{
+    const char *ct = swift_tokenizer_config_str(tok, "chat_template");
+    if (!ct)
+        return NULL;
+    if (strstr(ct, "<|im_start|>")) {
+        if (strstr(ct, "<think>"))
+            return "qwen3";
+        if (strstr(ct, "You are Qwen, created by Alibaba Cloud"))
+            return "qwen2_5";
+        if (strstr(ct, "You are a helpful assistant."))
+            return "qwen";
+        return "chatml";
+    }
+    if (strstr(ct, "<|start_header_id|>"))
+        return "llama3";
+    return NULL;
+}
+
+int swift_loss_parse(const char *s)
+{
+    if (!strcmp(s, "default"))
+        return SWIFT_LOSS_DEFAULT;
+    if (!strcmp(s, "last_round"))
+        return SWIFT_LOSS_LAST_ROUND;
+    if (!strcmp(s, "all"))
+        return SWIFT_LOSS_ALL;
+    return -1;
+}
+
+const char *swift_loss_name(int loss)
+{
+    return loss == SWIFT_LOSS_LAST_ROUND ? "last_round"
+           : loss == SWIFT_LOSS_ALL      ? "all"
+                                         : "default";
+}
+
+void swift_encoded_release(struct swift_encoded *e)
+{
+    free(e->text);
+    free(e->bytemask);
+    free(e->mask);
+    swift_tokens_release(&e->tok);
+    memset(e, 0, sizeof(*e));
+}
+
+/* ---- rendering ---- */
+struct render {
+    struct swift_encoded *e;
+    const struct swift_tokenizer *tok;
+    int all; /* SWIFT_LOSS_ALL: every byte trained */
+    char *err;
+    size_t errlen;
+    int failed;
+};
+
+static int fail(struct render *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct render *r, const char *fmt, ...)
+{
+    if (!r->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, r->errlen, fmt, ap);
+        va_end(ap);
+    }
+    r->failed = 1;
+    return -1;
+}
+
+static int emit(struct render *r, const char *s, size_t n, int mask)
+{
+    struct swift_encoded *e = r->e;
+    if (e->len + n + 1 > e->cap) {
+        size_t nc = e->cap ? e->cap : 4096;
+        while (nc < e->len + n + 1)
+            nc *= 2;
+        if (nc > ((size_t)1 << 31))
+            return fail(r, "rendered sample larger than 2 GiB");
+        char *t = realloc(e->text, nc);
+        if (t)
+            e->text = t;
+        uint8_t *m = realloc(e->bytemask, nc);
+        if (m)
+            e->bytemask = m;
+        if (!t || !m)
+            return fail(r, "out of memory");
+        e->cap = nc;
+    }
+    memcpy(e->text + e->len, s, n);
+    memset(e->bytemask + e->len, r->all ? 1 : mask, n);
+    e->len += n;
+    e->text[e->len] = 0;
+    return 0;
+}
+
+static int emits(struct render *r, const char *s, int mask)
+{
+    return emit(r, s, strlen(s), mask);
+}
+
+/* Content is normalized as the tokenizer's normalizer would do it, so offsets stay ours. */
+static int emit_content(struct render *r, const char *s, size_t n, int mask)
+{
+    char *norm;
+    size_t nl;
+    if (swift_tokenizer_normalize(r->tok, s, n, &norm, &nl) < 0)
+        return fail(r, "text is not valid UTF-8");
+    int rc = emit(r, norm, nl, mask);
+    free(norm);
+    return rc;
+}
+
+/* tojson as transformers' Jinja environment does: json.dumps(x, ensure_ascii=False) */
+static int emit_json(struct render *r, json_t *v, int mask)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    if (!s)
+        return fail(r, "cannot serialize JSON");
+    int rc = emit_content(r, s, strlen(s), mask);
+    free(s);
+    return rc;
+}
+
+/* Python's str.isspace, for Jinja's trim (str.strip()). */
+static int py_space(uint32_t cp)
+{
+    if ((cp >= 9 && cp <= 13) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0)
+        return 1;
+    if (cp < 0x100)
+        return 0;
+    const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)cp);
+    return p->category == UTF8PROC_CATEGORY_ZS || cp == 0x2028 || cp == 0x2029;
+}
+
+static void trim(const char **s, size_t *n)
+{
+    const unsigned char *p = (const unsigned char *)*s;
+    size_t a = 0, b = *n;
+    while (a < b) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + a, (utf8proc_ssize_t)(b - a), &cp);
+        if (k <= 0 || !py_space((uint32_t)cp))
+            break;
+        a += (size_t)k;
+    }
+    while (b > a) {
+        size_t k = 1;
+        while (k < 4 && b - k > a && (p[b - k] & 0xC0) == 0x80)
+            k++;
+        utf8proc_int32_t cp;
+        if (utf8proc_iterate(p + b - k, (utf8proc_ssize_t)k, &cp) <= 0 || !py_space((uint32_t)cp))
+            break;
+        b -= k;
+    }
+    *s += a;
+    *n = b - a;
+}
+
+static int trained(const struct swift_conv *c, size_t i, int loss, size_t last_asst)
+{
+    if (loss == SWIFT_LOSS_ALL)
+        return 1;
+    if (c->msg[i].loss >= 0)
+        return c->msg[i].loss;
+    return loss == SWIFT_LOSS_DEFAULT || i == last_asst;
+}
+
+static const char *role_name(enum swift_role r)
+{
+    static const char *names[] = {"system", "user", "assistant", "tool"};
+    return names[r];
+}
+
+static int validate(struct render *r, const struct swift_conv *c, size_t *last_asst)
+{
+    if (c->n == 0)
+        return fail(r, "empty conversation");
+    *last_asst = (size_t)-1;
+    enum swift_role prev = SWIFT_ROLE_SYSTEM;
+    for (size_t i = 0; i < c->n; i++) {
+        enum swift_role ro = c->msg[i].role;
+        if (ro == SWIFT_ROLE_SYSTEM && i > 0)
+            return fail(r, "message %zu: a system message must come first", i + 1);
+        if (ro == SWIFT_ROLE_USER && prev == SWIFT_ROLE_USER)
+            return fail(r, "message %zu: roles out of order (user after user)", i + 1);
+        if (ro == SWIFT_ROLE_ASSISTANT && prev == SWIFT_ROLE_SYSTEM)
+            return fail(
+                r, "message %zu: roles out of order (assistant before any user message)", i + 1);
+        if (ro == SWIFT_ROLE_ASSISTANT && prev == SWIFT_ROLE_ASSISTANT)
+            return fail(r, "message %zu: roles out of order (assistant after assistant)", i + 1);
+        if (ro == SWIFT_ROLE_TOOL && prev != SWIFT_ROLE_ASSISTANT && prev != SWIFT_ROLE_TOOL)
+            return fail(
+                r, "message %zu: roles out of order (tool after %s)", i + 1, role_name(prev));
+        if (ro == SWIFT_ROLE_ASSISTANT)
+            *last_asst = i;
+        prev = ro;
+    }
+    if (prev != SWIFT_ROLE_ASSISTANT)
+        return fail(
+            r, "conversation ends with a %s message, not an assistant one", role_name(prev));
+    return 0;
+}
+
+static const char TOOLS_HEAD[] =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+static const char TOOLS_TAIL[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+
+static int emit_tools(struct render *r, json_t *tools)
+{
+    emits(r, TOOLS_HEAD, 0);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        emits(r, "\n", 0);
+        emit_json(r, t, 0);
+    }
+    return emits(r, TOOLS_TAIL, 0);
+}
+
+static int emit_tool_calls(struct render *r, json_t *calls, int qwen3, int has_content, int m)
+{
+    size_t i;
+    json_t *tc;
+    json_array_foreach(calls, i, tc)
+    {
+        json_t *f = json_object_get(tc, "function");
+        if (json_is_object(f))
+            tc = f;
+        json_t *name = json_object_get(tc, "name");
+        json_t *args = json_object_get(tc, "arguments");
+        if (!json_is_string(name))
+            return fail(r, "tool call without a \"name\" string");
+        if (!qwen3 || i > 0 || has_content)
+            emits(r, "\n", m);
+        emits(r, "<tool_call>\n{\"name\": \"", m);
+        emit_content(r, json_string_value(name), json_string_length(name), m);
+        emits(r, "\", \"arguments\": ", m);
+        if (qwen3 && json_is_string(args))
+            emit_content(r, json_string_value(args), json_string_length(args), m);
+        else if (args)
+            emit_json(r, args, m);
+        else
+            emits(r, "{}", m);
+        emits(r, "}\n</tool_call>", m);
+    }
+    return 0;
+}
+
+/* str.split('</think>') pieces for Qwen3 reasoning extraction. */
+static const char *find_str(const char *s, size_t n, const char *pat)
+{
+    size_t k = strlen(pat);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(s + i, pat, k))
+            return s + i;
+    return NULL;
+}
+static const char *rfind_str(const char *s, size_t n, const char *pat)
+{
+    size_t k = strlen(pat);
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (!memcmp(s + i, pat, k))
+            return s + i;
+    return NULL;
+}
+
+static int is_tool_response(const struct swift_message *m)
+{
+    static const char a[] = "<tool_response>", b[] = "</tool_response>";
+    return m->len >= sizeof(a) - 1 + sizeof(b) - 1 && !memcmp(m->content, a, sizeof(a) - 1) &&
+           !memcmp(m->content + m->len - (sizeof(b) - 1), b, sizeof(b) - 1);
+}
+
+static void render_chatml(struct render *r, const struct swift_template *t,
+                          const struct swift_conv *c, int loss, size_t last_asst)
+{
+    int qwen3 = t->kind == K_QWEN3;
+    size_t start = 0;
+    const char *sys = NULL;
+    size_t syslen = 0;
+    if (c->msg[0].role == SWIFT_ROLE_SYSTEM) {
+        sys = c->msg[0].content;
+        syslen = c->msg[0].len;
+        start = 1;
+    }
+    int has_tools = c->tools && json_array_size(c->tools) > 0;
+    if (has_tools) {
+        emits(r, "<|im_start|>system\n", 0);
+        if (qwen3) {
+            if (sys) {
+                emit_content(r, sys, syslen, 0);
+                emits(r, "\n\n", 0);
+            }
+        } else {
+            if (sys)
+                emit_content(r, sys, syslen, 0);
+            else if (t->default_system)
+                emits(r, t->default_system, 0);
+            emits(r, "\n\n", 0);
+        }
+        emit_tools(r, c->tools);
+    } else if (sys || t->default_system) {
+        emits(r, "<|im_start|>system\n", 0);
+        if (sys)
+            emit_content(r, sys, syslen, 0);
+        else
+            emits(r, t->default_system, 0);
+        emits(r, "<|im_end|>\n", 0);
+    }
+    size_t last_query = c->n - 1;
+    for (size_t i = c->n; i-- > 0;)
+        if (c->msg[i].role == SWIFT_ROLE_USER && !is_tool_response(&c->msg[i])) {
+            last_query = i;
+            break;
+        }
+    for (size_t i = start; i < c->n; i++) {
+        const struct swift_message *m = &c->msg[i];
+        int last = i + 1 == c->n;
+        if (m->role == SWIFT_ROLE_USER) {
+            emits(r, "<|im_start|>user\n", 0);
+            emit_content(r, m->content, m->len, 0);
+            emits(r, "<|im_end|>\n", 0);
+        } else if (m->role == SWIFT_ROLE_TOOL) {
+            if (i == 0 || c->msg[i - 1].role != SWIFT_ROLE_TOOL)
+                emits(r, "<|im_start|>user", 0);
+            emits(r, "\n<tool_response>\n", 0);
+            emit_content(r, m->content, m->len, 0);
+            emits(r, "\n</tool_response>", 0);
+            if (last || c->msg[i + 1].role != SWIFT_ROLE_TOOL)
+                emits(r, "<|im_end|>\n", 0);
+        } else if (m->role == SWIFT_ROLE_ASSISTANT) {
+            int tm = trained(c, i, loss, last_asst);
+            int calls = m->tool_calls && json_array_size(m->tool_calls) > 0;
+            if (!qwen3) {
+                if (!calls) {
+                    emits(r, "<|im_start|>assistant\n", 0);
+                    emit_content(r, m->content, m->len, tm);
+                } else {
+                    emits(r, "<|im_start|>assistant", 0);
+                    if (m->len) {
+                        emits(r, "\n", tm);
+                        emit_content(r, m->content, m->len, tm);
+                    }
+                    emit_tool_calls(r, m->tool_calls, 0, 1, tm);
+                }
+            } else {
+                const char *content = m->content, *reason = "";
+                size_t clen = m->len, rlen = 0;
+                const char *endthink = find_str(m->content, m->len, "</think>");
+                if (endthink) {
+                    const char *lastend = rfind_str(m->content, m->len, "</think>");
+                    content = lastend + 8;
+                    clen = m->len - (size_t)(content - m->content);
+                    while (clen && *content == '\n')
+                        content++, clen--;
+                    /* split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+                    size_t n0 = (size_t)(endthink - m->content);
+                    while (n0 && m->content[n0 - 1] == '\n')
+                        n0--;
+                    const char *th = rfind_str(m->content, n0, "<think>");
+                    reason = th ? th + 7 : m->content;
+                    rlen = n0 - (size_t)(reason - m->content);
+                    while (rlen && *reason == '\n')
+                        reason++, rlen--;
+                }
+                emits(r, "<|im_start|>assistant\n", 0);
+                if (i > last_query && (last || rlen)) {
+                    /* reasoning.strip('\n') + content.lstrip('\n') */
+                    while (rlen && reason[rlen - 1] == '\n')
+                        rlen--;
+                    emits(r, "<think>\n", tm);
+                    emit_content(r, reason, rlen, tm);
+                    emits(r, "\n</think>\n\n", tm);
+                    while (clen && *content == '\n')
+                        content++, clen--;
+                }
+                emit_content(r, content, clen, tm);
+                if (calls)
+                    emit_tool_calls(r, m->tool_calls, 1, clen > 0, tm);
+            }
+            emits(r, "<|im_end|>", tm);
+            emits(r, "\n", last ? 0 : tm);
+            if (last && !r->failed) /* never trained, even with SWIFT_LOSS_ALL */
+                r->e->bytemask[r->e->len - 1] = 0;
+        }
+    }
+}
+
+static void render_llama3(struct render *r, const struct swift_conv *c, int loss, size_t last_asst)
+{
+    emits(r, "<|begin_of_text|>", 0);
+    int has_tools = c->tools && json_array_size(c->tools) > 0;
+    size_t start = 0;
+    if (c->msg[0].role == SWIFT_ROLE_SYSTEM || has_tools) {
+        emits(r, "<|start_header_id|>system<|end_header_id|>\n\n", 0);
+        const char *s = "";
+        size_t n = 0;
+        if (c->msg[0].role == SWIFT_ROLE_SYSTEM) {
+            s = c->msg[0].content;
+            n = c->msg[0].len;
+            start = 1;
+        }
+        trim(&s, &n);
+        emit_content(r, s, n, 0);
+        if (has_tools) {
+            /* not part of the Llama 3 template: tools listed as JSON lines in the system turn */
+            emits(r, n ? "\n\n" : "", 0);
+            emits(r, "You have access to the following functions:", 0);
+            size_t i;
+            json_t *t;
+            json_array_foreach(c->tools, i, t)
+            {
+                emits(r, "\n", 0);
+                emit_json(r, t, 0);
+            }
+        }
+        emits(r, "<|eot_id|>", 0);
+    }
+    for (size_t i = start; i < c->n; i++) {
+        const struct swift_message *m = &c->msg[i];
+        int tm = m->role == SWIFT_ROLE_ASSISTANT ? trained(c, i, loss, last_asst) : 0;
+        emits(r, "<|start_header_id|>", 0);
+        emits(r, role_name(m->role), 0);
+        emits(r, "<|end_header_id|>\n\n", 0);
+        const char *s = m->content;
+        size_t n = m->len;
+        trim(&s, &n);
+        emit_content(r, s, n, tm);
+        if (m->role == SWIFT_ROLE_ASSISTANT && m->tool_calls) {
+            size_t k;
+            json_t *tc;
+            json_array_foreach(m->tool_calls, k, tc)
+            {
+                if (n || k)
+                    emits(r, "\n", tm);
+                json_t *f = json_object_get(tc, "function");
+                emit_json(r, json_is_object(f) ? f : tc, tm);
+            }
+        }
+        emits(r, "<|eot_id|>", tm);
+    }
+}
+
+static const char *eos_text(const struct swift_tokenizer *tok)
+{
+    const char *eos = swift_tokenizer_config_str(tok, "eos_token");
+    if (eos && swift_tokenizer_token_id(tok, eos) >= 0)
+        return eos;
+    if (swift_tokenizer_token_id(tok, "<|endoftext|>") >= 0)
+        return "<|endoftext|>";
+    return NULL;
+}
+
+static const char *bos_text(const struct swift_tokenizer *tok)
+{
+    const char *bos = swift_tokenizer_config_str(tok, "bos_token");
+    if (!bos || swift_tokenizer_token_id(tok, bos) < 0)
+        return NULL;
+    /* Llama 3 always starts with <|begin_of_text|>; others only with add_bos_token */
+    if (!strcmp(bos, "<|begin_of_text|>"))
+        return bos;
+    return NULL;
+}
+
+static void render_default(struct render *r, const struct swift_template *t,
+                           const struct swift_conv *c, int loss, size_t last_asst)
+{
+    const char *bos = bos_text(r->tok), *eos = eos_text(r->tok);
+    if (bos)
+        emits(r, bos, 0);
+    size_t start = 0;
+    if (c->msg[0].role == SWIFT_ROLE_SYSTEM) {
+        start = 1;
+        if (c->msg[0].len) {
+            emit_content(r, c->msg[0].content, c->msg[0].len, 0);
+            emits(r, "\n\n", 0);
+        }
+    } else {
+        emits(r, t->default_system, 0);
+        emits(r, "\n\n", 0);
+    }
+    for (size_t i = start; i < c->n; i++) {
+        const struct swift_message *m = &c->msg[i];
+        if (m->role == SWIFT_ROLE_TOOL || m->tool_calls) {
+            fail(r, "template default does not support tool calls (use qwen2_5 or qwen3)");
+            return;
+        }
+        if (m->role == SWIFT_ROLE_USER) {
+            emits(r, "### Human:\n", 0);
+            emit_content(r, m->content, m->len, 0);
+            emits(r, "\n\n### Assistant:\n", 0);
+        } else {
+            int tm = trained(c, i, loss, last_asst);
+            emit_content(r, m->content, m->len, tm);
+            if (i + 1 < c->n)
+                emits(r, "\n\n", tm);
+            else if (eos)
+                emits(r, eos, tm);
+        }
+    }
+}
+
+int swift_template_encode(const struct swift_template *t, struct swift_tok_state *st,
+                          const struct swift_tokenizer *tok, const struct swift_conv *c, int loss,
+                          struct swift_encoded *e, char *err, size_t errlen)
+{
+    struct render r = {e, tok, loss == SWIFT_LOSS_ALL, err, errlen, 0};
+    e->len = 0;
+    e->tok.n = 0;
+    e->tok.want_offsets = 1;
+    e->trained = 0;
+    if (t->kind == K_GENERATION) {
+        const char *text = c->is_text ? c->text : NULL;
+        size_t n = c->text_len;
+        if (!c->is_text) {
+            /* a conversation under the generation template: its messages' text, joined */
+            r.all = 1;
+            for (size_t i = 0; i < c->n; i++) {
+                if (i)
+                    emits(&r, "\n", 1);
+                emit_content(&r, c->msg[i].content, c->msg[i].len, 1);
+            }
+        } else {
+            const char *bos = bos_text(tok);
+            if (bos)
+                emits(&r, bos, 1);
+            emit_content(&r, text, n, 1);
+        }
+        const char *eos = eos_text(tok);
+        if (eos)
+            emits(&r, eos, 1);
+    } else {
+        if (c->is_text)
+            return fail(&r, "a plain \"text\" sample needs --template generation");
+        size_t last_asst = 0;
+        if (validate(&r, c, &last_asst) < 0)
+            return -1;
+        if (t->kind == K_CHATML || t->kind == K_QWEN3)
+            render_chatml(&r, t, c, loss, last_asst);
+        else if (t->kind == K_LLAMA3)
+            render_llama3(&r, c, loss, last_asst);
+        else
+            render_default(&r, t, c, loss, last_asst);
+    }
+    if (r.failed)
+        return -1;
+    if (swift_tokenizer_encode(
+            st, e->text, e->len, SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_NO_NORMALIZE, &e->tok) < 0)
+        return fail(&r, "cannot tokenize the rendered sample");
+    if (e->tok.n > e->maskcap) {
+        size_t nc = e->tok.n + e->tok.n / 2 + 64;
+        uint8_t *m = realloc(e->mask, nc);
+        if (!m)
+            return fail(&r, "out of memory");
+        e->mask = m;
+        e->maskcap = nc;
+    }
+    uint64_t tr = 0;
+    for (size_t i = 0; i < e->tok.n; i++) {
+        uint32_t o = e->tok.offsets[i];
+        uint8_t m = o < e->len ? e->bytemask[o] : 0;
+        e->mask[i] = m;
+        tr += m;
+    }
+    e->trained = tr;
+    return 0;
+}

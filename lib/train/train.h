@@ -1,0 +1,80 @@
+/*
+ * train — the training loop behind swift-train: shards in, a run directory out (DESIGN.md §1).
+ *
+ *     struct swift_train_opts o;
+ *     swift_train_opts_init(&o);           // ms-swift's defaults
+ *     o.model = "models/tiny"; o.dataset = "shards"; o.output_dir = "run";
+ *     int rc = swift_train_run(&o);        // 0, 1 (failed, reported), 75 (checkpointed on signal)
+ *
+ * What it does, in order: everything that can be wrong with the inputs is checked before the
+ * first step (config.json and weights, shard CRCs, tokenizer sha256 of the shards against the
+ * model's tokenizer.json, sequence lengths against --max-length and max_position_embeddings);
+ * then steps of --gradient-accumulation-steps micro-batches of --per-device-train-batch-size
+ * samples, prepared by a prefetch thread; AdamW with a warmup + cosine/linear/constant schedule
+ * and gradient clipping; logging.jsonl records (ms-swift's keys plus tokens/s and MFU, also
+ * printed on stdout); checkpoint-N/ every --save-steps (weights or adapter, optimizer state,
+ * trainer_state.json with the data position), --save-total-limit, eval loss every --eval-steps.
+ * SIGTERM/SIGUSR1 finish the current step, write a checkpoint and return 75. A non-finite loss
+ * returns 1 naming the step. --resume continues bit for bit (CPU).
+ *
+ * Under mpirun/srun (lib/train/dist.h, docs/distributed.md) every rank trains on a disjoint slice
+ * of each global batch of ranks x batch x accumulation samples, gradients are summed over ranks,
+ * rank 0 alone writes logging.jsonl, stdout and checkpoints, and a signal on any rank stops all
+ * of them at the same step (checkpoint, 75). The data position is global: a checkpoint resumes
+ * on any number of ranks with the same global batch.
+ *
+ * The run directory (docs/formats.md "Run directory"):
+ *   args.json, logging.jsonl, checkpoint-N/{model.safetensors+config.json | adapter_*,
+ *   optimizer.safetensors, trainer_state.json}
+ */
+#ifndef SWIFT_TRAIN_H
+#define SWIFT_TRAIN_H
+
+enum { SWIFT_TUNER_FULL = 0, SWIFT_TUNER_LORA = 1 };
+
+struct swift_train_opts {
+    const char *model;       /* model directory (HF layout) */
+    const char *dataset;     /* shard directory */
+    const char *val_dataset; /* NULL: DATASET/val when it exists */
+    const char *output_dir;  /* run directory */
+    const char *resume;      /* checkpoint directory, "latest", or NULL */
+    int tuner;
+    int lora_rank;
+    double lora_alpha, lora_dropout;
+    const char *target_modules;
+    double learning_rate; /* <0: 1e-4 for LoRA, 1e-5 full (ms-swift) */
+    double weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm;
+    double warmup_ratio;
+    long warmup_steps;
+    int lr_scheduler; /* enum swift_sched */
+    int batch_size;   /* rows per micro-batch */
+    int grad_accum;
+    int max_length; /* 0: the shards' max_length */
+    double num_train_epochs;
+    long max_steps; /* <=0: from epochs */
+    long seed;
+    long save_steps, save_total_limit, eval_steps, logging_steps;
+    int threads;        /* 0: all */
+    const char *device; /* auto (NULL), cpu, cuda, cuda:N (kernels/ops.h) */
+    long data_delay_ms; /* testing only: slow the data path */
+    int num_workers;    /* threads preparing steps (default 1) */
+    int prefetch;       /* steps prepared ahead (default 3; at least num_workers + 1) */
+    const char *trace, *profile;
+    double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
+    int gradient_checkpointing; /* recompute layer activations in backward */
+    /* distributed (lib/train/dist.h; active under mpirun/srun) */
+    double dist_timeout; /* seconds a rank may wait for the others (default 300) */
+    int zero;            /* 1: ZeRO-1, optimizer state sharded over ranks */
+    int delay_rank;      /* testing only: rank delay_rank sleeps delay_rank_ms per step */
+    long delay_rank_ms;
+    int argc;
+    char **argv;
+};
+
+void swift_train_opts_init(struct swift_train_opts *o);
+/* Run; returns an exit code (0, 1, 75). Errors are reported before returning 1. */
+int swift_train_run(const struct swift_train_opts *o);
+/* Measured single-precision GEMM rate of this machine (GFLOP/s) with the current threads. */
+double swift_sgemm_peak_gflops(void);
+
+#endif
