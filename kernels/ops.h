@@ -1,8 +1,10 @@
 /*
- * backend — the table of model ops (DESIGN.md §3). lib/model, lib/lora and lib/train call the
- * math only through a `const struct swift_ops *`, so they never branch on the device; the CPU
- * table (kernels/cpu/, swift_cpu_ops) is the specification every other backend is checked
- * against (tests/kernels/).
+ * ops — the backend op table, the contract between lib/ and every backend; it includes nothing
+ * from lib/. lib/model and lib/train call the math only through a `const struct swift_ops *`, so
+ * they never branch on the device; the CPU table (kernels/cpu/, swift_cpu_ops) is the
+ * specification every other backend is checked against (tests/kernels/). What a backend
+ * observes on the device (CUPTI activity, NCCL timings) it reports through the sink of
+ * kernels/device.h, which lib/ turns into trace events.
  *
  * Conventions for every op:
  * - tensors are float32, row-major, contiguous; shapes are given in the comments, e.g.
@@ -21,8 +23,8 @@
  * - ops may run asynchronously: results that come back to the host (cross_entropy's sums,
  *   sumsq) wait for the queue; everything else is ordered on the backend's queue.
  */
-#ifndef SWIFT_BACKEND_H
-#define SWIFT_BACKEND_H
+#ifndef SWIFT_KERNELS_OPS_H
+#define SWIFT_KERNELS_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -159,7 +161,7 @@ void swift_cuda_set_attention(int mode);
 size_t swift_cuda_mem_allocated(void);
 #endif
 
-/* The op table chosen by --device. */
+/* The op table chosen by --device (lib/model/backend.c: lib/ picks, the kernels only run). */
 struct swift_backend {
     const struct swift_ops *ops;
     char name[32]; /* "cpu", "cuda:0": the trace's device */
@@ -168,7 +170,7 @@ struct swift_backend {
     char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
                            build, else empty: the caller prints it once its inputs are checked */
 };
-/* spec: "auto" (or NULL: a GPU when lib/model/device.h reports one, else the CPU; a CUDA build
+/* spec: "auto" (or NULL: a GPU when kernels/device.h reports one, else the CPU; a CUDA build
  * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is
  * swift_cpu_strict_ops when the environment has SWIFT_CPU_STRICT_HOST=1. Returns 0, 2
  * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */

@@ -17,7 +17,7 @@
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 /* softmax of each row's window [i-pos[i], i] of S (B,NH,T,T), zero elsewhere; one parallel
  * region for all rows and heads */

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 /* out = silu(g) * u, silu(g) = g * sigmoid(g) */
 void swift_cpu_swiglu_fwd(float *out, const float *gate, const float *up, size_t n)

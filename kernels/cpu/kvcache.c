@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 #define MAX_HEAD_DIM 512
 

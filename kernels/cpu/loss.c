@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 /* logits (N,V), targets (N) with -1 = not trained; dlogits (N,V) may alias logits */
 void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long *correct,

@@ -4,7 +4,7 @@
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out, then + bias (O) on every row */
 void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,

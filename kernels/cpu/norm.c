@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 /* out (N,C) = emb (V,C) [tok[n]] */
 void swift_cpu_embed_fwd(float *out, const int32_t *tok, const float *emb, int N, int C)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 static void *cpu_alloc(size_t bytes)
 {

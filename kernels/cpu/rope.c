@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 static void rotate(float *x, const int32_t *pos, const float *inv_freq, int N, int H, int D,
                    float sign)

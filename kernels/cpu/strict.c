@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
-#include "lib/core/banned.h"
+#include "kernels/banned.h"
 
 /* One reserved arena of address space: allocations are page runs inside it (first fit over a
  * free list sorted by offset), so opening and closing all backend memory is one mprotect of

@@ -1,28 +1,3 @@
-/*
- * banned — functions that are too easy to misuse (git's banned.h). Include last in a .c file.
- * strcpy/strcat/sprintf overflow, strtok keeps hidden state, atoi/atof turn "abc" into 0.
- * Use snprintf, strtol/strtoull/strtod with an end-pointer check (swift_parse_* in cli.h).
- */
-#ifndef SWIFT_BANNED_H
-#define SWIFT_BANNED_H
-
-#define SWIFT_BANNED(func) sorry_##func##_is_a_banned_function
-
-#undef strcpy
-#define strcpy(x, y) SWIFT_BANNED(strcpy)
-#undef strcat
-#define strcat(x, y) SWIFT_BANNED(strcat)
-#undef sprintf
-#define sprintf(...) SWIFT_BANNED(sprintf)
-#undef vsprintf
-#define vsprintf(...) SWIFT_BANNED(vsprintf)
-#undef strtok
-#define strtok(x, y) SWIFT_BANNED(strtok)
-#undef atoi
-#define atoi(x) SWIFT_BANNED(atoi)
-#undef atof
-#define atof(x) SWIFT_BANNED(atof)
-#undef atol
-#define atol(x) SWIFT_BANNED(atol)
-
-#endif
+/* banned — the poison list lives with the kernels (kernels/banned.h), which include nothing from
+ * lib/; lib/ and cmd/ include it through this name. Include last in a .c file. */
+#include "kernels/banned.h"
