@@ -43,7 +43,9 @@ OPT ?= -O2
 CPPFLAGS += -I. -D_GNU_SOURCE -DSWIFT_VERSION='"$(VERSION)"'
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=c11 -pthread -fopenmp $(WARN) -MMD -MP
-LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lopenblas -lpcre2-8 -lutf8proc -lyaml -lm -pthread -fopenmp
+# What the kernels need (KERNEL_LDLIBS, grown below in CUDA builds) and what lib/ adds on top.
+KERNEL_LDLIBS := -lopenblas -lm -pthread -fopenmp
+LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lpcre2-8 -lutf8proc -lyaml
 # OpenMPI for lib/train/dist.c (swift-train under mpirun/srun); MPI_Init runs only under a launcher
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
@@ -65,20 +67,24 @@ ifeq ($(CUDA),1)
   NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
   ifneq ($(CUPTI_DIR),)
     CPPFLAGS += -DSWIFT_HAVE_CUPTI=1 -isystem $(CUPTI_DIR)/include
-    LDLIBS += -L$(CUPTI_DIR)/lib64 -Wl,-rpath,$(CUPTI_DIR)/lib64 -lcupti
+    KERNEL_LDLIBS += -L$(CUPTI_DIR)/lib64 -Wl,-rpath,$(CUPTI_DIR)/lib64 -lcupti
   endif
   ifneq ($(NCCL_H),)
     CPPFLAGS += -DSWIFT_HAVE_NCCL=1
-    LDLIBS += -lnccl
+    KERNEL_LDLIBS += -lnccl
   endif
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas \
+  KERNEL_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas \
     -lcudart_static -ldl -lrt -lstdc++
   NVCCFLAGS ?= -O2 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall$(if $(filter 1,$(DEVELOPER)),$(comma)-Werror) -Werror all-warnings
 endif
 comma := ,
 
-LIB_SRC := $(sort $(wildcard lib/*.c lib/*/*.c kernels/cpu/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(O)/obj/%.o) $(CU_OBJ)
+# Two archives, linked `libswift.a libswift-kernels.a`: lib/ calls down into the kernels, never
+# the reverse (the kernels' C files under kernels/cuda/ need the toolkit: CUDA builds only).
+LIB_SRC := $(sort $(wildcard lib/*.c lib/*/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(O)/obj/%.o)
+KERNEL_SRC := $(sort $(wildcard kernels/*.c kernels/cpu/*.c) $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.c)))
+KERNEL_OBJ := $(KERNEL_SRC:%.c=$(O)/obj/%.o) $(CU_OBJ)
 CMD_SRC := $(sort $(wildcard cmd/*.c))
 BINS := $(CMD_SRC:cmd/%.c=$(O)/bin/%)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -90,12 +96,16 @@ BENCHES := $(BENCH_SRC:tests/bench/%.c=$(O)/bench/%)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZES := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 LIBA := $(O)/lib/libswift.a
+KLIBA := $(O)/lib/libswift-kernels.a
+LIBS := $(LIBA) $(KLIBA)
+LDLIBS += $(KERNEL_LDLIBS)
+LINK_CHECK := $(O)/tests/kernels_link_check
 
 .PHONY: FORCE all deps test test-unit test-cli demo bench install format format-check fuzz clean man
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(LIBA) $(BINS) $(O)/config.mk
+all: $(LIBS) $(BINS) $(LINK_CHECK) $(O)/config.mk
 
 $(O)/config.mk: FORCE
 	@mkdir -p $(@D)
@@ -116,27 +126,39 @@ $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
-$(O)/bin/%: $(O)/obj/cmd/%.o $(LIBA)
+$(KLIBA): $(KERNEL_OBJ)
 	@mkdir -p $(@D)
-	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
-$(O)/tests/%: $(O)/obj/tests/unit/%.o $(LIBA)
+# The link refuses an upward reference: every object of libswift-kernels.a (--whole-archive),
+# linked with nothing but the system libraries the kernels need, so one that calls into lib/
+# leaves an undefined symbol and fails the build.
+$(LINK_CHECK): $(O)/obj/tests/kernels/link_check.o $(KLIBA)
 	@mkdir -p $(@D)
-	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS) -lcmocka
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(KLIBA) \
+	  -Wl,--no-whole-archive $(KERNEL_LDLIBS)
 
-$(O)/tests/%: $(O)/obj/tests/kernels/%.o $(LIBA)
+$(O)/bin/%: $(O)/obj/cmd/%.o $(LIBS)
 	@mkdir -p $(@D)
-	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS) -lcmocka
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
-$(O)/bench/%: $(O)/obj/tests/bench/%.o $(LIBA)
+$(O)/tests/%: $(O)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
-	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) -lcmocka
+
+$(O)/tests/%: $(O)/obj/tests/kernels/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) -lcmocka
+
+$(O)/bench/%: $(O)/obj/tests/bench/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
 # Fuzz targets: libFuzzer under clang when available, else a file-replay driver under $(CC).
 FUZZ_CC ?= $(shell command -v clang 2>/dev/null)
-$(O)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBA)
+$(O)/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBS)
 	@mkdir -p $(@D)
-	$(call say,LINK,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIBA) $(LDLIBS)
+	$(call say,LINK,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIBS) $(LDLIBS)
 
 deps:
 	@sh scripts/deps.sh
@@ -148,7 +170,7 @@ test: deps
 	  CMOCKA_MESSAGE_OUTPUT=TAP prove --exec $(abspath tests/tap-exec) $(UNITS) $(KTESTS) \
 	  $(sort $(wildcard tests/cli/*.bats))
 
-tests: $(BINS) $(UNITS) $(KTESTS) $(FUZZES)
+tests: $(BINS) $(UNITS) $(KTESTS) $(FUZZES) $(LINK_CHECK)
 
 demo: deps
 	@$(MAKE) -s --no-print-directory all

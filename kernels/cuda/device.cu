@@ -1,11 +1,11 @@
-// device.cu — CUDA device discovery for lib/model/device.c. Every runtime call is checked; a
-// machine without a GPU (or without a driver) is a normal answer, not an error.
+// device.cu — CUDA device discovery behind swift_device_query (kernels/device.h). Every runtime
+// call is checked; a machine without a GPU (or without a driver) is a normal answer, not an error.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
 extern "C" {
-#include "lib/model/device.h"
+#include "kernels/device.h"
 }
 
 extern "C" int swift_cuda_query(struct swift_device_info *info, int max, char *why, size_t whylen)

@@ -25,7 +25,7 @@
 
 extern "C" {
 #include "kernels/ops.h"
-#include "lib/model/cupti.h"
+#include "kernels/cuda/cupti.h"
 }
 #include "kernels/cuda/flash_attn.h"
 

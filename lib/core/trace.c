@@ -588,6 +588,7 @@ static int resolve_path(const struct swift_trace_config *cfg, char *out, size_t 
 
 int swift_trace_open(const struct swift_trace_config *cfg)
 {
+    swift_trace_attach_devices();
     if (T.fd >= 0)
         swift_trace_close();
     int r = resolve_path(cfg, T.path, sizeof(T.path));

@@ -40,6 +40,11 @@ struct swift_trace_config {
     double clock_offset_us; /* this host's clock minus rank 0's, measured at start-up */
 };
 
+/* Route what the backends report (kernels/device.h: CUPTI activity, NCCL timings, the errors of
+ * those calls) into this trace and into swift_error/swift_warn (lib/core/trace_device.c).
+ * swift_trace_open() calls it first, also when tracing stays off. */
+void swift_trace_attach_devices(void);
+
 /* Open the trace file and write the metadata events. Returns 0 (also when tracing stays off)
  * or -1 after reporting an error. */
 int swift_trace_open(const struct swift_trace_config *cfg);

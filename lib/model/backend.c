@@ -1,11 +1,11 @@
-/* backend — choosing the op table from --device (see backend.h). */
+/* backend — choosing the op table from --device (see kernels/ops.h). */
 #include "kernels/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/model/device.h"
+#include "kernels/device.h"
 #include "lib/core/error.h"
 #include "lib/core/banned.h"
 

@@ -12,7 +12,7 @@
 
 #include <mpi.h>
 
-#include "lib/train/comm_nccl.h"
+#include "kernels/cuda/comm_nccl.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
 #include "lib/core/banned.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # swift-trace-analyze's GPU analyses and rules on our own traces (JSONL with the GPU events
-# lib/model/cupti_conv.c writes). Fixtures: tests/ref/fixtures/gputrace/, made by
+# kernels/cuda/cupti_conv.c writes). Fixtures: tests/ref/fixtures/gputrace/, made by
 # tests/ref/gen_gpu_traces.py, whose docstring derives every expected number by hand.
 # (tests/unit/test_analyze_gpu.c checks the same analyses give identical numbers on a Kineto
 # trace and on ours.)

@@ -31,7 +31,7 @@
 
 #include <cmocka.h>
 
-#include "lib/model/device.h"
+#include "kernels/device.h"
 #include "lib/eval/kv.h"
 #include "lib/model/model.h"
 

@@ -4,7 +4,7 @@ tests/cli/trace-analyze.bats: swift-trace-analyze's GPU rules on our own JSONL t
 
     python3 tests/ref/gen_gpu_traces.py
 
-The events are those lib/trace and lib/model/cupti_conv.c write (docs/cuda.md, docs/trace-schema.md):
+The events are those lib/core/trace and kernels/cuda/cupti_conv.c write (docs/cuda.md, docs/trace-schema.md):
 swift_meta, "step" spans with args.step on the step thread, data_wait/forward/backward/optimizer
 phases, cuda_runtime calls with correlation ids on the same thread, kernels on the track of
 stream 7 (args device, stream, correlation), flows from launch to kernel, memory counters.

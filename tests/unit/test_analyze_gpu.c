@@ -6,11 +6,12 @@
  * twice:
  *   - as a PyTorch profiler (Kineto) JSON trace, with Kineto's categories, names, args,
  *     ProfilerStep#N annotations and [memory] instants;
- *   - as our JSONL trace (lib/trace), with "step" spans on the step thread. In CUDA builds
- *     with CUPTI headers the GPU events come from the real converter (lib/model/cupti_conv.c) fed
- *     CUPTI activity records built in memory as cupti_activity.h lays them out; in builds
- *     without CUPTI (CUDA=0) the test writes the events that converter emits (same calls,
- *     categories, names and args) and says so on stderr.
+ *   - as our JSONL trace (lib/core/trace), with "step" spans on the step thread. In CUDA builds
+ *     with CUPTI headers the GPU events come from the real converter
+ *     (kernels/cuda/cupti_conv.c) fed CUPTI activity records built in memory as
+ *     cupti_activity.h lays them out; in builds without CUPTI (CUDA=0) the test writes the
+ *     events that converter emits (same calls, categories, names and args) and says so on
+ *     stderr.
  * Both are loaded and analysed; idle time (temporal and per-stream by cause), the kernel
  * breakdown (by type combination and by name), launch statistics, computation-communication
  * overlap, the TensorBoard steps and GPU utilization, the NCCL kernels and the memory peak
@@ -34,7 +35,7 @@
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 #include <cupti_runtime_cbid.h>
 
-#include "lib/model/cupti_conv.h"
+#include "kernels/cuda/cupti_conv.h"
 #define REAL_CONVERTER 1
 #else
 #define REAL_CONVERTER 0
@@ -288,7 +289,7 @@ static uint32_t rt_cbid(int rt)
     return c[rt];
 }
 
-/* CUPTI records laid out as cupti_activity.h defines them, through lib/model/cupti_conv.c */
+/* CUPTI records laid out as cupti_activity.h defines them, through kernels/cuda/cupti_conv.c */
 static void emit_device(struct swift_cupti_conv *c, const struct act *a)
 {
     switch (a->kind) {
@@ -365,7 +366,7 @@ static void emit_device(struct swift_cupti_conv *c, const struct act *a)
     }
 }
 #else
-/* No CUPTI headers: the events lib/model/cupti_conv.c emits for these records, written with the
+/* No CUPTI headers: the events kernels/cuda/cupti_conv.c emits for these records, written with the
  * same lib/trace calls, categories, names and args (docs/cuda.md's table). */
 struct swift_cupti_conv {
     int64_t offset_ns, host_tid, allocated;
@@ -476,8 +477,8 @@ static void test_same_numbers(void **state)
     fprintf(stderr,
             "# our trace's GPU events: %s\n",
             REAL_CONVERTER
-                ? "lib/model/cupti_conv.c on CUPTI records built in memory"
-                : "written as lib/model/cupti_conv.c emits them (no CUPTI headers here)");
+                ? "kernels/cuda/cupti_conv.c on CUPTI records built in memory"
+                : "written as kernels/cuda/cupti_conv.c emits them (no CUPTI headers here)");
     build_activity();
     char dir[] = "/tmp/test_analyze_gpu.XXXXXX";
     assert_non_null(mkdtemp(dir));

@@ -1,4 +1,4 @@
-/* CUPTI activity records -> trace events (lib/model/cupti_conv.c), on records built in memory
+/* CUPTI activity records -> trace events (kernels/cuda/cupti_conv.c), on records built in memory
  * exactly as cupti_activity.h lays them out: no GPU needed. Skipped (visibly) in builds without
  * CUDA. */
 #include <setjmp.h>
@@ -17,7 +17,7 @@
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 #include <cupti_runtime_cbid.h>
 
-#include "lib/model/cupti_conv.h"
+#include "kernels/cuda/cupti_conv.h"
 #endif
 #include "lib/core/trace.h"
 

@@ -1,7 +1,9 @@
 /*
- * comm_nccl — collectives across GPUs through NCCL (CUDA builds with nccl.h only). lib/train/dist.c
- * drives them for swift-train under mpirun with --device cuda (gradient all-reduce, ZeRO-1's
- * reduce-scatter and all-gather), the unique id broadcast over MPI; compiled, never run on GPUs.
+ * comm_nccl — collectives across GPUs through NCCL (CUDA builds with nccl.h only).
+ * lib/train/dist.c drives them for swift-train under mpirun with --device cuda (gradient
+ * all-reduce, ZeRO-1's reduce-scatter and all-gather), the unique id broadcast over MPI;
+ * compiled, never run on GPUs. Errors and the all_reduce span go through the sink of
+ * kernels/device.h.
  *
  *     unsigned char id[SWIFT_NCCL_ID_BYTES];
  *     if (rank == 0) swift_nccl_unique_id(id);      // then broadcast id to every rank
@@ -10,8 +12,8 @@
  *     swift_nccl_allreduce_sum(&c, grads, n);        // float32, in place, on the backend stream
  *     swift_nccl_free(&c);
  */
-#ifndef SWIFT_COMM_NCCL_H
-#define SWIFT_COMM_NCCL_H
+#ifndef SWIFT_KERNELS_CUDA_COMM_NCCL_H
+#define SWIFT_KERNELS_CUDA_COMM_NCCL_H
 
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_NCCL)
 #include <stddef.h>

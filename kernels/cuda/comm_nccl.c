@@ -1,29 +1,28 @@
 /* comm_nccl — see comm_nccl.h. */
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_NCCL)
 
-#include "lib/train/comm_nccl.h"
+#include "kernels/cuda/comm_nccl.h"
 
 #include <string.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "lib/core/error.h"
-#include "lib/core/trace.h"
-#include "lib/core/banned.h"
+#include "kernels/device.h"
+#include "kernels/banned.h"
 
 #define CKN(call)                                                                                  \
     do {                                                                                           \
         ncclResult_t ckn_r = (call);                                                               \
         if (ckn_r != ncclSuccess)                                                                  \
-            return swift_error(                                                                    \
+            return swift_dev_error(                                                                \
                 "%s:%d: %s: %s", __FILE__, __LINE__, #call, ncclGetErrorString(ckn_r));            \
     } while (0)
 #define CKR(call)                                                                                  \
     do {                                                                                           \
         cudaError_t ckr_e = (call);                                                                \
         if (ckr_e != cudaSuccess)                                                                  \
-            return swift_error(                                                                    \
+            return swift_dev_error(                                                                \
                 "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ckr_e));            \
     } while (0)
 
@@ -58,15 +57,22 @@ int swift_nccl_init(struct swift_nccl *c, const unsigned char id[SWIFT_NCCL_ID_B
 
 int swift_nccl_allreduce_sum(struct swift_nccl *c, float *buf, size_t n)
 {
-    int64_t t0 = swift_trace_now();
+    int64_t t0 = swift_dev_now();
     CKN(ncclAllReduce(
         buf, buf, n, ncclFloat32, ncclSum, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
     CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
-    struct swift_targ a[] = {SWIFT_TARG_I("bytes", (int64_t)(n * sizeof(float))),
-                             SWIFT_TARG_I("world", c->world),
-                             SWIFT_TARG_S("dtype", "float32"),
-                             SWIFT_TARG_S("collective", "all_reduce")};
-    swift_trace_span("comm", "all_reduce", t0, swift_trace_now(), a, 4);
+    struct swift_dev_arg a[] = {SWIFT_DEV_ARG_I("bytes", (int64_t)(n * sizeof(float))),
+                                SWIFT_DEV_ARG_I("world", c->world),
+                                SWIFT_DEV_ARG_S("dtype", "float32"),
+                                SWIFT_DEV_ARG_S("collective", "all_reduce")};
+    struct swift_dev_event e = {.ph = 'X',
+                                .cat = "comm",
+                                .name = "all_reduce",
+                                .ts = t0,
+                                .dur = swift_dev_now() - t0,
+                                .args = a,
+                                .nargs = 4};
+    swift_dev_emit(&e); /* tid 0: the calling thread */
     return 0;
 }
 

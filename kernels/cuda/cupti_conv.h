@@ -1,7 +1,8 @@
 /*
- * cupti_conv — CUPTI activity records -> trace events (lib/core/trace.h), in plain C that needs no
- * GPU, so tests/unit/test_cupti_conv.c checks it on records built in memory. Only in CUDA
- * builds (the record layouts come from the toolkit's cupti_activity.h). kernels/cuda/cupti.c
+ * cupti_conv — CUPTI activity records -> trace events (struct swift_dev_event, handed to the sink
+ * of kernels/device.h, which lib/ writes into the trace), in plain C that needs no GPU, so
+ * tests/unit/test_cupti_conv.c checks it on records built in memory. Only in CUDA builds with
+ * CUPTI (the record layouts come from the toolkit's cupti_activity.h). kernels/cuda/cupti.c
  * collects the records with the CUPTI activity API and hands each one here.
  *
  * What a record becomes (docs/cuda.md; the names and args HTA/Kineto use, so
@@ -18,11 +19,11 @@
  *   MEMORY2            "C" counter "memory", args allocated (bytes on the device after this
  *                      allocation or release), device, total (device memory, when known)
  * Timestamps: CUPTI nanoseconds + offset_ns = our trace clock (CLOCK_REALTIME ns); the
- * collector measures the offset once (swift_trace_now() - cuptiGetTimestamp()).
+ * collector measures the offset once (swift_dev_now() - cuptiGetTimestamp()).
  * Tracks: stream s of device d is tid SWIFT_GPU_TID(d, s), named "stream s" (device d) once.
  */
-#ifndef SWIFT_CUPTI_CONV_H
-#define SWIFT_CUPTI_CONV_H
+#ifndef SWIFT_KERNELS_CUDA_CUPTI_CONV_H
+#define SWIFT_KERNELS_CUDA_CUPTI_CONV_H
 
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 

@@ -1,8 +1,9 @@
 /* cupti — the CUPTI activity collector behind the CUDA backend's device_trace op (CUDA builds
- * only). Records are converted by lib/model/cupti_conv.c as CUPTI hands back each filled buffer. */
+ * only). Records are converted by kernels/cuda/cupti_conv.c as CUPTI hands back each filled
+ * buffer. */
 #if defined(SWIFT_HAVE_CUDA) && defined(SWIFT_HAVE_CUPTI)
 
-#include "lib/model/cupti.h"
+#include "kernels/cuda/cupti.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -12,10 +13,9 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 
-#include "lib/model/cupti_conv.h"
-#include "lib/core/error.h"
-#include "lib/core/trace.h"
-#include "lib/core/banned.h"
+#include "kernels/cuda/cupti_conv.h"
+#include "kernels/device.h"
+#include "kernels/banned.h"
 
 #define CKC(call)                                                                                  \
     do {                                                                                           \
@@ -23,8 +23,8 @@
         if (ckc_r != CUPTI_SUCCESS) {                                                              \
             const char *ckc_s = NULL;                                                              \
             cuptiGetResultString(ckc_r, &ckc_s);                                                   \
-            swift_error("%s:%d: %s: %s", __FILE__, __LINE__, #call, ckc_s ? ckc_s : "?");          \
-            return -1;                                                                             \
+            return swift_dev_error(                                                                \
+                "%s:%d: %s: %s", __FILE__, __LINE__, #call, ckc_s ? ckc_s : "?");                  \
         }                                                                                          \
     } while (0)
 
@@ -55,7 +55,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         swift_cupti_convert(&conv, rec);
     size_t dropped = 0;
     if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-        swift_warn("CUPTI dropped %zu activity records", dropped);
+        swift_dev_warn("CUPTI dropped %zu activity records", dropped);
     pthread_mutex_unlock(&mu);
     free(buf);
 }
@@ -70,21 +70,21 @@ static const CUpti_ActivityKind kinds[] = {
 
 int swift_cupti_start(void)
 {
-    if (running || !swift_trace_enabled())
+    if (running || !swift_dev_tracing())
         return 0;
     if (!registered) {
         CKC(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
         registered = 1;
     }
     uint64_t c0 = 0;
-    int64_t h0 = swift_trace_now();
+    int64_t h0 = swift_dev_now();
     CKC(cuptiGetTimestamp(&c0));
-    int64_t h1 = swift_trace_now();
+    int64_t h1 = swift_dev_now();
     pthread_mutex_lock(&mu);
     int64_t alloc[SWIFT_CUPTI_MAX_DEV];
     for (int i = 0; i < SWIFT_CUPTI_MAX_DEV; i++)
         alloc[i] = conv.allocated[i];
-    swift_cupti_conv_init(&conv, (h0 + h1) / 2 - (int64_t)c0, swift_trace_tid());
+    swift_cupti_conv_init(&conv, (h0 + h1) / 2 - (int64_t)c0, swift_dev_tid());
     for (int i = 0; i < SWIFT_CUPTI_MAX_DEV; i++)
         conv.allocated[i] = alloc[i];
     int dev = 0;
