@@ -141,8 +141,9 @@ extern const struct swift_ops swift_cpu_ops;
 extern const struct swift_ops swift_cpu_strict_ops;
 
 #ifdef SWIFT_HAVE_CUDA
-/* The CUDA backend (kernels/cuda/ops.cu): cuBLASLt matmuls, CUDA kernels elsewhere. Select the
- * GPU with swift_cuda_init(index) before the first op (0, or -1 after an error on stderr). */
+/* The CUDA backend (kernels/cuda/, the table in ops.cu): cuBLASLt matmuls, CUDA kernels
+ * elsewhere. Select the GPU with swift_cuda_init(index) before the first op (0, or -1 after an
+ * error on stderr). */
 extern const struct swift_ops swift_cuda_ops;
 int swift_cuda_init(int device);
 /* Matmul compute: SWIFT_CUDA_MATH_FP32 (exact), _TF32 (default) or _BF16 (bf16 inputs, fp32

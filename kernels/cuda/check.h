@@ -1,6 +1,7 @@
 /* check — the CUDA backend's one way of checking a runtime call: print `file:line: call: error`
  * on stderr and abort (an op cannot return an error, and continuing would train on garbage).
- * Included by every kernels/cuda file after <cuda_runtime.h>. */
+ * CK for the CUDA runtime, CKB for cuBLAS(Lt), SHAPE for an op's shape checks. Included by every
+ * kernels/cuda .cu file after <cuda_runtime.h> (and <cublas_v2.h> where CKB is used). */
 #ifndef SWIFT_CUDA_CHECK_H
 #define SWIFT_CUDA_CHECK_H
 
@@ -17,5 +18,25 @@
         }                                                                                          \
     } while (0)
 #define CKK() CK(cudaGetLastError())
+#define CKB(call)                                                                                  \
+    do {                                                                                           \
+        cublasStatus_t ck_s = (call);                                                              \
+        if (ck_s != CUBLAS_STATUS_SUCCESS) {                                                       \
+            fprintf(stderr,                                                                        \
+                    "%s:%d: %s: %s\n",                                                             \
+                    __FILE__,                                                                      \
+                    __LINE__,                                                                      \
+                    #call,                                                                         \
+                    cublasGetStatusString(ck_s));                                                  \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+#define SHAPE(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: bad shape: %s\n", __FILE__, __LINE__, #cond);                  \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 
 #endif

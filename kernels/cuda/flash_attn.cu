@@ -21,7 +21,7 @@
 //   dK_j = scale * sum_i dS_ij Q_i accumulate in registers and are written once.
 //
 // Everything here is compiled (nvcc -Werror, sm_90 + compute_80 PTX) and has never run on a
-// GPU; tests/kernels/test_cuda_ops.c compares it with the CPU op when a GPU is present.
+// GPU; tests/kernels/ compares it with the CPU op when a GPU is present.
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>

@@ -1,5 +1,6 @@
-// flash_attn.h — between kernels/cuda/ops.cu (the op table) and kernels/cuda/flash_attn.cu (the
-// fused attention kernels). C++ only; not part of the library's C interface (kernels/ops.h).
+// flash_attn.h — between kernels/cuda/attention.cu (the attention ops) and
+// kernels/cuda/flash_attn.cu (the fused attention kernels). C++ only; not part of the library's
+// C interface (kernels/ops.h).
 #ifndef SWIFT_FLASH_ATTN_H
 #define SWIFT_FLASH_ATTN_H
 
