@@ -1,6 +1,7 @@
 /* CUPTI activity records -> trace events (kernels/cuda/cupti_conv.c), on records built in memory
- * exactly as cupti_activity.h lays them out: no GPU needed. Skipped (visibly) in builds without
- * CUDA. */
+ * exactly as cupti_activity.h lays them out: no GPU needed. The converter reports through the
+ * sink of kernels/device.h, which swift_trace_open() installs (lib/core/trace_device.c), so the
+ * events land in the trace file read back here. Skipped (visibly) in builds without CUDA. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
