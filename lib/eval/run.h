@@ -23,6 +23,9 @@
  * the gate compares each with the baseline record of the same task and dataset.
  * Few-shot: MMLU draws the first K questions of the subject's dev file; the other tasks use
  * the first K items of the dataset itself, which are then not scored.
+ *
+ * Inside: run.c loads and loops over the datasets; run_loss.c, run_mc.c and run_gen.c are the
+ * task loops; feed.c what they share (lib/eval/internal.h).
  */
 #ifndef SWIFT_EVAL_RUN_H
 #define SWIFT_EVAL_RUN_H

@@ -493,28 +493,99 @@ static json_t *first_of(json_t *v, const char *const *keys)
     return NULL;
 }
 
+/* ms-swift's messages format: the last user turn asks, the assistant turn after it is the
+ * reference. */
+static void messages_qa(json_t *msgs, json_t **q, json_t **a)
+{
+    size_t nm = json_array_size(msgs);
+    for (size_t k = 0; k < nm; k++) {
+        json_t *m = json_array_get(msgs, k);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        json_t *content = json_object_get(m, "content");
+        if (role && !strcmp(role, "user")) {
+            *q = content;
+            *a = NULL;
+        } else if (role && !strcmp(role, "assistant") && *q && !*a) {
+            *a = content;
+        }
+    }
+}
+
+/* mc, mmlu: it->choices from the row's "choices", it->answer from a (an index, a letter or the
+ * choice's text). Returns 0 or -1 (reported; the caller drops the item). */
+static int item_choices(struct swift_eval_item *it, json_t *v, json_t *a, const char *name,
+                        long line)
+{
+    json_t *ch = json_object_get(v, "choices");
+    size_t nc = json_array_size(ch);
+    if (!json_is_array(ch) || nc < 2 || nc > SWIFT_EVAL_MAX_CHOICES)
+        return swift_error_at(
+            name, line, "'choices' must be an array of 2 to %d strings", SWIFT_EVAL_MAX_CHOICES);
+    it->choices = calloc(nc, sizeof(char *));
+    if (!it->choices)
+        return swift_error("out of memory");
+    for (size_t i = 0; i < nc; i++) {
+        json_t *c = json_array_get(ch, i);
+        if (!json_is_string(c))
+            return swift_error_at(name, line, "choice %zu is not a string", i);
+        if (!(it->choices[i] = strdup(json_string_value(c))))
+            return swift_error("out of memory");
+        it->nchoices = (int)i + 1;
+    }
+    int ans = -1;
+    if (json_is_integer(a)) {
+        json_int_t k = json_integer_value(a);
+        ans = k >= 0 && k < (json_int_t)nc ? (int)k : -1;
+    } else if (json_is_string(a)) {
+        ans = parse_answer_str(json_string_value(a), (int)nc);
+        if (ans < 0)
+            for (size_t i = 0; i < nc; i++)
+                if (!strcmp(it->choices[i], json_string_value(a))) {
+                    ans = (int)i;
+                    break;
+                }
+    }
+    if (ans < 0) {
+        char *t = json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT);
+        swift_error_at(name, line, "answer %.40s out of range (%zu choices)", t ? t : "?", nc);
+        free(t);
+        return -1;
+    }
+    it->answer = ans;
+    return 0;
+}
+
+/* gsm8k, exact: it->target from a (gsm8k: the number in it, the text kept as reference).
+ * Returns 0 or -1 (reported; the caller drops the item). */
+static int item_target(struct swift_eval_item *it, int task, json_t *a, const char *name, long line)
+{
+    char *ref = json_text(a);
+    if (!ref)
+        return swift_error_at(name, line, "'answer' must be a string or a number");
+    if (task == SWIFT_EVAL_GSM8K) {
+        char num[128];
+        if (!swift_eval_extract_number(ref, num, sizeof(num))) {
+            free(ref);
+            return swift_error_at(name, line, "answer has no number");
+        }
+        it->target = strdup(num);
+        it->reference = ref;
+    } else {
+        it->target = ref;
+    }
+    if (!it->target)
+        return swift_error("out of memory");
+    return 0;
+}
+
 static int jsonl_item(int task, json_t *v, const char *name, long line, struct swift_eval_set *set)
 {
     if (!json_is_object(v))
         return swift_error_at(name, line, "expected an object");
     json_t *q = first_of(v, question_keys), *a = first_of(v, answer_keys);
     json_t *msgs = json_object_get(v, "messages");
-    if (!q && json_is_array(msgs)) {
-        /* ms-swift's messages format: the last user turn asks, the assistant turn after it
-         * is the reference */
-        size_t nm = json_array_size(msgs);
-        for (size_t k = 0; k < nm; k++) {
-            json_t *m = json_array_get(msgs, k);
-            const char *role = json_string_value(json_object_get(m, "role"));
-            json_t *content = json_object_get(m, "content");
-            if (role && !strcmp(role, "user")) {
-                q = content;
-                a = NULL;
-            } else if (role && !strcmp(role, "assistant") && q && !a) {
-                a = content;
-            }
-        }
-    }
+    if (!q && json_is_array(msgs))
+        messages_qa(msgs, &q, &a);
     if (!json_is_string(q))
         return swift_error_at(name, line, "missing string 'question'");
     if (!a || json_is_null(a))
@@ -532,81 +603,12 @@ static int jsonl_item(int task, json_t *v, const char *name, long line, struct s
         set_pop(set);
         return swift_error("out of memory");
     }
-    if (task == SWIFT_EVAL_MC || task == SWIFT_EVAL_MMLU) {
-        json_t *ch = json_object_get(v, "choices");
-        size_t nc = json_array_size(ch);
-        if (!json_is_array(ch) || nc < 2 || nc > SWIFT_EVAL_MAX_CHOICES) {
-            set_pop(set);
-            return swift_error_at(name,
-                                  line,
-                                  "'choices' must be an array of 2 to %d strings",
-                                  SWIFT_EVAL_MAX_CHOICES);
-        }
-        it->choices = calloc(nc, sizeof(char *));
-        if (!it->choices) {
-            set_pop(set);
-            return swift_error("out of memory");
-        }
-        for (size_t i = 0; i < nc; i++) {
-            json_t *c = json_array_get(ch, i);
-            if (!json_is_string(c)) {
-                set_pop(set);
-                return swift_error_at(name, line, "choice %zu is not a string", i);
-            }
-            if (!(it->choices[i] = strdup(json_string_value(c)))) {
-                set_pop(set);
-                return swift_error("out of memory");
-            }
-            it->nchoices = (int)i + 1;
-        }
-        int ans = -1;
-        if (json_is_integer(a)) {
-            json_int_t k = json_integer_value(a);
-            ans = k >= 0 && k < (json_int_t)nc ? (int)k : -1;
-        } else if (json_is_string(a)) {
-            ans = parse_answer_str(json_string_value(a), (int)nc);
-            if (ans < 0)
-                for (size_t i = 0; i < nc; i++)
-                    if (!strcmp(it->choices[i], json_string_value(a))) {
-                        ans = (int)i;
-                        break;
-                    }
-        }
-        if (ans < 0) {
-            char *t = json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT);
-            swift_error_at(name, line, "answer %.40s out of range (%zu choices)", t ? t : "?", nc);
-            free(t);
-            set_pop(set);
-            return -1;
-        }
-        it->answer = ans;
-        return 0;
-    }
-    char *ref = json_text(a);
-    if (!ref) {
+    int rc = task == SWIFT_EVAL_MC || task == SWIFT_EVAL_MMLU
+                 ? item_choices(it, v, a, name, line)
+                 : item_target(it, task, a, name, line);
+    if (rc < 0)
         set_pop(set);
-        return swift_error_at(name, line, "'answer' must be a string or a number");
-    }
-    if (task == SWIFT_EVAL_GSM8K) {
-        char num[128];
-        if (!swift_eval_extract_number(ref, num, sizeof(num))) {
-            free(ref);
-            set_pop(set);
-            return swift_error_at(name, line, "answer has no number");
-        }
-        it->target = strdup(num);
-        it->reference = ref;
-        ref = NULL;
-    } else {
-        it->target = ref;
-        ref = NULL;
-    }
-    free(ref);
-    if (!it->target) {
-        set_pop(set);
-        return swift_error("out of memory");
-    }
-    return 0;
+    return rc;
 }
 
 int swift_eval_read_jsonl_stream(int task, FILE *fp, const char *name, struct swift_eval_set *set)

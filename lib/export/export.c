@@ -1,14 +1,24 @@
-/* export/export — swift_export_run(): pick the route (GGUF, merged HF directory, quantized). */
+/* export/export — swift_export_run(): pick the route (GGUF, merged HF directory, quantized);
+ * swift_export_summary(): the one summary line an export prints on stdout. */
 #include "lib/core/error.h"
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "lib/core/banned.h"
+
+void swift_export_summary(json_t *rec)
+{
+    if (!rec)
+        return;
+    swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS_SUMMARY);
+    json_decref(rec);
+}
 
 int swift_export_run(const struct swift_export_opts *o)
 {

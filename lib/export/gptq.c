@@ -190,13 +190,109 @@ out:
     return rc;
 }
 
+/* The calibration pass: every row's hidden state at the current layer's input, and H scratch. */
+struct pass {
+    struct swift_model *m;
+    const struct calib *c;
+    float *x;     /* (n, T, hidden) */
+    float *H;     /* (maxin, maxin) */
+    size_t rowsz; /* T * hidden */
+    long tokens;  /* real tokens over the rows */
+};
+
+/* x = the embeddings of every calibration row (its ids checked against the vocabulary). */
+static int pass_embed(struct pass *p, const char *calib_dir)
+{
+    const struct calib *c = p->c;
+    const int V = p->m->cfg.vocab_size;
+    for (int i = 0; i < c->n; i++) {
+        struct swift_batch b = row_batch(c, i);
+        for (int t = 0; t < c->len[i]; t++)
+            if (b.tokens[t] >= V)
+                return swift_error("%s: calibration row %llu, token %d: id %d is outside the "
+                                   "model's vocabulary (%d); were the shards made with its "
+                                   "tokenizer?",
+                                   calib_dir,
+                                   (unsigned long long)c->row[i],
+                                   t,
+                                   b.tokens[t],
+                                   V);
+        if (swift_model_embed(p->m, &b, p->x + (size_t)i * p->rowsz) < 0)
+            return -1;
+        p->tokens += c->len[i];
+    }
+    return 0;
+}
+
+/* GPTQ of layer l's linears, group by group (subsets), each on the Hessian of its input with the
+ * layer's earlier groups already quantized; then x = the quantized layer's output. Results go
+ * to res[*nres...] (*nres counts a failed one too, so that it is freed). Returns 0 or -1. */
+static int pass_layer(struct pass *p, int l, int bits, int group, const struct swift_export_opts *o,
+                      struct swift_gptq_result *res, int *nres)
+{
+    struct swift_model *m = p->m;
+    const struct calib *c = p->c;
+    for (int s = 0; s < 4; s++) {
+        const int k0 = subsets[s][0];
+        const int in = m->layers[l].lin[k0].in;
+        memset(p->H, 0, (size_t)in * in * sizeof(float));
+        int64_t ct0 = swift_trace_now();
+        for (int i = 0; i < c->n; i++) {
+            struct swift_batch b = row_batch(c, i);
+            const float *inp[SWIFT_LIN_COUNT];
+            float *xi = p->x + (size_t)i * p->rowsz;
+            swift_model_layer_forward(m, l, &b, xi, NULL, inp);
+            swift_gptq_hessian_add(p->H, inp[k0], c->len[i], in);
+        }
+        if (swift_trace_enabled()) {
+            struct swift_targ a[] = {SWIFT_TARG_I("layer", l),
+                                     SWIFT_TARG_S("input", m->layers[l].lin[k0].name),
+                                     SWIFT_TARG_I("tokens", p->tokens)};
+            swift_trace_span("export", "calibrate", ct0, swift_trace_now(), a, 3);
+        }
+        for (int j = 0; j < 3 && subsets[s][j] >= 0; j++) {
+            struct swift_linear *lin = &m->layers[l].lin[subsets[s][j]];
+            int rc = quantize_linear(lin, p->H, bits, group, o, &res[*nres]);
+            (*nres)++;
+            if (rc < 0)
+                return -1;
+        }
+    }
+    /* the quantized layer's output is the next layer's input */
+    for (int i = 0; i < c->n; i++) {
+        struct swift_batch b = row_batch(c, i);
+        const float *inp[SWIFT_LIN_COUNT];
+        float *xi = p->x + (size_t)i * p->rowsz;
+        swift_model_layer_forward(m, l, &b, xi, xi, inp);
+    }
+    return 0;
+}
+
+/* Every linear's in_features must be a multiple of the group size. */
+static int check_groups(const struct swift_model *m, const char *model_dir, int group)
+{
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            const struct swift_linear *lin = &m->layers[l].lin[k];
+            if (lin->in % group)
+                return swift_error(
+                    "%s: '%s' [%d,%d]: in_features is not a multiple of --group-size %d",
+                    model_dir,
+                    lin->name,
+                    lin->out,
+                    lin->in,
+                    group);
+        }
+    return 0;
+}
+
 int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
                       struct swift_gptq_result **out, int *nout)
 {
     struct swift_model m;
     struct calib c;
     struct swift_gptq_result *res = NULL;
-    float *x = NULL, *H = NULL;
+    struct pass p = {.m = &m, .c = &c};
     int nres = 0, rc = -1;
     *out = NULL;
     *nout = 0;
@@ -214,86 +310,28 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
     int maxin = Hd > cfg->intermediate_size ? Hd : cfg->intermediate_size;
     if (cfg->num_heads * cfg->head_dim > maxin)
         maxin = cfg->num_heads * cfg->head_dim;
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
-            const struct swift_linear *lin = &m.layers[l].lin[k];
-            if (lin->in % group) {
-                swift_error("%s: '%s' [%d,%d]: in_features is not a multiple of --group-size %d",
-                            o->model_dir,
-                            lin->name,
-                            lin->out,
-                            lin->in,
-                            group);
-                goto out;
-            }
-        }
+    if (check_groups(&m, o->model_dir, group) < 0)
+        goto out;
     m.act_ckpt = 1;
     if (swift_model_reserve(&m, 1, c.T) < 0)
         goto out;
-    size_t rowsz = (size_t)c.T * Hd;
-    x = malloc((size_t)c.n * rowsz * sizeof(float));
-    H = malloc((size_t)maxin * maxin * sizeof(float));
+    p.rowsz = (size_t)c.T * Hd;
+    p.x = malloc((size_t)c.n * p.rowsz * sizeof(float));
+    p.H = malloc((size_t)maxin * maxin * sizeof(float));
     res = calloc((size_t)L * SWIFT_LIN_COUNT, sizeof(*res));
-    if (!x || !H || !res) {
+    if (!p.x || !p.H || !res) {
         swift_error("out of memory");
         goto out;
     }
-    long tokens = 0;
-    for (int i = 0; i < c.n; i++) {
-        struct swift_batch b = row_batch(&c, i);
-        for (int t = 0; t < c.len[i]; t++)
-            if (b.tokens[t] >= cfg->vocab_size) {
-                swift_error("%s: calibration row %llu, token %d: id %d is outside the model's "
-                            "vocabulary (%d); were the shards made with its tokenizer?",
-                            o->calib,
-                            (unsigned long long)c.row[i],
-                            t,
-                            b.tokens[t],
-                            cfg->vocab_size);
-                goto out;
-            }
-        if (swift_model_embed(&m, &b, x + (size_t)i * rowsz) < 0)
-            goto out;
-        tokens += c.len[i];
-    }
+    if (pass_embed(&p, o->calib) < 0)
+        goto out;
     struct swift_progress pr;
     swift_progress_start(&pr, "gptq", (uint64_t)L, "layers", 0);
     for (int l = 0; l < L; l++) {
         int64_t lt0 = swift_trace_now();
-        for (int s = 0; s < 4; s++) {
-            const int k0 = subsets[s][0];
-            const int in = m.layers[l].lin[k0].in;
-            memset(H, 0, (size_t)in * in * sizeof(float));
-            int64_t ct0 = swift_trace_now();
-            for (int i = 0; i < c.n; i++) {
-                struct swift_batch b = row_batch(&c, i);
-                const float *inp[SWIFT_LIN_COUNT];
-                float *xi = x + (size_t)i * rowsz;
-                swift_model_layer_forward(&m, l, &b, xi, NULL, inp);
-                swift_gptq_hessian_add(H, inp[k0], c.len[i], in);
-            }
-            if (swift_trace_enabled()) {
-                struct swift_targ a[] = {SWIFT_TARG_I("layer", l),
-                                         SWIFT_TARG_S("input", m.layers[l].lin[k0].name),
-                                         SWIFT_TARG_I("tokens", tokens)};
-                swift_trace_span("export", "calibrate", ct0, swift_trace_now(), a, 3);
-            }
-            for (int j = 0; j < 3 && subsets[s][j] >= 0; j++) {
-                struct swift_linear *lin = &m.layers[l].lin[subsets[s][j]];
-                if (quantize_linear(lin, H, bits, group, o, &res[nres]) < 0) {
-                    nres++;
-                    swift_progress_stop(&pr);
-                    goto out;
-                }
-                nres++;
-            }
-        }
-        /* the quantized layer's output is the next layer's input */
-        for (int i = 0; i < c.n; i++) {
-            struct swift_batch b = row_batch(&c, i);
-            const float *inp[SWIFT_LIN_COUNT];
-            float *xi = x + (size_t)i * rowsz;
-            swift_model_layer_forward(&m, l, &b, xi, xi, inp);
+        if (pass_layer(&p, l, bits, group, o, res, &nres) < 0) {
+            swift_progress_stop(&pr);
+            goto out;
         }
         if (swift_trace_enabled()) {
             struct swift_targ a[] = {SWIFT_TARG_I("layer", l), SWIFT_TARG_I("rows", c.n)};
@@ -308,8 +346,8 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
     rc = 0;
 out:
     swift_gptq_results_free(res, nres);
-    free(x);
-    free(H);
+    free(p.x);
+    free(p.H);
     swift_model_free(&m);
     calib_free(&c);
     return rc;

@@ -318,6 +318,157 @@ static char *default_name(const char *dir)
     return b;
 }
 
+/* One safetensors tensor into p: its GGUF name, shape and type (after the --dtype fallback),
+ * and the heads to permute its rows over. Returns 0, 1 for a tensor to skip, or -1. */
+static int plan_tensor(struct plan *p, const struct swift_st_tensor *t,
+                       const struct swift_hparams *hp, const struct dtype_info *dt)
+{
+    int r = swift_gguf_tensor_name(t->name, p->name, sizeof(p->name));
+    if (r == 1)
+        return 1;
+    if (r < 0)
+        return swift_error(
+            "%s: tensor '%s' has no GGUF name for architecture %s", t->path, t->name, hp->arch);
+    if (t->ndim < 1 || t->ndim > 2)
+        return swift_error(
+            "%s: tensor '%s' has %d dims (1 or 2 expected)", t->path, t->name, t->ndim);
+    if (t->dtype != SWIFT_DTYPE_F32 && t->dtype != SWIFT_DTYPE_F16 && t->dtype != SWIFT_DTYPE_BF16)
+        return swift_error("%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
+                           t->path,
+                           t->name,
+                           swift_dtype_name(t->dtype));
+    p->src = t;
+    p->n_dims = (uint32_t)t->ndim;
+    p->ne[0] = (uint64_t)t->shape[t->ndim - 1];
+    p->ne[1] = t->ndim == 2 ? (uint64_t)t->shape[0] : 1;
+    uint32_t want =
+        dt->file_type == 15 ? q4_k_m_type(p->name, hp->layers, hp->tie_embeddings) : dt->type;
+    p->want = want;
+    p->type = t->ndim == 1 ? SWIFT_GGML_F32 : swift_quant_fallback(want, (int64_t)p->ne[0]);
+    if (!strcmp(hp->arch, "llama")) {
+        int64_t nh = 0;
+        if (strstr(p->name, ".attn_q."))
+            nh = hp->heads;
+        else if (strstr(p->name, ".attn_k."))
+            nh = hp->kv_heads;
+        if (nh && (p->ne[1] % (uint64_t)(2 * nh)))
+            return swift_error("%s: tensor '%s' has %" PRIu64 " rows, not a multiple of 2 x %lld "
+                               "heads",
+                               t->path,
+                               t->name,
+                               p->ne[1],
+                               (long long)nh);
+        p->permute_heads = (int)nh;
+    }
+    return 0;
+}
+
+/* The GGUF's tensors in file order: rope_freqs (llama 3 rope scaling), then every tensor of the
+ * set that has a GGUF name. *out (caller frees) is set even on failure. */
+static int build_plan(const struct swift_st_set *set, const struct swift_hparams *hp,
+                      const struct dtype_info *dt, const char *model_dir, struct plan **out,
+                      size_t *np_out)
+{
+    size_t total = 1, np = 0;
+    for (size_t f = 0; f < set->nfiles; f++)
+        total += set->files[f].ntensors;
+    struct plan *plan = *out = calloc(total, sizeof(*plan));
+    if (!plan)
+        return swift_error("out of memory");
+    if (!strcmp(hp->rope_type, "llama3")) {
+        struct plan *p = &plan[np++];
+        snprintf(p->name, sizeof(p->name), "rope_freqs.weight");
+        p->type = SWIFT_GGML_F32;
+        p->n_dims = 1;
+        p->ne[0] = (uint64_t)(hp->head_dim / 2);
+        p->ne[1] = 1;
+    }
+    for (size_t f = 0; f < set->nfiles; f++)
+        for (size_t i = 0; i < set->files[f].ntensors; i++) {
+            int r = plan_tensor(&plan[np], &set->files[f].tensors[i], hp, dt);
+            if (r < 0)
+                return -1;
+            if (r == 0)
+                np++;
+        }
+    *np_out = np;
+    return check_required(plan, np, hp, model_dir);
+}
+
+/* Declare the planned tensors to the writer; say which matrices fell back to another type. */
+static int add_plan(struct swift_gguf_writer *w, const struct plan *plan, size_t np)
+{
+    size_t nfall[SWIFT_GGML_NTYPES][SWIFT_GGML_NTYPES] = {{0}};
+    for (size_t i = 0; i < np; i++) {
+        if (plan[i].type != plan[i].want && plan[i].n_dims == 2 && plan[i].want < SWIFT_GGML_NTYPES)
+            nfall[plan[i].want][plan[i].type]++;
+        if (swift_gguf_add_tensor(w, plan[i].name, plan[i].n_dims, plan[i].ne, plan[i].type) < 0)
+            return -1;
+    }
+    for (int a = 0; a < SWIFT_GGML_NTYPES; a++)
+        for (int t = 0; t < SWIFT_GGML_NTYPES; t++)
+            if (nfall[a][t])
+                swift_info("%zu matrices use %s: their rows do not fit %s blocks (as llama.cpp "
+                           "does)",
+                           nfall[a][t],
+                           swift_ggml_type_name((uint32_t)t),
+                           swift_ggml_type_name((uint32_t)a));
+    return 0;
+}
+
+/* Write the GGUF at path: header, then every planned tensor's data, then the atomic rename. */
+static int write_plan(struct swift_gguf_writer *w, const char *path, const struct plan *plan,
+                      size_t np, const struct swift_hparams *hp, struct timing *tm)
+{
+    if (swift_gguf_writer_begin(w, path) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < np && rc == 0; i++)
+        rc = write_tensor(w, &plan[i], hp, tm);
+    if (rc < 0)
+        swift_gguf_writer_abort(w);
+    free(tm->x);
+    free(tm->tmp);
+    free(tm->q);
+    if (rc < 0)
+        return -1;
+    double tc = now_s();
+    if (swift_gguf_writer_commit(w) < 0)
+        return -1;
+    tm->write += now_s() - tc;
+    return 0;
+}
+
+static json_t *summary(const struct swift_export_opts *o, const struct swift_hparams *hp,
+                       const struct dtype_info *dt, size_t np, const struct timing *tm, double secs)
+{
+    return json_pack("{s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:f}",
+                     "version",
+                     1,
+                     "format",
+                     "gguf",
+                     "output",
+                     o->output,
+                     "arch",
+                     hp->arch,
+                     "dtype",
+                     dt->name,
+                     "tensors",
+                     (json_int_t)np,
+                     "bytes_in",
+                     (json_int_t)tm->in_bytes,
+                     "bytes_out",
+                     (json_int_t)tm->out_bytes,
+                     "seconds",
+                     secs,
+                     "read_s",
+                     tm->read,
+                     "convert_s",
+                     tm->convert,
+                     "write_s",
+                     tm->write);
+}
+
 int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
 {
     const struct dtype_info *dt = find_dtype(o->dtype ? o->dtype : "f16");
@@ -336,6 +487,7 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     swift_gguf_writer_init(&w);
     struct plan *plan = NULL;
     size_t np = 0;
+    struct timing tm = {0};
     char *name = NULL;
     int rc = -1;
     double t_start = now_s();
@@ -345,147 +497,14 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     if (!name || set_hparams(&w, &hp, name, dt) < 0 ||
         swift_export_tokenizer(&w, model_dir, &hp, o->tokenizer_pre) < 0)
         goto out;
-    size_t total = 1;
-    for (size_t f = 0; f < set.nfiles; f++)
-        total += set.files[f].ntensors;
-    plan = calloc(total, sizeof(*plan));
-    if (!plan) {
-        swift_error("out of memory");
+    if (build_plan(&set, &hp, dt, model_dir, &plan, &np) < 0 || add_plan(&w, plan, np) < 0 ||
+        write_plan(&w, o->output, plan, np, &hp, &tm) < 0)
         goto out;
-    }
-    if (!strcmp(hp.rope_type, "llama3")) {
-        struct plan *p = &plan[np++];
-        snprintf(p->name, sizeof(p->name), "rope_freqs.weight");
-        p->type = SWIFT_GGML_F32;
-        p->n_dims = 1;
-        p->ne[0] = (uint64_t)(hp.head_dim / 2);
-        p->ne[1] = 1;
-    }
-    for (size_t f = 0; f < set.nfiles; f++) {
-        for (size_t i = 0; i < set.files[f].ntensors; i++) {
-            const struct swift_st_tensor *t = &set.files[f].tensors[i];
-            struct plan *p = &plan[np];
-            int r = swift_gguf_tensor_name(t->name, p->name, sizeof(p->name));
-            if (r == 1)
-                continue;
-            if (r < 0) {
-                swift_error("%s: tensor '%s' has no GGUF name for architecture %s",
-                            t->path,
-                            t->name,
-                            hp.arch);
-                goto out;
-            }
-            if (t->ndim < 1 || t->ndim > 2) {
-                swift_error(
-                    "%s: tensor '%s' has %d dims (1 or 2 expected)", t->path, t->name, t->ndim);
-                goto out;
-            }
-            if (t->dtype != SWIFT_DTYPE_F32 && t->dtype != SWIFT_DTYPE_F16 &&
-                t->dtype != SWIFT_DTYPE_BF16) {
-                swift_error("%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
-                            t->path,
-                            t->name,
-                            swift_dtype_name(t->dtype));
-                goto out;
-            }
-            p->src = t;
-            p->n_dims = (uint32_t)t->ndim;
-            p->ne[0] = (uint64_t)t->shape[t->ndim - 1];
-            p->ne[1] = t->ndim == 2 ? (uint64_t)t->shape[0] : 1;
-            uint32_t want =
-                dt->file_type == 15 ? q4_k_m_type(p->name, hp.layers, hp.tie_embeddings) : dt->type;
-            p->want = want;
-            p->type = t->ndim == 1 ? SWIFT_GGML_F32 : swift_quant_fallback(want, (int64_t)p->ne[0]);
-            if (!strcmp(hp.arch, "llama")) {
-                int64_t nh = 0;
-                if (strstr(p->name, ".attn_q."))
-                    nh = hp.heads;
-                else if (strstr(p->name, ".attn_k."))
-                    nh = hp.kv_heads;
-                if (nh && (p->ne[1] % (uint64_t)(2 * nh))) {
-                    swift_error("%s: tensor '%s' has %" PRIu64 " rows, not a multiple of 2 x %lld "
-                                "heads",
-                                t->path,
-                                t->name,
-                                p->ne[1],
-                                (long long)nh);
-                    goto out;
-                }
-                p->permute_heads = (int)nh;
-            }
-            np++;
-        }
-    }
-    if (check_required(plan, np, &hp, model_dir) < 0)
-        goto out;
-    size_t nfall[SWIFT_GGML_NTYPES][SWIFT_GGML_NTYPES] = {{0}};
-    for (size_t i = 0; i < np; i++) {
-        if (plan[i].type != plan[i].want && plan[i].n_dims == 2 && plan[i].want < SWIFT_GGML_NTYPES)
-            nfall[plan[i].want][plan[i].type]++;
-        if (swift_gguf_add_tensor(&w, plan[i].name, plan[i].n_dims, plan[i].ne, plan[i].type) < 0)
-            goto out;
-    }
-    for (int a = 0; a < SWIFT_GGML_NTYPES; a++)
-        for (int t = 0; t < SWIFT_GGML_NTYPES; t++)
-            if (nfall[a][t])
-                swift_info("%zu matrices use %s: their rows do not fit %s blocks (as llama.cpp "
-                           "does)",
-                           nfall[a][t],
-                           swift_ggml_type_name((uint32_t)t),
-                           swift_ggml_type_name((uint32_t)a));
-    if (swift_gguf_writer_begin(&w, o->output) < 0)
-        goto out;
-    struct timing tm = {0};
-    for (size_t i = 0; i < np; i++)
-        if (write_tensor(&w, &plan[i], &hp, &tm) < 0) {
-            swift_gguf_writer_abort(&w);
-            free(tm.x);
-            free(tm.tmp);
-            free(tm.q);
-            goto out;
-        }
-    free(tm.x);
-    free(tm.tmp);
-    free(tm.q);
-    double tc = now_s();
-    if (swift_gguf_writer_commit(&w) < 0)
-        goto out;
-    tm.write += now_s() - tc;
     if (o->to_ollama && swift_export_modelfile(o->output, model_dir, o->force) < 0) {
         unlink(o->output);
         goto out;
     }
-    double secs = now_s() - t_start;
-    json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:f}",
-                          "version",
-                          1,
-                          "format",
-                          "gguf",
-                          "output",
-                          o->output,
-                          "arch",
-                          hp.arch,
-                          "dtype",
-                          dt->name,
-                          "tensors",
-                          (json_int_t)np,
-                          "bytes_in",
-                          (json_int_t)tm.in_bytes,
-                          "bytes_out",
-                          (json_int_t)tm.out_bytes,
-                          "seconds",
-                          secs,
-                          "read_s",
-                          tm.read,
-                          "convert_s",
-                          tm.convert,
-                          "write_s",
-                          tm.write);
-    if (j) {
-        json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
-        fputc('\n', stdout);
-        json_decref(j);
-    }
+    swift_export_summary(summary(o, &hp, dt, np, &tm, now_s() - t_start));
     rc = 0;
 out:
     swift_gguf_writer_release(&w);

@@ -83,6 +83,191 @@ static const char *detect_pre(json_t *tok, const char *arch)
     return NULL;
 }
 
+/* tokens[id] and types[id] for every id below n: model.vocab, then added_tokens (special ones
+ * CONTROL, the others USER with "▁" as a space), the rest "[PADn]" UNUSED. */
+static int read_tokens(const char *tpath, json_t *tok, int64_t n, char **tokens, int32_t *types)
+{
+    json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+    const char *key;
+    json_t *val;
+    json_object_foreach(vocab, key, val)
+    {
+        json_int_t id = json_integer_value(val);
+        if (!json_is_integer(val) || id < 0)
+            return swift_error("%s: vocab entry '%s' has no valid id", tpath, key);
+        if (id >= n)
+            return swift_error("%s: token id %lld is not below config.json vocab_size %lld",
+                               tpath,
+                               (long long)id,
+                               (long long)n);
+        free(tokens[id]);
+        tokens[id] = strdup(key);
+        types[id] = TOK_NORMAL;
+    }
+    json_t *added = json_object_get(tok, "added_tokens");
+    size_t i;
+    json_t *a;
+    json_array_foreach(added, i, a)
+    {
+        const char *content = json_string_value(json_object_get(a, "content"));
+        json_t *jid = json_object_get(a, "id");
+        if (!content || !json_is_integer(jid) || json_integer_value(jid) < 0)
+            return swift_error("%s: added_tokens[%zu] needs \"id\" and \"content\"", tpath, i);
+        json_int_t id = json_integer_value(jid);
+        if (id >= n)
+            return swift_error("%s: added token id %lld is not below config.json vocab_size %lld",
+                               tpath,
+                               (long long)id,
+                               (long long)n);
+        free(tokens[id]);
+        tokens[id] = strdup(content);
+        if (json_is_true(json_object_get(a, "special")) || looks_special(content)) {
+            types[id] = TOK_CONTROL;
+        } else {
+            types[id] = TOK_USER;
+            if (tokens[id])
+                unspace(tokens[id]);
+        }
+    }
+    for (int64_t k = 0; k < n; k++) {
+        if (!types[k]) {
+            char pad[32];
+            snprintf(pad, sizeof(pad), "[PAD%lld]", (long long)k);
+            tokens[k] = strdup(pad);
+            types[k] = TOK_UNUSED;
+        }
+        if (!tokens[k])
+            return swift_error("out of memory");
+    }
+    return 0;
+}
+
+/* model.merges as "a b" strings (a list of strings, or of [a, b] pairs). *out (caller frees
+ * its *nout strings) is set even on failure. */
+static int read_merges(const char *tpath, json_t *tok, char ***out, size_t *nout)
+{
+    json_t *jm = json_object_get(json_object_get(tok, "model"), "merges");
+    size_t nmerges = *nout = json_array_size(jm);
+    char **merges = *out = calloc(nmerges ? nmerges : 1, sizeof(*merges));
+    if (!merges)
+        return swift_error("out of memory");
+    for (size_t k = 0; k < nmerges; k++) {
+        json_t *m = json_array_get(jm, k);
+        if (json_is_string(m)) {
+            merges[k] = strdup(json_string_value(m));
+        } else if (json_is_array(m) && json_array_size(m) == 2 &&
+                   json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
+            const char *l = json_string_value(json_array_get(m, 0));
+            const char *r = json_string_value(json_array_get(m, 1));
+            size_t len = strlen(l) + strlen(r) + 2;
+            merges[k] = malloc(len);
+            if (merges[k])
+                snprintf(merges[k], len, "%s %s", l, r);
+        } else {
+            return swift_error(
+                "%s: model.merges[%zu] is neither \"a b\" nor [\"a\",\"b\"]", tpath, k);
+        }
+        if (!merges[k])
+            return swift_error("out of memory");
+    }
+    return 0;
+}
+
+/* The id of special token `typ` ("bos", ...): tokenizer_config's TYP_token content looked up in
+ * added_tokens (then the vocab), else config.json's TYP_token_id (gguf-py SpecialVocab); -1. */
+static int64_t special_id(const char *typ, json_t *tok, json_t *tcfg, const json_t *config)
+{
+    char k[64];
+    snprintf(k, sizeof(k), "%s_token", typ);
+    const char *content = token_content(json_object_get(tcfg, k));
+    int64_t id = -1;
+    if (content) {
+        size_t i;
+        json_t *a;
+        json_array_foreach(json_object_get(tok, "added_tokens"), i, a)
+        {
+            const char *c = json_string_value(json_object_get(a, "content"));
+            if (c && !strcmp(c, content)) {
+                id = json_integer_value(json_object_get(a, "id"));
+                break;
+            }
+        }
+        json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+        if (id < 0 && json_is_integer(json_object_get(vocab, content)))
+            id = json_integer_value(json_object_get(vocab, content));
+    }
+    if (id < 0) {
+        snprintf(k, sizeof(k), "%s_token_id", typ);
+        json_t *v = json_object_get(config, k);
+        if (json_is_integer(v))
+            id = json_integer_value(v);
+        else if (json_is_array(v) && json_is_integer(json_array_get(v, 0)))
+            id = json_integer_value(json_array_get(v, 0));
+    }
+    return id;
+}
+
+/* tokenizer.ggml.*_token_id and add_{bos,eos}_token. */
+static int set_specials(struct swift_gguf_writer *w, json_t *tok, json_t *tcfg,
+                        const struct swift_hparams *hp)
+{
+    static const struct {
+        const char *typ, *key;
+    } specials[] = {{"bos", "tokenizer.ggml.bos_token_id"},
+                    {"eos", "tokenizer.ggml.eos_token_id"},
+                    {"unk", "tokenizer.ggml.unknown_token_id"},
+                    {"sep", "tokenizer.ggml.seperator_token_id"},
+                    {"pad", "tokenizer.ggml.padding_token_id"},
+                    {"cls", "tokenizer.ggml.cls_token_id"},
+                    {"mask", "tokenizer.ggml.mask_token_id"}};
+    for (size_t s = 0; s < sizeof(specials) / sizeof(specials[0]); s++) {
+        int64_t id = special_id(specials[s].typ, tok, tcfg, hp->config);
+        if (id >= 0 && id < hp->vocab_size &&
+            swift_gguf_set_u32(w, specials[s].key, (uint32_t)id) < 0)
+            return -1;
+    }
+    static const char *const addk[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
+                                          {"add_eos_token", "tokenizer.ggml.add_eos_token"}};
+    for (int s = 0; s < 2; s++) {
+        json_t *v = json_object_get(tcfg, addk[s][0]);
+        if (json_is_boolean(v) && swift_gguf_set_bool(w, addk[s][1], json_is_true(v)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* tokenizer.chat_template: tokenizer_config's chat_template (a string, or a list of named ones
+ * whose "default" is used), else MODEL_DIR/chat_template.jinja, else nothing. */
+static int set_chat_template(struct swift_gguf_writer *w, json_t *tcfg, const char *model_dir)
+{
+    json_t *ct = json_object_get(tcfg, "chat_template");
+    const char *tmpl = json_string_value(ct);
+    if (json_is_array(ct)) {
+        size_t i;
+        json_t *a;
+        json_array_foreach(ct, i, a)
+        {
+            const char *nm = json_string_value(json_object_get(a, "name"));
+            if (nm && !strcmp(nm, "default"))
+                tmpl = json_string_value(json_object_get(a, "template"));
+        }
+    }
+    char *jinja = NULL;
+    if (!tmpl) {
+        char *jp = swift_path_join(model_dir, "chat_template.jinja");
+        size_t len;
+        if (access(jp, R_OK) == 0 && swift_read_file(jp, 16 << 20, &jinja, &len) < 0) {
+            free(jp);
+            return -1;
+        }
+        free(jp);
+        tmpl = jinja;
+    }
+    int rc = tmpl ? swift_gguf_set_str(w, "tokenizer.chat_template", tmpl) : 0;
+    free(jinja);
+    return rc < 0 ? -1 : 0;
+}
+
 int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
                            const struct swift_hparams *hp, const char *pre_override)
 {
@@ -111,8 +296,7 @@ int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
                     mtype ? mtype : "?");
         goto out;
     }
-    json_t *vocab = json_object_get(model, "vocab");
-    if (!json_is_object(vocab)) {
+    if (!json_is_object(json_object_get(model, "vocab"))) {
         swift_error("%s: model.vocab is not an object", tpath);
         goto out;
     }
@@ -122,95 +306,9 @@ int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
         swift_error("out of memory");
         goto out;
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(vocab, key, val)
-    {
-        json_int_t id = json_integer_value(val);
-        if (!json_is_integer(val) || id < 0) {
-            swift_error("%s: vocab entry '%s' has no valid id", tpath, key);
-            goto out;
-        }
-        if (id >= n) {
-            swift_error("%s: token id %lld is not below config.json vocab_size %lld",
-                        tpath,
-                        (long long)id,
-                        (long long)n);
-            goto out;
-        }
-        free(tokens[id]);
-        tokens[id] = strdup(key);
-        types[id] = TOK_NORMAL;
-    }
-    json_t *added = json_object_get(tok, "added_tokens");
-    size_t i;
-    json_t *a;
-    json_array_foreach(added, i, a)
-    {
-        const char *content = json_string_value(json_object_get(a, "content"));
-        json_t *jid = json_object_get(a, "id");
-        if (!content || !json_is_integer(jid) || json_integer_value(jid) < 0) {
-            swift_error("%s: added_tokens[%zu] needs \"id\" and \"content\"", tpath, i);
-            goto out;
-        }
-        json_int_t id = json_integer_value(jid);
-        if (id >= n) {
-            swift_error("%s: added token id %lld is not below config.json vocab_size %lld",
-                        tpath,
-                        (long long)id,
-                        (long long)n);
-            goto out;
-        }
-        free(tokens[id]);
-        tokens[id] = strdup(content);
-        if (json_is_true(json_object_get(a, "special")) || looks_special(content)) {
-            types[id] = TOK_CONTROL;
-        } else {
-            types[id] = TOK_USER;
-            if (tokens[id])
-                unspace(tokens[id]);
-        }
-    }
-    for (int64_t k = 0; k < n; k++) {
-        if (!types[k]) {
-            char pad[32];
-            snprintf(pad, sizeof(pad), "[PAD%lld]", (long long)k);
-            tokens[k] = strdup(pad);
-            types[k] = TOK_UNUSED;
-        }
-        if (!tokens[k]) {
-            swift_error("out of memory");
-            goto out;
-        }
-    }
-    json_t *jm = json_object_get(model, "merges");
-    nmerges = json_array_size(jm);
-    merges = calloc(nmerges ? nmerges : 1, sizeof(*merges));
-    if (!merges) {
-        swift_error("out of memory");
+    if (read_tokens(tpath, tok, n, tokens, types) < 0 ||
+        read_merges(tpath, tok, &merges, &nmerges) < 0)
         goto out;
-    }
-    for (size_t k = 0; k < nmerges; k++) {
-        json_t *m = json_array_get(jm, k);
-        if (json_is_string(m)) {
-            merges[k] = strdup(json_string_value(m));
-        } else if (json_is_array(m) && json_array_size(m) == 2 &&
-                   json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
-            const char *l = json_string_value(json_array_get(m, 0));
-            const char *r = json_string_value(json_array_get(m, 1));
-            size_t len = strlen(l) + strlen(r) + 2;
-            merges[k] = malloc(len);
-            if (merges[k])
-                snprintf(merges[k], len, "%s %s", l, r);
-        } else {
-            swift_error("%s: model.merges[%zu] is neither \"a b\" nor [\"a\",\"b\"]", tpath, k);
-            goto out;
-        }
-        if (!merges[k]) {
-            swift_error("out of memory");
-            goto out;
-        }
-    }
     const char *pre = pre_override ? pre_override : detect_pre(tok, hp->arch);
     if (!pre) {
         swift_error("%s: cannot tell the pre-tokenizer (gpt-2, llama-bpe or qwen2) from "
@@ -226,81 +324,8 @@ int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
         swift_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, nmerges) <
             0)
         goto out;
-
-    /* special ids: tokenizer_config's *_token content looked up in added_tokens (then vocab),
-     * else config.json's *_token_id (gguf-py SpecialVocab) */
-    static const struct {
-        const char *typ, *key;
-    } specials[] = {{"bos", "tokenizer.ggml.bos_token_id"},
-                    {"eos", "tokenizer.ggml.eos_token_id"},
-                    {"unk", "tokenizer.ggml.unknown_token_id"},
-                    {"sep", "tokenizer.ggml.seperator_token_id"},
-                    {"pad", "tokenizer.ggml.padding_token_id"},
-                    {"cls", "tokenizer.ggml.cls_token_id"},
-                    {"mask", "tokenizer.ggml.mask_token_id"}};
-    for (size_t s = 0; s < sizeof(specials) / sizeof(specials[0]); s++) {
-        char k[64];
-        snprintf(k, sizeof(k), "%s_token", specials[s].typ);
-        const char *content = token_content(json_object_get(tcfg, k));
-        int64_t id = -1;
-        if (content) {
-            json_array_foreach(added, i, a)
-            {
-                const char *c = json_string_value(json_object_get(a, "content"));
-                if (c && !strcmp(c, content)) {
-                    id = json_integer_value(json_object_get(a, "id"));
-                    break;
-                }
-            }
-            if (id < 0 && json_is_integer(json_object_get(vocab, content)))
-                id = json_integer_value(json_object_get(vocab, content));
-        }
-        if (id < 0) {
-            snprintf(k, sizeof(k), "%s_token_id", specials[s].typ);
-            json_t *v = json_object_get(hp->config, k);
-            if (json_is_integer(v))
-                id = json_integer_value(v);
-            else if (json_is_array(v) && json_is_integer(json_array_get(v, 0)))
-                id = json_integer_value(json_array_get(v, 0));
-        }
-        if (id >= 0 && id < n && swift_gguf_set_u32(w, specials[s].key, (uint32_t)id) < 0)
-            goto out;
-    }
-    static const char *const addk[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
-                                          {"add_eos_token", "tokenizer.ggml.add_eos_token"}};
-    for (int s = 0; s < 2; s++) {
-        json_t *v = json_object_get(tcfg, addk[s][0]);
-        if (json_is_boolean(v) && swift_gguf_set_bool(w, addk[s][1], json_is_true(v)) < 0)
-            goto out;
-    }
-    /* chat template: tokenizer_config's chat_template (a string, or a list of named ones whose
-     * "default" is used), else chat_template.jinja */
-    json_t *ct = json_object_get(tcfg, "chat_template");
-    const char *tmpl = json_string_value(ct);
-    if (json_is_array(ct)) {
-        json_array_foreach(ct, i, a)
-        {
-            const char *nm = json_string_value(json_object_get(a, "name"));
-            if (nm && !strcmp(nm, "default"))
-                tmpl = json_string_value(json_object_get(a, "template"));
-        }
-    }
-    char *jinja = NULL;
-    if (!tmpl) {
-        char *jp = swift_path_join(model_dir, "chat_template.jinja");
-        size_t len;
-        if (access(jp, R_OK) == 0 && swift_read_file(jp, 16 << 20, &jinja, &len) < 0) {
-            free(jp);
-            goto out;
-        }
-        free(jp);
-        tmpl = jinja;
-    }
-    if (tmpl && swift_gguf_set_str(w, "tokenizer.chat_template", tmpl) < 0) {
-        free(jinja);
+    if (set_specials(w, tok, tcfg, hp) < 0 || set_chat_template(w, tcfg, model_dir) < 0)
         goto out;
-    }
-    free(jinja);
     rc = 0;
 out:
     if (tokens)

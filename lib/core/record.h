@@ -1,0 +1,26 @@
+/*
+ * record — the one writer of a stdout record: one compact JSON object per line, keys in
+ * insertion order, as STYLE.md's "Streams" asks (`swift-eval … | jq .accuracy`).
+ *
+ *     json_t *rec = json_pack("{s:i,s:s}", "version", 1, "format", "gguf");
+ *     if (rec)
+ *         swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS_SUMMARY);
+ *     json_decref(rec);
+ *
+ * Reals carry `digits` significant digits: SWIFT_RECORD_DIGITS for records whose numbers are
+ * compared later (eval metrics), SWIFT_RECORD_DIGITS_SUMMARY for export's one summary line.
+ */
+#ifndef SWIFT_RECORD_H
+#define SWIFT_RECORD_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#define SWIFT_RECORD_DIGITS 10
+#define SWIFT_RECORD_DIGITS_SUMMARY 6
+
+/* Write rec and a newline to fp; fp is not flushed. Returns 0, or -1 on a write error, which is
+ * not reported: the caller reports it, or swift_close_stdout() does at the end of main(). */
+int swift_record_print(FILE *fp, const json_t *rec, int digits);
+
+#endif
