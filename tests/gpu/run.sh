@@ -11,7 +11,7 @@
 #   SWIFT_GPU_DRYRUN=1 OUT=/tmp/x sh tests/gpu/run.sh   # CPU rehearsal: tiny model, --device cpu
 #
 # Results (at most 9 files) in $OUT: summary.json (every figure, including flash vs cuBLAS
-# attention times on the 0.5B shape from test_cuda_ops), report.md (the same for people),
+# attention times on the 0.5B shape from test_backend_ops), report.md (the same for people),
 # build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl, and swift-eval's
 # records: loss and batched generation on the key/value cache, same device and model),
 # analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps),
@@ -97,15 +97,17 @@ if [ -n "$missing" ]; then
     status build "missing libraries:$missing" 0
 else
     if stage build 300 make -j"$JOBS" O="$BUILD" $MAKEVARS all \
-        "$BUILD"/tests/test_cuda_ops "$BUILD"/tests/test_cupti_conv >>"$OUT/build.log" 2>&1; then
+        "$BUILD"/tests/test_backend_ops "$BUILD"/tests/test_backend "$BUILD"/tests/test_cupti_conv \
+        >>"$OUT/build.log" 2>&1; then
         BUILD_OK=1
     fi
     tail -5 "$OUT/build.log" >&2
 fi
 
-# ---- 2. kernel tests: every CUDA op against the CPU op, whole model fwd/bwd ----
+# ---- 2. kernel tests: every op on every backend against the CPU op, whole model fwd/bwd ----
 if [ $BUILD_OK = 1 ]; then
-    stage kernels 120 "$BUILD/tests/test_cuda_ops" >"$OUT/kernels.log" 2>&1
+    stage kernels 120 "$BUILD/tests/test_backend_ops" >"$OUT/kernels.log" 2>&1
+    stage backend 60 "$BUILD/tests/test_backend" >>"$OUT/kernels.log" 2>&1
     stage cupti_conv 60 "$BUILD/tests/test_cupti_conv" >>"$OUT/kernels.log" 2>&1
 fi
 
@@ -247,7 +249,7 @@ try:
     s["sanitizer"] = san[-1] if san else "no summary line"
 except OSError:
     s["sanitizer"] = None
-# flash vs cuBLAS attention on the 0.5B shape (test_attention_timing in test_cuda_ops)
+# flash vs cuBLAS attention on the 0.5B shape (the attention timing rows of test_backend_ops)
 import re
 at = []
 try:
@@ -305,13 +307,13 @@ for f in k["failed"]:
     L.append(f"- {f}")
 L.append("")
 if at:
-    L.append("| attention (test_attention_timing) | cuBLAS fwd ms | bwd ms | flash fwd ms | bwd ms |")
+    L.append("| attention (test_backend_ops timing rows) | cuBLAS fwd ms | bwd ms | flash fwd ms | bwd ms |")
     L.append("|---|---|---|---|---|")
     for a in at:
         L.append(f"| B={a['B']} T={a['T']} NH={a['NH']} NKV={a['NKV']} D={a['D']} {a['documents']} | "
                  f"{a['cublas_fwd_ms']:.3f} | {a['cublas_bwd_ms']:.3f} | {a['flash_fwd_ms']:.3f} | {a['flash_bwd_ms']:.3f} |")
 else:
-    L.append("attention timing: none (test_attention_timing skipped or did not run)")
+    L.append("attention timing: none (the timing rows of test_backend_ops skipped or did not run)")
 L.append(f"swift-train attention path: {s['attention_path']}")
 L.append("")
 L.append("| implementation | tokens/s | MFU | ratio swift/this |")

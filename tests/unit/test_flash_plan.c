@@ -8,7 +8,7 @@
  *   planned key tiles, L = m + log l, D_i from the saved out or recomputed, dQ per query tile,
  *   dK/dV per key tile over the group's heads and the non-skipped query chunks) against the
  *   CPU backend's attention op: out, dq, dk, dv within 1e-5 + 2e-4 * max|ref|.
- * The CUDA kernels themselves are checked against the CPU op by tests/kernels/test_cuda_ops.c
+ * The CUDA kernels themselves are checked against the CPU op by tests/kernels/test_backend_ops.c
  * on a GPU. */
 #include "kernels/cuda/flash_plan.h"
 #include "kernels/ops.h"
