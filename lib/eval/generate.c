@@ -101,66 +101,79 @@ static double now_s(void)
     return (double)swift_trace_now() * 1e-9;
 }
 
-int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
-                   const struct swift_gen_opts *o, swift_gen_stop_fn stop, void *ctx,
-                   struct swift_gen_stats *st)
+/* One generation's host buffers: prefill takes up to M tokens per call, decode up to n. */
+struct gen {
+    struct swift_kv *kv;
+    struct swift_gen_seq *seqs;
+    int n, V, M;
+    float *logits; /* (n, V): each sequence's latest logits */
+    int32_t *tok;
+    int *rowof, *want, *wrow, *next;
+    uint64_t (*rng)[4];
+};
+
+static void gen_free(struct gen *g)
 {
-    int V = kv->m->cfg.vocab_size, M = kv->max_tokens;
-    if (n > kv->rows)
-        return swift_error("%d sequences for a cache of %d rows", n, kv->rows);
-    if (o->max_new < 1)
-        return swift_error("max new tokens must be at least 1");
-    int rc = -1;
-    /* prefill fills up to M tokens per call, decode up to n (one per sequence) */
-    size_t T = (size_t)(M > n ? M : n);
-    float *logits = malloc((size_t)(n > 0 ? n : 1) * V * sizeof(float));
-    int32_t *tok = malloc(T * sizeof(int32_t));
-    int *rowof = malloc(T * sizeof(int)), *want = malloc(T * sizeof(int));
-    int *wrow = malloc(T * sizeof(int));
-    uint64_t(*rng)[4] = malloc((size_t)(n > 0 ? n : 1) * sizeof(*rng));
-    int32_t *next = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    if (!logits || !tok || !rowof || !want || !wrow || !rng || !next) {
-        swift_error("out of memory");
-        goto out;
-    }
-    for (int i = 0; i < n; i++)
+    free(g->logits);
+    free(g->tok);
+    free(g->rowof);
+    free(g->want);
+    free(g->wrow);
+    free(g->rng);
+    free(g->next);
+}
+
+/* Buffers, checks of every sequence, the output arrays and the RNGs. */
+static int gen_init(struct gen *g, const struct swift_gen_opts *o)
+{
+    int n = g->n, V = g->V, M = g->M;
+    size_t T = (size_t)(M > n ? M : n), n1 = (size_t)(n > 0 ? n : 1);
+    struct swift_gen_seq *seqs = g->seqs;
+    for (int i = 0; i < n; i++) /* freed on error */
         seqs[i].out = NULL;
+    g->logits = malloc(n1 * V * sizeof(float));
+    g->tok = malloc(T * sizeof(int32_t));
+    g->rowof = malloc(T * sizeof(int));
+    g->want = malloc(T * sizeof(int));
+    g->wrow = malloc(T * sizeof(int));
+    g->rng = malloc(n1 * sizeof(*g->rng));
+    g->next = malloc(n1 * sizeof(int32_t));
+    if (!g->logits || !g->tok || !g->rowof || !g->want || !g->wrow || !g->rng || !g->next)
+        return swift_error("out of memory");
     for (int i = 0; i < n; i++) {
         seqs[i].n_out = 0;
         seqs[i].stopped = 0;
-        if (seqs[i].prompt_len < 1) {
-            swift_error("sequence %d has an empty prompt", i);
-            goto out;
-        }
-        if (seqs[i].prompt_len + o->max_new > kv->cap) {
-            swift_error("prompt of %d tokens + %d new tokens exceed the cache (%d)",
-                        seqs[i].prompt_len,
-                        o->max_new,
-                        kv->cap);
-            goto out;
-        }
+        if (seqs[i].prompt_len < 1)
+            return swift_error("sequence %d has an empty prompt", i);
+        if (seqs[i].prompt_len + o->max_new > g->kv->cap)
+            return swift_error("prompt of %d tokens + %d new tokens exceed the cache (%d)",
+                               seqs[i].prompt_len,
+                               o->max_new,
+                               g->kv->cap);
         seqs[i].out = malloc((size_t)o->max_new * sizeof(int32_t));
-        if (!seqs[i].out) {
-            swift_error("out of memory");
-            goto out;
-        }
-        swift_rng_seed(rng[i], seqs[i].seed);
+        if (!seqs[i].out)
+            return swift_error("out of memory");
+        swift_rng_seed(g->rng[i], seqs[i].seed);
     }
-    swift_kv_reset(kv, -1);
+    return 0;
+}
 
-    /* prefill: prompt tokens in chunks; logits of each prompt's last token */
-    double t0 = now_s();
-    int64_t tt0 = swift_trace_now();
+/* Prompt tokens in chunks of M; the logits of each prompt's last token. Returns the tokens
+ * run, or -1. */
+static long prefill(struct gen *g)
+{
+    struct swift_gen_seq *seqs = g->seqs;
+    int V = g->V;
     long ptoks = 0;
     int si = 0, sp = 0; /* sequence and position of the next prompt token */
-    while (si < n) {
+    while (si < g->n) {
         int N = 0, nw = 0;
-        while (si < n && N < M) {
-            tok[N] = seqs[si].prompt[sp];
-            rowof[N] = si;
+        while (si < g->n && N < g->M) {
+            g->tok[N] = seqs[si].prompt[sp];
+            g->rowof[N] = si;
             if (sp == seqs[si].prompt_len - 1) {
-                want[nw] = N;
-                wrow[nw++] = si;
+                g->want[nw] = N;
+                g->wrow[nw++] = si;
             }
             N++;
             if (++sp == seqs[si].prompt_len) {
@@ -169,80 +182,124 @@ int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
             }
         }
         float *lg = malloc((size_t)(nw > 0 ? nw : 1) * V * sizeof(float));
-        if (!lg) {
-            swift_error("out of memory");
-            goto out;
-        }
-        if (swift_kv_forward(kv, tok, rowof, N, want, nw, lg) < 0) {
+        if (!lg)
+            return swift_error("out of memory");
+        if (swift_kv_forward(g->kv, g->tok, g->rowof, N, g->want, nw, lg) < 0) {
             free(lg);
-            goto out;
+            return -1;
         }
         for (int w = 0; w < nw; w++)
-            memcpy(logits + (size_t)wrow[w] * V, lg + (size_t)w * V, (size_t)V * sizeof(float));
+            memcpy(
+                g->logits + (size_t)g->wrow[w] * V, lg + (size_t)w * V, (size_t)V * sizeof(float));
         free(lg);
         ptoks += N;
     }
+    return ptoks;
+}
+
+/* Sample the next token of every live sequence into tok/rowof/next (N of them), updating
+ * *live. Returns N, or -1. */
+static int sample_step(struct gen *g, const struct swift_gen_opts *o, swift_gen_stop_fn stop,
+                       void *ctx, int *live)
+{
+    int N = 0, V = g->V;
+    for (int i = 0; i < g->n; i++) {
+        struct swift_gen_seq *s = &g->seqs[i];
+        if (s->stopped || s->n_out >= o->max_new)
+            continue;
+        int id = swift_sample(g->logits + (size_t)i * V, V, o->temperature, o->top_p, g->rng[i]);
+        if (id < 0)
+            return swift_error("no token to sample (out of memory or NaN logits)");
+        s->out[s->n_out++] = id;
+        for (int k = 0; k < o->nstop; k++)
+            if (o->stop_ids[k] == id)
+                s->stopped = 1;
+        if (!s->stopped && stop && stop(ctx, i, s->out, s->n_out))
+            s->stopped = 2;
+        if (s->stopped || s->n_out >= o->max_new) {
+            (*live)--;
+            continue;
+        }
+        g->tok[N] = id;
+        g->rowof[N] = i;
+        g->want[N] = N;
+        g->next[N] = i;
+        N++;
+    }
+    return N;
+}
+
+/* Run the N sampled tokens (chunks of M when rows > max_tokens); their logits into place. */
+static int decode_step(struct gen *g, int N)
+{
+    int V = g->V, M = g->M;
+    for (int b = 0; b < N; b += M) {
+        int nb = N - b < M ? N - b : M;
+        float *lg = malloc((size_t)nb * V * sizeof(float));
+        if (!lg)
+            return swift_error("out of memory");
+        for (int k = 0; k < nb; k++)
+            g->want[b + k] = k;
+        if (swift_kv_forward(g->kv, g->tok + b, g->rowof + b, nb, g->want + b, nb, lg) < 0) {
+            free(lg);
+            return -1;
+        }
+        for (int k = 0; k < nb; k++)
+            memcpy(g->logits + (size_t)g->next[b + k] * V,
+                   lg + (size_t)k * V,
+                   (size_t)V * sizeof(float));
+        free(lg);
+    }
+    return 0;
+}
+
+/* Decode: one token per live sequence per step. Returns the tokens run, or -1. */
+static long decode(struct gen *g, const struct swift_gen_opts *o, swift_gen_stop_fn stop, void *ctx)
+{
+    long dtoks = 0;
+    int live = g->n;
+    while (live > 0) {
+        int N = sample_step(g, o, stop, ctx, &live);
+        if (N < 0)
+            return -1;
+        if (N == 0)
+            break;
+        /* N <= n <= rows */
+        if (decode_step(g, N) < 0)
+            return -1;
+        dtoks += N;
+    }
+    return dtoks;
+}
+
+int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
+                   const struct swift_gen_opts *o, swift_gen_stop_fn stop, void *ctx,
+                   struct swift_gen_stats *st)
+{
+    if (n > kv->rows)
+        return swift_error("%d sequences for a cache of %d rows", n, kv->rows);
+    if (o->max_new < 1)
+        return swift_error("max new tokens must be at least 1");
+    struct gen g = {
+        .kv = kv, .seqs = seqs, .n = n, .V = kv->m->cfg.vocab_size, .M = kv->max_tokens};
+    int rc = -1;
+    if (gen_init(&g, o) < 0)
+        goto out;
+    swift_kv_reset(kv, -1);
+    double t0 = now_s();
+    int64_t tt0 = swift_trace_now();
+    long ptoks = prefill(&g);
+    if (ptoks < 0)
+        goto out;
     double t1 = now_s();
     if (swift_trace_enabled()) {
         struct swift_targ a[2] = {SWIFT_TARG_I("tokens", ptoks), SWIFT_TARG_I("sequences", n)};
         swift_trace_span("eval", "prefill", tt0, swift_trace_now(), a, 2);
     }
-
-    /* decode: one token per live sequence per step */
-    long dtoks = 0;
-    int live = n;
     int64_t dt0 = swift_trace_now();
-    while (live > 0) {
-        int N = 0;
-        for (int i = 0; i < n; i++) {
-            struct swift_gen_seq *s = &seqs[i];
-            if (s->stopped || s->n_out >= o->max_new)
-                continue;
-            int id = swift_sample(logits + (size_t)i * V, V, o->temperature, o->top_p, rng[i]);
-            if (id < 0) {
-                swift_error("no token to sample (out of memory or NaN logits)");
-                goto out;
-            }
-            s->out[s->n_out++] = id;
-            for (int k = 0; k < o->nstop; k++)
-                if (o->stop_ids[k] == id)
-                    s->stopped = 1;
-            if (!s->stopped && stop && stop(ctx, i, s->out, s->n_out))
-                s->stopped = 2;
-            if (s->stopped || s->n_out >= o->max_new) {
-                live--;
-                continue;
-            }
-            tok[N] = id;
-            rowof[N] = i;
-            want[N] = N;
-            next[N] = i;
-            N++;
-        }
-        if (N == 0)
-            break;
-        /* N <= n <= rows; chunk when rows > max_tokens */
-        for (int b = 0; b < N; b += M) {
-            int nb = N - b < M ? N - b : M;
-            float *lg = malloc((size_t)nb * V * sizeof(float));
-            if (!lg) {
-                swift_error("out of memory");
-                goto out;
-            }
-            for (int k = 0; k < nb; k++)
-                want[b + k] = k;
-            if (swift_kv_forward(kv, tok + b, rowof + b, nb, want + b, nb, lg) < 0) {
-                free(lg);
-                goto out;
-            }
-            for (int k = 0; k < nb; k++)
-                memcpy(logits + (size_t)next[b + k] * V,
-                       lg + (size_t)k * V,
-                       (size_t)V * sizeof(float));
-            free(lg);
-        }
-        dtoks += N;
-    }
+    long dtoks = decode(&g, o, stop, ctx);
+    if (dtoks < 0)
+        goto out;
     double t2 = now_s();
     if (swift_trace_enabled()) {
         struct swift_targ a[2] = {SWIFT_TARG_I("tokens", dtoks), SWIFT_TARG_I("sequences", n)};
@@ -265,12 +322,6 @@ out:
             free(seqs[i].out);
             seqs[i].out = NULL;
         }
-    free(logits);
-    free(tok);
-    free(rowof);
-    free(want);
-    free(wrow);
-    free(rng);
-    free(next);
+    gen_free(&g);
     return rc;
 }

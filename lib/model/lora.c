@@ -1,15 +1,14 @@
 /* lora — see lora.h. */
 #include "lib/model/lora.h"
+#include "lib/model/adapter.h"
+#include "lib/model/internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "lib/core/error.h"
-#include "lib/core/fileio.h"
 #include "lib/formats/safetensors.h"
 #include "lib/core/banned.h"
 
@@ -39,14 +38,6 @@ static int targeted(const char *targets, const char *full)
     return 0;
 }
 
-static uint64_t next(uint64_t *s)
-{
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
 {
     const struct swift_model_config *c = &m->cfg;
@@ -68,7 +59,7 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
         return swift_error("--target-modules '%s' selects no linear layer", o->targets);
     m->lora_rank = o->rank;
     m->lora_alpha = o->alpha;
-    m->lora_scale = o->use_rslora ? o->alpha / sqrtf((float)o->rank) : o->alpha / (float)o->rank;
+    m->lora_scale = swift_lora_scale(o->alpha, o->rank, o->use_rslora);
     m->lora_dropout = o->dropout;
     m->nlora = total;
     m->lora_params = m->ops->alloc(total * sizeof(float));
@@ -89,8 +80,7 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
             for (int ab = 0; ab < 2; ab++) {
                 struct swift_param *p = &m->lp[m->nlp++];
                 char nm[200];
-                snprintf(
-                    nm, sizeof(nm), "base_model.model.%s.lora_%c.weight", L->name, ab ? 'B' : 'A');
+                swift_adapter_tensor_name(nm, sizeof(nm), L->name, ab ? 'B' : 'A');
                 p->name = strdup(nm);
                 if (!p->name)
                     return swift_error("out of memory");
@@ -115,7 +105,9 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
                     if (!host)
                         return swift_error("out of memory");
                     for (size_t i = 0; i < p->numel; i++)
-                        host[i] = bound * (2.0f * (float)((next(&seed) >> 40) / 16777216.0) - 1.0f);
+                        host[i] =
+                            bound *
+                            (2.0f * (float)((swift_splitmix64(&seed) >> 40) / 16777216.0) - 1.0f);
                     m->ops->upload(p->w, host, p->numel * sizeof(float));
                     free(host);
                 }
@@ -133,94 +125,19 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
 
 static char targets_buf[1024];
 
-int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_opts *o)
+/* the adapter's tensors into the attached adapters (converted on the host, then uploaded:
+ * backend memory may be a device's) */
+static int fill(struct swift_model *m, const struct swift_adapter *ad)
 {
-    char *cp = swift_path_join(dir, "adapter_config.json");
-    if (!cp)
-        return swift_error("out of memory");
-    json_error_t jerr;
-    json_t *root = json_load_file(cp, 0, &jerr);
-    int rc = -1;
-    if (!root) {
-        swift_error_at(cp, jerr.line, "%s", jerr.text);
-        free(cp);
-        return -1;
-    }
-    memset(o, 0, sizeof(*o));
-    const char *pt = json_string_value(json_object_get(root, "peft_type"));
-    json_t *r = json_object_get(root, "r"), *al = json_object_get(root, "lora_alpha");
-    json_t *tm = json_object_get(root, "target_modules");
-    if (!pt || strcmp(pt, "LORA")) {
-        swift_error_at(cp, 0, "peft_type must be \"LORA\"");
-        goto out;
-    }
-    if (!json_is_integer(r) || !json_is_number(al)) {
-        swift_error_at(cp, 0, "missing or non-numeric 'r' or 'lora_alpha'");
-        goto out;
-    }
-    if (json_is_true(json_object_get(root, "use_dora"))) {
-        swift_error_at(cp, 0, "DoRA adapters are not supported");
-        goto out;
-    }
-    json_t *rp = json_object_get(root, "rank_pattern"),
-           *ap = json_object_get(root, "alpha_pattern");
-    if ((json_is_object(rp) && json_object_size(rp)) ||
-        (json_is_object(ap) && json_object_size(ap))) {
-        swift_error_at(cp, 0, "rank_pattern and alpha_pattern are not supported");
-        goto out;
-    }
-    o->rank = (int)json_integer_value(r);
-    o->alpha = (float)json_number_value(al);
-    o->dropout = (float)json_number_value(json_object_get(root, "lora_dropout"));
-    o->use_rslora = json_is_true(json_object_get(root, "use_rslora"));
-    targets_buf[0] = 0;
-    if (json_is_string(tm) && !strcmp(json_string_value(tm), "all-linear")) {
-        snprintf(targets_buf, sizeof(targets_buf), "all-linear");
-    } else if (json_is_array(tm)) {
-        size_t i, used = 0;
-        json_t *v;
-        json_array_foreach(tm, i, v)
-        {
-            if (!json_is_string(v))
-                continue;
-            int n = snprintf(targets_buf + used,
-                             sizeof(targets_buf) - used,
-                             "%s%s",
-                             used ? "," : "",
-                             json_string_value(v));
-            if (n < 0 || (size_t)n >= sizeof(targets_buf) - used) {
-                swift_error_at(cp, 0, "target_modules list too long");
-                goto out;
-            }
-            used += (size_t)n;
-        }
-    } else {
-        swift_error_at(cp,
-                       0,
-                       "target_modules must be a list or \"all-linear\" (regular "
-                       "expressions are not supported)");
-        goto out;
-    }
-    o->targets = targets_buf;
-    if (swift_lora_attach(m, o) < 0)
-        goto out;
-    char *wp = swift_path_join(dir, "adapter_model.safetensors");
-    struct swift_safetensors st;
-    if (!wp || swift_safetensors_open(&st, wp) < 0) {
-        free(wp);
-        goto out;
-    }
-    free(wp);
-    rc = 0;
-    /* converted on the host, then uploaded (backend memory may be a device's) */
     float *host = malloc((m->nlora ? m->nlora : 1) * sizeof(float));
     if (!host)
-        rc = swift_error("out of memory");
+        return swift_error("out of memory");
+    int rc = 0;
     for (int i = 0; i < m->nlp && rc == 0; i++) {
         struct swift_param *p = &m->lp[i];
-        const struct swift_st_tensor *t = swift_safetensors_find(&st, p->name);
+        const struct swift_st_tensor *t = swift_safetensors_find(&ad->st, p->name);
         if (!t)
-            rc = swift_error_at(st.path, 0, "missing tensor '%s'", p->name);
+            rc = swift_error_at(ad->st.path, 0, "missing tensor '%s'", p->name);
         else if (swift_st_tensor_check_shape(t, 2, p->shape) < 0 ||
                  swift_st_tensor_to_f32(t, host) < 0)
             rc = -1;
@@ -228,11 +145,34 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
             m->ops->upload(p->w, host, p->numel * sizeof(float));
     }
     free(host);
-    swift_safetensors_close(&st);
-out:
-    json_decref(root);
-    free(cp);
     return rc;
+}
+
+int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_opts *o)
+{
+    struct swift_adapter ad;
+    memset(o, 0, sizeof(*o));
+    int rc = swift_adapter_open(&ad, dir);
+    if (rc == 0 && ad.cfg.patterns)
+        rc = swift_error_at(ad.cfg_path, 0, "rank_pattern and alpha_pattern are not supported");
+    if (rc == 0 && ad.cfg.targets_regex)
+        rc = swift_error_at(ad.cfg_path,
+                            0,
+                            "target_modules must be a list or \"all-linear\" (regular "
+                            "expressions are not supported)");
+    if (rc == 0) {
+        o->rank = ad.cfg.r;
+        o->alpha = (float)ad.cfg.alpha;
+        o->dropout = (float)ad.cfg.dropout;
+        o->use_rslora = ad.cfg.use_rslora;
+        snprintf(targets_buf, sizeof(targets_buf), "%s", ad.cfg.targets);
+        o->targets = targets_buf;
+        rc = swift_lora_attach(m, o);
+    }
+    if (rc == 0)
+        rc = fill(m, &ad);
+    swift_adapter_close(&ad);
+    return rc < 0 ? -1 : 0;
 }
 
 int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o, const char *dir,
@@ -255,73 +195,22 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
         e[i].shape[1] = m->lp[i].shape[1];
         e[i].data = host + (m->lp[i].w - m->lora_params);
     }
-    char *wp = swift_path_join(dir, "adapter_model.safetensors");
-    int rc = wp ? swift_safetensors_write(wp, e, (size_t)m->nlp, NULL) : -1;
-    free(wp);
-    free(host);
-    free(e);
-    if (rc < 0)
-        return -1;
     /* target_modules: the short names in use, as PEFT writes them for ms-swift's all-linear */
-    json_t *tm = json_array();
+    struct swift_adapter_config c = {
+        .r = o->rank, .alpha = o->alpha, .dropout = o->dropout, .use_rslora = o->use_rslora};
+    size_t used = 0;
     for (int k = 0; k < SWIFT_LIN_COUNT; k++)
         for (int l = 0; l < m->cfg.num_layers; l++)
             if (m->layers[l].lin[k].lora) {
-                json_array_append_new(tm, json_string(short_names[k]));
+                used += (size_t)snprintf(c.targets + used,
+                                         sizeof(c.targets) - used,
+                                         "%s%s",
+                                         used ? "," : "",
+                                         short_names[k]);
                 break;
             }
-    json_t *root = json_pack(
-        "{s:s?,s:n,s:s,s:s,s:o,s:s,s:b,s:b,s:b,s:b,s:i,s:f,s:f,s:n,s:n,s:n,s:{},s:{},s:b,s:b}",
-        "base_model_name_or_path",
-        base_model,
-        "revision",
-        "task_type",
-        "CAUSAL_LM",
-        "peft_type",
-        "LORA",
-        "target_modules",
-        tm,
-        "bias",
-        "none",
-        "fan_in_fan_out",
-        0,
-        "inference_mode",
-        1,
-        "init_lora_weights",
-        1,
-        "use_rslora",
-        o->use_rslora,
-        "r",
-        o->rank,
-        "lora_alpha",
-        round((double)o->alpha * 1e6) / 1e6,
-        "lora_dropout",
-        round((double)o->dropout * 1e6) / 1e6,
-        "modules_to_save",
-        "layers_to_transform",
-        "layers_pattern",
-        "rank_pattern",
-        "alpha_pattern",
-        "use_dora",
-        0,
-        "lora_bias",
-        0);
-    char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(root);
-    char *cp = swift_path_join(dir, "adapter_config.json");
-    if (!txt || !cp)
-        rc = swift_error("out of memory");
-    else {
-        size_t n = strlen(txt);
-        char *t2 = realloc(txt, n + 2);
-        if (t2) {
-            txt = t2;
-            txt[n++] = '\n';
-            txt[n] = 0;
-        }
-        rc = swift_atomic_write(cp, txt, n);
-    }
-    free(txt);
-    free(cp);
+    int rc = swift_adapter_write(dir, &c, base_model, e, (size_t)m->nlp);
+    free(host);
+    free(e);
     return rc;
 }

@@ -22,6 +22,10 @@
  *
  * Loss: cross-entropy summed over trained targets times `dscale` (ms-swift's normalisation is
  * the sum over trained tokens divided by their count over the whole accumulated batch).
+ *
+ * The wing: config.c (config.json), weights.c (parameters, load, init, save), acts.c
+ * (activations), forward.c (the one layer forward, run by training here and by generation over
+ * a key/value cache, kv.h), backward.c; LoRA adapters in lora.h, PEFT's files in adapter.h.
  */
 #ifndef SWIFT_MODEL_H
 #define SWIFT_MODEL_H
@@ -115,7 +119,7 @@ struct swift_loss {
     long correct; /* argmax == target */
 };
 
-struct swift_model_acts; /* activations (model.c) */
+struct swift_model_acts; /* activations (acts.c) */
 
 struct swift_model {
     struct swift_model_config cfg;

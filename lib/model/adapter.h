@@ -1,0 +1,83 @@
+/*
+ * adapter — the one reader and writer of PEFT's LoRA layout: DIR/adapter_config.json and
+ * DIR/adapter_model.safetensors. Training saves through it (lib/model/lora.c), training's resume
+ * and evaluation load through it (swift_lora_load), and swift-export --merge-lora reads it
+ * (lib/export/merge.c); the LoRA scale is computed here only (swift_lora_scale).
+ *
+ *     struct swift_adapter ad;
+ *     if (swift_adapter_open(&ad, "run/checkpoint-50") < 0)
+ *         return -1;                                   // reported with the file named
+ *     const struct swift_adapter_pair *p = swift_adapter_find(&ad,
+ * "model.layers.0.self_attn.q_proj"); float s = swift_lora_scale(swift_adapter_alpha(&ad,
+ * p->module), (int)p->a->shape[0], ad.cfg.use_rslora);
+ *     ... W += s * B @ A with p->a (r,in) and p->b (out,r) ...
+ *     swift_adapter_close(&ad);
+ *
+ * Tensors are named base_model.model.<module>.lora_A.weight and ...lora_B.weight (PEFT also
+ * writes ...lora_A.default.weight; both are read). Refused when reading: a peft_type other than
+ * LORA, a missing or non-numeric r or lora_alpha, DoRA, fan_in_fan_out (GPT-2's Conv1D), a bias
+ * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
+ * types). What a caller cannot do (rank_pattern for an attached model, a regular expression in
+ * target_modules) the caller refuses.
+ */
+#ifndef SWIFT_MODEL_ADAPTER_H
+#define SWIFT_MODEL_ADAPTER_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "lib/formats/safetensors.h"
+
+struct swift_adapter_config {
+    int r;          /* rank */
+    double alpha;   /* lora_alpha (alpha_pattern may override it per module) */
+    double dropout; /* lora_dropout */
+    int use_rslora; /* scale alpha/sqrt(r) instead of alpha/r */
+    /* target_modules as "all-linear" or "q_proj,v_proj" (lib/model/lora.h's syntax); "" with
+     * targets_regex set when target_modules is a regular expression */
+    char targets[1024];
+    int targets_regex;
+    int patterns; /* rank_pattern or alpha_pattern is not empty */
+};
+
+/* One module's adapter: lora_A (r,in) and lora_B (out,r), tensors of the adapter's file. */
+struct swift_adapter_pair {
+    char *module; /* "model.layers.0.self_attn.q_proj" */
+    const struct swift_st_tensor *a, *b;
+    int used; /* for the caller: set when merged or loaded */
+};
+
+struct swift_adapter {
+    struct swift_adapter_config cfg;
+    json_t *json; /* the whole adapter_config.json */
+    struct swift_safetensors st;
+    struct swift_adapter_pair *pairs; /* every module of the file, in file order */
+    size_t n;
+    char *cfg_path, *st_path;
+};
+
+/* The scale of the update B·A: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's
+ * LoraLayer.update_layer), computed in double and rounded once to float. */
+float swift_lora_scale(double alpha, int r, int use_rslora);
+
+/* Read DIR/adapter_config.json and open DIR/adapter_model.safetensors, pairing every lora_A with
+ * its lora_B (mapped, not copied). Returns 0 or -1 after reporting; close *ad either way. */
+int swift_adapter_open(struct swift_adapter *ad, const char *dir);
+void swift_adapter_close(struct swift_adapter *ad);
+/* The pair of a module ("model.layers.0.self_attn.q_proj"), or NULL. */
+struct swift_adapter_pair *swift_adapter_find(const struct swift_adapter *ad, const char *module);
+/* lora_alpha for a module: the alpha_pattern entry whose key is a dotted suffix of module, else
+ * the adapter's lora_alpha. */
+double swift_adapter_alpha(const struct swift_adapter *ad, const char *module);
+
+/* "base_model.model.<module>.lora_A.weight" (which 'A' or 'B') into buf of n bytes. */
+void swift_adapter_tensor_name(char *buf, size_t n, const char *module, char which);
+
+/* Write DIR/adapter_model.safetensors (the n F32 entries, named by swift_adapter_tensor_name)
+ * and DIR/adapter_config.json as PEFT writes it (c->targets a comma-separated list of short
+ * module names; base_model may be NULL). dir must exist. Returns 0 or -1. */
+int swift_adapter_write(const char *dir, const struct swift_adapter_config *c,
+                        const char *base_model, const struct swift_st_entry *e, size_t n);
+
+#endif

@@ -1,0 +1,306 @@
+/* model forward — the one decoder forward (see model.h): training's over whole rows (activations
+ * kept for backward) and generation's over a key/value cache (lib/model/kv.h) run the same
+ * layer function; only where attention finds the keys and values differs. */
+#include "lib/model/model.h"
+#include "lib/model/internal.h"
+#include "lib/model/kv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/core/error.h"
+#include "lib/core/trace.h"
+#include "lib/core/banned.h"
+
+/* How one layer call sees its N tokens. */
+struct layer_ctx {
+    int N;
+    const int32_t *pos;  /* (N) position of each token in its document or cache row */
+    int B, T;            /* without a cache: B rows of T tokens, causal attention inside each */
+    struct swift_kv *kv; /* NULL, or: keys and values appended at kv->slot, attention over the
+                          * rows kv->rowi of the cache */
+    float *xa;           /* (N,r) LoRA scratch shared by the adapters; NULL: each adapter's own
+                          * ad->xa, kept for backward */
+    int drop;            /* LoRA dropout on (training with a backward to follow) */
+};
+
+static uint64_t lin_seed(const struct swift_model *m, int l, int k)
+{
+    uint64_t s = m->dropout_seed ^ ((uint64_t)(l + 1) * 0x9e3779b97f4a7c15ULL) ^
+                 ((uint64_t)(k + 1) * 0xc2b2ae3d27d4eb4fULL);
+    return swift_splitmix64(&s);
+}
+
+/* out (N,out) = x (N,in) @ W^T (+b) + scale * dropout(x) A^T B^T (+ beta * out) */
+static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, int k, float *out,
+                    const float *x, float beta)
+{
+    const struct swift_ops *ops = m->ops;
+    struct swift_linear *L = &m->layers[l].lin[k];
+    int N = cx->N;
+    OP_BEGIN();
+    ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
+    struct swift_lora_ad *ad = L->lora;
+    if (ad) {
+        const float *xin = x;
+        float *xa = cx->xa ? cx->xa : ad->xa;
+        if (cx->drop) {
+            ops->dropout_fwd(
+                ad->xd, ad->mask, x, (size_t)N * L->in, m->lora_dropout, lin_seed(m, l, k));
+            xin = ad->xd;
+        }
+        ops->matmul_fwd(xa, xin, ad->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
+        ops->matmul_fwd(out, xa, ad->B, NULL, N, m->lora_rank, L->out, m->lora_scale, 1.0f);
+    }
+    if (op_t0) {
+        char sh[96];
+        snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]^T", N, L->in, L->out, L->in);
+        OP_END(swift_lin_names[k], swift_matmul_flops(N, L->in, L->out), sh);
+    }
+}
+
+/* la->att = GQA causal attention of la->q over the keys and values of the context */
+static void attend(struct swift_model *m, int l, const struct layer_ctx *cx, struct layer_acts *la)
+{
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    int N = cx->N, NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim;
+    struct swift_kv *kv = cx->kv;
+    if (kv) { /* the new tokens' keys and values into their rows, then attention over them */
+        size_t KD = (size_t)NKV * D, off = (size_t)l * kv->rows * kv->cap * KD;
+        float *kc = kv->k + off, *vc = kv->v + off;
+        ops->copy_rows(kc, kv->slot, la->k, NULL, N, (int)KD);
+        ops->copy_rows(vc, kv->slot, la->v, NULL, N, (int)KD);
+        ops->attention_cached(
+            la->att, la->q, kc, vc, cx->pos, kv->rowi, (size_t)kv->cap * KD, N, NH, NKV, D);
+        return;
+    }
+    int B = cx->B, T = cx->T;
+    OP_BEGIN();
+    ops->attention_fwd(la->att, la->probs, la->q, la->k, la->v, cx->pos, B, T, NH, NKV, D);
+    char sh[96];
+    snprintf(sh, sizeof(sh), "B=%d T=%d NH=%d NKV=%d D=%d", B, T, NH, NKV, D);
+    OP_END("attention", 2.0 * B * NH * (double)T * T * D, sh);
+}
+
+/* One decoder layer: x (N,H) -> y (N,H) through la (la->mid and y may alias x). */
+static void layer_fwd(struct swift_model *m, int l, const struct layer_ctx *cx, const float *x,
+                      float *y, struct layer_acts *la)
+{
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    struct swift_layer *Ly = &m->layers[l];
+    int N = cx->N, H = c->hidden_size, I = c->intermediate_size;
+    int NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim;
+    int64_t lt0 = swift_trace_detail() ? swift_trace_now() : 0;
+    ops->rmsnorm_fwd(la->ln1, la->rstd1, x, Ly->ln1, N, H, c->rms_norm_eps);
+    lin_fwd(m, cx, l, SWIFT_LIN_Q, c->qk_norm ? la->qraw : la->q, la->ln1, 0.0f);
+    lin_fwd(m, cx, l, SWIFT_LIN_K, c->qk_norm ? la->kraw : la->k, la->ln1, 0.0f);
+    lin_fwd(m, cx, l, SWIFT_LIN_V, la->v, la->ln1, 0.0f);
+    if (c->qk_norm) {
+        ops->rmsnorm_fwd(la->q, la->qrstd, la->qraw, Ly->qn, N * NH, D, c->rms_norm_eps);
+        ops->rmsnorm_fwd(la->k, la->krstd, la->kraw, Ly->kn, N * NKV, D, c->rms_norm_eps);
+    }
+    ops->rope_fwd(la->q, cx->pos, m->inv_freq, N, NH, D);
+    ops->rope_fwd(la->k, cx->pos, m->inv_freq, N, NKV, D);
+    attend(m, l, cx, la);
+    if (la->mid != x)
+        ops->copy(la->mid, x, (size_t)N * H);
+    lin_fwd(m, cx, l, SWIFT_LIN_O, la->mid, la->att, 1.0f); /* residual */
+    ops->rmsnorm_fwd(la->ln2, la->rstd2, la->mid, Ly->ln2, N, H, c->rms_norm_eps);
+    lin_fwd(m, cx, l, SWIFT_LIN_GATE, la->gate, la->ln2, 0.0f);
+    lin_fwd(m, cx, l, SWIFT_LIN_UP, la->up, la->ln2, 0.0f);
+    ops->swiglu_fwd(la->act, la->gate, la->up, (size_t)N * I);
+    if (y != la->mid)
+        ops->copy(y, la->mid, (size_t)N * H);
+    lin_fwd(m, cx, l, SWIFT_LIN_DOWN, y, la->act, 1.0f); /* residual */
+    if (lt0) {
+        char nm[32];
+        snprintf(nm, sizeof(nm), "layer.%d.forward", l);
+        struct swift_targ la_[1] = {SWIFT_TARG_I("layer", l)};
+        swift_trace_span("compute", nm, lt0, swift_trace_now(), la_, 1);
+    }
+}
+
+void swift_model_layer_train(struct swift_model *m, int l, const struct swift_batch *b,
+                             struct layer_acts *la)
+{
+    size_t NH = (size_t)b->B * b->T * m->cfg.hidden_size;
+    struct layer_ctx cx = {.N = b->B * b->T,
+                           .pos = b->pos,
+                           .B = b->B,
+                           .T = b->T,
+                           .drop = m->lora_dropout > 0 && m->training};
+    float *res = m->acts->res + (size_t)l * NH;
+    layer_fwd(m, l, &cx, res, res + NH, la);
+}
+
+int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
+                        float dscale)
+{
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    int B = b->B, T = b->T, N = B * T, H = c->hidden_size, V = c->vocab_size;
+    if (swift_model_reserve(m, B, T) < 0)
+        return -1;
+    for (int n = 0; n < N; n++) {
+        if (b->tokens[n] < 0 || b->tokens[n] >= V)
+            return swift_error(
+                "token id %d at position %d is outside the vocabulary (%d)", b->tokens[n], n, V);
+        if (b->targets[n] >= V)
+            return swift_error("target id %d is outside the vocabulary (%d)", b->targets[n], V);
+        if (b->pos[n] < 0 || b->pos[n] > n % T)
+            return swift_error("position %d of token %d runs before its row", b->pos[n], n);
+    }
+    struct swift_model_acts *a = m->acts;
+    m->training = dscale != 0.0f; /* dropout only when a backward pass follows */
+    ops->embed_fwd(a->res, b->tokens, m->embed, N, H);
+    for (int l = 0; l < c->num_layers; l++)
+        swift_model_layer_train(m, l, b, &a->la[m->act_ckpt ? 0 : l]);
+    float *last = a->res + (size_t)c->num_layers * N * H;
+    ops->rmsnorm_fwd(a->lnf, a->rstdf, last, m->norm, N, H, c->rms_norm_eps);
+    {
+        OP_BEGIN();
+        ops->matmul_fwd(a->logits, a->lnf, m->lm_head, NULL, N, H, V, 1.0f, 0.0f);
+        char sh[96];
+        snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]^T", N, H, V, H);
+        OP_END("lm_head", swift_matmul_flops(N, H, V), sh);
+    }
+    OP_BEGIN();
+    ops->cross_entropy(dscale != 0.0f ? a->logits : NULL,
+                       &loss->sum,
+                       &loss->count,
+                       &loss->correct,
+                       a->logits,
+                       b->targets,
+                       N,
+                       V,
+                       dscale);
+    OP_END("cross_entropy", 3.0 * N * V, "");
+    return 0;
+}
+
+void swift_model_layer_forward(struct swift_model *m, int l, const struct swift_batch *b,
+                               const float *x, float *y, const float *in[SWIFT_LIN_COUNT])
+{
+    size_t NH = (size_t)b->B * b->T * m->cfg.hidden_size;
+    struct swift_model_acts *a = m->acts;
+    struct layer_acts *la = &a->la[m->act_ckpt ? 0 : l];
+    float *res = a->res + (size_t)l * NH;
+    m->training = 0;
+    m->ops->copy(res, x, NH);
+    swift_model_layer_train(m, l, b, la);
+    if (y)
+        m->ops->copy(y, res + NH, NH);
+    in[SWIFT_LIN_Q] = in[SWIFT_LIN_K] = in[SWIFT_LIN_V] = la->ln1;
+    in[SWIFT_LIN_O] = la->att;
+    in[SWIFT_LIN_GATE] = in[SWIFT_LIN_UP] = la->ln2;
+    in[SWIFT_LIN_DOWN] = la->act;
+}
+
+int swift_model_embed(struct swift_model *m, const struct swift_batch *b, float *x)
+{
+    int N = b->B * b->T, V = m->cfg.vocab_size;
+    for (int n = 0; n < N; n++)
+        if (b->tokens[n] < 0 || b->tokens[n] >= V)
+            return swift_error(
+                "token id %d at position %d is outside the vocabulary (%d)", b->tokens[n], n, V);
+    m->ops->embed_fwd(x, b->tokens, m->embed, N, m->cfg.hidden_size);
+    return 0;
+}
+
+/* Give token i its row's next position and cache slot; grow the logits buffer to nwant rows.
+ * Checks everything first: on error (reported) nothing has changed. */
+static int kv_place(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
+                    const int *want, int nwant)
+{
+    const struct swift_ops *ops = kv->m->ops;
+    int V = kv->m->cfg.vocab_size;
+    for (int i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return swift_error("token id %d is outside the vocabulary (%d)", tokens[i], V);
+        if (rowof[i] < 0 || rowof[i] >= kv->rows)
+            return swift_error("row %d out of range (%d rows)", rowof[i], kv->rows);
+    }
+    for (int i = 0; i < N; i++) {
+        kv->pos[i] = kv->len[rowof[i]]++;
+        kv->rowi[i] = rowof[i];
+        kv->slot[i] = rowof[i] * kv->cap + kv->pos[i]; /* < rows*cap <= INT32_MAX */
+    }
+    int rc = 0;
+    for (int i = 0; i < N && rc == 0; i++)
+        if (kv->pos[i] >= kv->cap)
+            rc = swift_error("sequence longer than the cache (%d tokens)", kv->cap);
+    for (int w = 0; w < nwant && rc == 0; w++)
+        if (want[w] < 0 || want[w] >= N)
+            rc = swift_error("logits wanted for token %d of %d", want[w], N);
+    if (rc == 0 && nwant > kv->logits_rows) { /* grows to the largest nwant asked for */
+        float *lg = ops->alloc((size_t)nwant * V * sizeof(float));
+        if (!lg) {
+            rc = swift_error("out of memory for %d x %d logits on %s", nwant, V, ops->name);
+        } else {
+            if (kv->logits)
+                ops->free(kv->logits);
+            kv->logits = lg;
+            kv->logits_rows = nwant;
+        }
+    }
+    if (rc < 0)
+        for (int j = 0; j < N; j++)
+            kv->len[rowof[j]]--;
+    return rc;
+}
+
+int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
+                     const int *want, int nwant, float *logits)
+{
+    struct swift_model *m = kv->m;
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    int H = c->hidden_size, V = c->vocab_size;
+    if (N < 0 || N > kv->max_tokens)
+        return swift_error("%d tokens in one call, more than %d", N, kv->max_tokens);
+    if (N == 0)
+        return 0;
+    if (kv_place(kv, tokens, rowof, N, want, nwant) < 0)
+        return -1;
+    /* the layer's buffers in the cache's scratch: what nothing reads again is shared */
+    struct layer_acts la = {.ln1 = kv->h,
+                            .rstd1 = kv->rstd,
+                            .qraw = kv->att,
+                            .qrstd = kv->rstd,
+                            .kraw = kv->kraw,
+                            .krstd = kv->rstd,
+                            .q = kv->q,
+                            .k = kv->kk,
+                            .v = kv->vv,
+                            .att = kv->att,
+                            .mid = kv->x,
+                            .ln2 = kv->h,
+                            .rstd2 = kv->rstd,
+                            .gate = kv->gate,
+                            .up = kv->up,
+                            .act = kv->gate};
+    struct layer_ctx cx = {.N = N, .pos = kv->pos, .kv = kv, .xa = kv->xa};
+    double lin = 0, att = 0;
+    for (int k = 0; k < SWIFT_LIN_COUNT; k++)
+        lin += 2.0 * N * m->layers[0].lin[k].in * m->layers[0].lin[k].out;
+    for (int i = 0; i < N; i++)
+        att += 4.0 * c->num_heads * c->head_dim * (kv->pos[i] + 1);
+    kv->flops += (lin + att) * c->num_layers;
+
+    ops->embed_fwd(kv->x, tokens, m->embed, N, H);
+    for (int l = 0; l < c->num_layers; l++)
+        layer_fwd(m, l, &cx, kv->x, kv->x, &la);
+    if (nwant == 0)
+        return 0;
+    /* the final norm and lm_head on the wanted tokens only */
+    for (int w = 0; w < nwant; w++)
+        kv->wanti[w] = want[w];
+    ops->copy_rows(kv->sel, NULL, kv->x, kv->wanti, nwant, H);
+    ops->rmsnorm_fwd(kv->h, kv->rstd, kv->sel, m->norm, nwant, H, c->rms_norm_eps);
+    ops->matmul_fwd(kv->logits, kv->h, m->lm_head, NULL, nwant, H, V, 1.0f, 0.0f);
+    kv->flops += 2.0 * nwant * H * V;
+    ops->download(logits, kv->logits, (size_t)nwant * V * sizeof(float));
+    return 0;
+}

@@ -1,0 +1,63 @@
+/*
+ * lib/model/internal.h — what only the model wing's files share: the activation buffers of the
+ * training forward (acts.c allocates them, forward.c and backward.c use them), the linear
+ * layers' Hugging Face names, the seeded generator for initialisation and dropout, and the
+ * per-op trace spans of --profile.
+ */
+#ifndef SWIFT_MODEL_INTERNAL_H
+#define SWIFT_MODEL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "lib/core/trace.h"
+#include "lib/model/model.h"
+
+/* "self_attn.q_proj", ..., "mlp.down_proj", indexed by SWIFT_LIN_* */
+extern const char *const swift_lin_names[SWIFT_LIN_COUNT];
+
+/* splitmix64: the next 64-bit draw of state *s */
+static inline uint64_t swift_splitmix64(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Where one decoder layer writes (backend memory, N tokens). Training keeps one set per layer
+ * (one with activation checkpointing) for backward; the cached forward points them at its
+ * scratch, aliasing what nothing reads again (ln1 = ln2, act = gate, mid = the input, ...). */
+struct layer_acts {
+    float *ln1, *rstd1, *qraw, *qrstd, *kraw, *krstd, *q, *k, *v, *probs, *att, *mid, *ln2, *rstd2,
+        *gate, *up, *act;
+};
+
+struct swift_model_acts {
+    float *res; /* (L+1, N, H) */
+    struct layer_acts *la;
+    float *lnf, *rstdf, *logits;
+    float *dres, *dln, *datt, *dq, *dk, *dv, *dqraw, *dkraw, *dgate, *dup, *dact, *dxa, *dtmp;
+    void **blocks; /* everything allocated, for free */
+    int nblocks, capblocks;
+};
+
+/* Training's decoder layer l (forward.c): res[l] -> res[l+1] of m->acts, its activations into
+ * la, LoRA dropout while m->training. Backward calls it again to recompute a checkpointed layer. */
+void swift_model_layer_train(struct swift_model *m, int l, const struct swift_batch *b,
+                             struct layer_acts *la);
+
+/* Free the activations (acts.c); the model's adapters forget their activation pointers. */
+void swift_model_acts_free(struct swift_model *m);
+
+/* --profile: one span per op with shapes and FLOPs while the trace detail flag is on */
+#define OP_BEGIN() int64_t op_t0 = swift_trace_detail() ? swift_trace_now() : 0
+#define OP_END(name, flops, shape)                                                                 \
+    do {                                                                                           \
+        if (op_t0) {                                                                               \
+            struct swift_targ op_a[2] = {SWIFT_TARG_S("shape", shape),                             \
+                                         SWIFT_TARG_D("flops", flops)};                            \
+            swift_trace_span("compute", name, op_t0, swift_trace_now(), op_a, 2);                  \
+        }                                                                                          \
+    } while (0)
+
+#endif

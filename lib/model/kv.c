@@ -1,0 +1,135 @@
+/* kv — the key/value cache's memory (see kv.h); the cached forward is in forward.c. */
+#include "lib/model/kv.h"
+#include "lib/core/error.h"
+#include "lib/model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/banned.h"
+
+#define MAX_HEAD_DIM 512 /* the attention_cached op's limit (kernels/ops.h) */
+
+static void *zalloc(size_t n)
+{
+    return calloc(1, n ? n : 1);
+}
+
+int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap, int max_tokens)
+{
+    memset(kv, 0, sizeof(*kv));
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    if (!ops->copy_rows || !ops->attention_cached)
+        return swift_error("the '%s' backend has no key/value cache ops (copy_rows, "
+                           "attention_cached)",
+                           ops->name);
+    if (c->head_dim > MAX_HEAD_DIM)
+        return swift_error("head_dim %d is larger than %d", c->head_dim, MAX_HEAD_DIM);
+    if (rows < 1 || cap < 1 || max_tokens < 1)
+        return swift_error("bad cache size %d x %d", rows, cap);
+    if ((long long)rows * cap > INT32_MAX)
+        return swift_error("cache of %d x %d tokens: more than %d positions", rows, cap, INT32_MAX);
+    kv->m = m;
+    kv->rows = rows;
+    kv->cap = cap;
+    kv->max_tokens = max_tokens;
+    size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    size_t QD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
+    size_t N = (size_t)max_tokens;
+    size_t cache = (size_t)c->num_layers * rows * cap * KD;
+    size_t wide = QD > H ? QD : H;
+    /* host: row lengths and the per-call index arrays the ops take */
+    kv->len = zalloc((size_t)rows * sizeof(int));
+    kv->pos = zalloc(N * sizeof(int32_t));
+    kv->rowi = zalloc(N * sizeof(int32_t));
+    kv->slot = zalloc(N * sizeof(int32_t));
+    kv->wanti = zalloc(N * sizeof(int32_t));
+    /* backend memory: the cache and the scratch (ops->alloc zeroes) */
+    kv->k = ops->alloc(cache * sizeof(float));
+    kv->v = ops->alloc(cache * sizeof(float));
+    kv->x = ops->alloc(N * H * sizeof(float));
+    kv->h = ops->alloc(N * (wide > I ? wide : I) * sizeof(float));
+    kv->rstd = ops->alloc(N * (size_t)(c->num_heads > 1 ? c->num_heads : 1) * sizeof(float));
+    kv->q = ops->alloc(N * QD * sizeof(float));
+    kv->kk = ops->alloc(N * KD * sizeof(float));
+    /* QK-norm's input of the keys (the queries' goes to att, free until attention) */
+    kv->kraw = ops->alloc((c->qk_norm ? N * KD : 1) * sizeof(float));
+    kv->vv = ops->alloc(N * KD * sizeof(float));
+    kv->att = ops->alloc(N * wide * sizeof(float));
+    kv->gate = ops->alloc(N * I * sizeof(float));
+    kv->up = ops->alloc(N * I * sizeof(float));
+    kv->xa = ops->alloc(N * (size_t)(m->lora_rank > 0 ? m->lora_rank : 1) * sizeof(float));
+    kv->sel = ops->alloc(N * H * sizeof(float));
+    if (!kv->len || !kv->pos || !kv->rowi || !kv->slot || !kv->wanti || !kv->k || !kv->v ||
+        !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kraw || !kv->kk || !kv->vv || !kv->att ||
+        !kv->gate || !kv->up || !kv->xa || !kv->sel) {
+        swift_kv_release(kv);
+        return swift_error(
+            "out of memory for a key/value cache of %d x %d tokens on %s", rows, cap, ops->name);
+    }
+    return 0;
+}
+
+void swift_kv_release(struct swift_kv *kv)
+{
+    if (kv->m) {
+        const struct swift_ops *ops = kv->m->ops;
+        /* every backend's free accepts NULL */
+        ops->free(kv->k);
+        ops->free(kv->v);
+        ops->free(kv->x);
+        ops->free(kv->h);
+        ops->free(kv->rstd);
+        ops->free(kv->q);
+        ops->free(kv->kraw);
+        ops->free(kv->kk);
+        ops->free(kv->vv);
+        ops->free(kv->att);
+        ops->free(kv->gate);
+        ops->free(kv->up);
+        ops->free(kv->xa);
+        ops->free(kv->sel);
+        ops->free(kv->logits);
+    }
+    free(kv->len);
+    free(kv->pos);
+    free(kv->rowi);
+    free(kv->slot);
+    free(kv->wanti);
+    memset(kv, 0, sizeof(*kv));
+}
+
+void swift_kv_reset(struct swift_kv *kv, int row)
+{
+    if (row < 0)
+        memset(kv->len, 0, (size_t)kv->rows * sizeof(int));
+    else if (row < kv->rows)
+        kv->len[row] = 0;
+}
+
+static size_t kd_of(const struct swift_kv *kv)
+{
+    return (size_t)kv->m->cfg.num_kv_heads * kv->m->cfg.head_dim;
+}
+
+/* the first float of layer l's cache (rows x cap positions of KD floats) */
+static size_t layer_off(const struct swift_kv *kv, int l)
+{
+    return (size_t)l * kv->rows * kv->cap * kd_of(kv);
+}
+
+void swift_kv_copy_row(struct swift_kv *kv, int dst, int src)
+{
+    if (dst == src || dst < 0 || src < 0 || dst >= kv->rows || src >= kv->rows)
+        return;
+    const struct swift_ops *ops = kv->m->ops;
+    size_t KD = kd_of(kv), n = (size_t)kv->len[src] * KD;
+    for (int l = 0; l < kv->m->cfg.num_layers && n > 0; l++) {
+        size_t so = layer_off(kv, l) + (size_t)src * kv->cap * KD;
+        size_t d = layer_off(kv, l) + (size_t)dst * kv->cap * KD;
+        ops->copy(kv->k + d, kv->k + so, n); /* device-side copies */
+        ops->copy(kv->v + d, kv->v + so, n);
+    }
+    kv->len[dst] = kv->len[src];
+}

@@ -1,0 +1,366 @@
+/* model weights — parameters by name, load (safetensors, GPTQ), random init, save, free
+ * (see model.h). */
+#include "lib/model/model.h"
+#include "lib/model/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/export/gptq_solve.h"
+#include "lib/formats/safetensors.h"
+#include "lib/core/banned.h"
+
+const char *const swift_lin_names[SWIFT_LIN_COUNT] = {"self_attn.q_proj",
+                                                      "self_attn.k_proj",
+                                                      "self_attn.v_proj",
+                                                      "self_attn.o_proj",
+                                                      "mlp.gate_proj",
+                                                      "mlp.up_proj",
+                                                      "mlp.down_proj"};
+
+struct pspec {
+    char name[160];
+    int ndim;
+    int64_t shape[2];
+    float **w, **g;
+    int decay;
+};
+
+/* Every parameter in Hugging Face's order, with where its pointers go. */
+static int build_specs(struct swift_model *m, struct pspec **out)
+{
+    const struct swift_model_config *c = &m->cfg;
+    int H = c->hidden_size, I = c->intermediate_size, D = c->head_dim;
+    int cap = 4 + c->num_layers * 20, n = 0;
+    struct pspec *s = calloc((size_t)cap, sizeof(*s));
+    if (!s)
+        return swift_error("out of memory");
+#define ADD(nm, nd, s0, s1, wp, gp, dec)                                                           \
+    do {                                                                                           \
+        snprintf(s[n].name, sizeof(s[n].name), "%s", nm);                                          \
+        s[n].ndim = nd;                                                                            \
+        s[n].shape[0] = s0;                                                                        \
+        s[n].shape[1] = s1;                                                                        \
+        s[n].w = wp;                                                                               \
+        s[n].g = gp;                                                                               \
+        s[n].decay = dec;                                                                          \
+        n++;                                                                                       \
+    } while (0)
+    ADD("model.embed_tokens.weight", 2, c->vocab_size, H, &m->embed, &m->gembed, 1);
+    for (int l = 0; l < c->num_layers; l++) {
+        struct swift_layer *L = &m->layers[l];
+        char nm[160];
+        snprintf(nm, sizeof(nm), "model.layers.%d.input_layernorm.weight", l);
+        ADD(nm, 1, H, 0, &L->ln1, &L->gln1, 0);
+        int outs[SWIFT_LIN_COUNT] = {
+            c->num_heads * D, c->num_kv_heads * D, c->num_kv_heads * D, H, I, I, H};
+        int ins[SWIFT_LIN_COUNT] = {H, H, H, c->num_heads * D, H, H, I};
+        int bias[SWIFT_LIN_COUNT] = {c->qkv_bias,
+                                     c->qkv_bias,
+                                     c->qkv_bias,
+                                     c->o_bias,
+                                     c->mlp_bias,
+                                     c->mlp_bias,
+                                     c->mlp_bias};
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            struct swift_linear *lin = &L->lin[k];
+            lin->in = ins[k];
+            lin->out = outs[k];
+            if (k == SWIFT_LIN_GATE) {
+                snprintf(nm, sizeof(nm), "model.layers.%d.post_attention_layernorm.weight", l);
+                ADD(nm, 1, H, 0, &L->ln2, &L->gln2, 0);
+            }
+            snprintf(nm, sizeof(nm), "model.layers.%d.%s.weight", l, swift_lin_names[k]);
+            ADD(nm, 2, outs[k], ins[k], &lin->w, &lin->gw, 1);
+            if (bias[k]) {
+                snprintf(nm, sizeof(nm), "model.layers.%d.%s.bias", l, swift_lin_names[k]);
+                ADD(nm, 1, outs[k], 0, &lin->b, &lin->gb, 0);
+            }
+            if (k == SWIFT_LIN_O && c->qk_norm) {
+                snprintf(nm, sizeof(nm), "model.layers.%d.self_attn.q_norm.weight", l);
+                ADD(nm, 1, D, 0, &L->qn, &L->gqn, 0);
+                snprintf(nm, sizeof(nm), "model.layers.%d.self_attn.k_norm.weight", l);
+                ADD(nm, 1, D, 0, &L->kn, &L->gkn, 0);
+            }
+        }
+    }
+    ADD("model.norm.weight", 1, H, 0, &m->norm, &m->gnorm, 0);
+    if (!c->tie_embeddings)
+        ADD("lm_head.weight", 2, c->vocab_size, H, &m->lm_head, &m->glm_head, 1);
+#undef ADD
+    *out = s;
+    return n;
+}
+
+static int alloc_params(struct swift_model *m, int with_grads)
+{
+    const struct swift_model_config *c = &m->cfg;
+    m->layers = calloc((size_t)c->num_layers, sizeof(*m->layers));
+    m->inv_freq = calloc((size_t)c->head_dim / 2, sizeof(float));
+    if (!m->layers || !m->inv_freq)
+        return swift_error("out of memory");
+    swift_model_inv_freq(c, m->inv_freq);
+    struct pspec *s = NULL;
+    int n = build_specs(m, &s);
+    if (n < 0)
+        return -1;
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (size_t)s[i].shape[0] * (s[i].ndim == 2 ? (size_t)s[i].shape[1] : 1);
+    m->nparams = total;
+    m->params = m->ops->alloc(total * sizeof(float));
+    m->grads = with_grads ? m->ops->alloc(total * sizeof(float)) : NULL;
+    m->p = calloc((size_t)n, sizeof(*m->p));
+    if (!m->params || (with_grads && !m->grads) || !m->p) {
+        free(s);
+        return swift_error("out of memory: %zu parameters", total);
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        struct swift_param *p = &m->p[i];
+        p->name = strdup(s[i].name);
+        p->ndim = s[i].ndim;
+        p->shape[0] = s[i].shape[0];
+        p->shape[1] = s[i].shape[1];
+        p->numel = (size_t)s[i].shape[0] * (s[i].ndim == 2 ? (size_t)s[i].shape[1] : 1);
+        p->w = m->params + off;
+        p->g = m->grads ? m->grads + off : NULL;
+        p->decay = s[i].decay;
+        *s[i].w = p->w;
+        *s[i].g = p->g;
+        off += p->numel;
+        if (!p->name) {
+            free(s);
+            return swift_error("out of memory");
+        }
+    }
+    m->np = n;
+    free(s);
+    if (c->tie_embeddings) {
+        m->lm_head = m->embed;
+        m->glm_head = m->gembed;
+    }
+    for (int l = 0; l < c->num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            char nm[160];
+            snprintf(nm, sizeof(nm), "model.layers.%d.%s", l, swift_lin_names[k]);
+            m->layers[l].lin[k].name = strdup(nm);
+            if (!m->layers[l].lin[k].name)
+                return swift_error("out of memory");
+        }
+    return 0;
+}
+
+struct swift_param *swift_model_param(struct swift_model *m, const char *name)
+{
+    for (int i = 0; i < m->np; i++)
+        if (!strcmp(m->p[i].name, name))
+            return &m->p[i];
+    return NULL;
+}
+
+int swift_model_load(struct swift_model *m, const char *dir, const struct swift_ops *ops,
+                     int frozen)
+{
+    memset(m, 0, sizeof(*m));
+    m->ops = ops;
+    char *cp = swift_path_join(dir, "config.json");
+    if (!cp)
+        return swift_error("out of memory");
+    int rc = swift_model_config_load(&m->cfg, cp);
+    free(cp);
+    if (rc < 0)
+        return -1;
+    if (alloc_params(m, !frozen) < 0) {
+        swift_model_free(m);
+        return -1;
+    }
+    struct swift_st_set set;
+    if (swift_st_set_open(&set, dir) < 0) {
+        swift_model_free(m);
+        return -1;
+    }
+    /* tensors are converted in host memory, then uploaded: backend memory may be a device's */
+    size_t maxn = 1;
+    for (int i = 0; i < m->np; i++)
+        if (m->p[i].numel > maxn)
+            maxn = m->p[i].numel;
+    float *host = malloc(maxn * sizeof(float));
+    if (!host) {
+        swift_error("out of memory: %zu floats for loading a tensor", maxn);
+        goto fail;
+    }
+    for (int i = 0; i < m->np; i++) {
+        struct swift_param *p = &m->p[i];
+        const struct swift_st_tensor *t = swift_st_set_find(&set, p->name);
+        if (!t && m->cfg.gptq && p->ndim == 2) {
+            if (swift_gptq_dequant_set(
+                    &set, p->name, (int)p->shape[0], (int)p->shape[1], m->cfg.gptq == 1, host) < 0)
+                goto fail;
+            m->ops->upload(p->w, host, p->numel * sizeof(float));
+            continue;
+        }
+        if (!t) {
+            swift_error("%s: missing tensor '%s'", dir, p->name);
+            goto fail;
+        }
+        if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||
+            swift_st_tensor_to_f32(t, host) < 0)
+            goto fail;
+        m->ops->upload(p->w, host, p->numel * sizeof(float));
+    }
+    free(host);
+    swift_st_set_close(&set);
+    return 0;
+fail:
+    free(host);
+    swift_st_set_close(&set);
+    swift_model_free(m);
+    return -1;
+}
+
+static float randn(uint64_t *s)
+{
+    double u1 = ((double)(swift_splitmix64(s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(swift_splitmix64(s) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
+}
+
+int swift_model_init_random(struct swift_model *m, const struct swift_model_config *c,
+                            const struct swift_ops *ops, uint64_t seed)
+{
+    memset(m, 0, sizeof(*m));
+    m->ops = ops;
+    m->cfg = *c;
+    if (alloc_params(m, 1) < 0) {
+        swift_model_free(m);
+        return -1;
+    }
+    uint64_t s = seed;
+    size_t maxn = 1;
+    for (int i = 0; i < m->np; i++)
+        if (m->p[i].numel > maxn)
+            maxn = m->p[i].numel;
+    float *host = malloc(maxn * sizeof(float)); /* drawn on the host, then uploaded */
+    if (!host) {
+        swift_model_free(m);
+        return swift_error("out of memory: %zu floats for initialising a tensor", maxn);
+    }
+    for (int i = 0; i < m->np; i++) {
+        struct swift_param *p = &m->p[i];
+        int is_norm = strstr(p->name, "norm") != NULL;
+        for (size_t j = 0; j < p->numel; j++)
+            host[j] = is_norm ? 1.0f : (strstr(p->name, "bias") ? 0.0f : 0.02f * randn(&s));
+        m->ops->upload(p->w, host, p->numel * sizeof(float));
+    }
+    free(host);
+    return 0;
+}
+
+/* ---- save ---- */
+
+int swift_model_save(const struct swift_model *m, const char *dir, const char *src_config)
+{
+    int dt = !strcmp(m->cfg.dtype, "bfloat16")  ? SWIFT_DTYPE_BF16
+             : !strcmp(m->cfg.dtype, "float16") ? SWIFT_DTYPE_F16
+                                                : SWIFT_DTYPE_F32;
+    struct swift_st_entry *e = calloc((size_t)m->np, sizeof(*e));
+    /* a host copy of the parameters (backend memory may be a device's) */
+    float *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    uint16_t *half = NULL;
+    if (!e || !host) {
+        free(e);
+        free(host);
+        return swift_error("out of memory: %zu parameters to save", m->nparams);
+    }
+    m->ops->download(host, m->params, m->nparams * sizeof(float));
+    if (dt != SWIFT_DTYPE_F32) {
+        half = malloc((m->nparams ? m->nparams : 1) * sizeof(uint16_t));
+        if (!half) {
+            free(e);
+            free(host);
+            return swift_error("out of memory");
+        }
+        for (size_t i = 0; i < m->nparams; i++)
+            half[i] =
+                dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(host[i]) : swift_f32_to_f16(host[i]);
+    }
+    for (int i = 0; i < m->np; i++) {
+        e[i].name = m->p[i].name;
+        e[i].dtype = (enum swift_dtype)dt;
+        e[i].ndim = m->p[i].ndim;
+        e[i].shape[0] = m->p[i].shape[0];
+        e[i].shape[1] = m->p[i].shape[1];
+        size_t off = (size_t)(m->p[i].w - m->params);
+        e[i].data = half ? (const void *)(half + off) : (const void *)(host + off);
+    }
+    char *path = swift_path_join(dir, "model.safetensors");
+    int rc = path ? swift_safetensors_write(path, e, (size_t)m->np, NULL) : -1;
+    free(path);
+    free(half);
+    free(host);
+    free(e);
+    if (rc < 0)
+        return -1;
+    if (src_config) {
+        char *txt;
+        size_t len;
+        if (swift_read_file(src_config, 16 << 20, &txt, &len) < 0)
+            return -1;
+        if (m->cfg.gptq) { /* the weights written are dequantized: no quantization_config */
+            json_t *root = json_loadb(txt, len, 0, NULL);
+            free(txt);
+            txt = NULL;
+            if (root) {
+                json_object_del(root, "quantization_config");
+                txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                json_decref(root);
+            }
+            if (!txt)
+                return swift_error("%s: cannot rewrite the config", src_config);
+            len = strlen(txt);
+        }
+        char *out = swift_path_join(dir, "config.json");
+        rc = out ? swift_atomic_write(out, txt, len) : -1;
+        free(out);
+        free(txt);
+    }
+    return rc;
+}
+
+void swift_model_free(struct swift_model *m)
+{
+    if (!m)
+        return;
+    swift_model_acts_free(m);
+    if (m->ops) {
+        if (m->params)
+            m->ops->free(m->params);
+        if (m->grads)
+            m->ops->free(m->grads);
+        if (m->lora_params)
+            m->ops->free(m->lora_params);
+        if (m->lora_grads)
+            m->ops->free(m->lora_grads);
+    }
+    for (int i = 0; i < m->np; i++)
+        free(m->p[i].name);
+    free(m->p);
+    for (int i = 0; i < m->nlp; i++)
+        free(m->lp[i].name);
+    free(m->lp);
+    for (int l = 0; m->layers && l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            free((char *)m->layers[l].lin[k].name);
+            free(m->layers[l].lin[k].lora);
+        }
+    free(m->layers);
+    free(m->inv_freq);
+    memset(m, 0, sizeof(*m));
+}
