@@ -23,6 +23,9 @@
  * of them at the same step (checkpoint, 75). The data position is global: a checkpoint resumes
  * on any number of ranks with the same global batch.
  *
+ * The loss is an objective (lib/train/objective.h: SFT today; how to add DPO, a reward model);
+ * the wing's files are listed in lib/train/internal.h and docs/train.md "Code".
+ *
  * The run directory (docs/formats.md "Run directory"):
  *   args.json, logging.jsonl, checkpoint-N/{model.safetensors+config.json | adapter_*,
  *   optimizer.safetensors, trainer_state.json}

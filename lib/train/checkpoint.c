@@ -1,0 +1,443 @@
+/* checkpoint — checkpoint-N/ of a run directory (docs/formats.md "Run directory"): the weights
+ * (full) or the adapter (LoRA), optimizer.safetensors with the AdamW moments (and fp32 master
+ * weights of a non-fp32 full fine-tune), trainer_state.json with the data position; written to a
+ * temp directory and renamed, pruned to --save-total-limit; read back by --resume. */
+#include "lib/train/internal.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
+#include "lib/formats/safetensors.h"
+#include "lib/core/banned.h"
+
+static int copy_file(const char *src, const char *dst)
+{
+    char *d;
+    size_t len;
+    if (swift_read_file(src, 1u << 30, &d, &len) < 0)
+        return -1;
+    int rc = swift_atomic_write(dst, d, len);
+    free(d);
+    return rc;
+}
+
+/* hm, hv: the AdamW moments of every trainable parameter, host memory, back to back */
+static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv)
+{
+    int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m.cfg.dtype, "float32");
+    int per = full_master ? 3 : 2;
+    struct swift_st_entry *e = calloc((size_t)r->ntp * per, sizeof(*e));
+    char **names = calloc((size_t)r->ntp * per, sizeof(char *));
+    size_t total = 0;
+    for (int i = 0; i < r->ntp; i++)
+        total += r->tp[i].numel;
+    /* the fp32 master weights: a host copy (backend memory may be a device's) */
+    float *hw = full_master ? malloc((total ? total : 1) * sizeof(float)) : NULL;
+    if (!e || !names || (full_master && !hw)) {
+        free(e);
+        free(names);
+        free(hw);
+        return swift_error("out of memory");
+    }
+    if (hw) {
+        size_t o = 0;
+        for (int i = 0; i < r->ntp; i++) {
+            r->m.ops->download(hw + o, r->tp[i].w, r->tp[i].numel * sizeof(float));
+            o += r->tp[i].numel;
+        }
+    }
+    size_t off = 0, k = 0;
+    for (int i = 0; i < r->ntp; i++) {
+        struct swift_param *p = &r->tp[i];
+        for (int j = 0; j < per; j++) {
+            const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
+            size_t nl = strlen(pre) + strlen(p->name) + 1;
+            names[k] = malloc(nl);
+            if (!names[k])
+                break;
+            snprintf(names[k], nl, "%s%s", pre, p->name);
+            e[k].name = names[k];
+            e[k].dtype = SWIFT_DTYPE_F32;
+            e[k].ndim = p->ndim;
+            e[k].shape[0] = p->shape[0];
+            e[k].shape[1] = p->shape[1];
+            e[k].data = j == 0   ? (const void *)(hm + off)
+                        : j == 1 ? (const void *)(hv + off)
+                                 : (const void *)(hw + off);
+            k++;
+        }
+        off += p->numel;
+    }
+    char stepbuf[32];
+    snprintf(stepbuf, sizeof(stepbuf), "%ld", r->opt.step);
+    const char *meta[] = {"optimizer", "adamw", "step", stepbuf, NULL};
+    char *path = swift_path_join(dir, "optimizer.safetensors");
+    int rc = (k == (size_t)r->ntp * per && path) ? swift_safetensors_write(path, e, k, meta) : -1;
+    for (size_t i = 0; i < (size_t)r->ntp * per; i++)
+        free(names[i]);
+    free(names);
+    free(e);
+    free(hw);
+    free(path);
+    return rc;
+}
+
+/* Read the moments of every trainable parameter into host hm, hv (back to back); master
+ * weights, when the file has them, are uploaded into the parameters. */
+static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
+{
+    char *path = swift_path_join(dir, "optimizer.safetensors");
+    struct swift_safetensors st;
+    if (!path || swift_safetensors_open(&st, path) < 0) {
+        free(path);
+        return -1;
+    }
+    size_t maxn = 1;
+    for (int i = 0; i < r->ntp; i++)
+        if (r->tp[i].numel > maxn)
+            maxn = r->tp[i].numel;
+    float *hw = malloc(maxn * sizeof(float));
+    int rc = hw ? 0 : swift_error("out of memory");
+    size_t off = 0;
+    for (int i = 0; i < r->ntp && rc == 0; i++) {
+        struct swift_param *p = &r->tp[i];
+        for (int j = 0; j < 3 && rc == 0; j++) {
+            const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
+            char nm[300];
+            snprintf(nm, sizeof(nm), "%s%s", pre, p->name);
+            const struct swift_st_tensor *t = swift_safetensors_find(&st, nm);
+            if (!t) {
+                if (j == 2)
+                    continue;
+                rc = swift_error_at(path, 0, "missing tensor '%s'", nm);
+                break;
+            }
+            float *dst = j == 0 ? hm + off : j == 1 ? hv + off : hw;
+            if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||
+                swift_st_tensor_to_f32(t, dst) < 0)
+                rc = -1;
+            else if (j == 2)
+                r->m.ops->upload(p->w, hw, p->numel * sizeof(float));
+        }
+        off += p->numel;
+    }
+    free(hw);
+    const char *s = swift_safetensors_meta(&st, "step");
+    long v;
+    if (rc == 0 && (!s || swift_parse_long(s, 0, LONG_MAX, &v) < 0))
+        rc = swift_error_at(path, 0, "missing or bad __metadata__ step");
+    else if (rc == 0)
+        r->opt.step = v;
+    swift_safetensors_close(&st);
+    free(path);
+    return rc;
+}
+
+static const char *const tok_files[] = {"tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "generation_config.json",
+                                        "special_tokens_map.json",
+                                        "vocab.json",
+                                        "merges.txt",
+                                        NULL};
+
+static int cmp_ckpt(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* steps of the checkpoint-N directories in dir, ascending; returns the count */
+static int list_ckpts(const char *dir, long *out, int cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < cap) {
+        char *end;
+        if (strncmp(de->d_name, "checkpoint-", 11))
+            continue;
+        long v = strtol(de->d_name + 11, &end, 10);
+        if (*end || end == de->d_name + 11)
+            continue;
+        out[n++] = v;
+    }
+    closedir(d);
+    qsort(out, (size_t)n, sizeof(long), cmp_ckpt);
+    return n;
+}
+
+/* The weights (full: with the tokenizer files, so the checkpoint is a complete HF model
+ * directory) or the adapter into dir. */
+static int save_weights(struct run *r, const char *dir)
+{
+    const struct swift_train_opts *o = r->o;
+    if (o->tuner == SWIFT_TUNER_LORA)
+        return swift_lora_save(&r->m, &r->lo, dir, o->model);
+    int rc = swift_model_save(&r->m, dir, r->config_path);
+    for (int i = 0; rc == 0 && tok_files[i]; i++) {
+        char *src = swift_path_join(o->model, tok_files[i]);
+        if (src && access(src, R_OK) == 0) {
+            char *dst = swift_path_join(dir, tok_files[i]);
+            rc = dst ? copy_file(src, dst) : -1;
+            free(dst);
+        }
+        free(src);
+    }
+    return rc;
+}
+
+/* dir/trainer_state.json: the data position and what a resume must match */
+static int save_state(struct run *r, const char *dir, long step)
+{
+    const struct swift_train_opts *o = r->o;
+    json_t *st = json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s}",
+                           "version",
+                           1,
+                           "global_step",
+                           (json_int_t)step,
+                           "max_steps",
+                           (json_int_t)r->max_steps,
+                           "micro_batches_done",
+                           (json_int_t)(step * o->grad_accum * r->dist.world),
+                           "batch_size",
+                           (json_int_t)o->batch_size,
+                           "grad_accum",
+                           (json_int_t)o->grad_accum,
+                           "seed",
+                           (json_int_t)o->seed,
+                           "adam_step",
+                           (json_int_t)r->opt.step,
+                           "tuner",
+                           o->tuner == SWIFT_TUNER_LORA ? "lora" : "full",
+                           "rng",
+                           "stateless: data order from (seed, epoch), dropout from (seed, "
+                           "step, micro-batch, layer)");
+    if (st)
+        json_object_set_new(st, "world_size", json_integer(r->dist.world));
+    char *txt = st ? json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(st);
+    char *p = swift_path_join(dir, "trainer_state.json");
+    int rc = txt && p ? swift_atomic_write(p, txt, strlen(txt)) : swift_error("out of memory");
+    free(txt);
+    free(p);
+    return rc;
+}
+
+/* --save-total-limit: remove the oldest checkpoints beyond it */
+static void prune_checkpoints(const struct swift_train_opts *o)
+{
+    if (o->save_total_limit <= 0)
+        return;
+    long steps[4096];
+    int n = list_ckpts(o->output_dir, steps, 4096);
+    for (int i = 0; i + o->save_total_limit < n; i++) {
+        char nm[64];
+        snprintf(nm, sizeof(nm), "checkpoint-%ld", steps[i]);
+        char *p = swift_path_join(o->output_dir, nm);
+        if (p)
+            swift_remove_tree(p);
+        free(p);
+    }
+}
+
+static int write_checkpoint(struct run *r, long step, const float *hm, const float *hv)
+{
+    const struct swift_train_opts *o = r->o;
+    int64_t t0 = swift_trace_now();
+    char name[64];
+    snprintf(name, sizeof(name), "checkpoint-%ld", step);
+    char *final = swift_path_join(o->output_dir, name), *tmp = NULL;
+    if (!final)
+        return swift_error("out of memory");
+    if (swift_atomic_dir_begin(final, &tmp) < 0) {
+        free(final);
+        return -1;
+    }
+    int rc = save_weights(r, tmp);
+    if (rc == 0)
+        rc = save_optimizer(r, tmp, hm, hv);
+    if (rc == 0)
+        rc = save_state(r, tmp, step);
+    if (rc == 0)
+        rc = swift_atomic_dir_commit(tmp, final, 1);
+    else
+        swift_atomic_dir_abort(tmp);
+    swift_trace_span("ckpt",
+                     "checkpoint",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("step", step)},
+                     1);
+    if (rc == 0) {
+        swift_trace_instant(
+            "ckpt", "checkpoint_written", (struct swift_targ[]){SWIFT_TARG_S("path", final)}, 1);
+        prune_checkpoints(o);
+    }
+    free(final);
+    return rc;
+}
+
+/* Every rank calls this; rank 0 writes. The optimizer state is first copied to host memory
+ * (backend memory may be a device's); under ZeRO-1 it is gathered to rank 0. All ranks return
+ * -1 when the write failed on rank 0. */
+int train_save_checkpoint(struct run *r, long step)
+{
+    struct swift_dist *d = &r->dist;
+    int zero = d->shard != NULL, rc = 0;
+    size_t part = r->opt.total ? r->opt.total : 1;
+    float *pm = malloc(part * sizeof(float)), *pv = malloc(part * sizeof(float));
+    float *fm = NULL, *fv = NULL;
+    if (!pm || !pv) {
+        free(pm);
+        free(pv);
+        return swift_error("out of memory copying the optimizer state");
+    }
+    r->m.ops->download(pm, r->opt.m, r->opt.total * sizeof(float));
+    r->m.ops->download(pv, r->opt.v, r->opt.total * sizeof(float));
+    if (zero) {
+        if (d->rank == 0) {
+            fm = malloc((d->total ? d->total : 1) * sizeof(float));
+            fv = malloc((d->total ? d->total : 1) * sizeof(float));
+            if (!fm || !fv)
+                rc = swift_error("out of memory gathering the optimizer state");
+        }
+        if (swift_dist_shard_gather(d, pm, fm, step) < 0 ||
+            swift_dist_shard_gather(d, pv, fv, step) < 0) {
+            free(fm);
+            free(fv);
+            free(pm);
+            free(pv);
+            return -1;
+        }
+    }
+    if (d->rank == 0 && rc == 0)
+        rc = write_checkpoint(r, step, zero ? fm : pm, zero ? fv : pv);
+    free(fm);
+    free(fv);
+    free(pm);
+    free(pv);
+    int bad = rc < 0;
+    if (swift_dist_checkin(d, "checkpoint", step, &bad, NULL, 0) < 0)
+        return -1;
+    if (bad && rc == 0)
+        swift_error("rank %d: rank 0 failed to write checkpoint-%ld", d->rank, step);
+    return bad ? -1 : 0;
+}
+
+/* The file holds the whole state: read it into host memory, upload this rank's range (all of
+ * it without ZeRO-1). */
+int train_load_optimizer(struct run *r, const char *dir)
+{
+    struct swift_dist *d = &r->dist;
+    size_t total = 0;
+    for (int i = 0; i < r->ntp; i++)
+        total += r->tp[i].numel;
+    size_t lo = d->shard ? d->lo : 0, hi = d->shard ? d->hi : total;
+    float *fm = malloc((total ? total : 1) * sizeof(float)),
+          *fv = malloc((total ? total : 1) * sizeof(float));
+    int rc = fm && fv ? 0 : swift_error("out of memory reading the optimizer state");
+    if (rc == 0)
+        rc = read_optimizer(r, dir, fm, fv);
+    if (rc == 0) {
+        r->m.ops->upload(r->opt.m, fm + lo, (hi - lo) * sizeof(float));
+        r->m.ops->upload(r->opt.v, fv + lo, (hi - lo) * sizeof(float));
+    }
+    free(fm);
+    free(fv);
+    return rc;
+}
+
+/* A run killed while checkpointing leaves ".checkpoint-N.tmp-PID" behind: never a
+ * checkpoint, so remove it (only when that process is gone). */
+void train_remove_stale_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *t = strstr(de->d_name, ".tmp-");
+        if (strncmp(de->d_name, ".checkpoint-", 12) || !t)
+            continue;
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if ((*end && *end != '-') || pid <= 0 ||
+            (kill((pid_t)pid, 0) == 0 && pid != (long)getpid()))
+            continue;
+        char *p = swift_path_join(dir, de->d_name);
+        if (p)
+            swift_remove_tree(p);
+        free(p);
+    }
+    closedir(d);
+}
+
+/* Resolve --resume: a checkpoint dir, or "latest" in the output dir. Returns malloc'ed path,
+ * NULL with *err set on failure, NULL without err when there is nothing to resume. */
+char *train_resolve_resume(const struct swift_train_opts *o, int *err)
+{
+    *err = 0;
+    if (!o->resume)
+        return NULL;
+    if (strcmp(o->resume, "latest"))
+        return strdup(o->resume);
+    long steps[4096];
+    int n = list_ckpts(o->output_dir, steps, 4096);
+    if (!n) {
+        swift_warn("--resume latest: no checkpoint in '%s', starting from scratch", o->output_dir);
+        return NULL;
+    }
+    char nm[64];
+    snprintf(nm, sizeof(nm), "checkpoint-%ld", steps[n - 1]);
+    char *p = swift_path_join(o->output_dir, nm);
+    if (!p)
+        *err = 1;
+    return p;
+}
+
+int train_read_state(const char *ckpt, long *step, const struct swift_train_opts *o, int world)
+{
+    char *p = swift_path_join(ckpt, "trainer_state.json");
+    json_error_t jerr;
+    json_t *st = p ? json_load_file(p, 0, &jerr) : NULL;
+    int rc = 0;
+    if (!st) {
+        rc = swift_error_at(p ? p : ckpt, p ? jerr.line : 0, "%s", p ? jerr.text : "out of memory");
+    } else {
+        json_t *gs = json_object_get(st, "global_step");
+        const char *tu = json_string_value(json_object_get(st, "tuner"));
+        if (!json_is_integer(gs))
+            rc = swift_error_at(p, 0, "missing global_step");
+        else if (!tu || strcmp(tu, o->tuner == SWIFT_TUNER_LORA ? "lora" : "full"))
+            rc = swift_error_at(p, 0, "checkpoint was trained with --tuner %s", tu ? tu : "?");
+        else if (json_integer_value(json_object_get(st, "batch_size")) != o->batch_size ||
+                 json_integer_value(json_object_get(st, "grad_accum")) *
+                         (json_is_integer(json_object_get(st, "world_size"))
+                              ? json_integer_value(json_object_get(st, "world_size"))
+                              : 1) !=
+                     (json_int_t)o->grad_accum * world ||
+                 json_integer_value(json_object_get(st, "seed")) != o->seed)
+            rc = swift_error_at(p,
+                                0,
+                                "batch size, global batch (ranks x gradient accumulation) "
+                                "and seed must be those of the checkpointed run to resume "
+                                "exactly");
+        else
+            *step = (long)json_integer_value(gs);
+    }
+    json_decref(st);
+    free(p);
+    return rc;
+}

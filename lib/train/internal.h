@@ -1,0 +1,194 @@
+/*
+ * train internals shared by the files of lib/train (not a public header; train.h is the face).
+ *
+ *     train.c       swift_train_run: setup, the step loop, teardown
+ *     loader.c      the shards opened and checked, epoch orders, the prefetch threads' ring
+ *     objective.c   the objectives' table (objective.h: the interface; sft.c: SFT)
+ *     sync.c        the loop's side of the ranks: step totals, gradients, norm, parameters
+ *     eval.c        eval loss over the validation set
+ *     checkpoint.c  checkpoint-N/ written and read, --save-total-limit, --resume
+ *     log.c         args.json, logging.jsonl and stdout records, trace counters, MFU peak
+ *     optim.c, dist.c  AdamW and schedules; MPI/NCCL collectives (their own headers)
+ *
+ * One `struct run` holds everything a run owns; every function here takes it (or part of it)
+ * and reports its errors itself before returning -1.
+ */
+#ifndef SWIFT_TRAIN_INTERNAL_H
+#define SWIFT_TRAIN_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/ops.h"
+#include "lib/core/profile.h"
+#include "lib/formats/shard.h"
+#include "lib/model/lora.h"
+#include "lib/model/model.h"
+#include "lib/train/dist.h"
+#include "lib/train/objective.h"
+#include "lib/train/optim.h"
+#include "lib/train/train.h"
+
+/* ---- loader.c ---- */
+
+/* One micro-batch: rows of T tokens (samples x the objective's rows_per_sample). */
+struct train_ubatch {
+    int32_t *tok, *tgt, *pos; /* (rows*T) */
+    long nitems;              /* what the loss averages over (objective.h: fill's return) */
+    long ntokens;             /* tokens of the samples (the step span's "tokens") */
+};
+
+/* One step's micro-batches in the prefetch ring. */
+struct train_step {
+    struct train_ubatch *ub; /* grad_accum micro-batches */
+    long step;
+    int ready; /* filled, waiting for the trainer */
+};
+
+/* Epoch orders are cached per worker: workers fill different steps at once and may stand in
+ * different epochs, so none shares a permutation that another is rebuilding. */
+struct train_perm {
+    uint32_t *perm;
+    long epoch;
+};
+
+/* --dataloader-num-workers threads fill whole steps (all micro-batches) into a ring of
+ * --prefetch slots; step s always lands in slot s % depth and the trainer takes steps in order,
+ * so which samples make a step never depends on the number of workers. Set the fields up to
+ * `depth`, then train_loader_start. */
+struct train_loader {
+    struct swift_shards *s;
+    const struct swift_objective *obj; /* fills the rows */
+    uint64_t n;                        /* samples */
+    int B, T, GA;                      /* samples per micro-batch, tokens per row, micro-batches */
+    int rank, world;                   /* this rank's slice of each global step */
+    long seed;
+    long mb_per_epoch; /* micro-batches per epoch */
+    long delay_ms;
+    int nworkers, depth;
+    struct train_step *ring;  /* depth slots */
+    struct train_perm *perms; /* one per worker */
+    long next_claim, next_take, end_step;
+    int quit;
+    pthread_t *th;
+    int nthreads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+/* splitmix64's finalizer: epoch orders from (seed, epoch), dropout seeds from (seed, step). */
+uint64_t train_mix(uint64_t x);
+int train_ubatch_alloc(struct train_ubatch *u, int rows, int T);
+void train_ubatch_free(struct train_ubatch *u);
+/* Start the workers on steps [start_step, end_step). Returns 0 or -1. */
+int train_loader_start(struct train_loader *L, long start_step, long end_step);
+/* Wait for the next step's micro-batches; the slot stays owned until train_loader_release. */
+struct train_step *train_loader_next(struct train_loader *L);
+void train_loader_release(struct train_loader *L);
+/* Join the workers and free; safe on a zeroed or half-started loader. */
+void train_loader_stop(struct train_loader *L);
+
+/* ---- the run ---- */
+
+struct train_log {
+    FILE *fp;                 /* logging.jsonl; NULL on ranks other than 0 */
+    double t_start;           /* train_now_s() at the first step */
+    double peak_gflops;       /* for MFU */
+    double flops_tok;         /* forward+backward FLOPs per token */
+    double win_t, win_tokens; /* since the last record */
+    long win_steps;
+};
+
+struct run {
+    const struct swift_train_opts *o;
+    struct swift_dist dist;
+    struct swift_backend be;
+    struct swift_profile prof;
+    struct swift_model m;
+    struct swift_lora_opts lo;
+    struct swift_objective obj;
+    struct swift_adamw opt;
+    struct swift_param *tp; /* trainable parameters */
+    int ntp;
+    struct swift_shards *train, *val;
+    struct train_loader loader;
+    char *resume; /* the checkpoint resumed from, or NULL */
+    int T;
+    long steps_per_epoch, max_steps, warmup, eval_steps;
+    double lr;
+    char *config_path;
+    long step0; /* first step of this process (after resume) */
+    struct train_log log;
+};
+
+/* Open the shards of dir and check every sample against the model: the tokenizer's sha256,
+ * lengths against r->T, token ids against the vocabulary. Returns 0 or -1. */
+int train_open_shards(struct run *r, struct swift_shards **s, const char *dir);
+
+/* ---- sync.c: on one rank each leaves its inputs as they are (no collective); gs is the
+ * 1-based step, for messages ---- */
+
+/* A check-in at `what` that sums s (loss and extra) over ranks; *flag (may be NULL) OR-ed. */
+int train_sum_over_ranks(struct run *r, const char *what, long step, struct swift_objective_sums *s,
+                         int *flag);
+/* The step's items and tokens summed over ranks (they scale every rank's loss). */
+int train_sync_items(struct run *r, long gs, long *nitems, long *ntokens);
+/* Sum the step's loss sums and gradients over ranks (ZeRO-1: reduce-scatter); *stop OR-ed
+ * over ranks, so a signal on any rank stops all at the same step. */
+int train_sync_grads(struct run *r, long gs, struct swift_objective_sums *s, int *stop);
+/* The gradient norm of the whole model over all ranks (before clipping). */
+int train_grad_norm(struct run *r, long gs, double *norm);
+/* ZeRO-1: every rank's updated range of the parameters to every rank. */
+int train_sync_params(struct run *r, long gs);
+
+/* ---- eval.c ---- */
+
+/* Eval loss over the whole validation set, in order; the eval record and span. */
+int train_eval(struct run *r, long step);
+
+/* ---- checkpoint.c ---- */
+
+/* Every rank calls this; rank 0 writes checkpoint-<step>. All ranks return -1 when the write
+ * failed on rank 0. */
+int train_save_checkpoint(struct run *r, long step);
+/* The optimizer state of checkpoint dir into r->opt (this rank's range under ZeRO-1), the
+ * master weights into the parameters when the file has them. */
+int train_load_optimizer(struct run *r, const char *dir);
+/* --resume: a checkpoint dir, or "latest" in the output dir. Returns a malloc'ed path, NULL
+ * with *err set on failure, NULL without err when there is nothing to resume. */
+char *train_resolve_resume(const struct swift_train_opts *o, int *err);
+/* The global step of a checkpoint's trainer_state.json, checked against this run's options. */
+int train_read_state(const char *ckpt, long *step, const struct swift_train_opts *o, int world);
+/* Remove what a run killed while checkpointing left behind (.checkpoint-N.tmp-PID). */
+void train_remove_stale_tmp(const char *dir);
+
+/* ---- log.c ---- */
+
+/* CLOCK_MONOTONIC, seconds */
+double train_now_s(void);
+/* OUTPUT_DIR/args.json (rank 0). */
+int train_write_args(const struct swift_train_opts *o);
+/* Open logging.jsonl (rank 0; appended on resume) and settle the MFU peak. */
+int train_log_open(struct run *r);
+void train_log_close(struct run *r);
+/* A record to logging.jsonl and stdout (rank 0 only; takes the reference, NULL ignored). */
+void train_emit(struct run *r, json_t *rec);
+
+/* What one step measured, for train_log_step. */
+struct train_step_stats {
+    long gs;        /* the step just taken, 1-based */
+    int64_t t0, t1; /* the step span */
+    long ntokens;   /* over all ranks */
+    double loss, gnorm, lr;
+    const struct swift_objective_sums *sums;
+};
+/* The step span and counters; every --logging-steps (and the first and last step) a record. */
+void train_log_step(struct run *r, const struct train_step_stats *st);
+/* The eval record: eval_loss, the objective's metrics as eval_*, eval_<item> (its count). */
+void train_log_eval(struct run *r, long step, const struct swift_objective_sums *s, double loss);
+/* The closing {"event":"done"} line on stdout (rank 0). */
+void train_log_done(struct run *r);
+
+#endif

@@ -1,0 +1,272 @@
+/* loader — the data of a run: shards opened and checked against the model, an epoch-shuffled
+ * order of samples per (seed, epoch), and --num-workers threads filling whole steps into a ring
+ * of --prefetch slots (internal.h). Rows are the objective's (objective.h: fill). */
+#include "lib/train/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/sha256.h"
+#include "lib/core/trace.h"
+#include "lib/core/banned.h"
+
+/* ---- data checks ---- */
+
+static int check_tokenizer(const char *model_dir, const struct swift_shard_index *ix,
+                           const char *data_dir)
+{
+    if (!ix->tokenizer_sha256)
+        return 0;
+    char *tj = swift_path_join(model_dir, "tokenizer.json");
+    if (!tj)
+        return swift_error("out of memory");
+    if (access(tj, R_OK) < 0) {
+        free(tj);
+        return 0;
+    }
+    char hex[65];
+    int rc = swift_sha256_file(tj, hex);
+    if (rc == 0 && strcmp(hex, ix->tokenizer_sha256))
+        rc = swift_error("%s/index.json: shards were made with another tokenizer (sha256 %.12s…, "
+                         "the model's tokenizer.json is %.12s…)",
+                         data_dir,
+                         ix->tokenizer_sha256,
+                         hex);
+    free(tj);
+    return rc;
+}
+
+int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
+{
+    if (swift_shards_open(s, dir, 0) < 0)
+        return -1;
+    const struct swift_shard_index *ix = swift_shards_index(*s);
+    if (check_tokenizer(r->o->model, ix, dir) < 0)
+        return -1;
+    uint64_t n = swift_shards_count(*s);
+    for (uint64_t i = 0; i < n; i++) {
+        struct swift_sample x;
+        if (swift_shards_get(*s, i, &x) < 0)
+            return -1;
+        if ((int)x.len > r->T)
+            return swift_error("%s: sample %llu has %u tokens, longer than --max-length %d",
+                               dir,
+                               (unsigned long long)i,
+                               x.len,
+                               r->T);
+        for (uint32_t t = 0; t < x.len; t++)
+            if (x.ids[t] >= (uint32_t)r->m.cfg.vocab_size)
+                return swift_error("%s: sample %llu has token id %u, outside the model's "
+                                   "vocabulary of %d",
+                                   dir,
+                                   (unsigned long long)i,
+                                   x.ids[t],
+                                   r->m.cfg.vocab_size);
+    }
+    return 0;
+}
+
+/* ---- epoch orders and the prefetch ring ---- */
+
+uint64_t train_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static void make_perm(struct train_loader *L, struct train_perm *pc, long epoch)
+{
+    for (uint64_t i = 0; i < L->n; i++)
+        pc->perm[i] = (uint32_t)i;
+    uint64_t st = (uint64_t)L->seed * 1000003ULL + (uint64_t)epoch;
+    for (uint64_t i = L->n; i > 1; i--) {
+        st = train_mix(st);
+        uint64_t j = st % i;
+        uint32_t t = pc->perm[i - 1];
+        pc->perm[i - 1] = pc->perm[j];
+        pc->perm[j] = t;
+    }
+    pc->epoch = epoch;
+}
+
+static void fill_step(struct train_loader *L, struct train_perm *pc, struct train_step *sb,
+                      long step)
+{
+    int rows = L->obj->rows_per_sample;
+    sb->step = step;
+    for (int a = 0; a < L->GA; a++) {
+        struct train_ubatch *u = &sb->ub[a];
+        long mb = (step * L->world + L->rank) * L->GA + a, epoch = mb / L->mb_per_epoch,
+             within = mb % L->mb_per_epoch;
+        if (epoch != pc->epoch)
+            make_perm(L, pc, epoch);
+        u->nitems = u->ntokens = 0;
+        for (int r = 0; r < L->B; r++) {
+            struct swift_sample x;
+            swift_shards_get(L->s, pc->perm[within * L->B + r], &x);
+            size_t row = (size_t)r * (size_t)rows * (size_t)L->T;
+            u->nitems += L->obj->fill(L->obj, &x, L->T, u->tok + row, u->tgt + row, u->pos + row);
+            u->ntokens += x.len;
+        }
+    }
+    if (L->delay_ms > 0) {
+        struct timespec ts = {L->delay_ms / 1000, (L->delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+struct worker_arg {
+    struct train_loader *L;
+    int id;
+};
+
+static void *loader_main(void *arg)
+{
+    struct worker_arg *wa = arg;
+    struct train_loader *L = wa->L;
+    char name[32];
+    snprintf(name, sizeof(name), wa->id ? "prefetch-%d" : "prefetch", wa->id);
+    swift_trace_thread_name(name);
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        while (!L->quit &&
+               (L->next_claim >= L->end_step || L->next_claim - L->next_take >= L->depth))
+            pthread_cond_wait(&L->cv, &L->mu);
+        if (L->quit)
+            break;
+        long step = L->next_claim++;
+        struct train_step *sb = &L->ring[step % L->depth];
+        pthread_mutex_unlock(&L->mu);
+        int64_t t0 = swift_trace_now();
+        fill_step(L, &L->perms[wa->id], sb, step);
+        swift_trace_span("data",
+                         "prefetch",
+                         t0,
+                         swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_I("step", step)},
+                         1);
+        pthread_mutex_lock(&L->mu);
+        sb->ready = 1;
+        pthread_cond_broadcast(&L->cv);
+    }
+    pthread_mutex_unlock(&L->mu);
+    free(wa);
+    return NULL;
+}
+
+int train_ubatch_alloc(struct train_ubatch *u, int rows, int T)
+{
+    size_t n = (size_t)rows * T;
+    u->tok = calloc(n, 4);
+    u->tgt = calloc(n, 4);
+    u->pos = calloc(n, 4);
+    return u->tok && u->tgt && u->pos ? 0 : -1;
+}
+void train_ubatch_free(struct train_ubatch *u)
+{
+    free(u->tok);
+    free(u->tgt);
+    free(u->pos);
+}
+
+int train_loader_start(struct train_loader *L, long start_step, long end_step)
+{
+    if (L->nworkers < 1)
+        L->nworkers = 1;
+    if (L->depth < L->nworkers + 1)
+        L->depth = L->nworkers + 1;
+    L->ring = calloc((size_t)L->depth, sizeof(*L->ring));
+    L->perms = calloc((size_t)L->nworkers, sizeof(*L->perms));
+    L->th = calloc((size_t)L->nworkers, sizeof(*L->th));
+    if (!L->ring || !L->perms || !L->th)
+        return swift_error("out of memory");
+    for (int w = 0; w < L->nworkers; w++) {
+        L->perms[w].perm = malloc((L->n ? L->n : 1) * sizeof(uint32_t));
+        L->perms[w].epoch = -1;
+        if (!L->perms[w].perm)
+            return swift_error("out of memory");
+    }
+    for (int i = 0; i < L->depth; i++) {
+        L->ring[i].ub = calloc((size_t)L->GA, sizeof(struct train_ubatch));
+        if (!L->ring[i].ub)
+            return swift_error("out of memory");
+        for (int a = 0; a < L->GA; a++)
+            if (train_ubatch_alloc(&L->ring[i].ub[a], L->B * L->obj->rows_per_sample, L->T) < 0)
+                return swift_error("out of memory");
+    }
+    L->next_claim = L->next_take = start_step;
+    L->end_step = end_step;
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    for (int w = 0; w < L->nworkers; w++) {
+        struct worker_arg *wa = malloc(sizeof(*wa));
+        if (!wa)
+            return swift_error("out of memory");
+        *wa = (struct worker_arg){L, w};
+        if (pthread_create(&L->th[w], NULL, loader_main, wa)) {
+            free(wa);
+            errno = EAGAIN;
+            return swift_error_errno("cannot start the prefetch thread");
+        }
+        L->nthreads++;
+    }
+    return 0;
+}
+
+struct train_step *train_loader_next(struct train_loader *L)
+{
+    pthread_mutex_lock(&L->mu);
+    struct train_step *sb = &L->ring[L->next_take % L->depth];
+    while (!sb->ready)
+        pthread_cond_wait(&L->cv, &L->mu);
+    pthread_mutex_unlock(&L->mu);
+    return sb;
+}
+
+void train_loader_release(struct train_loader *L)
+{
+    pthread_mutex_lock(&L->mu);
+    L->ring[L->next_take % L->depth].ready = 0;
+    L->next_take++;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+}
+
+void train_loader_stop(struct train_loader *L)
+{
+    if (L->nthreads) {
+        pthread_mutex_lock(&L->mu);
+        L->quit = 1;
+        pthread_cond_broadcast(&L->cv);
+        pthread_mutex_unlock(&L->mu);
+        for (int w = 0; w < L->nthreads; w++)
+            pthread_join(L->th[w], NULL);
+        pthread_mutex_destroy(&L->mu);
+        pthread_cond_destroy(&L->cv);
+        L->nthreads = 0;
+    }
+    for (int i = 0; L->ring && i < L->depth; i++) {
+        if (!L->ring[i].ub)
+            continue;
+        for (int a = 0; a < L->GA; a++)
+            train_ubatch_free(&L->ring[i].ub[a]);
+        free(L->ring[i].ub);
+    }
+    free(L->ring);
+    L->ring = NULL;
+    for (int w = 0; L->perms && w < L->nworkers; w++)
+        free(L->perms[w].perm);
+    free(L->perms);
+    L->perms = NULL;
+    free(L->th);
+    L->th = NULL;
+}

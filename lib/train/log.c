@@ -1,0 +1,320 @@
+/* log — what a run writes for people and scripts: args.json, a logging.jsonl record (also on
+ * stdout) every --logging-steps and per evaluation, the closing "done" line, the step span and
+ * counters of the trace, and the peak rate MFU is measured against. Rank 0 alone writes files
+ * and stdout. */
+#include "lib/train/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#undef I /* complex.h, pulled in by cblas.h */
+
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
+#include "lib/core/banned.h"
+
+double train_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double swift_sgemm_peak_gflops(void)
+{
+    int n = 1024;
+    float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4),
+          *c = calloc((size_t)n * n, 4);
+    if (!a || !b || !c) {
+        free(a);
+        free(b);
+        free(c);
+        return 0;
+    }
+    for (size_t i = 0; i < (size_t)n * n; i++)
+        a[i] = b[i] = (float)(i % 7) * 0.1f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = train_now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        double dt = train_now_s() - t0;
+        double g = 2.0 * n * n * n / dt / 1e9;
+        if (g > best)
+            best = g;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+static void fmt_time(char *buf, size_t cap, double s)
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, cap, "%ldh %ldm %lds", t / 3600, t / 60 % 60, t % 60);
+    else if (t >= 60)
+        snprintf(buf, cap, "%ldm %lds", t / 60, t % 60);
+    else
+        snprintf(buf, cap, "%lds", t);
+}
+
+static double rss_gib(void)
+{
+    long pages = 0, rss = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    if (fp) {
+        if (fscanf(fp, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(fp);
+    }
+    return (double)rss * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024 * 1024);
+}
+
+void train_emit(struct run *r, json_t *rec)
+{
+    if (!r->log.fp) { /* not rank 0 */
+        json_decref(rec);
+        return;
+    }
+    char *line = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (line) {
+        fprintf(r->log.fp, "%s\n", line);
+        fflush(r->log.fp);
+        printf("%s\n", line);
+        fflush(stdout);
+        free(line);
+    }
+    json_decref(rec);
+}
+
+int train_write_args(const struct swift_train_opts *o)
+{
+    json_t *a = json_pack(
+        "{s:s,s:s,s:s?,s:s,s:s,s:i,s:f,s:f,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:s,s:i,s:i,s:i,"
+        "s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s?}",
+        "model",
+        o->model,
+        "dataset",
+        o->dataset,
+        "val_dataset",
+        o->val_dataset,
+        "output_dir",
+        o->output_dir,
+        "train_type",
+        o->tuner == SWIFT_TUNER_LORA ? "lora" : "full",
+        "lora_rank",
+        o->lora_rank,
+        "lora_alpha",
+        o->lora_alpha,
+        "lora_dropout",
+        o->lora_dropout,
+        "target_modules",
+        o->target_modules,
+        "learning_rate",
+        o->learning_rate,
+        "weight_decay",
+        o->weight_decay,
+        "adam_beta1",
+        o->adam_beta1,
+        "adam_beta2",
+        o->adam_beta2,
+        "adam_epsilon",
+        o->adam_epsilon,
+        "max_grad_norm",
+        o->max_grad_norm,
+        "warmup_ratio",
+        o->warmup_ratio,
+        "warmup_steps",
+        (json_int_t)o->warmup_steps,
+        "lr_scheduler_type",
+        o->lr_scheduler == SWIFT_SCHED_LINEAR     ? "linear"
+        : o->lr_scheduler == SWIFT_SCHED_CONSTANT ? "constant"
+                                                  : "cosine",
+        "per_device_train_batch_size",
+        o->batch_size,
+        "gradient_accumulation_steps",
+        o->grad_accum,
+        "max_length",
+        o->max_length,
+        "num_train_epochs",
+        o->num_train_epochs,
+        "max_steps",
+        (json_int_t)o->max_steps,
+        "seed",
+        (json_int_t)o->seed,
+        "save_steps",
+        (json_int_t)o->save_steps,
+        "save_total_limit",
+        (json_int_t)o->save_total_limit,
+        "eval_steps",
+        (json_int_t)o->eval_steps,
+        "logging_steps",
+        (json_int_t)o->logging_steps,
+        "resume_from_checkpoint",
+        o->resume);
+    if (!a)
+        return swift_error("out of memory");
+    json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
+    json_object_set_new(a, "swift_tools_version", json_string(SWIFT_VERSION));
+    char *txt = json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(a);
+    char *p = swift_path_join(o->output_dir, "args.json");
+    int rc = txt && p ? swift_atomic_write(p, txt, strlen(txt)) : swift_error("out of memory");
+    free(txt);
+    free(p);
+    return rc;
+}
+
+int train_log_open(struct run *r)
+{
+    const struct swift_train_opts *o = r->o;
+    char *lp = swift_path_join(o->output_dir, "logging.jsonl");
+    r->log.fp = lp && r->dist.rank == 0 ? fopen(lp, r->resume ? "a" : "w") : NULL;
+    if (!r->log.fp && r->dist.rank == 0) {
+        swift_error_errno("cannot open '%s'", lp ? lp : "logging.jsonl");
+        free(lp);
+        return -1;
+    }
+    free(lp);
+    r->log.peak_gflops = o->peak_gflops > 0      ? o->peak_gflops
+                         : r->be.peak_gflops > 0 ? r->be.peak_gflops
+                                                 : swift_sgemm_peak_gflops();
+    return 0;
+}
+
+void train_log_close(struct run *r)
+{
+    if (r->log.fp)
+        fclose(r->log.fp);
+    r->log.fp = NULL;
+}
+
+/* head's keys, then tail's (the record's order is insertion order); NULL if either is */
+static json_t *joined(json_t *head, json_t *tail)
+{
+    if (head && tail && json_object_update(head, tail) == 0) {
+        json_decref(tail);
+        return head;
+    }
+    json_decref(head);
+    json_decref(tail);
+    return NULL;
+}
+
+/* ms-swift's train record plus tokens/s and MFU, over the steps since the last record */
+static void step_record(struct run *r, const struct train_step_stats *st)
+{
+    struct train_log *lg = &r->log;
+    long gs = st->gs;
+    double t = train_now_s(), el = t - lg->t_start, dt = t - lg->win_t;
+    double sps = dt / (double)(lg->win_steps ? lg->win_steps : 1);
+    double tps = dt > 0 ? lg->win_tokens / dt : 0;
+    char gsb[64], elb[32], rmb[32], pct[16];
+    snprintf(gsb, sizeof(gsb), "%ld/%ld", gs, r->max_steps);
+    snprintf(pct, sizeof(pct), "%.2f%%", 100.0 * (double)gs / (double)r->max_steps);
+    fmt_time(elb, sizeof(elb), el);
+    fmt_time(rmb, sizeof(rmb), el / (double)(gs - r->step0) * (double)(r->max_steps - gs));
+    json_t *rec = json_pack(
+        "{s:f,s:f,s:f}", "loss", st->loss, "grad_norm", st->gnorm, "learning_rate", st->lr);
+    if (rec)
+        r->obj.log(&r->obj, st->sums, "", rec);
+    json_t *tail = json_pack(
+        "{s:f,s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:f}",
+        "epoch",
+        (double)gs / (double)r->steps_per_epoch,
+        "global_step/max_steps",
+        gsb,
+        "percentage",
+        pct,
+        "elapsed_time",
+        elb,
+        "remaining_time",
+        rmb,
+        "memory(GiB)",
+        rss_gib(),
+        "train_speed(s/it)",
+        sps,
+        "tokens/s",
+        tps,
+        "MFU",
+        lg->peak_gflops > 0 ? tps * lg->flops_tok / (lg->peak_gflops * 1e9 * r->dist.world) : 0.0);
+    train_emit(r, joined(rec, tail));
+    lg->win_t = t;
+    lg->win_tokens = 0;
+    lg->win_steps = 0;
+}
+
+void train_log_step(struct run *r, const struct train_step_stats *st)
+{
+    const struct swift_train_opts *o = r->o;
+    long gs = st->gs;
+    swift_trace_span(
+        "step",
+        "step",
+        st->t0,
+        st->t1,
+        (struct swift_targ[]){SWIFT_TARG_I("step", gs),
+                              SWIFT_TARG_I("tokens", st->ntokens),
+                              SWIFT_TARG_I("samples", (long)o->batch_size * o->grad_accum)},
+        3);
+    double step_s = (double)(st->t1 - st->t0) * 1e-9;
+    swift_trace_counter("loss", st->loss);
+    swift_trace_counter("lr", st->lr);
+    swift_trace_counter("grad_norm", st->gnorm);
+    swift_trace_counter("tokens/s", step_s > 0 ? (double)st->ntokens / step_s : 0);
+    swift_trace_counter("RSS", rss_gib() * 1024.0 * 1024 * 1024);
+    r->log.win_tokens += (double)o->batch_size * o->grad_accum * r->T * r->dist.world;
+    r->log.win_steps++;
+    if (gs % o->logging_steps == 0 || gs == r->max_steps || gs == 1)
+        step_record(r, st);
+}
+
+void train_log_eval(struct run *r, long step, const struct swift_objective_sums *s, double loss)
+{
+    char gs[64], key[64];
+    snprintf(gs, sizeof(gs), "%ld/%ld", step, r->max_steps);
+    snprintf(key, sizeof(key), "eval_%s", r->obj.item);
+    json_t *rec = json_pack("{s:f}", "eval_loss", loss);
+    if (rec)
+        r->obj.log(&r->obj, s, "eval_", rec);
+    train_emit(r,
+               joined(rec,
+                      json_pack("{s:f,s:s,s:I}",
+                                "epoch",
+                                (double)step / (double)r->steps_per_epoch,
+                                "global_step/max_steps",
+                                gs,
+                                key,
+                                (json_int_t)s->loss.count)));
+}
+
+void train_log_done(struct run *r)
+{
+    char nm[64];
+    snprintf(nm, sizeof(nm), "checkpoint-%ld", r->max_steps);
+    char *p = swift_path_join(r->o->output_dir, nm);
+    json_t *done = json_pack("{s:i,s:s,s:s?,s:I,s:f}",
+                             "version",
+                             1,
+                             "event",
+                             "done",
+                             "last_checkpoint",
+                             p,
+                             "global_step",
+                             (json_int_t)r->max_steps,
+                             "train_runtime",
+                             train_now_s() - r->log.t_start);
+    char *line = done ? json_dumps(done, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (line && r->dist.rank == 0)
+        printf("%s\n", line);
+    free(line);
+    json_decref(done);
+    free(p);
+}

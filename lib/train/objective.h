@@ -1,0 +1,112 @@
+/*
+ * objective — what swift-train minimises, behind a small interface the step loop calls, so that
+ * preference objectives (DPO, ORPO, KTO, reward models; GRPO later) are new files in lib/train/
+ * and not changes to the loop (lib/train/train.c). SFT (lib/train/sft.c) is the one there is.
+ *
+ *     struct swift_objective obj;
+ *     if (swift_objective_init(&obj, "sft", opts, &model) < 0)    // unknown name: reported, -1
+ *         return -1;
+ *     // loader threads, per sample of a micro-batch (rows_per_sample rows of T tokens each):
+ *     long items = obj.fill(&obj, &sample, T, tok, tgt, pos);
+ *     // the loop, per step: items summed over the step's micro-batches and all ranks
+ *     struct swift_objective_sums s = {0};
+ *     for (each micro-batch b) {
+ *         obj.forward(&obj, &model, &b, 1.0f / items, &s);          // loss of b into s
+ *         obj.backward(&obj, &model, &b);                           // gradients accumulate
+ *     }
+ *     ... s summed over ranks; loss = s.loss.sum / s.loss.count ...
+ *     obj.log(&obj, &s, "", record);                              // "token_acc": …
+ *     swift_objective_free(&obj);
+ *
+ * The contract the loop relies on, and nothing more:
+ *   - A micro-batch holds --per-device-train-batch-size samples of rows_per_sample rows each
+ *     (struct swift_batch B = samples x rows_per_sample), filled by `fill` from the shards'
+ *     samples on the loader threads: `fill` must not touch shared state. x == NULL asks for
+ *     padding rows (evaluation's last batch) that contribute nothing.
+ *   - The step's loss is a mean over *items* (SFT: trained tokens, ms-swift's num_items_in_batch;
+ *     a pair objective: pairs): fill returns the items of a sample, the loop sums them over the
+ *     step and the ranks and passes scale = 1/total to every forward (0: evaluation — no
+ *     gradient, no dropout). forward adds the micro-batch's per-item losses to s->loss.sum, its
+ *     items to s->loss.count and the items it gets right to s->loss.correct (token accuracy;
+ *     reward accuracy), and its own sums to s->extra[0..nextra); with scale != 0 it leaves what
+ *     backward needs, and backward accumulates (+=) the gradients of scale x that loss.
+ *   - The loop sums s over ranks (every field, nextra included), logs loss = sum / count and the
+ *     keys `log` adds to the logging.jsonl record between "learning_rate" and "epoch" (with
+ *     prefix "eval_" in the eval record, where `item` names the count: "eval_tokens").
+ *   - Dropout masks come from m->dropout_seed, which the loop sets per micro-batch; the
+ *     optimizer, clipping, schedule, checkpoints and the ranks' sync stay the loop's.
+ *
+ * Adding one (say DPO): write lib/train/dpo.c with a constructor
+ * `int swift_objective_dpo(struct swift_objective *, const struct swift_train_opts *,
+ * struct swift_model *)` and add it to the table in lib/train/objective.c.
+ *   - DPO: rows_per_sample 2 (the chosen and the rejected response of a pair; fill masks the
+ *     prompt), items = pairs. The constructor keeps a reference: with LoRA the same model with
+ *     the adapter switched off, else a frozen copy loaded from --model into `state`. forward
+ *     runs the reference (scale 0) and the policy, takes each row's summed log-prob of its
+ *     response, adds -log sigmoid(beta ((pc - rc) - (pr - rr))) per pair to s->loss, chosen >
+ *     rejected reward to s->loss.correct, and the chosen/rejected rewards to s->extra (logged
+ *     as "rewards/chosen", "rewards/rejected", "rewards/margins" by `log`); it then writes the
+ *     logits' gradient for backward. ORPO and KTO are the same shape with another per-pair loss.
+ *   - A reward model: rows_per_sample 2, a scalar score per row (the last token's hidden state
+ *     through a score head, as transformers' SequenceClassification models), per-pair loss
+ *     -log sigmoid(r_chosen - r_rejected).
+ *   What lib/model does not give yet and these need: each row's summed log-prob of its targets,
+ *   a backward from logits' gradients the objective writes, and (reward model) a score head as a
+ *   trainable parameter. Those are lib/model additions; the loop stays as it is.
+ */
+#ifndef SWIFT_OBJECTIVE_H
+#define SWIFT_OBJECTIVE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "lib/formats/shard.h"
+#include "lib/model/model.h"
+#include "lib/train/train.h"
+
+/* Objective-specific sums per step beyond loss/count/correct (the ranks' check-in carries at
+ * most 8 doubles: these 5 and the loss' 3). */
+#define SWIFT_OBJECTIVE_EXTRA 5
+
+/* What a step (or an evaluation) adds up over its micro-batches, then over the ranks. */
+struct swift_objective_sums {
+    struct swift_loss loss; /* sum of per-item losses, items, items right */
+    double extra[SWIFT_OBJECTIVE_EXTRA];
+};
+
+struct swift_objective {
+    const char *name;    /* "sft" */
+    int rows_per_sample; /* rows a sample fills in a micro-batch: 1 (sft), 2 (pairs) */
+    int nextra;          /* sums used in extra[] (0 .. SWIFT_OBJECTIVE_EXTRA) */
+    const char *item;    /* what loss.count counts: "tokens" (the eval record's eval_tokens) */
+    /* One sample into rows_per_sample rows of T tokens at tok/tgt/pos (row after row); x NULL:
+     * padding rows. Returns the sample's items. Called by several loader threads at once. */
+    long (*fill)(const struct swift_objective *obj, const struct swift_sample *x, int T,
+                 int32_t *tok, int32_t *tgt, int32_t *pos);
+    /* The micro-batch's loss into *s; scale: 1/(items of the step over all ranks), or 0 for
+     * evaluation (no gradient, no dropout). Returns 0 or -1 (reported). */
+    int (*forward)(struct swift_objective *obj, struct swift_model *m, const struct swift_batch *b,
+                   float scale, struct swift_objective_sums *s);
+    /* Gradients of the last forward, accumulated into the trainable parameters. */
+    void (*backward)(struct swift_objective *obj, struct swift_model *m,
+                     const struct swift_batch *b);
+    /* The metrics of s (summed over the step and the ranks) into a log record, each key
+     * prefixed by `prefix` ("" or "eval_"); the loop writes loss itself. */
+    void (*log)(const struct swift_objective *obj, const struct swift_objective_sums *s,
+                const char *prefix, json_t *rec);
+    void (*free)(struct swift_objective *obj); /* NULL: nothing to free */
+    void *state;                               /* the objective's own, owned */
+};
+
+/* Set up the objective called `name` for model m (loaded, adapters attached): fills *obj.
+ * Returns 0, or -1 after reporting an unknown name or a failure of its constructor. */
+int swift_objective_init(struct swift_objective *obj, const char *name,
+                         const struct swift_train_opts *o, struct swift_model *m);
+/* Release what the objective holds; safe on a zeroed struct. */
+void swift_objective_free(struct swift_objective *obj);
+
+/* The constructors objective.c's table names. */
+int swift_objective_sft(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
+
+#endif
