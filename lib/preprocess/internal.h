@@ -8,12 +8,15 @@
  *                       added_tokens), GPT-2's encoder.json + vocab.bpe, tokenizer_config.json;
  *   tokenizer_encode.c  encoding: added-token split, normalizer, regex pre-tokenizer, the BPE
  *                       merge of each piece with its per-state cache, and the token list.
+ * swift-preprocess's build mode keeps its documents in a token store (store.c: store, split,
+ * pack, write shards) that the driver (preprocess.c) fills in input order.
  * The lookups the hot path needs (hashes, UTF-8 decoding, vocabulary and merge probes) are
  * static inline here so that splitting the files costs no call per byte.
  */
 #ifndef SWIFT_PREPROCESS_INTERNAL_H
 #define SWIFT_PREPROCESS_INTERNAL_H
 
+#include "lib/preprocess/preprocess.h"
 #include "lib/preprocess/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -204,5 +207,47 @@ int swift_tok_added_add(struct swift_tokenizer *tok, const char *content, size_t
 int swift_tok_regex_add(struct swift_tokenizer *tok, const char *pat, size_t n, int literal);
 /* Build the byte-pair table and the added-token index once loading is done. */
 int swift_tok_finish(struct swift_tokenizer *tok);
+
+/* ---- build mode of swift-preprocess (store.c) ---- */
+struct swift_template;
+
+/* Every kept document's ids and loss mask end to end; document d is [off[d], off[d + 1]). */
+struct pp_store {
+    uint32_t *ids;
+    uint8_t *mask;
+    uint64_t ntok, cap;
+    uint64_t *off; /* ndocs + 1 */
+    uint64_t *trained;
+    uint64_t ndocs, capd;
+};
+
+#define PP_NBAD 5 /* skipped rows quoted in the summary */
+struct pp_stats {
+    uint64_t rows, invalid, dropped, truncated;
+    char bad[PP_NBAD][600];
+    int nbad;
+};
+
+/* What one written split holds. */
+struct pp_split {
+    uint64_t samples, docs, tokens, trained;
+    double efficiency;
+};
+
+/* Truncate a document of n tokens per --truncation (counting it in st) and add it to s. */
+int swift_pp_add_doc(const struct swift_preprocess_opts *o, struct pp_store *s, struct pp_stats *st,
+                     const uint32_t *ids, const uint8_t *mask, uint64_t n);
+void swift_pp_store_free(struct pp_store *s);
+/* Mean, standard deviation, min and max of the document lengths. */
+void swift_pp_len_stats(const struct pp_store *s, double lenstats[4]);
+/* Docs 0..n-1 into train[] and val[] (each room for n) per --val-ratio, --seed, --shuffle. */
+int swift_pp_split(const struct swift_preprocess_opts *o, uint64_t n, uint64_t *train,
+                   uint64_t *ntrain, uint64_t *val, uint64_t *nval);
+/* Pack docs[0..n) per --packing and write them as shards plus index.json under dir. */
+int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swift_tokenizer *tok,
+                         const struct swift_template *tpl, const struct pp_store *s,
+                         const struct pp_stats *st, const uint64_t *docs, uint64_t n,
+                         const char *dir, const char *split, const double lenstats[4],
+                         struct pp_split *res);
 
 #endif
