@@ -1,26 +1,21 @@
 /* download — swift-download's entry point, its job list, running the jobs, the manifest, locks
  * and filters (see download.h; internal.h says how the files divide the work). */
 #include "lib/download/download.h"
-#include "lib/download/internal.h"
+
 #include "lib/core/error.h"
-#include "lib/download/extract.h"
 #include "lib/core/fileio.h"
+#include "lib/core/pool.h"
+#include "lib/download/extract.h"
 #include "lib/download/http.h"
 #include "lib/download/hub.h"
-#include "lib/core/jsonl.h"
-#include "lib/core/pool.h"
-#include "lib/core/sha256.h"
-#include "lib/core/trace.h"
+#include "lib/download/internal.h"
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,33 +1,25 @@
 /* download_fetch — one file of swift-download: reuse what is already there, fetch it (resumable
  * HTTP, or a local copy), verify it, commit it under its final name, report it. */
 #include "lib/download/download.h"
-#include "lib/download/internal.h"
+
 #include "lib/core/error.h"
-#include "lib/download/extract.h"
 #include "lib/core/fileio.h"
-#include "lib/download/http.h"
-#include "lib/download/hub.h"
 #include "lib/core/jsonl.h"
-#include "lib/core/pool.h"
 #include "lib/core/sha256.h"
 #include "lib/core/trace.h"
+#include "lib/download/http.h"
+#include "lib/download/hub.h"
+#include "lib/download/internal.h"
 
-#include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/core/banned.h"
@@ -336,6 +328,136 @@ static int copy_local(const char *src, const char *part, char sha[65], long long
     return rc;
 }
 
+/* What fetching one file produced, for verify, commit and the trace. */
+struct fetched {
+    char sha[65];
+    long long size;
+    const char *linked; /* the hub's linked etag (in f.resp), or NULL */
+    double connect_s, hash_wait_s;
+    struct swift_http_fetch f;
+};
+
+/* The HF cache already holds the blob: link it into the snapshot and report. Returns 1 when
+ * the job is done (cached or failed), 0 when the blob must be fetched. */
+static int use_cached_blob(struct dl *d, struct dl_job *j, const char *blob, double t0s)
+{
+    struct stat st;
+    if (!(stat(blob, &st) == 0 && S_ISREG(st.st_mode) && (j->size < 0 || st.st_size == j->size)))
+        return 0;
+    /* blobs are only ever named after a verified download */
+    if (link_snapshot(d, j, strrchr(blob, '/') + 1) < 0 ||
+        (j->sha256[0] ? (snprintf(j->got, 65, "%s", j->sha256), 0)
+                      : swift_sha256_file(blob, j->got)) < 0) {
+        fail(d, j, t0s, "cannot reuse the cached blob");
+    } else {
+        j->status = "cached";
+        j->bytes = st.st_size;
+        j->secs = dl_now_s() - t0s;
+        swift_dl_emit(d, j, NULL);
+    }
+    return 1;
+}
+
+/* Fetch j->url into part, resuming a partial file (and starting again once when the resumed
+ * data does not verify). Returns 0, or -1 after reporting the job failed. */
+static int fetch_remote(struct dl *d, struct dl_job *j, int worker, char *part, double t0s,
+                        struct fetched *g)
+{
+    char why[512];
+    struct swift_http_fetch *f = &g->f;
+    f->url = j->url;
+    f->part_path = part;
+    f->expect_size = j->size;
+    f->on_bytes = on_bytes;
+    f->ctx = d;
+    int rc = swift_http_fetch(&d->clients[worker], f);
+    j->fetched = f->fetched;
+    if (rc == 0 && f->resumed_from > 0 &&
+        verify(j, part, f->sha256, f->size, f->resp.linked_etag, why, sizeof(why)) < 0) {
+        /* the partial file came from another version of the file: start again once */
+        swift_warn("%s: resumed data does not verify (%s); fetching it again from the start",
+                   j->path,
+                   why);
+        unlink(part);
+        swift_http_resp_release(&f->resp);
+        rc = swift_http_fetch(&d->clients[worker], f);
+        j->fetched += f->fetched;
+    }
+    g->connect_s = f->connect_s;
+    g->hash_wait_s = f->hash_wait_s;
+    if (rc < 0) {
+        snprintf(why, sizeof(why), f->http_error ? "HTTP %d" : "transfer failed", f->http_error);
+        fail(d, j, t0s, why);
+        return -1;
+    }
+    snprintf(g->sha, sizeof(g->sha), "%s", f->sha256);
+    g->size = f->size;
+    g->linked = f->resp.linked_etag;
+    /* what the file answer itself promises, when the listing did not say */
+    if (j->size < 0 && f->resp.linked_size >= 0)
+        j->size = f->resp.linked_size;
+    if (d->endpoint && d->kind == SWIFT_HUB_HF && !j->sha256[0] && !j->blob_id && !g->linked &&
+        f->resp.etag && strlen(f->resp.etag) == 40 &&
+        strspn(f->resp.etag, "0123456789abcdef") == 40)
+        j->blob_id = dl_xstrdup(f->resp.etag); /* HF: the git blob id of a non-LFS file */
+    if (f->resumed_from > 0)
+        j->status = "resumed";
+    return 0;
+}
+
+/* Copy j->local into part. Returns 0, or -1 after reporting the job failed. */
+static int copy_in(struct dl *d, struct dl_job *j, const char *part, double t0s, struct fetched *g)
+{
+    if (copy_local(j->local, part, g->sha, &g->size) < 0) {
+        unlink(part);
+        fail(d, j, t0s, "copy failed");
+        return -1;
+    }
+    j->fetched = g->size;
+    j->status = "copied";
+    on_bytes(d, g->size);
+    return 0;
+}
+
+/* Verify part, then move it to its final name (the blob plus its snapshot link, or the file
+ * itself) and report the job; corrupt data is removed. */
+static void commit_part(struct dl *d, struct dl_job *j, const char *part, const char *blob,
+                        const char *final, double t0s, int64_t t0, int64_t tf0,
+                        const struct fetched *g)
+{
+    char why[512];
+    int64_t tf1 = swift_trace_enabled() ? swift_trace_now() : 0, tv1 = 0;
+    int bad = verify(j, part, g->sha, g->size, g->linked, why, sizeof(why));
+    if (swift_trace_enabled())
+        tv1 = swift_trace_now();
+    if (bad < 0) {
+        swift_error("%s: %s; removed '%s'", j->url ? j->url : j->local, why, part);
+        unlink(part); /* corrupt data cannot be resumed from */
+        fail(d, j, t0s, why);
+    } else if (fsync_path(part) < 0 || rename(part, blob ? blob : final) < 0) {
+        int e = errno;
+        unlink(part);
+        errno = e;
+        swift_error_errno("cannot rename '%s' to its final name", part);
+        fail(d, j, t0s, "rename failed");
+    } else if (blob && link_snapshot(d, j, strrchr(blob, '/') + 1) < 0) {
+        fail(d, j, t0s, "link failed");
+    } else {
+        snprintf(j->got, sizeof(j->got), "%s", g->sha);
+        j->bytes = g->size;
+        j->secs = dl_now_s() - t0s;
+        trace_file(j,
+                   t0,
+                   tf0,
+                   tf1,
+                   tv1,
+                   swift_trace_enabled() ? swift_trace_now() : 0,
+                   g->connect_s,
+                   g->hash_wait_s);
+        swift_dl_emit(d, j, NULL);
+    }
+}
+
 void swift_dl_fetch_one(void *ctx, long i, int worker)
 {
     struct dl *d = ctx;
@@ -344,7 +466,6 @@ void swift_dl_fetch_one(void *ctx, long i, int worker)
     int64_t t0 = swift_trace_enabled() ? swift_trace_now() : 0;
     char *final = swift_path_join(d->dir, j->path);
     char *blob = NULL, *part;
-    char why[512];
     j->status = "downloaded";
 
     if (d->blobs) {
@@ -353,21 +474,8 @@ void swift_dl_fetch_one(void *ctx, long i, int worker)
             blob = swift_path_join(d->blobs, bn);
     }
     if (blob) {
-        struct stat st;
-        if (stat(blob, &st) == 0 && S_ISREG(st.st_mode) && (j->size < 0 || st.st_size == j->size)) {
-            /* blobs are only ever named after a verified download */
-            if (link_snapshot(d, j, strrchr(blob, '/') + 1) < 0 ||
-                (j->sha256[0] ? (snprintf(j->got, 65, "%s", j->sha256), 0)
-                              : swift_sha256_file(blob, j->got)) < 0) {
-                fail(d, j, t0s, "cannot reuse the cached blob");
-            } else {
-                j->status = "cached";
-                j->bytes = st.st_size;
-                j->secs = dl_now_s() - t0s;
-                swift_dl_emit(d, j, NULL);
-            }
+        if (use_cached_blob(d, j, blob, t0s))
             goto out;
-        }
         part = swift_asprintf("%s.incomplete", blob);
     } else {
         if (reuse_existing(d, j, final)) {
@@ -384,95 +492,12 @@ void swift_dl_fetch_one(void *ctx, long i, int worker)
         free(part);
         goto out;
     }
-
     int64_t tf0 = swift_trace_enabled() ? swift_trace_now() : 0;
-    char sha[65];
-    long long size = 0;
-    const char *linked = NULL;
-    double connect_s = 0, hash_wait_s = 0;
-    struct swift_http_fetch f = {0};
-    if (j->url) {
-        f.url = j->url;
-        f.part_path = part;
-        f.expect_size = j->size;
-        f.on_bytes = on_bytes;
-        f.ctx = d;
-        int rc = swift_http_fetch(&d->clients[worker], &f);
-        j->fetched = f.fetched;
-        if (rc == 0 && f.resumed_from > 0 &&
-            verify(j, part, f.sha256, f.size, f.resp.linked_etag, why, sizeof(why)) < 0) {
-            /* the partial file came from another version of the file: start again once */
-            swift_warn("%s: resumed data does not verify (%s); fetching it again from the start",
-                       j->path,
-                       why);
-            unlink(part);
-            swift_http_resp_release(&f.resp);
-            rc = swift_http_fetch(&d->clients[worker], &f);
-            j->fetched += f.fetched;
-        }
-        connect_s = f.connect_s;
-        hash_wait_s = f.hash_wait_s;
-        if (rc < 0) {
-            snprintf(why, sizeof(why), f.http_error ? "HTTP %d" : "transfer failed", f.http_error);
-            fail(d, j, t0s, why);
-            swift_http_resp_release(&f.resp);
-            free(part);
-            goto out;
-        }
-        snprintf(sha, sizeof(sha), "%s", f.sha256);
-        size = f.size;
-        linked = f.resp.linked_etag;
-        /* what the file answer itself promises, when the listing did not say */
-        if (j->size < 0 && f.resp.linked_size >= 0)
-            j->size = f.resp.linked_size;
-        if (d->endpoint && d->kind == SWIFT_HUB_HF && !j->sha256[0] && !j->blob_id && !linked &&
-            f.resp.etag && strlen(f.resp.etag) == 40 &&
-            strspn(f.resp.etag, "0123456789abcdef") == 40)
-            j->blob_id = dl_xstrdup(f.resp.etag); /* HF: the git blob id of a non-LFS file */
-        if (f.resumed_from > 0)
-            j->status = "resumed";
-    } else {
-        if (copy_local(j->local, part, sha, &size) < 0) {
-            unlink(part);
-            fail(d, j, t0s, "copy failed");
-            free(part);
-            goto out;
-        }
-        j->fetched = size;
-        j->status = "copied";
-        on_bytes(d, size);
-    }
-    int64_t tf1 = swift_trace_enabled() ? swift_trace_now() : 0, tv1 = 0;
-    int bad = verify(j, part, sha, size, linked, why, sizeof(why));
-    if (swift_trace_enabled())
-        tv1 = swift_trace_now();
-    if (bad < 0) {
-        swift_error("%s: %s; removed '%s'", j->url ? j->url : j->local, why, part);
-        unlink(part); /* corrupt data cannot be resumed from */
-        fail(d, j, t0s, why);
-    } else if (fsync_path(part) < 0 || rename(part, blob ? blob : final) < 0) {
-        int e = errno;
-        unlink(part);
-        errno = e;
-        swift_error_errno("cannot rename '%s' to its final name", part);
-        fail(d, j, t0s, "rename failed");
-    } else if (blob && link_snapshot(d, j, strrchr(blob, '/') + 1) < 0) {
-        fail(d, j, t0s, "link failed");
-    } else {
-        snprintf(j->got, sizeof(j->got), "%s", sha);
-        j->bytes = size;
-        j->secs = dl_now_s() - t0s;
-        trace_file(j,
-                   t0,
-                   tf0,
-                   tf1,
-                   tv1,
-                   swift_trace_enabled() ? swift_trace_now() : 0,
-                   connect_s,
-                   hash_wait_s);
-        swift_dl_emit(d, j, NULL);
-    }
-    swift_http_resp_release(&f.resp);
+    struct fetched g = {0};
+    int rc = j->url ? fetch_remote(d, j, worker, part, t0s, &g) : copy_in(d, j, part, t0s, &g);
+    if (rc == 0)
+        commit_part(d, j, part, blob, final, t0s, t0, tf0, &g);
+    swift_http_resp_release(&g.f.resp);
     free(part);
 out:
     free(blob);

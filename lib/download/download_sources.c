@@ -1,33 +1,20 @@
 /* download_sources — where swift-download's files come from: a hub listing, a local directory
  * or file, a single URL, an archive (see download.h). */
 #include "lib/download/download.h"
-#include "lib/download/internal.h"
+
 #include "lib/core/error.h"
-#include "lib/download/extract.h"
 #include "lib/core/fileio.h"
-#include "lib/download/http.h"
-#include "lib/download/hub.h"
-#include "lib/core/jsonl.h"
-#include "lib/core/pool.h"
 #include "lib/core/sha256.h"
 #include "lib/core/trace.h"
+#include "lib/download/extract.h"
+#include "lib/download/http.h"
+#include "lib/download/hub.h"
+#include "lib/download/internal.h"
 
-#include <curl/curl.h>
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <fnmatch.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/core/banned.h"
@@ -68,16 +55,11 @@ static int hub_error(struct dl *d, const char *url, const struct swift_http_resp
                        r->body ? r->body : "");
 }
 
-int swift_dl_run_hub(struct dl *d)
+/* Fetch and parse the hub's file listing; a job per wanted file (from the resolved commit on
+ * HF, so that a moving branch cannot mix two snapshots). */
+static int hub_list(struct dl *d)
 {
     const struct swift_download_opts *o = d->o;
-    d->endpoint = swift_hub_endpoint(d->kind, o->endpoint);
-    d->token = swift_hub_token(d->kind, o->token);
-    d->rev = o->revision && *o->revision ? o->revision : swift_hub_default_revision(d->kind);
-    d->label = swift_asprintf("%s:%s%s",
-                              d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope",
-                              o->dataset ? "datasets/" : "",
-                              o->source);
     char *url = swift_hub_listing_url(d->kind, d->endpoint, o->dataset, o->source, d->rev);
     struct swift_http h;
     swift_http_init(&h,
@@ -110,7 +92,6 @@ int swift_dl_run_hub(struct dl *d)
     if (rc < 0)
         return -1;
     d->commit = dl_xstrdup(ls.commit ? ls.commit : d->rev);
-    /* HF files come from the resolved commit so a moving branch cannot mix two snapshots */
     const char *frev = d->kind == SWIFT_HUB_HF && ls.commit ? ls.commit : d->rev;
     size_t cap = 0, skipped = 0;
     for (size_t i = 0; i < ls.n; i++) {
@@ -130,14 +111,19 @@ int swift_dl_run_hub(struct dl *d)
             f->blob_id);
     }
     swift_hub_listing_release(&ls);
-    if (!d->n) {
+    if (!d->n)
         return swift_error("%s '%s': no file left to download (%zu listed, all excluded)",
                            o->dataset ? "dataset" : "model",
                            o->source,
                            skipped);
-    }
+    return 0;
+}
 
-    /* where the files go */
+/* Where the files go: -o DIR, the HF cache (snapshots/ linked to blobs/) or the ModelScope
+ * cache; returns the lock file's path (caller frees). */
+static char *hub_place(struct dl *d)
+{
+    const struct swift_download_opts *o = d->o;
     char *lockpath;
     if (o->output) {
         d->dir = dl_xstrdup(o->output);
@@ -160,6 +146,22 @@ int swift_dl_run_hub(struct dl *d)
         d->partdir = swift_path_join(d->dir, ".swift-download");
         lockpath = swift_path_join(d->partdir, "lock");
     }
+    return lockpath;
+}
+
+int swift_dl_run_hub(struct dl *d)
+{
+    const struct swift_download_opts *o = d->o;
+    d->endpoint = swift_hub_endpoint(d->kind, o->endpoint);
+    d->token = swift_hub_token(d->kind, o->token);
+    d->rev = o->revision && *o->revision ? o->revision : swift_hub_default_revision(d->kind);
+    d->label = swift_asprintf("%s:%s%s",
+                              d->kind == SWIFT_HUB_HF ? "huggingface" : "modelscope",
+                              o->dataset ? "datasets/" : "",
+                              o->source);
+    if (hub_list(d) < 0)
+        return -1;
+    char *lockpath = hub_place(d);
     if (swift_mkdirs(d->dir, 0755) < 0 || swift_mkdirs(d->partdir, 0755) < 0) {
         free(lockpath);
         return -1;
@@ -170,7 +172,7 @@ int swift_dl_run_hub(struct dl *d)
         return -1;
     swift_dl_pick_manifest_name(d);
     swift_dl_load_old_manifest(d);
-    rc = swift_dl_run_jobs(d);
+    int rc = swift_dl_run_jobs(d);
     if (rc == 0)
         rc = swift_dl_write_manifest(d);
     if (rc == 0 && d->blobs && strcmp(d->rev, d->commit)) {
@@ -184,6 +186,30 @@ int swift_dl_run_hub(struct dl *d)
     }
     if (rc == 0)
         swift_info("%s", d->dir);
+    close(lock);
+    return rc;
+}
+
+/* ---- -o DIR ---- */
+/* Run the jobs into -o DIR ("*.incomplete" files under DIR/.swift-download, locked there),
+ * then write the manifest. */
+static int into_output(struct dl *d, const char *what)
+{
+    const struct swift_download_opts *o = d->o;
+    d->dir = dl_xstrdup(o->output);
+    d->partdir = swift_path_join(o->output, ".swift-download");
+    if (swift_mkdirs(d->dir, 0755) < 0 || swift_mkdirs(d->partdir, 0755) < 0)
+        return -1;
+    char *lockpath = swift_path_join(d->partdir, "lock");
+    int lock = swift_dl_take_lock(lockpath, what);
+    free(lockpath);
+    if (lock < 0)
+        return -1;
+    swift_dl_pick_manifest_name(d);
+    swift_dl_load_old_manifest(d);
+    int rc = swift_dl_run_jobs(d);
+    if (rc == 0)
+        rc = swift_dl_write_manifest(d);
     close(lock);
     return rc;
 }
@@ -227,7 +253,6 @@ static int walk(struct dl *d, size_t *cap, const char *root, const char *rel, in
 
 int swift_dl_run_local(struct dl *d, const char *path, int is_dir)
 {
-    const struct swift_download_opts *o = d->o;
     size_t cap = 0;
     char *abs = realpath(path, NULL);
     if (!abs)
@@ -245,22 +270,7 @@ int swift_dl_run_local(struct dl *d, const char *path, int is_dir)
     free(abs);
     if (rc < 0)
         return rc;
-    d->dir = dl_xstrdup(o->output);
-    d->partdir = swift_path_join(o->output, ".swift-download");
-    if (swift_mkdirs(d->dir, 0755) < 0 || swift_mkdirs(d->partdir, 0755) < 0)
-        return -1;
-    char *lockpath = swift_path_join(d->partdir, "lock");
-    int lock = swift_dl_take_lock(lockpath, path);
-    free(lockpath);
-    if (lock < 0)
-        return -1;
-    swift_dl_pick_manifest_name(d);
-    swift_dl_load_old_manifest(d);
-    rc = swift_dl_run_jobs(d);
-    if (rc == 0)
-        rc = swift_dl_write_manifest(d);
-    close(lock);
-    return rc;
+    return into_output(d, path);
 }
 
 /* ---- single URL ---- */
@@ -293,22 +303,7 @@ int swift_dl_run_url(struct dl *d)
     size_t cap = 0;
     swift_dl_add_job(d, &cap, base, dl_xstrdup(o->source), NULL, -1, NULL, NULL);
     free(base);
-    d->dir = dl_xstrdup(o->output);
-    d->partdir = swift_path_join(o->output, ".swift-download");
-    if (swift_mkdirs(d->dir, 0755) < 0 || swift_mkdirs(d->partdir, 0755) < 0)
-        return -1;
-    char *lockpath = swift_path_join(d->partdir, "lock");
-    int lock = swift_dl_take_lock(lockpath, o->source);
-    free(lockpath);
-    if (lock < 0)
-        return -1;
-    swift_dl_pick_manifest_name(d);
-    swift_dl_load_old_manifest(d);
-    int rc = swift_dl_run_jobs(d);
-    if (rc == 0)
-        rc = swift_dl_write_manifest(d);
-    close(lock);
-    return rc;
+    return into_output(d, o->source);
 }
 
 /* ---- archives ---- */
@@ -346,6 +341,72 @@ static int dir_is_empty(const char *path)
     return empty;
 }
 
+/* Download the archive itself, resumably, next to the output. */
+static int fetch_archive(struct dl *d, const char *archive)
+{
+    const struct swift_download_opts *o = d->o;
+    size_t cap = 0;
+    swift_dl_add_job(d, &cap, "archive", dl_xstrdup(o->source), NULL, -1, NULL, NULL);
+    d->token = o->token && *o->token ? o->token : NULL;
+    struct swift_http h;
+    swift_http_init(&h,
+                    &(struct swift_http_opts){.token = d->token,
+                                              .retries = o->retries,
+                                              .retry_base = o->retry_delay,
+                                              .stall_timeout = o->timeout});
+    char *part = swift_asprintf("%s.incomplete", archive);
+    struct swift_http_fetch f = {.url = o->source, .part_path = part, .expect_size = -1};
+    SWIFT_SPAN_BEGIN(tf);
+    int rc = swift_http_fetch(&h, &f);
+    SWIFT_SPAN_END(tf, "download", "archive");
+    swift_http_release(&h);
+    if (rc == 0 && rename(part, archive) < 0)
+        rc = swift_error_errno("cannot rename '%s'", part);
+    swift_http_resp_release(&f.resp);
+    free(part);
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->jobs[i].path);
+        free(d->jobs[i].url);
+        free(d->jobs[i].blob_id);
+    }
+    d->n = 0;
+    return rc;
+}
+
+/* Unpack the archive into tmp, one job per member (hashed, "extracted"), then the manifest. */
+static int extract_into(struct dl *d, const char *archive, const char *tmp, struct names *nm)
+{
+    const struct swift_download_opts *o = d->o;
+    SWIFT_SPAN_BEGIN(tx);
+    double t0 = dl_now_s();
+    int rc = swift_extract(
+        archive, tmp, o->max_extract ? o->max_extract : (200ULL << 30), on_member, nm);
+    SWIFT_SPAN_END(tx, "download", "extract");
+    if (rc < 0)
+        return -1;
+    d->dir = dl_xstrdup(tmp);
+    d->n = 0;
+    size_t cap = 0;
+    for (size_t i = 0; i < nm->n; i++)
+        swift_dl_add_job(d, &cap, nm->v[i], NULL, NULL, -1, NULL, NULL);
+    swift_dl_pick_manifest_name(d);
+    for (size_t i = 0; i < d->n && rc == 0; i++) {
+        struct dl_job *j = &d->jobs[i];
+        char *p = swift_path_join(tmp, j->path);
+        struct stat fs;
+        rc = swift_sha256_file(p, j->got);
+        if (rc == 0 && stat(p, &fs) == 0)
+            j->bytes = (long long)fs.st_size;
+        free(p);
+        j->local = swift_asprintf("%s#%s", o->source, j->path);
+        j->status = "extracted";
+        j->secs = dl_now_s() - t0;
+    }
+    if (rc == 0)
+        rc = swift_dl_write_manifest(d);
+    return rc;
+}
+
 int swift_dl_run_archive(struct dl *d, const char *local)
 {
     const struct swift_download_opts *o = d->o;
@@ -374,70 +435,14 @@ int swift_dl_run_archive(struct dl *d, const char *local)
         goto done;
     }
     d->label = dl_xstrdup(o->source);
-    if (local) {
-        archive = dl_xstrdup(local);
-    } else {
-        /* the archive itself is a resumable download next to the output */
-        archive = swift_asprintf("%s/.%s.archive", parent, base);
-        size_t cap = 0;
-        swift_dl_add_job(d, &cap, "archive", dl_xstrdup(o->source), NULL, -1, NULL, NULL);
-        d->token = o->token && *o->token ? o->token : NULL;
-        struct swift_http h;
-        swift_http_init(&h,
-                        &(struct swift_http_opts){.token = d->token,
-                                                  .retries = o->retries,
-                                                  .retry_base = o->retry_delay,
-                                                  .stall_timeout = o->timeout});
-        char *part = swift_asprintf("%s.incomplete", archive);
-        struct swift_http_fetch f = {.url = o->source, .part_path = part, .expect_size = -1};
-        SWIFT_SPAN_BEGIN(tf);
-        rc = swift_http_fetch(&h, &f);
-        SWIFT_SPAN_END(tf, "download", "archive");
-        swift_http_release(&h);
-        if (rc == 0 && rename(part, archive) < 0)
-            rc = swift_error_errno("cannot rename '%s'", part);
-        swift_http_resp_release(&f.resp);
-        free(part);
-        for (size_t i = 0; i < d->n; i++) {
-            free(d->jobs[i].path);
-            free(d->jobs[i].url);
-            free(d->jobs[i].blob_id);
-        }
-        d->n = 0;
-        if (rc < 0)
-            goto done;
-    }
+    archive = local ? dl_xstrdup(local) : swift_asprintf("%s/.%s.archive", parent, base);
+    if (!local && (rc = fetch_archive(d, archive)) < 0)
+        goto done;
     if (swift_atomic_dir_begin(out, &tmp) < 0) {
         rc = -1;
         goto done;
     }
-    SWIFT_SPAN_BEGIN(tx);
-    double t0 = dl_now_s();
-    rc = swift_extract(
-        archive, tmp, o->max_extract ? o->max_extract : (200ULL << 30), on_member, &nm);
-    SWIFT_SPAN_END(tx, "download", "extract");
-    if (rc < 0)
-        goto done;
-    d->dir = dl_xstrdup(tmp);
-    d->n = 0;
-    size_t cap = 0;
-    for (size_t i = 0; i < nm.n; i++)
-        swift_dl_add_job(d, &cap, nm.v[i], NULL, NULL, -1, NULL, NULL);
-    swift_dl_pick_manifest_name(d);
-    for (size_t i = 0; i < d->n && rc == 0; i++) {
-        struct dl_job *j = &d->jobs[i];
-        char *p = swift_path_join(tmp, j->path);
-        struct stat fs;
-        rc = swift_sha256_file(p, j->got);
-        if (rc == 0 && stat(p, &fs) == 0)
-            j->bytes = (long long)fs.st_size;
-        free(p);
-        j->local = swift_asprintf("%s#%s", o->source, j->path);
-        j->status = "extracted";
-        j->secs = dl_now_s() - t0;
-    }
-    if (rc == 0)
-        rc = swift_dl_write_manifest(d);
+    rc = extract_into(d, archive, tmp, &nm);
     if (rc == 0) {
         rc = swift_atomic_dir_commit(tmp, out, 1);
         if (rc == 0)

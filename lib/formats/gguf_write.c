@@ -5,7 +5,6 @@
 #include "lib/core/error.h"
 #include "lib/formats/internal.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
