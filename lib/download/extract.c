@@ -97,137 +97,166 @@ static int copy_data(struct archive *in, struct archive *out, const char *archiv
     }
 }
 
-int swift_extract(const char *archive, const char *dest, unsigned long long max_total,
-                  swift_extract_fn fn, void *ctx)
+/* One extraction: the archive read, the disk written (relative to the working directory). */
+struct extraction {
+    struct archive *in, *out;
+    const char *archive;
+    unsigned long long total, max_total;
+    swift_extract_fn fn;
+    void *ctx;
+};
+
+/* The checks on a member before anything is written: *rel gets its path relative to the target
+ * (caller frees). Returns 0, 1 to skip it ("./" itself) or -1 after reporting why it is
+ * refused (absolute, escaping, a link leaving the target, a special file). */
+static int check_member(const char *archive, struct archive_entry *e, const char *raw, char **relp)
 {
-    struct archive *in = archive_read_new(), *out = archive_write_disk_new();
-    if (!in || !out)
+    *relp = NULL;
+    if (raw[0] == '/')
+        return swift_error("%s: member '%s': absolute path refused", archive, raw);
+    char *rel = strdup(strip_dot_slash(raw));
+    if (!rel)
         abort();
-    archive_read_support_format_tar(in);
-    archive_read_support_format_gnutar(in);
-    archive_read_support_format_zip(in);
-    archive_read_support_filter_all(in);
-    int flags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                ARCHIVE_EXTRACT_NO_OVERWRITE;
-    archive_write_disk_set_options(out, flags);
-    archive_write_disk_set_standard_lookup(out);
-    int rc = 0, cwd = -1;
-    if (archive_read_open_filename(in, archive, 1 << 16) != ARCHIVE_OK) {
-        rc = swift_error("%s: %s", archive, archive_error_string(in));
-        goto done;
+    size_t rn = strlen(rel);
+    while (rn > 0 && rel[rn - 1] == '/')
+        rel[--rn] = 0; /* directories end in '/' */
+    int rc = 0;
+    mode_t type = archive_entry_filetype(e);
+    const char *sl = archive_entry_symlink(e);
+    const char *hl = archive_entry_hardlink(e);
+    if (!rn) /* "./" itself */
+        rc = 1;
+    else if (!swift_hub_path_ok(rel))
+        rc = swift_error("%s: member '%s': path escapes the target directory", archive, raw);
+    else if (sl && !link_target_ok(rel, sl))
+        rc = swift_error(
+            "%s: member '%s': symbolic link to '%s' leaves the target directory", archive, raw, sl);
+    else if (hl && !swift_hub_path_ok(strip_dot_slash(hl)))
+        rc = swift_error(
+            "%s: member '%s': hard link to '%s' leaves the target directory", archive, raw, hl);
+    else if (!sl && !hl && type != AE_IFREG && type != AE_IFDIR)
+        rc = swift_error("%s: member '%s': special file refused", archive, raw);
+    if (rc)
+        free(rel);
+    else
+        *relp = rel;
+    return rc;
+}
+
+/* Write a checked member under the working directory; regular files are reported to fn. */
+static int write_member(struct extraction *x, struct archive_entry *e, const char *raw,
+                        const char *rel)
+{
+    mode_t type = archive_entry_filetype(e);
+    const char *sl = archive_entry_symlink(e);
+    const char *hl = archive_entry_hardlink(e);
+    /* relative to dest: the process works inside it (NOABSOLUTEPATHS stays meaningful) */
+    char *full = strdup(rel);
+    if (!full)
+        abort();
+    archive_entry_set_pathname(e, full);
+    if (hl) {
+        char *h = strdup(strip_dot_slash(hl));
+        if (!h)
+            abort();
+        archive_entry_set_hardlink(e, h);
+        free(h);
     }
-    /* members are written relative to dest; the caller runs no other thread that uses paths */
-    cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (cwd < 0 || chdir(dest) < 0) {
-        rc = swift_error_errno("cannot enter '%s'", dest);
-        goto done;
+    /* never setuid/setgid/world-writable from an archive */
+    archive_entry_set_perm(e, archive_entry_perm(e) & 0755);
+    int rc = 0;
+    if (archive_write_header(x->out, e) < ARCHIVE_WARN) {
+        rc = swift_error("%s: member '%s': %s", x->archive, raw, archive_error_string(x->out));
+        free(full);
+        return rc;
     }
-    unsigned long long total = 0;
+    long long size = 0;
+    if (type == AE_IFREG && !hl && archive_entry_size(e) > 0)
+        rc = copy_data(x->in, x->out, x->archive, raw, &x->total, x->max_total, &size);
+    if (rc == 0 && archive_write_finish_entry(x->out) < ARCHIVE_WARN)
+        rc = swift_error("%s: member '%s': %s", x->archive, raw, archive_error_string(x->out));
+    if (rc == 0 && type == AE_IFREG && !sl && x->fn) {
+        struct stat st;
+        if (!hl && lstat(full, &st) == 0)
+            size = (long long)st.st_size;
+        rc = x->fn(x->ctx, rel, size);
+    }
+    free(full);
+    return rc;
+}
+
+/* Every member in turn; an archive without members is an error. */
+static int extract_members(struct extraction *x)
+{
     struct archive_entry *e;
     long nmembers = 0;
+    int rc = 0;
     for (;;) {
-        int r = archive_read_next_header(in, &e);
+        int r = archive_read_next_header(x->in, &e);
         if (r == ARCHIVE_EOF)
             break;
-        if (r < ARCHIVE_WARN) {
-            rc = swift_error("%s: %s", archive, archive_error_string(in));
-            break;
-        }
+        if (r < ARCHIVE_WARN)
+            return swift_error("%s: %s", x->archive, archive_error_string(x->in));
         nmembers++;
         const char *raw = archive_entry_pathname(e);
         if (!raw)
             raw = "";
-        if (raw[0] == '/') {
-            rc = swift_error("%s: member '%s': absolute path refused", archive, raw);
-            break;
-        }
-        const char *name = strip_dot_slash(raw);
-        char *rel = strdup(name);
-        if (!rel)
-            abort();
-        size_t rn = strlen(rel);
-        while (rn > 0 && rel[rn - 1] == '/')
-            rel[--rn] = 0; /* directories end in '/' */
-        if (!rn) {         /* "./" itself */
-            free(rel);
+        char *rel;
+        rc = check_member(x->archive, e, raw, &rel);
+        if (rc > 0)
             continue;
-        }
-        if (!swift_hub_path_ok(rel)) {
-            rc = swift_error("%s: member '%s': path escapes the target directory", archive, raw);
-            free(rel);
-            break;
-        }
-        mode_t type = archive_entry_filetype(e);
-        const char *sl = archive_entry_symlink(e);
-        const char *hl = archive_entry_hardlink(e);
-        if (sl && !link_target_ok(rel, sl)) {
-            rc = swift_error("%s: member '%s': symbolic link to '%s' leaves the target directory",
-                             archive,
-                             raw,
-                             sl);
-            free(rel);
-            break;
-        }
-        if (hl && !swift_hub_path_ok(strip_dot_slash(hl))) {
-            rc = swift_error(
-                "%s: member '%s': hard link to '%s' leaves the target directory", archive, raw, hl);
-            free(rel);
-            break;
-        }
-        if (!sl && !hl && type != AE_IFREG && type != AE_IFDIR) {
-            rc = swift_error("%s: member '%s': special file refused", archive, raw);
-            free(rel);
-            break;
-        }
-        /* relative to dest: the process works inside it (NOABSOLUTEPATHS stays meaningful) */
-        char *full = strdup(rel);
-        if (!full)
-            abort();
-        archive_entry_set_pathname(e, full);
-        if (hl) {
-            char *h = strdup(strip_dot_slash(hl));
-            if (!h)
-                abort();
-            archive_entry_set_hardlink(e, h);
-            free(h);
-        }
-        /* never setuid/setgid/world-writable from an archive */
-        archive_entry_set_perm(e, archive_entry_perm(e) & 0755);
-        r = archive_write_header(out, e);
-        if (r < ARCHIVE_WARN) {
-            rc = swift_error("%s: member '%s': %s", archive, raw, archive_error_string(out));
-            free(full);
-            free(rel);
-            break;
-        }
-        long long size = 0;
-        if (type == AE_IFREG && !hl && archive_entry_size(e) > 0)
-            rc = copy_data(in, out, archive, raw, &total, max_total, &size);
-        if (rc == 0 && archive_write_finish_entry(out) < ARCHIVE_WARN)
-            rc = swift_error("%s: member '%s': %s", archive, raw, archive_error_string(out));
-        if (rc == 0 && type == AE_IFREG && !sl && fn) {
-            struct stat st;
-            if (!hl && lstat(full, &st) == 0)
-                size = (long long)st.st_size;
-            rc = fn(ctx, rel, size);
-        }
-        free(full);
+        if (rc < 0)
+            return -1;
+        rc = write_member(x, e, raw, rel);
         free(rel);
         if (rc < 0)
-            break;
+            return rc;
     }
-    if (rc == 0 && nmembers == 0)
-        rc = swift_error("%s: empty archive", archive);
-done:
-    if (archive_write_close(out) < ARCHIVE_WARN && rc == 0)
-        rc = swift_error("%s: %s", archive, archive_error_string(out));
+    if (nmembers == 0)
+        return swift_error("%s: empty archive", x->archive);
+    return 0;
+}
+
+int swift_extract(const char *archive, const char *dest, unsigned long long max_total,
+                  swift_extract_fn fn, void *ctx)
+{
+    struct extraction x = {.in = archive_read_new(),
+                           .out = archive_write_disk_new(),
+                           .archive = archive,
+                           .max_total = max_total,
+                           .fn = fn,
+                           .ctx = ctx};
+    if (!x.in || !x.out)
+        abort();
+    archive_read_support_format_tar(x.in);
+    archive_read_support_format_gnutar(x.in);
+    archive_read_support_format_zip(x.in);
+    archive_read_support_filter_all(x.in);
+    int flags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
+                ARCHIVE_EXTRACT_NO_OVERWRITE;
+    archive_write_disk_set_options(x.out, flags);
+    archive_write_disk_set_standard_lookup(x.out);
+    int rc = 0, cwd = -1;
+    if (archive_read_open_filename(x.in, archive, 1 << 16) != ARCHIVE_OK) {
+        rc = swift_error("%s: %s", archive, archive_error_string(x.in));
+    } else {
+        /* members are written relative to dest; the caller runs no other thread that uses
+         * paths */
+        cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cwd < 0 || chdir(dest) < 0)
+            rc = swift_error_errno("cannot enter '%s'", dest);
+        else
+            rc = extract_members(&x);
+    }
+    if (archive_write_close(x.out) < ARCHIVE_WARN && rc == 0)
+        rc = swift_error("%s: %s", archive, archive_error_string(x.out));
     if (cwd >= 0) {
         if (fchdir(cwd) < 0 && rc == 0)
             rc = swift_error_errno("cannot return to the working directory");
         close(cwd);
     }
-    archive_read_free(in);
-    archive_write_free(out);
+    archive_read_free(x.in);
+    archive_write_free(x.out);
     return rc;
 }

@@ -519,6 +519,133 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* One request for the bytes from s->have on; records the status, times and effective URL. */
+static CURLcode perform_attempt(struct swift_http *h, struct fetch_state *s, struct hdr_state *hs,
+                                char *errbuf, long *st)
+{
+    struct swift_http_fetch *f = s->f;
+    struct curl_slist *hdrs = setup(h, f->url, hs, errbuf);
+    s->hs = hs;
+    s->decided = s->sink = s->restart = s->write_errno = 0;
+    s->errlen = 0;
+    s->errbody[0] = 0;
+    s->requested = s->have;
+    char range[64];
+    if (s->have > 0) {
+        snprintf(range, sizeof(range), "%lld-", s->have);
+        curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
+    }
+    curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, s);
+    CURLcode cc = curl_easy_perform(h->curl);
+    curl_slist_free_all(hdrs);
+    *st = 0;
+    curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, st);
+    f->resp.status = *st;
+    double tconn = 0, ttotal = 0;
+    curl_easy_getinfo(h->curl, CURLINFO_APPCONNECT_TIME, &tconn);
+    if (tconn <= 0)
+        curl_easy_getinfo(h->curl, CURLINFO_CONNECT_TIME, &tconn);
+    curl_easy_getinfo(h->curl, CURLINFO_TOTAL_TIME, &ttotal);
+    f->connect_s = tconn;
+    f->transfer_s += ttotal;
+    char *eff = NULL;
+    curl_easy_getinfo(h->curl, CURLINFO_EFFECTIVE_URL, &eff);
+    if (eff) {
+        free(f->resp.effective_url);
+        f->resp.effective_url = strdup(eff);
+    }
+    return cc;
+}
+
+/* What an attempt's outcome means: 0 the file is complete, 1 try again (reason says why; the
+ * partial file was truncated when it cannot be continued), -1 failed for good (reported). */
+static int judge_attempt(struct fetch_state *s, const struct hdr_state *hs, CURLcode cc, long st,
+                         const char *errbuf, char *reason, size_t rlen)
+{
+    struct swift_http_fetch *f = s->f;
+    if (s->write_errno) {
+        errno = s->write_errno;
+        return swift_error_errno("cannot write '%s'", f->part_path);
+    }
+    if (s->restart) {
+        snprintf(reason,
+                 rlen,
+                 "server answered the range %lld- from byte %lld",
+                 s->requested,
+                 hs->range_start);
+        if (truncate_part(s) < 0)
+            return swift_error_errno("cannot truncate '%s'", f->part_path);
+        return 1;
+    }
+    if (cc == CURLE_OK && (st == 200 || st == 206))
+        return 0;
+    if (cc == CURLE_OK && st == 416) {
+        /* the partial file does not fit the remote one: start again */
+        snprintf(reason, rlen, "HTTP 416 for range %lld-", s->requested);
+        if (truncate_part(s) < 0)
+            return swift_error_errno("cannot truncate '%s'", f->part_path);
+        return 1;
+    }
+    if (cc == CURLE_OK && !retryable_status(st)) {
+        f->http_error = (int)st;
+        return swift_error("%s: HTTP %ld%s%.*s",
+                           f->url,
+                           st,
+                           s->errlen ? ": " : "",
+                           (int)strcspn(s->errbody, "\r\n"),
+                           s->errbody);
+    }
+    if (cc == CURLE_OK) {
+        snprintf(reason, rlen, "HTTP %ld", st);
+        return 1;
+    }
+    if (retryable_curl(cc)) {
+        snprintf(reason, rlen, "%s", why(cc, errbuf));
+        return 1;
+    }
+    return swift_error("%s: %s", f->url, why(cc, errbuf));
+}
+
+/* Attempts until the file is complete, fails for good or the retries are spent. */
+static int fetch_attempts(struct swift_http *h, struct fetch_state *s)
+{
+    struct swift_http_fetch *f = s->f;
+    for (int attempt = 0;; attempt++) {
+        if (f->expect_size >= 0 && s->have == f->expect_size && f->expect_size > 0)
+            return 0; /* already complete: the caller verifies it */
+        resp_reset(&f->resp);
+        f->resp.attempts = attempt + 1;
+        struct hdr_state hs = {&f->resp, -1};
+        char errbuf[CURL_ERROR_SIZE];
+        long st;
+        CURLcode cc = perform_attempt(h, s, &hs, errbuf, &st);
+        char reason[CURL_ERROR_SIZE + 64];
+        int v = judge_attempt(s, &hs, cc, st, errbuf, reason, sizeof(reason));
+        if (v <= 0)
+            return v;
+        if (attempt >= h->o.retries) {
+            if (cc == CURLE_OK && st >= 400)
+                f->http_error = (int)st;
+            return swift_error("%s: %s (gave up after %d attempts; %lld bytes kept in '%s')",
+                               f->url,
+                               reason,
+                               attempt + 1,
+                               s->have,
+                               f->part_path);
+        }
+        double w = backoff(h, attempt, f->resp.retry_after);
+        swift_warn("%s: %s, retrying in %.1f s from byte %lld (attempt %d of %d)",
+                   f->url,
+                   reason,
+                   w,
+                   s->have,
+                   attempt + 2,
+                   h->o.retries + 1);
+        swift_sleep(w);
+    }
+}
+
 int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
 {
     memset(&f->resp, 0, sizeof(f->resp));
@@ -543,117 +670,12 @@ int swift_http_fetch(struct swift_http *h, struct swift_http_fetch *f)
         close(s.fd);
         return -1;
     }
-    if (f->expect_size >= 0 && s.have > f->expect_size && truncate_part(&s) < 0) {
+    if (f->expect_size >= 0 && s.have > f->expect_size && truncate_part(&s) < 0)
         rc = swift_error_errno("cannot truncate '%s'", f->part_path);
-        goto out;
+    else {
+        f->resumed_from = s.have;
+        rc = fetch_attempts(h, &s);
     }
-    f->resumed_from = s.have;
-
-    for (int attempt = 0;; attempt++) {
-        if (f->expect_size >= 0 && s.have == f->expect_size && f->expect_size > 0) {
-            rc = 0; /* already complete: the caller verifies it */
-            break;
-        }
-        resp_reset(&f->resp);
-        f->resp.attempts = attempt + 1;
-        struct hdr_state hs = {&f->resp, -1};
-        char errbuf[CURL_ERROR_SIZE];
-        struct curl_slist *hdrs = setup(h, f->url, &hs, errbuf);
-        s.hs = &hs;
-        s.decided = s.sink = s.restart = s.write_errno = 0;
-        s.errlen = 0;
-        s.errbody[0] = 0;
-        s.requested = s.have;
-        char range[64];
-        if (s.have > 0) {
-            snprintf(range, sizeof(range), "%lld-", s.have);
-            curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
-        }
-        curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &s);
-        CURLcode cc = curl_easy_perform(h->curl);
-        curl_slist_free_all(hdrs);
-        long st = 0;
-        curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &st);
-        f->resp.status = st;
-        double tconn = 0, ttotal = 0;
-        curl_easy_getinfo(h->curl, CURLINFO_APPCONNECT_TIME, &tconn);
-        if (tconn <= 0)
-            curl_easy_getinfo(h->curl, CURLINFO_CONNECT_TIME, &tconn);
-        curl_easy_getinfo(h->curl, CURLINFO_TOTAL_TIME, &ttotal);
-        f->connect_s = tconn;
-        f->transfer_s += ttotal;
-        char *eff = NULL;
-        curl_easy_getinfo(h->curl, CURLINFO_EFFECTIVE_URL, &eff);
-        if (eff) {
-            free(f->resp.effective_url);
-            f->resp.effective_url = strdup(eff);
-        }
-        if (s.write_errno) {
-            errno = s.write_errno;
-            rc = swift_error_errno("cannot write '%s'", f->part_path);
-            break;
-        }
-        char reason[CURL_ERROR_SIZE + 64];
-        if (s.restart) {
-            snprintf(reason,
-                     sizeof(reason),
-                     "server answered the range %lld- from byte %lld",
-                     s.requested,
-                     hs.range_start);
-            if (truncate_part(&s) < 0) {
-                rc = swift_error_errno("cannot truncate '%s'", f->part_path);
-                break;
-            }
-        } else if (cc == CURLE_OK && (st == 200 || st == 206)) {
-            rc = 0;
-            break;
-        } else if (cc == CURLE_OK && st == 416) {
-            /* the partial file does not fit the remote one: start again */
-            snprintf(reason, sizeof(reason), "HTTP 416 for range %lld-", s.requested);
-            if (truncate_part(&s) < 0) {
-                rc = swift_error_errno("cannot truncate '%s'", f->part_path);
-                break;
-            }
-        } else if (cc == CURLE_OK && !retryable_status(st)) {
-            f->http_error = (int)st;
-            rc = swift_error("%s: HTTP %ld%s%.*s",
-                             f->url,
-                             st,
-                             s.errlen ? ": " : "",
-                             (int)strcspn(s.errbody, "\r\n"),
-                             s.errbody);
-            break;
-        } else if (cc == CURLE_OK) {
-            snprintf(reason, sizeof(reason), "HTTP %ld", st);
-        } else if (retryable_curl(cc)) {
-            snprintf(reason, sizeof(reason), "%s", why(cc, errbuf));
-        } else {
-            rc = swift_error("%s: %s", f->url, why(cc, errbuf));
-            break;
-        }
-        if (attempt >= h->o.retries) {
-            if (cc == CURLE_OK && st >= 400)
-                f->http_error = (int)st;
-            rc = swift_error("%s: %s (gave up after %d attempts; %lld bytes kept in '%s')",
-                             f->url,
-                             reason,
-                             attempt + 1,
-                             s.have,
-                             f->part_path);
-            break;
-        }
-        double w = backoff(h, attempt, f->resp.retry_after);
-        swift_warn("%s: %s, retrying in %.1f s from byte %lld (attempt %d of %d)",
-                   f->url,
-                   reason,
-                   w,
-                   s.have,
-                   attempt + 2,
-                   h->o.retries + 1);
-        swift_sleep(w);
-    }
-out:
     curl_easy_setopt(h->curl, CURLOPT_RANGE, NULL);
     f->size = s.have;
     struct timespec t0, t1;

@@ -1,6 +1,6 @@
 /*
- * gguf — read and write GGUF v3 files (llama.cpp's model format; FORMATS-REFERENCE.md §4.2,
- * ggml docs/gguf.md).
+ * gguf — read and write GGUF v3 files (llama.cpp's model format; docs/formats.md, and ggml's
+ * docs/gguf.md upstream). The reader is gguf_read.c, the writer gguf_write.c.
  *
  * Layout: u32 magic "GGUF", u32 version (3), u64 tensor_count, u64 kv_count, the key/value
  * pairs, the tensor infos (name, n_dims, ne[] in GGUF order = reverse of the PyTorch shape,

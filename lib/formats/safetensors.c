@@ -220,6 +220,116 @@ static int parse_entry(struct swift_st_tensor *t, const char *name, json_t *v, c
     return 0;
 }
 
+/* The u64 header length at the start of the file, checked against the limit and the file. */
+static int header_length(const uint8_t *p, size_t len, const char *path, uint64_t *np)
+{
+    if (len < 8)
+        return swift_error_at(path,
+                              0,
+                              "not a safetensors file: %zu bytes, shorter than the 8-byte "
+                              "header length",
+                              len);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = (n << 8) | p[i];
+    if (n > SWIFT_ST_MAX_HEADER)
+        return swift_error_at(path,
+                              0,
+                              "header length %llu exceeds the 100000000-byte limit "
+                              "(not a safetensors file?)",
+                              (unsigned long long)n);
+    if (n > len - 8)
+        return swift_error_at(path,
+                              0,
+                              "header length %llu runs past the end of the file (%zu bytes)",
+                              (unsigned long long)n,
+                              len);
+    if (n < 2 || p[8] != '{')
+        return swift_error_at(path, 0, "header does not start with '{'");
+    *np = n;
+    return 0;
+}
+
+/* __metadata__ must map strings to strings. */
+static int check_metadata(json_t *val, const char *path)
+{
+    if (!json_is_object(val))
+        return swift_error_at(path, 0, "__metadata__ is not an object");
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(val, mk, mv)
+    {
+        if (!json_is_string(mv))
+            return swift_error_at(path, 0, "__metadata__ value of '%s' is not a string", mk);
+    }
+    return 0;
+}
+
+/* The header's entries: __metadata__ and one tensor per other key. */
+static int read_entries(struct swift_safetensors *st, json_t *root, const char *path)
+{
+    size_t cap = json_object_size(root);
+    st->tensors = calloc(cap ? cap : 1, sizeof(*st->tensors));
+    if (!st->tensors)
+        return swift_error("out of memory");
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (!strcmp(key, "__metadata__")) {
+            if (check_metadata(val, path) < 0)
+                return -1;
+            st->metadata = json_incref(val);
+            continue;
+        }
+        struct swift_st_tensor *t = &st->tensors[st->ntensors];
+        if (parse_entry(t, key, val, path) < 0)
+            return -1;
+        t->name = strdup(key);
+        if (!t->name)
+            return swift_error("out of memory");
+        t->path = st->path;
+        t->data = st->buffer + t->begin;
+        st->ntensors++;
+    }
+    return 0;
+}
+
+/* The offsets must tile the buffer exactly, in offset order. */
+static int check_tiling(const struct swift_safetensors *st, const char *path)
+{
+    struct swift_st_tensor **ord = malloc((st->ntensors ? st->ntensors : 1) * sizeof(*ord));
+    if (!ord)
+        return swift_error("out of memory");
+    for (size_t i = 0; i < st->ntensors; i++)
+        ord[i] = &st->tensors[i];
+    qsort(ord, st->ntensors, sizeof(*ord), cmp_tensor_off);
+    uint64_t at = 0;
+    for (size_t i = 0; i < st->ntensors; i++) {
+        if (ord[i]->begin != at) {
+            int rc = swift_error_at(path,
+                                    0,
+                                    "tensor '%s' starts at byte %llu of the buffer, expected %llu "
+                                    "(offsets must tile the buffer with no holes or overlaps)",
+                                    ord[i]->name,
+                                    (unsigned long long)ord[i]->begin,
+                                    (unsigned long long)at);
+            free(ord);
+            return rc;
+        }
+        at = ord[i]->end;
+    }
+    free(ord);
+    if (at != st->buffer_len)
+        return swift_error_at(path,
+                              0,
+                              "tensors end at byte %llu of the buffer but the file holds %llu "
+                              "bytes after the header (truncated or trailing data)",
+                              (unsigned long long)at,
+                              (unsigned long long)st->buffer_len);
+    return 0;
+}
+
 int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_t len,
                             const char *path)
 {
@@ -228,37 +338,9 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
     st->path = strdup(path);
     if (!st->path)
         return swift_error("out of memory");
-    if (len < 8) {
-        swift_error_at(path,
-                       0,
-                       "not a safetensors file: %zu bytes, shorter than the 8-byte "
-                       "header length",
-                       len);
-        goto fail;
-    }
     uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = (n << 8) | p[i];
-    if (n > SWIFT_ST_MAX_HEADER) {
-        swift_error_at(path,
-                       0,
-                       "header length %llu exceeds the 100000000-byte limit "
-                       "(not a safetensors file?)",
-                       (unsigned long long)n);
+    if (header_length(p, len, path, &n) < 0)
         goto fail;
-    }
-    if (n > len - 8) {
-        swift_error_at(path,
-                       0,
-                       "header length %llu runs past the end of the file (%zu bytes)",
-                       (unsigned long long)n,
-                       len);
-        goto fail;
-    }
-    if (n < 2 || p[8] != '{') {
-        swift_error_at(path, 0, "header does not start with '{'");
-        goto fail;
-    }
     st->header_len = n;
     st->buffer = p + 8 + n;
     st->buffer_len = len - 8 - n;
@@ -269,93 +351,13 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
         swift_error_at(path, 0, "header byte %d: %s", jerr.position + 8, jerr.text);
         goto fail;
     }
-    if (!json_is_object(root)) {
-        swift_error_at(path, 0, "header is not a JSON object");
-        json_decref(root);
-        goto fail;
-    }
-    size_t cap = json_object_size(root);
-    st->tensors = calloc(cap ? cap : 1, sizeof(*st->tensors));
-    if (!st->tensors) {
-        json_decref(root);
-        swift_error("out of memory");
-        goto fail;
-    }
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val)
-    {
-        if (!strcmp(key, "__metadata__")) {
-            if (!json_is_object(val)) {
-                swift_error_at(path, 0, "__metadata__ is not an object");
-                goto fail_root;
-            }
-            const char *mk;
-            json_t *mv;
-            json_object_foreach(val, mk, mv)
-            {
-                if (!json_is_string(mv)) {
-                    swift_error_at(path, 0, "__metadata__ value of '%s' is not a string", mk);
-                    goto fail_root;
-                }
-            }
-            st->metadata = json_incref(val);
-            continue;
-        }
-        struct swift_st_tensor *t = &st->tensors[st->ntensors];
-        if (parse_entry(t, key, val, path) < 0)
-            goto fail_root;
-        t->name = strdup(key);
-        if (!t->name) {
-            swift_error("out of memory");
-            goto fail_root;
-        }
-        t->path = st->path;
-        t->data = st->buffer + t->begin;
-        st->ntensors++;
-    }
+    int rc = json_is_object(root) ? read_entries(st, root, path)
+                                  : swift_error_at(path, 0, "header is not a JSON object");
     json_decref(root);
-    root = NULL;
-
-    /* The offsets must tile the buffer exactly, in offset order. */
-    struct swift_st_tensor **ord = malloc((st->ntensors ? st->ntensors : 1) * sizeof(*ord));
-    if (!ord) {
-        swift_error("out of memory");
+    if (rc < 0 || check_tiling(st, path) < 0)
         goto fail;
-    }
-    for (size_t i = 0; i < st->ntensors; i++)
-        ord[i] = &st->tensors[i];
-    qsort(ord, st->ntensors, sizeof(*ord), cmp_tensor_off);
-    uint64_t at = 0;
-    for (size_t i = 0; i < st->ntensors; i++) {
-        if (ord[i]->begin != at) {
-            swift_error_at(path,
-                           0,
-                           "tensor '%s' starts at byte %llu of the buffer, expected %llu "
-                           "(offsets must tile the buffer with no holes or overlaps)",
-                           ord[i]->name,
-                           (unsigned long long)ord[i]->begin,
-                           (unsigned long long)at);
-            free(ord);
-            goto fail;
-        }
-        at = ord[i]->end;
-    }
-    free(ord);
-    if (at != st->buffer_len) {
-        swift_error_at(path,
-                       0,
-                       "tensors end at byte %llu of the buffer but the file holds %llu "
-                       "bytes after the header (truncated or trailing data)",
-                       (unsigned long long)at,
-                       (unsigned long long)st->buffer_len);
-        goto fail;
-    }
     qsort(st->tensors, st->ntensors, sizeof(*st->tensors), cmp_tensor_name);
     return 0;
-
-fail_root:
-    json_decref(root);
 fail:
     swift_safetensors_close(st);
     return -1;
@@ -484,20 +486,86 @@ int swift_st_tensor_check_shape(const struct swift_st_tensor *t, int ndim, const
 
 /* ---- sets (single file or sharded) ---- */
 
-int swift_st_set_open(struct swift_st_set *set, const char *dir)
+/* One file as a set of one. */
+static int open_single(struct swift_st_set *set, const char *path)
 {
-    memset(set, 0, sizeof(*set));
-    if (!swift_is_dir(dir)) {
-        set->files = calloc(1, sizeof(*set->files));
-        if (!set->files)
-            return swift_error("out of memory");
-        if (swift_safetensors_open(&set->files[0], dir) < 0) {
-            swift_st_set_close(set);
-            return -1;
-        }
-        set->nfiles = 1;
-        return 0;
+    set->files = calloc(1, sizeof(*set->files));
+    if (!set->files)
+        return swift_error("out of memory");
+    if (swift_safetensors_open(&set->files[0], path) < 0)
+        return -1;
+    set->nfiles = 1;
+    return 0;
+}
+
+static size_t name_index(const char *const *names, size_t nn, const char *f)
+{
+    size_t j = 0;
+    while (j < nn && strcmp(names[j], f))
+        j++;
+    return j;
+}
+
+/* The distinct shard names of a weight map, in first-seen order; each must be a plain file
+ * name in the directory. */
+static int shard_names(json_t *wm, const char *idx, const char **names, size_t *nn)
+{
+    const char *key;
+    json_t *val;
+    *nn = 0;
+    json_object_foreach(wm, key, val)
+    {
+        const char *f = json_string_value(val);
+        if (!f)
+            return swift_error_at(idx, 0, "weight_map value of '%s' is not a string", key);
+        if (strchr(f, '/') || !strcmp(f, "..") || !strcmp(f, "."))
+            return swift_error_at(
+                idx, 0, "weight_map names '%s', which is not a file in the directory", f);
+        if (name_index(names, *nn, f) == *nn)
+            names[(*nn)++] = f;
     }
+    return 0;
+}
+
+/* Open every shard the weight map names and check that each holds the tensors put in it. */
+static int open_weight_map(struct swift_st_set *set, const char *dir, const char *idx, json_t *wm)
+{
+    size_t cap = json_object_size(wm), nn = 0;
+    const char **names = calloc(cap ? cap : 1, sizeof(*names));
+    set->files = calloc(cap ? cap : 1, sizeof(*set->files));
+    if (!names || !set->files) {
+        free(names);
+        return swift_error("out of memory");
+    }
+    int rc = shard_names(wm, idx, names, &nn);
+    for (size_t j = 0; rc == 0 && j < nn; j++) {
+        char *p = swift_path_join(dir, names[j]);
+        if (!p || swift_safetensors_open(&set->files[j], p) < 0)
+            rc = -1;
+        else
+            set->nfiles = j + 1;
+        free(p);
+    }
+    const char *key;
+    json_t *val;
+    if (rc == 0) {
+        json_object_foreach(wm, key, val)
+        {
+            const char *f = json_string_value(val);
+            if (!swift_safetensors_find(&set->files[name_index(names, nn, f)], key)) {
+                rc = swift_error_at(
+                    idx, 0, "weight_map puts '%s' in %s, which does not hold it", key, f);
+                break;
+            }
+        }
+    }
+    free(names);
+    return rc;
+}
+
+/* A directory: model.safetensors.index.json and its shards, else model.safetensors. */
+static int open_dir(struct swift_st_set *set, const char *dir)
+{
     set->dir = strdup(dir);
     char *idx = swift_path_join(dir, "model.safetensors.index.json");
     if (!set->dir || !idx) {
@@ -507,103 +575,37 @@ int swift_st_set_open(struct swift_st_set *set, const char *dir)
     if (access(idx, F_OK) < 0) {
         free(idx);
         char *single = swift_path_join(dir, "model.safetensors");
-        set->files = calloc(1, sizeof(*set->files));
-        if (!single || !set->files) {
-            free(single);
-            swift_st_set_close(set);
+        if (!single)
             return swift_error("out of memory");
-        }
-        if (access(single, F_OK) < 0) {
-            swift_error("'%s' has neither model.safetensors nor model.safetensors.index.json", dir);
-            free(single);
-            swift_st_set_close(set);
-            return -1;
-        }
-        int rc = swift_safetensors_open(&set->files[0], single);
+        int rc =
+            access(single, F_OK) < 0
+                ? swift_error("'%s' has neither model.safetensors nor model.safetensors.index.json",
+                              dir)
+                : open_single(set, single);
         free(single);
-        if (rc < 0) {
-            swift_st_set_close(set);
-            return -1;
-        }
-        set->nfiles = 1;
-        return 0;
+        return rc;
     }
     json_error_t jerr;
     json_t *root = json_load_file(idx, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        swift_error_at(idx, jerr.line, "%s", jerr.text);
-        free(idx);
-        swift_st_set_close(set);
-        return -1;
-    }
-    json_t *wm = json_object_get(root, "weight_map");
-    int rc = -1;
-    if (!json_is_object(wm)) {
-        swift_error_at(idx, 0, "missing or non-object weight_map");
-        goto out;
-    }
-    /* Distinct shard names, in first-seen order. */
-    size_t cap = json_object_size(wm);
-    const char **names = calloc(cap ? cap : 1, sizeof(*names));
-    set->files = calloc(cap ? cap : 1, sizeof(*set->files));
-    if (!names || !set->files) {
-        free(names);
-        swift_error("out of memory");
-        goto out;
-    }
-    size_t nn = 0;
-    const char *key;
-    json_t *val;
-    json_object_foreach(wm, key, val)
-    {
-        const char *f = json_string_value(val);
-        if (!f) {
-            swift_error_at(idx, 0, "weight_map value of '%s' is not a string", key);
-            free(names);
-            goto out;
-        }
-        if (strchr(f, '/') || !strcmp(f, "..") || !strcmp(f, ".")) {
-            swift_error_at(
-                idx, 0, "weight_map names '%s', which is not a file in the directory", f);
-            free(names);
-            goto out;
-        }
-        size_t j = 0;
-        while (j < nn && strcmp(names[j], f))
-            j++;
-        if (j == nn)
-            names[nn++] = f;
-    }
-    for (size_t j = 0; j < nn; j++) {
-        char *p = swift_path_join(dir, names[j]);
-        if (!p || swift_safetensors_open(&set->files[j], p) < 0) {
-            free(p);
-            free(names);
-            goto out;
-        }
-        free(p);
-        set->nfiles = j + 1;
-    }
-    json_object_foreach(wm, key, val)
-    {
-        const char *f = json_string_value(val);
-        size_t j = 0;
-        while (j < nn && strcmp(names[j], f))
-            j++;
-        if (!swift_safetensors_find(&set->files[j], key)) {
-            swift_error_at(idx, 0, "weight_map puts '%s' in %s, which does not hold it", key, f);
-            free(names);
-            goto out;
-        }
-    }
-    free(names);
-    rc = 0;
-out:
+    int rc;
+    if (!root)
+        rc = swift_error_at(idx, jerr.line, "%s", jerr.text);
+    else if (!json_is_object(json_object_get(root, "weight_map")))
+        rc = swift_error_at(idx, 0, "missing or non-object weight_map");
+    else
+        rc = open_weight_map(set, dir, idx, json_object_get(root, "weight_map"));
     json_decref(root);
     free(idx);
+    return rc;
+}
+
+int swift_st_set_open(struct swift_st_set *set, const char *dir)
+{
+    memset(set, 0, sizeof(*set));
+    int rc = swift_is_dir(dir) ? open_dir(set, dir) : open_single(set, dir);
     if (rc < 0)
         swift_st_set_close(set);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 void swift_st_set_close(struct swift_st_set *set)

@@ -1,12 +1,12 @@
 /*
  * safetensors — read and write Hugging Face safetensors files, single or sharded.
  *
- * Layout (docs/formats.md, FORMATS-REFERENCE §4.1): u64 little-endian header length N, N bytes
- * of JSON header, then the byte buffer. Every header is checked before any tensor is touched:
- * N <= 100 MB, the header starts with '{', no duplicate keys, each entry has a known dtype, a
- * shape of non-negative integers and data_offsets [BEGIN, END) with END-BEGIN == numel*bits/8,
- * the offsets tile the buffer exactly (no holes, no overlap, starting at 0) and 8+N+last END is
- * the file size. `__metadata__`, when present, must map strings to strings.
+ * Layout (docs/formats.md): u64 little-endian header length N, N bytes of JSON header, then the
+ * byte buffer. Every header is checked before any tensor is touched: N <= 100 MB, the header
+ * starts with '{', no duplicate keys, each entry has a known dtype, a shape of non-negative
+ * integers and data_offsets [BEGIN, END) with END-BEGIN == numel*bits/8, the offsets tile the
+ * buffer exactly (no holes, no overlap, starting at 0) and 8+N+last END is the file size.
+ * `__metadata__`, when present, must map strings to strings.
  *
  *     struct swift_safetensors st;
  *     if (swift_safetensors_open(&st, "model.safetensors") < 0)

@@ -1,6 +1,6 @@
 /*
- * shard — the binary token shards between swift-preprocess and swift-train (DESIGN.md §1,
- * docs/formats.md "Shards and index.json").
+ * shard — the binary token shards between swift-preprocess and swift-train (docs/formats.md
+ * "Shards and index.json").
  *
  * A shard directory holds index.json and shard-00000.bin, shard-00001.bin, ...; with a
  * validation split, DIR/val/ is a second shard directory of the same layout. A shard file is

@@ -107,11 +107,9 @@ static void ws_add(struct wordset *ws, const char *s, int len)
     ws->n++;
 }
 
-int swift_bpe_train(const char *text, size_t len, const char *dir,
-                    const struct swift_bpe_train_opts *o)
+/* Split the corpus with the GPT-2 regex and count each distinct word. */
+static int count_words(const char *text, size_t len, struct wordset *ws)
 {
-    if (o->vocab_size < 256 || o->vocab_size > 65536)
-        return swift_error("vocab size must be between 256 and 65536, got %d", o->vocab_size);
     int errcode;
     PCRE2_SIZE erroff;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN,
@@ -124,7 +122,6 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
         return swift_error("cannot compile the GPT-2 pre-tokenizer regex");
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    struct wordset ws = {0};
     size_t off = 0;
     int rc = 0;
     while (off < len) {
@@ -140,17 +137,95 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
             off++;
             continue;
         }
-        ws_add(&ws, text + ov[0], (int)(ov[1] - ov[0]));
+        ws_add(ws, text + ov[0], (int)(ov[1] - ov[0]));
         off = ov[1];
     }
     pcre2_match_data_free(md);
     pcre2_code_free(re);
-    if (rc)
-        goto out;
+    return rc;
+}
 
+/* What training learns: the token strings (byte-level unicode, UTF-8) of ids 0..ntok-1 and the
+ * merges in rank order. */
+struct learned {
+    char **tok;
+    int ntok;
+    int (*merges)[2];
+    int done;
+};
+
+/* The most frequent adjacent pair over all words (ties: the smallest key) and its count. Pair
+ * counts go in an open-addressed table (the vocabulary is too large for a dense one). */
+static long best_pair(const struct wordset *ws, uint64_t *keys, long *vals, size_t tabsize,
+                      uint64_t *best)
+{
+    memset(keys, 0xff, tabsize * sizeof(uint64_t));
+    *best = UINT64_MAX;
+    long bestc = 0;
+    for (size_t i = 0; i < ws->n; i++) {
+        const struct word *w = &ws->w[i];
+        for (int k = 0; k + 1 < w->nsym; k++) {
+            uint64_t key = (uint64_t)w->sym[k] << 32 | (uint32_t)w->sym[k + 1];
+            size_t h = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 44) & (tabsize - 1);
+            while (keys[h] != UINT64_MAX && keys[h] != key)
+                h = (h + 1) & (tabsize - 1);
+            if (keys[h] == UINT64_MAX) {
+                keys[h] = key;
+                vals[h] = 0;
+            }
+            vals[h] += w->count;
+            if (vals[h] > bestc || (vals[h] == bestc && key < *best)) {
+                bestc = vals[h];
+                *best = key;
+            }
+        }
+    }
+    return bestc;
+}
+
+/* Record merge a + b, give the joined string an id, and rewrite every word with it. */
+static void apply_merge(struct wordset *ws, struct learned *l, int a, int b)
+{
+    l->merges[l->done][0] = a;
+    l->merges[l->done][1] = b;
+    size_t la = strlen(l->tok[a]), lb = strlen(l->tok[b]);
+    char *joined = malloc(la + lb + 1);
+    if (!joined)
+        abort();
+    memcpy(joined, l->tok[a], la);
+    memcpy(joined + la, l->tok[b], lb + 1);
+    /* Two merges can spell the same token ("a"+"bc", "ab"+"c"): reuse its id. */
+    int id = -1;
+    for (int t = 256; t < l->ntok && id < 0; t++)
+        if (!strcmp(l->tok[t], joined))
+            id = t;
+    if (id < 0) {
+        id = l->ntok++;
+        l->tok[id] = joined;
+    } else {
+        free(joined);
+    }
+    for (size_t i = 0; i < ws->n; i++) {
+        struct word *w = &ws->w[i];
+        int j = 0;
+        for (int k = 0; k < w->nsym; k++) {
+            if (k + 1 < w->nsym && w->sym[k] == a && w->sym[k + 1] == b) {
+                w->sym[j++] = id;
+                k++;
+            } else {
+                w->sym[j++] = w->sym[k];
+            }
+        }
+        w->nsym = j;
+    }
+}
+
+/* Learn up to vocab_size - 256 merges, stopping when no pair occurs twice. */
+static void learn(struct wordset *ws, int vocab_size, struct learned *l)
+{
     /* symbols start as bytes */
-    for (size_t i = 0; i < ws.n; i++) {
-        struct word *w = &ws.w[i];
+    for (size_t i = 0; i < ws->n; i++) {
+        struct word *w = &ws->w[i];
         w->sym = malloc((size_t)w->len * sizeof(int));
         if (!w->sym)
             abort();
@@ -158,138 +233,49 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
             w->sym[k] = (unsigned char)w->s[k];
         w->nsym = w->len;
     }
-
-    int nmerges = o->vocab_size - 256;
-    int(*merges)[2] = calloc((size_t)nmerges + 1, sizeof(*merges));
-    /* token strings (byte-level unicode, UTF-8) for every id */
-    char **tok = calloc((size_t)o->vocab_size, sizeof(char *));
-    if (!merges || !tok)
+    int nmerges = vocab_size - 256;
+    l->merges = calloc((size_t)nmerges + 1, sizeof(*l->merges));
+    l->tok = calloc((size_t)vocab_size, sizeof(char *));
+    if (!l->merges || !l->tok)
         abort();
     for (int b = 0; b < 256; b++) {
         char buf[4];
         size_t n = put_utf8(buf, swift_bpe_byte_to_unicode((unsigned char)b));
-        tok[b] = strndup(buf, n);
+        l->tok[b] = strndup(buf, n);
     }
-    /* pair counts in a dense table over the current vocab (vocab <= 65536 → sparse needed) */
-    int done = 0, ntok = 256;
+    l->done = 0;
+    l->ntok = 256;
     size_t tabsize = 1 << 20;
     uint64_t *keys = malloc(tabsize * sizeof(uint64_t));
     long *vals = malloc(tabsize * sizeof(long));
     if (!keys || !vals)
         abort();
-    for (; done < nmerges && ntok < o->vocab_size; done++) {
-        memset(keys, 0xff, tabsize * sizeof(uint64_t));
-        uint64_t best = UINT64_MAX;
-        long bestc = 0;
-        for (size_t i = 0; i < ws.n; i++) {
-            struct word *w = &ws.w[i];
-            for (int k = 0; k + 1 < w->nsym; k++) {
-                uint64_t key = (uint64_t)w->sym[k] << 32 | (uint32_t)w->sym[k + 1];
-                size_t h = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 44) & (tabsize - 1);
-                while (keys[h] != UINT64_MAX && keys[h] != key)
-                    h = (h + 1) & (tabsize - 1);
-                if (keys[h] == UINT64_MAX) {
-                    keys[h] = key;
-                    vals[h] = 0;
-                }
-                vals[h] += w->count;
-                if (vals[h] > bestc || (vals[h] == bestc && key < best)) {
-                    bestc = vals[h];
-                    best = key;
-                }
-            }
-        }
-        if (bestc < 2)
+    for (; l->done < nmerges && l->ntok < vocab_size; l->done++) {
+        uint64_t best;
+        if (best_pair(ws, keys, vals, tabsize, &best) < 2)
             break; /* nothing left worth merging */
-        int a = (int)(best >> 32), b = (int)(best & 0xffffffff);
-        merges[done][0] = a;
-        merges[done][1] = b;
-        size_t la = strlen(tok[a]), lb = strlen(tok[b]);
-        char *joined = malloc(la + lb + 1);
-        if (!joined)
-            abort();
-        memcpy(joined, tok[a], la);
-        memcpy(joined + la, tok[b], lb + 1);
-        /* Two merges can spell the same token ("a"+"bc", "ab"+"c"): reuse its id. */
-        int id = -1;
-        for (int t = 256; t < ntok && id < 0; t++)
-            if (!strcmp(tok[t], joined))
-                id = t;
-        if (id < 0) {
-            id = ntok++;
-            tok[id] = joined;
-        } else {
-            free(joined);
-        }
-        for (size_t i = 0; i < ws.n; i++) {
-            struct word *w = &ws.w[i];
-            int j = 0;
-            for (int k = 0; k < w->nsym; k++) {
-                if (k + 1 < w->nsym && w->sym[k] == a && w->sym[k + 1] == b) {
-                    w->sym[j++] = id;
-                    k++;
-                } else {
-                    w->sym[j++] = w->sym[k];
-                }
-            }
-            w->nsym = j;
-        }
+        apply_merge(ws, l, (int)(best >> 32), (int)(best & 0xffffffff));
     }
     free(keys);
     free(vals);
+}
 
-    /* tokenizer.json in the layout of Hugging Face tokenizers */
-    int nvocab = ntok;
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_string("1.0"));
-    json_object_set_new(root, "truncation", json_null());
-    json_object_set_new(root, "padding", json_null());
-    json_t *added = json_array();
-    for (int i = 0; o->specials && o->specials[i]; i++) {
-        json_t *t = json_object();
-        json_object_set_new(t, "id", json_integer(nvocab + i));
-        json_object_set_new(t, "content", json_string(o->specials[i]));
-        json_object_set_new(t, "single_word", json_false());
-        json_object_set_new(t, "lstrip", json_false());
-        json_object_set_new(t, "rstrip", json_false());
-        json_object_set_new(t, "normalized", json_false());
-        json_object_set_new(t, "special", json_true());
-        json_array_append_new(added, t);
-    }
-    json_object_set_new(root, "added_tokens", added);
-    json_object_set_new(root, "normalizer", json_null());
-    json_t *bl = json_pack("{s:s,s:b,s:b,s:b}",
-                           "type",
-                           "ByteLevel",
-                           "add_prefix_space",
-                           0,
-                           "trim_offsets",
-                           1,
-                           "use_regex",
-                           1);
-    json_object_set_new(root, "pre_tokenizer", bl);
-    json_object_set_new(root,
-                        "post_processor",
-                        json_pack("{s:s,s:b,s:b,s:b}",
-                                  "type",
-                                  "ByteLevel",
-                                  "add_prefix_space",
-                                  0,
-                                  "trim_offsets",
-                                  0,
-                                  "use_regex",
-                                  1));
-    json_object_set_new(root,
-                        "decoder",
-                        json_pack("{s:s,s:b,s:b,s:b}",
-                                  "type",
-                                  "ByteLevel",
-                                  "add_prefix_space",
-                                  1,
-                                  "trim_offsets",
-                                  1,
-                                  "use_regex",
-                                  1));
+static json_t *byte_level(int add_prefix_space, int trim_offsets)
+{
+    return json_pack("{s:s,s:b,s:b,s:b}",
+                     "type",
+                     "ByteLevel",
+                     "add_prefix_space",
+                     add_prefix_space,
+                     "trim_offsets",
+                     trim_offsets,
+                     "use_regex",
+                     1);
+}
+
+/* The "model" object: BPE with the learned vocabulary and merges. */
+static json_t *model_json(const struct learned *l)
+{
     json_t *model = json_object();
     json_object_set_new(model, "type", json_string("BPE"));
     json_object_set_new(model, "dropout", json_null());
@@ -300,24 +286,56 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
     json_object_set_new(model, "byte_fallback", json_false());
     json_object_set_new(model, "ignore_merges", json_false());
     json_t *vocab = json_object();
-    for (int i = 0; i < nvocab; i++)
-        json_object_set_new(vocab, tok[i], json_integer(i));
+    for (int i = 0; i < l->ntok; i++)
+        json_object_set_new(vocab, l->tok[i], json_integer(i));
     json_object_set_new(model, "vocab", vocab);
     json_t *mj = json_array();
-    for (int i = 0; i < done; i++) {
-        char *m = malloc(strlen(tok[merges[i][0]]) + strlen(tok[merges[i][1]]) + 2);
+    for (int i = 0; i < l->done; i++) {
+        const char *a = l->tok[l->merges[i][0]], *b = l->tok[l->merges[i][1]];
+        char *m = malloc(strlen(a) + strlen(b) + 2);
         if (!m)
             abort();
-        size_t la = strlen(tok[merges[i][0]]);
-        memcpy(m, tok[merges[i][0]], la);
+        size_t la = strlen(a);
+        memcpy(m, a, la);
         m[la] = ' ';
-        memcpy(m + la + 1, tok[merges[i][1]], strlen(tok[merges[i][1]]) + 1);
+        memcpy(m + la + 1, b, strlen(b) + 1);
         json_array_append_new(mj, json_string(m));
         free(m);
     }
     json_object_set_new(model, "merges", mj);
-    json_object_set_new(root, "model", model);
+    return model;
+}
 
+/* tokenizer.json in the layout of Hugging Face tokenizers; specials follow the vocabulary. */
+static json_t *tokenizer_json(const struct learned *l, const struct swift_bpe_train_opts *o)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "version", json_string("1.0"));
+    json_object_set_new(root, "truncation", json_null());
+    json_object_set_new(root, "padding", json_null());
+    json_t *added = json_array();
+    for (int i = 0; o->specials && o->specials[i]; i++) {
+        json_t *t = json_object();
+        json_object_set_new(t, "id", json_integer(l->ntok + i));
+        json_object_set_new(t, "content", json_string(o->specials[i]));
+        json_object_set_new(t, "single_word", json_false());
+        json_object_set_new(t, "lstrip", json_false());
+        json_object_set_new(t, "rstrip", json_false());
+        json_object_set_new(t, "normalized", json_false());
+        json_object_set_new(t, "special", json_true());
+        json_array_append_new(added, t);
+    }
+    json_object_set_new(root, "added_tokens", added);
+    json_object_set_new(root, "normalizer", json_null());
+    json_object_set_new(root, "pre_tokenizer", byte_level(0, 1));
+    json_object_set_new(root, "post_processor", byte_level(0, 0));
+    json_object_set_new(root, "decoder", byte_level(1, 1));
+    json_object_set_new(root, "model", model_json(l));
+    return root;
+}
+
+static json_t *config_json(const struct swift_bpe_train_opts *o)
+{
     json_t *cfg = json_object();
     json_object_set_new(cfg, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
     json_object_set_new(cfg, "add_bos_token", json_false());
@@ -327,29 +345,48 @@ int swift_bpe_train(const char *text, size_t len, const char *dir,
     json_object_set_new(cfg, "model_max_length", json_integer(4096));
     if (o->chat_template)
         json_object_set_new(cfg, "chat_template", json_string(o->chat_template));
+    return cfg;
+}
 
-    if (swift_mkdirs(dir, 0755) < 0) {
+static int write_files(const char *dir, json_t *root, json_t *cfg)
+{
+    if (swift_mkdirs(dir, 0755) < 0)
+        return -1;
+    int rc = 0;
+    char *p1 = swift_path_join(dir, "tokenizer.json");
+    char *p2 = swift_path_join(dir, "tokenizer_config.json");
+    char *s1 = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    char *s2 = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!s1 || !s2 || swift_atomic_write(p1, s1, strlen(s1)) < 0 ||
+        swift_atomic_write(p2, s2, strlen(s2)) < 0)
         rc = -1;
-    } else {
-        char *p1 = swift_path_join(dir, "tokenizer.json");
-        char *p2 = swift_path_join(dir, "tokenizer_config.json");
-        char *s1 = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
-        char *s2 = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        if (!s1 || !s2 || swift_atomic_write(p1, s1, strlen(s1)) < 0 ||
-            swift_atomic_write(p2, s2, strlen(s2)) < 0)
-            rc = -1;
-        free(s1);
-        free(s2);
-        free(p1);
-        free(p2);
+    free(s1);
+    free(s2);
+    free(p1);
+    free(p2);
+    return rc;
+}
+
+int swift_bpe_train(const char *text, size_t len, const char *dir,
+                    const struct swift_bpe_train_opts *o)
+{
+    if (o->vocab_size < 256 || o->vocab_size > 65536)
+        return swift_error("vocab size must be between 256 and 65536, got %d", o->vocab_size);
+    struct wordset ws = {0};
+    int rc = count_words(text, len, &ws);
+    if (rc == 0) {
+        struct learned l;
+        learn(&ws, o->vocab_size, &l);
+        json_t *root = tokenizer_json(&l, o);
+        json_t *cfg = config_json(o);
+        rc = write_files(dir, root, cfg);
+        json_decref(root);
+        json_decref(cfg);
+        for (int i = 0; i < l.ntok; i++)
+            free(l.tok[i]);
+        free(l.tok);
+        free(l.merges);
     }
-    json_decref(root);
-    json_decref(cfg);
-    for (int i = 0; i < nvocab; i++)
-        free(tok[i]);
-    free(tok);
-    free(merges);
-out:
     for (size_t i = 0; i < ws.n; i++)
         free(ws.w[i].sym);
     free(ws.w);

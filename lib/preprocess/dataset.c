@@ -580,39 +580,31 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
     return 0;
 }
 
-int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char *system,
-                      struct swift_conv *conv, json_t **owned, char *err, size_t errlen)
+/* The row with --columns renames applied (a copy kept in holder), or the row itself. */
+static json_t *rename_columns(json_t *obj, const struct swift_columns *cols, json_t *holder)
 {
-    conv->n = 0;
-    conv->tools = NULL;
-    conv->is_text = 0;
-    conv->text = NULL;
-    conv->text_len = 0;
-    json_t *holder = json_array();
-    *owned = holder;
-    if (cols && cols->n) {
-        json_t *copy = json_object();
-        const char *k;
-        json_t *v;
-        json_object_foreach(obj, k, v)
-        {
-            const char *nk = k;
-            for (int i = 0; i < cols->n; i++)
-                if (!strcmp(k, cols->src[i]))
-                    nk = cols->dst[i];
-            json_object_set(copy, nk, v);
-        }
-        obj = copy;
-        json_array_append_new(holder, copy);
-    } else
+    if (!cols || !cols->n) {
         json_array_append(holder, obj);
+        return obj;
+    }
+    json_t *copy = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+    {
+        const char *nk = k;
+        for (int i = 0; i < cols->n; i++)
+            if (!strcmp(k, cols->src[i]))
+                nk = cols->dst[i];
+        json_object_set(copy, nk, v);
+    }
+    json_array_append_new(holder, copy);
+    return copy;
+}
 
-    static const char *const sys_keys[] = {"system", "system_prompt", NULL};
-    json_t *sys = first_key(obj, sys_keys, NULL);
-    const char *sys_s = NULL;
-    size_t sys_n = 0;
-    if (sys && get_text(sys, "\"system\"", &sys_s, &sys_n, err, errlen) < 0)
-        return -1;
+/* The row's "tools" (an array, or a string holding one) into conv->tools. */
+static int row_tools(json_t *obj, json_t *holder, struct swift_conv *conv, char *err, size_t errlen)
+{
     json_t *tools = json_object_get(obj, "tools");
     if (json_is_string(tools)) {
         if (json_string_length(tools) == 0)
@@ -644,45 +636,88 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
         json_array_append_new(holder, wrapped);
         conv->tools = wrapped;
     }
+    return 0;
+}
 
-    json_t *msgs = json_object_get(obj, "messages");
-    static const char *const conv_keys[] = {"conversations", "conversation", NULL};
-    json_t *convs = msgs ? NULL : first_key(obj, conv_keys, NULL);
-    if (system) {
-        sys_s = system;
-        sys_n = strlen(system);
-    }
-    if (msgs || convs) {
-        json_t *arr = msgs ? msgs : convs;
-        if (!json_is_array(arr))
-            return errf(
-                err, errlen, "\"%s\" must be an array", msgs ? "messages" : "conversations");
-        if (conv_messages(arr,
-                          msgs ? "role" : "from",
-                          msgs ? "content" : "value",
-                          holder,
-                          conv,
-                          err,
-                          errlen) < 0)
-            return -1;
-        /* system: --system, else a system message in the list, else the row's "system" */
-        if (conv->n && conv->msg[0].role == SWIFT_ROLE_SYSTEM) {
-            if (system) {
-                conv->msg[0].content = system;
-                conv->msg[0].len = strlen(system);
-            }
-        } else if (sys_s) {
-            if (push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
-                return errf(err, errlen, "out of memory");
-            struct swift_message m = conv->msg[conv->n - 1];
-            memmove(&conv->msg[1], &conv->msg[0], (conv->n - 1) * sizeof(m));
-            conv->msg[0] = m;
+/* A "messages" or "conversations" list; the system prompt is --system (replacing a system
+ * message of the list), else a system message in the list, else the row's (sys_s). */
+static int from_messages(json_t *msgs, json_t *convs, const char *system, const char *sys_s,
+                         size_t sys_n, json_t *holder, struct swift_conv *conv, char *err,
+                         size_t errlen)
+{
+    json_t *arr = msgs ? msgs : convs;
+    if (!json_is_array(arr))
+        return errf(err, errlen, "\"%s\" must be an array", msgs ? "messages" : "conversations");
+    if (conv_messages(
+            arr, msgs ? "role" : "from", msgs ? "content" : "value", holder, conv, err, errlen) < 0)
+        return -1;
+    if (conv->n && conv->msg[0].role == SWIFT_ROLE_SYSTEM) {
+        if (system) {
+            conv->msg[0].content = system;
+            conv->msg[0].len = strlen(system);
         }
-        if (conv->n == 0 || (conv->n == 1 && conv->msg[0].role == SWIFT_ROLE_SYSTEM))
-            return errf(err, errlen, "empty conversation");
-        return 0;
+    } else if (sys_s) {
+        if (push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
+            return errf(err, errlen, "out of memory");
+        struct swift_message m = conv->msg[conv->n - 1];
+        memmove(&conv->msg[1], &conv->msg[0], (conv->n - 1) * sizeof(m));
+        conv->msg[0] = m;
     }
+    if (conv->n == 0 || (conv->n == 1 && conv->msg[0].role == SWIFT_ROLE_SYSTEM))
+        return errf(err, errlen, "empty conversation");
+    return 0;
+}
 
+/* The query of an alpaca row: instruction + "\n" + input, or whichever of the two is set. */
+static int alpaca_query(json_t *inst, json_t *input, json_t *holder, const char **qs, size_t *qn,
+                        char *err, size_t errlen)
+{
+    const char *a = "", *b = "";
+    size_t an = 0, bn = 0;
+    if (inst && !json_is_null(inst) && get_text(inst, "\"instruction\"", &a, &an, err, errlen) < 0)
+        return -1;
+    if (input && !json_is_null(input) && get_text(input, "\"input\"", &b, &bn, err, errlen) < 0)
+        return -1;
+    if (an && bn) {
+        json_t *joined = json_sprintf("%s\n%s", a, b);
+        if (!joined) /* embedded NUL: concatenate by hand */
+            return errf(err, errlen, "instruction/input contain NUL characters");
+        json_array_append_new(holder, joined);
+        *qs = json_string_value(joined);
+        *qn = json_string_length(joined);
+    } else {
+        *qs = an ? a : b;
+        *qn = an ? an : bn;
+    }
+    return 0;
+}
+
+/* A "history" list of [query, response] pairs as user and assistant turns. */
+static int push_history(json_t *hist, struct swift_conv *conv, char *err, size_t errlen)
+{
+    if (!hist || json_is_null(hist))
+        return 0;
+    if (!json_is_array(hist))
+        return errf(err, errlen, "\"history\" must be an array of [query, response]");
+    size_t i;
+    json_t *h;
+    json_array_foreach(hist, i, h)
+    {
+        json_t *hq = json_array_get(h, 0), *hr = json_array_get(h, 1);
+        if (!json_is_array(h) || json_array_size(h) != 2 || !json_is_string(hq) ||
+            !json_is_string(hr))
+            return errf(err, errlen, "history[%zu]: expected [query, response] strings", i);
+        push_msg(conv, SWIFT_ROLE_USER, json_string_value(hq), json_string_length(hq), NULL, -1);
+        push_msg(
+            conv, SWIFT_ROLE_ASSISTANT, json_string_value(hr), json_string_length(hr), NULL, -1);
+    }
+    return 0;
+}
+
+/* Rows of fields: alpaca (instruction/input/output), query/response with history, or text. */
+static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *holder,
+                       struct swift_conv *conv, char *err, size_t errlen)
+{
     static const char *const q_keys[] = {"query", "prompt", "question", "problem", NULL};
     static const char *const r_keys[] = {
         "response", "answer", "output", "completion", "solution", "target", NULL};
@@ -711,53 +746,47 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
     if (get_text(resp, "the response", &rs, &rn, err, errlen) < 0)
         return -1;
     if (inst || (input && !q)) {
-        /* alpaca: instruction + "\n" + input */
-        const char *a = "", *b = "";
-        size_t an = 0, bn = 0;
-        if (inst && !json_is_null(inst) &&
-            get_text(inst, "\"instruction\"", &a, &an, err, errlen) < 0)
+        if (alpaca_query(inst, input, holder, &qs, &qn, err, errlen) < 0)
             return -1;
-        if (input && !json_is_null(input) && get_text(input, "\"input\"", &b, &bn, err, errlen) < 0)
-            return -1;
-        if (an && bn) {
-            json_t *joined = json_sprintf("%s\n%s", a, b);
-            if (!joined) /* embedded NUL: concatenate by hand */
-                return errf(err, errlen, "instruction/input contain NUL characters");
-            json_array_append_new(holder, joined);
-            qs = json_string_value(joined);
-            qn = json_string_length(joined);
-        } else {
-            qs = an ? a : b;
-            qn = an ? an : bn;
-        }
     } else if (get_text(q, qk, &qs, &qn, err, errlen) < 0)
         return -1;
     if (sys_s && push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
         return errf(err, errlen, "out of memory");
-    json_t *hist = json_object_get(obj, "history");
-    if (hist && !json_is_null(hist)) {
-        if (!json_is_array(hist))
-            return errf(err, errlen, "\"history\" must be an array of [query, response]");
-        size_t i;
-        json_t *h;
-        json_array_foreach(hist, i, h)
-        {
-            json_t *hq = json_array_get(h, 0), *hr = json_array_get(h, 1);
-            if (!json_is_array(h) || json_array_size(h) != 2 || !json_is_string(hq) ||
-                !json_is_string(hr))
-                return errf(err, errlen, "history[%zu]: expected [query, response] strings", i);
-            push_msg(
-                conv, SWIFT_ROLE_USER, json_string_value(hq), json_string_length(hq), NULL, -1);
-            push_msg(conv,
-                     SWIFT_ROLE_ASSISTANT,
-                     json_string_value(hr),
-                     json_string_length(hr),
-                     NULL,
-                     -1);
-        }
-    }
+    if (push_history(json_object_get(obj, "history"), conv, err, errlen) < 0)
+        return -1;
     if (push_msg(conv, SWIFT_ROLE_USER, qs, qn, NULL, -1) < 0 ||
         push_msg(conv, SWIFT_ROLE_ASSISTANT, rs, rn, NULL, -1) < 0)
         return errf(err, errlen, "out of memory");
     return 0;
+}
+
+int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char *system,
+                      struct swift_conv *conv, json_t **owned, char *err, size_t errlen)
+{
+    conv->n = 0;
+    conv->tools = NULL;
+    conv->is_text = 0;
+    conv->text = NULL;
+    conv->text_len = 0;
+    json_t *holder = json_array();
+    *owned = holder;
+    obj = rename_columns(obj, cols, holder);
+    static const char *const sys_keys[] = {"system", "system_prompt", NULL};
+    json_t *sys = first_key(obj, sys_keys, NULL);
+    const char *sys_s = NULL;
+    size_t sys_n = 0;
+    if (sys && get_text(sys, "\"system\"", &sys_s, &sys_n, err, errlen) < 0)
+        return -1;
+    if (row_tools(obj, holder, conv, err, errlen) < 0)
+        return -1;
+    json_t *msgs = json_object_get(obj, "messages");
+    static const char *const conv_keys[] = {"conversations", "conversation", NULL};
+    json_t *convs = msgs ? NULL : first_key(obj, conv_keys, NULL);
+    if (system) {
+        sys_s = system;
+        sys_n = strlen(system);
+    }
+    if (msgs || convs)
+        return from_messages(msgs, convs, system, sys_s, sys_n, holder, conv, err, errlen);
+    return from_fields(obj, sys_s, sys_n, holder, conv, err, errlen);
 }

@@ -326,8 +326,10 @@ static int is_tool_response(const struct swift_message *m)
            !memcmp(m->content + m->len - (sizeof(b) - 1), b, sizeof(b) - 1);
 }
 
-static void render_chatml(struct render *r, const struct swift_template *t,
-                          const struct swift_conv *c, int loss, size_t last_asst)
+/* The system turn of ChatML: the system message (or the template's default) and the tools.
+ * Returns the index of the first message after it. */
+static size_t chatml_system(struct render *r, const struct swift_template *t,
+                            const struct swift_conv *c)
 {
     int qwen3 = t->kind == K_QWEN3;
     size_t start = 0;
@@ -362,6 +364,54 @@ static void render_chatml(struct render *r, const struct swift_template *t,
             emits(r, t->default_system, 0);
         emits(r, "<|im_end|>\n", 0);
     }
+    return start;
+}
+
+/* A Qwen3 assistant turn: the reasoning between <think> and </think> is kept only after the
+ * last user query (and then only when there is some, or on the last turn). */
+static void qwen3_assistant(struct render *r, const struct swift_message *m, int think, int last,
+                            int tm, int calls)
+{
+    const char *content = m->content, *reason = "";
+    size_t clen = m->len, rlen = 0;
+    const char *endthink = find_str(m->content, m->len, "</think>");
+    if (endthink) {
+        const char *lastend = rfind_str(m->content, m->len, "</think>");
+        content = lastend + 8;
+        clen = m->len - (size_t)(content - m->content);
+        while (clen && *content == '\n')
+            content++, clen--;
+        /* split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+        size_t n0 = (size_t)(endthink - m->content);
+        while (n0 && m->content[n0 - 1] == '\n')
+            n0--;
+        const char *th = rfind_str(m->content, n0, "<think>");
+        reason = th ? th + 7 : m->content;
+        rlen = n0 - (size_t)(reason - m->content);
+        while (rlen && *reason == '\n')
+            reason++, rlen--;
+    }
+    emits(r, "<|im_start|>assistant\n", 0);
+    if (think && (last || rlen)) {
+        /* reasoning.strip('\n') + content.lstrip('\n') */
+        while (rlen && reason[rlen - 1] == '\n')
+            rlen--;
+        emits(r, "<think>\n", tm);
+        emit_content(r, reason, rlen, tm);
+        emits(r, "\n</think>\n\n", tm);
+        while (clen && *content == '\n')
+            content++, clen--;
+    }
+    emit_content(r, content, clen, tm);
+    if (calls)
+        emit_tool_calls(r, m->tool_calls, 1, clen > 0, tm);
+}
+
+static void render_chatml(struct render *r, const struct swift_template *t,
+                          const struct swift_conv *c, int loss, size_t last_asst)
+{
+    int qwen3 = t->kind == K_QWEN3;
+    size_t start = chatml_system(r, t, c);
     size_t last_query = c->n - 1;
     for (size_t i = c->n; i-- > 0;)
         if (c->msg[i].role == SWIFT_ROLE_USER && !is_tool_response(&c->msg[i])) {
@@ -386,52 +436,18 @@ static void render_chatml(struct render *r, const struct swift_template *t,
         } else if (m->role == SWIFT_ROLE_ASSISTANT) {
             int tm = trained(c, i, loss, last_asst);
             int calls = m->tool_calls && json_array_size(m->tool_calls) > 0;
-            if (!qwen3) {
-                if (!calls) {
-                    emits(r, "<|im_start|>assistant\n", 0);
-                    emit_content(r, m->content, m->len, tm);
-                } else {
-                    emits(r, "<|im_start|>assistant", 0);
-                    if (m->len) {
-                        emits(r, "\n", tm);
-                        emit_content(r, m->content, m->len, tm);
-                    }
-                    emit_tool_calls(r, m->tool_calls, 0, 1, tm);
-                }
-            } else {
-                const char *content = m->content, *reason = "";
-                size_t clen = m->len, rlen = 0;
-                const char *endthink = find_str(m->content, m->len, "</think>");
-                if (endthink) {
-                    const char *lastend = rfind_str(m->content, m->len, "</think>");
-                    content = lastend + 8;
-                    clen = m->len - (size_t)(content - m->content);
-                    while (clen && *content == '\n')
-                        content++, clen--;
-                    /* split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
-                    size_t n0 = (size_t)(endthink - m->content);
-                    while (n0 && m->content[n0 - 1] == '\n')
-                        n0--;
-                    const char *th = rfind_str(m->content, n0, "<think>");
-                    reason = th ? th + 7 : m->content;
-                    rlen = n0 - (size_t)(reason - m->content);
-                    while (rlen && *reason == '\n')
-                        reason++, rlen--;
-                }
+            if (qwen3) {
+                qwen3_assistant(r, m, i > last_query, last, tm, calls);
+            } else if (!calls) {
                 emits(r, "<|im_start|>assistant\n", 0);
-                if (i > last_query && (last || rlen)) {
-                    /* reasoning.strip('\n') + content.lstrip('\n') */
-                    while (rlen && reason[rlen - 1] == '\n')
-                        rlen--;
-                    emits(r, "<think>\n", tm);
-                    emit_content(r, reason, rlen, tm);
-                    emits(r, "\n</think>\n\n", tm);
-                    while (clen && *content == '\n')
-                        content++, clen--;
+                emit_content(r, m->content, m->len, tm);
+            } else {
+                emits(r, "<|im_start|>assistant", 0);
+                if (m->len) {
+                    emits(r, "\n", tm);
+                    emit_content(r, m->content, m->len, tm);
                 }
-                emit_content(r, content, clen, tm);
-                if (calls)
-                    emit_tool_calls(r, m->tool_calls, 1, clen > 0, tm);
+                emit_tool_calls(r, m->tool_calls, 0, 1, tm);
             }
             emits(r, "<|im_end|>", tm);
             emits(r, "\n", last ? 0 : tm);

@@ -1,0 +1,497 @@
+/* store — swift-preprocess's build mode after tokenizing: documents into the token store, the
+ * seeded train/val split, packing (none, best-fit decreasing, sequential) and the shards plus
+ * their index (see preprocess.h; the driver is preprocess.c). */
+#include "lib/preprocess/preprocess.h"
+
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
+#include "lib/formats/shard.h"
+#include "lib/preprocess/internal.h"
+#include "lib/preprocess/template.h"
+#include "lib/preprocess/tokenizer.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/banned.h"
+
+#define MAX_DOCS ((uint64_t)1 << 32)
+#define MAX_STORE_TOKENS ((uint64_t)1 << 36)
+
+/* ---- the token store ---- */
+static int store_add(struct pp_store *s, const uint32_t *ids, const uint8_t *mask, uint64_t n)
+{
+    if (s->ntok + n > s->cap) {
+        uint64_t nc = s->cap ? s->cap : 1 << 20;
+        while (nc < s->ntok + n)
+            nc *= 2;
+        if (nc > MAX_STORE_TOKENS)
+            return swift_error("more than %" PRIu64 " tokens", MAX_STORE_TOKENS);
+        uint32_t *a = realloc(s->ids, nc * sizeof(uint32_t));
+        if (a)
+            s->ids = a;
+        uint8_t *b = realloc(s->mask, nc);
+        if (b)
+            s->mask = b;
+        if (!a || !b)
+            return swift_error("out of memory");
+        s->cap = nc;
+    }
+    if (s->ndocs + 2 > s->capd) {
+        uint64_t nc = s->capd ? 2 * s->capd : 4096;
+        if (nc > MAX_DOCS)
+            return swift_error("more than %" PRIu64 " documents", MAX_DOCS);
+        uint64_t *o = realloc(s->off, nc * sizeof(uint64_t));
+        if (o)
+            s->off = o;
+        uint64_t *t = realloc(s->trained, nc * sizeof(uint64_t));
+        if (t)
+            s->trained = t;
+        if (!o || !t)
+            return swift_error("out of memory");
+        if (s->capd == 0)
+            s->off[0] = 0;
+        s->capd = nc;
+    }
+    memcpy(s->ids + s->ntok, ids, n * sizeof(uint32_t));
+    memcpy(s->mask + s->ntok, mask, n);
+    uint64_t tr = 0;
+    for (uint64_t i = 0; i < n; i++)
+        tr += mask[i];
+    s->trained[s->ndocs] = tr;
+    s->ntok += n;
+    s->ndocs++;
+    s->off[s->ndocs] = s->ntok;
+    return 0;
+}
+
+void swift_pp_store_free(struct pp_store *s)
+{
+    free(s->ids);
+    free(s->mask);
+    free(s->off);
+    free(s->trained);
+}
+
+/* Truncate per --truncation and add to the store. */
+int swift_pp_add_doc(const struct swift_preprocess_opts *o, struct pp_store *s, struct pp_stats *st,
+                     const uint32_t *ids, const uint8_t *mask, uint64_t n)
+{
+    uint64_t max = (uint64_t)o->max_length;
+    if (n == 0)
+        return 0;
+    if (n <= max)
+        return store_add(s, ids, mask, n);
+    switch (o->truncation) {
+    case SWIFT_TRUNC_DELETE:
+        st->dropped++;
+        return 0;
+    case SWIFT_TRUNC_LEFT:
+        st->truncated++;
+        return store_add(s, ids + (n - max), mask + (n - max), max);
+    case SWIFT_TRUNC_RIGHT:
+        st->truncated++;
+        return store_add(s, ids, mask, max);
+    default: /* split */
+        st->truncated++;
+        for (uint64_t a = 0; a < n; a += max)
+            if (store_add(s, ids + a, mask + a, n - a < max ? n - a : max) < 0)
+                return -1;
+        return 0;
+    }
+}
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ---- split ---- */
+void swift_pp_len_stats(const struct pp_store *s, double lenstats[4])
+{
+    uint64_t mn = UINT64_MAX, mx = 0;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 4; i++)
+        lenstats[i] = 0;
+    for (uint64_t d = 0; d < s->ndocs; d++) {
+        uint64_t l = s->off[d + 1] - s->off[d];
+        sum += (double)l;
+        sq += (double)l * (double)l;
+        mn = l < mn ? l : mn;
+        mx = l > mx ? l : mx;
+    }
+    if (s->ndocs) {
+        lenstats[0] = sum / (double)s->ndocs;
+        double var = sq / (double)s->ndocs - lenstats[0] * lenstats[0];
+        lenstats[1] = var > 0 ? sqrt(var) : 0;
+        lenstats[2] = (double)mn;
+        lenstats[3] = (double)mx;
+    }
+}
+
+int swift_pp_split(const struct swift_preprocess_opts *o, uint64_t n, uint64_t *train,
+                   uint64_t *ntrain, uint64_t *val, uint64_t *nval)
+{
+    uint64_t *perm = malloc((n ? n : 1) * sizeof(uint64_t));
+    uint8_t *is_val = calloc(n ? n : 1, 1);
+    *ntrain = *nval = 0;
+    if (!perm || !is_val) {
+        free(perm);
+        free(is_val);
+        return swift_error("out of memory");
+    }
+    uint64_t seed = o->seed;
+    for (uint64_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t j = splitmix(&seed) % i;
+        uint64_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    uint64_t want = (uint64_t)floor(o->val_ratio * (double)n + 0.5);
+    if (o->val_ratio > 0 && want == 0 && n > 1)
+        want = 1;
+    if (want >= n && n > 0)
+        want = n - 1;
+    for (uint64_t i = 0; i < want; i++)
+        is_val[perm[i]] = 1;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t d = o->shuffle ? perm[k] : k;
+        if (is_val[d])
+            val[(*nval)++] = d;
+        else
+            train[(*ntrain)++] = d;
+    }
+    free(perm);
+    free(is_val);
+    return 0;
+}
+
+/* ---- pack ---- */
+static int cmp_len_desc(const void *a, const void *b, void *lens)
+{
+    const uint64_t *len = lens;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    if (len[x] != len[y])
+        return len[x] > len[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* Best-fit decreasing: seq[] becomes the placement order (longest first) and bin[i] the bin of
+ * doc i. Bins are bucketed by remaining capacity, with a bitset of non-empty buckets to find the
+ * smallest remaining capacity >= len. */
+static int best_fit(const uint64_t *len, uint64_t n, uint64_t max, uint64_t *seq, uint64_t *bin,
+                    uint64_t *nbins)
+{
+    qsort_r(seq, n, sizeof(uint64_t), cmp_len_desc, (void *)len);
+    uint64_t words = max / 64 + 1;
+    uint64_t *bits = calloc(words, sizeof(uint64_t));
+    uint64_t *head = malloc((max + 1) * sizeof(uint64_t));
+    uint64_t *next = malloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *rem = malloc((n ? n : 1) * sizeof(uint64_t));
+    int rc = bits && head && next && rem ? 0 : swift_error("out of memory");
+    for (uint64_t r = 0; rc == 0 && r <= max; r++)
+        head[r] = UINT64_MAX;
+    for (uint64_t k = 0; rc == 0 && k < n; k++) {
+        uint64_t i = seq[k], l = len[i];
+        uint64_t found = UINT64_MAX;
+        for (uint64_t wi = l / 64; wi < words; wi++) {
+            uint64_t m = bits[wi];
+            if (wi == l / 64)
+                m &= ~0ull << (l % 64);
+            if (m) {
+                found = wi * 64 + (uint64_t)__builtin_ctzll(m);
+                break;
+            }
+        }
+        uint64_t b;
+        if (found != UINT64_MAX && found <= max) {
+            b = head[found];
+            head[found] = next[b];
+            if (head[found] == UINT64_MAX)
+                bits[found / 64] &= ~(1ull << (found % 64));
+        } else {
+            b = (*nbins)++;
+            rem[b] = max;
+        }
+        rem[b] -= l;
+        bin[i] = b;
+        next[b] = head[rem[b]];
+        head[rem[b]] = b;
+        bits[rem[b] / 64] |= 1ull << (rem[b] % 64);
+    }
+    free(bits);
+    free(head);
+    free(next);
+    free(rem);
+    return rc;
+}
+
+/* Group the placed docs by bin, keeping placement order inside a bin: order[] of doc ids and
+ * start[0..nbins] offsets into it. */
+static int group_bins(const uint64_t *docs, uint64_t n, const uint64_t *seq, const uint64_t *bin,
+                      uint64_t nbins, uint64_t *order, uint64_t *start)
+{
+    for (uint64_t b = 0; b <= nbins; b++)
+        start[b] = 0;
+    for (uint64_t i = 0; i < n; i++)
+        start[bin[i] + 1]++;
+    for (uint64_t b = 0; b < nbins; b++)
+        start[b + 1] += start[b];
+    uint64_t *fillp = malloc((nbins + 1) * sizeof(uint64_t));
+    if (!fillp)
+        return swift_error("out of memory");
+    memcpy(fillp, start, (nbins + 1) * sizeof(uint64_t));
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = seq[k];
+        order[fillp[bin[i]]++] = docs[i];
+    }
+    free(fillp);
+    return 0;
+}
+
+/* Pack docs[0..n) (doc ids into the store) into samples. Output: order[] of doc ids, and
+ * start[0..*nsamples] offsets into order. Returns 0 or -1. */
+static int pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t *docs, uint64_t n,
+                uint64_t *order, uint64_t *start, uint64_t *nsamples)
+{
+    if (mode == SWIFT_PACK_NONE) {
+        for (uint64_t i = 0; i < n; i++) {
+            order[i] = docs[i];
+            start[i] = i;
+        }
+        start[n] = n;
+        *nsamples = n;
+        return 0;
+    }
+    uint64_t *len = malloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *bin = malloc((n ? n : 1) * sizeof(uint64_t)); /* bin of the i-th placed doc */
+    uint64_t *seq = malloc((n ? n : 1) * sizeof(uint64_t)); /* placement order (positions) */
+    int rc = len && bin && seq ? 0 : swift_error("out of memory");
+    uint64_t nbins = 0;
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        len[i] = s->off[docs[i] + 1] - s->off[docs[i]];
+        seq[i] = i;
+    }
+    if (rc == 0 && mode == SWIFT_PACK_SEQUENTIAL) {
+        uint64_t fill = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            if (nbins == 0 || fill + len[i] > max) {
+                nbins++;
+                fill = 0;
+            }
+            fill += len[i];
+            bin[i] = nbins - 1;
+        }
+    } else if (rc == 0)
+        rc = best_fit(len, n, max, seq, bin, &nbins);
+    if (rc == 0)
+        rc = group_bins(docs, n, seq, bin, nbins, order, start);
+    free(len);
+    free(bin);
+    free(seq);
+    *nsamples = nbins;
+    return rc;
+}
+
+/* ---- write ---- */
+/* The shard being written and the buffers one packed sample is gathered into. */
+struct shard_out {
+    const char *dir;
+    uint64_t shard_tokens;
+    struct swift_shard_index *ix;
+    struct swift_shard_writer *w;
+    int shard_no;
+    char name[64];
+    uint32_t *ids, *dl;
+    uint8_t *mask;
+    uint64_t cap, capd;
+};
+
+static int grow(struct shard_out *so, uint64_t len, uint64_t nd)
+{
+    if (len > so->cap) {
+        so->cap = len;
+        uint32_t *a = realloc(so->ids, so->cap * sizeof(uint32_t));
+        if (a)
+            so->ids = a;
+        uint8_t *b = realloc(so->mask, so->cap);
+        if (b)
+            so->mask = b;
+        if (!a || !b)
+            return swift_error("out of memory");
+    }
+    if (nd > so->capd) {
+        so->capd = nd;
+        uint32_t *d = realloc(so->dl, so->capd * sizeof(uint32_t));
+        if (!d)
+            return swift_error("out of memory");
+        so->dl = d;
+    }
+    return 0;
+}
+
+/* Commit the open shard (if any) and list it in the index. */
+static int close_shard(struct shard_out *so)
+{
+    if (!so->w)
+        return 0;
+    uint32_t crc;
+    uint64_t ws = swift_shard_writer_samples(so->w), wt = swift_shard_writer_tokens(so->w);
+    int rc = swift_shard_writer_commit(so->w, &crc);
+    so->w = NULL;
+    if (rc == 0)
+        rc = swift_shard_index_add(so->ix, so->name, ws, wt, crc);
+    return rc;
+}
+
+/* Append one sample of len tokens from nd docs, starting a new shard when this one is full. */
+static int put_sample(struct shard_out *so, uint64_t len, uint64_t nd)
+{
+    int rc = 0;
+    if (so->w && swift_shard_writer_tokens(so->w) > 0 &&
+        swift_shard_writer_tokens(so->w) + len > so->shard_tokens)
+        rc = close_shard(so);
+    if (rc == 0 && !so->w) {
+        snprintf(so->name, sizeof(so->name), "shard-%05d.bin", so->shard_no++);
+        char *path = swift_path_join(so->dir, so->name);
+        so->w = swift_shard_writer_new(path);
+        free(path);
+        if (!so->w)
+            rc = -1;
+    }
+    if (rc == 0)
+        rc = swift_shard_writer_add(so->w, so->ids, so->mask, (uint32_t)len, so->dl, (uint32_t)nd);
+    return rc;
+}
+
+/* Write the packed samples as shards under so->dir; counts the tokens and trained tokens. */
+static int write_samples(struct shard_out *so, const struct pp_store *s, const uint64_t *order,
+                         const uint64_t *start, uint64_t nsamples, uint64_t *tokens,
+                         uint64_t *trained)
+{
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < nsamples; k++) {
+        uint64_t len = 0, nd = start[k + 1] - start[k];
+        for (uint64_t j = start[k]; j < start[k + 1]; j++)
+            len += s->off[order[j] + 1] - s->off[order[j]];
+        if (grow(so, len, nd) < 0)
+            return -1;
+        uint64_t p = 0;
+        for (uint64_t j = start[k]; j < start[k + 1]; j++) {
+            uint64_t d = order[j], a = s->off[d], l = s->off[d + 1] - a;
+            memcpy(so->ids + p, s->ids + a, l * sizeof(uint32_t));
+            memcpy(so->mask + p, s->mask + a, l);
+            so->dl[j - start[k]] = (uint32_t)l;
+            *trained += s->trained[d];
+            p += l;
+        }
+        rc = put_sample(so, len, nd);
+        *tokens += len;
+    }
+    if (rc == 0)
+        rc = close_shard(so);
+    return rc;
+}
+
+/* The index's description of how the split was made. */
+static void describe(struct swift_shard_index *ix, const struct swift_preprocess_opts *o,
+                     const struct swift_tokenizer *tok, const struct swift_template *tpl,
+                     const struct pp_stats *st, const char *split, const double lenstats[4],
+                     const struct pp_split *res)
+{
+    static const char *const pack_names[] = {"none", "binpack", "sequential"};
+    static const char *const trunc_names[] = {"delete", "left", "right", "split"};
+    ix->tokenizer = strdup(o->tokenizer);
+    ix->tokenizer_sha256 = strdup(swift_tokenizer_sha256(tok));
+    ix->template_name = strdup(swift_template_name(tpl));
+    ix->loss = strdup(swift_loss_name(o->loss));
+    ix->truncation = strdup(trunc_names[o->truncation]);
+    ix->packing = strdup(pack_names[o->packing]);
+    ix->split = strdup(split);
+    ix->max_length = (uint64_t)o->max_length;
+    ix->vocab_size = swift_tokenizer_vocab_size(tok);
+    ix->seed = o->seed;
+    ix->samples = res->samples;
+    ix->documents = res->docs;
+    ix->dropped = st->dropped + st->invalid;
+    ix->truncated = st->truncated;
+    ix->tokens = res->tokens;
+    ix->trained_tokens = res->trained;
+    ix->packing_efficiency = res->efficiency;
+    ix->len_mean = lenstats[0];
+    ix->len_std = lenstats[1];
+    ix->len_min = (uint64_t)lenstats[2];
+    ix->len_max = (uint64_t)lenstats[3];
+}
+
+int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swift_tokenizer *tok,
+                         const struct swift_template *tpl, const struct pp_store *s,
+                         const struct pp_stats *st, const uint64_t *docs, uint64_t n,
+                         const char *dir, const char *split, const double lenstats[4],
+                         struct pp_split *res)
+{
+    uint64_t *order = malloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *start = malloc((n + 1) * sizeof(uint64_t));
+    if (!order || !start) {
+        free(order);
+        free(start);
+        return swift_error("out of memory");
+    }
+    int64_t t0 = swift_trace_now();
+    uint64_t nsamples = 0;
+    int rc = pack(s, o->packing, (uint64_t)o->max_length, docs, n, order, start, &nsamples);
+    swift_trace_span("pack",
+                     "pack",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_S("split", split),
+                                           SWIFT_TARG_I("docs", n),
+                                           SWIFT_TARG_I("samples", rc == 0 ? nsamples : 0)},
+                     3);
+    if (rc < 0) {
+        free(order);
+        free(start);
+        return -1;
+    }
+    t0 = swift_trace_now();
+    struct swift_shard_index ix;
+    swift_shard_index_init(&ix);
+    struct shard_out so = {.dir = dir, .shard_tokens = o->shard_tokens, .ix = &ix};
+    uint64_t tokens = 0, trained = 0;
+    rc = write_samples(&so, s, order, start, nsamples, &tokens, &trained);
+    swift_shard_writer_free(so.w);
+    free(so.ids);
+    free(so.mask);
+    free(so.dl);
+    free(order);
+    free(start);
+    res->samples = nsamples;
+    res->docs = n;
+    res->tokens = tokens;
+    res->trained = trained;
+    res->efficiency = o->packing != SWIFT_PACK_NONE && nsamples
+                          ? (double)tokens / ((double)nsamples * (double)o->max_length)
+                          : 0.0;
+    if (rc == 0) {
+        describe(&ix, o, tok, tpl, st, split, lenstats, res);
+        rc = swift_shard_index_write(&ix, dir);
+    }
+    swift_shard_index_release(&ix);
+    swift_trace_span(
+        "io",
+        "write_shards",
+        t0,
+        swift_trace_now(),
+        (struct swift_targ[]){SWIFT_TARG_S("split", split), SWIFT_TARG_I("tokens", tokens)},
+        2);
+    return rc;
+}
