@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "lib/core/error.h"
+
+#include <jansson.h>
 #include "lib/core/banned.h"
 
 static void die_oom(size_t n)
@@ -22,6 +24,13 @@ void *swift_xmalloc(size_t n)
     if (!p)
         die_oom(n);
     return p;
+}
+
+/* jansson allocates through the same policy, so a NULL from json_object()/json_pack() can only
+ * mean a programming error (a bad format string), never a full heap. */
+__attribute__((constructor)) static void json_alloc_init(void)
+{
+    json_set_alloc_funcs(swift_xmalloc, free);
 }
 
 void *swift_xcalloc(size_t count, size_t size)

@@ -13,6 +13,10 @@
  * first and report that as bad data (swift_error_at), so a corrupt file is an error with a
  * position, never an exit for "out of memory". Backend memory (kernels/ops.h alloc) keeps its
  * own NULL return: a device that is full is reported with what was asked for.
+ *
+ * jansson allocates through swift_xmalloc too (installed when the program starts), so a NULL from
+ * json_object(), json_pack() and friends means a programming error (a bad pack format), not a
+ * full heap: such call sites may abort().
  */
 #ifndef SWIFT_ALLOC_H
 #define SWIFT_ALLOC_H
