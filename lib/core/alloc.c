@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/core/error.h"
-
 #include <jansson.h>
+
+#include "lib/core/error.h"
 #include "lib/core/banned.h"
 
 static void die_oom(size_t n)
