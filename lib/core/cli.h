@@ -52,7 +52,8 @@ enum swift_option_type {
     SWIFT_OPTION_STRING,   /* the argument itself (borrowed from argv, valid until exit);
                               with .choices, one of their names */
     SWIFT_OPTION_PATH,     /* the same, naming a file or directory */
-    SWIFT_OPTION_INT,      /* a decimal integer in [min, max] (int, long or unsigned field) */
+    SWIFT_OPTION_INT,      /* a decimal integer in [min, max] (int, long or unsigned field; an
+                              int field takes it as C converts it, so keep max <= INT_MAX) */
     SWIFT_OPTION_DOUBLE,   /* a number in [dmin, dmax]; SWIFT_OPT_OPEN_MIN/MAX exclude a bound */
     SWIFT_OPTION_SIZE,     /* a size >= min with K, M, G, T suffixes (swift_parse_size) */
     SWIFT_OPTION_ENUM,     /* a name of .choices, or one .lookup() maps to >= 0 (int field) */
