@@ -11,234 +11,96 @@
 
 #include "lib/core/banned.h"
 
-enum {
-    K_TO = SWIFT_OPT_BASE,
-    K_DTYPE,
-    K_OLLAMA,
-    K_MERGE,
-    K_SHARD,
-    K_QUANT,
-    K_GROUP,
-    K_METHOD,
-    K_CALIB,
-    K_CALIB_N,
-    K_CALIB_LEN,
-    K_DAMP,
-    K_FORCE,
-    K_PRE,
-    K_NAME,
-    K_DUMP,
-    K_DUMP_ITEMS,
-};
-
-static const struct swift_option options[] = {
-    {"output",
-     'o',
-     SWIFT_ARG_REQUIRED,
-     "PATH",
-     "output: FILE.gguf (--to gguf) or a directory (--to hf)",
-     "output_dir"},
-    {"to",
-     K_TO,
-     SWIFT_ARG_REQUIRED,
-     "gguf|hf",
-     "output format (default: hf with --merge-lora or --quant, else gguf)",
-     NULL},
-    {"dtype",
-     K_DTYPE,
-     SWIFT_ARG_REQUIRED,
-     "TYPE",
-     "gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k (f16); hf: bf16|fp16|fp32 (the base's)",
-     "torch_dtype,quant_type"},
-    {"to-ollama",
-     K_OLLAMA,
-     SWIFT_ARG_NONE,
-     NULL,
-     "also write a Modelfile for ollama next to the GGUF",
-     NULL},
-    {"merge-lora",
-     K_MERGE,
-     SWIFT_ARG_REQUIRED,
-     "ADAPTER_DIR",
-     "merge this PEFT LoRA adapter into the base first",
-     "adapters"},
-    {"max-shard-size",
-     K_SHARD,
-     SWIFT_ARG_REQUIRED,
-     "SIZE",
-     "hf: largest safetensors shard (5G)",
-     NULL},
-    {"quant",
-     K_QUANT,
-     SWIFT_ARG_REQUIRED,
-     "int8|int4",
-     "weight-only quantization of the linear layers",
-     "quant_bits"},
-    {"group-size", K_GROUP, SWIFT_ARG_REQUIRED, "N", "quant: values per scale group (128)", NULL},
-    {"method",
-     K_METHOD,
-     SWIFT_ARG_REQUIRED,
-     "rtn|gptq",
-     "quant: round to nearest, or GPTQ on --calib data (rtn)",
-     "quant_method"},
-    {"calib",
-     K_CALIB,
-     SWIFT_ARG_REQUIRED,
-     "DIR",
-     "gptq: calibration shards (a swift-preprocess output directory)",
-     NULL},
-    {"calib-samples",
-     K_CALIB_N,
-     SWIFT_ARG_REQUIRED,
-     "N",
-     "gptq: calibration rows, evenly spaced over the shards (128)",
-     "quant_n_samples"},
-    {"calib-seq-len",
-     K_CALIB_LEN,
-     SWIFT_ARG_REQUIRED,
-     "N",
-     "gptq: tokens per calibration row at most (512)",
-     NULL},
-    {"damp",
-     K_DAMP,
-     SWIFT_ARG_REQUIRED,
-     "F",
-     "gptq: fraction of the mean Hessian diagonal added to it (0.01)",
-     "damp_percent"},
-    {"force", K_FORCE, SWIFT_ARG_NONE, NULL, "overwrite an existing output", NULL},
-    {"tokenizer-pre",
-     K_PRE,
-     SWIFT_ARG_REQUIRED,
-     "NAME",
-     "gguf: tokenizer.ggml.pre (default: from tokenizer.json: gpt-2, llama-bpe, qwen2)",
-     NULL},
-    {"name",
-     K_NAME,
-     SWIFT_ARG_REQUIRED,
-     "NAME",
-     "gguf: general.name (default: the model directory's name)",
-     NULL},
-    {"dump",
-     K_DUMP,
-     SWIFT_ARG_REQUIRED,
-     "FILE.gguf",
-     "print a GGUF file's keys and tensors (one per line) and exit",
-     NULL},
-    {"dump-items",
-     K_DUMP_ITEMS,
-     SWIFT_ARG_REQUIRED,
-     "N",
-     "--dump: array values shown before a sha256 of the rest (8; 0: all)",
-     NULL},
-    SWIFT_TRACE_OPTIONS,
-    {0}};
-
-static const struct swift_command command = {
-    "swift-export",
-    "[OPTION]... MODEL_DIR",
-    "merge LoRA adapters, write llama.cpp GGUF, quantize",
-    options,
-    "MODEL_DIR is a Hugging Face model directory (config.json, safetensors, tokenizer.json) of a\n"
-    "llama, qwen2 or qwen3 model. One JSON summary line is printed on stdout.",
-    "  swift-export Qwen3-0.6B --to gguf --dtype q8_0 -o qwen3.q8_0.gguf\n"
-    "  swift-export Qwen3-0.6B --to gguf --dtype q4_k_m --to-ollama -o ollama/qwen3.gguf\n"
-    "  swift-export Qwen3-0.6B --merge-lora run/checkpoint-100 --dtype bf16 -o merged/\n"
-    "  swift-export Qwen3-0.6B --quant int4 --method gptq --calib shards/ -o qwen3-gptq-int4/\n"
-    "  swift-export --dump qwen3.q8_0.gguf\n"};
-
 struct cli {
     struct swift_export_opts o;
     const char *trace, *dump;
     long dump_items;
 };
+#define F(m) SWIFT_FIELD(struct cli, m)
 
-static int on_option(void *ctx, int key, const char *arg)
+static const struct swift_option options[] = {
+    SWIFT_OPT_PATH('o', "output", F(o.output), "PATH",
+                   "output: FILE.gguf (--to gguf) or a directory (--to hf)",
+                   .aliases = "output_dir"),
+    SWIFT_OPT_STRING(0, "to", F(o.to), "gguf|hf",
+                     "output format (default: hf with --merge-lora or --quant, else gguf)",
+                     .choices = SWIFT_CHOICES({"gguf", 0}, {"hf", 0}),
+                     .error = "--to must be gguf or hf, not '{arg}'"),
+    SWIFT_OPT_STRING(
+        0, "dtype", F(o.dtype), "TYPE",
+        "gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k (f16); hf: bf16|fp16|fp32 (the base's)",
+        .aliases = "torch_dtype,quant_type"),
+    SWIFT_OPT_FLAG(0, "to-ollama", F(o.to_ollama),
+                   "also write a Modelfile for ollama next to the GGUF"),
+    SWIFT_OPT_PATH(0, "merge-lora", F(o.merge_lora), "ADAPTER_DIR",
+                   "merge this PEFT LoRA adapter into the base first", .aliases = "adapters"),
+    SWIFT_OPT_SIZE(0, "max-shard-size", F(o.max_shard_size), 1024, "SIZE",
+                   "hf: largest safetensors shard (5G)",
+                   .error = "--max-shard-size: bad size '{arg}'"),
+    SWIFT_OPT_STRING(0, "quant", F(o.quant), "int8|int4",
+                     "weight-only quantization of the linear layers", .aliases = "quant_bits",
+                     .choices = SWIFT_CHOICES({"int8", 0}, {"int4", 0}),
+                     .error = "--quant must be int8 or int4, not '{arg}'"),
+    SWIFT_OPT_INT(0, "group-size", F(o.group_size), 8, 1 << 20, "N",
+                  "quant: values per scale group (128)"),
+    SWIFT_OPT_STRING(0, "method", F(o.method), "rtn|gptq",
+                     "quant: round to nearest, or GPTQ on --calib data (rtn)",
+                     .aliases = "quant_method", .choices = SWIFT_CHOICES({"rtn", 0}, {"gptq", 0}),
+                     .error = "--method must be rtn or gptq, not '{arg}'"),
+    SWIFT_OPT_PATH(0, "calib", F(o.calib), "DIR",
+                   "gptq: calibration shards (a swift-preprocess output directory)"),
+    SWIFT_OPT_INT(0, "calib-samples", F(o.calib_samples), 1, 1L << 24, "N",
+                  "gptq: calibration rows, evenly spaced over the shards (128)",
+                  .aliases = "quant_n_samples"),
+    SWIFT_OPT_INT(0, "calib-seq-len", F(o.calib_seq_len), 1, 1L << 20, "N",
+                  "gptq: tokens per calibration row at most (512)"),
+    SWIFT_OPT_DOUBLE(0, "damp", F(o.damp), 0, 10, "F",
+                     "gptq: fraction of the mean Hessian diagonal added to it (0.01)",
+                     .flags = SWIFT_OPT_OPEN_MIN | SWIFT_OPT_OPEN_MAX, .aliases = "damp_percent",
+                     .error = "--damp: bad number '{arg}' (0 < F < 10)"),
+    SWIFT_OPT_FLAG(0, "force", F(o.force), "overwrite an existing output"),
+    SWIFT_OPT_STRING(
+        0, "tokenizer-pre", F(o.tokenizer_pre), "NAME",
+        "gguf: tokenizer.ggml.pre (default: from tokenizer.json: gpt-2, llama-bpe, qwen2)"),
+    SWIFT_OPT_STRING(0, "name", F(o.name), "NAME",
+                     "gguf: general.name (default: the model directory's name)"),
+    SWIFT_OPT_PATH(0, "dump", F(dump), "FILE.gguf",
+                   "print a GGUF file's keys and tensors (one per line) and exit"),
+    SWIFT_OPT_INT(0, "dump-items", F(dump_items), 0, 1L << 40, "N",
+                  "--dump: array values shown before a sha256 of the rest (8; 0: all)"),
+    SWIFT_TRACE_OPTIONS(F(trace)),
+    SWIFT_OPT_END};
+
+static const struct swift_command command = {
+    .name = "swift-export",
+    .usage = "[OPTION]... MODEL_DIR",
+    .summary = "merge LoRA adapters, write llama.cpp GGUF, quantize",
+    .options = options,
+    .description = "MODEL_DIR is a Hugging Face model directory (config.json, safetensors, "
+                   "tokenizer.json) of a\n"
+                   "llama, qwen2 or qwen3 model. One JSON summary line is printed on stdout.",
+    .examples =
+        "  swift-export Qwen3-0.6B --to gguf --dtype q8_0 -o qwen3.q8_0.gguf\n"
+        "  swift-export Qwen3-0.6B --to gguf --dtype q4_k_m --to-ollama -o ollama/qwen3.gguf\n"
+        "  swift-export Qwen3-0.6B --merge-lora run/checkpoint-100 --dtype bf16 -o merged/\n"
+        "  swift-export Qwen3-0.6B --quant int4 --method gptq --calib shards/ -o qwen3-gptq-int4/\n"
+        "  swift-export --dump qwen3.q8_0.gguf\n",
+    .int_error = "--{name}: bad number '{arg}'"};
+
+/* Checks that need several options; -1 when they fit together. */
+static int check(const struct cli *c, int noperands)
 {
-    struct cli *c = ctx;
-    long n;
-    unsigned long long sz;
-    switch (key) {
-    case 'o':
-        c->o.output = arg;
-        return 0;
-    case K_TO:
-        if (strcmp(arg, "gguf") && strcmp(arg, "hf"))
-            return swift_usage("--to must be gguf or hf, not '%s'", arg);
-        c->o.to = arg;
-        return 0;
-    case K_DTYPE:
-        c->o.dtype = arg;
-        return 0;
-    case K_OLLAMA:
-        c->o.to_ollama = 1;
-        return 0;
-    case K_MERGE:
-        c->o.merge_lora = arg;
-        return 0;
-    case K_SHARD:
-        if (swift_parse_size(arg, &sz) || sz < 1024)
-            return swift_usage("--max-shard-size: bad size '%s'", arg);
-        c->o.max_shard_size = sz;
-        return 0;
-    case K_QUANT:
-        if (strcmp(arg, "int8") && strcmp(arg, "int4"))
-            return swift_usage("--quant must be int8 or int4, not '%s'", arg);
-        c->o.quant = arg;
-        return 0;
-    case K_GROUP:
-        if (swift_parse_long(arg, 8, 1 << 20, &n))
-            return swift_usage("--group-size: bad number '%s'", arg);
-        c->o.group_size = n;
-        return 0;
-    case K_METHOD:
-        if (strcmp(arg, "rtn") && strcmp(arg, "gptq"))
-            return swift_usage("--method must be rtn or gptq, not '%s'", arg);
-        c->o.method = arg;
-        return 0;
-    case K_CALIB:
-        c->o.calib = arg;
-        return 0;
-    case K_CALIB_N:
-        if (swift_parse_long(arg, 1, 1L << 24, &n))
-            return swift_usage("--calib-samples: bad number '%s'", arg);
-        c->o.calib_samples = n;
-        return 0;
-    case K_CALIB_LEN:
-        if (swift_parse_long(arg, 1, 1L << 20, &n))
-            return swift_usage("--calib-seq-len: bad number '%s'", arg);
-        c->o.calib_seq_len = n;
-        return 0;
-    case K_DAMP: {
-        double d;
-        if (swift_parse_double(arg, &d) || !(d > 0 && d < 10))
-            return swift_usage("--damp: bad number '%s' (0 < F < 10)", arg);
-        c->o.damp = d;
-        return 0;
-    }
-    case K_FORCE:
-        c->o.force = 1;
-        return 0;
-    case K_PRE:
-        c->o.tokenizer_pre = arg;
-        return 0;
-    case K_NAME:
-        c->o.name = arg;
-        return 0;
-    case K_DUMP:
-        c->dump = arg;
-        return 0;
-    case K_DUMP_ITEMS:
-        if (swift_parse_long(arg, 0, 1L << 40, &n))
-            return swift_usage("--dump-items: bad number '%s'", arg);
-        c->dump_items = n;
-        return 0;
-    case SWIFT_OPT_TRACE:
-        c->trace = arg;
-        return 0;
-    case SWIFT_OPT_PROFILE:
-        return 0;
-    }
-    return swift_usage("unhandled option");
+    if (noperands != 1)
+        return swift_usage(noperands == 0 ? "missing MODEL_DIR" : "too many arguments");
+    if (!c->o.output)
+        return swift_usage("missing -o OUTPUT");
+    if (!strcmp(c->o.method, "gptq") && !c->o.calib)
+        return swift_usage("--method gptq needs --calib DIR (calibration shards)");
+    if (!strcmp(c->o.method, "gptq") && !c->o.quant)
+        return swift_usage("--method gptq needs --quant int4|int8");
+    if (c->o.calib && strcmp(c->o.method, "gptq"))
+        return swift_usage("--calib is only read by --method gptq");
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -250,7 +112,7 @@ int main(int argc, char **argv)
                           .calib_seq_len = 512,
                           .damp = 0.01},
                     .dump_items = 8};
-    int argi, rc = swift_cli_parse(&command, argc, argv, on_option, &c, &argi);
+    int argi, rc = swift_cli_parse(&command, argc, argv, &c, &argi);
     if (rc >= 0)
         return rc;
     if (c.dump) {
@@ -259,16 +121,8 @@ int main(int argc, char **argv)
         rc = swift_export_dump(c.dump, stdout, (uint64_t)c.dump_items, 1) < 0 ? 1 : 0;
         return swift_close_stdout(rc);
     }
-    if (argc - argi != 1)
-        return swift_usage(argc == argi ? "missing MODEL_DIR" : "too many arguments");
-    if (!c.o.output)
-        return swift_usage("missing -o OUTPUT");
-    if (!strcmp(c.o.method, "gptq") && !c.o.calib)
-        return swift_usage("--method gptq needs --calib DIR (calibration shards)");
-    if (!strcmp(c.o.method, "gptq") && !c.o.quant)
-        return swift_usage("--method gptq needs --quant int4|int8");
-    if (c.o.calib && strcmp(c.o.method, "gptq"))
-        return swift_usage("--calib is only read by --method gptq");
+    if ((rc = check(&c, argc - argi)) >= 0)
+        return rc;
     c.o.model_dir = argv[argi];
     struct swift_trace_config tc = {.stage = "export", .path = c.trace, .argc = argc, .argv = argv};
     if (swift_trace_open(&tc) < 0)

@@ -8,175 +8,12 @@
 #include "lib/preprocess/template.h"
 #include "lib/core/trace.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/core/banned.h"
-
-enum {
-    K_TOKENIZER = SWIFT_OPT_BASE,
-    K_TEMPLATE,
-    K_MAXLEN,
-    K_LOSS,
-    K_TRUNC,
-    K_PACKING,
-    K_VAL,
-    K_SEED,
-    K_THREADS,
-    K_SKIP,
-    K_FORCE,
-    K_ENCODE,
-    K_DECODE,
-    K_RENDER,
-    K_RAW,
-    K_SKIPSP,
-    K_SYSTEM,
-    K_COLUMNS,
-    K_FORMAT,
-    K_SHARD,
-    K_SHUFFLE,
-    K_DATASET,
-    K_TRAIN_TOK
-};
-
-static const struct swift_option options[] = {
-    {"tokenizer",
-     K_TOKENIZER,
-     SWIFT_ARG_REQUIRED,
-     "DIR",
-     "tokenizer directory (tokenizer.json or encoder.json + vocab.bpe)",
-     "model"},
-    {"output", 'o', SWIFT_ARG_REQUIRED, "DIR", "write the shard directory DIR", "output_dir"},
-    {"template",
-     K_TEMPLATE,
-     SWIFT_ARG_REQUIRED,
-     "NAME",
-     "chatml, qwen, qwen2_5, qwen3, llama3, default, generation (default: from the tokenizer)",
-     NULL},
-    {"dataset", K_DATASET, SWIFT_ARG_REQUIRED, "FILE", "input file (also as operands)", NULL},
-    {"train-tokenizer",
-     K_TRAIN_TOK,
-     SWIFT_ARG_REQUIRED,
-     "VOCAB",
-     "train a byte-level BPE tokenizer of VOCAB tokens on the text FILEs and write it to -o DIR",
-     NULL},
-    {"format",
-     K_FORMAT,
-     SWIFT_ARG_REQUIRED,
-     "FMT",
-     "auto, jsonl, json, csv, text (default auto)",
-     NULL},
-    {"columns", K_COLUMNS, SWIFT_ARG_REQUIRED, "SRC:DST,...", "rename input columns first", NULL},
-    {"system", K_SYSTEM, SWIFT_ARG_REQUIRED, "TEXT", "system prompt for every sample", NULL},
-    {"max-length",
-     K_MAXLEN,
-     SWIFT_ARG_REQUIRED,
-     "N",
-     "longest sample in tokens (default 2048)",
-     NULL},
-    {"loss",
-     K_LOSS,
-     SWIFT_ARG_REQUIRED,
-     "POLICY",
-     "trained tokens: default (assistant turns), last_round, all",
-     "loss_scale"},
-    {"truncation",
-     K_TRUNC,
-     SWIFT_ARG_REQUIRED,
-     "HOW",
-     "longer samples: delete (default), left, right, split",
-     "truncation_strategy"},
-    {"packing",
-     K_PACKING,
-     SWIFT_ARG_OPTIONAL,
-     "HOW",
-     "pack documents into max-length samples: binpack (default, = true), sequential, none "
-     "(= false); the value may also follow as the next word",
-     NULL},
-    {"val-ratio",
-     K_VAL,
-     SWIFT_ARG_REQUIRED,
-     "R",
-     "fraction of documents for DIR/val (default 0)",
-     "split_dataset_ratio"},
-    {"seed",
-     K_SEED,
-     SWIFT_ARG_REQUIRED,
-     "N",
-     "seed for the split and --shuffle (default 42)",
-     "data_seed"},
-    {"shuffle",
-     K_SHUFFLE,
-     SWIFT_ARG_NONE,
-     NULL,
-     "shuffle document order (deterministic)",
-     "dataset_shuffle"},
-    {"threads",
-     K_THREADS,
-     SWIFT_ARG_REQUIRED,
-     "N",
-     "tokenizer threads (default: all CPUs)",
-     "dataset_num_proc,num_proc"},
-    {"skip-invalid",
-     K_SKIP,
-     SWIFT_ARG_NONE,
-     NULL,
-     "skip bad rows, count them and report the first positions",
-     NULL},
-    {"shard-tokens", K_SHARD, SWIFT_ARG_REQUIRED, "N", "tokens per shard file (default 16M)", NULL},
-    {"force", K_FORCE, SWIFT_ARG_NONE, NULL, "replace an existing output directory", NULL},
-    {"encode",
-     K_ENCODE,
-     SWIFT_ARG_NONE,
-     NULL,
-     "read a JSON string or {\"text\": ...} per line, write a JSON array of ids per line",
-     NULL},
-    {"decode",
-     K_DECODE,
-     SWIFT_ARG_NONE,
-     NULL,
-     "read a JSON array of ids (or {\"ids\": ...}) per line, write a JSON string per line",
-     NULL},
-    {"render",
-     K_RENDER,
-     SWIFT_ARG_NONE,
-     NULL,
-     "write {\"text\", \"ids\", \"mask\"} per sample as JSON Lines",
-     NULL},
-    {"raw",
-     K_RAW,
-     SWIFT_ARG_NONE,
-     NULL,
-     "--encode: special-token text is plain text and no BOS/EOS is added",
-     NULL},
-    {"skip-special", K_SKIPSP, SWIFT_ARG_NONE, NULL, "--decode: leave special tokens out", NULL},
-    SWIFT_TRACE_OPTIONS,
-    {0}};
-
-static const struct swift_command command = {
-    "swift-preprocess",
-    "[OPTION]... --tokenizer DIR (-o DIR | --encode | --decode | --render) [FILE]...",
-    "tokenize, template, mask, pack and shard training data",
-    options,
-    "Reads JSON Lines, JSON arrays, CSV or text files (standard input when no FILE) in ms-swift's\n"
-    "formats (messages, ShareGPT conversations, alpaca, query/response, text) and writes a\n"
-    "shard directory for swift-train: index.json and shard-NNNNN.bin (docs/formats.md). The\n"
-    "same input gives byte-identical shards with any --threads. A summary goes to stderr and\n"
-    "one JSON line to stdout.\n"
-    "\n"
-    "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.",
-    "Examples:\n"
-    "  swift-preprocess --tokenizer models/Qwen3-0.6B -o shards alpaca_en.json\n"
-    "  swift-preprocess --tokenizer models/Qwen3-0.6B --max-length 4096 --packing binpack "
-    "--val-ratio 0.01 \\\n"
-    "      -o shards train.jsonl\n"
-    "  echo '\"Hello world\"' | swift-preprocess --tokenizer models/Qwen3-0.6B --encode\n"
-    "  echo '[9707, 1879]' | swift-preprocess --tokenizer models/Qwen3-0.6B --decode\n"
-    "  head -1 train.jsonl | swift-preprocess --tokenizer models/Llama-3 --template llama3 "
-    "--render\n"
-    "  swift-preprocess --tokenizer models/Qwen3-0.6B --template generation --truncation split \\\n"
-    "      --packing sequential -o pretrain input.txt"};
 
 struct cli {
     struct swift_preprocess_opts o;
@@ -188,15 +25,7 @@ struct cli {
     int packing_bare; /* --packing without '=': "--packing sequential" leaves the value as an
                          operand, taken back in main() unless a file has that name */
 };
-
-static int packing_word(const char *s)
-{
-    static const char *const w[] = {"binpack", "true", "sequential", "none", "false", NULL};
-    for (int i = 0; w[i]; i++)
-        if (!strcmp(s, w[i]))
-            return 1;
-    return 0;
-}
+#define F(m) SWIFT_FIELD(struct cli, m)
 
 static int add_file(struct cli *c, const char *f)
 {
@@ -208,132 +37,153 @@ static int add_file(struct cli *c, const char *f)
     return 0;
 }
 
-static int on_option(void *ctx, int key, const char *arg)
+static int dataset(const struct swift_option *opt, void *opts, const char *arg)
 {
-    struct cli *c = ctx;
-    struct swift_preprocess_opts *o = &c->o;
-    long v;
-    double d;
-    unsigned long long u;
-    switch (key) {
-    case K_TOKENIZER:
-        o->tokenizer = arg;
-        break;
-    case 'o':
-        o->output = arg;
-        break;
-    case K_TEMPLATE:
-        if (!swift_template_find(arg))
-            return swift_usage("unknown template '%s' (%s)", arg, swift_template_names());
-        o->template_name = arg;
-        break;
-    case K_DATASET:
-        return add_file(c, arg);
-    case K_FORMAT:
-        o->format = arg;
-        break;
-    case K_COLUMNS:
-        o->columns = arg;
-        break;
-    case K_SYSTEM:
-        o->system = arg;
-        break;
-    case K_MAXLEN:
-        if (swift_parse_long(arg, 1, 1L << 30, &v) < 0)
-            return swift_usage("--max-length: expected a positive integer, got '%s'", arg);
-        o->max_length = v;
-        break;
-    case K_LOSS:
-        if ((o->loss = swift_loss_parse(arg)) < 0)
-            return swift_usage("--loss: expected default, last_round or all, got '%s'", arg);
-        break;
-    case K_TRUNC:
-        if (!strcmp(arg, "delete"))
-            o->truncation = SWIFT_TRUNC_DELETE;
-        else if (!strcmp(arg, "left"))
-            o->truncation = SWIFT_TRUNC_LEFT;
-        else if (!strcmp(arg, "right"))
-            o->truncation = SWIFT_TRUNC_RIGHT;
-        else if (!strcmp(arg, "split"))
-            o->truncation = SWIFT_TRUNC_SPLIT;
-        else
-            return swift_usage("--truncation: expected delete, left, right or split, got '%s'",
-                               arg);
-        break;
-    case K_PACKING:
-        c->packing_bare = !arg;
-        if (!arg || !strcmp(arg, "binpack") || !strcmp(arg, "true"))
-            o->packing = SWIFT_PACK_BINPACK;
-        else if (!strcmp(arg, "sequential"))
-            o->packing = SWIFT_PACK_SEQUENTIAL;
-        else if (!strcmp(arg, "none") || !strcmp(arg, "false"))
-            o->packing = SWIFT_PACK_NONE;
-        else
-            return swift_usage("--packing: expected binpack or sequential, got '%s'", arg);
-        break;
-    case K_VAL:
-        if (swift_parse_double(arg, &d) < 0 || d < 0 || d >= 1)
-            return swift_usage("--val-ratio: expected a number in [0, 1), got '%s'", arg);
-        o->val_ratio = d;
-        break;
-    case K_SEED:
-        if (swift_parse_long(arg, 0, 0x7fffffffffffffffL, &v) < 0)
-            return swift_usage("--seed: expected a non-negative integer, got '%s'", arg);
-        o->seed = (unsigned long long)v;
-        break;
-    case K_SHUFFLE:
-        o->shuffle = 1;
-        break;
-    case K_THREADS:
-        if (swift_parse_long(arg, 0, 4096, &v) < 0)
-            return swift_usage("--threads: expected an integer in [0, 4096], got '%s'", arg);
-        o->threads = (int)v;
-        break;
-    case K_SKIP:
-        o->skip_invalid = 1;
-        break;
-    case K_SHARD:
-        if (swift_parse_size(arg, &u) < 0 || u == 0)
-            return swift_usage("--shard-tokens: expected a positive count, got '%s'", arg);
-        o->shard_tokens = u;
-        break;
-    case K_FORCE:
-        o->force = 1;
-        break;
-    case K_ENCODE:
-        o->mode = SWIFT_PP_ENCODE;
-        c->modes++;
-        break;
-    case K_DECODE:
-        o->mode = SWIFT_PP_DECODE;
-        c->modes++;
-        break;
-    case K_RENDER:
-        o->mode = SWIFT_PP_RENDER;
-        c->modes++;
-        break;
-    case K_RAW:
-        o->raw = 1;
-        break;
-    case K_SKIPSP:
-        o->skip_special = 1;
-        break;
-    case K_TRAIN_TOK:
-        if (swift_parse_long(arg, 256, 65536, &v) < 0)
-            return swift_usage("--train-tokenizer: expected a vocabulary size in [256, 65536], "
-                               "got '%s'",
-                               arg);
-        c->train_vocab = (int)v;
-        c->modes++;
-        break;
-    case SWIFT_OPT_TRACE:
-        c->trace = arg;
-        break;
-    case SWIFT_OPT_PROFILE:
-        break; /* accepted for uniformity; preprocess has no steps */
-    }
+    return add_file(opts, arg);
+}
+
+static int template_name(const struct swift_option *opt, void *opts, const char *arg)
+{
+    if (!swift_template_find(arg))
+        return swift_usage("unknown template '%s' (%s)", arg, swift_template_names());
+    ((struct cli *)opts)->o.template_name = arg;
     return 0;
 }
+
+/* --encode, --decode, --render: the entry's .value is the mode */
+static int mode(const struct swift_option *opt, void *opts, const char *arg)
+{
+    struct cli *c = opts;
+    c->o.mode = opt->value;
+    c->modes++;
+    return 0;
+}
+
+static int train_tokenizer(const struct swift_option *opt, void *opts, const char *arg)
+{
+    struct cli *c = opts;
+    long v;
+    if (swift_parse_long(arg, 256, 65536, &v) < 0)
+        return swift_usage("--train-tokenizer: expected a vocabulary size in [256, 65536], "
+                           "got '%s'",
+                           arg);
+    c->train_vocab = (int)v;
+    c->modes++;
+    return 0;
+}
+
+/* --packing[=HOW]; also called from main() with a bare --packing's value taken back */
+static int packing(const struct swift_option *opt, void *opts, const char *arg)
+{
+    struct cli *c = opts;
+    c->packing_bare = !arg;
+    if (!arg || !strcmp(arg, "binpack") || !strcmp(arg, "true"))
+        c->o.packing = SWIFT_PACK_BINPACK;
+    else if (!strcmp(arg, "sequential"))
+        c->o.packing = SWIFT_PACK_SEQUENTIAL;
+    else if (!strcmp(arg, "none") || !strcmp(arg, "false"))
+        c->o.packing = SWIFT_PACK_NONE;
+    else
+        return swift_usage("--packing: expected binpack or sequential, got '%s'", arg);
+    return 0;
+}
+
+static const struct swift_option options[] = {
+    SWIFT_OPT_PATH(0, "tokenizer", F(o.tokenizer), "DIR",
+                   "tokenizer directory (tokenizer.json or encoder.json + vocab.bpe)",
+                   .aliases = "model"),
+    SWIFT_OPT_PATH('o', "output", F(o.output), "DIR", "write the shard directory DIR",
+                   .aliases = "output_dir"),
+    SWIFT_OPT_CALLBACK(
+        0, "template", template_name, "NAME",
+        "chatml, qwen, qwen2_5, qwen3, llama3, default, generation (default: from the tokenizer)"),
+    SWIFT_OPT_CALLBACK(0, "dataset", dataset, "FILE", "input file (also as operands)"),
+    SWIFT_OPT_CALLBACK(0, "train-tokenizer", train_tokenizer, "VOCAB",
+                       "train a byte-level BPE tokenizer of VOCAB tokens on the text FILEs and "
+                       "write it to -o DIR"),
+    SWIFT_OPT_STRING(0, "format", F(o.format), "FMT",
+                     "auto, jsonl, json, csv, text (default auto)"),
+    SWIFT_OPT_STRING(0, "columns", F(o.columns), "SRC:DST,...", "rename input columns first"),
+    SWIFT_OPT_STRING(0, "system", F(o.system), "TEXT", "system prompt for every sample"),
+    SWIFT_OPT_INT(0, "max-length", F(o.max_length), 1, 1L << 30, "N",
+                  "longest sample in tokens (default 2048)",
+                  .error = "--max-length: expected a positive integer, got '{arg}'"),
+    SWIFT_OPT_LOOKUP(0, "loss", F(o.loss), swift_loss_parse, "POLICY",
+                     "trained tokens: default (assistant turns), last_round, all",
+                     .aliases = "loss_scale",
+                     .error = "--loss: expected default, last_round or all, got '{arg}'"),
+    SWIFT_OPT_ENUM(0, "truncation", F(o.truncation),
+                   SWIFT_CHOICES({"delete", SWIFT_TRUNC_DELETE}, {"left", SWIFT_TRUNC_LEFT},
+                                 {"right", SWIFT_TRUNC_RIGHT}, {"split", SWIFT_TRUNC_SPLIT}),
+                   "HOW", "longer samples: delete (default), left, right, split",
+                   .aliases = "truncation_strategy",
+                   .error = "--truncation: expected delete, left, right or split, got '{arg}'"),
+    SWIFT_OPT_CALLBACK(0, "packing", packing, "HOW",
+                       "pack documents into max-length samples: binpack (default, = true), "
+                       "sequential, none (= false); the value may also follow as the next word",
+                       .flags = SWIFT_OPT_OPTARG),
+    SWIFT_OPT_DOUBLE(0, "val-ratio", F(o.val_ratio), 0, 1, "R",
+                     "fraction of documents for DIR/val (default 0)", .flags = SWIFT_OPT_OPEN_MAX,
+                     .aliases = "split_dataset_ratio",
+                     .error = "--val-ratio: expected a number in [0, 1), got '{arg}'"),
+    SWIFT_OPT_INT(0, "seed", F(o.seed), 0, LONG_MAX, "N",
+                  "seed for the split and --shuffle (default 42)", .aliases = "data_seed",
+                  .error = "--seed: expected a non-negative integer, got '{arg}'"),
+    SWIFT_OPT_FLAG(0, "shuffle", F(o.shuffle), "shuffle document order (deterministic)",
+                   .aliases = "dataset_shuffle"),
+    SWIFT_OPT_INT(0, "threads", F(o.threads), 0, 4096, "N", "tokenizer threads (default: all CPUs)",
+                  .aliases = "dataset_num_proc,num_proc",
+                  .error = "--threads: expected an integer in [0, 4096], got '{arg}'"),
+    SWIFT_OPT_FLAG(0, "skip-invalid", F(o.skip_invalid),
+                   "skip bad rows, count them and report the first positions"),
+    SWIFT_OPT_SIZE(0, "shard-tokens", F(o.shard_tokens), 1, "N",
+                   "tokens per shard file (default 16M)",
+                   .error = "--shard-tokens: expected a positive count, got '{arg}'"),
+    SWIFT_OPT_FLAG(0, "force", F(o.force), "replace an existing output directory"),
+    SWIFT_OPT_CALLBACK(
+        0, "encode", mode, NULL,
+        "read a JSON string or {\"text\": ...} per line, write a JSON array of ids per line",
+        .value = SWIFT_PP_ENCODE),
+    SWIFT_OPT_CALLBACK(
+        0, "decode", mode, NULL,
+        "read a JSON array of ids (or {\"ids\": ...}) per line, write a JSON string per line",
+        .value = SWIFT_PP_DECODE),
+    SWIFT_OPT_CALLBACK(0, "render", mode, NULL,
+                       "write {\"text\", \"ids\", \"mask\"} per sample as JSON Lines",
+                       .value = SWIFT_PP_RENDER),
+    SWIFT_OPT_FLAG(0, "raw", F(o.raw),
+                   "--encode: special-token text is plain text and no BOS/EOS is added"),
+    SWIFT_OPT_FLAG(0, "skip-special", F(o.skip_special), "--decode: leave special tokens out"),
+    SWIFT_TRACE_OPTIONS(F(trace)),
+    SWIFT_OPT_END};
+
+static const struct swift_command command = {
+    .name = "swift-preprocess",
+    .usage = "[OPTION]... --tokenizer DIR (-o DIR | --encode | --decode | --render) [FILE]...",
+    .summary = "tokenize, template, mask, pack and shard training data",
+    .options = options,
+    .description =
+        "Reads JSON Lines, JSON arrays, CSV or text files (standard input when no FILE) in "
+        "ms-swift's\n"
+        "formats (messages, ShareGPT conversations, alpaca, query/response, text) and writes a\n"
+        "shard directory for swift-train: index.json and shard-NNNNN.bin (docs/formats.md). The\n"
+        "same input gives byte-identical shards with any --threads. A summary goes to stderr and\n"
+        "one JSON line to stdout.\n"
+        "\n"
+        "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.",
+    .examples =
+        "Examples:\n"
+        "  swift-preprocess --tokenizer models/Qwen3-0.6B -o shards alpaca_en.json\n"
+        "  swift-preprocess --tokenizer models/Qwen3-0.6B --max-length 4096 --packing binpack "
+        "--val-ratio 0.01 \\\n"
+        "      -o shards train.jsonl\n"
+        "  echo '\"Hello world\"' | swift-preprocess --tokenizer models/Qwen3-0.6B --encode\n"
+        "  echo '[9707, 1879]' | swift-preprocess --tokenizer models/Qwen3-0.6B --decode\n"
+        "  head -1 train.jsonl | swift-preprocess --tokenizer models/Llama-3 --template llama3 "
+        "--render\n"
+        "  swift-preprocess --tokenizer models/Qwen3-0.6B --template generation --truncation split "
+        "\\\n"
+        "      --packing sequential -o pretrain input.txt"};
 
 /* A ChatML template (the demo's tokenizer speaks it; swift_template_guess() names it "chatml"). */
 static const char chatml_jinja[] =
@@ -341,7 +191,7 @@ static const char chatml_jinja[] =
     " + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>"
     "assistant\\n' }}{% endif %}";
 
-static int train_tokenizer(struct cli *c)
+static int run_train_tokenizer(struct cli *c)
 {
     static const char *specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", NULL};
     struct swift_bpe_train_opts t = {.vocab_size = c->train_vocab - 3,
@@ -362,40 +212,63 @@ static int train_tokenizer(struct cli *c)
     return 0;
 }
 
+static int packing_word(const char *s)
+{
+    static const char *const w[] = {"binpack", "true", "sequential", "none", "false", NULL};
+    for (int i = 0; w[i]; i++)
+        if (!strcmp(s, w[i]))
+            return 1;
+    return 0;
+}
+
+/* The operands are input files, except a bare --packing's value (unless a file has its name). */
+static int take_operands(struct cli *c, int argc, char **argv, int argi)
+{
+    for (int i = argi; i < argc; i++) {
+        if (c->packing_bare && packing_word(argv[i]) && access(argv[i], F_OK) != 0) {
+            packing(NULL, c, argv[i]);
+            c->packing_bare = 0;
+            continue;
+        }
+        if (add_file(c, argv[i]))
+            return SWIFT_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* The modes exclude each other; -1 when the options fit together. */
+static int check_modes(const struct cli *c)
+{
+    if (!c->o.tokenizer)
+        return swift_usage("--tokenizer DIR is required");
+    if (c->modes > 1)
+        return swift_usage("--encode, --decode and --render exclude each other");
+    if (c->o.mode == SWIFT_PP_BUILD && !c->o.output)
+        return swift_usage("give -o DIR (or --encode, --decode, --render)");
+    if (c->o.mode != SWIFT_PP_BUILD && c->o.output)
+        return swift_usage("-o is for building shards, not with --encode/--decode/--render");
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     swift_set_progname(argv[0]);
     struct cli c = {.o = {.max_length = 2048, .seed = 42, .shard_tokens = 1ull << 24}};
     int argi;
-    int rc = swift_cli_parse(&command, argc, argv, on_option, &c, &argi);
+    int rc = swift_cli_parse(&command, argc, argv, &c, &argi);
     if (rc >= 0)
         return rc;
-    for (int i = argi; i < argc; i++) {
-        if (c.packing_bare && packing_word(argv[i]) && access(argv[i], F_OK) != 0) {
-            on_option(&c, K_PACKING, argv[i]);
-            c.packing_bare = 0;
-            continue;
-        }
-        if (add_file(&c, argv[i]))
-            return SWIFT_EXIT_USAGE;
-    }
-    if (c.train_vocab) {
+    rc = take_operands(&c, argc, argv, argi);
+    if (rc < 0 && c.train_vocab) {
         if (c.modes > 1 || !c.o.output || !c.nfiles)
             rc = swift_usage(
                 "--train-tokenizer VOCAB takes -o DIR and text FILEs, and no other mode");
         else
-            rc = train_tokenizer(&c);
-        free(c.files);
-        return swift_close_stdout(rc);
+            rc = run_train_tokenizer(&c);
+        rc = swift_close_stdout(rc);
     }
-    if (!c.o.tokenizer)
-        rc = swift_usage("--tokenizer DIR is required");
-    else if (c.modes > 1)
-        rc = swift_usage("--encode, --decode and --render exclude each other");
-    else if (c.o.mode == SWIFT_PP_BUILD && !c.o.output)
-        rc = swift_usage("give -o DIR (or --encode, --decode, --render)");
-    else if (c.o.mode != SWIFT_PP_BUILD && c.o.output)
-        rc = swift_usage("-o is for building shards, not with --encode/--decode/--render");
+    if (rc < 0)
+        rc = check_modes(&c);
     if (rc >= 0) {
         free(c.files);
         return rc;

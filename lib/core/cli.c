@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,14 @@
 
 #include "lib/core/banned.h"
 
-enum { KEY_HELP = 0x300, KEY_VERSION, KEY_LIST };
+enum { KEY_HELP = 1, KEY_VERSION, KEY_LIST };
 
 static const struct swift_option builtin[] = {
-    {"help", KEY_HELP, SWIFT_ARG_NONE, NULL, "display this help and exit", NULL},
-    {"version", KEY_VERSION, SWIFT_ARG_NONE, NULL, "output version information and exit", NULL},
-    {"list-options", KEY_LIST, SWIFT_ARG_NONE, NULL, NULL, NULL},
-    {0}};
+    SWIFT_OPT_IGNORE(0, "help", NULL, "display this help and exit", .value = KEY_HELP),
+    SWIFT_OPT_IGNORE(0, "version", NULL, "output version information and exit",
+                     .value = KEY_VERSION),
+    SWIFT_OPT_IGNORE(0, "list-options", NULL, NULL, .value = KEY_LIST),
+    SWIFT_OPT_END};
 
 /* ---------- numbers ---------- */
 
@@ -96,6 +98,13 @@ int swift_parse_size(const char *s, unsigned long long *out)
 
 /* ---------- option tables ---------- */
 
+static int takes_arg(const struct swift_option *o)
+{
+    if (!o->argname)
+        return no_argument;
+    return o->flags & SWIFT_OPT_OPTARG ? optional_argument : required_argument;
+}
+
 /* Find the option whose name (or alias) matches `name` with '-' and '_' treated as equal. */
 static int name_eq(const char *a, size_t alen, const char *b)
 {
@@ -111,7 +120,7 @@ static int name_eq(const char *a, size_t alen, const char *b)
 static const struct swift_option *find_option(const struct swift_command *cmd, const char *name,
                                               size_t len)
 {
-    for (const struct swift_option *o = cmd->options; o && o->name; o++) {
+    for (const struct swift_option *o = cmd->options; o && o->type; o++) {
         if (name_eq(name, len, o->name))
             return o;
         for (const char *a = o->aliases; a && *a;) {
@@ -128,6 +137,190 @@ static const struct swift_option *find_option(const struct swift_command *cmd, c
         }
     }
     return NULL;
+}
+
+/* Does the entry fit its field? A mismatch is a bug in the command's table. */
+static int entry_ok(const struct swift_option *o)
+{
+    enum swift_field_type f = o->field;
+    int arg = o->argname != NULL;
+    switch (o->type) {
+    case SWIFT_OPTION_SET:
+        return !arg && f == SWIFT_FIELD_INT;
+    case SWIFT_OPTION_STRING:
+    case SWIFT_OPTION_PATH:
+        return arg && f == SWIFT_FIELD_STRING;
+    case SWIFT_OPTION_INT:
+        return arg && f >= SWIFT_FIELD_INT && f <= SWIFT_FIELD_ULLONG && o->min <= o->max;
+    case SWIFT_OPTION_DOUBLE:
+        return arg && f == SWIFT_FIELD_DOUBLE;
+    case SWIFT_OPTION_SIZE:
+        return arg && (f == SWIFT_FIELD_ULONG || f == SWIFT_FIELD_ULLONG);
+    case SWIFT_OPTION_ENUM:
+        return arg && f == SWIFT_FIELD_INT && (o->choices != NULL) != (o->lookup != NULL);
+    case SWIFT_OPTION_CALLBACK:
+        return o->callback != NULL;
+    case SWIFT_OPTION_IGNORE:
+        return 1;
+    case SWIFT_OPTION_END:
+        break;
+    }
+    return 0;
+}
+
+/* Expand a message template: {name}, {arg}, {min}, {max}. */
+static void expand_error(char *out, size_t cap, const char *tmpl, const struct swift_option *o,
+                         const char *arg)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (const char *p = tmpl; *p && n + 1 < cap;) {
+        char num[64] = "";
+        const char *sub = NULL;
+        size_t skip = 0;
+        int dbl = o->type == SWIFT_OPTION_DOUBLE;
+        if (!strncmp(p, "{name}", 6))
+            sub = o->name, skip = 6;
+        else if (!strncmp(p, "{arg}", 5))
+            sub = arg ? arg : "", skip = 5;
+        else if (!strncmp(p, "{min}", 5) || !strncmp(p, "{max}", 5)) {
+            int lo = p[2] == 'i';
+            if (dbl)
+                snprintf(num, sizeof(num), "%g", lo ? o->dmin : o->dmax);
+            else
+                snprintf(num, sizeof(num), "%ld", lo ? o->min : o->max);
+            sub = num, skip = 5;
+        }
+        if (sub) {
+            n += (size_t)snprintf(out + n, cap - n, "%s", sub);
+            if (n >= cap)
+                n = cap - 1;
+            p += skip;
+        } else {
+            out[n++] = *p++;
+            out[n] = 0;
+        }
+    }
+}
+
+/* Report a bad value of o in the words its table chose; returns SWIFT_EXIT_USAGE. */
+static int bad_value(const struct swift_command *cmd, const struct swift_option *o, const char *arg,
+                     int range)
+{
+    const char *tmpl = range && o->range_error ? o->range_error : o->error;
+    if (!tmpl && o->type == SWIFT_OPTION_INT)
+        tmpl = cmd->int_error;
+    if (!tmpl && o->type == SWIFT_OPTION_DOUBLE)
+        tmpl = cmd->number_error;
+    if (!tmpl)
+        tmpl = "invalid argument '{arg}' for '--{name}'";
+    char msg[1024];
+    expand_error(msg, sizeof(msg), tmpl, o, arg);
+    return swift_usage("%s", msg);
+}
+
+static void store_long(void *p, enum swift_field_type f, long v)
+{
+    switch (f) {
+    case SWIFT_FIELD_INT:
+        *(int *)p = (int)v;
+        break;
+    case SWIFT_FIELD_LONG:
+        *(long *)p = v;
+        break;
+    case SWIFT_FIELD_ULONG:
+        *(unsigned long *)p = (unsigned long)v;
+        break;
+    case SWIFT_FIELD_ULLONG:
+        *(unsigned long long *)p = (unsigned long long)v;
+        break;
+    default:
+        break;
+    }
+}
+
+static int store_number(const struct swift_command *cmd, const struct swift_option *o, void *p,
+                        const char *arg)
+{
+    if (o->type == SWIFT_OPTION_INT) {
+        long v;
+        if (swift_parse_long(arg, LONG_MIN, LONG_MAX, &v) < 0)
+            return bad_value(cmd, o, arg, 0);
+        if (v < o->min || v > o->max)
+            return bad_value(cmd, o, arg, 1);
+        store_long(p, o->field, v);
+        return 0;
+    }
+    if (o->type == SWIFT_OPTION_SIZE) {
+        unsigned long long v;
+        if (swift_parse_size(arg, &v) < 0 || v < (unsigned long long)o->min)
+            return bad_value(cmd, o, arg, 0);
+        if (o->field == SWIFT_FIELD_ULONG)
+            *(unsigned long *)p = (unsigned long)v;
+        else
+            *(unsigned long long *)p = v;
+        return 0;
+    }
+    double d;
+    if (swift_parse_double(arg, &d) < 0)
+        return bad_value(cmd, o, arg, 0);
+    int lo = o->flags & SWIFT_OPT_OPEN_MIN ? d > o->dmin : d >= o->dmin;
+    int hi = o->flags & SWIFT_OPT_OPEN_MAX ? d < o->dmax : d <= o->dmax;
+    if (!lo || !hi)
+        return bad_value(cmd, o, arg, 1);
+    *(double *)p = d;
+    return 0;
+}
+
+static const struct swift_choice *find_choice(const struct swift_choice *c, const char *arg)
+{
+    for (; c->name; c++)
+        if (!strcmp(arg, c->name))
+            return c;
+    return NULL;
+}
+
+/* Store one occurrence of o (argument arg, NULL when none) into opts. 0 or SWIFT_EXIT_USAGE. */
+static int store(const struct swift_command *cmd, const struct swift_option *o, void *opts,
+                 const char *arg)
+{
+    void *p = swift_option_field(o, opts);
+    switch (o->type) {
+    case SWIFT_OPTION_SET:
+        *(int *)p = o->value;
+        return 0;
+    case SWIFT_OPTION_STRING:
+    case SWIFT_OPTION_PATH:
+        if (o->choices && !find_choice(o->choices, arg))
+            return bad_value(cmd, o, arg, 0);
+        *(const char **)p = arg;
+        return 0;
+    case SWIFT_OPTION_INT:
+    case SWIFT_OPTION_DOUBLE:
+    case SWIFT_OPTION_SIZE:
+        return store_number(cmd, o, p, arg);
+    case SWIFT_OPTION_ENUM: {
+        const struct swift_choice *c = o->choices ? find_choice(o->choices, arg) : NULL;
+        int v = o->lookup ? o->lookup(arg) : c ? c->value : -1;
+        if (o->lookup ? v < 0 : !c)
+            return bad_value(cmd, o, arg, 0);
+        *(int *)p = v;
+        return 0;
+    }
+    case SWIFT_OPTION_CALLBACK:
+        return o->callback(o, opts, arg) ? SWIFT_EXIT_USAGE : 0;
+    case SWIFT_OPTION_IGNORE:
+    case SWIFT_OPTION_END:
+        break;
+    }
+    return 0;
+}
+
+int swift_cli_quiet(const struct swift_option *opt, void *opts, const char *arg)
+{
+    (void)opt, (void)opts, (void)arg;
+    swift_set_quiet(1);
+    return 0;
 }
 
 struct longtab {
@@ -157,16 +350,16 @@ static void add_long(struct longtab *t, const char *name, int has_arg, int key, 
     t->v[t->n] = (struct option){0};
 }
 
-static void add_names(struct longtab *t, const struct swift_option *o)
+static void add_names(struct longtab *t, const struct swift_option *o, int key)
 {
-    add_long(t, o->name, o->has_arg, o->key, 0);
+    add_long(t, o->name, takes_arg(o), key, 0);
     if (strchr(o->name, '-')) {
         char u[128];
         snprintf(u, sizeof(u), "%s", o->name);
         for (char *p = u; *p; p++)
             if (*p == '-')
                 *p = '_';
-        add_long(t, u, o->has_arg, o->key, 1);
+        add_long(t, u, takes_arg(o), key, 1);
     }
     for (const char *a = o->aliases; a && *a;) {
         const char *c = strchr(a, ',');
@@ -175,7 +368,7 @@ static void add_names(struct longtab *t, const struct swift_option *o)
         if (al < sizeof(tmp)) {
             memcpy(tmp, a, al);
             tmp[al] = 0;
-            add_long(t, tmp, o->has_arg, o->key, 1);
+            add_long(t, tmp, takes_arg(o), key, 1);
         }
         a = c ? c + 1 : a + al;
     }
@@ -193,19 +386,19 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp)
     fprintf(fp, "\nOptions:\n");
     const struct swift_option *tabs[2] = {cmd->options, builtin};
     for (int t = 0; t < 2; t++) {
-        for (const struct swift_option *o = tabs[t]; o && o->name; o++) {
+        for (const struct swift_option *o = tabs[t]; o && o->type; o++) {
             if (!o->help)
                 continue;
             char left[96];
             int n = 0;
-            if (o->key > 0 && o->key < 128)
-                n = snprintf(left, sizeof(left), "  -%c, --%s", o->key, o->name);
+            if (o->short_name)
+                n = snprintf(left, sizeof(left), "  -%c, --%s", o->short_name, o->name);
             else
                 n = snprintf(left, sizeof(left), "      --%s", o->name);
             if (o->argname && n > 0 && (size_t)n < sizeof(left))
                 snprintf(left + n,
                          sizeof(left) - (size_t)n,
-                         o->has_arg == SWIFT_ARG_OPTIONAL ? "[=%s]" : "=%s",
+                         o->flags & SWIFT_OPT_OPTARG ? "[=%s]" : "=%s",
                          o->argname);
             if (strlen(left) < 30)
                 fprintf(fp, "%-30s%s\n", left, o->help);
@@ -230,8 +423,8 @@ static void list_options(const struct swift_command *cmd)
 {
     const struct swift_option *tabs[2] = {cmd->options, builtin};
     for (int t = 0; t < 2; t++)
-        for (const struct swift_option *o = tabs[t]; o && o->name; o++) {
-            const char *eq = o->has_arg == SWIFT_ARG_REQUIRED ? "=" : "";
+        for (const struct swift_option *o = tabs[t]; o && o->type; o++) {
+            const char *eq = takes_arg(o) == required_argument ? "=" : "";
             printf("--%s%s\n", o->name, eq);
             /* ms-swift's spellings too, so completions and docs checks know them */
             for (const char *a = o->aliases; a && *a;) {
@@ -270,116 +463,144 @@ static void release_expanded(void)
     nexpanded = 0;
 }
 
-int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, swift_option_fn fn,
-                    void *ctx, int *argi)
+/* A config file as argv[1] expands in front of the remaining arguments: *argc and *argv become
+ * the expanded vector (owned here until exit, as argv is). 0, or -1 after reporting. */
+static int expand_config_argv(const struct swift_command *cmd, int *argc, char ***argv)
 {
-    /* A config file as the first argument expands in front of the remaining arguments. */
-    int orig_argc = 0;
-    char **orig_argv = NULL;
-    if (argc > 1 && is_config_path(argv[1])) {
-        char **words = NULL;
-        int nwords = 0;
-        int rc = swift_cli_config_expand(cmd, argv[1], &words, &nwords);
-        if (rc < 0) {
-            free_words(words, nwords);
-            return SWIFT_EXIT_FAIL;
-        }
-        char **nargv = calloc((size_t)(argc + nwords + 1), sizeof(char *));
-        if (!nargv)
-            abort();
-        nargv[0] = argv[0];
-        memcpy(nargv + 1, words, (size_t)nwords * sizeof(char *));
-        memcpy(nargv + 1 + nwords, argv + 2, (size_t)(argc - 2) * sizeof(char *));
-        /* The expanded words live until exit (or the next parse), as argv does. */
-        release_expanded();
-        expanded = words;
-        nexpanded = nwords;
-        expanded_argv = nargv;
-        static int registered;
-        if (!registered++)
-            atexit(release_expanded);
-        orig_argc = argc;
-        orig_argv = argv;
-        argc = argc - 1 + nwords;
-        argv = nargv;
+    char **words = NULL;
+    int nwords = 0;
+    if (swift_cli_config_expand(cmd, (*argv)[1], &words, &nwords) < 0) {
+        free_words(words, nwords);
+        return -1;
     }
+    char **nargv = calloc((size_t)(*argc + nwords + 1), sizeof(char *));
+    if (!nargv)
+        abort();
+    nargv[0] = (*argv)[0];
+    memcpy(nargv + 1, words, (size_t)nwords * sizeof(char *));
+    memcpy(nargv + 1 + nwords, *argv + 2, (size_t)(*argc - 2) * sizeof(char *));
+    release_expanded(); /* the words of an earlier parse (tests parse several times) */
+    expanded = words;
+    nexpanded = nwords;
+    expanded_argv = nargv;
+    static int registered;
+    if (!registered++)
+        atexit(release_expanded);
+    *argc = *argc - 1 + nwords;
+    *argv = nargv;
+    return 0;
+}
 
-    struct longtab lt = {0};
+/* Every entry of the command's table, then the builtins. getopt returns an entry's short name,
+ * or KEY_BASE + its index here when it has none. */
+enum { KEY_BASE = 0x1000, MAX_ENTRIES = 256 };
+struct entries {
+    const struct swift_option *v[MAX_ENTRIES];
+    int n, ncmd; /* all, the command's */
     char shorts[256];
+    struct longtab lt;
+};
+
+static int collect(const struct swift_command *cmd, struct entries *e)
+{
     size_t ns = 0;
-    shorts[ns++] = '+'; /* stop at the first positional argument? no: permute like GNU tools */
-    ns = 0;
-    shorts[ns++] = ':';
+    e->shorts[ns++] = ':'; /* a missing argument returns ':', not '?' */
     const struct swift_option *tabs[2] = {cmd->options, builtin};
-    for (int t = 0; t < 2; t++)
-        for (const struct swift_option *o = tabs[t]; o && o->name; o++) {
-            add_names(&lt, o);
-            if (o->key > 0 && o->key < 128 && ns + 3 < sizeof(shorts)) {
-                shorts[ns++] = (char)o->key;
-                if (o->has_arg == SWIFT_ARG_REQUIRED)
-                    shorts[ns++] = ':';
-                else if (o->has_arg == SWIFT_ARG_OPTIONAL) {
-                    shorts[ns++] = ':';
-                    shorts[ns++] = ':';
-                }
+    for (int t = 0; t < 2; t++) {
+        for (const struct swift_option *o = tabs[t]; o && o->type; o++) {
+            if (e->n == MAX_ENTRIES || (t == 0 && !entry_ok(o)))
+                return swift_error("option table entry --%s does not fit its field", o->name);
+            int has_short = o->short_name > 0 && o->short_name < 128;
+            add_names(&e->lt, o, has_short ? o->short_name : KEY_BASE + e->n);
+            e->v[e->n++] = o;
+            if (has_short && ns + 3 < sizeof(e->shorts)) {
+                e->shorts[ns++] = (char)o->short_name;
+                for (int k = 0; k < takes_arg(o); k++)
+                    e->shorts[ns++] = ':';
             }
         }
-    shorts[ns] = 0;
+        if (t == 0)
+            e->ncmd = e->n;
+    }
+    e->shorts[ns] = 0;
+    return 0;
+}
 
-    int rc = -1;
+/* The index in e of what getopt returned, or -1. */
+static int entry_for(const struct entries *e, int c)
+{
+    if (c >= KEY_BASE && c < KEY_BASE + e->n)
+        return c - KEY_BASE;
+    for (int i = 0; i < e->n; i++)
+        if (e->v[i]->short_name == c)
+            return i;
+    return -1;
+}
+
+/* --help, --version, --list-options: print, then the exit code. */
+static int builtin_action(const struct swift_command *cmd, int which)
+{
+    if (which == KEY_HELP)
+        swift_cli_help(cmd, stdout);
+    else if (which == KEY_VERSION)
+        printf("%s (swift-tools) %s\n", cmd->name, SWIFT_VERSION);
+    else
+        list_options(cmd);
+    return swift_close_stdout(0); /* their output must have arrived */
+}
+
+/* The getopt loop: -1 when every option was stored, else the exit code. */
+static int parse_loop(const struct swift_command *cmd, const struct entries *e, int argc,
+                      char **argv, void *opts)
+{
     optind = 0; /* full reinitialisation (GNU), so tests can parse several times */
     opterr = 0;
     for (;;) {
         int li = -1;
-        int c = getopt_long(argc, argv, shorts, lt.v, &li);
+        int c = getopt_long(argc, argv, e->shorts, e->lt.v, &li);
         if (c == -1)
-            break;
+            return -1;
         if (c == '?') {
             if (optopt && optopt < 128)
-                rc = swift_usage("invalid option -- '%c'", optopt);
-            else
-                rc = swift_usage("unrecognized option '%s'", argv[optind - 1]);
-            break;
+                return swift_usage("invalid option -- '%c'", optopt);
+            return swift_usage("unrecognized option '%s'", argv[optind - 1]);
         }
-        if (c == ':') {
-            rc = swift_usage("option '%s' requires an argument", argv[optind - 1]);
-            break;
-        }
-        if (c == KEY_HELP) {
-            swift_cli_help(cmd, stdout);
-            rc = 0;
-            break;
-        }
-        if (c == KEY_VERSION) {
-            printf("%s (swift-tools) %s\n", cmd->name, SWIFT_VERSION);
-            rc = 0;
-            break;
-        }
-        if (c == KEY_LIST) {
-            list_options(cmd);
-            rc = 0;
-            break;
-        }
-        if (fn(ctx, c, optarg)) {
-            rc = SWIFT_EXIT_USAGE;
-            break;
-        }
+        if (c == ':')
+            return swift_usage("option '%s' requires an argument", argv[optind - 1]);
+        int i = entry_for(e, c);
+        if (i < 0)
+            return swift_usage("unrecognized option '%s'", argv[optind - 1]);
+        if (i >= e->ncmd)
+            return builtin_action(cmd, e->v[i]->value);
+        if (store(cmd, e->v[i], opts, optarg))
+            return SWIFT_EXIT_USAGE;
     }
+}
+
+int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void *opts, int *argi)
+{
+    int orig_argc = argc;
+    char **orig_argv = argv;
+    if (argc > 1 && is_config_path(argv[1]) && expand_config_argv(cmd, &argc, &argv) < 0)
+        return SWIFT_EXIT_FAIL;
+    struct entries *e = calloc(1, sizeof(*e));
+    if (!e)
+        abort();
+    int rc = collect(cmd, e) < 0 ? SWIFT_EXIT_FAIL : parse_loop(cmd, e, argc, argv, opts);
     if (rc < 0) {
         *argi = optind;
-        if (orig_argv) {
+        if (argv != orig_argv) {
             /* Hand the positional arguments back in the caller's argv, at its end. */
             int npos = argc - optind;
             memmove(orig_argv + orig_argc - npos, argv + optind, (size_t)npos * sizeof(char *));
             *argi = orig_argc - npos;
         }
     }
-    if (rc == 0) /* --help, --version, --list-options: their output must have arrived */
-        rc = swift_close_stdout(0);
-    for (int i = 0; i < lt.nnames; i++)
-        free(lt.names[i]);
-    free(lt.names);
-    free(lt.v);
+    for (int i = 0; i < e->lt.nnames; i++)
+        free(e->lt.names[i]);
+    free(e->lt.names);
+    free(e->lt.v);
+    free(e);
     return rc;
 }
 
@@ -425,7 +646,7 @@ static int emit_pair(const struct swift_command *cmd, const char *path, long lin
         return swift_error_at(path, line, "unknown option '%s'", key);
     char flag[160];
     snprintf(flag, sizeof(flag), "--%s", o->name);
-    if (o->has_arg == SWIFT_ARG_NONE) {
+    if (takes_arg(o) == no_argument) {
         if (truthy(value))
             push_word(w, flag);
         else if (!falsy(value))

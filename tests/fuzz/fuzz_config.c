@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static const struct swift_option opts[] = {
-    {"max-length", 0x1000, SWIFT_ARG_REQUIRED, "N", "n", NULL},
-    {"packing", 0x1001, SWIFT_ARG_NONE, NULL, "p", NULL},
-    {"dataset", 0x1002, SWIFT_ARG_REQUIRED, "F", "d", NULL},
-    SWIFT_TRACE_OPTIONS,
-    {0}};
-static const struct swift_command cmd = {"fuzz", "", "fuzz", opts, NULL, NULL};
+static const struct swift_option opts[] = {SWIFT_OPT_IGNORE(0, "max-length", "N", "n"),
+                                           SWIFT_OPT_IGNORE(0, "packing", NULL, "p"),
+                                           SWIFT_OPT_IGNORE(0, "dataset", "F", "d"),
+                                           SWIFT_OPT_IGNORE(0, "trace", "PATH", "t"),
+                                           SWIFT_OPT_IGNORE(0, "profile", "SPEC", "p"),
+                                           SWIFT_OPT_END};
+static const struct swift_command cmd = {
+    .name = "fuzz", .usage = "", .summary = "fuzz", .options = opts};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
