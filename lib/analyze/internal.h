@@ -3,6 +3,7 @@
  * outside lib/analyze includes it; the wing's manual is lib/analyze/analyze.h).
  *
  * Memory: out of memory aborts with a message (the analyzer has nothing to save).
+ * Sorting: qsort_r with the context passed in, never a file-scope global.
  */
 #ifndef SWIFT_ANALYZE_INTERNAL_H
 #define SWIFT_ANALYZE_INTERNAL_H
@@ -28,6 +29,14 @@ static inline void *swift_an_xrealloc(void *p, size_t n)
     return q;
 }
 
+/* qsort_r (glibc) that accepts empty (NULL) arrays; arg is handed to every cmp call. */
+static inline void swift_an_sort_r(void *base, size_t n, size_t size,
+                                   int (*cmp)(const void *, const void *, void *), void *arg)
+{
+    if (n > 1)
+        qsort_r(base, n, size, cmp, arg);
+}
+
 /* ---------- stream.c + scan.c: events from a file ---------- */
 
 /* Called instead of the jansson callback for an event the fast scanner read (scan.c). */
@@ -48,5 +57,98 @@ int swift_an_name_is_jsonl(const char *name);
  * too (JSONL). */
 int swift_an_fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *used, long *nl,
                         int one_line);
+
+/* ---------- kineto.c + tensorboard.c ---------- */
+
+/* A small int64 -> double hash map (open addressing; INT64_MIN marks an empty slot). Inline:
+ * the analyses call it once or twice per event. */
+struct swift_an_imap {
+    int64_t *key;
+    double *val;
+    size_t cap, n;
+};
+
+static inline size_t swift_an_imap_slot(size_t cap, int64_t k)
+{
+    return ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (cap - 1);
+}
+
+static inline void swift_an_imap_grow(struct swift_an_imap *m)
+{
+    size_t nc = m->cap ? m->cap * 2 : 1024;
+    int64_t *nk = malloc(nc * sizeof(*nk));
+    double *nv = malloc(nc * sizeof(*nv));
+    if (!nk || !nv)
+        abort();
+    for (size_t i = 0; i < nc; i++)
+        nk[i] = INT64_MIN;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->key[i] == INT64_MIN)
+            continue;
+        size_t h = swift_an_imap_slot(nc, m->key[i]);
+        while (nk[h] != INT64_MIN)
+            h = (h + 1) & (nc - 1);
+        nk[h] = m->key[i];
+        nv[h] = m->val[i];
+    }
+    free(m->key);
+    free(m->val);
+    m->key = nk;
+    m->val = nv;
+    m->cap = nc;
+}
+
+/* Insert k with value v; a key already present keeps its value. */
+static inline void swift_an_imap_put(struct swift_an_imap *m, int64_t k, double v)
+{
+    if (m->n * 2 + 2 > m->cap)
+        swift_an_imap_grow(m);
+    size_t h = swift_an_imap_slot(m->cap, k);
+    while (m->key[h] != INT64_MIN && m->key[h] != k)
+        h = (h + 1) & (m->cap - 1);
+    if (m->key[h] == INT64_MIN) {
+        m->key[h] = k;
+        m->n++;
+        m->val[h] = v;
+    }
+}
+
+/* The value slot of k, inserted with v when absent. */
+static inline double *swift_an_imap_ref(struct swift_an_imap *m, int64_t k, double v)
+{
+    swift_an_imap_put(m, k, v);
+    size_t h = swift_an_imap_slot(m->cap, k);
+    while (m->key[h] != k)
+        h = (h + 1) & (m->cap - 1);
+    return &m->val[h];
+}
+
+/* 1 and *v (may be NULL) when k is present, else 0. */
+static inline int swift_an_imap_get(const struct swift_an_imap *m, int64_t k, double *v)
+{
+    if (!m->cap)
+        return 0;
+    size_t h = swift_an_imap_slot(m->cap, k);
+    while (m->key[h] != INT64_MIN) {
+        if (m->key[h] == k) {
+            if (v)
+                *v = m->val[h];
+            return 1;
+        }
+        h = (h + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+static inline void swift_an_imap_free(struct swift_an_imap *m)
+{
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof(*m));
+}
+
+/* The TensorBoard plugin's numbers (tensorboard.c): k->steps, avg, avg_total and gpu_util. */
+void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_source *src,
+                          struct swift_an_kineto *k);
 
 #endif
