@@ -151,4 +151,9 @@ static inline void swift_an_imap_free(struct swift_an_imap *m)
 void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_source *src,
                           struct swift_an_kineto *k);
 
+/* ---------- analyze.c ---------- */
+
+/* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
+size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
+
 #endif
