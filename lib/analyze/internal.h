@@ -156,4 +156,16 @@ void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- report.c + report_html.c ---------- */
+
+/* o[k] as a number (NAN when absent or not a number) / as a string ("" when not one). */
+double swift_an_jnum(json_t *o, const char *k);
+const char *swift_an_jstr(json_t *o, const char *k);
+/* A short human duration of `us` microseconds ("1.50 ms", "-" when not finite) into b. */
+const char *swift_an_dur(char *b, size_t n, double us);
+/* s cut to fit n bytes with "..." at the end when longer. */
+void swift_an_trunc_name(char *out, size_t n, const char *s);
+/* The HTML page (report_html.c). Returns 0 or -1 (write error). */
+int swift_an_print_html(FILE *fp, json_t *r, int top);
+
 #endif
