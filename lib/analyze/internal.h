@@ -156,6 +156,15 @@ void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- cmdline.c: the command lines of remedies ---------- */
+
+/* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */
+json_t *swift_an_argv_set(json_t *argv, const char *opt, const char *value);
+/* The argv array as one shell-quoted command line (malloc'ed). */
+char *swift_an_argv_quote(json_t *argv);
+/* Current integer value of option `opt` in argv ("--opt N", "--opt=N", '_' for '-'), or dflt. */
+long swift_an_argv_long(json_t *argv, const char *opt, long dflt);
+
 /* ---------- report.c + report_html.c ---------- */
 
 /* o[k] as a number (NAN when absent or not a number) / as a string ("" when not one). */
