@@ -1,9 +1,11 @@
-#include "lib/analyze/analyze.h"
-#include "lib/analyze/breakdown.h"
+/*
+ * analyze — swift_analyze_run: load, analyse each process (our phases, or the Kineto roles),
+ * build the report document, apply the rules, write the report. See lib/analyze/analyze.h.
+ */
+#include "lib/analyze/internal.h"
 #include "lib/analyze/merge.h"
 #include "lib/analyze/report.h"
 #include "lib/analyze/rules.h"
-#include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
@@ -81,27 +83,24 @@ static int part_of(const char *name, const char *cat)
     return -1;
 }
 
-/* Our traces: step spans partitioned into data_wait > grad_sync > forward > backward >
- * optimizer (claimed in that order where they overlap) and other. Only spans of the thread that
- * runs the step count: a prefetch thread's "data" spans overlap the step's compute and are no
- * stall (the step thread's own data_wait is). */
-static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
-                       const struct swift_an_kineto_opts *o)
+/* What one pass over our trace's events collects: the phase spans (ph, filtered by the step
+ * thread afterwards) and the GPU busy intervals. */
+struct swift_scan {
+    const struct swift_an_ev **ph;
+    size_t nph;
+    struct swift_an_ivec busy; /* GPU events (CUPTI records, lib/model/cupti_conv.c) */
+    int64_t step_tid;
+};
+
+/* The first pass: steps, checkpoint and eval time, tokenization, GPU events, phase spans. */
+static void swift_scan(const struct swift_an_set *set, struct swift_an_proc *p,
+                       struct swift_scan *sc)
 {
     const struct swift_an_source *s = p->src;
     const struct swift_an_strtab *st = &set->strs;
     double off = s->clock_offset_us;
-    p->npart = SP_N;
-    p->part_names = swift_parts;
-    p->data_part = SP_DATA;
-    p->comm_part = SP_SYNC;
-    const struct swift_an_ev **ph = malloc((s->n + 1) * sizeof(*ph));
-    if (!ph)
-        abort();
-    size_t nph = 0;
     struct swift_an_ivec tok = {0};
-    struct swift_an_ivec busy = {0}; /* GPU events (CUPTI records, lib/model/cupti_conv.c) */
-    int64_t tids[64], step_tid = 0;
+    int64_t tids[64];
     int ntids = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct swift_an_ev *e = &s->ev[i];
@@ -118,7 +117,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
             struct swift_an_step *sp = &p->steps[p->nsteps++];
             memset(sp, 0, sizeof(*sp));
             sp->step = e->step >= 0 ? e->step : (int64_t)p->nsteps - 1;
-            step_tid = e->tid;
+            sc->step_tid = e->tid;
             sp->ts = b;
             sp->dur = e->dur;
         } else if (!strcmp(cat, "ckpt")) {
@@ -135,21 +134,23 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
                 tids[ntids++] = e->tid;
         } else if (!strcmp(cat, "kernel") || !strcmp(cat, "gpu_memcpy") ||
                    !strcmp(cat, "gpu_memset")) {
-            swift_an_ivec_push(&busy, b, en);
+            swift_an_ivec_push(&sc->busy, b, en);
         } else if (part_of(nm, cat) >= 0) {
-            ph[nph++] = e; /* filtered by thread once the step thread is known */
+            sc->ph[sc->nph++] = e; /* filtered by thread once the step thread is known */
         }
     }
     p->tok_threads = ntids;
     if (tok.n)
         p->tok_busy_us = swift_an_ival_len(tok.v, swift_an_ival_merge(tok.v, tok.n));
     swift_an_ivec_free(&tok);
-    size_t keep = 0;
-    for (size_t i = 0; i < nph; i++)
-        if (!p->nsteps || ph[i]->tid == step_tid)
-            ph[keep++] = ph[i];
-    nph = keep;
-    swift_an_sort(ph, nph, sizeof(*ph), cmp_ev_ts);
+}
+
+/* Each step's time claimed by the phases ph (sorted by start) in order, the rest "other". */
+static void swift_claim(const struct swift_an_set *set, struct swift_an_proc *p,
+                        const struct swift_an_ev **ph, size_t nph)
+{
+    const struct swift_an_strtab *st = &set->strs;
+    double off = p->src->clock_offset_us;
     static const int order[] = {SP_DATA, SP_SYNC, SP_FWD, SP_BWD, SP_OPT};
     struct swift_an_ival slots[64], tmp[64], claim[64], mine[32];
     size_t j = 0;
@@ -184,32 +185,62 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
         sp->part[SP_OTHER] = sp->dur - claimed;
         swift_an_seg_sort(sp->seg, sp->nseg);
     }
-    free(ph);
+}
+
+/* What the step thread was doing while the GPU sat idle: per part, averaged over steps. */
+static void swift_gpu_idle(struct swift_an_proc *p, struct swift_an_ivec *busy)
+{
+    size_t nb = swift_an_ival_merge(busy->v, busy->n);
+    for (size_t i = 0; i < p->nsteps; i++) {
+        const struct swift_an_step *sp = &p->steps[i];
+        double idle = sp->dur - swift_an_ival_len_in(busy->v, nb, sp->ts, sp->ts + sp->dur);
+        for (size_t q = 0; q < sp->nseg; q++) {
+            const struct swift_an_seg *g = &sp->seg[q];
+            double v = (g->e - g->b) - swift_an_ival_len_in(busy->v, nb, g->b, g->e);
+            p->gpu_idle_part[g->part] += v / (double)p->nsteps;
+            idle -= v;
+        }
+        p->gpu_idle_part[SP_OTHER] += idle / (double)p->nsteps;
+    }
+}
+
+/* Our traces: step spans partitioned into data_wait > grad_sync > forward > backward >
+ * optimizer (claimed in that order where they overlap) and other. Only spans of the thread that
+ * runs the step count: a prefetch thread's "data" spans overlap the step's compute and are no
+ * stall (the step thread's own data_wait is). */
+static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
+                       const struct swift_an_kineto_opts *o)
+{
+    const struct swift_an_source *s = p->src;
+    p->npart = SP_N;
+    p->part_names = swift_parts;
+    p->data_part = SP_DATA;
+    p->comm_part = SP_SYNC;
+    struct swift_scan sc = {.ph = malloc((s->n + 1) * sizeof(*sc.ph))};
+    if (!sc.ph)
+        abort();
+    swift_scan(set, p, &sc);
+    size_t keep = 0;
+    for (size_t i = 0; i < sc.nph; i++)
+        if (!p->nsteps || sc.ph[i]->tid == sc.step_tid)
+            sc.ph[keep++] = sc.ph[i];
+    sc.nph = keep;
+    swift_an_sort(sc.ph, sc.nph, sizeof(*sc.ph), cmp_ev_ts);
+    swift_claim(set, p, sc.ph, sc.nph);
+    free(sc.ph);
     step_stats(p);
     /* GPU events: the analyses of Kineto traces (kineto.h) on the same events, with our step
      * spans as the steps: HTA's idle time, kernel breakdown, overlap and launch statistics,
      * and GPU utilization as the TensorBoard plugin defines it (kernel union over all steps,
      * steps extended to the device work they launched) */
     p->gpu_util = -1;
-    if (busy.n) {
+    if (sc.busy.n) {
         swift_an_kineto_analyze(set, s, o, &p->k);
         p->has_kineto = 1;
         p->gpu_util = p->k.gpu_util;
-        /* what the step thread was doing while the GPU sat idle */
-        size_t nb = swift_an_ival_merge(busy.v, busy.n);
-        for (size_t i = 0; i < p->nsteps; i++) {
-            const struct swift_an_step *sp = &p->steps[i];
-            double idle = sp->dur - swift_an_ival_len_in(busy.v, nb, sp->ts, sp->ts + sp->dur);
-            for (size_t q = 0; q < sp->nseg; q++) {
-                const struct swift_an_seg *g = &sp->seg[q];
-                double v = (g->e - g->b) - swift_an_ival_len_in(busy.v, nb, g->b, g->e);
-                p->gpu_idle_part[g->part] += v / (double)p->nsteps;
-                idle -= v;
-            }
-            p->gpu_idle_part[SP_OTHER] += idle / (double)p->nsteps;
-        }
+        swift_gpu_idle(p, &sc.busy);
     }
-    swift_an_ivec_free(&busy);
+    swift_an_ivec_free(&sc.busy);
 }
 
 static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
@@ -341,16 +372,15 @@ static json_t *step_json(const struct swift_an_proc *p, const struct swift_an_st
     return o;
 }
 
-static const struct swift_an_proc *sort_proc;
-static int cmp_step_dur(const void *a, const void *b)
+/* Longest first; arg is the process. */
+static int cmp_step_dur(const void *a, const void *b, void *arg)
 {
+    const struct swift_an_proc *sort_proc = arg;
     double x = sort_proc->steps[*(const size_t *)a].dur,
            y = sort_proc->steps[*(const size_t *)b].dur;
     return (x < y) - (x > y);
 }
 
-/* Indices of the `top` longest steps, longest first (malloc'ed). */
-size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out)
 {
     size_t *idx = malloc((p->nsteps + 1) * sizeof(*idx));
@@ -358,8 +388,7 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
         abort();
     for (size_t i = 0; i < p->nsteps; i++)
         idx[i] = i;
-    sort_proc = p;
-    swift_an_sort(idx, p->nsteps, sizeof(*idx), cmp_step_dur);
+    swift_an_sort_r(idx, p->nsteps, sizeof(*idx), cmp_step_dur, (void *)p);
     *out = idx;
     return p->nsteps < (size_t)top ? p->nsteps : (size_t)top;
 }
@@ -425,6 +454,199 @@ static json_t *top_ops(const struct swift_an_set *set, const struct swift_an_pro
     return a;
 }
 
+/* The mean step split into parts: names, µs and fraction of the step. */
+static json_t *breakdown_json(const struct swift_an_proc *p)
+{
+    json_t *bd = json_object(), *us = json_object(), *fr = json_object(), *roles = json_array();
+    for (int k = 0; k < p->npart; k++) {
+        json_array_append_new(roles, json_string(p->part_names[k]));
+        json_object_set_new(us, p->part_names[k], num(r3(p->part_avg[k])));
+        json_object_set_new(
+            fr,
+            p->part_names[k],
+            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
+    }
+    json_object_set_new(bd, "parts", roles);
+    json_object_set_new(bd, "step_us", num(r3(p->step_avg)));
+    json_object_set_new(bd, "us", us);
+    json_object_set_new(bd, "fraction", fr);
+    return bd;
+}
+
+/* HTA's kernel-type combination table: time and share of each label seen. */
+static json_t *kernel_types_json(const struct swift_an_kineto *k)
+{
+    json_t *kt = json_array();
+    double tot = 0;
+    for (int c = 1; c < 8; c++)
+        tot += k->combo_us[c];
+    for (int c = 1; c < 8; c++)
+        if (k->combo_us[c] > 0)
+            json_array_append_new(kt,
+                                  json_pack("{s:s,s:o,s:o}",
+                                            "type",
+                                            swift_an_kcombo_names[c],
+                                            "us",
+                                            num(k->combo_us[c]),
+                                            "pct",
+                                            num(round(1000 * k->combo_us[c] / tot) / 10)));
+    return kt;
+}
+
+/* HTA's kernel breakdown by name. */
+static json_t *kernels_json(const struct swift_an_set *set, const struct swift_an_kineto *k)
+{
+    json_t *kr = json_array();
+    for (size_t i = 0; i < k->nkrows; i++) {
+        const struct swift_an_krow *r = &k->krows[i];
+        json_array_append_new(
+            kr,
+            json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}",
+                      "type",
+                      swift_an_ktype_name(r->type),
+                      "name",
+                      r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
+                      "count",
+                      (json_int_t)r->count,
+                      "sum_us",
+                      num(r->sum),
+                      "max_us",
+                      num(r->max),
+                      "min_us",
+                      num(r->min),
+                      "mean_us",
+                      num(r->mean),
+                      "std_us",
+                      num(r->std)));
+    }
+    return kr;
+}
+
+/* HTA's idle time breakdown, per stream. */
+static json_t *idle_json(const struct swift_an_kineto *k)
+{
+    json_t *idle = json_array();
+    for (size_t i = 0; i < k->nidle; i++) {
+        const struct swift_an_idle_row *r = &k->idle[i];
+        double t = r->host_wait + r->kernel_wait + r->other;
+        json_array_append_new(idle,
+                              json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                        "stream",
+                                        r->stream,
+                                        "host_wait_us",
+                                        num(r->host_wait),
+                                        "kernel_wait_us",
+                                        num(r->kernel_wait),
+                                        "other_us",
+                                        num(r->other),
+                                        "host_wait_ratio",
+                                        num(t ? round(100 * r->host_wait / t) / 100 : 0),
+                                        "kernel_wait_ratio",
+                                        num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
+                                        "other_ratio",
+                                        num(t ? round(100 * r->other / t) / 100 : 0)));
+    }
+    return idle;
+}
+
+/* The NCCL kernels: how many, and the `top` longest with their collective's args. */
+static json_t *nccl_json(const struct swift_an_set *set, const struct swift_an_source *s, int top)
+{
+    size_t *ni;
+    size_t nn = swift_an_kineto_nccl(set, s, &ni);
+    json_t *col = json_array();
+    for (size_t i = 0; i < nn && i < (size_t)top; i++) {
+        const struct swift_an_ev *e = &s->ev[ni[i]];
+        json_t *c = json_pack("{s:s,s:o,s:o}",
+                              "name",
+                              swift_an_str(&set->strs, e->name),
+                              "ts",
+                              num(e->ts),
+                              "dur_us",
+                              num(e->dur));
+        if (e->comm != SWIFT_AN_NONE) {
+            const struct swift_an_comm *cm = &s->comm[e->comm];
+            const struct swift_an_strtab *st = &set->strs;
+#define S(id) ((id) == SWIFT_AN_NONE ? json_null() : json_string(swift_an_str(st, id)))
+            json_object_set_new(c, "collective_name", S(cm->collective));
+            json_object_set_new(c, "in_msg_nelems", json_integer(cm->in_nelems));
+            json_object_set_new(c, "out_msg_nelems", json_integer(cm->out_nelems));
+            json_object_set_new(c, "group_size", json_integer(cm->group_size));
+            json_object_set_new(c, "dtype", S(cm->dtype));
+            json_object_set_new(c, "in_split_size", S(cm->in_split));
+            json_object_set_new(c, "out_split_size", S(cm->out_split));
+            json_object_set_new(c, "process_group_name", S(cm->pg_name));
+            json_object_set_new(c, "process_group_desc", S(cm->pg_desc));
+            json_object_set_new(c, "process_group_ranks", S(cm->pg_ranks));
+#undef S
+        }
+        json_array_append_new(col, c);
+    }
+    free(ni);
+    return json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col);
+}
+
+/* The GPU analyses (kineto.h) into j: temporal, overlap, kernels, idle, launch, NCCL. */
+static void gpu_json(json_t *j, const struct swift_an_set *set, const struct swift_an_proc *p,
+                     const struct swift_analyze_opts *o)
+{
+    const struct swift_an_kineto *k = &p->k;
+    json_object_set_new(j,
+                        "temporal",
+                        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+                                  "idle_us",
+                                  num(k->idle_us),
+                                  "compute_us",
+                                  num(k->compute_us),
+                                  "non_compute_us",
+                                  num(k->non_compute_us),
+                                  "kernel_us",
+                                  num(k->kernel_us),
+                                  "idle_pct",
+                                  num(k->idle_pct),
+                                  "compute_pct",
+                                  num(k->compute_pct),
+                                  "non_compute_pct",
+                                  num(k->non_compute_pct)));
+    json_object_set_new(
+        j, "comm_comp_overlap_pct", k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
+    json_object_set_new(j, "kernel_types", kernel_types_json(k));
+    json_object_set_new(j, "kernels", kernels_json(set, k));
+    json_object_set_new(j, "idle_breakdown", idle_json(k));
+    json_object_set_new(j,
+                        "launch",
+                        json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}",
+                                  "launches",
+                                  (json_int_t)k->launches,
+                                  "short_kernels",
+                                  (json_int_t)k->short_kernels,
+                                  "runtime_outliers",
+                                  (json_int_t)k->runtime_outliers,
+                                  "delay_outliers",
+                                  (json_int_t)k->delay_outliers,
+                                  "mean_cpu_us",
+                                  num(r3(k->launch_cpu_us)),
+                                  "mean_delay_us",
+                                  num(r3(k->launch_delay_us))));
+    json_object_set_new(j, "nccl", nccl_json(set, p->src, o->top));
+}
+
+/* Every step, with the timeline of the longest ones. */
+static json_t *step_list_json(const struct swift_an_proc *p)
+{
+    json_t *steps = json_array();
+    size_t *worst;
+    size_t nw = swift_an_worst_steps(p, SWIFT_AN_TIMELINE_STEPS, &worst);
+    for (size_t i = 0; i < p->nsteps; i++) {
+        int w = 0;
+        for (size_t q = 0; q < nw && !w; q++)
+            w = worst[q] == i;
+        json_array_append_new(steps, step_json(p, &p->steps[i], w));
+    }
+    free(worst);
+    return steps;
+}
+
 static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
                          const struct swift_analyze_opts *o)
 {
@@ -450,20 +672,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
                                   num(r3(p->step_median)),
                                   "max",
                                   num(r3(p->step_max))));
-    json_t *bd = json_object(), *us = json_object(), *fr = json_object(), *roles = json_array();
-    for (int k = 0; k < p->npart; k++) {
-        json_array_append_new(roles, json_string(p->part_names[k]));
-        json_object_set_new(us, p->part_names[k], num(r3(p->part_avg[k])));
-        json_object_set_new(
-            fr,
-            p->part_names[k],
-            num(p->step_avg > 0 ? round(p->part_avg[k] / p->step_avg * 1e6) / 1e6 : 0));
-    }
-    json_object_set_new(bd, "parts", roles);
-    json_object_set_new(bd, "step_us", num(r3(p->step_avg)));
-    json_object_set_new(bd, "us", us);
-    json_object_set_new(bd, "fraction", fr);
-    json_object_set_new(j, "breakdown", bd);
+    json_object_set_new(j, "breakdown", breakdown_json(p));
     json_object_set_new(
         j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
     json_object_set_new(j, "ckpt_us", num(r3(p->ckpt_us)));
@@ -489,152 +698,14 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
                       p->mem_total > 0 ? num(p->mem_total) : json_null(),
                       "peak_pct",
                       p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
-    const struct swift_an_kineto *k = &p->k;
-    if (p->has_kineto && k->has_gpu) {
-        json_object_set_new(j,
-                            "temporal",
-                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-                                      "idle_us",
-                                      num(k->idle_us),
-                                      "compute_us",
-                                      num(k->compute_us),
-                                      "non_compute_us",
-                                      num(k->non_compute_us),
-                                      "kernel_us",
-                                      num(k->kernel_us),
-                                      "idle_pct",
-                                      num(k->idle_pct),
-                                      "compute_pct",
-                                      num(k->compute_pct),
-                                      "non_compute_pct",
-                                      num(k->non_compute_pct)));
-        json_object_set_new(
-            j, "comm_comp_overlap_pct", k->overlap_pct >= 0 ? num(k->overlap_pct) : json_null());
-        json_t *kt = json_array();
-        double tot = 0;
-        for (int c = 1; c < 8; c++)
-            tot += k->combo_us[c];
-        for (int c = 1; c < 8; c++)
-            if (k->combo_us[c] > 0)
-                json_array_append_new(kt,
-                                      json_pack("{s:s,s:o,s:o}",
-                                                "type",
-                                                swift_an_kcombo_names[c],
-                                                "us",
-                                                num(k->combo_us[c]),
-                                                "pct",
-                                                num(round(1000 * k->combo_us[c] / tot) / 10)));
-        json_object_set_new(j, "kernel_types", kt);
-        json_t *kr = json_array();
-        for (size_t i = 0; i < k->nkrows; i++) {
-            const struct swift_an_krow *r = &k->krows[i];
-            json_array_append_new(
-                kr,
-                json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}",
-                          "type",
-                          swift_an_ktype_name(r->type),
-                          "name",
-                          r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
-                          "count",
-                          (json_int_t)r->count,
-                          "sum_us",
-                          num(r->sum),
-                          "max_us",
-                          num(r->max),
-                          "min_us",
-                          num(r->min),
-                          "mean_us",
-                          num(r->mean),
-                          "std_us",
-                          num(r->std)));
-        }
-        json_object_set_new(j, "kernels", kr);
-        json_t *idle = json_array();
-        for (size_t i = 0; i < k->nidle; i++) {
-            const struct swift_an_idle_row *r = &k->idle[i];
-            double t = r->host_wait + r->kernel_wait + r->other;
-            json_array_append_new(idle,
-                                  json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
-                                            "stream",
-                                            r->stream,
-                                            "host_wait_us",
-                                            num(r->host_wait),
-                                            "kernel_wait_us",
-                                            num(r->kernel_wait),
-                                            "other_us",
-                                            num(r->other),
-                                            "host_wait_ratio",
-                                            num(t ? round(100 * r->host_wait / t) / 100 : 0),
-                                            "kernel_wait_ratio",
-                                            num(t ? round(100 * r->kernel_wait / t) / 100 : 0),
-                                            "other_ratio",
-                                            num(t ? round(100 * r->other / t) / 100 : 0)));
-        }
-        json_object_set_new(j, "idle_breakdown", idle);
-        json_object_set_new(j,
-                            "launch",
-                            json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}",
-                                      "launches",
-                                      (json_int_t)k->launches,
-                                      "short_kernels",
-                                      (json_int_t)k->short_kernels,
-                                      "runtime_outliers",
-                                      (json_int_t)k->runtime_outliers,
-                                      "delay_outliers",
-                                      (json_int_t)k->delay_outliers,
-                                      "mean_cpu_us",
-                                      num(r3(k->launch_cpu_us)),
-                                      "mean_delay_us",
-                                      num(r3(k->launch_delay_us))));
-        size_t *ni;
-        size_t nn = swift_an_kineto_nccl(set, s, &ni);
-        json_t *col = json_array();
-        for (size_t i = 0; i < nn && i < (size_t)o->top; i++) {
-            const struct swift_an_ev *e = &s->ev[ni[i]];
-            json_t *c = json_pack("{s:s,s:o,s:o}",
-                                  "name",
-                                  swift_an_str(&set->strs, e->name),
-                                  "ts",
-                                  num(e->ts),
-                                  "dur_us",
-                                  num(e->dur));
-            if (e->comm != SWIFT_AN_NONE) {
-                const struct swift_an_comm *cm = &s->comm[e->comm];
-                const struct swift_an_strtab *st = &set->strs;
-#define S(id) ((id) == SWIFT_AN_NONE ? json_null() : json_string(swift_an_str(st, id)))
-                json_object_set_new(c, "collective_name", S(cm->collective));
-                json_object_set_new(c, "in_msg_nelems", json_integer(cm->in_nelems));
-                json_object_set_new(c, "out_msg_nelems", json_integer(cm->out_nelems));
-                json_object_set_new(c, "group_size", json_integer(cm->group_size));
-                json_object_set_new(c, "dtype", S(cm->dtype));
-                json_object_set_new(c, "in_split_size", S(cm->in_split));
-                json_object_set_new(c, "out_split_size", S(cm->out_split));
-                json_object_set_new(c, "process_group_name", S(cm->pg_name));
-                json_object_set_new(c, "process_group_desc", S(cm->pg_desc));
-                json_object_set_new(c, "process_group_ranks", S(cm->pg_ranks));
-#undef S
-            }
-            json_array_append_new(col, c);
-        }
-        json_object_set_new(
-            j, "nccl", json_pack("{s:I,s:o}", "kernels", (json_int_t)nn, "longest", col));
-        free(ni);
+    if (p->has_kineto && p->k.has_gpu) {
+        gpu_json(j, set, p, o);
     } else {
         json_object_set_new(j, "temporal", json_null());
         json_object_set_new(j, "comm_comp_overlap_pct", json_null());
     }
     json_object_set_new(j, "top_ops", top_ops(set, p, o->top * 2));
-    json_t *steps = json_array();
-    size_t *worst;
-    size_t nw = swift_an_worst_steps(p, SWIFT_AN_TIMELINE_STEPS, &worst);
-    for (size_t i = 0; i < p->nsteps; i++) {
-        int w = 0;
-        for (size_t q = 0; q < nw && !w; q++)
-            w = worst[q] == i;
-        json_array_append_new(steps, step_json(p, &p->steps[i], w));
-    }
-    free(worst);
-    json_object_set_new(j, "step_list", steps);
+    json_object_set_new(j, "step_list", step_list_json(p));
     return j;
 }
 

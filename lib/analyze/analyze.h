@@ -1,6 +1,8 @@
 /*
- * analyze — swift-trace-analyze's entry point: load traces, run every analysis, apply the
- * bottleneck rules, and build the report document that every output format renders.
+ * analyze — the lib/analyze wing, swift-trace-analyze's library: it reads traces (our JSONL
+ * trace files and PyTorch profiler (Kineto) JSON traces, plain or gzip, always as streams), runs
+ * per process HTA's and the TensorBoard plugin's analyses and our step-phase breakdown, applies
+ * the bottleneck rules, and builds one report document that every output format renders.
  *
  *     struct swift_analyze_opts o;
  *     swift_analyze_opts_default(&o);
@@ -9,6 +11,40 @@
  *
  * The report is one JSON document (docs/formats.md, section "report"): text, Markdown and HTML
  * are renderings of it (lib/analyze/report.h), so every format says the same thing.
+ *
+ * The files, in the order the data flows through them:
+ *   stream.c       bytes to events: a reader over gzip, plain files or memory, a cutter of one
+ *                  JSON value at a time, and the walker that hands each event to scan.c or, in
+ *                  parallel batches, to jansson, in file order (load.h: swift_an_stream_file)
+ *   scan.c         the fast event scanner: the few fields the loader reads, grammar-checked
+ *                  (anything unusual is left to jansson, so results and errors are jansson's)
+ *   load.c         events to records (load.h): interning, one compact record per duration
+ *                  event, memory counters, metadata, collectives; files and directories
+ *   breakdown.c    time intervals (merge, intersection, difference) and step timelines
+ *   kineto.c       HTA's numbers (kineto.h): temporal, kernel types and names, idle time by
+ *                  cause, communication-computation overlap, launch statistics, NCCL
+ *   tensorboard.c  the TensorBoard plugin's numbers: roles, steps extended to the device,
+ *                  each step claimed by the roles in order, GPU utilization
+ *   analyze.c      per process: our phases (data_wait, forward, ...) or the Kineto roles; the
+ *                  report document; swift_analyze_run
+ *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
+ *   cmdline.c      the exact new command line a remedy gives
+ *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
+ *   merge.c        --merge: one Perfetto-loadable trace of every input (merge.h)
+ *   internal.h     what only these files share (allocation, qsort_r, the fast path, ...)
+ *
+ * A new bottleneck rule goes in rules.c:
+ *   1. its threshold: a field of struct swift_an_thresholds (below), its default in
+ *      swift_an_thresholds_default(), its id in swift_an_rule_ids[] and the field's address
+ *      at the same index in swift_an_threshold_set(), so --threshold ID=VALUE sets it;
+ *   2. a function rule_ID(list, p, o) that reads the analyses of one process (struct
+ *      swift_an_proc: steps and their parts, GPU figures in p->k) and, when the value crosses
+ *      the threshold, calls add() with sev_above() or sev_below(), sets "evidence" (the figures
+ *      and worst_spans()) and set_remedy() with the advice and, when the trace recorded its
+ *      argv, the exact new command line (swift_an_argv_with());
+ *   3. a call in swift_an_rules_apply() (per process, or once over all of them as straggler);
+ *   4. a section in docs/bottlenecks.md and a case in tests/unit/test_analyze.c.
+ * Ordering, --fail-on and every output format pick it up with no other change.
  */
 #ifndef SWIFT_ANALYZE_H
 #define SWIFT_ANALYZE_H
@@ -23,7 +59,7 @@
 enum swift_an_format { SWIFT_FMT_TEXT, SWIFT_FMT_MD, SWIFT_FMT_JSON, SWIFT_FMT_HTML };
 enum swift_an_severity { SWIFT_SEV_NONE = 0, SWIFT_SEV_INFO, SWIFT_SEV_WARN, SWIFT_SEV_CRITICAL };
 
-/* Rule thresholds (DESIGN.md §2, docs/bottlenecks.md); set with --threshold RULE=VALUE. */
+/* Rule thresholds (docs/bottlenecks.md); set with --threshold RULE=VALUE. */
 struct swift_an_thresholds {
     double data_stall_pct;      /* 10: data wait share of step time */
     double comm_bound_pct;      /* 40: exposed communication share of step time */

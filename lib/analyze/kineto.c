@@ -1,6 +1,10 @@
-#include "lib/analyze/kineto.h"
-#include "lib/analyze/breakdown.h"
-#include "lib/core/error.h"
+/*
+ * analyze/kineto — the numbers of Holistic Trace Analysis (HTA) for one source: its rows as
+ * HTA parses, rounds and filters them, the temporal breakdown, the kernel-type combinations and
+ * kernels by name, idle time by cause per stream, communication-computation overlap, launch
+ * statistics and NCCL collectives; then the TensorBoard numbers (tensorboard.c). See kineto.h.
+ */
+#include "lib/analyze/internal.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <math.h>
@@ -9,9 +13,6 @@
 #include <string.h>
 
 #include "lib/core/banned.h"
-
-const char *const swift_an_tbrole_names[SWIFT_TB_NROLE] = {
-    "kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec", "other"};
 
 const char *const swift_an_kcombo_names[8] = {
     "IDLE",
@@ -75,82 +76,6 @@ int swift_an_kernel_type(const char *name)
     if (!re_match(2, name))
         return SWIFT_KT_COMPUTATION;
     return SWIFT_KT_OTHER;
-}
-
-/* ---------- small int64 hash map ---------- */
-
-struct imap {
-    int64_t *key;
-    double *val;
-    size_t cap, n;
-};
-
-static void imap_put(struct imap *m, int64_t k, double v)
-{
-    if (m->n * 2 + 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 1024;
-        int64_t *nk = malloc(nc * sizeof(*nk));
-        double *nv = malloc(nc * sizeof(*nv));
-        if (!nk || !nv)
-            abort();
-        for (size_t i = 0; i < nc; i++)
-            nk[i] = INT64_MIN;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->key[i] == INT64_MIN)
-                continue;
-            size_t h = ((uint64_t)m->key[i] * 0x9e3779b97f4a7c15ULL) & (nc - 1);
-            while (nk[h] != INT64_MIN)
-                h = (h + 1) & (nc - 1);
-            nk[h] = m->key[i];
-            nv[h] = m->val[i];
-        }
-        free(m->key);
-        free(m->val);
-        m->key = nk;
-        m->val = nv;
-        m->cap = nc;
-    }
-    size_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
-    while (m->key[h] != INT64_MIN && m->key[h] != k)
-        h = (h + 1) & (m->cap - 1);
-    if (m->key[h] == INT64_MIN) {
-        m->key[h] = k;
-        m->n++;
-        m->val[h] = v;
-    }
-}
-
-/* The value slot of k, inserted with v when absent. */
-static double *imap_ref(struct imap *m, int64_t k, double v)
-{
-    imap_put(m, k, v);
-    size_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
-    while (m->key[h] != k)
-        h = (h + 1) & (m->cap - 1);
-    return &m->val[h];
-}
-
-static int imap_get(const struct imap *m, int64_t k, double *v)
-{
-    if (!m->cap)
-        return 0;
-    size_t h = ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
-    while (m->key[h] != INT64_MIN) {
-        if (m->key[h] == k) {
-            if (v)
-                *v = m->val[h];
-            return 1;
-        }
-        h = (h + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
-static void imap_free(struct imap *m)
-{
-    free(m->key);
-    free(m->val);
-    memset(m, 0, sizeof(*m));
 }
 
 /* ---------- HTA's view of the events ---------- */
@@ -247,12 +172,12 @@ static void hta_rows(struct ctx *c)
     for (size_t i = 0; i < s->n && mtia != SWIFT_AN_NONE && !is_mtia; i++)
         is_mtia = s->ev[i].cat == mtia;
     if (multi_steps && !is_mtia) {
-        struct imap cpu_corr = {0};
+        struct swift_an_imap cpu_corr = {0};
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             struct hrow *r = &c->rows[i];
             if (!r->gpu && r->ts < last_step_start) {
-                imap_put(&cpu_corr, r->ev->corr, 0);
+                swift_an_imap_put(&cpu_corr, r->ev->corr, 0);
                 c->rows[k++] = *r;
             } else if (r->gpu) {
                 c->rows[k++] = *r; /* decided below */
@@ -260,10 +185,10 @@ static void hta_rows(struct ctx *c)
         }
         size_t m = 0;
         for (size_t i = 0; i < k; i++)
-            if (!c->rows[i].gpu || imap_get(&cpu_corr, c->rows[i].ev->corr, NULL))
+            if (!c->rows[i].gpu || swift_an_imap_get(&cpu_corr, c->rows[i].ev->corr, NULL))
                 c->rows[m++] = c->rows[i];
         n = m;
-        imap_free(&cpu_corr);
+        swift_an_imap_free(&cpu_corr);
     }
     c->nrows = n;
     for (size_t i = 0; i < n; i++)
@@ -389,12 +314,10 @@ static int cmp_kagg_sum(const void *a, const void *b)
     return (x->sum < y->sum) - (x->sum > y->sum);
 }
 
-struct kctx {
-    const struct swift_an_strtab *st;
-};
-static const struct swift_an_strtab *sort_st;
-static int cmp_krow_name(const void *a, const void *b)
+/* By name; arg is the string table. */
+static int cmp_krow_name(const void *a, const void *b, void *arg)
 {
+    const struct swift_an_strtab *sort_st = arg;
     const struct swift_an_krow *x = a, *y = b;
     const char *nx = x->name == SWIFT_AN_NONE ? "others" : swift_an_str(sort_st, x->name);
     const char *ny = y->name == SWIFT_AN_NONE ? "others" : swift_an_str(sort_st, y->name);
@@ -480,8 +403,8 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
                                                            .mean = mean,
                                                            .std = var > 0 ? sqrt(var) : 0};
         }
-        sort_st = &c->set->strs;
-        swift_an_sort(k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name);
+        swift_an_sort_r(
+            k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name, (void *)&c->set->strs);
     }
     free(agg);
     free(seen);
@@ -523,15 +446,15 @@ static int is_launch_name(const char *n)
 static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
 {
     const struct swift_an_strtab *st = &c->set->strs;
-    struct imap rt_ts = {0}, rt_end = {0}, launch = {0};
+    struct swift_an_imap rt_ts = {0}, rt_end = {0}, launch = {0};
     for (size_t i = 0; i < c->nrows; i++) {
         const struct hrow *r = &c->rows[i];
         if (r->gpu || r->ev->corr < 0)
             continue;
-        imap_put(&rt_ts, r->ev->corr, r->ts);
+        swift_an_imap_put(&rt_ts, r->ev->corr, r->ts);
         if (r->ev->stream == -1 && is_launch_name(swift_an_str(st, r->ev->name))) {
-            imap_put(&launch, r->ev->corr, r->end - r->ts);
-            imap_put(&rt_end, r->ev->corr, r->end);
+            swift_an_imap_put(&launch, r->ev->corr, r->end - r->ts);
+            swift_an_imap_put(&rt_end, r->ev->corr, r->end);
         }
     }
     const struct hrow **sel = malloc((c->nrows + 1) * sizeof(*sel));
@@ -544,7 +467,8 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         if (r->ev->stream == -1)
             continue;
         double cpu_dur, cpu_end;
-        if (imap_get(&launch, r->ev->corr, &cpu_dur) && imap_get(&rt_end, r->ev->corr, &cpu_end)) {
+        if (swift_an_imap_get(&launch, r->ev->corr, &cpu_dur) &&
+            swift_an_imap_get(&rt_end, r->ev->corr, &cpu_end)) {
             double gpu_dur = r->end - r->ts;
             double delay = r->ts - cpu_end;
             if (delay < 0)
@@ -573,7 +497,7 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         double prev_end = sel[i]->end;
         for (i++; i < n && sel[i]->ev->stream == stream; i++) {
             double gap = sel[i]->ts - prev_end, t_rt;
-            int has_rt = imap_get(&rt_ts, sel[i]->ev->corr, &t_rt);
+            int has_rt = swift_an_imap_get(&rt_ts, sel[i]->ev->corr, &t_rt);
             if (has_rt && t_rt > prev_end)
                 row.host_wait += gap;
             else if (gap < c->o->consecutive_kernel_delay_us)
@@ -588,400 +512,17 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         k->idle[k->nidle++] = row;
     }
     free(sel);
-    imap_free(&rt_ts);
-    imap_free(&rt_end);
-    imap_free(&launch);
-}
-
-/* ---------- TensorBoard plugin: steps and role breakdown (REFERENCE.md §5.1) ---------- */
-
-enum tbtype {
-    TB_NONE,
-    TB_OP,
-    TB_STEP,
-    TB_RUNTIME,
-    TB_KERNEL,
-    TB_MEMCPY,
-    TB_MEMSET,
-    TB_PYTHON,
-    TB_ANN,
-    TB_TRACE
-};
-
-static int lower_eq(const char *a, const char *b)
-{
-    return strcasecmp(a, b) == 0;
-}
-
-static int tb_type(const char *cat, const char *name, int swift)
-{
-    if (swift) {
-        /* our traces: the step thread's "step" spans are the steps; device events and
-         * runtime calls carry Kineto's categories; other host spans are CPU work */
-        if (!strcmp(cat, "step"))
-            return !strcmp(name, "step") ? TB_STEP : TB_OP;
-        if (!strcmp(cat, "kernel"))
-            return TB_KERNEL;
-        if (!strcmp(cat, "gpu_memcpy"))
-            return TB_MEMCPY;
-        if (!strcmp(cat, "gpu_memset"))
-            return TB_MEMSET;
-        if (!strcmp(cat, "cuda_runtime") || !strcmp(cat, "cuda_driver"))
-            return TB_RUNTIME;
-        if (!strcmp(cat, "flow") || !strcmp(cat, "profile"))
-            return TB_NONE;
-        return TB_OP;
-    }
-    if (lower_eq(cat, "cpu_op") || lower_eq(cat, "operator"))
-        return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_OP;
-    if (lower_eq(cat, "user_annotation") || lower_eq(cat, "gpu_user_annotation"))
-        return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_ANN;
-    if (lower_eq(cat, "runtime") || lower_eq(cat, "cuda_runtime"))
-        return TB_RUNTIME;
-    if (lower_eq(cat, "kernel"))
-        return TB_KERNEL;
-    if (lower_eq(cat, "memcpy") || lower_eq(cat, "gpu_memcpy"))
-        return TB_MEMCPY;
-    if (lower_eq(cat, "memset") || lower_eq(cat, "gpu_memset"))
-        return TB_MEMSET;
-    if (lower_eq(cat, "python"))
-        return TB_PYTHON;
-    if (lower_eq(cat, "trace"))
-        return TB_TRACE;
-    return TB_NONE;
-}
-
-static int is_comm_op(const char *n)
-{
-    static const char *const ops[] = {"nccl:broadcast",
-                                      "nccl:reduce",
-                                      "nccl:all_reduce",
-                                      "nccl:all_gather",
-                                      "nccl:reduce_scatter",
-                                      "gloo:broadcast",
-                                      "gloo:reduce",
-                                      "gloo:all_reduce",
-                                      "gloo:all_gather",
-                                      "gloo:reduce_scatter",
-                                      NULL};
-    for (int i = 0; ops[i]; i++)
-        if (!strcmp(n, ops[i]))
-            return 1;
-    return 0;
-}
-
-struct rt {
-    double b, e;
-    int64_t corr;
-};
-static int cmp_rt(const void *a, const void *b)
-{
-    const struct rt *x = a, *y = b;
-    return (x->b > y->b) - (x->b < y->b);
-}
-struct stepdef {
-    double b, e;
-    int64_t n;
-};
-/* Is step i among the n longest? */
-static int is_worst(const struct stepdef *st, size_t nsteps, size_t i, size_t n)
-{
-    size_t longer = 0;
-    double d = st[i].e - st[i].b;
-    for (size_t j = 0; j < nsteps && longer < n; j++)
-        if (st[j].e - st[j].b > d || (st[j].e - st[j].b == d && j < i))
-            longer++;
-    return longer < n;
-}
-
-static int cmp_stepdef(const void *a, const void *b)
-{
-    const struct stepdef *x = a, *y = b;
-    return (x->b > y->b) - (x->b < y->b);
-}
-
-static void tensorboard(struct ctx *c, struct swift_an_kineto *k)
-{
-    const struct swift_an_source *s = c->src;
-    int swift = s->kind == SWIFT_AN_SWIFT;
-    const struct swift_an_strtab *st = &c->set->strs;
-    int8_t *types = malloc(st->n + 1);
-    if (!types)
-        abort();
-    memset(types, -1, st->n + 1);
-    struct swift_an_ivec role[SWIFT_TB_NROLE] = {{0}};
-    struct swift_an_ivec kern_dev[SWIFT_AN_MAX_DEV] = {{0}};
-    struct stepdef *steps = NULL;
-    size_t nsteps = 0;
-    struct rt *rts = NULL;
-    size_t nrt = 0;
-    struct imap comm_ext = {0};
-    double cpu_min = INFINITY, cpu_max = -INFINITY;
-    /* pass 1: communication ops (their external ids) */
-    for (size_t i = 0; i < s->n; i++) {
-        const struct swift_an_ev *e = &s->ev[i];
-        if (e->cat == SWIFT_AN_NONE)
-            continue;
-        int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name), swift);
-        if ((t == TB_OP || t == TB_ANN || t == TB_PYTHON) && is_comm_op(swift_an_str(st, e->name)))
-            imap_put(&comm_ext, e->ext, 0);
-    }
-    /* device ops per correlation: first and last end for the step extension */
-    struct imap dev_min = {0}, dev_max = {0}, dev_cnt = {0};
-    for (size_t i = 0; i < s->n; i++) {
-        const struct swift_an_ev *e = &s->ev[i];
-        if (e->cat == SWIFT_AN_NONE)
-            continue;
-        const char *nm = swift_an_str(st, e->name);
-        int t = tb_type(swift_an_str(st, e->cat), nm, swift);
-        double b = e->ts, en = e->ts + e->dur;
-        switch (t) {
-        case TB_KERNEL:
-            if (imap_get(&comm_ext, e->ext, NULL))
-                swift_an_ivec_push(&role[SWIFT_TB_COMM], b, en);
-            else
-                swift_an_ivec_push(&role[SWIFT_TB_KERNEL], b, en);
-            {
-                /* Kineto: a GPU's pid is its device index; ours: args.device (device 0 when
-                 * absent), the pid being the process's */
-                int64_t dev = swift ? (e->dev >= 0 ? e->dev : 0) : e->pid;
-                if (dev >= 0 && dev < SWIFT_AN_MAX_DEV)
-                    swift_an_ivec_push(&kern_dev[dev], b, en);
-            }
-            /* fall through */
-        case TB_MEMCPY:
-        case TB_MEMSET:
-            if (t == TB_MEMCPY)
-                swift_an_ivec_push(&role[SWIFT_TB_MEMCPY], b, en);
-            if (t == TB_MEMSET)
-                swift_an_ivec_push(&role[SWIFT_TB_MEMSET], b, en);
-            {
-                double *mn = imap_ref(&dev_min, e->corr, b), *mx = imap_ref(&dev_max, e->corr, en);
-                double *cnt = imap_ref(&dev_cnt, e->corr, 0);
-                if (b < *mn)
-                    *mn = b;
-                if (en > *mx)
-                    *mx = en;
-                *cnt += 1;
-            }
-            break;
-        case TB_RUNTIME:
-            swift_an_ivec_push(&role[SWIFT_TB_RUNTIME], b, en);
-            rts = realloc(rts, (nrt + 1) * sizeof(*rts));
-            if (!rts)
-                abort();
-            rts[nrt++] = (struct rt){b, en, e->corr};
-            break;
-        case TB_STEP:
-            steps = realloc(steps, (nsteps + 1) * sizeof(*steps));
-            if (!steps)
-                abort();
-            steps[nsteps++] = (struct stepdef){b,
-                                               en,
-                                               swift ? (e->step >= 0 ? e->step : (int64_t)nsteps)
-                                                     : strtoll(nm + 13, NULL, 10)};
-            if (b < cpu_min)
-                cpu_min = b;
-            if (en > cpu_max)
-                cpu_max = en;
-            break;
-        case TB_OP:
-        case TB_ANN:
-        case TB_PYTHON:
-            if ((!strncmp(nm, "enumerate(DataLoader)#", 22) && strlen(nm) >= 9 &&
-                 !strcmp(nm + strlen(nm) - 9, ".__next__")) ||
-                !strncmp(nm, "enumerate(DataPipe)#", 20)) {
-                if (t != TB_PYTHON) {
-                    swift_an_ivec_push(&role[SWIFT_TB_DATALOADER], b, en);
-                    break;
-                }
-            }
-            if (is_comm_op(nm))
-                swift_an_ivec_push(&role[SWIFT_TB_COMM], b, en);
-            else
-                swift_an_ivec_push(&role[SWIFT_TB_CPU], b, en);
-            if (t != TB_ANN) {
-                if (b < cpu_min)
-                    cpu_min = b;
-                if (en > cpu_max)
-                    cpu_max = en;
-            }
-            break;
-        default:
-            break;
-        }
-    }
-    if (!nsteps && cpu_min < cpu_max) {
-        steps = malloc(sizeof(*steps));
-        if (!steps)
-            abort();
-        steps[nsteps++] = (struct stepdef){cpu_min, cpu_max, 0};
-    }
-    swift_an_sort(steps, nsteps, sizeof(*steps), cmp_stepdef);
-    swift_an_sort(rts, nrt, sizeof(*rts), cmp_rt);
-    /* _find_device_steps */
-    double *dmin = malloc((nsteps + 1) * sizeof(double)),
-           *dmax = malloc((nsteps + 1) * sizeof(double));
-    long *matched = calloc(nsteps + 1, sizeof(long));
-    if (!dmin || !dmax || !matched)
-        abort();
-    size_t is = 0, ir = 0;
-    double smin = INFINITY, smax = -INFINITY;
-    long nmatched = 0;
-    while (is < nsteps && ir < nrt) {
-        if (rts[ir].b < steps[is].b) {
-            ir++;
-        } else if (rts[ir].e <= steps[is].e) {
-            double v;
-            if (imap_get(&dev_min, rts[ir].corr, &v)) {
-                double mx = 0, cnt = 0;
-                imap_get(&dev_max, rts[ir].corr, &mx);
-                imap_get(&dev_cnt, rts[ir].corr, &cnt);
-                if (v < smin)
-                    smin = v;
-                if (mx > smax)
-                    smax = mx;
-                matched[is] += (long)cnt;
-                nmatched += (long)cnt;
-            }
-            ir++;
-        } else if (rts[ir].b < steps[is].e) {
-            ir++;
-        } else {
-            dmin[is] = smin, dmax[is] = smax;
-            is++;
-            smin = INFINITY, smax = -INFINITY;
-        }
-    }
-    while (is < nsteps) {
-        dmin[is] = smin, dmax[is] = smax;
-        smin = INFINITY, smax = -INFINITY;
-        is++;
-    }
-    if (nmatched > 0 && nsteps) {
-        double prev_end = steps[0].b;
-        if (dmin[0] != INFINITY) {
-            /* device ops not launched inside any step that end before step 0's first one */
-            for (size_t i = 0; i < s->n; i++) {
-                const struct swift_an_ev *e = &s->ev[i];
-                if (e->cat == SWIFT_AN_NONE)
-                    continue;
-                int t = tb_type(swift_an_str(st, e->cat), swift_an_str(st, e->name), swift);
-                if (t != TB_KERNEL && t != TB_MEMCPY && t != TB_MEMSET)
-                    continue;
-                double en = e->ts + e->dur;
-                if (en < dmin[0] && en > prev_end)
-                    prev_end = en; /* launched before the first step (or not inside one) */
-            }
-        }
-        for (size_t i = 0; i < nsteps; i++) {
-            double b = prev_end > steps[i].b ? prev_end : steps[i].b;
-            double e = steps[i].e;
-            if (dmin[i] == INFINITY)
-                e = e > b ? e : b;
-            else {
-                e = e > dmax[i] ? e : dmax[i];
-                if (e < b)
-                    e = b;
-            }
-            steps[i].b = b, steps[i].e = e;
-            prev_end = e;
-        }
-        if (nsteps > 1) {
-            long i = (long)nsteps - 1;
-            while (i >= 0 && matched[i] == 0)
-                i--;
-            if (i >= 0) {
-                size_t keep = (size_t)i + 1;
-                if (i > 0 && (double)matched[i - 1] * 0.8 > (double)matched[i])
-                    keep = (size_t)i;
-                nsteps = keep;
-            }
-        }
-    }
-    /* role ranges: merged; then claim step time in role order */
-    for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
-        role[r].n = swift_an_ival_merge(role[r].v, role[r].n);
-    k->steps = calloc(nsteps + 1, sizeof(*k->steps));
-    if (!k->steps)
-        abort();
-    k->nsteps = nsteps;
-    size_t cap = 16;
-    for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
-        cap += role[r].n;
-    struct swift_an_ival *slots = malloc(cap * sizeof(*slots)), *tmp = malloc(cap * sizeof(*tmp)),
-                         *claim = malloc(cap * sizeof(*claim));
-    if (!slots || !tmp || !claim)
-        abort();
-    for (size_t i = 0; i < nsteps; i++) {
-        struct swift_an_tbstep *ts = &k->steps[i];
-        ts->step = steps[i].n;
-        ts->b = steps[i].b;
-        ts->e = steps[i].e;
-        size_t ns = 1;
-        slots[0] = (struct swift_an_ival){ts->b, ts->e};
-        if (ts->e <= ts->b)
-            ns = 0;
-        double claimed = 0;
-        int keep_segs = is_worst(steps, nsteps, i, SWIFT_AN_TIMELINE_STEPS);
-        for (int r = 0; r < SWIFT_TB_NROLE - 1; r++) {
-            /* only the role intervals that can meet this step */
-            size_t lo = swift_an_ival_find(role[r].v, role[r].n, ts->b), hi = lo;
-            while (hi < role[r].n && role[r].v[hi].b < ts->e)
-                hi++;
-            size_t nc = swift_an_ival_and(slots, ns, role[r].v + lo, hi - lo, claim);
-            ts->role[r] = swift_an_ival_len(claim, nc);
-            claimed += ts->role[r];
-            if (keep_segs)
-                swift_an_seg_add(&ts->seg, &ts->nseg, r, claim, nc, (ts->e - ts->b) / 2000);
-            ns = swift_an_ival_sub(slots, ns, claim, nc, tmp);
-            memcpy(slots, tmp, ns * sizeof(*slots));
-        }
-        ts->role[SWIFT_TB_OTHER] = (ts->e - ts->b) - claimed;
-        if (keep_segs)
-            swift_an_seg_sort(ts->seg, ts->nseg);
-        for (int r = 0; r < SWIFT_TB_NROLE; r++)
-            k->avg[r] += ts->role[r] / (double)nsteps;
-        k->avg_total += (ts->e - ts->b) / (double)nsteps;
-    }
-    /* GPU utilization over all steps, per device; we report the first device with kernels */
-    k->gpu_util = -1;
-    if (nsteps) {
-        double lo = k->steps[0].b, hi = k->steps[nsteps - 1].e;
-        for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
-            if (!kern_dev[d].n)
-                continue;
-            size_t n = swift_an_ival_merge(kern_dev[d].v, kern_dev[d].n);
-            if (hi > lo) {
-                k->gpu_util = swift_an_ival_len_in(kern_dev[d].v, n, lo, hi) / (hi - lo);
-                break;
-            }
-        }
-    }
-    free(slots);
-    free(tmp);
-    free(claim);
-    free(dmin);
-    free(dmax);
-    free(matched);
-    free(steps);
-    free(rts);
-    free(types);
-    for (int r = 0; r < SWIFT_TB_NROLE; r++)
-        swift_an_ivec_free(&role[r]);
-    for (int d = 0; d < SWIFT_AN_MAX_DEV; d++)
-        swift_an_ivec_free(&kern_dev[d]);
-    imap_free(&comm_ext);
-    imap_free(&dev_min);
-    imap_free(&dev_max);
-    imap_free(&dev_cnt);
+    swift_an_imap_free(&rt_ts);
+    swift_an_imap_free(&rt_end);
+    swift_an_imap_free(&launch);
 }
 
 /* ---------- NCCL ---------- */
 
-static const struct swift_an_ev *nccl_src_ev;
-static int cmp_idx_dur(const void *a, const void *b)
+/* Longest first; arg is the source's event array. */
+static int cmp_idx_dur(const void *a, const void *b, void *arg)
 {
+    const struct swift_an_ev *nccl_src_ev = arg;
     double x = nccl_src_ev[*(const size_t *)a].dur, y = nccl_src_ev[*(const size_t *)b].dur;
     return (x < y) - (x > y);
 }
@@ -999,8 +540,7 @@ size_t swift_an_kineto_nccl(const struct swift_an_set *set, const struct swift_a
             (!strncmp(nm, "ncclKernel", 10) || !strncmp(nm, "ncclDevKernel", 13)))
             (*idx)[n++] = i;
     }
-    nccl_src_ev = src->ev;
-    swift_an_sort(*idx, n, sizeof(**idx), cmp_idx_dur);
+    swift_an_sort_r(*idx, n, sizeof(**idx), cmp_idx_dur, (void *)src->ev);
     return n;
 }
 
@@ -1018,7 +558,7 @@ int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_a
     temporal(&c, k);
     kernel_rows(&c, k);
     idle_and_launch(&c, k);
-    tensorboard(&c, k);
+    swift_an_tensorboard(set, src, k);
     k->sm_eff = -1;
     for (size_t i = 0; i < src->n; i++) {
         const struct swift_an_ev *e = &src->ev[i];

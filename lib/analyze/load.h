@@ -9,7 +9,8 @@
  * escapes, non-ASCII, metadata events, collectives, any syntax error, so results and errors are
  * jansson's); only a compact record per duration event is kept (ts, dur,
  * interned cat and name, pid/tid, stream, correlation, external id and a few args), so memory
- * grows with the number of events the analysis keeps, not with the file size.
+ * grows with the number of events the analysis keeps, not with the file size. The streaming
+ * walker is stream.c, the event scanner scan.c, the records load.c.
  *
  *     struct swift_an_set set;
  *     swift_an_set_init(&set);

@@ -1,6 +1,10 @@
+/*
+ * analyze/rules — the bottleneck rules (docs/bottlenecks.md): thresholds, one function per rule,
+ * and swift_an_rules_apply, which runs them and orders what they found. See rules.h; the
+ * remedies' command lines are built in cmdline.c.
+ */
 #include "lib/analyze/rules.h"
-#include "lib/analyze/breakdown.h"
-#include "lib/core/error.h"
+#include "lib/analyze/internal.h"
 #include "lib/core/cli.h"
 
 #include <math.h>
@@ -55,132 +59,6 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
             return 0;
         }
     return -1;
-}
-
-/* ---------- command lines ---------- */
-
-static void sb_add(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t l = strlen(s);
-    if (*len + l + 1 > *cap) {
-        *cap = (*len + l + 1) * 2;
-        *buf = realloc(*buf, *cap);
-        if (!*buf)
-            abort();
-    }
-    memcpy(*buf + *len, s, l + 1);
-    *len += l;
-}
-
-static void sb_quoted(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    int plain = *s != 0;
-    for (const char *p = s; *p; p++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p))
-            plain = 0;
-    if (plain) {
-        sb_add(buf, len, cap, s);
-        return;
-    }
-    sb_add(buf, len, cap, "'");
-    for (const char *p = s; *p; p++) {
-        char c[2] = {*p, 0};
-        sb_add(buf, len, cap, *p == '\'' ? "'\\''" : c);
-    }
-    sb_add(buf, len, cap, "'");
-}
-
-/* Does argv word w name option opt ("--num-workers", also "--num_workers")? Returns 1 for
- * "--opt", 2 for "--opt=V", 0 otherwise. */
-static int opt_match(const char *w, const char *opt)
-{
-    if (strncmp(w, "--", 2))
-        return 0;
-    w += 2;
-    size_t i = 0;
-    for (; opt[i] && w[i]; i++) {
-        char a = w[i] == '_' ? '-' : w[i];
-        if (a != opt[i])
-            return 0;
-    }
-    if (opt[i])
-        return 0;
-    return w[i] == 0 ? 1 : w[i] == '=' ? 2 : 0;
-}
-
-/* A new argv array with --opt set to value (replaced in place, or appended). */
-static json_t *argv_set(json_t *argv, const char *opt, const char *value)
-{
-    json_t *out = json_array();
-    size_t n = json_array_size(argv);
-    int done = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *w = json_string_value(json_array_get(argv, i));
-        if (!w)
-            continue;
-        int m = done ? 0 : opt_match(w, opt);
-        if (m) {
-            char flag[256];
-            snprintf(flag, sizeof(flag), "--%s", opt);
-            json_array_append_new(out, json_string(flag));
-            json_array_append_new(out, json_string(value));
-            if (m == 1 && i + 1 < n)
-                i++; /* the old value */
-            done = 1;
-            continue;
-        }
-        json_array_append_new(out, json_string(w));
-    }
-    if (!done) {
-        char flag[256];
-        snprintf(flag, sizeof(flag), "--%s", opt);
-        json_array_append_new(out, json_string(flag));
-        json_array_append_new(out, json_string(value));
-    }
-    return out;
-}
-
-static char *argv_quote(json_t *argv)
-{
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    sb_add(&buf, &len, &cap, "");
-    size_t i;
-    json_t *w;
-    json_array_foreach(argv, i, w)
-    {
-        if (i)
-            sb_add(&buf, &len, &cap, " ");
-        sb_quoted(&buf, &len, &cap, json_string_value(w) ? json_string_value(w) : "");
-    }
-    return buf;
-}
-
-char *swift_an_argv_with(json_t *argv, const char *opt, const char *value)
-{
-    json_t *a = argv_set(argv, opt, value);
-    char *s = argv_quote(a);
-    json_decref(a);
-    return s;
-}
-
-/* Current integer value of an option in argv, or dflt. */
-static long argv_long(json_t *argv, const char *opt, long dflt)
-{
-    size_t n = json_array_size(argv);
-    for (size_t i = 0; i < n; i++) {
-        const char *w = json_string_value(json_array_get(argv, i));
-        if (!w)
-            continue;
-        int m = opt_match(w, opt);
-        const char *v = m == 2                ? strchr(w, '=') + 1
-                        : m == 1 && i + 1 < n ? json_string_value(json_array_get(argv, i + 1))
-                                              : NULL;
-        long x;
-        if (v && swift_parse_long(v, 0, 1L << 40, &x) == 0)
-            return x;
-    }
-    return dflt;
 }
 
 /* ---------- helpers ---------- */
@@ -323,8 +201,8 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
         json_t *argv = p->src->argv;
         char *cmd = NULL;
         if (argv && json_array_size(argv)) {
-            long nw = argv_long(argv, "num-workers", 0);
-            long pf = argv_long(argv, "prefetch", 0);
+            long nw = swift_an_argv_long(argv, "num-workers", 0);
+            long pf = swift_an_argv_long(argv, "prefetch", 0);
             char v1[32], v2[32];
             /* swift-train's --prefetch counts whole steps ready ahead, for all workers
              * together (default 3): keep two per worker */
@@ -333,9 +211,9 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
                 p2 = 2 * w2;
             snprintf(v1, sizeof(v1), "%ld", w2);
             snprintf(v2, sizeof(v2), "%ld", p2);
-            json_t *a1 = argv_set(argv, "num-workers", v1);
-            json_t *a2 = argv_set(a1, "prefetch", v2);
-            cmd = argv_quote(a2);
+            json_t *a1 = swift_an_argv_set(argv, "num-workers", v1);
+            json_t *a2 = swift_an_argv_set(a1, "prefetch", v2);
+            cmd = swift_an_argv_quote(a2);
             json_decref(a1);
             json_decref(a2);
         }
@@ -384,7 +262,7 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     json_object_set_new(b, "evidence", ev);
     char *cmd = NULL;
     if (!kineto && p->src->argv) {
-        long ga = argv_long(p->src->argv, "gradient-accumulation-steps", 1);
+        long ga = swift_an_argv_long(p->src->argv, "gradient-accumulation-steps", 1);
         char val[32];
         snprintf(val, sizeof(val), "%ld", ga * 2);
         cmd = swift_an_argv_with(p->src->argv, "gradient-accumulation-steps", val);
@@ -448,7 +326,8 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
                    NULL);
     } else {
         char *cmd = NULL;
-        long bs = p->src->argv ? argv_long(p->src->argv, "per-device-train-batch-size", 0) : 0;
+        long bs =
+            p->src->argv ? swift_an_argv_long(p->src->argv, "per-device-train-batch-size", 0) : 0;
         if (bs > 0) {
             char val[32];
             snprintf(val, sizeof(val), "%ld", bs * 2);
@@ -570,7 +449,7 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
                                   p->mem_peak_ts));
     char *cmd = NULL;
     if (p->src->kind != SWIFT_AN_KINETO && p->src->argv) {
-        long bs = argv_long(p->src->argv, "per-device-train-batch-size", 0);
+        long bs = swift_an_argv_long(p->src->argv, "per-device-train-batch-size", 0);
         if (bs > 1) {
             char val[32];
             snprintf(val, sizeof(val), "%ld", bs / 2);
@@ -608,7 +487,7 @@ static void rule_ckpt(json_t *list, const struct swift_an_proc *p,
         b, "evidence", json_pack("{s:f,s:f}", "ckpt_us", r2(p->ckpt_us), "wall_us", r2(wall)));
     char *cmd = NULL;
     if (p->src->argv) {
-        long ss = argv_long(p->src->argv, "save-steps", 0);
+        long ss = swift_an_argv_long(p->src->argv, "save-steps", 0);
         if (ss > 0) {
             long ns = (long)ceil((double)ss * v / th);
             char val[32];
@@ -656,7 +535,7 @@ static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
                                   r2(conc)));
     char *cmd = NULL;
     if (p->src->argv) {
-        long t = argv_long(p->src->argv, "threads", 1);
+        long t = swift_an_argv_long(p->src->argv, "threads", 1);
         char val[32];
         snprintf(val, sizeof(val), "%ld", t > 1 ? t * 2 : 8);
         cmd = swift_an_argv_with(p->src->argv, "threads", val);

@@ -1,5 +1,6 @@
 /*
- * analyze/rules — the bottleneck rules of DESIGN.md §2 (documented in docs/bottlenecks.md).
+ * analyze/rules — the bottleneck rules, documented in docs/bottlenecks.md (lib/analyze/rules.c;
+ * the remedies' command lines are built in cmdline.c).
  *
  * Each rule reads the per-process analyses, and when it fires appends to the report's
  * "bottlenecks" array an object {rule, severity, process, rank, value, threshold, unit,

@@ -1,0 +1,180 @@
+/*
+ * analyze/internal — what only the files of lib/analyze share (not a public header: nothing
+ * outside lib/analyze includes it; the wing's manual is lib/analyze/analyze.h).
+ *
+ * Memory: out of memory aborts with a message (the analyzer has nothing to save).
+ * Sorting: qsort_r with the context passed in, never a file-scope global.
+ */
+#ifndef SWIFT_ANALYZE_INTERNAL_H
+#define SWIFT_ANALYZE_INTERNAL_H
+
+#include "lib/analyze/analyze.h"
+#include "lib/core/error.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* realloc that aborts with "out of memory (N bytes)" (n == 0 allocates one byte). */
+static inline void *swift_an_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        swift_error("out of memory (%zu bytes)", n);
+        abort();
+    }
+    return q;
+}
+
+/* qsort_r (glibc) that accepts empty (NULL) arrays; arg is handed to every cmp call. */
+static inline void swift_an_sort_r(void *base, size_t n, size_t size,
+                                   int (*cmp)(const void *, const void *, void *), void *arg)
+{
+    if (n > 1)
+        qsort_r(base, n, size, cmp, arg);
+}
+
+/* ---------- stream.c + scan.c: events from a file ---------- */
+
+/* Called instead of the jansson callback for an event the fast scanner read (scan.c). */
+typedef int (*swift_an_fast_fn)(void *ctx, const struct swift_an_fev *fe, uint64_t off, long line);
+/* swift_an_stream_file/_buffer (load.h) with a fast path: events the scanner reads go to
+ * fast_fn, the others (and every event when fast_fn is NULL) through jansson to fn. */
+int swift_an_stream_file_fast(const char *path, swift_an_event_fn fn, swift_an_fast_fn fast_fn,
+                              swift_an_meta_fn meta_fn, void *ctx);
+int swift_an_stream_buffer_fast(const char *name, const void *data, size_t len,
+                                swift_an_event_fn fn, swift_an_fast_fn fast_fn,
+                                swift_an_meta_fn meta_fn, void *ctx);
+/* A ".jsonl" name: one event per line (our traces). */
+int swift_an_name_is_jsonl(const char *name);
+
+/* The fast event scanner (scan.c). 0: *f holds the event (its strings NUL-terminated in place),
+ * *used its length in bytes and *nl the newlines in it (both may be NULL); -1: leave it to
+ * jansson (nothing written). With one_line, an event with a newline inside is left to jansson
+ * too (JSONL). */
+int swift_an_fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *used, long *nl,
+                        int one_line);
+
+/* ---------- kineto.c + tensorboard.c ---------- */
+
+/* A small int64 -> double hash map (open addressing; INT64_MIN marks an empty slot). Inline:
+ * the analyses call it once or twice per event. */
+struct swift_an_imap {
+    int64_t *key;
+    double *val;
+    size_t cap, n;
+};
+
+static inline size_t swift_an_imap_slot(size_t cap, int64_t k)
+{
+    return ((uint64_t)k * 0x9e3779b97f4a7c15ULL) & (cap - 1);
+}
+
+static inline void swift_an_imap_grow(struct swift_an_imap *m)
+{
+    size_t nc = m->cap ? m->cap * 2 : 1024;
+    int64_t *nk = malloc(nc * sizeof(*nk));
+    double *nv = malloc(nc * sizeof(*nv));
+    if (!nk || !nv)
+        abort();
+    for (size_t i = 0; i < nc; i++)
+        nk[i] = INT64_MIN;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->key[i] == INT64_MIN)
+            continue;
+        size_t h = swift_an_imap_slot(nc, m->key[i]);
+        while (nk[h] != INT64_MIN)
+            h = (h + 1) & (nc - 1);
+        nk[h] = m->key[i];
+        nv[h] = m->val[i];
+    }
+    free(m->key);
+    free(m->val);
+    m->key = nk;
+    m->val = nv;
+    m->cap = nc;
+}
+
+/* Insert k with value v; a key already present keeps its value. */
+static inline void swift_an_imap_put(struct swift_an_imap *m, int64_t k, double v)
+{
+    if (m->n * 2 + 2 > m->cap)
+        swift_an_imap_grow(m);
+    size_t h = swift_an_imap_slot(m->cap, k);
+    while (m->key[h] != INT64_MIN && m->key[h] != k)
+        h = (h + 1) & (m->cap - 1);
+    if (m->key[h] == INT64_MIN) {
+        m->key[h] = k;
+        m->n++;
+        m->val[h] = v;
+    }
+}
+
+/* The value slot of k, inserted with v when absent. */
+static inline double *swift_an_imap_ref(struct swift_an_imap *m, int64_t k, double v)
+{
+    swift_an_imap_put(m, k, v);
+    size_t h = swift_an_imap_slot(m->cap, k);
+    while (m->key[h] != k)
+        h = (h + 1) & (m->cap - 1);
+    return &m->val[h];
+}
+
+/* 1 and *v (may be NULL) when k is present, else 0. */
+static inline int swift_an_imap_get(const struct swift_an_imap *m, int64_t k, double *v)
+{
+    if (!m->cap)
+        return 0;
+    size_t h = swift_an_imap_slot(m->cap, k);
+    while (m->key[h] != INT64_MIN) {
+        if (m->key[h] == k) {
+            if (v)
+                *v = m->val[h];
+            return 1;
+        }
+        h = (h + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+static inline void swift_an_imap_free(struct swift_an_imap *m)
+{
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof(*m));
+}
+
+/* The TensorBoard plugin's numbers (tensorboard.c): k->steps, avg, avg_total and gpu_util. */
+void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_source *src,
+                          struct swift_an_kineto *k);
+
+/* ---------- analyze.c ---------- */
+
+/* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
+size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
+
+/* ---------- cmdline.c: the command lines of remedies ---------- */
+
+/* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */
+json_t *swift_an_argv_set(json_t *argv, const char *opt, const char *value);
+/* The argv array as one shell-quoted command line (malloc'ed). */
+char *swift_an_argv_quote(json_t *argv);
+/* Current integer value of option `opt` in argv ("--opt N", "--opt=N", '_' for '-'), or dflt. */
+long swift_an_argv_long(json_t *argv, const char *opt, long dflt);
+
+/* ---------- report.c + report_html.c ---------- */
+
+/* o[k] as a number (NAN when absent or not a number) / as a string ("" when not one). */
+double swift_an_jnum(json_t *o, const char *k);
+const char *swift_an_jstr(json_t *o, const char *k);
+/* A short human duration of `us` microseconds ("1.50 ms", "-" when not finite) into b. */
+const char *swift_an_dur(char *b, size_t n, double us);
+/* s cut to fit n bytes with "..." at the end when longer. */
+void swift_an_trunc_name(char *out, size_t n, const char *s);
+/* The HTML page (report_html.c). Returns 0 or -1 (write error). */
+int swift_an_print_html(FILE *fp, json_t *r, int top);
+
+#endif

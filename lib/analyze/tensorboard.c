@@ -1,0 +1,466 @@
+/*
+ * analyze/tensorboard — the TensorBoard profiler plugin's numbers (its overview page): each
+ * event's role (kernel > memcpy > memset > communication > runtime > DataLoader > CPU exec >
+ * other), the steps (ProfilerStep#N, or our "step" spans) extended to the device work they
+ * launched, each step's time claimed by the roles in that order, and GPU utilization over all
+ * steps. See lib/analyze/kineto.h; the HTA numbers are in kineto.c.
+ */
+#include "lib/analyze/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/banned.h"
+
+const char *const swift_an_tbrole_names[SWIFT_TB_NROLE] = {
+    "kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec", "other"};
+
+enum tbtype {
+    TB_NONE,
+    TB_OP,
+    TB_STEP,
+    TB_RUNTIME,
+    TB_KERNEL,
+    TB_MEMCPY,
+    TB_MEMSET,
+    TB_PYTHON,
+    TB_ANN,
+    TB_TRACE
+};
+
+static int lower_eq(const char *a, const char *b)
+{
+    return strcasecmp(a, b) == 0;
+}
+
+static int tb_type(const char *cat, const char *name, int swift)
+{
+    if (swift) {
+        /* our traces: the step thread's "step" spans are the steps; device events and
+         * runtime calls carry Kineto's categories; other host spans are CPU work */
+        if (!strcmp(cat, "step"))
+            return !strcmp(name, "step") ? TB_STEP : TB_OP;
+        if (!strcmp(cat, "kernel"))
+            return TB_KERNEL;
+        if (!strcmp(cat, "gpu_memcpy"))
+            return TB_MEMCPY;
+        if (!strcmp(cat, "gpu_memset"))
+            return TB_MEMSET;
+        if (!strcmp(cat, "cuda_runtime") || !strcmp(cat, "cuda_driver"))
+            return TB_RUNTIME;
+        if (!strcmp(cat, "flow") || !strcmp(cat, "profile"))
+            return TB_NONE;
+        return TB_OP;
+    }
+    if (lower_eq(cat, "cpu_op") || lower_eq(cat, "operator"))
+        return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_OP;
+    if (lower_eq(cat, "user_annotation") || lower_eq(cat, "gpu_user_annotation"))
+        return !strncmp(name, "ProfilerStep#", 13) ? TB_STEP : TB_ANN;
+    if (lower_eq(cat, "runtime") || lower_eq(cat, "cuda_runtime"))
+        return TB_RUNTIME;
+    if (lower_eq(cat, "kernel"))
+        return TB_KERNEL;
+    if (lower_eq(cat, "memcpy") || lower_eq(cat, "gpu_memcpy"))
+        return TB_MEMCPY;
+    if (lower_eq(cat, "memset") || lower_eq(cat, "gpu_memset"))
+        return TB_MEMSET;
+    if (lower_eq(cat, "python"))
+        return TB_PYTHON;
+    if (lower_eq(cat, "trace"))
+        return TB_TRACE;
+    return TB_NONE;
+}
+
+static int is_comm_op(const char *n)
+{
+    static const char *const ops[] = {"nccl:broadcast",
+                                      "nccl:reduce",
+                                      "nccl:all_reduce",
+                                      "nccl:all_gather",
+                                      "nccl:reduce_scatter",
+                                      "gloo:broadcast",
+                                      "gloo:reduce",
+                                      "gloo:all_reduce",
+                                      "gloo:all_gather",
+                                      "gloo:reduce_scatter",
+                                      NULL};
+    for (int i = 0; ops[i]; i++)
+        if (!strcmp(n, ops[i]))
+            return 1;
+    return 0;
+}
+
+struct rt {
+    double b, e;
+    int64_t corr;
+};
+static int cmp_rt(const void *a, const void *b)
+{
+    const struct rt *x = a, *y = b;
+    return (x->b > y->b) - (x->b < y->b);
+}
+struct stepdef {
+    double b, e;
+    int64_t n;
+};
+/* Is step i among the n longest? */
+static int is_worst(const struct stepdef *st, size_t nsteps, size_t i, size_t n)
+{
+    size_t longer = 0;
+    double d = st[i].e - st[i].b;
+    for (size_t j = 0; j < nsteps && longer < n; j++)
+        if (st[j].e - st[j].b > d || (st[j].e - st[j].b == d && j < i))
+            longer++;
+    return longer < n;
+}
+
+static int cmp_stepdef(const void *a, const void *b)
+{
+    const struct stepdef *x = a, *y = b;
+    return (x->b > y->b) - (x->b < y->b);
+}
+
+/* Everything one pass over a source's events collects for the TensorBoard numbers. */
+struct tb {
+    const struct swift_an_source *s;
+    const struct swift_an_strtab *st;
+    int swift; /* our trace (SWIFT_AN_SWIFT) */
+    struct swift_an_ivec role[SWIFT_TB_NROLE];
+    struct swift_an_ivec kern_dev[SWIFT_AN_MAX_DEV];
+    struct stepdef *steps;
+    size_t nsteps;
+    struct rt *rts;
+    size_t nrt;
+    struct swift_an_imap comm_ext;                  /* external ids of communication ops */
+    struct swift_an_imap dev_min, dev_max, dev_cnt; /* device ops per correlation */
+    double cpu_min, cpu_max;
+    double *dmin, *dmax; /* per step: the device ops it launched, first start and last end */
+    long *matched;       /* per step: device ops launched inside it */
+};
+
+/* Pass 1: the external ids of communication ops. */
+static void tb_comm_ops(struct tb *t)
+{
+    const struct swift_an_source *s = t->s;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->cat == SWIFT_AN_NONE)
+            continue;
+        int ty = tb_type(swift_an_str(t->st, e->cat), swift_an_str(t->st, e->name), t->swift);
+        if ((ty == TB_OP || ty == TB_ANN || ty == TB_PYTHON) &&
+            is_comm_op(swift_an_str(t->st, e->name)))
+            swift_an_imap_put(&t->comm_ext, e->ext, 0);
+    }
+}
+
+/* A kernel, memcpy or memset: its role, its device, and its correlation's first start and
+ * last end (for the step extension). */
+static void tb_device_op(struct tb *t, const struct swift_an_ev *e, int ty, double b, double en)
+{
+    if (ty == TB_KERNEL) {
+        if (swift_an_imap_get(&t->comm_ext, e->ext, NULL))
+            swift_an_ivec_push(&t->role[SWIFT_TB_COMM], b, en);
+        else
+            swift_an_ivec_push(&t->role[SWIFT_TB_KERNEL], b, en);
+        /* Kineto: a GPU's pid is its device index; ours: args.device (device 0 when absent),
+         * the pid being the process's */
+        int64_t dev = t->swift ? (e->dev >= 0 ? e->dev : 0) : e->pid;
+        if (dev >= 0 && dev < SWIFT_AN_MAX_DEV)
+            swift_an_ivec_push(&t->kern_dev[dev], b, en);
+    } else if (ty == TB_MEMCPY) {
+        swift_an_ivec_push(&t->role[SWIFT_TB_MEMCPY], b, en);
+    } else {
+        swift_an_ivec_push(&t->role[SWIFT_TB_MEMSET], b, en);
+    }
+    double *mn = swift_an_imap_ref(&t->dev_min, e->corr, b);
+    double *mx = swift_an_imap_ref(&t->dev_max, e->corr, en);
+    double *cnt = swift_an_imap_ref(&t->dev_cnt, e->corr, 0);
+    if (b < *mn)
+        *mn = b;
+    if (en > *mx)
+        *mx = en;
+    *cnt += 1;
+}
+
+static void tb_cpu_span(struct tb *t, double b, double en)
+{
+    if (b < t->cpu_min)
+        t->cpu_min = b;
+    if (en > t->cpu_max)
+        t->cpu_max = en;
+}
+
+/* A host op, annotation or Python span: DataLoader, communication or CPU work. */
+static void tb_host_op(struct tb *t, int ty, const char *nm, double b, double en)
+{
+    if ((!strncmp(nm, "enumerate(DataLoader)#", 22) && strlen(nm) >= 9 &&
+         !strcmp(nm + strlen(nm) - 9, ".__next__")) ||
+        !strncmp(nm, "enumerate(DataPipe)#", 20)) {
+        if (ty != TB_PYTHON) {
+            swift_an_ivec_push(&t->role[SWIFT_TB_DATALOADER], b, en);
+            return;
+        }
+    }
+    if (is_comm_op(nm))
+        swift_an_ivec_push(&t->role[SWIFT_TB_COMM], b, en);
+    else
+        swift_an_ivec_push(&t->role[SWIFT_TB_CPU], b, en);
+    if (ty != TB_ANN)
+        tb_cpu_span(t, b, en);
+}
+
+/* Pass 2: role intervals, runtime calls, steps (sorted by start; one step over all CPU work
+ * when the trace has none). */
+static void tb_collect(struct tb *t)
+{
+    const struct swift_an_source *s = t->s;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->cat == SWIFT_AN_NONE)
+            continue;
+        const char *nm = swift_an_str(t->st, e->name);
+        int ty = tb_type(swift_an_str(t->st, e->cat), nm, t->swift);
+        double b = e->ts, en = e->ts + e->dur;
+        switch (ty) {
+        case TB_KERNEL:
+        case TB_MEMCPY:
+        case TB_MEMSET:
+            tb_device_op(t, e, ty, b, en);
+            break;
+        case TB_RUNTIME:
+            swift_an_ivec_push(&t->role[SWIFT_TB_RUNTIME], b, en);
+            t->rts = realloc(t->rts, (t->nrt + 1) * sizeof(*t->rts));
+            if (!t->rts)
+                abort();
+            t->rts[t->nrt++] = (struct rt){b, en, e->corr};
+            break;
+        case TB_STEP: {
+            int64_t n = t->swift ? (e->step >= 0 ? e->step : (int64_t)t->nsteps)
+                                 : strtoll(nm + 13, NULL, 10);
+            t->steps = realloc(t->steps, (t->nsteps + 1) * sizeof(*t->steps));
+            if (!t->steps)
+                abort();
+            t->steps[t->nsteps++] = (struct stepdef){b, en, n};
+            tb_cpu_span(t, b, en);
+            break;
+        }
+        case TB_OP:
+        case TB_ANN:
+        case TB_PYTHON:
+            tb_host_op(t, ty, nm, b, en);
+            break;
+        default:
+            break;
+        }
+    }
+    if (!t->nsteps && t->cpu_min < t->cpu_max) {
+        t->steps = malloc(sizeof(*t->steps));
+        if (!t->steps)
+            abort();
+        t->steps[t->nsteps++] = (struct stepdef){t->cpu_min, t->cpu_max, 0};
+    }
+    swift_an_sort(t->steps, t->nsteps, sizeof(*t->steps), cmp_stepdef);
+    swift_an_sort(t->rts, t->nrt, sizeof(*t->rts), cmp_rt);
+}
+
+/* _find_device_steps: per step, the device ops launched by runtime calls inside it (dmin,
+ * dmax, matched). Returns the device ops matched over all steps. */
+static long tb_device_steps(struct tb *t)
+{
+    size_t nsteps = t->nsteps;
+    t->dmin = malloc((nsteps + 1) * sizeof(double));
+    t->dmax = malloc((nsteps + 1) * sizeof(double));
+    t->matched = calloc(nsteps + 1, sizeof(long));
+    if (!t->dmin || !t->dmax || !t->matched)
+        abort();
+    size_t is = 0, ir = 0;
+    double smin = INFINITY, smax = -INFINITY;
+    long nmatched = 0;
+    while (is < nsteps && ir < t->nrt) {
+        const struct rt *r = &t->rts[ir];
+        if (r->b < t->steps[is].b) {
+            ir++;
+        } else if (r->e <= t->steps[is].e) {
+            double v;
+            if (swift_an_imap_get(&t->dev_min, r->corr, &v)) {
+                double mx = 0, cnt = 0;
+                swift_an_imap_get(&t->dev_max, r->corr, &mx);
+                swift_an_imap_get(&t->dev_cnt, r->corr, &cnt);
+                if (v < smin)
+                    smin = v;
+                if (mx > smax)
+                    smax = mx;
+                t->matched[is] += (long)cnt;
+                nmatched += (long)cnt;
+            }
+            ir++;
+        } else if (r->b < t->steps[is].e) {
+            ir++;
+        } else {
+            t->dmin[is] = smin, t->dmax[is] = smax;
+            is++;
+            smin = INFINITY, smax = -INFINITY;
+        }
+    }
+    while (is < nsteps) {
+        t->dmin[is] = smin, t->dmax[is] = smax;
+        smin = INFINITY, smax = -INFINITY;
+        is++;
+    }
+    return nmatched;
+}
+
+/* The end of the last device op that ends before step 0's first one (launched before the
+ * first step, or not inside one), or step 0's start. */
+static double tb_first_start(const struct tb *t)
+{
+    const struct swift_an_source *s = t->s;
+    double prev_end = t->steps[0].b;
+    if (t->dmin[0] == INFINITY)
+        return prev_end;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->cat == SWIFT_AN_NONE)
+            continue;
+        int ty = tb_type(swift_an_str(t->st, e->cat), swift_an_str(t->st, e->name), t->swift);
+        if (ty != TB_KERNEL && ty != TB_MEMCPY && ty != TB_MEMSET)
+            continue;
+        double en = e->ts + e->dur;
+        if (en < t->dmin[0] && en > prev_end)
+            prev_end = en;
+    }
+    return prev_end;
+}
+
+/* Steps extended to the device work they launched, back to back; the tail steps whose device
+ * work was cut off by the end of the trace are dropped. */
+static void tb_extend_steps(struct tb *t)
+{
+    double prev_end = tb_first_start(t);
+    for (size_t i = 0; i < t->nsteps; i++) {
+        double b = prev_end > t->steps[i].b ? prev_end : t->steps[i].b;
+        double e = t->steps[i].e;
+        if (t->dmin[i] == INFINITY)
+            e = e > b ? e : b;
+        else {
+            e = e > t->dmax[i] ? e : t->dmax[i];
+            if (e < b)
+                e = b;
+        }
+        t->steps[i].b = b, t->steps[i].e = e;
+        prev_end = e;
+    }
+    if (t->nsteps > 1) {
+        long i = (long)t->nsteps - 1;
+        while (i >= 0 && t->matched[i] == 0)
+            i--;
+        if (i >= 0) {
+            size_t keep = (size_t)i + 1;
+            if (i > 0 && (double)t->matched[i - 1] * 0.8 > (double)t->matched[i])
+                keep = (size_t)i;
+            t->nsteps = keep;
+        }
+    }
+}
+
+/* Role ranges merged; then each step's time claimed in role order (the rest is "other"). */
+static void tb_claim(struct tb *t, struct swift_an_kineto *k)
+{
+    size_t nsteps = t->nsteps;
+    for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
+        t->role[r].n = swift_an_ival_merge(t->role[r].v, t->role[r].n);
+    k->steps = calloc(nsteps + 1, sizeof(*k->steps));
+    if (!k->steps)
+        abort();
+    k->nsteps = nsteps;
+    size_t cap = 16;
+    for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
+        cap += t->role[r].n;
+    struct swift_an_ival *slots = malloc(cap * sizeof(*slots)), *tmp = malloc(cap * sizeof(*tmp)),
+                         *claim = malloc(cap * sizeof(*claim));
+    if (!slots || !tmp || !claim)
+        abort();
+    for (size_t i = 0; i < nsteps; i++) {
+        struct swift_an_tbstep *ts = &k->steps[i];
+        ts->step = t->steps[i].n;
+        ts->b = t->steps[i].b;
+        ts->e = t->steps[i].e;
+        size_t ns = 1;
+        slots[0] = (struct swift_an_ival){ts->b, ts->e};
+        if (ts->e <= ts->b)
+            ns = 0;
+        double claimed = 0;
+        int keep_segs = is_worst(t->steps, nsteps, i, SWIFT_AN_TIMELINE_STEPS);
+        for (int r = 0; r < SWIFT_TB_NROLE - 1; r++) {
+            const struct swift_an_ivec *role = &t->role[r];
+            /* only the role intervals that can meet this step */
+            size_t lo = swift_an_ival_find(role->v, role->n, ts->b), hi = lo;
+            while (hi < role->n && role->v[hi].b < ts->e)
+                hi++;
+            size_t nc = swift_an_ival_and(slots, ns, role->v + lo, hi - lo, claim);
+            ts->role[r] = swift_an_ival_len(claim, nc);
+            claimed += ts->role[r];
+            if (keep_segs)
+                swift_an_seg_add(&ts->seg, &ts->nseg, r, claim, nc, (ts->e - ts->b) / 2000);
+            ns = swift_an_ival_sub(slots, ns, claim, nc, tmp);
+            memcpy(slots, tmp, ns * sizeof(*slots));
+        }
+        ts->role[SWIFT_TB_OTHER] = (ts->e - ts->b) - claimed;
+        if (keep_segs)
+            swift_an_seg_sort(ts->seg, ts->nseg);
+        for (int r = 0; r < SWIFT_TB_NROLE; r++)
+            k->avg[r] += ts->role[r] / (double)nsteps;
+        k->avg_total += (ts->e - ts->b) / (double)nsteps;
+    }
+    free(slots);
+    free(tmp);
+    free(claim);
+}
+
+/* GPU utilization over all steps, per device; we report the first device with kernels. */
+static void tb_gpu_util(struct tb *t, struct swift_an_kineto *k)
+{
+    k->gpu_util = -1;
+    if (!k->nsteps)
+        return;
+    double lo = k->steps[0].b, hi = k->steps[k->nsteps - 1].e;
+    for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
+        if (!t->kern_dev[d].n)
+            continue;
+        size_t n = swift_an_ival_merge(t->kern_dev[d].v, t->kern_dev[d].n);
+        if (hi > lo) {
+            k->gpu_util = swift_an_ival_len_in(t->kern_dev[d].v, n, lo, hi) / (hi - lo);
+            break;
+        }
+    }
+}
+
+void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_source *src,
+                          struct swift_an_kineto *k)
+{
+    struct tb t = {.s = src,
+                   .st = &set->strs,
+                   .swift = src->kind == SWIFT_AN_SWIFT,
+                   .cpu_min = INFINITY,
+                   .cpu_max = -INFINITY};
+    tb_comm_ops(&t);
+    tb_collect(&t);
+    if (tb_device_steps(&t) > 0 && t.nsteps)
+        tb_extend_steps(&t);
+    tb_claim(&t, k);
+    tb_gpu_util(&t, k);
+    free(t.dmin);
+    free(t.dmax);
+    free(t.matched);
+    free(t.steps);
+    free(t.rts);
+    for (int r = 0; r < SWIFT_TB_NROLE; r++)
+        swift_an_ivec_free(&t.role[r]);
+    for (int d = 0; d < SWIFT_AN_MAX_DEV; d++)
+        swift_an_ivec_free(&t.kern_dev[d]);
+    swift_an_imap_free(&t.comm_ext);
+    swift_an_imap_free(&t.dev_min);
+    swift_an_imap_free(&t.dev_max);
+    swift_an_imap_free(&t.dev_cnt);
+}
