@@ -1,4 +1,5 @@
 /* fileio, jsonl, pool, sha256: atomic outputs, positions in errors, parallel-for, known digests. */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -179,6 +181,61 @@ static void test_sha256_vectors(void **state)
     assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
+static void test_alloc_grow_and_dup(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < 1000; i++) {
+        swift_xgrow((void **)&v, &cap, (size_t)i + 1, sizeof(*v));
+        v[i] = i;
+    }
+    assert_true(cap >= 1000);
+    assert_int_equal(v[999], 999);
+    free(v);
+    char *d = swift_xstrndup("abcdef", 3);
+    assert_string_equal(d, "abc");
+    free(d);
+    d = swift_xstrdup("");
+    assert_string_equal(d, "");
+    free(d);
+    void *z = swift_xcalloc(0, 8); /* a unique pointer, never NULL */
+    assert_non_null(z);
+    free(z);
+}
+
+/* Out of memory exits 1 with the size in the message, in a child so the test goes on. */
+static void test_alloc_out_of_memory_exits_1(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    skip(); /* ASan aborts on an impossible allocation before malloc can return NULL */
+#else
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        swift_set_progname("swift-test");
+        volatile size_t n = SIZE_MAX / 2;
+        void *p = swift_xmalloc(n);
+        free(p);
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[256] = {0};
+    ssize_t got = read(fd[0], buf, sizeof(buf) - 1);
+    close(fd[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+    assert_true(got > 0);
+    assert_non_null(strstr(buf, "swift-test: out of memory ("));
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +245,8 @@ int main(void)
         cmocka_unit_test(test_jsonl_line_ceiling),
         cmocka_unit_test(test_pool_covers_each_index_once),
         cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_alloc_grow_and_dup),
+        cmocka_unit_test(test_alloc_out_of_memory_exits_1),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
