@@ -9,6 +9,7 @@
 #   make CUDA=0|1         skip / force the CUDA objects (default: built when nvcc is found)
 #   make install PREFIX=/usr/local
 #   make format-check     clang-format the tree in dry-run mode
+#   make check-layers     the layout's rules (scripts/check-layers.sh, docs/architecture.md)
 #   make V=1              show the commands
 
 O ?= build
@@ -101,7 +102,7 @@ LIBS := $(LIBA) $(KLIBA)
 LDLIBS += $(KERNEL_LDLIBS)
 LINK_CHECK := $(O)/tests/kernels_link_check
 
-.PHONY: FORCE all deps test test-unit test-cli demo bench install format format-check fuzz clean man
+.PHONY: FORCE all deps test test-unit test-cli demo bench install format format-check check-layers fuzz clean man
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -200,6 +201,10 @@ format-check:
 	@clang-format --dry-run --Werror $(FORMAT_SRC) && echo "format-check: ok"
 format:
 	@clang-format -i $(FORMAT_SRC)
+
+# the arrows of DESIGN.md §3 (cmd -> lib -> kernels), one include spelling, file/function sizes
+check-layers:
+	@sh scripts/check-layers.sh
 
 clean:
 	rm -rf $(O)
