@@ -130,7 +130,7 @@ int main(int argc, char **argv)
         .stage = "download", .path = c.trace, .argc = argc, .argv = argv};
     if (swift_trace_open(&tc) < 0)
         return SWIFT_EXIT_FAIL;
-    rc = swift_download_run(&c.d) < 0 ? SWIFT_EXIT_FAIL : SWIFT_EXIT_OK;
+    rc = swift_exit_code(swift_download_run(&c.d));
     swift_trace_close();
     return swift_close_stdout(rc);
 }

@@ -118,7 +118,7 @@ int main(int argc, char **argv)
         .stage = "eval", .path = c.trace, .argc = argc, .argv = argv, .world_size = 1};
     if (swift_trace_open(&tc) < 0)
         return 1;
-    rc = swift_eval_run(&c.o);
+    rc = swift_exit_code(swift_eval_run(&c.o));
     swift_trace_close();
     return swift_close_stdout(rc);
 }

@@ -127,7 +127,7 @@ int main(int argc, char **argv)
     struct swift_trace_config tc = {.stage = "export", .path = c.trace, .argc = argc, .argv = argv};
     if (swift_trace_open(&tc) < 0)
         return 1;
-    rc = swift_export_run(&c.o) < 0 ? SWIFT_EXIT_FAIL : SWIFT_EXIT_OK;
+    rc = swift_exit_code(swift_export_run(&c.o));
     swift_trace_close();
     return swift_close_stdout(rc);
 }

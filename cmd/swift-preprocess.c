@@ -281,7 +281,7 @@ int main(int argc, char **argv)
         free(c.files);
         return SWIFT_EXIT_FAIL;
     }
-    rc = swift_preprocess_run(&c.o);
+    rc = swift_exit_code(swift_preprocess_run(&c.o));
     swift_trace_close();
     free(c.files);
     return swift_close_stdout(rc);

@@ -148,7 +148,7 @@ int main(int argc, char **argv)
         return 1;
     o.paths = argv + argi;
     o.npaths = argc - argi;
-    rc = swift_analyze_run(&o);
+    rc = swift_exit_code(swift_analyze_run(&o));
     swift_trace_close();
     return swift_close_stdout(rc);
 }

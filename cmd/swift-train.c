@@ -9,6 +9,7 @@
 #include "lib/core/error.h"
 #include "lib/model/model_init.h"
 #include "lib/core/fileio.h"
+#include "lib/core/trace.h"
 #include "lib/train/optim.h"
 #include "lib/core/banned.h"
 
@@ -162,6 +163,21 @@ static int init_model(const struct cli *c, int noperands)
     return swift_close_stdout(rc < 0 ? SWIFT_EXIT_FAIL : 0);
 }
 
+/* The ranks and the device first: this rank's trace needs them. */
+static int train(const struct swift_train_opts *o)
+{
+    int st;
+    struct swift_train *t = swift_train_new(o, &st);
+    if (!t)
+        return st;
+    struct swift_trace_config tc;
+    swift_train_trace_config(t, &tc);
+    st = swift_trace_open(&tc) < 0 ? SWIFT_FAILED : swift_train_run(t);
+    st = swift_train_free(t, st);
+    swift_trace_close();
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     swift_set_progname(argv[0]);
@@ -185,5 +201,5 @@ int main(int argc, char **argv)
         return swift_usage("missing --output-dir DIR");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
-    return swift_close_stdout(swift_train_run(&c.o));
+    return swift_close_stdout(swift_exit_code(train(&c.o)));
 }

@@ -767,12 +767,12 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
         swift_error(
             "%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
         swift_an_set_release(&set);
-        return 1;
+        return SWIFT_FAILED;
     }
     if (!set.n) {
         swift_error("no trace could be read");
         swift_an_set_release(&set);
-        return 1;
+        return SWIFT_FAILED;
     }
     if (set.nfailed)
         swift_warn(
@@ -784,12 +784,12 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
     json_t *report = swift_an_report_build(&set, procs, n, o);
     swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
     if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
-        rc = 1;
+        rc = SWIFT_FAILED;
     if (rc == 0 && swift_an_report_write(report, o->format, o->output, o->top) < 0)
-        rc = 1;
+        rc = SWIFT_FAILED;
     if (rc == 0 && o->fail_on && max_severity(report) >= o->fail_on) {
         swift_error("bottleneck at or above --fail-on level found");
-        rc = 1;
+        rc = SWIFT_FAILED;
     }
     json_decref(report);
     swift_an_procs_free(procs, n);

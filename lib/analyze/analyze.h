@@ -132,7 +132,7 @@ struct swift_analyze_opts {
 };
 void swift_analyze_opts_default(struct swift_analyze_opts *o);
 
-/* Load, analyse, report. Returns the exit code (0, or 1 after reporting). */
+/* Load, analyse, report. Returns 0, or SWIFT_FAILED after reporting (lib/core/error.h). */
 int swift_analyze_run(const struct swift_analyze_opts *o);
 
 /* The pieces, for tests: analyse a loaded set into procs (caller frees with

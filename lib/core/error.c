@@ -127,3 +127,17 @@ int swift_usage(const char *fmt, ...)
     fprintf(out(), "Try '%s --help' for more information.\n", progname);
     return SWIFT_EXIT_USAGE;
 }
+
+int swift_exit_code(int status)
+{
+    switch (status) {
+    case SWIFT_DONE:
+        return SWIFT_EXIT_OK;
+    case SWIFT_MISUSED:
+        return SWIFT_EXIT_USAGE;
+    case SWIFT_STOPPED:
+        return SWIFT_EXIT_INTERRUPTED;
+    default:
+        return SWIFT_EXIT_FAIL;
+    }
+}

@@ -24,6 +24,20 @@ enum swift_exit {
     SWIFT_EXIT_INTERRUPTED = 75 /* stopped cleanly after a checkpoint, safe to requeue */
 };
 
+/*
+ * What a stage's swift_X_run() returns. Library code decides no exit code: it returns 0, or -1
+ * after reporting the error, or one of these for the two outcomes an exit code must tell apart;
+ * only cmd/ maps the result to an exit code, with swift_exit_code().
+ */
+enum swift_status {
+    SWIFT_DONE = 0,
+    SWIFT_FAILED = -1,   /* reported; exit 1 */
+    SWIFT_MISUSED = -2,  /* reported as a usage error (swift_usage); exit 2 */
+    SWIFT_STOPPED = -75, /* stopped cleanly after a checkpoint (SIGTERM/SIGUSR1); exit 75 */
+};
+/* 0 -> 0, SWIFT_MISUSED -> 2, SWIFT_STOPPED -> 75, any other negative value -> 1. */
+int swift_exit_code(int status);
+
 /* Set the program name used as the message prefix; takes the basename of argv0. */
 void swift_set_progname(const char *argv0);
 const char *swift_progname(void);

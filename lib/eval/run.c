@@ -51,14 +51,14 @@ static void find_eos(struct swift_eval_runner *r)
 
 /* Load the model (with its adapters), the tokenizer, the stop ids and the prompter into r, and
  * settle --max-length (0: the model's max_position_embeddings, at most 4096). Returns 0, -1, or
- * -2 for a usage error (--device). Whatever was loaded is freed by runner_release. */
+ * SWIFT_MISUSED for a usage error (--device). Whatever was loaded is freed by runner_release. */
 static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
 {
     const struct swift_eval_opts *o = oo;
     struct swift_backend be;
     int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
     if (brc)
-        return brc > 0 ? -2 : -1;
+        return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
     if (swift_model_load(&r->m, o->model, be.ops, 1) < 0)
         return -1;
     r->have_model = 1;
@@ -256,5 +256,5 @@ out:
     free(sets);
     json_decref(recs);
     runner_release(&r);
-    return rc == -2 ? 2 : rc < 0 ? 1 : 0; /* -2: usage (--device) */
+    return rc == SWIFT_MISUSED ? SWIFT_MISUSED : rc < 0 ? SWIFT_FAILED : SWIFT_DONE;
 }

@@ -58,7 +58,8 @@ struct swift_eval_opts {
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);
-/* Run; returns 0, or 1 after reporting a failure or a regression. */
+/* Run; returns 0, SWIFT_FAILED after reporting a failure or a regression, or SWIFT_MISUSED
+ * (--device names a device this machine cannot use). */
 int swift_eval_run(const struct swift_eval_opts *o);
 
 #endif

@@ -594,12 +594,12 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
     struct swift_tokenizer *tok = NULL;
     int64_t t0 = swift_trace_now();
     if (swift_tokenizer_load(&tok, o->tokenizer) < 0)
-        return SWIFT_EXIT_FAIL;
+        return SWIFT_FAILED;
     swift_trace_span("io", "load_tokenizer", t0, swift_trace_now(), NULL, 0);
     r.c.tok = tok;
     if (prepare(o, &r.c) < 0) {
         swift_tokenizer_free(tok);
-        return SWIFT_EXIT_FAIL;
+        return SWIFT_FAILED;
     }
     int rc = start_workers(&r);
     int ninputs = o->ninputs ? o->ninputs : 1;
@@ -623,5 +623,5 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
         swift_atomic_dir_abort(tmpdir);
     release(&r);
     swift_tokenizer_free(tok);
-    return rc < 0 ? SWIFT_EXIT_FAIL : SWIFT_EXIT_OK;
+    return rc < 0 ? SWIFT_FAILED : SWIFT_DONE;
 }

@@ -46,7 +46,7 @@ struct swift_preprocess_opts {
     unsigned long long shard_tokens;
 };
 
-/* Returns the exit code: 0, 1 (failed; reported), never 2. */
+/* Returns 0, or SWIFT_FAILED after reporting (lib/core/error.h). */
 int swift_preprocess_run(const struct swift_preprocess_opts *o);
 
 #endif

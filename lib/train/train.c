@@ -1,5 +1,5 @@
 /*
- * train — swift_train_run (train.h): setup, the step loop, teardown. The step loop
+ * train — swift_train_new/run/free (train.h): setup, the step loop, teardown. The step loop
  * (train_loop) reads top to bottom; what it calls lives in the files internal.h lists: the
  * loader's prefetched micro-batches, the objective's forward and backward (objective.h), the
  * ranks' sums (sync.c), AdamW (optim.h), records (log.c), eval and checkpoints.
@@ -69,8 +69,8 @@ static int end_ranks(struct swift_dist *d, int failed, int rc)
     return rc;
 }
 
-/* Threads, --profile, the ranks, the device, the trace and the signal handlers. Returns 0, or
- * an exit code after undoing what it did. */
+/* Threads, --profile, the ranks, the device. Returns 0, or a status (SWIFT_FAILED,
+ * SWIFT_MISUSED) after undoing what it did. */
 static int start(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
@@ -83,19 +83,19 @@ static int start(struct run *r)
         char err[256];
         if (swift_profile_parse(o->profile, &r->prof, err, sizeof(err)) < 0) {
             swift_error("--profile: %s", err);
-            return SWIFT_EXIT_USAGE;
+            return SWIFT_MISUSED;
         }
     }
     /* ranks: MPI only under a launcher (mpirun, srun); one trace file per rank */
     if (swift_dist_init(D, o->dist_timeout) < 0)
-        return end_ranks(D, 1, SWIFT_EXIT_FAIL);
+        return end_ranks(D, 1, SWIFT_FAILED);
     /* the device: ranks on one host take one GPU each unless --device names it */
     int brc = swift_backend_select_rank(&r->be, o->device, D->local_rank);
     if (brc) /* a GPU missing on one rank: the others must not wait for it */
-        return end_ranks(D, brc<0, brc> 0 ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL);
+        return end_ranks(D, brc<0, brc> 0 ? SWIFT_MISUSED : SWIFT_FAILED);
     /* gradients and parameters are backend memory: staged through the host over MPI, or NCCL */
     if (swift_dist_use_backend(D, r->be.ops, r->be.cuda, r->be.index) < 0)
-        return end_ranks(D, 1, SWIFT_EXIT_FAIL);
+        return end_ranks(D, 1, SWIFT_FAILED);
     if (D->world > 1)
         swift_info("rank %d of %d on %s (local rank %d, %s%s%s), clock offset to rank 0 "
                    "%.1f us (round trip %.1f us)",
@@ -108,26 +108,20 @@ static int start(struct run *r)
                    D->job_id ? D->job_id : "",
                    D->clock_offset_us,
                    D->min_rtt_us);
-    struct swift_trace_config tc = {.stage = "train",
-                                    .path = o->trace,
-                                    .rank = D->rank,
-                                    .world_size = D->world,
-                                    .device = r->be.name,
-                                    .argc = o->argc,
-                                    .argv = o->argv,
-                                    .clock_offset_us = D->clock_offset_us};
-    if (swift_trace_open(&tc) < 0)
-        return end_ranks(D, 1, SWIFT_EXIT_FAIL);
-    /* from here on SIGTERM/SIGUSR1 only set a flag: a signal during loading still ends in a
-     * checkpoint after the first step and exit 75 (after the trace's own handlers, which
-     * would otherwise end the process) */
+    return 0;
+}
+
+/* From here on SIGTERM/SIGUSR1 only set a flag: a signal during loading still ends in a
+ * checkpoint after the first step and exit 75. Installed after the trace is open, whose own
+ * handlers would otherwise end the process. */
+static void catch_stop_signals(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
-    return 0;
 }
 
 /* The model (full resumes load the checkpoint's weights; LoRA loads the base then the
@@ -314,9 +308,8 @@ static int finish(struct run *r, int rc)
     swift_model_free(&r->m);
     free(r->config_path);
     free(r->resume);
-    swift_trace_close();
     /* after a failure MPI_Finalize would wait for ranks that are still training */
-    return end_ranks(&r->dist, rc != SWIFT_EXIT_OK && rc != SWIFT_EXIT_INTERRUPTED, rc);
+    return end_ranks(&r->dist, rc != SWIFT_DONE && rc != SWIFT_STOPPED, rc);
 }
 
 /* ---- the step loop ---- */
@@ -376,11 +369,11 @@ static int finish_steps(struct run *r, int saved_last)
     long last = r->max_steps;
     int ran = last > r->step0;
     if (r->val && (r->eval_steps <= 0 || last % r->eval_steps) && ran && train_eval(r, last) < 0)
-        return SWIFT_EXIT_FAIL;
+        return SWIFT_FAILED;
     if (!saved_last && ran && train_save_checkpoint(r, last) < 0)
-        return SWIFT_EXIT_FAIL;
+        return SWIFT_FAILED;
     train_log_done(r);
-    return SWIFT_EXIT_OK;
+    return SWIFT_DONE;
 }
 
 static const char *signal_name(void)
@@ -390,7 +383,7 @@ static const char *signal_name(void)
                                     : "a signal on another rank";
 }
 
-/* Returns the exit code: 0, 1 (reported) or 75 (stopped by a signal after a checkpoint). */
+/* Returns 0, -1 (reported) or SWIFT_STOPPED (stopped by a signal after a checkpoint). */
 static int train_loop(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
@@ -414,27 +407,27 @@ static int train_loop(struct run *r)
         train_loader_release(&r->loader);
         int stop = stop_signal != 0; /* a signal on any rank stops all */
         if (bad < 0 || train_sync_grads(r, step + 1, &s, &stop) < 0)
-            return SWIFT_EXIT_FAIL;
+            return SWIFT_FAILED;
         double loss = s.loss.count ? s.loss.sum / (double)s.loss.count : 0.0;
         if (!isfinite(loss)) {
             swift_error("loss is %s at step %ld; stopping", isnan(loss) ? "nan" : "inf", step + 1);
-            return SWIFT_EXIT_FAIL;
+            return SWIFT_FAILED;
         }
 
         /* gradient norm (logged before clipping), clipping, AdamW */
         int64_t to = swift_trace_now();
         double gnorm;
         if (train_grad_norm(r, step + 1, &gnorm) < 0)
-            return SWIFT_EXIT_FAIL;
+            return SWIFT_FAILED;
         if (!isfinite(gnorm)) {
             swift_error("gradient norm is %s at step %ld; stopping",
                         isnan(gnorm) ? "nan" : "inf",
                         step + 1);
-            return SWIFT_EXIT_FAIL;
+            return SWIFT_FAILED;
         }
         swift_adamw_step(&r->opt, (float)lr, swift_clip_scale(gnorm, o->max_grad_norm));
         if (train_sync_params(r, step + 1) < 0)
-            return SWIFT_EXIT_FAIL;
+            return SWIFT_FAILED;
         int64_t te = swift_trace_now();
         swift_trace_span("optim", "optimizer", to, te, NULL, 0);
 
@@ -443,32 +436,70 @@ static int train_loop(struct run *r)
         train_log_step(r, &(struct train_step_stats){gs, t0, te, ntokens, loss, gnorm, lr, &s});
         saved_last = 0;
         if (r->val && r->eval_steps > 0 && gs % r->eval_steps == 0 && train_eval(r, gs) < 0)
-            return SWIFT_EXIT_FAIL;
+            return SWIFT_FAILED;
         if ((o->save_steps > 0 && gs % o->save_steps == 0) || stop) {
             if (train_save_checkpoint(r, gs) < 0)
-                return SWIFT_EXIT_FAIL;
+                return SWIFT_FAILED;
             saved_last = 1;
         }
         if (stop) {
             swift_info("%s: checkpoint-%ld written; exiting with 75", signal_name(), gs);
-            return SWIFT_EXIT_INTERRUPTED;
+            return SWIFT_STOPPED;
         }
     }
     return finish_steps(r, saved_last);
 }
 
-int swift_train_run(const struct swift_train_opts *o)
-{
+struct swift_train {
     struct run R;
-    memset(&R, 0, sizeof(R));
-    R.o = o;
-    int rc = start(&R);
-    if (rc != 0)
-        return rc;
+};
+
+struct swift_train *swift_train_new(const struct swift_train_opts *o, int *status)
+{
+    struct swift_train *t = calloc(1, sizeof(*t));
+    if (!t) {
+        *status = swift_error("out of memory");
+        return NULL;
+    }
+    t->R.o = o;
+    *status = start(&t->R);
+    if (*status != 0) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void swift_train_trace_config(const struct swift_train *t, struct swift_trace_config *tc)
+{
+    const struct run *r = &t->R;
+    memset(tc, 0, sizeof(*tc));
+    tc->stage = "train";
+    tc->path = r->o->trace;
+    tc->rank = r->dist.rank;
+    tc->world_size = r->dist.world;
+    tc->device = r->be.name;
+    tc->argc = r->o->argc;
+    tc->argv = r->o->argv;
+    tc->clock_offset_us = r->dist.clock_offset_us;
+}
+
+int swift_train_run(struct swift_train *t)
+{
+    struct run *r = &t->R;
+    catch_stop_signals();
     int rerr;
-    R.resume = train_resolve_resume(o, &rerr);
+    r->resume = train_resolve_resume(r->o, &rerr);
     if (rerr)
-        return end_ranks(&R.dist, 1, SWIFT_EXIT_FAIL);
-    rc = prepare(&R) < 0 ? SWIFT_EXIT_FAIL : train_loop(&R);
-    return finish(&R, rc);
+        return SWIFT_FAILED;
+    return prepare(r) < 0 ? SWIFT_FAILED : train_loop(r);
+}
+
+int swift_train_free(struct swift_train *t, int status)
+{
+    if (!t)
+        return status;
+    status = finish(&t->R, status);
+    free(t);
+    return status;
 }

@@ -1,10 +1,19 @@
 /*
- * train — the training loop behind swift-train: shards in, a run directory out (DESIGN.md §1).
+ * train — the training loop behind swift-train: shards in, a run directory out
+ * (docs/formats.md "Run directory").
  *
  *     struct swift_train_opts o;
  *     swift_train_opts_init(&o);           // ms-swift's defaults
  *     o.model = "models/tiny"; o.dataset = "shards"; o.output_dir = "run";
- *     int rc = swift_train_run(&o);        // 0, 1 (failed, reported), 75 (checkpointed on signal)
+ *     int st;
+ *     struct swift_train *t = swift_train_new(&o, &st);   // the ranks and the device
+ *     if (!t)
+ *         return swift_exit_code(st);
+ *     struct swift_trace_config tc;
+ *     swift_train_trace_config(t, &tc);    // this rank's trace: the caller opens it
+ *     st = swift_trace_open(&tc) < 0 ? SWIFT_FAILED : swift_train_run(t);
+ *     st = swift_train_free(t, st);        // 0, SWIFT_FAILED (reported), SWIFT_STOPPED
+ *     swift_trace_close();
  *
  * What it does, in order: everything that can be wrong with the inputs is checked before the
  * first step (config.json and weights, shard CRCs, tokenizer sha256 of the shards against the
@@ -14,13 +23,13 @@
  * and gradient clipping; logging.jsonl records (ms-swift's keys plus tokens/s and MFU, also
  * printed on stdout); checkpoint-N/ every --save-steps (weights or adapter, optimizer state,
  * trainer_state.json with the data position), --save-total-limit, eval loss every --eval-steps.
- * SIGTERM/SIGUSR1 finish the current step, write a checkpoint and return 75. A non-finite loss
- * returns 1 naming the step. --resume continues bit for bit (CPU).
+ * SIGTERM/SIGUSR1 finish the current step, write a checkpoint and return SWIFT_STOPPED (exit 75).
+ * A non-finite loss fails naming the step. --resume continues bit for bit (CPU).
  *
  * Under mpirun/srun (lib/train/dist.h, docs/distributed.md) every rank trains on a disjoint slice
  * of each global batch of ranks x batch x accumulation samples, gradients are summed over ranks,
  * rank 0 alone writes logging.jsonl, stdout and checkpoints, and a signal on any rank stops all
- * of them at the same step (checkpoint, 75). The data position is global: a checkpoint resumes
+ * of them at the same step (checkpoint, exit 75). The data position is global: a checkpoint resumes
  * on any number of ranks with the same global batch.
  *
  * The loss is an objective (lib/train/objective.h: SFT today; how to add DPO, a reward model);
@@ -75,8 +84,21 @@ struct swift_train_opts {
 };
 
 void swift_train_opts_init(struct swift_train_opts *o);
-/* Run; returns an exit code (0, 1, 75). Errors are reported before returning 1. */
-int swift_train_run(const struct swift_train_opts *o);
+
+struct swift_train; /* one run of this process: its rank, device, model, data */
+struct swift_trace_config;
+/* Threads, --profile, the ranks (MPI under mpirun/srun), the device. NULL after reporting, with
+ * *status SWIFT_FAILED or SWIFT_MISUSED. o must outlive the run. */
+struct swift_train *swift_train_new(const struct swift_train_opts *o, int *status);
+/* What this rank's trace must say (stage, rank, world size, device, clock offset to rank 0);
+ * the caller opens it before swift_train_run and closes it after swift_train_free. */
+void swift_train_trace_config(const struct swift_train *t, struct swift_trace_config *tc);
+/* Load, check, train, checkpoint: 0, SWIFT_FAILED (reported) or SWIFT_STOPPED (checkpointed
+ * after SIGTERM/SIGUSR1). */
+int swift_train_run(struct swift_train *t);
+/* Release the run and leave the ranks (no MPI_Finalize after a failure: the others may be
+ * waiting); returns status, or SWIFT_FAILED if the release itself failed. NULL is a no-op. */
+int swift_train_free(struct swift_train *t, int status);
 /* Measured single-precision GEMM rate of this machine (GFLOP/s) with the current threads. */
 double swift_sgemm_peak_gflops(void);
 
