@@ -202,7 +202,7 @@ format-check:
 format:
 	@clang-format -i $(FORMAT_SRC)
 
-# the arrows of DESIGN.md §3 (cmd -> lib -> kernels), one include spelling, file/function sizes
+# the arrows of docs/architecture.md (cmd -> lib -> kernels), one include spelling, file/function sizes
 check-layers:
 	@sh scripts/check-layers.sh
 

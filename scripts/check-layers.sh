@@ -1,5 +1,5 @@
 #!/bin/sh
-# check-layers — the arrows of DESIGN.md §3 run down only: cmd/ -> lib/ -> kernels/.
+# check-layers — the arrows of docs/architecture.md run down only: cmd/ -> lib/ -> kernels/.
 #
 #   sh scripts/check-layers.sh [ROOT]        (make check-layers; run by .ci/run)
 #

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages swift-tools needs; quick when they are all present.
-# One list for the build, the tests, the demo and CI (DESIGN.md section 4).
+# One list for the build, the tests, the demo and CI (README.md, docs/architecture.md).
 set -eu
 PKGS="gcc make pkg-config git ca-certificates
 libjansson-dev zlib1g-dev libarchive-dev libcurl4-openssl-dev libssl-dev

@@ -40,7 +40,7 @@ void swift_an_kineto_opts_default(struct swift_an_kineto_opts *o)
     o->hta_rounding = 1;
 }
 
-/* HTA hta/common/types.py + utils.get_kernel_type at f4d0062c (REFERENCE.md §1.1); re.match
+/* HTA hta/common/types.py + utils.get_kernel_type at f4d0062c; re.match
  * anchors at the start, as PCRE2_ANCHORED does. */
 static const char *const re_src[3] = {
     "(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)",
@@ -166,7 +166,7 @@ static void hta_rows(struct ctx *c)
                 last_step_start = r->ts;
         }
     }
-    /* HTA (f4d0062c, REFERENCE.md §1.1) does not filter MTIA traces */
+    /* HTA (f4d0062c) does not filter MTIA traces */
     uint32_t mtia = swift_an_lookup(st, "mtia_ccp_events");
     int is_mtia = 0;
     for (size_t i = 0; i < s->n && mtia != SWIFT_AN_NONE && !is_mtia; i++)

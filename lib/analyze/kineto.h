@@ -1,6 +1,7 @@
 /*
  * analyze/kineto — the analyses of PyTorch profiler (Kineto) traces, with the definitions of the
- * tools users compare us with (../shared/data/traces/REFERENCE.md):
+ * tools users compare us with (the figures HTA and TensorBoard compute on real traces are
+ * the expectations of tests/unit/test_analyze.c and tests/cli/trace-analyze.bats):
  *
  *  - HTA (Holistic Trace Analysis): ns rounding, irrelevant-kernel filtering, temporal breakdown
  *    (idle / compute / non-compute), idle time by cause per stream (host_wait, kernel_wait,

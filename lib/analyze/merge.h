@@ -2,7 +2,7 @@
  * analyze/merge — one Perfetto-loadable trace from every input (--merge OUT.json[.gz]).
  *
  * JSON Object format {"traceEvents":[...]} with µs timestamps and no displayTimeUnit (Perfetto
- * and chrome://tracing read ts as µs; REFERENCE.md §6). Every input is re-read as a stream, so
+ * and chrome://tracing read ts as µs). Every input is re-read as a stream, so
  * memory does not grow with the trace. pids are remapped per input so they never collide (GPU
  * pids are local device indices in Kineto traces): input i's pid p becomes
  * (i+1)*10000000 + p mod 10000000 (Linux pids stay below 2^22); flow ids are offset per input

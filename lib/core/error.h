@@ -10,7 +10,8 @@
  *     return swift_error_at(path, lineno, "expected object, got %s", kind);
  *
  * Messages go to stderr as "swift-X: message" or "swift-X:FILE:LINE: message": lowercase,
- * no final period (GNU error(3)). Exit codes are fixed for every command (STYLE.md).
+ * no final period (GNU error(3)). Exit codes are fixed for every command
+ * (docs/architecture.md, "The cmd/lib contract").
  */
 #ifndef SWIFT_ERROR_H
 #define SWIFT_ERROR_H

@@ -1,6 +1,6 @@
 /*
  * record — the one writer of a stdout record: one compact JSON object per line, keys in
- * insertion order, as STYLE.md's "Streams" asks (`swift-eval … | jq .accuracy`).
+ * insertion order, as docs/architecture.md's cmd/lib contract asks (`swift-eval … | jq .accuracy`).
  *
  *     json_t *rec = json_pack("{s:i,s:s}", "version", 1, "format", "gguf");
  *     if (rec)

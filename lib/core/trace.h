@@ -1,5 +1,5 @@
 /*
- * trace — trace events from every swift-tools program (DESIGN.md §2, docs/trace-schema.md).
+ * trace — trace events from every swift-tools program (docs/trace-schema.md).
  *
  * One Chrome Trace Event object per line (JSONL), so a file is readable line by line even when
  * the writer was killed, and swift-trace-analyze can stream it. Timestamps are CLOCK_REALTIME

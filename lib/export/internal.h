@@ -7,7 +7,8 @@
 
 #include "lib/formats/gguf.h"
 
-/* What the GGUF converter needs from config.json (FORMATS-REFERENCE §4.3). */
+/* What the GGUF converter needs from config.json (the keys llama.cpp's convert_hf_to_gguf.py reads;
+ * docs/export.md). */
 struct swift_hparams {
     char arch[32]; /* "llama" | "qwen2" | "qwen3" */
     int64_t vocab_size, hidden, ffn, layers, heads, kv_heads, head_dim, ctx;

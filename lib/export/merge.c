@@ -307,11 +307,7 @@ static void print_summary(const struct merge_job *j, double t0)
                           (json_int_t)j->bytes,
                           "seconds",
                           now_s() - t0);
-    if (r) {
-        json_dumpf(r, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
-        fputc('\n', stdout);
-        json_decref(r);
-    }
+    swift_export_summary(r);
 }
 
 int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
