@@ -1,4 +1,5 @@
 #include "lib/core/fileio.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <dirent.h>
@@ -19,29 +20,31 @@ static char *dirname_of(const char *path)
 {
     const char *s = strrchr(path, '/');
     if (!s)
-        return strdup(".");
+        return swift_xstrdup(".");
     if (s == path)
-        return strdup("/");
-    return strndup(path, (size_t)(s - path));
+        return swift_xstrdup("/");
+    return swift_xstrndup(path, (size_t)(s - path));
 }
 
 char *swift_asprintf(const char *fmt, ...)
 {
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        abort();
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    if (n < 0) /* an encoding error in the format: a bug */
+        abort();
+    char *s = swift_xmalloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
     return s;
 }
 
 char *swift_path_join(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
-    char *r = malloc(la + lb + 2);
-    if (!r)
-        abort();
+    char *r = swift_xmalloc(la + lb + 2);
     memcpy(r, a, la);
     size_t n = la;
     if (la && a[la - 1] != '/')
@@ -67,10 +70,8 @@ int swift_atomic_open(struct swift_atomic *af, const char *path)
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(dir) + strlen(base) + 64;
-    af->tmp = malloc(n);
-    af->path = strdup(path);
-    if (!af->tmp || !af->path || !dir)
-        abort();
+    af->tmp = swift_xmalloc(n);
+    af->path = swift_xstrdup(path);
     snprintf(af->tmp,
              n,
              "%s/.%s.tmp-%d-%d",
@@ -88,8 +89,12 @@ int swift_atomic_open(struct swift_atomic *af, const char *path)
         return rc;
     }
     af->fp = fdopen(fd, "wb");
-    if (!af->fp)
-        abort();
+    if (!af->fp) {
+        int rc = swift_error_errno("cannot open '%s'", af->tmp);
+        close(fd);
+        swift_atomic_abort(af);
+        return rc;
+    }
     return 0;
 }
 
@@ -155,9 +160,7 @@ int swift_copy_file(const char *src, const char *dst)
 
 int swift_mkdirs(const char *path, int mode)
 {
-    char *p = strdup(path);
-    if (!p)
-        abort();
+    char *p = swift_xstrdup(path);
     for (char *s = p + 1; *s; s++) {
         if (*s != '/')
             continue;
@@ -222,9 +225,7 @@ int swift_atomic_dir_begin(const char *final, char **tmp)
         return -1;
     }
     size_t n = strlen(dir) + strlen(base) + 64;
-    char *t = malloc(n);
-    if (!t)
-        abort();
+    char *t = swift_xmalloc(n);
     snprintf(t, n, "%s/.%s.tmp-%d-%d", dir, base, (int)getpid(), atomic_fetch_add(&tmp_counter, 1));
     free(dir);
     swift_remove_tree(t);
@@ -244,9 +245,7 @@ int swift_atomic_dir_commit(char *tmp, const char *final, int force)
         if (!force)
             return swift_error("'%s' exists (use --force to replace it)", final);
         size_t n = strlen(final) + 64;
-        aside = malloc(n);
-        if (!aside)
-            abort();
+        aside = swift_xmalloc(n);
         snprintf(aside, n, "%s.old-%d", final, (int)getpid());
         if (rename(final, aside)) {
             int rc = swift_error_errno("cannot move '%s' aside", final);
@@ -287,15 +286,11 @@ int swift_read_file(const char *path, size_t max, char **data, size_t *len)
     if (!fp)
         return swift_error_errno("cannot open '%s'", path);
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        abort();
+    char *buf = swift_xmalloc(cap);
     for (;;) {
         if (n + 1 >= cap) {
             cap *= 2;
-            buf = realloc(buf, cap);
-            if (!buf)
-                abort();
+            buf = swift_xrealloc(buf, cap);
         }
         size_t r = fread(buf + n, 1, cap - n - 1, fp);
         n += r;

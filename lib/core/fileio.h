@@ -64,7 +64,7 @@ int swift_close_stdout(int rc);
 /* 1 if path names a directory. */
 int swift_is_dir(const char *path);
 
-/* printf into a malloc'ed string (aborts when out of memory, like the other path helpers). */
+/* printf into a malloc'ed string (never NULL: out of memory dies, lib/core/alloc.h). */
 char *swift_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Join "a" + "/" + "b" into a malloc'ed string. */

@@ -1,4 +1,5 @@
 #include "lib/core/jsonl.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <stdlib.h>
@@ -45,10 +46,7 @@ long swift_jsonl_next_line(struct swift_jsonl *r, char **line)
     for (;;) {
         if (n + 2 > r->cap) {
             size_t nc = r->cap ? r->cap * 2 : 4096;
-            char *nb = realloc(r->buf, nc);
-            if (!nb)
-                return swift_error("out of memory reading '%s'", swift_jsonl_name(r));
-            r->buf = nb;
+            r->buf = swift_xrealloc(r->buf, nc);
             r->cap = nc;
         }
         if (!fgets(r->buf + n, (int)(r->cap - n > 1 << 30 ? 1 << 30 : r->cap - n), r->fp)) {

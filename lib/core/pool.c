@@ -1,4 +1,5 @@
 #include "lib/core/pool.h"
+#include "lib/core/alloc.h"
 #include "lib/core/trace.h"
 
 #include <pthread.h>
@@ -77,16 +78,12 @@ struct swift_pool *swift_pool_new(int nthreads)
 {
     if (nthreads <= 0)
         nthreads = swift_ncpus();
-    struct swift_pool *p = calloc(1, sizeof(*p));
-    if (!p)
-        abort();
+    struct swift_pool *p = swift_xcalloc(1, sizeof(*p));
     p->n = nthreads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
-    p->w = calloc((size_t)nthreads, sizeof(*p->w));
-    if (!p->w)
-        abort();
+    p->w = swift_xcalloc((size_t)nthreads, sizeof(*p->w));
     for (int i = 1; i < nthreads; i++) {
         p->w[i].pool = p;
         p->w[i].id = i;

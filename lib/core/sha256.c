@@ -1,4 +1,5 @@
 #include "lib/core/sha256.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <openssl/evp.h>
@@ -51,9 +52,7 @@ int swift_sha256_file(const char *path, char hex[65])
         return swift_error_errno("cannot open '%s'", path);
     struct swift_sha256 s;
     swift_sha256_init(&s);
-    char *buf = malloc(1 << 20);
-    if (!buf)
-        abort();
+    char *buf = swift_xmalloc(1 << 20);
     size_t n;
     while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
         swift_sha256_update(&s, buf, n);

@@ -1,4 +1,5 @@
 #include "lib/core/trace.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 
@@ -145,9 +146,7 @@ static struct tbuf *get_buf(void)
         if (!atomic_load(&b->in_use))
             break;
     if (!b) {
-        b = calloc(1, sizeof(*b));
-        if (!b)
-            abort();
+        b = swift_xcalloc(1, sizeof(*b));
         b->next = T.bufs;
         T.bufs = b;
     }

@@ -1,6 +1,7 @@
 /* download — swift-download's entry point, its job list, running the jobs, the manifest, locks
  * and filters (see download.h; internal.h says how the files divide the work). */
 #include "lib/download/download.h"
+#include "lib/core/alloc.h"
 
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
@@ -63,7 +64,7 @@ int swift_download_source_kind(const char *s)
 
 int swift_dl_mkparents(const char *path)
 {
-    char *d = dl_xstrdup(path);
+    char *d = swift_xstrdup(path);
     char *slash = strrchr(d, '/');
     int rc = 0;
     if (slash && slash != d) {
@@ -252,9 +253,7 @@ int swift_dl_run_jobs(struct dl *d)
         nj = d->n ? (int)d->n : 1;
     struct swift_pool *pool = swift_pool_new(nj);
     d->nclients = swift_pool_size(pool);
-    d->clients = calloc((size_t)d->nclients, sizeof(*d->clients));
-    if (!d->clients)
-        abort();
+    d->clients = swift_xcalloc((size_t)d->nclients, sizeof(*d->clients));
     struct swift_http_opts ho = {.token = d->token,
                                  .retries = o->retries,
                                  .retry_base = o->retry_delay,
@@ -282,20 +281,15 @@ int swift_dl_run_jobs(struct dl *d)
 void swift_dl_add_job(struct dl *d, size_t *cap, const char *path, char *url, char *local,
                       long long size, const char *sha, const char *blob_id)
 {
-    if (d->n == *cap) {
-        *cap = *cap ? *cap * 2 : 16;
-        d->jobs = realloc(d->jobs, *cap * sizeof(*d->jobs));
-        if (!d->jobs)
-            abort();
-    }
+    swift_xgrow((void **)&d->jobs, cap, d->n + 1, sizeof(*d->jobs));
     struct dl_job *j = &d->jobs[d->n++];
     memset(j, 0, sizeof(*j));
-    j->path = dl_xstrdup(path);
+    j->path = swift_xstrdup(path);
     j->url = url;
     j->local = local;
     j->size = size;
     snprintf(j->sha256, sizeof(j->sha256), "%s", sha ? sha : "");
-    j->blob_id = blob_id ? dl_xstrdup(blob_id) : NULL;
+    j->blob_id = blob_id ? swift_xstrdup(blob_id) : NULL;
     j->status = "pending";
 }
 
@@ -321,12 +315,12 @@ static void dl_release(struct dl *d)
 
 void swift_dl_pick_manifest_name(struct dl *d)
 {
-    d->manifest_name = dl_xstrdup("manifest.json");
+    d->manifest_name = swift_xstrdup("manifest.json");
     for (size_t i = 0; i < d->n; i++) {
         if (!strcmp(d->jobs[i].path, "manifest.json")) {
             swift_warn("the source has its own manifest.json; ours is swift-manifest.json");
             free(d->manifest_name);
-            d->manifest_name = dl_xstrdup("swift-manifest.json");
+            d->manifest_name = swift_xstrdup("swift-manifest.json");
             break;
         }
     }

@@ -2,6 +2,7 @@
  * HTTP, or a local copy), verify it, commit it under its final name, report it. */
 #include "lib/download/download.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -177,9 +178,7 @@ static int link_snapshot(struct dl *d, struct dl_job *j, const char *blob)
     for (const char *c = j->path; *c; c++)
         depth += *c == '/';
     size_t cap = (size_t)depth * 3 + strlen(blob) + 16;
-    char *target = malloc(cap);
-    if (!target)
-        abort();
+    char *target = swift_xmalloc(cap);
     target[0] = 0;
     size_t off = 0;
     for (int i = 0; i < depth; i++)
@@ -304,9 +303,7 @@ static int copy_local(const char *src, const char *part, char sha[65], long long
     struct swift_sha256 s;
     if (swift_sha256_init(&s) < 0)
         abort();
-    char *buf = malloc(1 << 20);
-    if (!buf)
-        abort();
+    char *buf = swift_xmalloc(1 << 20);
     size_t n;
     int rc = 0;
     *size = 0;
@@ -399,7 +396,7 @@ static int fetch_remote(struct dl *d, struct dl_job *j, int worker, char *part, 
     if (d->endpoint && d->kind == SWIFT_HUB_HF && !j->sha256[0] && !j->blob_id && !g->linked &&
         f->resp.etag && strlen(f->resp.etag) == 40 &&
         strspn(f->resp.etag, "0123456789abcdef") == 40)
-        j->blob_id = dl_xstrdup(f->resp.etag); /* HF: the git blob id of a non-LFS file */
+        j->blob_id = swift_xstrdup(f->resp.etag); /* HF: the git blob id of a non-LFS file */
     if (f->resumed_from > 0)
         j->status = "resumed";
     return 0;

@@ -2,6 +2,7 @@
  * or file, a single URL, an archive (see download.h). */
 #include "lib/download/download.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/sha256.h"
@@ -91,7 +92,7 @@ static int hub_list(struct dl *d)
     free(url);
     if (rc < 0)
         return -1;
-    d->commit = dl_xstrdup(ls.commit ? ls.commit : d->rev);
+    d->commit = swift_xstrdup(ls.commit ? ls.commit : d->rev);
     const char *frev = d->kind == SWIFT_HUB_HF && ls.commit ? ls.commit : d->rev;
     size_t cap = 0, skipped = 0;
     for (size_t i = 0; i < ls.n; i++) {
@@ -126,7 +127,7 @@ static char *hub_place(struct dl *d)
     const struct swift_download_opts *o = d->o;
     char *lockpath;
     if (o->output) {
-        d->dir = dl_xstrdup(o->output);
+        d->dir = swift_xstrdup(o->output);
         d->partdir = swift_path_join(o->output, ".swift-download");
         lockpath = swift_path_join(d->partdir, "lock");
     } else if (d->kind == SWIFT_HUB_HF) {
@@ -134,7 +135,7 @@ static char *hub_place(struct dl *d)
         char *snap = swift_path_join(repo, "snapshots");
         d->dir = swift_path_join(snap, d->commit);
         d->blobs = swift_path_join(repo, "blobs");
-        d->partdir = dl_xstrdup(d->blobs);
+        d->partdir = swift_xstrdup(d->blobs);
         char *root = swift_hub_cache_root(d->kind);
         const char *base = strrchr(repo, '/') + 1;
         lockpath = swift_asprintf("%s/.locks/%s/swift-download.lock", root, base);
@@ -196,7 +197,7 @@ int swift_dl_run_hub(struct dl *d)
 static int into_output(struct dl *d, const char *what)
 {
     const struct swift_download_opts *o = d->o;
-    d->dir = dl_xstrdup(o->output);
+    d->dir = swift_xstrdup(o->output);
     d->partdir = swift_path_join(o->output, ".swift-download");
     if (swift_mkdirs(d->dir, 0755) < 0 || swift_mkdirs(d->partdir, 0755) < 0)
         return -1;
@@ -220,7 +221,7 @@ static int walk(struct dl *d, size_t *cap, const char *root, const char *rel, in
 {
     if (depth > 64)
         return swift_error("'%s': directories nested too deep", root);
-    char *dir = rel[0] ? swift_path_join(root, rel) : dl_xstrdup(root);
+    char *dir = rel[0] ? swift_path_join(root, rel) : swift_xstrdup(root);
     DIR *dp = opendir(dir);
     if (!dp) {
         int rc = swift_error_errno("cannot read directory '%s'", dir);
@@ -233,7 +234,7 @@ static int walk(struct dl *d, size_t *cap, const char *root, const char *rel, in
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
             !strcmp(e->d_name, ".swift-download") || !strcmp(e->d_name, ".git"))
             continue;
-        char *r = rel[0] ? swift_path_join(rel, e->d_name) : dl_xstrdup(e->d_name);
+        char *r = rel[0] ? swift_path_join(rel, e->d_name) : swift_xstrdup(e->d_name);
         char *full = swift_path_join(root, r);
         struct stat st;
         if (stat(full, &st) < 0) {
@@ -241,7 +242,8 @@ static int walk(struct dl *d, size_t *cap, const char *root, const char *rel, in
         } else if (S_ISDIR(st.st_mode)) {
             rc = walk(d, cap, root, r, depth + 1);
         } else if (S_ISREG(st.st_mode) && swift_dl_wanted(d->o, r)) {
-            swift_dl_add_job(d, cap, r, NULL, dl_xstrdup(full), (long long)st.st_size, NULL, NULL);
+            swift_dl_add_job(
+                d, cap, r, NULL, swift_xstrdup(full), (long long)st.st_size, NULL, NULL);
         }
         free(full);
         free(r);
@@ -265,7 +267,7 @@ int swift_dl_run_local(struct dl *d, const char *path, int is_dir)
             rc = swift_error("'%s': no file to copy", path);
     } else {
         const char *base = strrchr(abs, '/') + 1;
-        swift_dl_add_job(d, &cap, base, NULL, dl_xstrdup(abs), -1, NULL, NULL);
+        swift_dl_add_job(d, &cap, base, NULL, swift_xstrdup(abs), -1, NULL, NULL);
     }
     free(abs);
     if (rc < 0)
@@ -278,13 +280,11 @@ int swift_dl_run_local(struct dl *d, const char *path, int is_dir)
 static char *url_basename(const char *url)
 {
     size_t n = strcspn(url, "?#");
-    char *u = strndup(url, n);
-    if (!u)
-        abort();
+    char *u = swift_xstrndup(url, n);
     while (n > 0 && u[n - 1] == '/')
         u[--n] = 0;
     const char *b = strrchr(u, '/');
-    char *r = dl_xstrdup(b ? b + 1 : u);
+    char *r = swift_xstrdup(b ? b + 1 : u);
     free(u);
     return r;
 }
@@ -293,7 +293,7 @@ int swift_dl_run_url(struct dl *d)
 {
     const struct swift_download_opts *o = d->o;
     d->token = o->token && *o->token ? o->token : NULL;
-    d->label = dl_xstrdup(o->source);
+    d->label = swift_xstrdup(o->source);
     char *base = url_basename(o->source);
     if (!swift_hub_path_ok(base)) {
         int rc = swift_error("%s: no file name in the URL", o->source);
@@ -301,7 +301,7 @@ int swift_dl_run_url(struct dl *d)
         return rc;
     }
     size_t cap = 0;
-    swift_dl_add_job(d, &cap, base, dl_xstrdup(o->source), NULL, -1, NULL, NULL);
+    swift_dl_add_job(d, &cap, base, swift_xstrdup(o->source), NULL, -1, NULL, NULL);
     free(base);
     return into_output(d, o->source);
 }
@@ -319,11 +319,9 @@ static int on_member(void *ctx, const char *path, long long size)
     (void)size;
     if (nm->n == nm->cap) {
         nm->cap = nm->cap ? nm->cap * 2 : 64;
-        nm->v = realloc(nm->v, nm->cap * sizeof(*nm->v));
-        if (!nm->v)
-            abort();
+        nm->v = swift_xrealloc(nm->v, nm->cap * sizeof(*nm->v));
     }
-    nm->v[nm->n++] = dl_xstrdup(path);
+    nm->v[nm->n++] = swift_xstrdup(path);
     return 0;
 }
 
@@ -346,7 +344,7 @@ static int fetch_archive(struct dl *d, const char *archive)
 {
     const struct swift_download_opts *o = d->o;
     size_t cap = 0;
-    swift_dl_add_job(d, &cap, "archive", dl_xstrdup(o->source), NULL, -1, NULL, NULL);
+    swift_dl_add_job(d, &cap, "archive", swift_xstrdup(o->source), NULL, -1, NULL, NULL);
     d->token = o->token && *o->token ? o->token : NULL;
     struct swift_http h;
     swift_http_init(&h,
@@ -384,7 +382,7 @@ static int extract_into(struct dl *d, const char *archive, const char *tmp, stru
     SWIFT_SPAN_END(tx, "download", "extract");
     if (rc < 0)
         return -1;
-    d->dir = dl_xstrdup(tmp);
+    d->dir = swift_xstrdup(tmp);
     d->n = 0;
     size_t cap = 0;
     for (size_t i = 0; i < nm->n; i++)
@@ -410,15 +408,14 @@ static int extract_into(struct dl *d, const char *archive, const char *tmp, stru
 int swift_dl_run_archive(struct dl *d, const char *local)
 {
     const struct swift_download_opts *o = d->o;
-    char *out = dl_xstrdup(o->output);
+    char *out = swift_xstrdup(o->output);
     size_t n = strlen(out);
     while (n > 1 && out[n - 1] == '/')
         out[--n] = 0;
     const char *slash = strrchr(out, '/');
-    char *parent = slash ? strndup(out, (size_t)(slash - out) + (slash == out)) : dl_xstrdup(".");
+    char *parent =
+        slash ? swift_xstrndup(out, (size_t)(slash - out) + (slash == out)) : swift_xstrdup(".");
     const char *base = slash ? slash + 1 : out;
-    if (!parent)
-        abort();
     int rc = swift_mkdirs(parent, 0755);
     char *lockpath = swift_asprintf("%s/.%s.swift-download.lock", parent, base);
     int lock = rc < 0 ? -1 : swift_dl_take_lock(lockpath, o->source);
@@ -434,8 +431,8 @@ int swift_dl_run_archive(struct dl *d, const char *local)
         rc = swift_error("'%s' already exists; use --force to replace it", out);
         goto done;
     }
-    d->label = dl_xstrdup(o->source);
-    archive = local ? dl_xstrdup(local) : swift_asprintf("%s/.%s.archive", parent, base);
+    d->label = swift_xstrdup(o->source);
+    archive = local ? swift_xstrdup(local) : swift_asprintf("%s/.%s.archive", parent, base);
     if (!local && (rc = fetch_archive(d, archive)) < 0)
         goto done;
     if (swift_atomic_dir_begin(out, &tmp) < 0) {

@@ -1,4 +1,5 @@
 #include "lib/download/extract.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/download/hub.h"
 
@@ -114,9 +115,7 @@ static int check_member(const char *archive, struct archive_entry *e, const char
     *relp = NULL;
     if (raw[0] == '/')
         return swift_error("%s: member '%s': absolute path refused", archive, raw);
-    char *rel = strdup(strip_dot_slash(raw));
-    if (!rel)
-        abort();
+    char *rel = swift_xstrdup(strip_dot_slash(raw));
     size_t rn = strlen(rel);
     while (rn > 0 && rel[rn - 1] == '/')
         rel[--rn] = 0; /* directories end in '/' */
@@ -151,14 +150,10 @@ static int write_member(struct extraction *x, struct archive_entry *e, const cha
     const char *sl = archive_entry_symlink(e);
     const char *hl = archive_entry_hardlink(e);
     /* relative to dest: the process works inside it (NOABSOLUTEPATHS stays meaningful) */
-    char *full = strdup(rel);
-    if (!full)
-        abort();
+    char *full = swift_xstrdup(rel);
     archive_entry_set_pathname(e, full);
     if (hl) {
-        char *h = strdup(strip_dot_slash(hl));
-        if (!h)
-            abort();
+        char *h = swift_xstrdup(strip_dot_slash(hl));
         archive_entry_set_hardlink(e, h);
         free(h);
     }

@@ -1,4 +1,5 @@
 #include "lib/download/http.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <curl/curl.h>
@@ -100,10 +101,7 @@ static char *dup_value(const char *v, size_t n)
         v++;
         n -= 2;
     }
-    char *s = strndup(v, n);
-    if (!s)
-        abort();
-    return s;
+    return swift_xstrndup(v, n);
 }
 
 static int header_is(const char *line, size_t n, const char *name, const char **val, size_t *vn)
@@ -214,9 +212,7 @@ static struct curl_slist *setup(struct swift_http *h, const char *url, struct hd
     struct curl_slist *hdrs = NULL;
     if (h->o.token && *h->o.token) {
         size_t n = strlen(h->o.token) + 32;
-        char *a = malloc(n);
-        if (!a)
-            abort();
+        char *a = swift_xmalloc(n);
         snprintf(a, n, "Authorization: Bearer %s", h->o.token);
         hdrs = curl_slist_append(hdrs, a);
         free(a);
@@ -281,10 +277,7 @@ static size_t on_mem(char *p, size_t size, size_t nmemb, void *ud)
         size_t cap = m->cap ? m->cap : 4096;
         while (cap < m->len + n + 1)
             cap *= 2;
-        char *b = realloc(m->buf, cap);
-        if (!b)
-            abort();
-        m->buf = b;
+        m->buf = swift_xrealloc(m->buf, cap);
         m->cap = cap;
     }
     memcpy(m->buf + m->len, p, n);
@@ -309,10 +302,8 @@ int swift_http_get(struct swift_http *h, const char *url, size_t max, struct swi
         CURLcode rc = curl_easy_perform(h->curl);
         curl_slist_free_all(hdrs);
         curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r->status);
-        r->body = m.buf ? m.buf : strdup("");
+        r->body = m.buf ? m.buf : swift_xstrdup("");
         r->len = m.len;
-        if (!r->body)
-            abort();
         if (m.too_big)
             return swift_error("%s: response larger than %zu bytes", url, max);
         char reason[CURL_ERROR_SIZE + 32];
@@ -363,9 +354,7 @@ static void *hasher_main(void *arg)
 {
     struct hasher *hs = arg;
     static const size_t bs = 1 << 20;
-    char *buf = malloc(bs);
-    if (!buf)
-        abort();
+    char *buf = swift_xmalloc(bs);
     for (;;) {
         pthread_mutex_lock(&hs->mu);
         while (hs->hashed == hs->avail && !hs->stop)
@@ -553,7 +542,7 @@ static CURLcode perform_attempt(struct swift_http *h, struct fetch_state *s, str
     curl_easy_getinfo(h->curl, CURLINFO_EFFECTIVE_URL, &eff);
     if (eff) {
         free(f->resp.effective_url);
-        f->resp.effective_url = strdup(eff);
+        f->resp.effective_url = swift_xstrdup(eff);
     }
     return cc;
 }

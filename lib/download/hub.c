@@ -1,4 +1,5 @@
 #include "lib/download/hub.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 
@@ -23,14 +24,6 @@ const char *const swift_hub_default_excludes[] = {"*.zip",
                                                   "*.ot",
                                                   "*.h5",
                                                   NULL};
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
 
 int swift_hub_path_ok(const char *p)
 {
@@ -124,18 +117,13 @@ static int add_file(struct swift_hub_listing *ls, size_t *cap, const char *name,
             return swift_error("%s: file '%.200s' listed twice", name, path);
     if (ls->n >= SWIFT_HUB_MAX_FILES)
         return swift_error("%s: more than %d files", name, SWIFT_HUB_MAX_FILES);
-    if (ls->n == *cap) {
-        *cap = *cap ? *cap * 2 : 16;
-        ls->files = realloc(ls->files, *cap * sizeof(*ls->files));
-        if (!ls->files)
-            abort();
-    }
+    swift_xgrow((void **)&ls->files, cap, ls->n + 1, sizeof(*ls->files));
     struct swift_hub_file *f = &ls->files[ls->n++];
     memset(f, 0, sizeof(*f));
-    f->path = xstrdup(path);
+    f->path = swift_xstrdup(path);
     f->size = size;
     set_sha(f->sha256, sha);
-    f->blob_id = blob && is_hex(blob, 40) ? xstrdup(blob) : NULL;
+    f->blob_id = blob && is_hex(blob, 40) ? swift_xstrdup(blob) : NULL;
     f->lfs = lfs;
     return 0;
 }
@@ -171,7 +159,7 @@ static int parse_hf_info(json_t *root, const char *name, struct swift_hub_listin
 {
     json_t *sha = json_object_get(root, "sha");
     if (json_is_string(sha))
-        ls->commit = xstrdup(json_string_value(sha));
+        ls->commit = swift_xstrdup(json_string_value(sha));
     json_t *sib = json_object_get(root, "siblings");
     if (!json_is_array(sib))
         return swift_error("%s: no \"siblings\" list in the answer", name);
@@ -234,7 +222,7 @@ static int parse_ms(json_t *root, const char *name, struct swift_hub_listing *ls
             continue;
         const char *rev = json_string_value(json_object_get(e, "Revision"));
         if (rev && !ls->commit)
-            ls->commit = xstrdup(rev);
+            ls->commit = swift_xstrdup(rev);
         if (add_file(ls,
                      &cap,
                      name,
@@ -284,16 +272,16 @@ static char *strip_slash(char *s)
 char *swift_hub_endpoint(int kind, const char *given)
 {
     if (given && *given)
-        return strip_slash(xstrdup(given));
+        return strip_slash(swift_xstrdup(given));
     if (kind == SWIFT_HUB_HF) {
         const char *e = getenv("HF_ENDPOINT");
-        return strip_slash(xstrdup(e && *e ? e : "https://huggingface.co"));
+        return strip_slash(swift_xstrdup(e && *e ? e : "https://huggingface.co"));
     }
     const char *d = getenv("MODELSCOPE_DOMAIN");
     if (!d || !*d)
-        return xstrdup("https://www.modelscope.cn");
+        return swift_xstrdup("https://www.modelscope.cn");
     if (strstr(d, "://"))
-        return strip_slash(xstrdup(d));
+        return strip_slash(swift_xstrdup(d));
     const char *scheme = getenv("MODELSCOPE_URL_SCHEME");
     return strip_slash(swift_asprintf("%s%s", scheme && *scheme ? scheme : "https://", d));
 }
@@ -321,9 +309,7 @@ const char *swift_hub_default_revision(int kind)
 char *swift_url_escape(const char *s, int keep_slash)
 {
     size_t n = strlen(s);
-    char *out = malloc(3 * n + 1), *o = out;
-    if (!out)
-        abort();
+    char *out = swift_xmalloc(3 * n + 1), *o = out;
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (isalnum(*c) || *c == '-' || *c == '.' || *c == '_' || *c == '~' ||
@@ -387,7 +373,7 @@ char *swift_hub_cache_root(int kind)
     if (kind == SWIFT_HUB_HF) {
         const char *c = getenv("HF_HUB_CACHE");
         if (c && *c)
-            return strip_slash(xstrdup(c));
+            return strip_slash(swift_xstrdup(c));
         c = getenv("HF_HOME");
         if (c && *c)
             return swift_asprintf("%s/hub", c);
@@ -398,7 +384,7 @@ char *swift_hub_cache_root(int kind)
     }
     const char *c = getenv("MODELSCOPE_CACHE");
     if (c && *c)
-        return strip_slash(xstrdup(c));
+        return strip_slash(swift_xstrdup(c));
     return swift_asprintf("%s/.cache/modelscope/hub", home);
 }
 
@@ -408,9 +394,7 @@ char *swift_hub_cache_repo_dir(int kind, int dataset, const char *id)
     if (kind == SWIFT_HUB_HF) {
         /* models--org--name */
         size_t n = strlen(id);
-        char *flat = malloc(2 * n + 1), *o = flat;
-        if (!flat)
-            abort();
+        char *flat = swift_xmalloc(2 * n + 1), *o = flat;
         for (const char *c = id; *c; c++) {
             if (*c == '/') {
                 *o++ = '-';
@@ -425,9 +409,7 @@ char *swift_hub_cache_repo_dir(int kind, int dataset, const char *id)
     } else {
         /* models/org/name with '.' -> "___" (modelscope's masked directory) */
         size_t n = strlen(id);
-        char *m = malloc(3 * n + 1), *o = m;
-        if (!m)
-            abort();
+        char *m = swift_xmalloc(3 * n + 1), *o = m;
         const char *name = strrchr(id, '/');
         name = name ? name + 1 : id;
         for (const char *c = id; *c; c++) {

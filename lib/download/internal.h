@@ -60,14 +60,6 @@ struct dl {
     long nfailed;
 };
 
-static inline char *dl_xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 static inline double dl_now_s(void)
 {
     struct timespec ts;

@@ -2,6 +2,7 @@
  * gguf_read.c, the writer gguf_write.c. */
 #include "lib/formats/gguf.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/formats/internal.h"
 
@@ -89,15 +90,11 @@ int swift_gguf_value_copy(struct swift_gguf_value *dst, const struct swift_gguf_
 {
     *dst = *src;
     if (src->type == SWIFT_GGUF_STRING) {
-        dst->v.str.s = malloc(src->v.str.len + 1);
-        if (!dst->v.str.s)
-            return swift_error("out of memory");
+        dst->v.str.s = swift_xmalloc(src->v.str.len + 1);
         memcpy(dst->v.str.s, src->v.str.s, src->v.str.len);
         dst->v.str.s[src->v.str.len] = 0;
     } else if (src->type == SWIFT_GGUF_ARRAY) {
-        dst->v.arr.items = calloc(src->v.arr.n ? src->v.arr.n : 1, sizeof(*dst->v.arr.items));
-        if (!dst->v.arr.items)
-            return swift_error("out of memory");
+        dst->v.arr.items = swift_xcalloc(src->v.arr.n, sizeof(*dst->v.arr.items));
         for (uint64_t i = 0; i < src->v.arr.n; i++) {
             if (swift_gguf_value_copy(&dst->v.arr.items[i], &src->v.arr.items[i]) < 0) {
                 dst->v.arr.n = i + 1;

@@ -171,7 +171,7 @@ int swift_gguf_value_int(const struct swift_gguf_value *v, int64_t *out);
 
 /* Release what a value owns (strings, arrays), not the value itself. */
 void swift_gguf_value_release(struct swift_gguf_value *v);
-/* Deep copy (dst owns its strings/arrays). Returns 0 or -1 on out of memory. */
+/* Deep copy (dst owns its strings/arrays). Returns 0 (out of memory dies, lib/core/alloc.h). */
 int swift_gguf_value_copy(struct swift_gguf_value *dst, const struct swift_gguf_value *src);
 
 /*

@@ -2,6 +2,7 @@
  * checked against the bytes that are really there (see gguf.h). */
 #include "lib/formats/gguf.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/formats/internal.h"
 
@@ -107,9 +108,7 @@ static int rd_string(struct rd *r, char **s, uint64_t *len, const char *what)
     if (n > SWIFT_GGUF_MAX_STRING || n > r->len - r->pos)
         return rd_err(
             r, at, "%s length %" PRIu64 " runs past the end of the file", what, (uint64_t)(n));
-    *s = malloc(n + 1);
-    if (!*s)
-        return swift_error("out of memory");
+    *s = swift_xmalloc(n + 1);
     memcpy(*s, r->p + r->pos, n);
     (*s)[n] = 0;
     *len = n;
@@ -206,9 +205,7 @@ static int rd_value(struct rd *r, uint32_t type, struct swift_gguf_value *v, int
                       (uint64_t)(n));
     v->type = SWIFT_GGUF_ARRAY;
     v->v.arr.elem_type = et;
-    v->v.arr.items = calloc(n ? n : 1, sizeof(*v->v.arr.items));
-    if (!v->v.arr.items)
-        return swift_error("out of memory");
+    v->v.arr.items = swift_xcalloc(n, sizeof(*v->v.arr.items));
     for (uint64_t i = 0; i < n; i++) {
         v->v.arr.n = i + 1;
         if (rd_value(r, et, &v->v.arr.items[i], depth + 1) < 0)
@@ -441,19 +438,15 @@ int swift_gguf_parse(const void *buf, size_t len, const char *name, struct swift
 {
     *out = NULL;
     struct rd r = {.p = buf, .len = len, .pos = 0, .name = name ? name : "gguf"};
-    struct swift_gguf *g = calloc(1, sizeof(*g));
-    if (!g)
-        return swift_error("out of memory");
+    struct swift_gguf *g = swift_xcalloc(1, sizeof(*g));
     g->base = buf;
     g->size = len;
     g->alignment = SWIFT_GGUF_DEFAULT_ALIGNMENT;
     uint64_t nt, nkv;
     int rc = read_header(&r, g, &nt, &nkv);
     if (rc == 0) {
-        g->kv = calloc(nkv ? nkv : 1, sizeof(*g->kv));
-        g->tensors = calloc(nt ? nt : 1, sizeof(*g->tensors));
-        if (!g->kv || !g->tensors)
-            rc = swift_error("out of memory");
+        g->kv = swift_xcalloc(nkv, sizeof(*g->kv));
+        g->tensors = swift_xcalloc(nt, sizeof(*g->tensors));
     }
     if (rc == 0)
         rc = read_kvs(&r, g, nkv);

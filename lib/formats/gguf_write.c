@@ -2,6 +2,7 @@
  * and the data in declaration order, to a temporary name renamed on commit (see gguf.h). */
 #include "lib/formats/gguf.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/formats/internal.h"
 
@@ -64,20 +65,10 @@ int swift_gguf_set_move(struct swift_gguf_writer *w, const char *key, struct swi
         }
     if (w->n_kv == w->cap_kv) {
         uint64_t cap = w->cap_kv ? w->cap_kv * 2 : 32;
-        void *p = realloc(w->kv, cap * sizeof(*w->kv));
-        if (!p) {
-            swift_gguf_value_release(v);
-            return swift_error("out of memory");
-        }
-        w->kv = p;
+        w->kv = swift_xrealloc(w->kv, cap * sizeof(*w->kv));
         w->cap_kv = cap;
     }
-    char *k = strdup(key);
-    if (!k) {
-        swift_gguf_value_release(v);
-        return swift_error("out of memory");
-    }
-    w->kv[w->n_kv].key = k;
+    w->kv[w->n_kv].key = swift_xstrdup(key);
     w->kv[w->n_kv].value = *v;
     w->n_kv++;
     return 0;
@@ -114,40 +105,30 @@ int swift_gguf_set_bool(struct swift_gguf_writer *w, const char *key, int x)
 int swift_gguf_set_str(struct swift_gguf_writer *w, const char *key, const char *s)
 {
     struct swift_gguf_value v = {.type = SWIFT_GGUF_STRING};
-    v.v.str.s = strdup(s);
+    v.v.str.s = swift_xstrdup(s);
     v.v.str.len = strlen(s);
-    if (!v.v.str.s)
-        return swift_error("out of memory");
     return swift_gguf_set_move(w, key, &v);
 }
 
-static int make_arr(struct swift_gguf_value *v, uint32_t et, uint64_t n)
+static void make_arr(struct swift_gguf_value *v, uint32_t et, uint64_t n)
 {
     memset(v, 0, sizeof(*v));
     v->type = SWIFT_GGUF_ARRAY;
     v->v.arr.elem_type = et;
-    v->v.arr.items = calloc(n ? n : 1, sizeof(*v->v.arr.items));
-    if (!v->v.arr.items)
-        return swift_error("out of memory");
+    v->v.arr.items = swift_xcalloc(n, sizeof(*v->v.arr.items));
     v->v.arr.n = n;
-    return 0;
 }
 
 int swift_gguf_set_arr_str(struct swift_gguf_writer *w, const char *key, const char *const *s,
                            uint64_t n)
 {
     struct swift_gguf_value v;
-    if (make_arr(&v, SWIFT_GGUF_STRING, n) < 0)
-        return -1;
+    make_arr(&v, SWIFT_GGUF_STRING, n);
     for (uint64_t i = 0; i < n; i++) {
         struct swift_gguf_value *it = &v.v.arr.items[i];
         it->type = SWIFT_GGUF_STRING;
         it->v.str.len = strlen(s[i]);
-        it->v.str.s = strdup(s[i]);
-        if (!it->v.str.s) {
-            swift_gguf_value_release(&v);
-            return swift_error("out of memory");
-        }
+        it->v.str.s = swift_xstrdup(s[i]);
     }
     return swift_gguf_set_move(w, key, &v);
 }
@@ -156,8 +137,7 @@ int swift_gguf_set_arr_i32(struct swift_gguf_writer *w, const char *key, const i
                            uint64_t n)
 {
     struct swift_gguf_value v;
-    if (make_arr(&v, SWIFT_GGUF_I32, n) < 0)
-        return -1;
+    make_arr(&v, SWIFT_GGUF_I32, n);
     for (uint64_t i = 0; i < n; i++) {
         v.v.arr.items[i].type = SWIFT_GGUF_I32;
         v.v.arr.items[i].v.i = x[i];
@@ -168,8 +148,7 @@ int swift_gguf_set_arr_i32(struct swift_gguf_writer *w, const char *key, const i
 int swift_gguf_set_arr_f32(struct swift_gguf_writer *w, const char *key, const float *x, uint64_t n)
 {
     struct swift_gguf_value v;
-    if (make_arr(&v, SWIFT_GGUF_F32, n) < 0)
-        return -1;
+    make_arr(&v, SWIFT_GGUF_F32, n);
     for (uint64_t i = 0; i < n; i++) {
         v.v.arr.items[i].type = SWIFT_GGUF_F32;
         v.v.arr.items[i].v.f = x[i];
@@ -207,15 +186,10 @@ long swift_gguf_add_tensor(struct swift_gguf_writer *w, const char *name, uint32
             return swift_error("gguf: duplicate tensor '%s'", name);
     if (w->n_tensors == w->cap_tensors) {
         uint64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
-        void *p = realloc(w->tensors, cap * sizeof(*w->tensors));
-        if (!p)
-            return swift_error("out of memory");
-        w->tensors = p;
+        w->tensors = swift_xrealloc(w->tensors, cap * sizeof(*w->tensors));
         w->cap_tensors = cap;
     }
-    t.name = strdup(name);
-    if (!t.name)
-        return swift_error("out of memory");
+    t.name = swift_xstrdup(name);
     t.offset = w->data_size;
     w->data_size = pad_to(w->data_size + t.nbytes, w->alignment);
     w->tensors[w->n_tensors] = t;
@@ -319,9 +293,7 @@ int swift_gguf_writer_begin(struct swift_gguf_writer *w, const char *path)
     if (w->open)
         return swift_error("gguf: writer already open");
     free(w->path);
-    w->path = strdup(path);
-    if (!w->path)
-        return swift_error("out of memory");
+    w->path = swift_xstrdup(path);
     if (swift_atomic_open(&w->af, path) < 0)
         return -1;
     w->open = 1;

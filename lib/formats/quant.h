@@ -9,7 +9,7 @@
  * BF16 is ggml_compute_fp32_to_bf16 (NaN made quiet, round-to-nearest-even).
  *
  *     size_t n = swift_ggml_row_size(SWIFT_GGML_Q8_0, ne0) * rows;   // lib/formats/gguf.h
- *     void *q = malloc(n);
+ *     void *q = swift_xmalloc(n);                                     // lib/core/alloc.h
  *     swift_quantize(SWIFT_GGML_Q8_0, x, q, rows, ne0);
  *     swift_dequantize(SWIFT_GGML_Q8_0, q, y, rows * ne0);
  *

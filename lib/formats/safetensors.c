@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/banned.h"
@@ -269,9 +270,7 @@ static int check_metadata(json_t *val, const char *path)
 static int read_entries(struct swift_safetensors *st, json_t *root, const char *path)
 {
     size_t cap = json_object_size(root);
-    st->tensors = calloc(cap ? cap : 1, sizeof(*st->tensors));
-    if (!st->tensors)
-        return swift_error("out of memory");
+    st->tensors = swift_xcalloc(cap, sizeof(*st->tensors));
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val)
@@ -285,9 +284,7 @@ static int read_entries(struct swift_safetensors *st, json_t *root, const char *
         struct swift_st_tensor *t = &st->tensors[st->ntensors];
         if (parse_entry(t, key, val, path) < 0)
             return -1;
-        t->name = strdup(key);
-        if (!t->name)
-            return swift_error("out of memory");
+        t->name = swift_xstrdup(key);
         t->path = st->path;
         t->data = st->buffer + t->begin;
         st->ntensors++;
@@ -298,9 +295,7 @@ static int read_entries(struct swift_safetensors *st, json_t *root, const char *
 /* The offsets must tile the buffer exactly, in offset order. */
 static int check_tiling(const struct swift_safetensors *st, const char *path)
 {
-    struct swift_st_tensor **ord = malloc((st->ntensors ? st->ntensors : 1) * sizeof(*ord));
-    if (!ord)
-        return swift_error("out of memory");
+    struct swift_st_tensor **ord = swift_xcalloc(st->ntensors, sizeof(*ord));
     for (size_t i = 0; i < st->ntensors; i++)
         ord[i] = &st->tensors[i];
     qsort(ord, st->ntensors, sizeof(*ord), cmp_tensor_off);
@@ -335,9 +330,7 @@ int swift_safetensors_parse(struct swift_safetensors *st, const void *buf, size_
 {
     const uint8_t *p = buf;
     memset(st, 0, sizeof(*st));
-    st->path = strdup(path);
-    if (!st->path)
-        return swift_error("out of memory");
+    st->path = swift_xstrdup(path);
     uint64_t n = 0;
     if (header_length(p, len, path, &n) < 0)
         goto fail;
@@ -489,9 +482,7 @@ int swift_st_tensor_check_shape(const struct swift_st_tensor *t, int ndim, const
 /* One file as a set of one. */
 static int open_single(struct swift_st_set *set, const char *path)
 {
-    set->files = calloc(1, sizeof(*set->files));
-    if (!set->files)
-        return swift_error("out of memory");
+    set->files = swift_xcalloc(1, sizeof(*set->files));
     if (swift_safetensors_open(&set->files[0], path) < 0)
         return -1;
     set->nfiles = 1;
@@ -531,16 +522,12 @@ static int shard_names(json_t *wm, const char *idx, const char **names, size_t *
 static int open_weight_map(struct swift_st_set *set, const char *dir, const char *idx, json_t *wm)
 {
     size_t cap = json_object_size(wm), nn = 0;
-    const char **names = calloc(cap ? cap : 1, sizeof(*names));
-    set->files = calloc(cap ? cap : 1, sizeof(*set->files));
-    if (!names || !set->files) {
-        free(names);
-        return swift_error("out of memory");
-    }
+    const char **names = swift_xcalloc(cap, sizeof(*names));
+    set->files = swift_xcalloc(cap, sizeof(*set->files));
     int rc = shard_names(wm, idx, names, &nn);
     for (size_t j = 0; rc == 0 && j < nn; j++) {
         char *p = swift_path_join(dir, names[j]);
-        if (!p || swift_safetensors_open(&set->files[j], p) < 0)
+        if (swift_safetensors_open(&set->files[j], p) < 0)
             rc = -1;
         else
             set->nfiles = j + 1;
@@ -566,17 +553,11 @@ static int open_weight_map(struct swift_st_set *set, const char *dir, const char
 /* A directory: model.safetensors.index.json and its shards, else model.safetensors. */
 static int open_dir(struct swift_st_set *set, const char *dir)
 {
-    set->dir = strdup(dir);
+    set->dir = swift_xstrdup(dir);
     char *idx = swift_path_join(dir, "model.safetensors.index.json");
-    if (!set->dir || !idx) {
-        free(idx);
-        return swift_error("out of memory");
-    }
     if (access(idx, F_OK) < 0) {
         free(idx);
         char *single = swift_path_join(dir, "model.safetensors");
-        if (!single)
-            return swift_error("out of memory");
         int rc =
             access(single, F_OK) < 0
                 ? swift_error("'%s' has neither model.safetensors nor model.safetensors.index.json",
@@ -659,11 +640,8 @@ static int write_file(const char *path, const struct swift_st_entry *const *ord,
                       const char *const *meta)
 {
     json_t *root = json_object(), *md = json_object();
-    if (!root || !md) {
-        json_decref(root);
-        json_decref(md);
-        return swift_error("out of memory");
-    }
+    if (!root || !md)
+        abort();
     json_object_set_new(md, "format", json_string("pt"));
     for (size_t i = 0; meta && meta[i] && meta[i + 1]; i += 2)
         json_object_set_new(md, meta[i], json_string(meta[i + 1]));
@@ -691,17 +669,15 @@ static int write_file(const char *path, const struct swift_st_entry *const *ord,
                               "data_offsets",
                               (json_int_t)off,
                               (json_int_t)(off + nb));
-        if (!t) {
-            json_decref(root);
-            return swift_error("out of memory");
-        }
+        if (!t)
+            abort();
         json_object_set_new(root, e->name, t);
         off += nb;
     }
     char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!hdr)
-        return swift_error("out of memory");
+        abort();
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
     struct swift_atomic af;
     if (swift_atomic_open(&af, path) < 0) {
@@ -730,9 +706,7 @@ static int write_file(const char *path, const struct swift_st_entry *const *ord,
 int swift_safetensors_write(const char *path, const struct swift_st_entry *e, size_t n,
                             const char *const *meta)
 {
-    const struct swift_st_entry **ord = malloc((n ? n : 1) * sizeof(*ord));
-    if (!ord)
-        return swift_error("out of memory");
+    const struct swift_st_entry **ord = swift_xcalloc(n, sizeof(*ord));
     for (size_t i = 0; i < n; i++)
         ord[i] = &e[i];
     qsort(ord, n, sizeof(*ord), cmp_entry_ptr);
@@ -749,16 +723,12 @@ int swift_safetensors_write_sharded(const char *dir, const struct swift_st_entry
         total += entry_bytes(&e[i]);
     if (!max_shard_bytes || total <= max_shard_bytes) {
         char *p = swift_path_join(dir, "model.safetensors");
-        if (!p)
-            return swift_error("out of memory");
         int rc = swift_safetensors_write(p, e, n, NULL);
         free(p);
         return rc;
     }
     /* Greedy split in the given order; a tensor larger than the limit gets its own shard. */
-    size_t *first = malloc((n + 1) * sizeof(*first));
-    if (!first)
-        return swift_error("out of memory");
+    size_t *first = swift_xcalloc(n + 1, sizeof(*first));
     size_t nsh = 0;
     uint64_t cur = 0;
     for (size_t i = 0; i < n; i++) {
@@ -776,10 +746,6 @@ int swift_safetensors_write_sharded(const char *dir, const struct swift_st_entry
         char name[64];
         snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", s + 1, nsh);
         char *p = swift_path_join(dir, name);
-        if (!p) {
-            rc = swift_error("out of memory");
-            break;
-        }
         rc = swift_safetensors_write(p, e + first[s], first[s + 1] - first[s], NULL);
         free(p);
         for (size_t i = first[s]; i < first[s + 1]; i++)
@@ -790,21 +756,15 @@ int swift_safetensors_write_sharded(const char *dir, const struct swift_st_entry
         json_t *root = json_pack(
             "{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", wm);
         char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        if (!txt)
+            abort(); /* a bad pack format: jansson allocates through swift_xmalloc */
         json_decref(root);
         char *p = swift_path_join(dir, "model.safetensors.index.json");
-        if (!txt || !p)
-            rc = swift_error("out of memory");
-        else {
-            size_t tl = strlen(txt);
-            char *t2 = realloc(txt, tl + 2);
-            if (t2) {
-                txt = t2;
-                txt[tl] = '\n';
-                txt[tl + 1] = 0;
-                tl++;
-            }
-            rc = swift_atomic_write(p, txt, tl);
-        }
+        size_t tl = strlen(txt);
+        txt = swift_xrealloc(txt, tl + 2);
+        txt[tl++] = '\n';
+        txt[tl] = 0;
+        rc = swift_atomic_write(p, txt, tl);
         free(txt);
         free(p);
     } else {

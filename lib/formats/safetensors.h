@@ -12,7 +12,7 @@
  *     if (swift_safetensors_open(&st, "model.safetensors") < 0)
  *         return -1;                            // error already reported with the file name
  *     const struct swift_st_tensor *t = swift_safetensors_find(&st, "model.norm.weight");
- *     float *w = malloc(t->numel * sizeof(float));
+ *     float *w = swift_xcalloc(t->numel, sizeof(float));   // lib/core/alloc.h
  *     swift_st_tensor_to_f32(t, w);             // F32, F16 or BF16 on disk
  *     swift_safetensors_close(&st);
  *

@@ -1,5 +1,6 @@
 /* shard — binary token shards and index.json (see shard.h for the layout). */
 #include "lib/formats/shard.h"
+#include "lib/core/alloc.h"
 
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
@@ -97,32 +98,20 @@ static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
         nc *= 2;
     if (nc > SHARD_MAX_TOKENS + 2)
         return swift_error("shard too large (%" PRIu64 " entries)", need);
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return swift_error("out of memory");
-    *p = q;
+    *p = swift_xrealloc(*p, nc * elem);
     *cap = nc;
     return 0;
 }
 
 struct swift_shard_writer *swift_shard_writer_new(const char *path)
 {
-    struct swift_shard_writer *w = calloc(1, sizeof(*w));
-    if (!w || !(w->path = strdup(path ? path : ""))) {
-        free(w);
-        swift_error("out of memory");
-        return NULL;
-    }
+    struct swift_shard_writer *w = swift_xcalloc(1, sizeof(*w));
+    w->path = swift_xstrdup(path ? path : "");
     if (grow((void **)&w->sample_tok, &w->cap_s, 1, sizeof(uint64_t)) < 0) {
         swift_shard_writer_free(w);
         return NULL;
     }
-    w->sample_doc = malloc(w->cap_s * sizeof(uint64_t));
-    if (!w->sample_doc) {
-        swift_shard_writer_free(w);
-        swift_error("out of memory");
-        return NULL;
-    }
+    w->sample_doc = swift_xcalloc(w->cap_s, sizeof(uint64_t));
     w->sample_tok[0] = 0;
     w->sample_doc[0] = 0;
     return w;
@@ -158,18 +147,12 @@ int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, co
         return swift_error("shard sample: document lengths sum to %" PRIu64 ", not %u", sum, n);
     if (grow((void **)&w->ids, &w->cap_t, w->nt + n, sizeof(uint32_t)) < 0)
         return -1;
-    void *m = realloc(w->mask, w->cap_t);
-    if (!m)
-        return swift_error("out of memory");
-    w->mask = m;
+    w->mask = swift_xrealloc(w->mask, w->cap_t);
     uint64_t cap_s = w->cap_s;
     if (grow((void **)&w->sample_tok, &cap_s, w->ns + 2, sizeof(uint64_t)) < 0)
         return -1;
     if (cap_s != w->cap_s) {
-        void *q = realloc(w->sample_doc, cap_s * sizeof(uint64_t));
-        if (!q)
-            return swift_error("out of memory");
-        w->sample_doc = q;
+        w->sample_doc = swift_xrealloc(w->sample_doc, cap_s * sizeof(uint64_t));
         w->cap_s = cap_s;
     }
     if (grow((void **)&w->doc_len, &w->cap_d, w->nd + n_docs, sizeof(uint32_t)) < 0)
@@ -202,9 +185,7 @@ int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **out, siz
     struct layout l;
     if (compute_layout(SWIFT_SHARD_HEADER_SIZE, w->ns, w->nd, w->nt, &l) < 0)
         return swift_error("shard too large");
-    unsigned char *b = calloc(1, l.end);
-    if (!b)
-        return swift_error("out of memory (%" PRIu64 " bytes for a shard)", l.end);
+    unsigned char *b = swift_xcalloc(1, l.end);
     for (uint64_t i = 0; i <= w->ns; i++) {
         put_u64(b + l.sample_tok + 8 * i, w->sample_tok[i]);
         put_u64(b + l.sample_doc + 8 * i, w->sample_doc[i]);
@@ -376,13 +357,9 @@ void swift_shard_index_release(struct swift_shard_index *ix)
 int swift_shard_index_add(struct swift_shard_index *ix, const char *file, uint64_t samples,
                           uint64_t tokens, uint32_t crc)
 {
-    struct swift_shard_entry *e = realloc(ix->shards, (ix->n_shards + 1) * sizeof(*e));
-    if (!e)
-        return swift_error("out of memory");
-    ix->shards = e;
-    e += ix->n_shards;
-    if (!(e->file = strdup(file)))
-        return swift_error("out of memory");
+    ix->shards = swift_xrealloc(ix->shards, (ix->n_shards + 1) * sizeof(*ix->shards));
+    struct swift_shard_entry *e = &ix->shards[ix->n_shards];
+    e->file = swift_xstrdup(file);
     e->samples = samples;
     e->tokens = tokens;
     e->crc32 = crc;
@@ -437,12 +414,12 @@ int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir)
     json_object_set_new(o, "shards", sh);
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
-    if (!text)
-        return swift_error("out of memory");
+    if (!text) /* jansson allocates through swift_xmalloc: only a bug returns NULL */
+        abort();
     char *path = swift_path_join(dir, "index.json");
     struct swift_atomic af;
     int rc = -1;
-    if (path && swift_atomic_open(&af, path) == 0) {
+    if (swift_atomic_open(&af, path) == 0) {
         fputs(text, af.fp);
         fputc('\n', af.fp);
         rc = swift_atomic_commit(&af);
@@ -459,8 +436,7 @@ static int get_str(json_t *o, const char *k, char **dst, const char *name)
         return 0;
     if (!json_is_string(v))
         return swift_error_at(name, 0, "\"%s\" must be a string", k);
-    if (!(*dst = strdup(json_string_value(v))))
-        return swift_error("out of memory");
+    *dst = swift_xstrdup(json_string_value(v));
     return 0;
 }
 
@@ -594,8 +570,6 @@ int swift_shard_index_read(struct swift_shard_index *ix, const char *dir)
 {
     swift_shard_index_init(ix);
     char *path = swift_path_join(dir, "index.json");
-    if (!path)
-        return swift_error("out of memory");
     char *text;
     size_t len;
     int rc = swift_read_file(path, INDEX_MAX_BYTES, &text, &len);
@@ -667,25 +641,15 @@ void swift_shards_close(struct swift_shards *s)
 int swift_shards_open(struct swift_shards **out, const char *dir, int flags)
 {
     *out = NULL;
-    struct swift_shards *s = calloc(1, sizeof(*s));
-    if (!s)
-        return swift_error("out of memory");
+    struct swift_shards *s = swift_xcalloc(1, sizeof(*s));
     if (swift_shard_index_read(&s->ix, dir) < 0) {
         free(s);
         return -1;
     }
-    s->files = calloc(s->ix.n_shards ? s->ix.n_shards : 1, sizeof(*s->files));
-    if (!s->files) {
-        swift_shards_close(s);
-        return swift_error("out of memory");
-    }
+    s->files = swift_xcalloc(s->ix.n_shards, sizeof(*s->files));
     for (size_t i = 0; i < s->ix.n_shards; i++) {
         const struct swift_shard_entry *e = &s->ix.shards[i];
         char *path = swift_path_join(dir, e->file);
-        if (!path) {
-            swift_shards_close(s);
-            return swift_error("out of memory");
-        }
         struct mapped *m = &s->files[i];
         int rc = map_file(path, m, flags);
         s->n = i + 1;
