@@ -54,7 +54,7 @@ struct swift_tokens {
     int want_offsets;
 };
 void swift_tokens_release(struct swift_tokens *t);
-/* Append one id (offset given); returns 0 or -1 (out of memory / over the ceiling). */
+/* Append one id (offset given); returns 0 or -1 (over the ceiling). */
 int swift_tokens_push(struct swift_tokens *t, uint32_t id, uint32_t offset);
 
 enum {
