@@ -1,6 +1,7 @@
 /* model activations — the training forward's buffers, grown by swift_model_reserve (see
  * model.h). */
 #include "lib/model/model.h"
+#include "lib/core/alloc.h"
 #include "lib/model/internal.h"
 
 #include <stdlib.h>
@@ -13,10 +14,7 @@ static float *act_alloc(struct swift_model *m, size_t n)
     struct swift_model_acts *a = m->acts;
     if (a->nblocks == a->capblocks) {
         int nc = a->capblocks ? a->capblocks * 2 : 64;
-        void **nb = realloc(a->blocks, (size_t)nc * sizeof(*nb));
-        if (!nb)
-            return NULL;
-        a->blocks = nb;
+        a->blocks = swift_xrealloc(a->blocks, (size_t)nc * sizeof(*a->blocks));
         a->capblocks = nc;
     }
     float *p = m->ops->alloc((n ? n : 1) * sizeof(float));
@@ -56,13 +54,9 @@ int swift_model_reserve(struct swift_model *m, int B, int T)
     size_t N = (size_t)B * T, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
     size_t QD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
     size_t V = (size_t)c->vocab_size, L = (size_t)c->num_layers;
-    m->acts = calloc(1, sizeof(*m->acts));
-    if (!m->acts)
-        return swift_error("out of memory");
+    m->acts = swift_xcalloc(1, sizeof(*m->acts));
     struct swift_model_acts *a = m->acts;
-    a->la = calloc(L, sizeof(*a->la));
-    if (!a->la)
-        goto oom;
+    a->la = swift_xcalloc(L, sizeof(*a->la));
 #define A(ptr, n)                                                                                  \
     do {                                                                                           \
         if (!((ptr) = act_alloc(m, (n))))                                                          \
@@ -132,7 +126,7 @@ int swift_model_reserve(struct swift_model *m, int B, int T)
     m->capB = B;
     m->capT = T;
     return 0;
-oom:
+oom: /* backend memory is reported, not exited */
     swift_model_acts_free(m);
     return swift_error("out of memory for activations of %d x %d tokens", B, T);
 }

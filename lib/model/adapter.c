@@ -1,5 +1,6 @@
 /* adapter — PEFT's LoRA layout, read and written once (see adapter.h). */
 #include "lib/model/adapter.h"
+#include "lib/core/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -106,15 +107,13 @@ static char *lora_module(const char *name, char *which)
     const char *rest = m + 8;
     if (strcmp(rest, "weight") && strcmp(rest, "default.weight"))
         return NULL;
-    return strndup(p, (size_t)(m - p));
+    return swift_xstrndup(p, (size_t)(m - p));
 }
 
 /* every tensor of the file into its module's pair; each pair complete and of one rank */
 static int read_pairs(struct swift_adapter *ad)
 {
-    ad->pairs = calloc(ad->st.ntensors + 1, sizeof(*ad->pairs));
-    if (!ad->pairs)
-        return swift_error("out of memory");
+    ad->pairs = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->pairs));
     for (size_t i = 0; i < ad->st.ntensors; i++) {
         const struct swift_st_tensor *t = &ad->st.tensors[i];
         char which;
@@ -161,8 +160,6 @@ int swift_adapter_open(struct swift_adapter *ad, const char *dir)
     memset(ad, 0, sizeof(*ad));
     ad->cfg_path = swift_path_join(dir, "adapter_config.json");
     ad->st_path = swift_path_join(dir, "adapter_model.safetensors");
-    if (!ad->cfg_path || !ad->st_path)
-        return swift_error("out of memory");
     if (read_config(ad) < 0 || swift_safetensors_open(&ad->st, ad->st_path) < 0)
         return -1;
     return read_pairs(ad);
@@ -256,22 +253,18 @@ static int write_config(const char *dir, const struct swift_adapter_config *c,
         0,
         "lora_bias",
         0);
-    char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (!root)
+        abort(); /* a bad pack format */
+    char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!txt)
+        abort();
     json_decref(root);
     char *cp = swift_path_join(dir, "adapter_config.json");
-    int rc;
-    if (!txt || !cp) {
-        rc = swift_error("out of memory");
-    } else {
-        size_t n = strlen(txt);
-        char *t2 = realloc(txt, n + 2);
-        if (t2) {
-            txt = t2;
-            txt[n++] = '\n';
-            txt[n] = 0;
-        }
-        rc = swift_atomic_write(cp, txt, n);
-    }
+    size_t n = strlen(txt);
+    txt = swift_xrealloc(txt, n + 2);
+    txt[n++] = '\n';
+    txt[n] = 0;
+    int rc = swift_atomic_write(cp, txt, n);
     free(txt);
     free(cp);
     return rc;
@@ -281,7 +274,7 @@ int swift_adapter_write(const char *dir, const struct swift_adapter_config *c,
                         const char *base_model, const struct swift_st_entry *e, size_t n)
 {
     char *wp = swift_path_join(dir, "adapter_model.safetensors");
-    int rc = wp ? swift_safetensors_write(wp, e, n, NULL) : -1;
+    int rc = swift_safetensors_write(wp, e, n, NULL);
     free(wp);
     if (rc < 0)
         return -1;

@@ -10,6 +10,8 @@
 #include "lib/core/error.h"
 #include "lib/core/banned.h"
 
+#define MAX_LAYERS 4096 /* the largest models have a few hundred */
+
 static int cfg_int(json_t *root, const char *key, int def, int required, int *out, const char *path)
 {
     json_t *v = json_object_get(root, key);
@@ -164,6 +166,9 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
                               0,
                               "vocab_size, hidden_size, intermediate_size, "
                               "num_hidden_layers and the head counts must be positive");
+    if (c->num_layers > MAX_LAYERS) /* checked before the per-layer tables are allocated */
+        return swift_error_at(
+            path, 0, "num_hidden_layers %d is above the limit of %d", c->num_layers, MAX_LAYERS);
     if (c->num_heads % c->num_kv_heads)
         return swift_error_at(path,
                               0,

@@ -1,5 +1,6 @@
 /* kv — the key/value cache's memory (see kv.h); the cached forward is in forward.c. */
 #include "lib/model/kv.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
 
@@ -12,7 +13,7 @@
 
 static void *zalloc(size_t n)
 {
-    return calloc(1, n ? n : 1);
+    return swift_xcalloc(1, n ? n : 1);
 }
 
 int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap, int max_tokens)
@@ -61,9 +62,8 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
     kv->up = ops->alloc(N * I * sizeof(float));
     kv->xa = ops->alloc(N * (size_t)(m->lora_rank > 0 ? m->lora_rank : 1) * sizeof(float));
     kv->sel = ops->alloc(N * H * sizeof(float));
-    if (!kv->len || !kv->pos || !kv->rowi || !kv->slot || !kv->wanti || !kv->k || !kv->v ||
-        !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kraw || !kv->kk || !kv->vv || !kv->att ||
-        !kv->gate || !kv->up || !kv->xa || !kv->sel) {
+    if (!kv->k || !kv->v || !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kraw || !kv->kk ||
+        !kv->vv || !kv->att || !kv->gate || !kv->up || !kv->xa || !kv->sel) {
         swift_kv_release(kv);
         return swift_error(
             "out of memory for a key/value cache of %d x %d tokens on %s", rows, cap, ops->name);

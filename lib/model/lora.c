@@ -1,5 +1,6 @@
 /* lora — see lora.h. */
 #include "lib/model/lora.h"
+#include "lib/core/alloc.h"
 #include "lib/model/adapter.h"
 #include "lib/model/internal.h"
 
@@ -64,8 +65,8 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
     m->nlora = total;
     m->lora_params = m->ops->alloc(total * sizeof(float));
     m->lora_grads = m->ops->alloc(total * sizeof(float));
-    m->lp = calloc((size_t)nt * 2, sizeof(*m->lp));
-    if (!m->lora_params || !m->lora_grads || !m->lp)
+    m->lp = swift_xcalloc((size_t)nt * 2, sizeof(*m->lp));
+    if (!m->lora_params || !m->lora_grads) /* backend memory */
         return swift_error("out of memory");
     uint64_t seed = o->seed;
     size_t off = 0;
@@ -74,16 +75,12 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
             struct swift_linear *L = &m->layers[l].lin[k];
             if (!targeted(o->targets, L->name))
                 continue;
-            L->lora = calloc(1, sizeof(*L->lora));
-            if (!L->lora)
-                return swift_error("out of memory");
+            L->lora = swift_xcalloc(1, sizeof(*L->lora));
             for (int ab = 0; ab < 2; ab++) {
                 struct swift_param *p = &m->lp[m->nlp++];
                 char nm[200];
                 swift_adapter_tensor_name(nm, sizeof(nm), L->name, ab ? 'B' : 'A');
-                p->name = strdup(nm);
-                if (!p->name)
-                    return swift_error("out of memory");
+                p->name = swift_xstrdup(nm);
                 p->ndim = 2;
                 p->shape[0] = ab ? L->out : o->rank;
                 p->shape[1] = ab ? o->rank : L->in;
@@ -101,9 +98,7 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
                     /* kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)), drawn on the
                      * host and uploaded (B stays zero: alloc zeroes) */
                     float bound = 1.0f / sqrtf((float)L->in);
-                    float *host = malloc(p->numel * sizeof(float));
-                    if (!host)
-                        return swift_error("out of memory");
+                    float *host = swift_xmalloc(p->numel * sizeof(float));
                     for (size_t i = 0; i < p->numel; i++)
                         host[i] =
                             bound *
@@ -129,9 +124,7 @@ static char targets_buf[1024];
  * backend memory may be a device's) */
 static int fill(struct swift_model *m, const struct swift_adapter *ad)
 {
-    float *host = malloc((m->nlora ? m->nlora : 1) * sizeof(float));
-    if (!host)
-        return swift_error("out of memory");
+    float *host = swift_xmalloc((m->nlora ? m->nlora : 1) * sizeof(float));
     int rc = 0;
     for (int i = 0; i < m->nlp && rc == 0; i++) {
         struct swift_param *p = &m->lp[i];
@@ -178,14 +171,9 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
 int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o, const char *dir,
                     const char *base_model)
 {
-    struct swift_st_entry *e = calloc((size_t)m->nlp + 1, sizeof(*e));
+    struct swift_st_entry *e = swift_xcalloc((size_t)m->nlp + 1, sizeof(*e));
     /* a host copy of the adapters (backend memory may be a device's) */
-    float *host = malloc((m->nlora ? m->nlora : 1) * sizeof(float));
-    if (!e || !host) {
-        free(e);
-        free(host);
-        return swift_error("out of memory");
-    }
+    float *host = swift_xmalloc((m->nlora ? m->nlora : 1) * sizeof(float));
     m->ops->download(host, m->lora_params, m->nlora * sizeof(float));
     for (int i = 0; i < m->nlp; i++) {
         e[i].name = m->lp[i].name;

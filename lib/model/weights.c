@@ -1,6 +1,7 @@
 /* model weights — parameters by name, load (safetensors, GPTQ), random init, save, free
  * (see model.h). */
 #include "lib/model/model.h"
+#include "lib/core/alloc.h"
 #include "lib/model/internal.h"
 
 #include <math.h>
@@ -38,9 +39,7 @@ static int build_specs(struct swift_model *m, struct pspec **out)
     const struct swift_model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, D = c->head_dim;
     int cap = 4 + c->num_layers * 20, n = 0;
-    struct pspec *s = calloc((size_t)cap, sizeof(*s));
-    if (!s)
-        return swift_error("out of memory");
+    struct pspec *s = swift_xcalloc((size_t)cap, sizeof(*s));
 #define ADD(nm, nd, s0, s1, wp, gp, dec)                                                           \
     do {                                                                                           \
         snprintf(s[n].name, sizeof(s[n].name), "%s", nm);                                          \
@@ -101,30 +100,26 @@ static int build_specs(struct swift_model *m, struct pspec **out)
 static int alloc_params(struct swift_model *m, int with_grads)
 {
     const struct swift_model_config *c = &m->cfg;
-    m->layers = calloc((size_t)c->num_layers, sizeof(*m->layers));
-    m->inv_freq = calloc((size_t)c->head_dim / 2, sizeof(float));
-    if (!m->layers || !m->inv_freq)
-        return swift_error("out of memory");
+    m->layers = swift_xcalloc((size_t)c->num_layers, sizeof(*m->layers));
+    m->inv_freq = swift_xcalloc((size_t)c->head_dim / 2, sizeof(float));
     swift_model_inv_freq(c, m->inv_freq);
     struct pspec *s = NULL;
     int n = build_specs(m, &s);
-    if (n < 0)
-        return -1;
     size_t total = 0;
     for (int i = 0; i < n; i++)
         total += (size_t)s[i].shape[0] * (s[i].ndim == 2 ? (size_t)s[i].shape[1] : 1);
     m->nparams = total;
     m->params = m->ops->alloc(total * sizeof(float));
     m->grads = with_grads ? m->ops->alloc(total * sizeof(float)) : NULL;
-    m->p = calloc((size_t)n, sizeof(*m->p));
-    if (!m->params || (with_grads && !m->grads) || !m->p) {
+    m->p = swift_xcalloc((size_t)n, sizeof(*m->p));
+    if (!m->params || (with_grads && !m->grads)) { /* backend memory */
         free(s);
         return swift_error("out of memory: %zu parameters", total);
     }
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         struct swift_param *p = &m->p[i];
-        p->name = strdup(s[i].name);
+        p->name = swift_xstrdup(s[i].name);
         p->ndim = s[i].ndim;
         p->shape[0] = s[i].shape[0];
         p->shape[1] = s[i].shape[1];
@@ -135,10 +130,6 @@ static int alloc_params(struct swift_model *m, int with_grads)
         *s[i].w = p->w;
         *s[i].g = p->g;
         off += p->numel;
-        if (!p->name) {
-            free(s);
-            return swift_error("out of memory");
-        }
     }
     m->np = n;
     free(s);
@@ -150,9 +141,7 @@ static int alloc_params(struct swift_model *m, int with_grads)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             char nm[160];
             snprintf(nm, sizeof(nm), "model.layers.%d.%s", l, swift_lin_names[k]);
-            m->layers[l].lin[k].name = strdup(nm);
-            if (!m->layers[l].lin[k].name)
-                return swift_error("out of memory");
+            m->layers[l].lin[k].name = swift_xstrdup(nm);
         }
     return 0;
 }
@@ -171,8 +160,6 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
     memset(m, 0, sizeof(*m));
     m->ops = ops;
     char *cp = swift_path_join(dir, "config.json");
-    if (!cp)
-        return swift_error("out of memory");
     int rc = swift_model_config_load(&m->cfg, cp);
     free(cp);
     if (rc < 0)
@@ -191,11 +178,7 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
     for (int i = 0; i < m->np; i++)
         if (m->p[i].numel > maxn)
             maxn = m->p[i].numel;
-    float *host = malloc(maxn * sizeof(float));
-    if (!host) {
-        swift_error("out of memory: %zu floats for loading a tensor", maxn);
-        goto fail;
-    }
+    float *host = swift_xmalloc(maxn * sizeof(float));
     for (int i = 0; i < m->np; i++) {
         struct swift_param *p = &m->p[i];
         const struct swift_st_tensor *t = swift_st_set_find(&set, p->name);
@@ -247,11 +230,7 @@ int swift_model_init_random(struct swift_model *m, const struct swift_model_conf
     for (int i = 0; i < m->np; i++)
         if (m->p[i].numel > maxn)
             maxn = m->p[i].numel;
-    float *host = malloc(maxn * sizeof(float)); /* drawn on the host, then uploaded */
-    if (!host) {
-        swift_model_free(m);
-        return swift_error("out of memory: %zu floats for initialising a tensor", maxn);
-    }
+    float *host = swift_xmalloc(maxn * sizeof(float)); /* drawn on the host, then uploaded */
     for (int i = 0; i < m->np; i++) {
         struct swift_param *p = &m->p[i];
         int is_norm = strstr(p->name, "norm") != NULL;
@@ -270,23 +249,13 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
     int dt = !strcmp(m->cfg.dtype, "bfloat16")  ? SWIFT_DTYPE_BF16
              : !strcmp(m->cfg.dtype, "float16") ? SWIFT_DTYPE_F16
                                                 : SWIFT_DTYPE_F32;
-    struct swift_st_entry *e = calloc((size_t)m->np, sizeof(*e));
+    struct swift_st_entry *e = swift_xcalloc((size_t)m->np, sizeof(*e));
     /* a host copy of the parameters (backend memory may be a device's) */
-    float *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    float *host = swift_xmalloc((m->nparams ? m->nparams : 1) * sizeof(float));
     uint16_t *half = NULL;
-    if (!e || !host) {
-        free(e);
-        free(host);
-        return swift_error("out of memory: %zu parameters to save", m->nparams);
-    }
     m->ops->download(host, m->params, m->nparams * sizeof(float));
     if (dt != SWIFT_DTYPE_F32) {
-        half = malloc((m->nparams ? m->nparams : 1) * sizeof(uint16_t));
-        if (!half) {
-            free(e);
-            free(host);
-            return swift_error("out of memory");
-        }
+        half = swift_xmalloc((m->nparams ? m->nparams : 1) * sizeof(uint16_t));
         for (size_t i = 0; i < m->nparams; i++)
             half[i] =
                 dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(host[i]) : swift_f32_to_f16(host[i]);
@@ -301,7 +270,7 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
         e[i].data = half ? (const void *)(half + off) : (const void *)(host + off);
     }
     char *path = swift_path_join(dir, "model.safetensors");
-    int rc = path ? swift_safetensors_write(path, e, (size_t)m->np, NULL) : -1;
+    int rc = swift_safetensors_write(path, e, (size_t)m->np, NULL);
     free(path);
     free(half);
     free(host);
@@ -327,7 +296,7 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
             len = strlen(txt);
         }
         char *out = swift_path_join(dir, "config.json");
-        rc = out ? swift_atomic_write(out, txt, len) : -1;
+        rc = swift_atomic_write(out, txt, len);
         free(out);
         free(txt);
     }

@@ -1,4 +1,5 @@
 #include "lib/preprocess/bpe_train.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 
@@ -69,9 +70,7 @@ static uint64_t hash_bytes(const char *s, int n)
 static void ws_grow(struct wordset *ws)
 {
     size_t ns = ws->nslots ? ws->nslots * 2 : 1 << 16;
-    int64_t *slots = calloc(ns, sizeof(*slots));
-    if (!slots)
-        abort();
+    int64_t *slots = swift_xcalloc(ns, sizeof(*slots));
     for (size_t i = 0; i < ws->n; i++) {
         size_t h = hash_bytes(ws->w[i].s, ws->w[i].len) & (ns - 1);
         while (slots[h])
@@ -98,9 +97,7 @@ static void ws_add(struct wordset *ws, const char *s, int len)
     }
     if (ws->n == ws->cap) {
         ws->cap = ws->cap ? ws->cap * 2 : 4096;
-        ws->w = realloc(ws->w, ws->cap * sizeof(*ws->w));
-        if (!ws->w)
-            abort();
+        ws->w = swift_xrealloc(ws->w, ws->cap * sizeof(*ws->w));
     }
     ws->w[ws->n] = (struct word){.s = s, .len = len, .count = 1};
     ws->slots[h] = (int64_t)ws->n + 1;
@@ -189,9 +186,7 @@ static void apply_merge(struct wordset *ws, struct learned *l, int a, int b)
     l->merges[l->done][0] = a;
     l->merges[l->done][1] = b;
     size_t la = strlen(l->tok[a]), lb = strlen(l->tok[b]);
-    char *joined = malloc(la + lb + 1);
-    if (!joined)
-        abort();
+    char *joined = swift_xmalloc(la + lb + 1);
     memcpy(joined, l->tok[a], la);
     memcpy(joined + la, l->tok[b], lb + 1);
     /* Two merges can spell the same token ("a"+"bc", "ab"+"c"): reuse its id. */
@@ -226,30 +221,24 @@ static void learn(struct wordset *ws, int vocab_size, struct learned *l)
     /* symbols start as bytes */
     for (size_t i = 0; i < ws->n; i++) {
         struct word *w = &ws->w[i];
-        w->sym = malloc((size_t)w->len * sizeof(int));
-        if (!w->sym)
-            abort();
+        w->sym = swift_xmalloc((size_t)w->len * sizeof(int));
         for (int k = 0; k < w->len; k++)
             w->sym[k] = (unsigned char)w->s[k];
         w->nsym = w->len;
     }
     int nmerges = vocab_size - 256;
-    l->merges = calloc((size_t)nmerges + 1, sizeof(*l->merges));
-    l->tok = calloc((size_t)vocab_size, sizeof(char *));
-    if (!l->merges || !l->tok)
-        abort();
+    l->merges = swift_xcalloc((size_t)nmerges + 1, sizeof(*l->merges));
+    l->tok = swift_xcalloc((size_t)vocab_size, sizeof(char *));
     for (int b = 0; b < 256; b++) {
         char buf[4];
         size_t n = put_utf8(buf, swift_bpe_byte_to_unicode((unsigned char)b));
-        l->tok[b] = strndup(buf, n);
+        l->tok[b] = swift_xstrndup(buf, n);
     }
     l->done = 0;
     l->ntok = 256;
     size_t tabsize = 1 << 20;
-    uint64_t *keys = malloc(tabsize * sizeof(uint64_t));
-    long *vals = malloc(tabsize * sizeof(long));
-    if (!keys || !vals)
-        abort();
+    uint64_t *keys = swift_xmalloc(tabsize * sizeof(uint64_t));
+    long *vals = swift_xmalloc(tabsize * sizeof(long));
     for (; l->done < nmerges && l->ntok < vocab_size; l->done++) {
         uint64_t best;
         if (best_pair(ws, keys, vals, tabsize, &best) < 2)
@@ -292,9 +281,7 @@ static json_t *model_json(const struct learned *l)
     json_t *mj = json_array();
     for (int i = 0; i < l->done; i++) {
         const char *a = l->tok[l->merges[i][0]], *b = l->tok[l->merges[i][1]];
-        char *m = malloc(strlen(a) + strlen(b) + 2);
-        if (!m)
-            abort();
+        char *m = swift_xmalloc(strlen(a) + strlen(b) + 2);
         size_t la = strlen(a);
         memcpy(m, a, la);
         m[la] = ' ';
@@ -417,10 +404,7 @@ int swift_bpe_train_files(const char *const *paths, int n, const char *dir,
             free(all);
             return -1;
         }
-        char *grown = realloc(all, total + len + 2);
-        if (!grown)
-            abort();
-        all = grown;
+        all = swift_xrealloc(all, total + len + 2);
         memcpy(all + total, text, len);
         total += len;
         if (len && text[len - 1] != '\n')

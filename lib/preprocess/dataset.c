@@ -1,6 +1,7 @@
 /* dataset — data files to rows, rows to conversations (see dataset.h). */
 #include "lib/preprocess/dataset.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -47,11 +48,8 @@ static int csv_header(struct swift_dataset *ds);
 int swift_dataset_open(struct swift_dataset **out, const char *path, const char *format)
 {
     *out = NULL;
-    struct swift_dataset *ds = calloc(1, sizeof(*ds));
-    if (!ds || !(ds->path = strdup(path))) {
-        free(ds);
-        return swift_error("out of memory");
-    }
+    struct swift_dataset *ds = swift_xcalloc(1, sizeof(*ds));
+    ds->path = swift_xstrdup(path);
     enum fmt f;
     if (format && strcmp(format, "auto")) {
         if (!strcmp(format, "jsonl"))
@@ -186,9 +184,7 @@ static int json_array_next(struct swift_dataset *ds, struct swift_row *row)
     size_t len = i - start;
     if (len > MAX_ROW)
         return swift_error_at(ds->path, start_line, "row longer than %zu bytes", MAX_ROW);
-    row->text = malloc(len + 1);
-    if (!row->text)
-        return swift_error("out of memory");
+    row->text = swift_xmalloc(len + 1);
     memcpy(row->text, d + start, len);
     row->text[len] = 0;
     row->len = len;
@@ -215,12 +211,9 @@ static int csv_record(struct swift_dataset *ds, json_t **fields, long *line)
     *line = ds->line;
     json_t *arr = json_array();
     size_t cap = 256, fl = 0;
-    char *f = malloc(cap);
-    if (!f || !arr) {
-        free(f);
-        json_decref(arr);
-        return swift_error("out of memory");
-    }
+    char *f = swift_xmalloc(cap);
+    if (!arr)
+        abort();
     for (;;) {
         fl = 0;
         int quoted = 0;
@@ -266,13 +259,7 @@ static int csv_record(struct swift_dataset *ds, json_t **fields, long *line)
                     return swift_error_at(
                         ds->path, *line, "CSV field longer than %zu bytes", MAX_ROW);
                 }
-                char *q = realloc(f, cap);
-                if (!q) {
-                    free(f);
-                    json_decref(arr);
-                    return swift_error("out of memory");
-                }
-                f = q;
+                f = swift_xrealloc(f, cap);
             }
             f[fl++] = c;
         }
@@ -352,9 +339,7 @@ int swift_dataset_next(struct swift_dataset *ds, struct swift_row *row)
             return 0;
         if (n < 0)
             return -1;
-        row->text = malloc((size_t)n + 1);
-        if (!row->text)
-            return swift_error("out of memory");
+        row->text = swift_xmalloc((size_t)n + 1);
         memcpy(row->text, line, (size_t)n + 1);
         row->len = (size_t)n;
         row->line = ds->jl.line;
@@ -422,16 +407,10 @@ int swift_columns_parse(struct swift_columns *c, const char *spec)
             swift_columns_release(c);
             return swift_error("--columns: expected SRC:DST[,SRC:DST...], got '%.*s'", (int)n, p);
         }
-        char **s = realloc(c->src, (size_t)(c->n + 1) * sizeof(char *));
-        if (s)
-            c->src = s;
-        char **d = realloc(c->dst, (size_t)(c->n + 1) * sizeof(char *));
-        if (d)
-            c->dst = d;
-        if (!s || !d)
-            return swift_error("out of memory");
-        c->src[c->n] = strndup(p, (size_t)(colon - p));
-        c->dst[c->n] = strndup(colon + 1, (size_t)(p + n - colon - 1));
+        c->src = swift_xrealloc(c->src, (size_t)(c->n + 1) * sizeof(char *));
+        c->dst = swift_xrealloc(c->dst, (size_t)(c->n + 1) * sizeof(char *));
+        c->src[c->n] = swift_xstrndup(p, (size_t)(colon - p));
+        c->dst[c->n] = swift_xstrndup(colon + 1, (size_t)(p + n - colon - 1));
         c->n++;
         p += n;
         if (*p == ',')
@@ -451,6 +430,7 @@ void swift_columns_release(struct swift_columns *c)
     memset(c, 0, sizeof(*c));
 }
 
+/* Append one message; -1 past the ceiling of 2^20 messages (a hostile row). */
 static int push_msg(struct swift_conv *conv, enum swift_role role, const char *s, size_t n,
                     json_t *tool_calls, int loss)
 {
@@ -458,10 +438,7 @@ static int push_msg(struct swift_conv *conv, enum swift_role role, const char *s
         size_t nc = conv->cap ? 2 * conv->cap : 16;
         if (nc > 1 << 20)
             return -1;
-        struct swift_message *m = realloc(conv->msg, nc * sizeof(*m));
-        if (!m)
-            return -1;
-        conv->msg = m;
+        conv->msg = swift_xrealloc(conv->msg, nc * sizeof(*conv->msg));
         conv->cap = nc;
     }
     conv->msg[conv->n++] = (struct swift_message){role, s, n, tool_calls, loss};
@@ -658,7 +635,7 @@ static int from_messages(json_t *msgs, json_t *convs, const char *system, const 
         }
     } else if (sys_s) {
         if (push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
-            return errf(err, errlen, "out of memory");
+            return errf(err, errlen, "too many messages");
         struct swift_message m = conv->msg[conv->n - 1];
         memmove(&conv->msg[1], &conv->msg[0], (conv->n - 1) * sizeof(m));
         conv->msg[0] = m;
@@ -751,12 +728,12 @@ static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *hol
     } else if (get_text(q, qk, &qs, &qn, err, errlen) < 0)
         return -1;
     if (sys_s && push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
-        return errf(err, errlen, "out of memory");
+        return errf(err, errlen, "too many messages");
     if (push_history(json_object_get(obj, "history"), conv, err, errlen) < 0)
         return -1;
     if (push_msg(conv, SWIFT_ROLE_USER, qs, qn, NULL, -1) < 0 ||
         push_msg(conv, SWIFT_ROLE_ASSISTANT, rs, rn, NULL, -1) < 0)
-        return errf(err, errlen, "out of memory");
+        return errf(err, errlen, "too many messages");
     return 0;
 }
 

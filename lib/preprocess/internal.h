@@ -187,8 +187,8 @@ static inline const struct merge_slot *merge_find(const struct swift_tokenizer *
     }
 }
 
-/* ---- building the tables (tokenizer.c); each returns 0 or -1 after reporting ---- */
-/* A new empty tokenizer named `name` (for messages); NULL after reporting out of memory. */
+/* ---- building the tables (tokenizer.c); each int one returns 0 or -1 after reporting ---- */
+/* A new empty tokenizer named `name` (for messages). */
 struct swift_tokenizer *swift_tok_new(const char *name);
 /* Set vocabulary entry id <- byte-level string s (scratch holds strlen(s) bytes). */
 int swift_tok_vocab_set(struct swift_tokenizer *tok, const char *s, size_t n, uint32_t id,
@@ -197,7 +197,7 @@ int swift_tok_vocab_set(struct swift_tokenizer *tok, const char *s, size_t n, ui
 int swift_tok_vocab_index(struct swift_tokenizer *tok);
 /* Room for n merges, then swift_tok_merge_add each by rank (scratch holds na + nb + 2 bytes;
  * index names the entry in messages). */
-int swift_tok_merges_alloc(struct swift_tokenizer *tok, size_t n);
+void swift_tok_merges_alloc(struct swift_tokenizer *tok, size_t n);
 int swift_tok_merge_add(struct swift_tokenizer *tok, const char *a, size_t na, const char *b,
                         size_t nb, uint32_t rank, char *scratch, long index);
 /* Add an added token (content matched in the raw text before normalization). */
@@ -206,7 +206,7 @@ int swift_tok_added_add(struct swift_tokenizer *tok, const char *content, size_t
 /* Append a pre-tokenizer split (a PCRE2 regex, or a literal string). */
 int swift_tok_regex_add(struct swift_tokenizer *tok, const char *pat, size_t n, int literal);
 /* Build the byte-pair table and the added-token index once loading is done. */
-int swift_tok_finish(struct swift_tokenizer *tok);
+void swift_tok_finish(struct swift_tokenizer *tok);
 
 /* ---- build mode of swift-preprocess (store.c) ---- */
 struct swift_template;

@@ -1,6 +1,7 @@
 /* preprocess — swift-preprocess's pipeline (see preprocess.h). */
 #include "lib/preprocess/preprocess.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -62,12 +63,8 @@ static int copy_out(struct item *it, const uint32_t *ids, const uint8_t *mask, s
         snprintf(it->err, ERR_LEN, "sample of %zu tokens is too long", n);
         return -1;
     }
-    it->ids = malloc((n ? n : 1) * sizeof(uint32_t));
-    it->mask = mask ? malloc(n ? n : 1) : NULL;
-    if (!it->ids || (mask && !it->mask)) {
-        snprintf(it->err, ERR_LEN, "out of memory");
-        return -1;
-    }
+    it->ids = swift_xmalloc((n ? n : 1) * sizeof(uint32_t));
+    it->mask = mask ? swift_xmalloc(n ? n : 1) : NULL;
     memcpy(it->ids, ids, n * sizeof(uint32_t));
     if (mask)
         memcpy(it->mask, mask, n);
@@ -89,11 +86,9 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
     if (rc == 0) {
         it->trained = w->enc.trained;
         if (c->o->mode == SWIFT_PP_RENDER) {
-            it->text = malloc(w->enc.len + 1);
-            if (it->text) {
-                memcpy(it->text, w->enc.text, w->enc.len + 1);
-                it->textlen = w->enc.len;
-            }
+            it->text = swift_xmalloc(w->enc.len + 1);
+            memcpy(it->text, w->enc.text, w->enc.len + 1);
+            it->textlen = w->enc.len;
         }
     }
     json_decref(owned);
@@ -144,8 +139,8 @@ static int do_decode(struct ctx *c, struct worker *w, struct item *it)
         return -1;
     }
     size_t n = json_array_size(a);
-    uint32_t *ids = malloc((n ? n : 1) * sizeof(uint32_t));
-    int rc = ids ? 0 : -1;
+    uint32_t *ids = swift_xmalloc((n ? n : 1) * sizeof(uint32_t));
+    int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         json_t *x = json_array_get(a, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 ||
@@ -323,10 +318,8 @@ static int start_workers(struct run *r)
     struct ctx *c = &r->c;
     r->pool = swift_pool_new(r->o->threads);
     c->nw = swift_pool_size(r->pool);
-    c->w = calloc((size_t)c->nw, sizeof(*c->w));
-    c->items = calloc(BATCH_ROWS, sizeof(*c->items));
-    if (!c->w || !c->items)
-        return swift_error("out of memory");
+    c->w = swift_xcalloc((size_t)c->nw, sizeof(*c->w));
+    c->items = swift_xcalloc(BATCH_ROWS, sizeof(*c->items));
     for (int i = 0; i < c->nw; i++)
         if (!(c->w[i].st = swift_tok_state_new(c->tok)))
             return -1;
@@ -430,11 +423,9 @@ static int build_output(struct run *r, char **tmpdir, double lenstats[4], struct
     const struct ctx *c = &r->c;
     swift_pp_len_stats(&r->s, lenstats);
     uint64_t n = r->s.ndocs, ntrain = 0, nval = 0;
-    uint64_t *train = malloc((n ? n : 1) * sizeof(uint64_t));
-    uint64_t *val = malloc((n ? n : 1) * sizeof(uint64_t));
-    int rc = train && val ? 0 : swift_error("out of memory");
-    if (rc == 0)
-        rc = swift_pp_split(o, n, train, &ntrain, val, &nval);
+    uint64_t *train = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *val = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    int rc = swift_pp_split(o, n, train, &ntrain, val, &nval);
     if (rc == 0 && swift_atomic_dir_begin(o->output, tmpdir) < 0)
         rc = -1;
     if (rc == 0)

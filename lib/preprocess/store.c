@@ -3,6 +3,7 @@
  * their index (see preprocess.h; the driver is preprocess.c). */
 #include "lib/preprocess/preprocess.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
@@ -31,28 +32,16 @@ static int store_add(struct pp_store *s, const uint32_t *ids, const uint8_t *mas
             nc *= 2;
         if (nc > MAX_STORE_TOKENS)
             return swift_error("more than %" PRIu64 " tokens", MAX_STORE_TOKENS);
-        uint32_t *a = realloc(s->ids, nc * sizeof(uint32_t));
-        if (a)
-            s->ids = a;
-        uint8_t *b = realloc(s->mask, nc);
-        if (b)
-            s->mask = b;
-        if (!a || !b)
-            return swift_error("out of memory");
+        s->ids = swift_xrealloc(s->ids, nc * sizeof(uint32_t));
+        s->mask = swift_xrealloc(s->mask, nc);
         s->cap = nc;
     }
     if (s->ndocs + 2 > s->capd) {
         uint64_t nc = s->capd ? 2 * s->capd : 4096;
         if (nc > MAX_DOCS)
             return swift_error("more than %" PRIu64 " documents", MAX_DOCS);
-        uint64_t *o = realloc(s->off, nc * sizeof(uint64_t));
-        if (o)
-            s->off = o;
-        uint64_t *t = realloc(s->trained, nc * sizeof(uint64_t));
-        if (t)
-            s->trained = t;
-        if (!o || !t)
-            return swift_error("out of memory");
+        s->off = swift_xrealloc(s->off, nc * sizeof(uint64_t));
+        s->trained = swift_xrealloc(s->trained, nc * sizeof(uint64_t));
         if (s->capd == 0)
             s->off[0] = 0;
         s->capd = nc;
@@ -139,14 +128,9 @@ void swift_pp_len_stats(const struct pp_store *s, double lenstats[4])
 int swift_pp_split(const struct swift_preprocess_opts *o, uint64_t n, uint64_t *train,
                    uint64_t *ntrain, uint64_t *val, uint64_t *nval)
 {
-    uint64_t *perm = malloc((n ? n : 1) * sizeof(uint64_t));
-    uint8_t *is_val = calloc(n ? n : 1, 1);
+    uint64_t *perm = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    uint8_t *is_val = swift_xcalloc(n ? n : 1, 1);
     *ntrain = *nval = 0;
-    if (!perm || !is_val) {
-        free(perm);
-        free(is_val);
-        return swift_error("out of memory");
-    }
     uint64_t seed = o->seed;
     for (uint64_t i = 0; i < n; i++)
         perm[i] = i;
@@ -188,19 +172,18 @@ static int cmp_len_desc(const void *a, const void *b, void *lens)
 /* Best-fit decreasing: seq[] becomes the placement order (longest first) and bin[i] the bin of
  * doc i. Bins are bucketed by remaining capacity, with a bitset of non-empty buckets to find the
  * smallest remaining capacity >= len. */
-static int best_fit(const uint64_t *len, uint64_t n, uint64_t max, uint64_t *seq, uint64_t *bin,
-                    uint64_t *nbins)
+static void best_fit(const uint64_t *len, uint64_t n, uint64_t max, uint64_t *seq, uint64_t *bin,
+                     uint64_t *nbins)
 {
     qsort_r(seq, n, sizeof(uint64_t), cmp_len_desc, (void *)len);
     uint64_t words = max / 64 + 1;
-    uint64_t *bits = calloc(words, sizeof(uint64_t));
-    uint64_t *head = malloc((max + 1) * sizeof(uint64_t));
-    uint64_t *next = malloc((n ? n : 1) * sizeof(uint64_t));
-    uint64_t *rem = malloc((n ? n : 1) * sizeof(uint64_t));
-    int rc = bits && head && next && rem ? 0 : swift_error("out of memory");
-    for (uint64_t r = 0; rc == 0 && r <= max; r++)
+    uint64_t *bits = swift_xcalloc(words, sizeof(uint64_t));
+    uint64_t *head = swift_xmalloc((max + 1) * sizeof(uint64_t));
+    uint64_t *next = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *rem = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    for (uint64_t r = 0; r <= max; r++)
         head[r] = UINT64_MAX;
-    for (uint64_t k = 0; rc == 0 && k < n; k++) {
+    for (uint64_t k = 0; k < n; k++) {
         uint64_t i = seq[k], l = len[i];
         uint64_t found = UINT64_MAX;
         for (uint64_t wi = l / 64; wi < words; wi++) {
@@ -232,13 +215,12 @@ static int best_fit(const uint64_t *len, uint64_t n, uint64_t max, uint64_t *seq
     free(head);
     free(next);
     free(rem);
-    return rc;
 }
 
 /* Group the placed docs by bin, keeping placement order inside a bin: order[] of doc ids and
  * start[0..nbins] offsets into it. */
-static int group_bins(const uint64_t *docs, uint64_t n, const uint64_t *seq, const uint64_t *bin,
-                      uint64_t nbins, uint64_t *order, uint64_t *start)
+static void group_bins(const uint64_t *docs, uint64_t n, const uint64_t *seq, const uint64_t *bin,
+                       uint64_t nbins, uint64_t *order, uint64_t *start)
 {
     for (uint64_t b = 0; b <= nbins; b++)
         start[b] = 0;
@@ -246,22 +228,19 @@ static int group_bins(const uint64_t *docs, uint64_t n, const uint64_t *seq, con
         start[bin[i] + 1]++;
     for (uint64_t b = 0; b < nbins; b++)
         start[b + 1] += start[b];
-    uint64_t *fillp = malloc((nbins + 1) * sizeof(uint64_t));
-    if (!fillp)
-        return swift_error("out of memory");
+    uint64_t *fillp = swift_xmalloc((nbins + 1) * sizeof(uint64_t));
     memcpy(fillp, start, (nbins + 1) * sizeof(uint64_t));
     for (uint64_t k = 0; k < n; k++) {
         uint64_t i = seq[k];
         order[fillp[bin[i]]++] = docs[i];
     }
     free(fillp);
-    return 0;
 }
 
 /* Pack docs[0..n) (doc ids into the store) into samples. Output: order[] of doc ids, and
- * start[0..*nsamples] offsets into order. Returns 0 or -1. */
-static int pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t *docs, uint64_t n,
-                uint64_t *order, uint64_t *start, uint64_t *nsamples)
+ * start[0..*nsamples] offsets into order. */
+static void pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t *docs, uint64_t n,
+                 uint64_t *order, uint64_t *start, uint64_t *nsamples)
 {
     if (mode == SWIFT_PACK_NONE) {
         for (uint64_t i = 0; i < n; i++) {
@@ -270,18 +249,17 @@ static int pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t
         }
         start[n] = n;
         *nsamples = n;
-        return 0;
+        return;
     }
-    uint64_t *len = malloc((n ? n : 1) * sizeof(uint64_t));
-    uint64_t *bin = malloc((n ? n : 1) * sizeof(uint64_t)); /* bin of the i-th placed doc */
-    uint64_t *seq = malloc((n ? n : 1) * sizeof(uint64_t)); /* placement order (positions) */
-    int rc = len && bin && seq ? 0 : swift_error("out of memory");
+    uint64_t *len = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *bin = swift_xmalloc((n ? n : 1) * sizeof(uint64_t)); /* bin of the i-th placed doc */
+    uint64_t *seq = swift_xmalloc((n ? n : 1) * sizeof(uint64_t)); /* placement order (positions) */
     uint64_t nbins = 0;
-    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+    for (uint64_t i = 0; i < n; i++) {
         len[i] = s->off[docs[i] + 1] - s->off[docs[i]];
         seq[i] = i;
     }
-    if (rc == 0 && mode == SWIFT_PACK_SEQUENTIAL) {
+    if (mode == SWIFT_PACK_SEQUENTIAL) {
         uint64_t fill = 0;
         for (uint64_t i = 0; i < n; i++) {
             if (nbins == 0 || fill + len[i] > max) {
@@ -291,15 +269,13 @@ static int pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t
             fill += len[i];
             bin[i] = nbins - 1;
         }
-    } else if (rc == 0)
-        rc = best_fit(len, n, max, seq, bin, &nbins);
-    if (rc == 0)
-        rc = group_bins(docs, n, seq, bin, nbins, order, start);
+    } else
+        best_fit(len, n, max, seq, bin, &nbins);
+    group_bins(docs, n, seq, bin, nbins, order, start);
     free(len);
     free(bin);
     free(seq);
     *nsamples = nbins;
-    return rc;
 }
 
 /* ---- write ---- */
@@ -320,21 +296,12 @@ static int grow(struct shard_out *so, uint64_t len, uint64_t nd)
 {
     if (len > so->cap) {
         so->cap = len;
-        uint32_t *a = realloc(so->ids, so->cap * sizeof(uint32_t));
-        if (a)
-            so->ids = a;
-        uint8_t *b = realloc(so->mask, so->cap);
-        if (b)
-            so->mask = b;
-        if (!a || !b)
-            return swift_error("out of memory");
+        so->ids = swift_xrealloc(so->ids, so->cap * sizeof(uint32_t));
+        so->mask = swift_xrealloc(so->mask, so->cap);
     }
     if (nd > so->capd) {
         so->capd = nd;
-        uint32_t *d = realloc(so->dl, so->capd * sizeof(uint32_t));
-        if (!d)
-            return swift_error("out of memory");
-        so->dl = d;
+        so->dl = swift_xrealloc(so->dl, so->capd * sizeof(uint32_t));
     }
     return 0;
 }
@@ -410,13 +377,13 @@ static void describe(struct swift_shard_index *ix, const struct swift_preprocess
 {
     static const char *const pack_names[] = {"none", "binpack", "sequential"};
     static const char *const trunc_names[] = {"delete", "left", "right", "split"};
-    ix->tokenizer = strdup(o->tokenizer);
-    ix->tokenizer_sha256 = strdup(swift_tokenizer_sha256(tok));
-    ix->template_name = strdup(swift_template_name(tpl));
-    ix->loss = strdup(swift_loss_name(o->loss));
-    ix->truncation = strdup(trunc_names[o->truncation]);
-    ix->packing = strdup(pack_names[o->packing]);
-    ix->split = strdup(split);
+    ix->tokenizer = swift_xstrdup(o->tokenizer);
+    ix->tokenizer_sha256 = swift_xstrdup(swift_tokenizer_sha256(tok));
+    ix->template_name = swift_xstrdup(swift_template_name(tpl));
+    ix->loss = swift_xstrdup(swift_loss_name(o->loss));
+    ix->truncation = swift_xstrdup(trunc_names[o->truncation]);
+    ix->packing = swift_xstrdup(pack_names[o->packing]);
+    ix->split = swift_xstrdup(split);
     ix->max_length = (uint64_t)o->max_length;
     ix->vocab_size = swift_tokenizer_vocab_size(tok);
     ix->seed = o->seed;
@@ -439,35 +406,25 @@ int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swi
                          const char *dir, const char *split, const double lenstats[4],
                          struct pp_split *res)
 {
-    uint64_t *order = malloc((n ? n : 1) * sizeof(uint64_t));
-    uint64_t *start = malloc((n + 1) * sizeof(uint64_t));
-    if (!order || !start) {
-        free(order);
-        free(start);
-        return swift_error("out of memory");
-    }
+    uint64_t *order = swift_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    uint64_t *start = swift_xmalloc((n + 1) * sizeof(uint64_t));
     int64_t t0 = swift_trace_now();
     uint64_t nsamples = 0;
-    int rc = pack(s, o->packing, (uint64_t)o->max_length, docs, n, order, start, &nsamples);
+    pack(s, o->packing, (uint64_t)o->max_length, docs, n, order, start, &nsamples);
     swift_trace_span("pack",
                      "pack",
                      t0,
                      swift_trace_now(),
                      (struct swift_targ[]){SWIFT_TARG_S("split", split),
                                            SWIFT_TARG_I("docs", n),
-                                           SWIFT_TARG_I("samples", rc == 0 ? nsamples : 0)},
+                                           SWIFT_TARG_I("samples", nsamples)},
                      3);
-    if (rc < 0) {
-        free(order);
-        free(start);
-        return -1;
-    }
     t0 = swift_trace_now();
     struct swift_shard_index ix;
     swift_shard_index_init(&ix);
     struct shard_out so = {.dir = dir, .shard_tokens = o->shard_tokens, .ix = &ix};
     uint64_t tokens = 0, trained = 0;
-    rc = write_samples(&so, s, order, start, nsamples, &tokens, &trained);
+    int rc = write_samples(&so, s, order, start, nsamples, &tokens, &trained);
     swift_shard_writer_free(so.w);
     free(so.ids);
     free(so.mask);

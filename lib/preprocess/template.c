@@ -1,6 +1,7 @@
 /* template — chat templates to ids + loss mask (see template.h). */
 #include "lib/preprocess/template.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <stdarg.h>
@@ -126,14 +127,8 @@ static int emit(struct render *r, const char *s, size_t n, int mask)
             nc *= 2;
         if (nc > ((size_t)1 << 31))
             return fail(r, "rendered sample larger than 2 GiB");
-        char *t = realloc(e->text, nc);
-        if (t)
-            e->text = t;
-        uint8_t *m = realloc(e->bytemask, nc);
-        if (m)
-            e->bytemask = m;
-        if (!t || !m)
-            return fail(r, "out of memory");
+        e->text = swift_xrealloc(e->text, nc);
+        e->bytemask = swift_xrealloc(e->bytemask, nc);
         e->cap = nc;
     }
     memcpy(e->text + e->len, s, n);
@@ -620,10 +615,7 @@ int swift_template_encode(const struct swift_template *t, struct swift_tok_state
         return fail(&r, "cannot tokenize the rendered sample");
     if (e->tok.n > e->maskcap) {
         size_t nc = e->tok.n + e->tok.n / 2 + 64;
-        uint8_t *m = realloc(e->mask, nc);
-        if (!m)
-            return fail(&r, "out of memory");
-        e->mask = m;
+        e->mask = swift_xrealloc(e->mask, nc);
         e->maskcap = nc;
     }
     uint64_t tr = 0;

@@ -2,6 +2,7 @@
  * tokenizer.h for the pipeline, internal.h for how the files divide the work). */
 #include "lib/preprocess/tokenizer.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/preprocess/internal.h"
 
@@ -44,10 +45,7 @@ static int add_bytes(struct swift_tokenizer *tok, const char *s, size_t n, uint3
             nc *= 2;
         if (nc > ((size_t)1 << 32))
             return swift_error("%s: vocabulary too large", tok->name);
-        char *b = realloc(tok->bytes, nc);
-        if (!b)
-            return swift_error("out of memory");
-        tok->bytes = b;
+        tok->bytes = swift_xrealloc(tok->bytes, nc);
         tok->capbytes = nc;
     }
     memcpy(tok->bytes + tok->nbytes, s, n);
@@ -67,9 +65,7 @@ static int ensure_id(struct swift_tokenizer *tok, uint32_t id)
     size_t oldcap = (tok->vocab_size + step - 1) / step * step;
     size_t newcap = ((size_t)id + 1 + step - 1) / step * step;
     if (newcap > oldcap || !tok->info) {
-        struct tokinfo *ti = realloc(tok->info, newcap * sizeof(*ti));
-        if (!ti)
-            return swift_error("out of memory");
+        struct tokinfo *ti = swift_xrealloc(tok->info, newcap * sizeof(*ti));
         memset(ti + (tok->info ? oldcap : 0), 0, (newcap - (tok->info ? oldcap : 0)) * sizeof(*ti));
         tok->info = ti;
     }
@@ -120,9 +116,7 @@ int swift_tok_vocab_index(struct swift_tokenizer *tok)
     uint32_t size = 1024;
     while (size < 2 * tok->vocab_size + 16)
         size *= 2;
-    tok->vslot = calloc(size, sizeof(uint32_t));
-    if (!tok->vslot)
-        return swift_error("out of memory");
+    tok->vslot = swift_xcalloc(size, sizeof(uint32_t));
     tok->vmask = size - 1;
     for (int b = 0; b < 256; b++)
         tok->byte_id[b] = -1;
@@ -148,16 +142,13 @@ int swift_tok_vocab_index(struct swift_tokenizer *tok)
     return 0;
 }
 
-int swift_tok_merges_alloc(struct swift_tokenizer *tok, size_t n)
+void swift_tok_merges_alloc(struct swift_tokenizer *tok, size_t n)
 {
     uint64_t size = 1024;
     while (size < 2 * (uint64_t)n + 16)
         size *= 2;
-    tok->mslot = calloc(size, sizeof(*tok->mslot));
-    if (!tok->mslot)
-        return swift_error("out of memory");
+    tok->mslot = swift_xcalloc(size, sizeof(*tok->mslot));
     tok->mmask = size - 1;
-    return 0;
 }
 
 /* Add merge number `rank` of byte-level strings a and b. */
@@ -204,14 +195,9 @@ int swift_tok_added_add(struct swift_tokenizer *tok, const char *content, size_t
         return swift_error("%s: too many added tokens", tok->name);
     if (ensure_id(tok, id) < 0)
         return -1;
-    struct added *a = realloc(tok->added, (tok->nadded + 1) * sizeof(*a));
-    if (!a)
-        return swift_error("out of memory");
-    tok->added = a;
-    a += tok->nadded;
-    a->content = malloc(len + 1);
-    if (!a->content)
-        return swift_error("out of memory");
+    tok->added = swift_xrealloc(tok->added, (tok->nadded + 1) * sizeof(*tok->added));
+    struct added *a = tok->added + tok->nadded;
+    a->content = swift_xmalloc(len + 1);
     memcpy(a->content, content, len);
     a->content[len] = 0;
     a->len = len;
@@ -222,9 +208,7 @@ int swift_tok_added_add(struct swift_tokenizer *tok, const char *content, size_t
     tok->nadded++;
     /* decode bytes: HF maps each char through the byte-level table when all map, else raw */
     uint32_t off;
-    char *scratch = malloc(len + 1);
-    if (!scratch)
-        return swift_error("out of memory");
+    char *scratch = swift_xmalloc(len + 1);
     long bl = unmap_bytelevel(content, len, scratch);
     int rc =
         bl < 0 ? add_bytes(tok, content, len, &off) : add_bytes(tok, scratch, (size_t)bl, &off);
@@ -241,13 +225,11 @@ int swift_tok_added_add(struct swift_tokenizer *tok, const char *content, size_t
     return 0;
 }
 
-static int build_added_index(struct swift_tokenizer *tok)
+static void build_added_index(struct swift_tokenizer *tok)
 {
     for (size_t i = 0; i < tok->nadded; i++) {
         unsigned char c = (unsigned char)tok->added[i].content[0];
-        uint32_t *p = realloc(tok->afirst[c], (tok->nafirst[c] + 1) * sizeof(uint32_t));
-        if (!p)
-            return swift_error("out of memory");
+        uint32_t *p = swift_xrealloc(tok->afirst[c], (tok->nafirst[c] + 1) * sizeof(uint32_t));
         p[tok->nafirst[c]++] = (uint32_t)i;
         tok->afirst[c] = p;
     }
@@ -267,7 +249,6 @@ static int build_added_index(struct swift_tokenizer *tok)
             v[j] = x;
         }
     }
-    return 0;
 }
 
 int swift_tok_regex_add(struct swift_tokenizer *tok, const char *pat, size_t n, int literal)
@@ -289,27 +270,21 @@ int swift_tok_regex_add(struct swift_tokenizer *tok, const char *pat, size_t n, 
     return 0;
 }
 
-int swift_tok_finish(struct swift_tokenizer *tok)
+void swift_tok_finish(struct swift_tokenizer *tok)
 {
-    tok->bytepair = calloc(65536, sizeof(*tok->bytepair));
-    if (!tok->bytepair)
-        return swift_error("out of memory");
+    tok->bytepair = swift_xcalloc(65536, sizeof(*tok->bytepair));
     for (int a = 0; a < 256; a++)
         for (int b = 0; b < 256; b++)
             tok->bytepair[a << 8 | b] =
                 merge_find(tok, (uint32_t)tok->byte_id[a], (uint32_t)tok->byte_id[b]);
-    return build_added_index(tok);
+    build_added_index(tok);
 }
 
 struct swift_tokenizer *swift_tok_new(const char *name)
 {
     init_bytemap();
-    struct swift_tokenizer *tok = calloc(1, sizeof(*tok));
-    if (!tok || !(tok->name = strdup(name))) {
-        free(tok);
-        swift_error("out of memory");
-        return NULL;
-    }
+    struct swift_tokenizer *tok = swift_xcalloc(1, sizeof(*tok));
+    tok->name = swift_xstrdup(name);
     return tok;
 }
 
@@ -346,13 +321,8 @@ int swift_tokenizer_decode(const struct swift_tokenizer *tok, const uint32_t *id
             return swift_error("unknown token id %u", ids[i]);
         total += tok->info[ids[i]].len;
     }
-    unsigned char *raw = malloc(total + 1);
-    char *res = malloc(3 * total + 1); /* each bad byte becomes 3 bytes at most */
-    if (!raw || !res) {
-        free(raw);
-        free(res);
-        return swift_error("out of memory");
-    }
+    unsigned char *raw = swift_xmalloc(total + 1);
+    char *res = swift_xmalloc(3 * total + 1); /* each bad byte becomes 3 bytes at most */
     size_t r = 0;
     for (size_t i = 0; i < n; i++) {
         const struct tokinfo *ti = &tok->info[ids[i]];

@@ -54,7 +54,7 @@ struct swift_tokens {
     int want_offsets;
 };
 void swift_tokens_release(struct swift_tokens *t);
-/* Append one id (offset given); returns 0 or -1 (out of memory / over the ceiling). */
+/* Append one id (offset given); returns 0 or -1 (over the ceiling). */
 int swift_tokens_push(struct swift_tokens *t, uint32_t id, uint32_t offset);
 
 enum {
@@ -76,12 +76,13 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
                               const char *name);
 void swift_tokenizer_free(struct swift_tokenizer *tok);
 
-/* Per-thread encoding state (borrowing tok, which must outlive it). NULL after an error. */
+/* Per-thread encoding state (borrowing tok, which must outlive it). NULL after an error (PCRE2's
+ * own allocations failing). */
 struct swift_tok_state *swift_tok_state_new(const struct swift_tokenizer *tok);
 void swift_tok_state_free(struct swift_tok_state *st);
 
 /* Encode len bytes of UTF-8 text, appending to out. Returns 0 or -1 (invalid UTF-8 with its
- * byte offset, out of memory). */
+ * byte offset, or more tokens than the ceiling). */
 int swift_tokenizer_encode(struct swift_tok_state *st, const char *text, size_t len, int flags,
                            struct swift_tokens *out);
 

@@ -2,6 +2,7 @@
  * with a per-state piece cache (see tokenizer.h for the pipeline). */
 #include "lib/preprocess/tokenizer.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/pool.h"
 #include "lib/preprocess/internal.h"
@@ -62,16 +63,9 @@ static int tokens_reserve(struct swift_tokens *t, size_t extra)
     size_t nc = t->cap ? t->cap : 256;
     while (nc < t->n + extra)
         nc *= 2;
-    uint32_t *ids = realloc(t->ids, nc * sizeof(uint32_t));
-    if (!ids)
-        return swift_error("out of memory");
-    t->ids = ids;
-    if (t->want_offsets) {
-        uint32_t *o = realloc(t->offsets, nc * sizeof(uint32_t));
-        if (!o)
-            return swift_error("out of memory");
-        t->offsets = o;
-    }
+    t->ids = swift_xrealloc(t->ids, nc * sizeof(uint32_t));
+    if (t->want_offsets)
+        t->offsets = swift_xrealloc(t->offsets, nc * sizeof(uint32_t));
     t->cap = nc;
     return 0;
 }
@@ -124,9 +118,7 @@ struct swift_tok_state {
 
 struct swift_tok_state *swift_tok_state_new(const struct swift_tokenizer *tok)
 {
-    struct swift_tok_state *st = calloc(1, sizeof(*st));
-    if (!st)
-        goto oom;
+    struct swift_tok_state *st = swift_xcalloc(1, sizeof(*st));
     st->tok = tok;
     st->mctx = pcre2_match_context_create(NULL);
     st->jstack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
@@ -136,13 +128,11 @@ struct swift_tok_state *swift_tok_state_new(const struct swift_tokenizer *tok)
     for (int i = 0; i < tok->nre; i++)
         if (!(st->md[i] = pcre2_match_data_create_from_pattern(tok->re[i], NULL)))
             goto oom;
-    st->cslot = calloc(CACHE_SLOTS, sizeof(*st->cslot));
-    st->ckeys = malloc(CACHE_BYTES);
-    st->cids = malloc(CACHE_IDS * sizeof(uint32_t));
-    if (!st->cslot || !st->ckeys || !st->cids)
-        goto oom;
+    st->cslot = swift_xcalloc(CACHE_SLOTS, sizeof(*st->cslot));
+    st->ckeys = swift_xmalloc(CACHE_BYTES);
+    st->cids = swift_xmalloc(CACHE_IDS * sizeof(uint32_t));
     return st;
-oom:
+oom: /* PCRE2 allocates with its own malloc */
     swift_tok_state_free(st);
     swift_error("out of memory");
     return NULL;
@@ -178,20 +168,10 @@ static int scratch_reserve(struct swift_tok_state *st, size_t n)
     size_t nc = st->scap ? st->scap : 256;
     while (nc < n)
         nc *= 2;
-    uint32_t *a = realloc(st->sid, nc * sizeof(uint32_t));
-    if (a)
-        st->sid = a;
-    int32_t *b = realloc(st->sprev, nc * sizeof(int32_t));
-    if (b)
-        st->sprev = b;
-    int32_t *c = realloc(st->snext, nc * sizeof(int32_t));
-    if (c)
-        st->snext = c;
-    uint32_t *d = realloc(st->slen, nc * sizeof(uint32_t));
-    if (d)
-        st->slen = d;
-    if (!a || !b || !c || !d)
-        return swift_error("out of memory");
+    st->sid = swift_xrealloc(st->sid, nc * sizeof(uint32_t));
+    st->sprev = swift_xrealloc(st->sprev, nc * sizeof(int32_t));
+    st->snext = swift_xrealloc(st->snext, nc * sizeof(int32_t));
+    st->slen = swift_xrealloc(st->slen, nc * sizeof(uint32_t));
     st->scap = nc;
     return 0;
 }
@@ -200,10 +180,7 @@ static int heap_push(struct swift_tok_state *st, size_t *hn, struct heap_ent e)
 {
     if (*hn >= st->hcap) {
         size_t nc = st->hcap ? 2 * st->hcap : 256;
-        struct heap_ent *h = realloc(st->heap, nc * sizeof(*h));
-        if (!h)
-            return swift_error("out of memory");
-        st->heap = h;
+        st->heap = swift_xrealloc(st->heap, nc * sizeof(*st->heap));
         st->hcap = nc;
     }
     struct heap_ent *h = st->heap;
@@ -495,9 +472,7 @@ int swift_tokenizer_normalize(const struct swift_tokenizer *tok, const char *tex
     if (normalize(tok, text, len, &norm, &nlen) < 0)
         return -1;
     if (!norm) {
-        norm = malloc(len + 1);
-        if (!norm)
-            return swift_error("out of memory");
+        norm = swift_xmalloc(len + 1);
         memcpy(norm, text, len);
         norm[len] = 0;
         nlen = len;
@@ -526,12 +501,7 @@ static int encode_segment(struct swift_tok_state *st, const char *p, size_t n, u
     if (tok->add_prefix_space && p[0] != ' ') {
         if (n + 1 > st->tcap) {
             size_t nc = 2 * (n + 1);
-            char *b = realloc(st->tbuf, nc);
-            if (!b) {
-                free(norm);
-                return swift_error("out of memory");
-            }
-            st->tbuf = b;
+            st->tbuf = swift_xrealloc(st->tbuf, nc);
             st->tcap = nc;
         }
         st->tbuf[0] = ' ';
@@ -634,9 +604,8 @@ int swift_tokenizer_encode_many(const struct swift_tokenizer *tok, struct swift_
                                 struct swift_tokens *out)
 {
     int nw = pool ? swift_pool_size(pool) : 1;
-    struct many_ctx c = {tok, calloc((size_t)nw, sizeof(void *)), texts, lens, flags, out, 0};
-    if (!c.st)
-        return swift_error("out of memory");
+    struct many_ctx c = {
+        tok, swift_xcalloc((size_t)nw, sizeof(void *)), texts, lens, flags, out, 0};
     if (pool)
         swift_pool_for(pool, (long)n, 0, many_one, &c);
     else

@@ -2,6 +2,7 @@
  * tokenizer_config.json next to them (see tokenizer.h; the tables are built by tokenizer.c). */
 #include "lib/preprocess/tokenizer.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/sha256.h"
@@ -148,9 +149,7 @@ static int parse_post(struct swift_tokenizer *tok, json_t *p)
             size_t *cnt = seen_a ? &tok->npost : &tok->npre;
             if (*cnt >= 64)
                 return bad(tok, "TemplateProcessing: too many tokens");
-            uint32_t *q = realloc(*arr, (*cnt + 1) * sizeof(uint32_t));
-            if (!q)
-                return swift_error("out of memory");
+            uint32_t *q = swift_xrealloc(*arr, (*cnt + 1) * sizeof(uint32_t));
             q[(*cnt)++] = (uint32_t)json_integer_value(x);
             *arr = q;
         }
@@ -171,9 +170,7 @@ static int parse_vocab_obj(struct swift_tokenizer *tok, json_t *vocab)
         if (n > maxlen)
             maxlen = n;
     }
-    char *scratch = malloc(maxlen + 1);
-    if (!scratch)
-        return swift_error("out of memory");
+    char *scratch = swift_xmalloc(maxlen + 1);
     json_object_foreach(vocab, k, v)
     {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
@@ -198,12 +195,9 @@ static int parse_merges(struct swift_tokenizer *tok, json_t *merges)
     if (!json_is_array(merges))
         return bad(tok, "model.merges must be an array");
     size_t n = json_array_size(merges);
-    if (swift_tok_merges_alloc(tok, n) < 0)
-        return -1;
+    swift_tok_merges_alloc(tok, n);
     size_t cap = 1024;
-    char *scratch = malloc(cap);
-    if (!scratch)
-        return swift_error("out of memory");
+    char *scratch = swift_xmalloc(cap);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         json_t *m = json_array_get(merges, i);
@@ -232,12 +226,7 @@ static int parse_merges(struct swift_tokenizer *tok, json_t *merges)
         }
         if (na + nb + 2 > cap) {
             cap = 2 * (na + nb + 2);
-            char *q = realloc(scratch, cap);
-            if (!q) {
-                rc = swift_error("out of memory");
-                break;
-            }
-            scratch = q;
+            scratch = swift_xrealloc(scratch, cap);
         }
         rc = swift_tok_merge_add(tok, a, na, b, nb, (uint32_t)i, scratch, (long)i);
     }
@@ -250,8 +239,6 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
 {
     *out = NULL;
     struct swift_tokenizer *tok = swift_tok_new(name);
-    if (!tok)
-        return -1;
     swift_sha256_hex(text, len, tok->sha);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, 0, &jerr);
@@ -326,7 +313,7 @@ int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, si
                 "%s: post_processor token id %u is not in the vocabulary", tok->name, id);
     }
     if (rc == 0)
-        rc = swift_tok_finish(tok);
+        swift_tok_finish(tok);
     json_decref(root);
     if (rc < 0) {
         swift_tokenizer_free(tok);
@@ -342,8 +329,6 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
 {
     *out = NULL;
     struct swift_tokenizer *tok = swift_tok_new(name);
-    if (!tok)
-        return -1;
     struct swift_sha256 sh;
     swift_sha256_init(&sh);
     swift_sha256_update(&sh, encoder_json, enc_len);
@@ -362,7 +347,7 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
     for (size_t i = 0; i < bpe_len; i++)
         nlines += vocab_bpe[i] == '\n';
     if (rc == 0)
-        rc = swift_tok_merges_alloc(tok, nlines + 1);
+        swift_tok_merges_alloc(tok, nlines + 1);
     char *scratch = NULL;
     size_t cap = 0;
     uint32_t rank = 0;
@@ -385,12 +370,7 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
         }
         if (n + 2 > cap) {
             cap = 2 * n + 16;
-            char *q = realloc(scratch, cap);
-            if (!q) {
-                rc = swift_error("out of memory");
-                break;
-            }
-            scratch = q;
+            scratch = swift_xrealloc(scratch, cap);
         }
         rc = swift_tok_merge_add(
             tok, l, (size_t)(sp - l), sp + 1, n - (size_t)(sp + 1 - l), rank, scratch, lineno);
@@ -405,7 +385,7 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
             rc = swift_tok_added_add(tok, "<|endoftext|>", 13, (uint32_t)eot, 1, 0, 0);
     }
     if (rc == 0)
-        rc = swift_tok_finish(tok);
+        swift_tok_finish(tok);
     if (rc < 0) {
         swift_tokenizer_free(tok);
         return -1;
@@ -419,9 +399,7 @@ int swift_tokenizer_load(struct swift_tokenizer **out, const char *dir)
     *out = NULL;
     char *path;
     int is_file = !swift_is_dir(dir);
-    path = is_file ? strdup(dir) : swift_path_join(dir, "tokenizer.json");
-    if (!path)
-        return swift_error("out of memory");
+    path = is_file ? swift_xstrdup(dir) : swift_path_join(dir, "tokenizer.json");
     char *text;
     size_t len;
     int rc;

@@ -379,6 +379,9 @@ static void test_config_layouts(void **s)
          "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"hidden_act\":\"gelu\"}",
          "unsupported hidden_act 'gelu'"},
         {"{\"model_type\":\"llama\",\"hidden_size\":8}", "missing key 'vocab_size'"},
+        {"{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,\"intermediate_size\":16,"
+         "\"num_hidden_layers\":1073741824,\"num_attention_heads\":2}",
+         "num_hidden_layers 1073741824 is above the limit of 4096"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char buf[1024] = {0};
