@@ -2,6 +2,7 @@
  * cache in chunks with the logits wanted handed to a callback, the cache sized to the batch,
  * few-shot examples (lib/eval/internal.h). */
 #include "lib/eval/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
 
@@ -20,11 +21,7 @@ int swift_eval_encode(struct swift_eval_runner *r, const char *text, struct swif
     struct swift_tokens t = {0};
     if (swift_tokenizer_encode(r->st, text, strlen(text), SWIFT_TOK_PARSE_SPECIAL, &t) < 0)
         return -1;
-    out->v = malloc((t.n ? t.n : 1) * sizeof(int32_t));
-    if (!out->v) {
-        swift_tokens_release(&t);
-        return swift_error("out of memory");
-    }
+    out->v = swift_xmalloc((t.n ? t.n : 1) * sizeof(int32_t));
     for (size_t i = 0; i < t.n; i++)
         out->v[i] = (int32_t)t.ids[i];
     out->n = (int)t.n;
@@ -34,9 +31,7 @@ int swift_eval_encode(struct swift_eval_runner *r, const char *text, struct swif
 
 static int to_ids(const uint32_t *u, size_t n, struct swift_eval_ids *out)
 {
-    out->v = malloc((n ? n : 1) * sizeof(int32_t));
-    if (!out->v)
-        return swift_error("out of memory");
+    out->v = swift_xmalloc((n ? n : 1) * sizeof(int32_t));
     for (size_t i = 0; i < n; i++)
         out->v[i] = (int32_t)u[i];
     out->n = (int)n;
@@ -65,15 +60,12 @@ int swift_eval_feed_all(struct swift_eval_runner *r, const struct swift_eval_fee
 {
     struct swift_kv *kv = &r->kv;
     int M = kv->max_tokens;
-    int32_t *tok = malloc((size_t)M * sizeof(int32_t));
-    int *rowof = malloc((size_t)M * sizeof(int)), *want = malloc(SWIFT_EVAL_MAX_WANT * sizeof(int));
-    int *wf = malloc(SWIFT_EVAL_MAX_WANT * sizeof(int)),
-        *wp = malloc(SWIFT_EVAL_MAX_WANT * sizeof(int));
+    int32_t *tok = swift_xmalloc((size_t)M * sizeof(int32_t));
+    int *rowof = swift_xmalloc((size_t)M * sizeof(int));
+    int *want = swift_xmalloc(SWIFT_EVAL_MAX_WANT * sizeof(int));
+    int *wf = swift_xmalloc(SWIFT_EVAL_MAX_WANT * sizeof(int)),
+        *wp = swift_xmalloc(SWIFT_EVAL_MAX_WANT * sizeof(int));
     int rc = 0;
-    if (!tok || !rowof || !want || !wf || !wp) {
-        rc = swift_error("out of memory");
-        goto out;
-    }
     int fi = 0, pi = 0;
     while (fi < nf && rc == 0) {
         int N = 0, nw = 0;
@@ -107,7 +99,6 @@ int swift_eval_feed_all(struct swift_eval_runner *r, const struct swift_eval_fee
         for (int w = 0; w < nw; w++)
             fn(ctx, &f[wf[w]], wp[w], r->logits + (size_t)w * r->V);
     }
-out:
     free(tok);
     free(rowof);
     free(want);
@@ -162,15 +153,15 @@ int swift_eval_shots_for(struct swift_eval_runner *r, struct swift_eval_shots *s
     s->n = 0;
     if (o->few_shot <= 0)
         return 0;
-    if (!s->list && !(s->list = calloc((size_t)o->few_shot, sizeof(*s->list))))
-        return swift_error("out of memory");
+    if (!s->list)
+        s->list = swift_xcalloc((size_t)o->few_shot, sizeof(*s->list));
     if (o->task == SWIFT_EVAL_MMLU) {
         const struct swift_eval_item *it = &set->items[i];
         if (!s->dev_file || strcmp(s->dev_file, it->file)) {
             swift_eval_set_release(&s->dev);
             swift_eval_set_init(&s->dev);
             free(s->dev_file);
-            s->dev_file = strdup(it->file);
+            s->dev_file = swift_xstrdup(it->file);
             char *dev = swift_eval_mmlu_dev_path(it->file);
             if (!dev)
                 return swift_error_at(it->file,

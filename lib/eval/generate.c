@@ -1,5 +1,6 @@
 /* Batched generation on the key/value cache (see generate.h). */
 #include "lib/eval/generate.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/eval/kv.h"
 #include "lib/model/model.h"
@@ -59,9 +60,7 @@ int swift_sample(const float *logits, int V, double temperature, double top_p, u
             best = i;
     if (best < 0 || temperature <= 0.0)
         return best;
-    struct pi *p = malloc((size_t)V * sizeof(*p));
-    if (!p)
-        return -1;
+    struct pi *p = swift_xmalloc((size_t)V * sizeof(*p));
     double mx = logits[best], sum = 0;
     for (int i = 0; i < V; i++) {
         p[i].i = i;
@@ -131,15 +130,13 @@ static int gen_init(struct gen *g, const struct swift_gen_opts *o)
     struct swift_gen_seq *seqs = g->seqs;
     for (int i = 0; i < n; i++) /* freed on error */
         seqs[i].out = NULL;
-    g->logits = malloc(n1 * V * sizeof(float));
-    g->tok = malloc(T * sizeof(int32_t));
-    g->rowof = malloc(T * sizeof(int));
-    g->want = malloc(T * sizeof(int));
-    g->wrow = malloc(T * sizeof(int));
-    g->rng = malloc(n1 * sizeof(*g->rng));
-    g->next = malloc(n1 * sizeof(int32_t));
-    if (!g->logits || !g->tok || !g->rowof || !g->want || !g->wrow || !g->rng || !g->next)
-        return swift_error("out of memory");
+    g->logits = swift_xmalloc(n1 * V * sizeof(float));
+    g->tok = swift_xmalloc(T * sizeof(int32_t));
+    g->rowof = swift_xmalloc(T * sizeof(int));
+    g->want = swift_xmalloc(T * sizeof(int));
+    g->wrow = swift_xmalloc(T * sizeof(int));
+    g->rng = swift_xmalloc(n1 * sizeof(*g->rng));
+    g->next = swift_xmalloc(n1 * sizeof(int32_t));
     for (int i = 0; i < n; i++) {
         seqs[i].n_out = 0;
         seqs[i].stopped = 0;
@@ -150,9 +147,7 @@ static int gen_init(struct gen *g, const struct swift_gen_opts *o)
                                seqs[i].prompt_len,
                                o->max_new,
                                g->kv->cap);
-        seqs[i].out = malloc((size_t)o->max_new * sizeof(int32_t));
-        if (!seqs[i].out)
-            return swift_error("out of memory");
+        seqs[i].out = swift_xmalloc((size_t)o->max_new * sizeof(int32_t));
         swift_rng_seed(g->rng[i], seqs[i].seed);
     }
     return 0;
@@ -181,9 +176,7 @@ static long prefill(struct gen *g)
                 sp = 0;
             }
         }
-        float *lg = malloc((size_t)(nw > 0 ? nw : 1) * V * sizeof(float));
-        if (!lg)
-            return swift_error("out of memory");
+        float *lg = swift_xmalloc((size_t)(nw > 0 ? nw : 1) * V * sizeof(float));
         if (swift_kv_forward(g->kv, g->tok, g->rowof, N, g->want, nw, lg) < 0) {
             free(lg);
             return -1;
@@ -209,7 +202,7 @@ static int sample_step(struct gen *g, const struct swift_gen_opts *o, swift_gen_
             continue;
         int id = swift_sample(g->logits + (size_t)i * V, V, o->temperature, o->top_p, g->rng[i]);
         if (id < 0)
-            return swift_error("no token to sample (out of memory or NaN logits)");
+            return swift_error("no token to sample (NaN logits)");
         s->out[s->n_out++] = id;
         for (int k = 0; k < o->nstop; k++)
             if (o->stop_ids[k] == id)
@@ -235,9 +228,7 @@ static int decode_step(struct gen *g, int N)
     int V = g->V, M = g->M;
     for (int b = 0; b < N; b += M) {
         int nb = N - b < M ? N - b : M;
-        float *lg = malloc((size_t)nb * V * sizeof(float));
-        if (!lg)
-            return swift_error("out of memory");
+        float *lg = swift_xmalloc((size_t)nb * V * sizeof(float));
         for (int k = 0; k < nb; k++)
             g->want[b + k] = k;
         if (swift_kv_forward(g->kv, g->tok + b, g->rowof + b, nb, g->want + b, nb, lg) < 0) {

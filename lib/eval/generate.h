@@ -55,7 +55,7 @@ int swift_generate(struct swift_kv *kv, struct swift_gen_seq *seqs, int n,
 
 /* Pick the next token from V logits: greedy when temperature <= 0, else softmax(logits/T)
  * restricted to the smallest top-p nucleus (HF's TopPLogitsWarper), drawn with rng (xoshiro256**
- * state). Returns the id, or -1 (out of memory, or no finite logit). */
+ * state). Returns the id, or -1 (no finite logit). */
 int swift_sample(const float *logits, int V, double temperature, double top_p, uint64_t rng[4]);
 /* Seed a xoshiro256** state from one 64-bit seed (splitmix64). */
 void swift_rng_seed(uint64_t rng[4], uint64_t seed);

@@ -1,5 +1,6 @@
 /* What evaluation adds to the key/value cache (see kv.h). */
 #include "lib/eval/kv.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
 
@@ -19,15 +20,10 @@ int swift_kv_merge_adapters(struct swift_model *m)
             int rk = m->lora_rank;
             size_t na = (size_t)L->in * rk;
             /* A is backend memory: transposed on the host, the transpose uploaded */
-            float *A = malloc(na * sizeof(float)), *At = malloc(na * sizeof(float));
             float *dAt = m->ops->alloc(na * sizeof(float));
-            if (!A || !At || !dAt) {
-                free(A);
-                free(At);
-                if (dAt)
-                    m->ops->free(dAt);
+            if (!dAt)
                 return swift_error("out of memory");
-            }
+            float *A = swift_xmalloc(na * sizeof(float)), *At = swift_xmalloc(na * sizeof(float));
             m->ops->download(A, L->lora->A, na * sizeof(float));
             for (int a = 0; a < rk; a++)
                 for (int i = 0; i < L->in; i++)

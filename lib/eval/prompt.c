@@ -1,5 +1,6 @@
 /* Templates and raw datasets for swift-eval (see prompt.h). */
 #include "lib/eval/prompt.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/preprocess/dataset.h"
 #include "lib/preprocess/template.h"
@@ -31,11 +32,7 @@ const char *swift_eval_template_names(void)
 struct swift_eval_prompter *swift_eval_prompter_new(const struct swift_tokenizer *tok,
                                                     const char *name)
 {
-    struct swift_eval_prompter *p = calloc(1, sizeof(*p));
-    if (!p) {
-        swift_error("out of memory");
-        return NULL;
-    }
+    struct swift_eval_prompter *p = swift_xcalloc(1, sizeof(*p));
     p->tok = tok;
     if (name && strcmp(name, "none") && !(p->t = swift_template_find(name))) {
         swift_error("unknown template '%s' (none, %s)", name, swift_template_names());
@@ -111,9 +108,7 @@ struct swift_eval_rows {
 int swift_eval_rows_open(struct swift_eval_rows **out, struct swift_eval_prompter *p,
                          const char *path)
 {
-    struct swift_eval_rows *r = calloc(1, sizeof(*r));
-    if (!r)
-        return swift_error("out of memory");
+    struct swift_eval_rows *r = swift_xcalloc(1, sizeof(*r));
     r->p = p;
     if (swift_dataset_open(&r->ds, path, NULL) < 0) {
         free(r);

@@ -26,7 +26,7 @@ int swift_eval_template_known(const char *name);
 const char *swift_eval_template_names(void);
 
 /* A prompter for tok (borrowed) with template `name` (NULL or "none": plain text). Returns NULL
- * after an error (unknown template, out of memory). */
+ * after an error (unknown template). */
 struct swift_eval_prompter *swift_eval_prompter_new(const struct swift_tokenizer *tok,
                                                     const char *name);
 void swift_eval_prompter_free(struct swift_eval_prompter *p);

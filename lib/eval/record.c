@@ -15,7 +15,7 @@ json_t *swift_eval_record_new(const char *model, const char *adapters, int task,
 {
     json_t *r = json_object();
     if (!r)
-        return NULL;
+        abort();
     json_object_set_new(r, "schema_version", json_integer(SWIFT_EVAL_SCHEMA_VERSION));
     json_object_set_new(r, "model", model ? json_string(model) : json_null());
     json_object_set_new(r, "adapters", adapters ? json_string(adapters) : json_null());

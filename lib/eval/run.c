@@ -2,6 +2,7 @@
 #include "lib/eval/run.h"
 #include "lib/eval/internal.h"
 #include "kernels/ops.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -79,8 +80,7 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
                            r->V);
     if (!(r->st = swift_tok_state_new(r->tok)))
         return -1;
-    if (!(r->logits = malloc((size_t)SWIFT_EVAL_MAX_WANT * r->V * sizeof(float))))
-        return swift_error("out of memory");
+    r->logits = swift_xmalloc((size_t)SWIFT_EVAL_MAX_WANT * r->V * sizeof(float));
     find_eos(r);
     if (!(r->pr = swift_eval_prompter_new(r->tok, o->template_name)))
         return -1;
@@ -158,8 +158,6 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     memset(&r->gen, 0, sizeof(r->gen));
     long n = 0;
     json_t *rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
-    if (!rec)
-        return swift_error("out of memory");
     double t1 = swift_eval_now();
     int trc;
     if (o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL)
@@ -230,11 +228,9 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     json_t *recs = json_array();
     double t0 = swift_eval_now();
     /* the datasets first: a bad row should not wait for a large model to load */
-    struct swift_eval_set *sets = calloc((size_t)nd, sizeof(*sets));
-    if (!sets || !recs) {
-        swift_error("out of memory");
-        goto out;
-    }
+    if (!recs)
+        abort();
+    struct swift_eval_set *sets = swift_xcalloc((size_t)nd, sizeof(*sets));
     int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
     for (int i = 0; i < nd; i++) {
         swift_eval_set_init(&sets[i]);
@@ -251,7 +247,7 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         goto out;
     rc = regressions ? -1 : 0;
 out:
-    for (int i = 0; sets && i < nd; i++)
+    for (int i = 0; i < nd; i++)
         swift_eval_set_release(&sets[i]);
     free(sets);
     json_decref(recs);

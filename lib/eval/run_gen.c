@@ -1,6 +1,7 @@
 /* eval/run_gen — the gsm8k and exact tasks: batched generation, stopped at eos or a stop word,
  * the answer compared with the target (see run.h). */
 #include "lib/eval/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
 #include "lib/preprocess/tokenizer.h"
@@ -40,9 +41,7 @@ static int gen_stop_cb(void *ctx, int i, const int32_t *out, int n)
 /* The answer text: decoded, special tokens left out, cut at the first stop word. */
 static char *gen_answer(struct swift_eval_runner *r, const int32_t *out, int n)
 {
-    uint32_t *u = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    if (!u)
-        return NULL;
+    uint32_t *u = swift_xmalloc((size_t)(n ? n : 1) * sizeof(uint32_t));
     for (int k = 0; k < n; k++)
         u[k] = (uint32_t)out[k];
     char *text = NULL;
@@ -82,7 +81,7 @@ static int gen_prompts(struct swift_eval_runner *r, struct swift_eval_set *set,
          * the "Question: ... Answer:" frame is for base models and few-shot prompts. */
         int chat = strcmp(swift_eval_prompter_name(r->pr), "none") != 0;
         char *prompt = chat && sh->n == 0
-                           ? strdup(set->items[i].question)
+                           ? swift_xstrdup(set->items[i].question)
                            : swift_eval_prompt(o->task, &set->items[i], sh->list, sh->n);
         if (!prompt) {
             rc = -1;
@@ -167,10 +166,10 @@ int swift_eval_run_gen(struct swift_eval_runner *r, struct swift_eval_set *setp,
     struct swift_eval_tally acc;
     swift_eval_tally_init(&acc);
     struct swift_eval_shots sh = {0};
-    struct gen_batch b = {.seqs = calloc((size_t)B, sizeof(*b.seqs)),
-                          .pr = calloc((size_t)B, sizeof(*b.pr)),
-                          .idx = calloc((size_t)B, sizeof(*b.idx))};
-    int rc = b.seqs && b.pr && b.idx ? 0 : swift_error("out of memory");
+    struct gen_batch b = {.seqs = swift_xcalloc((size_t)B, sizeof(*b.seqs)),
+                          .pr = swift_xcalloc((size_t)B, sizeof(*b.pr)),
+                          .idx = swift_xcalloc((size_t)B, sizeof(*b.idx))};
+    int rc = 0;
     struct swift_gen_opts go = {.max_new = o->max_new_tokens,
                                 .temperature = o->temperature,
                                 .top_p = o->top_p,

@@ -1,6 +1,7 @@
 /* eval/run_loss — the loss and ppl tasks: token-level cross-entropy over the trained tokens of
  * a shard directory or of raw rows rendered as training renders them (see run.h). */
 #include "lib/eval/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/formats/shard.h"
@@ -40,9 +41,7 @@ struct doc {
 static int loss_batch(struct swift_eval_runner *r, struct doc *d, int nd, struct loss_acc *acc,
                       long *bi)
 {
-    struct swift_eval_feed *f = calloc((size_t)(nd ? nd : 1), sizeof(*f));
-    if (!f)
-        return swift_error("out of memory");
+    struct swift_eval_feed *f = swift_xcalloc((size_t)(nd ? nd : 1), sizeof(*f));
     int need = 1;
     for (int i = 0; i < nd; i++)
         if (d[i].ids.n > need)
@@ -79,10 +78,8 @@ static int doc_make(struct doc *d, const uint32_t *ids, const uint8_t *mask, int
 {
     if (n > maxlen)
         n = maxlen; /* keep the beginning, as training truncates */
-    d->ids.v = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    d->wantm = calloc((size_t)(n ? n : 1), 1);
-    if (!d->ids.v || !d->wantm)
-        return swift_error("out of memory");
+    d->ids.v = swift_xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    d->wantm = swift_xcalloc((size_t)(n ? n : 1), 1);
     d->ids.n = n;
     for (int t = 0; t < n; t++) {
         d->ids.v[t] = (int32_t)ids[t];
@@ -125,9 +122,7 @@ int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out)
     const struct swift_eval_opts *o = r->o;
     struct loss_acc acc = {.V = r->V};
     int B = o->batch_size, cap = o->max_length;
-    struct doc *d = calloc((size_t)B, sizeof(*d));
-    if (!d)
-        return swift_error("out of memory");
+    struct doc *d = swift_xcalloc((size_t)B, sizeof(*d));
     int nd = 0, rc = 0;
     long samples = 0, bi = 0;
     char *index = swift_path_join(o->dataset, "index.json");

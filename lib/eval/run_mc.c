@@ -1,6 +1,7 @@
 /* eval/run_mc — the mc and mmlu tasks: each choice's continuation scored on a fork of the
  * prompt's key/value cache; the most likely choice wins (see run.h). */
 #include "lib/eval/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
 
@@ -63,9 +64,7 @@ static int mc_batch(struct swift_eval_runner *r, struct swift_eval_set *set, str
                 need = items[i].ctx.n + items[i].cont[k].n;
     if (swift_eval_kv_ensure(r, 2 * r->o->batch_size, need) < 0)
         return -1;
-    struct swift_eval_feed *f = calloc((size_t)n, sizeof(*f));
-    if (!f)
-        return swift_error("out of memory");
+    struct swift_eval_feed *f = swift_xcalloc((size_t)n, sizeof(*f));
     swift_kv_reset(&r->kv, -1);
     for (int i = 0; i < n; i++)
         f[i] = (struct swift_eval_feed){.row = 2 * i,
@@ -127,8 +126,8 @@ int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, 
     swift_eval_tally_init(&acc);
     swift_eval_tally_init(&accn);
     struct swift_eval_shots sh = {0};
-    struct mc_item *items = calloc((size_t)B, sizeof(*items));
-    int rc = items ? 0 : swift_error("out of memory");
+    struct mc_item *items = swift_xcalloc((size_t)B, sizeof(*items));
+    int rc = 0;
     int n = 0;
     long bi = 0;
     for (size_t i = first; i < last && rc == 0; i++) {
@@ -147,8 +146,8 @@ int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, 
         int maxcont = 1;
         for (int k = 0; rc == 0 && k < it->nchoices; k++) {
             char *c = swift_eval_continuation(o->task, it, k);
-            if (!c) {
-                rc = swift_error("out of memory");
+            if (!c) { /* longer than the prompt ceiling (reported) */
+                rc = -1;
                 break;
             }
             /* an assistant reply starts without the space that follows "Answer:" */

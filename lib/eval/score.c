@@ -1,5 +1,6 @@
 /* Prompts, continuations, answer extraction and tallies for swift-eval. */
 #include "lib/eval/eval.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <ctype.h>
@@ -30,12 +31,7 @@ static void sb_add(struct sbuf *b, const char *s, size_t n)
             b->bad = 1;
             return;
         }
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->bad = 1;
-            return;
-        }
-        b->s = p;
+        b->s = swift_xrealloc(b->s, cap);
         b->cap = cap;
     }
     memcpy(b->s + b->len, s, n);
@@ -56,7 +52,7 @@ static char *sb_finish(struct sbuf *b)
         return NULL;
     }
     if (!b->s)
-        return strdup("");
+        return swift_xstrdup("");
     return b->s;
 }
 
@@ -226,9 +222,7 @@ int swift_eval_extract_number(const char *text, char *out, size_t cap)
 static char *norm_ws(const char *s)
 {
     size_t n = strlen(s);
-    char *o = malloc(n + 1), *q = o;
-    if (!o)
-        return NULL;
+    char *o = swift_xmalloc(n + 1), *q = o;
     int space = 0;
     for (; *s; s++) {
         if (isspace((unsigned char)*s)) {
@@ -247,7 +241,7 @@ static char *norm_ws(const char *s)
 int swift_eval_exact_match(const char *prediction, const char *reference)
 {
     char *a = norm_ws(prediction), *b = norm_ws(reference);
-    int eq = a && b && !strcmp(a, b);
+    int eq = !strcmp(a, b);
     free(a);
     free(b);
     return eq;
@@ -281,14 +275,10 @@ int swift_eval_tally_add(struct swift_eval_tally *t, const char *subject, int co
         if (i == t->n) {
             if (t->n == t->cap) {
                 size_t cap = t->cap ? t->cap * 2 : 16;
-                struct swift_eval_tally_row *r = realloc(t->rows, cap * sizeof(*r));
-                if (!r)
-                    return swift_error("out of memory");
-                t->rows = r;
+                t->rows = swift_xrealloc(t->rows, cap * sizeof(*t->rows));
                 t->cap = cap;
             }
-            if (!(t->rows[i].subject = strdup(subject)))
-                return swift_error("out of memory");
+            t->rows[i].subject = swift_xstrdup(subject);
             t->rows[i].n = t->rows[i].correct = 0;
             t->n++;
         }

@@ -1,5 +1,6 @@
 /* Task readers: MMLU CSV (RFC 4180), multiple-choice / GSM8K / exact-match JSONL. */
 #include "lib/eval/eval.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -70,16 +71,13 @@ static const char *set_file(struct swift_eval_set *set, const char *name)
 {
     if (set->nfiles && !strcmp(set->files[set->nfiles - 1], name))
         return set->files[set->nfiles - 1];
-    char **f = realloc(set->files, (set->nfiles + 1) * sizeof(*f));
-    if (!f)
-        return NULL;
+    char **f = swift_xrealloc(set->files, (set->nfiles + 1) * sizeof(*f));
     set->files = f;
-    if (!(f[set->nfiles] = strdup(name)))
-        return NULL;
+    f[set->nfiles] = swift_xstrdup(name);
     return f[set->nfiles++];
 }
 
-/* Append a zeroed item; NULL on OOM or past the ceiling (reported). */
+/* Append a zeroed item; NULL past the ceiling (reported). */
 static struct swift_eval_item *set_push(struct swift_eval_set *set, const char *file, long line)
 {
     if (set->n >= MAX_ITEMS) {
@@ -88,12 +86,7 @@ static struct swift_eval_item *set_push(struct swift_eval_set *set, const char *
     }
     if (set->n == set->cap) {
         size_t cap = set->cap ? set->cap * 2 : 64;
-        struct swift_eval_item *p = realloc(set->items, cap * sizeof(*p));
-        if (!p) {
-            swift_error("out of memory");
-            return NULL;
-        }
-        set->items = p;
+        set->items = swift_xrealloc(set->items, cap * sizeof(*set->items));
         set->cap = cap;
     }
     struct swift_eval_item *it = &set->items[set->n++];
@@ -129,15 +122,10 @@ static int csv_field_end(struct csv *c)
         int cap = c->cap ? c->cap * 2 : 8;
         if (cap > 64)
             return swift_error_at(c->name, c->row_line, "more than 64 fields");
-        char **f = realloc(c->fields, (size_t)cap * sizeof(*f));
-        if (!f)
-            return swift_error("out of memory");
-        c->fields = f;
+        c->fields = swift_xrealloc(c->fields, (size_t)cap * sizeof(*c->fields));
         c->cap = cap;
     }
-    char *s = malloc(c->len + 1);
-    if (!s)
-        return swift_error("out of memory");
+    char *s = swift_xmalloc(c->len + 1);
     if (c->len)
         memcpy(s, c->buf, c->len);
     s[c->len] = 0;
@@ -152,10 +140,7 @@ static int csv_putc(struct csv *c, int ch)
         if (c->bcap >= MAX_FIELD)
             return swift_error_at(c->name, c->row_line, "field longer than %zu bytes", MAX_FIELD);
         size_t cap = c->bcap ? c->bcap * 2 : 256;
-        char *b = realloc(c->buf, cap);
-        if (!b)
-            return swift_error("out of memory");
-        c->buf = b;
+        c->buf = swift_xrealloc(c->buf, cap);
         c->bcap = cap;
     }
     c->buf[c->len++] = (char)ch;
@@ -318,14 +303,8 @@ int swift_eval_read_mmlu_stream(FILE *fp, const char *name, const char *subject,
             break;
         }
         it->question = c.fields[0];
-        it->choices = malloc(4 * sizeof(char *));
-        it->subject = strdup(subject ? subject : "");
-        if (!it->choices || !it->subject || !it->file) {
-            it->question = NULL;
-            set_pop(set);
-            rc = swift_error("out of memory");
-            break;
-        }
+        it->choices = swift_xmalloc(4 * sizeof(char *));
+        it->subject = swift_xstrdup(subject ? subject : "");
         for (int i = 0; i < 4; i++)
             it->choices[i] = c.fields[1 + i];
         it->nchoices = 4;
@@ -358,7 +337,7 @@ static char *subject_of(const char *path)
             break;
         }
     }
-    return strndup(b, l);
+    return swift_xstrndup(b, l);
 }
 
 int swift_eval_read_mmlu_csv(const char *path, struct swift_eval_set *set)
@@ -367,7 +346,7 @@ int swift_eval_read_mmlu_csv(const char *path, struct swift_eval_set *set)
     if (!fp)
         return swift_error_errno("cannot open '%s'", path);
     char *subj = subject_of(path);
-    int rc = subj ? swift_eval_read_mmlu_stream(fp, path, subj, set) : swift_error("out of memory");
+    int rc = swift_eval_read_mmlu_stream(fp, path, subj, set);
     free(subj);
     fclose(fp);
     return rc;
@@ -394,18 +373,9 @@ static int read_mmlu_dir(const char *dir, struct swift_eval_set *set)
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
-            char **p = realloc(names, cap * sizeof(*p));
-            if (!p) {
-                rc = swift_error("out of memory");
-                break;
-            }
-            names = p;
+            names = swift_xrealloc(names, cap * sizeof(*names));
         }
-        if (!(names[n] = strdup(e->d_name))) {
-            rc = swift_error("out of memory");
-            break;
-        }
-        n++;
+        names[n++] = swift_xstrdup(e->d_name);
     }
     closedir(d);
     if (rc == 0 && n == 0)
@@ -415,7 +385,7 @@ static int read_mmlu_dir(const char *dir, struct swift_eval_set *set)
     for (size_t i = 0; i < n; i++) {
         if (rc == 0) {
             char *p = swift_path_join(dir, names[i]);
-            rc = p ? swift_eval_read_mmlu_csv(p, set) : swift_error("out of memory");
+            rc = swift_eval_read_mmlu_csv(p, set);
             free(p);
         }
         free(names[i]);
@@ -427,34 +397,28 @@ static int read_mmlu_dir(const char *dir, struct swift_eval_set *set)
 char *swift_eval_mmlu_dev_path(const char *test_csv)
 {
     char *subj = subject_of(test_csv);
-    if (!subj)
-        return NULL;
     /* dir of the test file, then its parent */
     const char *slash = strrchr(test_csv, '/');
-    char *dir = slash ? strndup(test_csv, (size_t)(slash - test_csv)) : strdup(".");
+    char *dir = slash ? swift_xstrndup(test_csv, (size_t)(slash - test_csv)) : swift_xstrdup(".");
     char *out = NULL;
-    if (dir) {
-        const char *s2 = strrchr(dir, '/');
-        char *parent = s2 ? strndup(dir, (size_t)(s2 - dir)) : strdup(".");
-        size_t cap = strlen(dir) + strlen(subj) + 32;
-        char *cand = malloc(cap);
-        if (parent && cand) {
-            snprintf(cand, cap, "%s/dev/%s_dev.csv", parent, subj);
-            struct stat st;
-            if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && strcmp(cand, test_csv)) {
-                out = cand;
-                cand = NULL;
-            } else {
-                snprintf(cand, cap, "%s/%s_dev.csv", dir, subj);
-                if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && strcmp(cand, test_csv)) {
-                    out = cand;
-                    cand = NULL;
-                }
-            }
+    const char *s2 = strrchr(dir, '/');
+    char *parent = s2 ? swift_xstrndup(dir, (size_t)(s2 - dir)) : swift_xstrdup(".");
+    size_t cap = strlen(dir) + strlen(subj) + 32;
+    char *cand = swift_xmalloc(cap);
+    snprintf(cand, cap, "%s/dev/%s_dev.csv", parent, subj);
+    struct stat st;
+    if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && strcmp(cand, test_csv)) {
+        out = cand;
+        cand = NULL;
+    } else {
+        snprintf(cand, cap, "%s/%s_dev.csv", dir, subj);
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && strcmp(cand, test_csv)) {
+            out = cand;
+            cand = NULL;
         }
-        free(cand);
-        free(parent);
     }
+    free(cand);
+    free(parent);
     free(dir);
     free(subj);
     return out;
@@ -465,16 +429,16 @@ char *swift_eval_mmlu_dev_path(const char *test_csv)
 static char *json_text(json_t *v)
 {
     if (json_is_string(v))
-        return strdup(json_string_value(v));
+        return swift_xstrdup(json_string_value(v));
     if (json_is_integer(v)) {
         char b[32];
         snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(v));
-        return strdup(b);
+        return swift_xstrdup(b);
     }
     if (json_is_real(v)) {
         char b[64];
         snprintf(b, sizeof(b), "%.17g", json_real_value(v));
-        return strdup(b);
+        return swift_xstrdup(b);
     }
     return NULL;
 }
@@ -521,15 +485,12 @@ static int item_choices(struct swift_eval_item *it, json_t *v, json_t *a, const 
     if (!json_is_array(ch) || nc < 2 || nc > SWIFT_EVAL_MAX_CHOICES)
         return swift_error_at(
             name, line, "'choices' must be an array of 2 to %d strings", SWIFT_EVAL_MAX_CHOICES);
-    it->choices = calloc(nc, sizeof(char *));
-    if (!it->choices)
-        return swift_error("out of memory");
+    it->choices = swift_xcalloc(nc, sizeof(char *));
     for (size_t i = 0; i < nc; i++) {
         json_t *c = json_array_get(ch, i);
         if (!json_is_string(c))
             return swift_error_at(name, line, "choice %zu is not a string", i);
-        if (!(it->choices[i] = strdup(json_string_value(c))))
-            return swift_error("out of memory");
+        it->choices[i] = swift_xstrdup(json_string_value(c));
         it->nchoices = (int)i + 1;
     }
     int ans = -1;
@@ -568,13 +529,11 @@ static int item_target(struct swift_eval_item *it, int task, json_t *a, const ch
             free(ref);
             return swift_error_at(name, line, "answer has no number");
         }
-        it->target = strdup(num);
+        it->target = swift_xstrdup(num);
         it->reference = ref;
     } else {
         it->target = ref;
     }
-    if (!it->target)
-        return swift_error("out of memory");
     return 0;
 }
 
@@ -597,12 +556,8 @@ static int jsonl_item(int task, json_t *v, const char *name, long line, struct s
     struct swift_eval_item *it = set_push(set, name, line);
     if (!it)
         return -1;
-    it->question = strdup(json_string_value(q));
-    it->subject = strdup(subj ? json_string_value(subj) : "");
-    if (!it->question || !it->subject || !it->file) {
-        set_pop(set);
-        return swift_error("out of memory");
-    }
+    it->question = swift_xstrdup(json_string_value(q));
+    it->subject = swift_xstrdup(subj ? json_string_value(subj) : "");
     int rc = task == SWIFT_EVAL_MC || task == SWIFT_EVAL_MMLU
                  ? item_choices(it, v, a, name, line)
                  : item_target(it, task, a, name, line);

@@ -14,8 +14,8 @@
 
 void swift_export_summary(json_t *rec)
 {
-    if (!rec)
-        return;
+    if (!rec) /* from json_pack: NULL is a bad format string */
+        abort();
     swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS_SUMMARY);
     json_decref(rec);
 }

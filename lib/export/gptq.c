@@ -12,6 +12,7 @@
  *
  * For each linear it also reports the relative output error tr(D H D^T)/tr(W H W^T) of GPTQ and,
  * on the same H, of round-to-nearest: the figure that says what calibration bought. */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
@@ -69,10 +70,8 @@ static int calib_load(struct calib *c, const char *dir, long want, long seq_len)
         goto out;
     }
     c->n = want < (long)count ? (int)want : (int)count;
-    c->len = calloc((size_t)c->n, sizeof(int));
-    c->row = calloc((size_t)c->n, sizeof(uint64_t));
-    if (!c->len || !c->row)
-        goto oom;
+    c->len = swift_xcalloc((size_t)c->n, sizeof(int));
+    c->row = swift_xcalloc((size_t)c->n, sizeof(uint64_t));
     for (int i = 0; i < c->n; i++) {
         struct swift_sample s;
         c->row[i] = (uint64_t)i * count / (uint64_t)c->n;
@@ -86,10 +85,8 @@ static int calib_load(struct calib *c, const char *dir, long want, long seq_len)
         swift_error("%s: the calibration rows are empty", dir);
         goto out;
     }
-    c->tok = calloc((size_t)c->n * c->T, sizeof(int32_t));
-    c->pos = calloc((size_t)c->n * c->T, sizeof(int32_t));
-    if (!c->tok || !c->pos)
-        goto oom;
+    c->tok = swift_xcalloc((size_t)c->n * c->T, sizeof(int32_t));
+    c->pos = swift_xcalloc((size_t)c->n * c->T, sizeof(int32_t));
     for (int i = 0; i < c->n; i++) {
         struct swift_sample s;
         if (swift_shards_get(sh, c->row[i], &s) < 0)
@@ -106,9 +103,6 @@ static int calib_load(struct calib *c, const char *dir, long want, long seq_len)
             pos[t] = k;
     }
     rc = 0;
-    goto out;
-oom:
-    swift_error("out of memory");
 out:
     swift_shards_close(sh);
     if (rc < 0)
@@ -130,18 +124,14 @@ static int quantize_linear(struct swift_linear *L, const float *H, int bits, int
                            const struct swift_export_opts *o, struct swift_gptq_result *r)
 {
     size_t nw = (size_t)L->out * L->in, nh = (size_t)L->in * L->in;
-    float *orig = malloc(nw * sizeof(float)), *rtn = malloc(nw * sizeof(float));
-    float *Hc = malloc(nh * sizeof(float));
-    uint8_t *rcodes = malloc(nw);
-    float *rscales = malloc((size_t)(L->in / group) * L->out * sizeof(float));
-    r->codes = malloc(nw);
-    r->scales = malloc((size_t)(L->in / group) * L->out * sizeof(float));
+    float *orig = swift_xmalloc(nw * sizeof(float)), *rtn = swift_xmalloc(nw * sizeof(float));
+    float *Hc = swift_xmalloc(nh * sizeof(float));
+    uint8_t *rcodes = swift_xmalloc(nw);
+    float *rscales = swift_xmalloc((size_t)(L->in / group) * L->out * sizeof(float));
+    r->codes = swift_xmalloc(nw);
+    r->scales = swift_xmalloc((size_t)(L->in / group) * L->out * sizeof(float));
     r->name = swift_asprintf("%s.weight", L->name);
     int rc = -1;
-    if (!orig || !rtn || !Hc || !rcodes || !rscales || !r->codes || !r->scales || !r->name) {
-        swift_error("out of memory");
-        goto out;
-    }
     r->out = L->out;
     r->in = L->in;
     memcpy(orig, L->w, nw * sizeof(float));
@@ -316,13 +306,9 @@ int swift_export_gptq(const struct swift_export_opts *o, int bits, int group,
     if (swift_model_reserve(&m, 1, c.T) < 0)
         goto out;
     p.rowsz = (size_t)c.T * Hd;
-    p.x = malloc((size_t)c.n * p.rowsz * sizeof(float));
-    p.H = malloc((size_t)maxin * maxin * sizeof(float));
-    res = calloc((size_t)L * SWIFT_LIN_COUNT, sizeof(*res));
-    if (!p.x || !p.H || !res) {
-        swift_error("out of memory");
-        goto out;
-    }
+    p.x = swift_xmalloc((size_t)c.n * p.rowsz * sizeof(float));
+    p.H = swift_xmalloc((size_t)maxin * maxin * sizeof(float));
+    res = swift_xcalloc((size_t)L * SWIFT_LIN_COUNT, sizeof(*res));
     if (pass_embed(&p, o->calib) < 0)
         goto out;
     struct swift_progress pr;

@@ -1,6 +1,7 @@
 /* gptq — GPTQ on one weight matrix (lib/export/gptq_solve.h). */
 #include "lib/export/gptq_solve.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/formats/quant.h"
 #include "lib/formats/safetensors.h"
@@ -126,15 +127,9 @@ int swift_gptq_quantize(float *W, float *H, int out, int in, const struct swift_
     if (hinv_factor(H, in, name) < 0)
         return -1;
     const float *U = H;
-    float *err = malloc((size_t)out * block * sizeof(float));
-    float *work = malloc((size_t)out * block * sizeof(float)); /* rows' block working copies */
-    float *cur = malloc((size_t)out * sizeof(float));          /* rows' current group scale */
-    if (!err || !work || !cur) {
-        free(err);
-        free(work);
-        free(cur);
-        return swift_error("out of memory");
-    }
+    float *err = swift_xmalloc((size_t)out * block * sizeof(float));
+    float *work = swift_xmalloc((size_t)out * block * sizeof(float)); /* rows' block copies */
+    float *cur = swift_xmalloc((size_t)out * sizeof(float)); /* rows' current group scale */
     double loss = 0;
     for (int i1 = 0; i1 < in; i1 += block) {
         const int i2 = i1 + block < in ? i1 + block : in, bs = i2 - i1;
@@ -191,23 +186,17 @@ double swift_gptq_output_error(const float *W, const float *Wq, const float *H, 
 {
     /* tr(A H A^T) = sum(A .* (A H)) for A = D and A = W; ssymm reads H's upper triangle only */
     const size_t nw = (size_t)out * in;
-    float *D = calloc(nw, sizeof(float));
-    float *T = calloc(nw, sizeof(float));
+    float *D = swift_xcalloc(nw, sizeof(float));
+    float *T = swift_xcalloc(nw, sizeof(float));
     double num = 0, den = 0;
-    if (D && T) {
-        for (size_t k = 0; k < nw; k++)
-            D[k] = W[k] - Wq[k];
-        cblas_ssymm(
-            CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, H, in, D, in, 0.0f, T, in);
-        for (size_t k = 0; k < nw; k++)
-            num += (double)D[k] * T[k];
-        cblas_ssymm(
-            CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, H, in, W, in, 0.0f, T, in);
-        for (size_t k = 0; k < nw; k++)
-            den += (double)W[k] * T[k];
-    } else {
-        num = NAN;
-    }
+    for (size_t k = 0; k < nw; k++)
+        D[k] = W[k] - Wq[k];
+    cblas_ssymm(CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, H, in, D, in, 0.0f, T, in);
+    for (size_t k = 0; k < nw; k++)
+        num += (double)D[k] * T[k];
+    cblas_ssymm(CblasRowMajor, CblasRight, CblasUpper, out, in, 1.0f, H, in, W, in, 0.0f, T, in);
+    for (size_t k = 0; k < nw; k++)
+        den += (double)W[k] * T[k];
     free(D);
     free(T);
     return den > 0 ? num / den : num;

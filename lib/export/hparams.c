@@ -1,4 +1,5 @@
 /* export/hparams — config.json fields the GGUF converter writes, and HF → GGUF tensor names. */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/internal.h"
 #include "lib/core/fileio.h"
@@ -15,9 +16,7 @@
  * literal of more than 18 digits gets ".0" appended so that it parses as a real. */
 static char *widen_big_ints(const char *s, size_t len, size_t *outlen)
 {
-    char *o = malloc(len + len / 19 * 2 + 1);
-    if (!o)
-        return NULL;
+    char *o = swift_xmalloc(len + len / 19 * 2 + 1);
     size_t w = 0;
     int in_str = 0;
     for (size_t i = 0; i < len;) {
@@ -65,10 +64,6 @@ json_t *swift_json_load(const char *path)
         return NULL;
     char *wide = widen_big_ints(text, len, &wlen);
     free(text);
-    if (!wide) {
-        swift_error("out of memory");
-        return NULL;
-    }
     json_error_t e;
     json_t *j = json_loadb(wide, wlen, JSON_REJECT_DUPLICATES, &e);
     free(wide);

@@ -67,7 +67,7 @@ void swift_gptq_results_free(struct swift_gptq_result *r, int n);
 int swift_export_quant(const struct swift_export_opts *o, const char *out_dir);
 
 /* Print the export's one summary line on stdout (lib/core/record.h, 6 significant digits) and
- * drop rec; NULL (out of memory) prints nothing. The write is checked by swift_close_stdout(). */
+ * drop rec (never NULL). The write is checked by swift_close_stdout(). */
 void swift_export_summary(json_t *rec);
 
 /* Read a JSON file with "FILE:LINE: message" errors; NULL after an error. */

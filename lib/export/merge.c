@@ -4,6 +4,7 @@
  * scale = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora: swift_lora_scale), computed in
  * float32 (OpenBLAS sgemm) as peft's merge_and_unload does, then cast to the output dtype with
  * round-to-nearest-even. */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
@@ -48,13 +49,9 @@ static int write_json(const char *path, json_t *j)
 {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!s)
-        return swift_error("out of memory");
+        abort();
     size_t n = strlen(s);
-    char *t = realloc(s, n + 2);
-    if (!t) {
-        free(s);
-        return swift_error("out of memory");
-    }
+    char *t = swift_xrealloc(s, n + 2);
     t[n] = '\n';
     t[n + 1] = 0;
     int rc = swift_atomic_write(path, t, n + 1);
@@ -129,12 +126,12 @@ static int merge_pair(struct merge_job *j, const struct swift_st_tensor *t,
                            t->name,
                            (long long)out_f,
                            (long long)in_f);
-    float *A = malloc(lp->a->numel * sizeof(float) + 1);
-    float *B = malloc(lp->b->numel * sizeof(float) + 1);
-    if (!A || !B || swift_st_tensor_to_f32(lp->a, A) < 0 || swift_st_tensor_to_f32(lp->b, B) < 0) {
+    float *A = swift_xmalloc(lp->a->numel * sizeof(float) + 1);
+    float *B = swift_xmalloc(lp->b->numel * sizeof(float) + 1);
+    if (swift_st_tensor_to_f32(lp->a, A) < 0 || swift_st_tensor_to_f32(lp->b, B) < 0) {
         free(A);
         free(B);
-        return !A || !B ? swift_error("out of memory") : -1;
+        return -1;
     }
     float scale =
         swift_lora_scale(swift_adapter_alpha(&j->ad, lp->module), (int)r, j->ad.cfg.use_rslora);
@@ -179,9 +176,7 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
         return 0;
     }
     int64_t ts0 = swift_trace_now();
-    float *w = malloc(t->numel * sizeof(float) + 1);
-    if (!w)
-        return swift_error("out of memory");
+    float *w = swift_xmalloc(t->numel * sizeof(float) + 1);
     j->owned[j->ne] = w;
     if (swift_st_tensor_to_f32(t, w) < 0)
         return -1;
@@ -197,9 +192,7 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
     if (j->odt == SWIFT_DTYPE_F32) {
         e->data = w;
     } else {
-        uint16_t *h = malloc(t->numel * 2 + 1);
-        if (!h)
-            return swift_error("out of memory");
+        uint16_t *h = swift_xmalloc(t->numel * 2 + 1);
         for (uint64_t k = 0; k < t->numel; k++)
             h[k] = j->odt == SWIFT_DTYPE_BF16 ? swift_fp32_to_bf16(w[k]) : swift_fp32_to_fp16(w[k]);
         free(w);
@@ -222,10 +215,8 @@ static int convert_all(struct merge_job *j)
 {
     for (size_t f = 0; f < j->set.nfiles; f++)
         j->total += j->set.files[f].ntensors;
-    j->entries = calloc(j->total + 1, sizeof(*j->entries));
-    j->owned = calloc(j->total + 1, sizeof(*j->owned));
-    if (!j->entries || !j->owned)
-        return swift_error("out of memory");
+    j->entries = swift_xcalloc(j->total + 1, sizeof(*j->entries));
+    j->owned = swift_xcalloc(j->total + 1, sizeof(*j->owned));
     for (size_t f = 0; f < j->set.nfiles; f++)
         for (size_t i = 0; i < j->set.files[f].ntensors; i++)
             if (add_tensor(j, &j->set.files[f].tensors[i]) < 0)

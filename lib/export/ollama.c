@@ -1,6 +1,7 @@
 /* export/ollama — a Modelfile next to the GGUF, as ms-swift's export to ollama writes it:
  * FROM the GGUF, TEMPLATE in ollama's Go-template syntax for the chat template's family
  * (ChatML for Qwen, Llama 3 headers), and PARAMETER stop for the end-of-turn tokens. */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/internal.h"
 #include "lib/core/fileio.h"
@@ -28,9 +29,7 @@ static const char llama3[] =
 
 char *swift_modelfile_path(const char *gguf_path)
 {
-    char *d = strdup(gguf_path);
-    if (!d)
-        return NULL;
+    char *d = swift_xstrdup(gguf_path);
     char *p = swift_path_join(dirname(d), "Modelfile");
     free(d);
     return p;
@@ -43,8 +42,6 @@ int swift_export_modelfile(const char *gguf_path, const char *model_dir, int for
     json_t *tcfg = NULL;
     int rc = -1;
     struct stat st;
-    if (!mpath || !cpath)
-        goto out;
     if (!force && stat(mpath, &st) == 0) {
         swift_error("'%s' exists; use --force to overwrite it", mpath);
         goto out;
@@ -58,8 +55,8 @@ int swift_export_modelfile(const char *gguf_path, const char *model_dir, int for
     struct swift_atomic af;
     if (swift_atomic_open(&af, mpath) < 0)
         goto out;
-    char *g = strdup(gguf_path);
-    fprintf(af.fp, "FROM ./%s\n", g ? basename(g) : gguf_path);
+    char *g = swift_xstrdup(gguf_path);
+    fprintf(af.fp, "FROM ./%s\n", basename(g));
     free(g);
     const char *stops[4] = {0};
     int ns = 0;

@@ -15,6 +15,7 @@
  * --method rtn rounds each group to nearest with its fp16 scale (lib/export/gptq_solve.h
  * swift_gptq_rtn);
  * --method gptq takes codes and scales from GPTQ on calibration data (lib/export/gptq.c). */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
@@ -84,19 +85,13 @@ static int write_json_file(const char *dir, const char *name, json_t *j)
 {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!s)
-        return swift_error("out of memory");
+        abort();
     char *p = swift_path_join(dir, name);
     size_t n = strlen(s);
-    char *t = realloc(s, n + 2);
-    int rc = -1;
-    if (t) {
-        t[n] = '\n';
-        rc = swift_atomic_write(p, t, n + 1);
-        free(t);
-    } else {
-        free(s);
-        swift_error("out of memory");
-    }
+    char *t = swift_xrealloc(s, n + 2);
+    t[n] = '\n';
+    int rc = swift_atomic_write(p, t, n + 1);
+    free(t);
     free(p);
     return rc;
 }
@@ -124,11 +119,9 @@ static int qout_init(struct qout *q, const struct swift_st_set *set)
 {
     for (size_t f = 0; f < set->nfiles; f++)
         q->cap += set->files[f].ntensors * 5;
-    q->e = calloc(q->cap + 1, sizeof(*q->e));
-    q->owned = calloc(q->cap + 1, sizeof(*q->owned));
-    q->names = calloc(q->cap + 1, sizeof(*q->names));
-    if (!q->e || !q->owned || !q->names)
-        return swift_error("out of memory");
+    q->e = swift_xcalloc(q->cap + 1, sizeof(*q->e));
+    q->owned = swift_xcalloc(q->cap + 1, sizeof(*q->owned));
+    q->names = swift_xcalloc(q->cap + 1, sizeof(*q->names));
     return 0;
 }
 
@@ -148,9 +141,7 @@ static void qout_release(struct qout *q)
 /* Everything but the linears: fp16, as GPTQ checkpoints store it. */
 static int add_f16(struct qout *q, const struct swift_st_tensor *t, const float *w)
 {
-    uint16_t *h = malloc(t->numel * 2 + 2);
-    if (!h)
-        return swift_error("out of memory");
+    uint16_t *h = swift_xmalloc(t->numel * 2 + 2);
     q->owned[q->nown++] = h;
     for (uint64_t k = 0; k < t->numel; k++)
         h[k] = swift_fp32_to_fp16(w[k]);
@@ -199,15 +190,9 @@ static int rtn_row(const struct qparams *p, const struct swift_st_tensor *t, con
                    void *const buf[4], json_t **row, double *rel)
 {
     int64_t out_f = t->shape[0], in_f = t->shape[1], ng = in_f / p->group;
-    uint8_t *codes = malloc((size_t)t->numel);
-    float *gs = malloc((size_t)(ng * out_f) * sizeof(float));
-    float *deq = malloc((size_t)t->numel * sizeof(float));
-    if (!codes || !gs || !deq) {
-        free(codes);
-        free(gs);
-        free(deq);
-        return swift_error("out of memory");
-    }
+    uint8_t *codes = swift_xmalloc((size_t)t->numel);
+    float *gs = swift_xmalloc((size_t)(ng * out_f) * sizeof(float));
+    float *deq = swift_xmalloc((size_t)t->numel * sizeof(float));
     memcpy(deq, w, (size_t)t->numel * sizeof(float));
     swift_gptq_rtn(deq, (int)out_f, (int)in_f, p->bits, (int)p->group, 1, codes, gs);
     pack_gptq(codes, gs, out_f, in_f, p->bits, p->group, buf[0], buf[1], buf[2], buf[3]);
@@ -237,9 +222,7 @@ static int add_packed(struct qout *q, const struct swift_st_tensor *t, void *con
     int64_t shapes[][2] = {{in_f / pack, out_f}, {ng, out_f / pack}, {ng, out_f}, {in_f, 0}};
     for (int s = 0; s < 4; s++) {
         size_t len = base_len + strlen(suffix[s]) + 2;
-        char *nm = malloc(len);
-        if (!nm)
-            return swift_error("out of memory");
+        char *nm = swift_xmalloc(len);
         snprintf(nm, len, "%.*s.%s", (int)base_len, t->name, suffix[s]);
         q->names[q->n] = nm;
         q->e[q->n] = (struct swift_st_entry){
@@ -269,15 +252,10 @@ static int add_linear(struct qout *q, const struct qparams *p, const struct swif
                            pack,
                            pack);
     int64_t ng = in_f / p->group;
-    void *buf[4] = {malloc((size_t)(in_f / pack * out_f) * 4),
-                    malloc((size_t)(ng * (out_f / pack)) * 4),
-                    malloc((size_t)(ng * out_f) * 2),
-                    malloc((size_t)in_f * 4)};
-    if (!buf[0] || !buf[1] || !buf[2] || !buf[3]) {
-        for (int s = 0; s < 4; s++)
-            free(buf[s]);
-        return swift_error("out of memory");
-    }
+    void *buf[4] = {swift_xmalloc((size_t)(in_f / pack * out_f) * 4),
+                    swift_xmalloc((size_t)(ng * (out_f / pack)) * 4),
+                    swift_xmalloc((size_t)(ng * out_f) * 2),
+                    swift_xmalloc((size_t)in_f * 4)};
     for (int s = 0; s < 4; s++)
         q->owned[q->nown++] = buf[s];
     json_t *row = NULL;
@@ -309,9 +287,7 @@ static int add_tensor(struct qout *q, const struct qparams *p, const struct swif
     const int linear = is_linear(t->name);
     float *w = NULL; /* freed once converted */
     if (!(p->gptq && linear)) {
-        w = malloc(t->numel * 4 + 4);
-        if (!w)
-            return swift_error("out of memory");
+        w = swift_xmalloc(t->numel * 4 + 4);
         if (swift_st_tensor_to_f32(t, w) < 0) {
             free(w);
             return -1;

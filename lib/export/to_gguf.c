@@ -1,5 +1,6 @@
 /* export/to_gguf — Hugging Face safetensors model → GGUF v3 for llama.cpp (the metadata and
  * tensor layout of llama.cpp's convert_hf_to_gguf.py for llama, qwen2 and qwen3). */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
@@ -220,18 +221,14 @@ static int reserve(struct timing *tm, size_t nfloat, size_t qbytes)
     if (nfloat > tm->xcap) {
         free(tm->x);
         free(tm->tmp);
-        tm->x = malloc(nfloat * sizeof(float));
-        tm->tmp = malloc(nfloat * sizeof(float));
-        tm->xcap = tm->x && tm->tmp ? nfloat : 0;
-        if (!tm->xcap)
-            return swift_error("out of memory for a tensor of %zu values", nfloat);
+        tm->x = swift_xmalloc(nfloat * sizeof(float));
+        tm->tmp = swift_xmalloc(nfloat * sizeof(float));
+        tm->xcap = nfloat;
     }
     if (qbytes > tm->qcap) {
         free(tm->q);
-        tm->q = malloc(qbytes);
-        tm->qcap = tm->q ? qbytes : 0;
-        if (!tm->q)
-            return swift_error("out of memory for a tensor of %zu bytes", qbytes);
+        tm->q = swift_xmalloc(qbytes);
+        tm->qcap = qbytes;
     }
     return 0;
 }
@@ -307,13 +304,11 @@ out:
 
 static char *default_name(const char *dir)
 {
-    char *d = strdup(dir);
-    if (!d)
-        return NULL;
+    char *d = swift_xstrdup(dir);
     size_t n = strlen(d);
     while (n > 1 && d[n - 1] == '/')
         d[--n] = 0;
-    char *b = strdup(basename(d));
+    char *b = swift_xstrdup(basename(d));
     free(d);
     return b;
 }
@@ -372,9 +367,7 @@ static int build_plan(const struct swift_st_set *set, const struct swift_hparams
     size_t total = 1, np = 0;
     for (size_t f = 0; f < set->nfiles; f++)
         total += set->files[f].ntensors;
-    struct plan *plan = *out = calloc(total, sizeof(*plan));
-    if (!plan)
-        return swift_error("out of memory");
+    struct plan *plan = *out = swift_xcalloc(total, sizeof(*plan));
     if (!strcmp(hp->rope_type, "llama3")) {
         struct plan *p = &plan[np++];
         snprintf(p->name, sizeof(p->name), "rope_freqs.weight");
@@ -493,8 +486,8 @@ int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir)
     double t_start = now_s();
     if (swift_st_set_open(&set, model_dir) < 0)
         goto out;
-    name = o->name ? strdup(o->name) : default_name(model_dir);
-    if (!name || set_hparams(&w, &hp, name, dt) < 0 ||
+    name = o->name ? swift_xstrdup(o->name) : default_name(model_dir);
+    if (set_hparams(&w, &hp, name, dt) < 0 ||
         swift_export_tokenizer(&w, model_dir, &hp, o->tokenizer_pre) < 0)
         goto out;
     if (build_plan(&set, &hp, dt, model_dir, &plan, &np) < 0 || add_plan(&w, plan, np) < 0 ||

@@ -1,5 +1,6 @@
 /* export/vocab — tokenizer.ggml.* keys from tokenizer.json + tokenizer_config.json, as
  * llama.cpp's convert_hf_to_gguf.py (_set_vocab_gpt2 + gguf-py SpecialVocab) writes them. */
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/internal.h"
 #include "lib/core/fileio.h"
@@ -10,6 +11,10 @@
 #include <unistd.h>
 
 #include "lib/core/banned.h"
+
+/* config.json's vocab_size is input: past this many token slots it is an error, not an
+ * allocation (the largest vocabularies in use hold about 256K tokens). */
+#define SWIFT_EXPORT_MAX_VOCAB (1 << 24)
 
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSED = 5 };
 
@@ -101,7 +106,7 @@ static int read_tokens(const char *tpath, json_t *tok, int64_t n, char **tokens,
                                (long long)id,
                                (long long)n);
         free(tokens[id]);
-        tokens[id] = strdup(key);
+        tokens[id] = swift_xstrdup(key);
         types[id] = TOK_NORMAL;
     }
     json_t *added = json_object_get(tok, "added_tokens");
@@ -120,24 +125,21 @@ static int read_tokens(const char *tpath, json_t *tok, int64_t n, char **tokens,
                                (long long)id,
                                (long long)n);
         free(tokens[id]);
-        tokens[id] = strdup(content);
+        tokens[id] = swift_xstrdup(content);
         if (json_is_true(json_object_get(a, "special")) || looks_special(content)) {
             types[id] = TOK_CONTROL;
         } else {
             types[id] = TOK_USER;
-            if (tokens[id])
-                unspace(tokens[id]);
+            unspace(tokens[id]);
         }
     }
     for (int64_t k = 0; k < n; k++) {
         if (!types[k]) {
             char pad[32];
             snprintf(pad, sizeof(pad), "[PAD%lld]", (long long)k);
-            tokens[k] = strdup(pad);
+            tokens[k] = swift_xstrdup(pad);
             types[k] = TOK_UNUSED;
         }
-        if (!tokens[k])
-            return swift_error("out of memory");
     }
     return 0;
 }
@@ -148,27 +150,22 @@ static int read_merges(const char *tpath, json_t *tok, char ***out, size_t *nout
 {
     json_t *jm = json_object_get(json_object_get(tok, "model"), "merges");
     size_t nmerges = *nout = json_array_size(jm);
-    char **merges = *out = calloc(nmerges ? nmerges : 1, sizeof(*merges));
-    if (!merges)
-        return swift_error("out of memory");
+    char **merges = *out = swift_xcalloc(nmerges ? nmerges : 1, sizeof(*merges));
     for (size_t k = 0; k < nmerges; k++) {
         json_t *m = json_array_get(jm, k);
         if (json_is_string(m)) {
-            merges[k] = strdup(json_string_value(m));
+            merges[k] = swift_xstrdup(json_string_value(m));
         } else if (json_is_array(m) && json_array_size(m) == 2 &&
                    json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
             const char *l = json_string_value(json_array_get(m, 0));
             const char *r = json_string_value(json_array_get(m, 1));
             size_t len = strlen(l) + strlen(r) + 2;
-            merges[k] = malloc(len);
-            if (merges[k])
-                snprintf(merges[k], len, "%s %s", l, r);
+            merges[k] = swift_xmalloc(len);
+            snprintf(merges[k], len, "%s %s", l, r);
         } else {
             return swift_error(
                 "%s: model.merges[%zu] is neither \"a b\" nor [\"a\",\"b\"]", tpath, k);
         }
-        if (!merges[k])
-            return swift_error("out of memory");
     }
     return 0;
 }
@@ -300,12 +297,15 @@ int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
         swift_error("%s: model.vocab is not an object", tpath);
         goto out;
     }
-    tokens = calloc((size_t)n, sizeof(*tokens));
-    types = calloc((size_t)n, sizeof(*types));
-    if (!tokens || !types) {
-        swift_error("out of memory");
+    if (n > SWIFT_EXPORT_MAX_VOCAB) {
+        swift_error("%s/config.json: vocab_size %lld is more than %d",
+                    model_dir,
+                    (long long)n,
+                    SWIFT_EXPORT_MAX_VOCAB);
         goto out;
     }
+    tokens = swift_xcalloc((size_t)n, sizeof(*tokens));
+    types = swift_xcalloc((size_t)n, sizeof(*types));
     if (read_tokens(tpath, tok, n, tokens, types) < 0 ||
         read_merges(tpath, tok, &merges, &nmerges) < 0)
         goto out;

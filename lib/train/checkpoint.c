@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/core/alloc.h"
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
@@ -35,19 +36,13 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
 {
     int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m.cfg.dtype, "float32");
     int per = full_master ? 3 : 2;
-    struct swift_st_entry *e = calloc((size_t)r->ntp * per, sizeof(*e));
-    char **names = calloc((size_t)r->ntp * per, sizeof(char *));
+    struct swift_st_entry *e = swift_xcalloc((size_t)r->ntp * per, sizeof(*e));
+    char **names = swift_xcalloc((size_t)r->ntp * per, sizeof(char *));
     size_t total = 0;
     for (int i = 0; i < r->ntp; i++)
         total += r->tp[i].numel;
     /* the fp32 master weights: a host copy (backend memory may be a device's) */
-    float *hw = full_master ? malloc((total ? total : 1) * sizeof(float)) : NULL;
-    if (!e || !names || (full_master && !hw)) {
-        free(e);
-        free(names);
-        free(hw);
-        return swift_error("out of memory");
-    }
+    float *hw = full_master ? swift_xmalloc((total ? total : 1) * sizeof(float)) : NULL;
     if (hw) {
         size_t o = 0;
         for (int i = 0; i < r->ntp; i++) {
@@ -61,9 +56,7 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
         for (int j = 0; j < per; j++) {
             const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
             size_t nl = strlen(pre) + strlen(p->name) + 1;
-            names[k] = malloc(nl);
-            if (!names[k])
-                break;
+            names[k] = swift_xmalloc(nl);
             snprintf(names[k], nl, "%s%s", pre, p->name);
             e[k].name = names[k];
             e[k].dtype = SWIFT_DTYPE_F32;
@@ -81,7 +74,7 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
     snprintf(stepbuf, sizeof(stepbuf), "%ld", r->opt.step);
     const char *meta[] = {"optimizer", "adamw", "step", stepbuf, NULL};
     char *path = swift_path_join(dir, "optimizer.safetensors");
-    int rc = (k == (size_t)r->ntp * per && path) ? swift_safetensors_write(path, e, k, meta) : -1;
+    int rc = swift_safetensors_write(path, e, k, meta);
     for (size_t i = 0; i < (size_t)r->ntp * per; i++)
         free(names[i]);
     free(names);
@@ -105,8 +98,8 @@ static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
     for (int i = 0; i < r->ntp; i++)
         if (r->tp[i].numel > maxn)
             maxn = r->tp[i].numel;
-    float *hw = malloc(maxn * sizeof(float));
-    int rc = hw ? 0 : swift_error("out of memory");
+    float *hw = swift_xmalloc(maxn * sizeof(float));
+    int rc = 0;
     size_t off = 0;
     for (int i = 0; i < r->ntp && rc == 0; i++) {
         struct swift_param *p = &r->tp[i];
@@ -224,12 +217,15 @@ static int save_state(struct run *r, const char *dir, long step)
                            "rng",
                            "stateless: data order from (seed, epoch), dropout from (seed, "
                            "step, micro-batch, layer)");
-    if (st)
-        json_object_set_new(st, "world_size", json_integer(r->dist.world));
-    char *txt = st ? json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (!st)
+        abort();
+    json_object_set_new(st, "world_size", json_integer(r->dist.world));
+    char *txt = json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(st);
+    if (!txt)
+        abort();
     char *p = swift_path_join(dir, "trainer_state.json");
-    int rc = txt && p ? swift_atomic_write(p, txt, strlen(txt)) : swift_error("out of memory");
+    int rc = swift_atomic_write(p, txt, strlen(txt));
     free(txt);
     free(p);
     return rc;
@@ -259,8 +255,6 @@ static int write_checkpoint(struct run *r, long step, const float *hm, const flo
     char name[64];
     snprintf(name, sizeof(name), "checkpoint-%ld", step);
     char *final = swift_path_join(o->output_dir, name), *tmp = NULL;
-    if (!final)
-        return swift_error("out of memory");
     if (swift_atomic_dir_begin(final, &tmp) < 0) {
         free(final);
         return -1;
@@ -297,21 +291,14 @@ int train_save_checkpoint(struct run *r, long step)
     struct swift_dist *d = &r->dist;
     int zero = d->shard != NULL, rc = 0;
     size_t part = r->opt.total ? r->opt.total : 1;
-    float *pm = malloc(part * sizeof(float)), *pv = malloc(part * sizeof(float));
+    float *pm = swift_xmalloc(part * sizeof(float)), *pv = swift_xmalloc(part * sizeof(float));
     float *fm = NULL, *fv = NULL;
-    if (!pm || !pv) {
-        free(pm);
-        free(pv);
-        return swift_error("out of memory copying the optimizer state");
-    }
     r->m.ops->download(pm, r->opt.m, r->opt.total * sizeof(float));
     r->m.ops->download(pv, r->opt.v, r->opt.total * sizeof(float));
     if (zero) {
         if (d->rank == 0) {
-            fm = malloc((d->total ? d->total : 1) * sizeof(float));
-            fv = malloc((d->total ? d->total : 1) * sizeof(float));
-            if (!fm || !fv)
-                rc = swift_error("out of memory gathering the optimizer state");
+            fm = swift_xmalloc((d->total ? d->total : 1) * sizeof(float));
+            fv = swift_xmalloc((d->total ? d->total : 1) * sizeof(float));
         }
         if (swift_dist_shard_gather(d, pm, fm, step) < 0 ||
             swift_dist_shard_gather(d, pv, fv, step) < 0) {
@@ -322,7 +309,7 @@ int train_save_checkpoint(struct run *r, long step)
             return -1;
         }
     }
-    if (d->rank == 0 && rc == 0)
+    if (d->rank == 0)
         rc = write_checkpoint(r, step, zero ? fm : pm, zero ? fv : pv);
     free(fm);
     free(fv);
@@ -345,11 +332,9 @@ int train_load_optimizer(struct run *r, const char *dir)
     for (int i = 0; i < r->ntp; i++)
         total += r->tp[i].numel;
     size_t lo = d->shard ? d->lo : 0, hi = d->shard ? d->hi : total;
-    float *fm = malloc((total ? total : 1) * sizeof(float)),
-          *fv = malloc((total ? total : 1) * sizeof(float));
-    int rc = fm && fv ? 0 : swift_error("out of memory reading the optimizer state");
-    if (rc == 0)
-        rc = read_optimizer(r, dir, fm, fv);
+    float *fm = swift_xmalloc((total ? total : 1) * sizeof(float)),
+          *fv = swift_xmalloc((total ? total : 1) * sizeof(float));
+    int rc = read_optimizer(r, dir, fm, fv);
     if (rc == 0) {
         r->m.ops->upload(r->opt.m, fm + lo, (hi - lo) * sizeof(float));
         r->m.ops->upload(r->opt.v, fv + lo, (hi - lo) * sizeof(float));
@@ -377,8 +362,7 @@ void train_remove_stale_tmp(const char *dir)
             (kill((pid_t)pid, 0) == 0 && pid != (long)getpid()))
             continue;
         char *p = swift_path_join(dir, de->d_name);
-        if (p)
-            swift_remove_tree(p);
+        swift_remove_tree(p);
         free(p);
     }
     closedir(d);
@@ -392,7 +376,7 @@ char *train_resolve_resume(const struct swift_train_opts *o, int *err)
     if (!o->resume)
         return NULL;
     if (strcmp(o->resume, "latest"))
-        return strdup(o->resume);
+        return swift_xstrdup(o->resume);
     long steps[4096];
     int n = list_ckpts(o->output_dir, steps, 4096);
     if (!n) {
@@ -401,20 +385,17 @@ char *train_resolve_resume(const struct swift_train_opts *o, int *err)
     }
     char nm[64];
     snprintf(nm, sizeof(nm), "checkpoint-%ld", steps[n - 1]);
-    char *p = swift_path_join(o->output_dir, nm);
-    if (!p)
-        *err = 1;
-    return p;
+    return swift_path_join(o->output_dir, nm);
 }
 
 int train_read_state(const char *ckpt, long *step, const struct swift_train_opts *o, int world)
 {
     char *p = swift_path_join(ckpt, "trainer_state.json");
     json_error_t jerr;
-    json_t *st = p ? json_load_file(p, 0, &jerr) : NULL;
+    json_t *st = json_load_file(p, 0, &jerr);
     int rc = 0;
     if (!st) {
-        rc = swift_error_at(p ? p : ckpt, p ? jerr.line : 0, "%s", p ? jerr.text : "out of memory");
+        rc = swift_error_at(p, jerr.line, "%s", jerr.text);
     } else {
         json_t *gs = json_object_get(st, "global_step");
         const char *tu = json_string_value(json_object_get(st, "tuner"));

@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include "kernels/cuda/comm_nccl.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
 #include "lib/core/banned.h"
@@ -148,10 +149,8 @@ int swift_dist_init(struct swift_dist *d, double timeout_s)
     const char *l = detect_launcher();
     d->launcher = l ? l : "none";
     if (!l) {
-        d->pids = malloc(sizeof(int));
-        d->hosts = malloc(sizeof(*d->hosts));
-        if (!d->pids || !d->hosts)
-            return swift_error("out of memory");
+        d->pids = swift_xmalloc(sizeof(int));
+        d->hosts = swift_xmalloc(sizeof(*d->hosts));
         d->pids[0] = (int)getpid();
         memcpy(d->hosts[0], d->host, sizeof(d->host));
         return 0;
@@ -167,10 +166,8 @@ int swift_dist_init(struct swift_dist *d, double timeout_s)
     MPI_Comm_rank(local, &d->local_rank);
     MPI_Comm_size(local, &d->local_world);
     MPI_Comm_free(&local);
-    d->pids = malloc((size_t)d->world * sizeof(int));
-    d->hosts = malloc((size_t)d->world * sizeof(*d->hosts));
-    if (!d->pids || !d->hosts)
-        return swift_error("out of memory");
+    d->pids = swift_xcalloc((size_t)d->world, sizeof(int));
+    d->hosts = swift_xcalloc((size_t)d->world, sizeof(*d->hosts));
     int pid = (int)getpid();
     MPI_Allgather(&pid, 1, MPI_INT, d->pids, 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Allgather(d->host, 64, MPI_CHAR, d->hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
@@ -249,13 +246,8 @@ static int checkin_impl(struct swift_dist *d, const char *what, long step, int *
     double deadline = mono_s() + d->timeout_s;
     if (d->rank == 0) {
         int n = d->world - 1;
-        struct ckmsg *in = calloc((size_t)n, sizeof(*in));
-        MPI_Request *rq = calloc((size_t)n, sizeof(*rq));
-        if (!in || !rq) {
-            free(in);
-            free(rq);
-            return swift_error("out of memory");
-        }
+        struct ckmsg *in = swift_xcalloc((size_t)n, sizeof(*in));
+        MPI_Request *rq = swift_xcalloc((size_t)n, sizeof(*rq));
         for (int k = 0; k < n; k++)
             MPI_Irecv(&in[k], (int)sizeof(*in), MPI_BYTE, k + 1, tag, MPI_COMM_WORLD, &rq[k]);
         int missing = -1;
@@ -277,12 +269,11 @@ static int checkin_impl(struct swift_dist *d, const char *what, long step, int *
         }
         out.missing = missing;
         /* tell every rank that arrived (a missing one gets a message it may never read) */
-        MPI_Request *sq = calloc((size_t)n, sizeof(*sq));
+        MPI_Request *sq = swift_xcalloc((size_t)n, sizeof(*sq));
         int ns = 0;
-        for (int k = 0; sq && k < n; k++)
+        for (int k = 0; k < n; k++)
             MPI_Isend(&out, (int)sizeof(out), MPI_BYTE, k + 1, rtag, MPI_COMM_WORLD, &sq[ns++]);
-        if (sq && wait_all(sq, ns, mono_s() + (missing < 0 ? d->timeout_s : 2.0)) < 0 &&
-            missing < 0) {
+        if (wait_all(sq, ns, mono_s() + (missing < 0 ? d->timeout_s : 2.0)) < 0 && missing < 0) {
             free(sq);
             free(in);
             free(rq);
@@ -342,10 +333,7 @@ static int ensure_flat(struct swift_dist *d, size_t n)
 {
     if (n <= d->flat_cap)
         return 0;
-    float *f = realloc(d->flat, n * sizeof(float));
-    if (!f)
-        return swift_error("out of memory for the %zu-float communication buffer", n);
-    d->flat = f;
+    d->flat = swift_xrealloc(d->flat, n * sizeof(float));
     d->flat_cap = n;
     return 0;
 }
@@ -427,8 +415,8 @@ int swift_dist_use_backend(struct swift_dist *d, const struct swift_ops *ops, in
         d->failed = 1;
         return swift_error("rank %d: rank 0 could not create an NCCL unique id", d->rank);
     }
-    struct swift_nccl *c = calloc(1, sizeof(*c));
-    int bad = !c || swift_nccl_init(c, id + 1, d->rank, d->world, device) < 0;
+    struct swift_nccl *c = swift_xcalloc(1, sizeof(*c));
+    int bad = swift_nccl_init(c, id + 1, d->rank, d->world, device) < 0;
     if (bad)
         free(c);
     else
@@ -548,13 +536,8 @@ int swift_dist_allreduce_grads(struct swift_dist *d, struct swift_param *p, int 
         return -1;
     size_t bf = d->bucket_bytes / sizeof(float);
     int nb = (int)((total + bf - 1) / bf);
-    MPI_Request *rq = calloc((size_t)(nb ? nb : 1), sizeof(*rq));
-    char *unpacked = calloc((size_t)(nb ? nb : 1), 1);
-    if (!rq || !unpacked) {
-        free(rq);
-        free(unpacked);
-        return swift_error("out of memory");
-    }
+    MPI_Request *rq = swift_xcalloc((size_t)(nb ? nb : 1), sizeof(*rq));
+    char *unpacked = swift_xcalloc((size_t)(nb ? nb : 1), 1);
     /* pack bucket b and start its all-reduce before packing the next one */
     for (int b = 0; b < nb; b++) {
         size_t a = (size_t)b * bf, e = a + bf < total ? a + bf : total;
@@ -637,9 +620,7 @@ int swift_dist_shard_init(struct swift_dist *d, struct swift_param *p, int np)
     d->chunk = d->nccl ? (d->total + (size_t)d->world - 1) / (size_t)d->world : 0;
     range_of(d, d->rank, &d->lo, &d->hi);
     free(d->shard);
-    d->shard = calloc((size_t)(np ? np : 1), sizeof(*d->shard));
-    if (!d->shard)
-        return swift_error("out of memory");
+    d->shard = swift_xcalloc((size_t)(np ? np : 1), sizeof(*d->shard));
     d->nshard = 0;
     size_t off = 0;
     for (int i = 0; i < np; i++) {
@@ -673,13 +654,8 @@ static void counts(const struct swift_dist *d, int *cnt, int *dsp)
 static int shard_coll(struct swift_dist *d, int kind, struct swift_param *p, int np, long step,
                       const float *part, float *full)
 {
-    int *cnt = malloc((size_t)d->world * sizeof(int)),
-        *dsp = malloc((size_t)d->world * sizeof(int));
-    if (!cnt || !dsp) {
-        free(cnt);
-        free(dsp);
-        return swift_error("out of memory");
-    }
+    int *cnt = swift_xcalloc((size_t)d->world, sizeof(int)),
+        *dsp = swift_xcalloc((size_t)d->world, sizeof(int));
     counts(d, cnt, dsp);
     int64_t t0 = swift_trace_now();
     MPI_Request rq;

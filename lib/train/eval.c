@@ -3,6 +3,7 @@
  * span: log.c, docs/train.md). */
 #include "lib/train/internal.h"
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
 #include "lib/core/banned.h"
@@ -15,10 +16,7 @@ int train_eval(struct run *r, long step)
     uint64_t n = swift_shards_count(r->val);
     int rows = obj->rows_per_sample;
     struct train_ubatch u;
-    if (train_ubatch_alloc(&u, o->batch_size * rows, r->T) < 0) {
-        train_ubatch_free(&u);
-        return swift_error("out of memory");
-    }
+    train_ubatch_alloc(&u, o->batch_size * rows, r->T);
     struct swift_objective_sums s = {0};
     struct swift_dist *d = &r->dist;
     uint64_t stride = (uint64_t)o->batch_size * (uint64_t)d->world;

@@ -80,7 +80,7 @@ struct train_loader {
 
 /* splitmix64's finalizer: epoch orders from (seed, epoch), dropout seeds from (seed, step). */
 uint64_t train_mix(uint64_t x);
-int train_ubatch_alloc(struct train_ubatch *u, int rows, int T);
+void train_ubatch_alloc(struct train_ubatch *u, int rows, int T);
 void train_ubatch_free(struct train_ubatch *u);
 /* Start the workers on steps [start_step, end_step). Returns 0 or -1. */
 int train_loader_start(struct train_loader *L, long start_step, long end_step);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/sha256.h"
@@ -25,8 +26,6 @@ static int check_tokenizer(const char *model_dir, const struct swift_shard_index
     if (!ix->tokenizer_sha256)
         return 0;
     char *tj = swift_path_join(model_dir, "tokenizer.json");
-    if (!tj)
-        return swift_error("out of memory");
     if (access(tj, R_OK) < 0) {
         free(tj);
         return 0;
@@ -163,13 +162,12 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-int train_ubatch_alloc(struct train_ubatch *u, int rows, int T)
+void train_ubatch_alloc(struct train_ubatch *u, int rows, int T)
 {
     size_t n = (size_t)rows * T;
-    u->tok = calloc(n, 4);
-    u->tgt = calloc(n, 4);
-    u->pos = calloc(n, 4);
-    return u->tok && u->tgt && u->pos ? 0 : -1;
+    u->tok = swift_xcalloc(n, 4);
+    u->tgt = swift_xcalloc(n, 4);
+    u->pos = swift_xcalloc(n, 4);
 }
 void train_ubatch_free(struct train_ubatch *u)
 {
@@ -184,33 +182,24 @@ int train_loader_start(struct train_loader *L, long start_step, long end_step)
         L->nworkers = 1;
     if (L->depth < L->nworkers + 1)
         L->depth = L->nworkers + 1;
-    L->ring = calloc((size_t)L->depth, sizeof(*L->ring));
-    L->perms = calloc((size_t)L->nworkers, sizeof(*L->perms));
-    L->th = calloc((size_t)L->nworkers, sizeof(*L->th));
-    if (!L->ring || !L->perms || !L->th)
-        return swift_error("out of memory");
+    L->ring = swift_xcalloc((size_t)L->depth, sizeof(*L->ring));
+    L->perms = swift_xcalloc((size_t)L->nworkers, sizeof(*L->perms));
+    L->th = swift_xcalloc((size_t)L->nworkers, sizeof(*L->th));
     for (int w = 0; w < L->nworkers; w++) {
-        L->perms[w].perm = malloc((L->n ? L->n : 1) * sizeof(uint32_t));
+        L->perms[w].perm = swift_xmalloc((L->n ? L->n : 1) * sizeof(uint32_t));
         L->perms[w].epoch = -1;
-        if (!L->perms[w].perm)
-            return swift_error("out of memory");
     }
     for (int i = 0; i < L->depth; i++) {
-        L->ring[i].ub = calloc((size_t)L->GA, sizeof(struct train_ubatch));
-        if (!L->ring[i].ub)
-            return swift_error("out of memory");
+        L->ring[i].ub = swift_xcalloc((size_t)L->GA, sizeof(struct train_ubatch));
         for (int a = 0; a < L->GA; a++)
-            if (train_ubatch_alloc(&L->ring[i].ub[a], L->B * L->obj->rows_per_sample, L->T) < 0)
-                return swift_error("out of memory");
+            train_ubatch_alloc(&L->ring[i].ub[a], L->B * L->obj->rows_per_sample, L->T);
     }
     L->next_claim = L->next_take = start_step;
     L->end_step = end_step;
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
     for (int w = 0; w < L->nworkers; w++) {
-        struct worker_arg *wa = malloc(sizeof(*wa));
-        if (!wa)
-            return swift_error("out of memory");
+        struct worker_arg *wa = swift_xmalloc(sizeof(*wa));
         *wa = (struct worker_arg){L, w};
         if (pthread_create(&L->th[w], NULL, loader_main, wa)) {
             free(wa);

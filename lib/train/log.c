@@ -13,6 +13,7 @@
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
@@ -28,14 +29,8 @@ double train_now_s(void)
 double swift_sgemm_peak_gflops(void)
 {
     int n = 1024;
-    float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4),
-          *c = calloc((size_t)n * n, 4);
-    if (!a || !b || !c) {
-        free(a);
-        free(b);
-        free(c);
-        return 0;
-    }
+    float *a = swift_xcalloc((size_t)n * n, 4), *b = swift_xcalloc((size_t)n * n, 4),
+          *c = swift_xcalloc((size_t)n * n, 4);
     for (size_t i = 0; i < (size_t)n * n; i++)
         a[i] = b[i] = (float)(i % 7) * 0.1f;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
@@ -160,13 +155,15 @@ int train_write_args(const struct swift_train_opts *o)
         "resume_from_checkpoint",
         o->resume);
     if (!a)
-        return swift_error("out of memory");
+        abort();
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
     json_object_set_new(a, "swift_tools_version", json_string(SWIFT_VERSION));
     char *txt = json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(a);
+    if (!txt)
+        abort();
     char *p = swift_path_join(o->output_dir, "args.json");
-    int rc = txt && p ? swift_atomic_write(p, txt, strlen(txt)) : swift_error("out of memory");
+    int rc = swift_atomic_write(p, txt, strlen(txt));
     free(txt);
     free(p);
     return rc;

@@ -17,6 +17,7 @@
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
@@ -181,7 +182,8 @@ static int open_data(struct run *r)
     r->train = NULL;
     if (train_open_shards(r, &r->train, o->dataset) < 0)
         return -1;
-    char *vdir = o->val_dataset ? strdup(o->val_dataset) : swift_path_join(o->dataset, "val");
+    char *vdir =
+        o->val_dataset ? swift_xstrdup(o->val_dataset) : swift_path_join(o->dataset, "val");
     if (vdir && (o->val_dataset || swift_is_dir(vdir))) {
         if (train_open_shards(r, &r->val, vdir) < 0) {
             free(vdir);
