@@ -1,6 +1,7 @@
 /* swift-preprocess — tokenize, template, mask, pack and shard training data (lib/preprocess). */
 #include "lib/preprocess/bpe_train.h"
 #include "lib/core/cli.h"
+#include "lib/core/record.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -207,7 +208,7 @@ static int run_train_tokenizer(struct cli *c)
         return SWIFT_EXIT_FAIL;
     json_t *rec = json_pack(
         "{s:i,s:s,s:i}", "version", 1, "tokenizer", c->o.output, "vocab_size", c->train_vocab);
-    swift_json_print_line(stdout, rec);
+    swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS);
     json_decref(rec);
     return 0;
 }

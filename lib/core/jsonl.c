@@ -106,12 +106,3 @@ int swift_jsonl_next(struct swift_jsonl *r, json_t **out)
         return swift_error_at(swift_jsonl_name(r), r->line, "column %d: %s", je.column, je.text);
     }
 }
-
-int swift_json_print_line(FILE *fp, const json_t *v)
-{
-    if (json_dumpf(
-            v, fp, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) <
-        0)
-        return -1;
-    return fputc('\n', fp) == EOF ? -1 : 0;
-}

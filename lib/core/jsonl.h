@@ -51,8 +51,4 @@ void swift_jsonl_close(struct swift_jsonl *r);
 /* The name used in messages. */
 const char *swift_jsonl_name(const struct swift_jsonl *r);
 
-/* Write one compact JSON value and a newline to fp (jq -c style, keys in insertion order).
- * Returns 0 or -1 (write error, not reported). */
-int swift_json_print_line(FILE *fp, const json_t *v);
-
 #endif

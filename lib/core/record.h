@@ -8,7 +8,9 @@
  *     json_decref(rec);
  *
  * Reals carry `digits` significant digits: SWIFT_RECORD_DIGITS for records whose numbers are
- * compared later (eval metrics), SWIFT_RECORD_DIGITS_SUMMARY for export's one summary line.
+ * compared later (eval metrics, download and preprocess records), SWIFT_RECORD_DIGITS_SUMMARY for
+ * export's one summary line, SWIFT_RECORD_DIGITS_EXACT for swift-train's records (logging.jsonl
+ * and stdout carry the same line).
  */
 #ifndef SWIFT_RECORD_H
 #define SWIFT_RECORD_H
@@ -18,6 +20,7 @@
 
 #define SWIFT_RECORD_DIGITS 10
 #define SWIFT_RECORD_DIGITS_SUMMARY 6
+#define SWIFT_RECORD_DIGITS_EXACT 17 /* every double read back exactly (logging.jsonl) */
 
 /* Write rec and a newline to fp; fp is not flushed. Returns 0, or -1 on a write error, which is
  * not reported: the caller reports it, or swift_close_stdout() does at the end of main(). */

@@ -3,6 +3,7 @@
 #include "lib/download/download.h"
 
 #include "lib/core/alloc.h"
+#include "lib/core/record.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -81,7 +82,7 @@ void swift_dl_emit(struct dl *d, struct dl_job *j, const char *err)
     pthread_mutex_lock(&d->mu);
     if (d->progress_on && d->t_drawn > 0)
         fputs("\r\033[K", stderr); /* stdout may share the terminal */
-    swift_json_print_line(stdout, v);
+    swift_record_print(stdout, v, SWIFT_RECORD_DIGITS);
     fflush(stdout);
     d->files_done++;
     if (j->bytes > j->fetched) /* cached or resumed bytes count as done */

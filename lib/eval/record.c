@@ -1,6 +1,7 @@
 /* The swift-eval output record, its table on stderr, and the regression gate. */
 #include "lib/eval/eval.h"
 #include "lib/core/error.h"
+#include "lib/core/record.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 
@@ -47,7 +48,7 @@ int swift_eval_record_write(const json_t *rec, const char *path)
     struct swift_atomic af;
     if (swift_atomic_open(&af, path) < 0)
         return -1;
-    if (swift_json_print_line(af.fp, rec) < 0) {
+    if (swift_record_print(af.fp, rec, SWIFT_RECORD_DIGITS) < 0) {
         swift_atomic_abort(&af);
         return swift_error_errno("cannot write '%s'", path);
     }

@@ -183,7 +183,7 @@ static int write_records(json_t *recs, const char *path)
     if (swift_atomic_open(&af, path) < 0)
         return -1;
     for (size_t i = 0; i < json_array_size(recs); i++)
-        if (swift_json_print_line(af.fp, json_array_get(recs, i)) < 0) {
+        if (swift_record_print(af.fp, json_array_get(recs, i), SWIFT_RECORD_DIGITS) < 0) {
             swift_atomic_abort(&af);
             return swift_error_errno("cannot write '%s'", path);
         }

@@ -2,6 +2,7 @@
 #include "lib/preprocess/preprocess.h"
 
 #include "lib/core/alloc.h"
+#include "lib/core/record.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
@@ -546,7 +547,7 @@ static int print_build(const struct run *r, const double lenstats[4], const stru
                   (json_int_t)o->max_length,
                   "threads",
                   r->c.nw);
-    int rc = j && swift_json_print_line(stdout, j) < 0 ? -1 : 0;
+    int rc = j && swift_record_print(stdout, j, SWIFT_RECORD_DIGITS) < 0 ? -1 : 0;
     json_decref(j);
     return rc;
 }

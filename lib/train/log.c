@@ -16,6 +16,7 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 #include "lib/core/trace.h"
 #include "lib/core/banned.h"
 
@@ -78,14 +79,10 @@ void train_emit(struct run *r, json_t *rec)
         json_decref(rec);
         return;
     }
-    char *line = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (line) {
-        fprintf(r->log.fp, "%s\n", line);
-        fflush(r->log.fp);
-        printf("%s\n", line);
-        fflush(stdout);
-        free(line);
-    }
+    swift_record_print(r->log.fp, rec, SWIFT_RECORD_DIGITS_EXACT);
+    fflush(r->log.fp);
+    swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS_EXACT);
+    fflush(stdout);
     json_decref(rec);
 }
 
@@ -308,10 +305,8 @@ void train_log_done(struct run *r)
                              (json_int_t)r->max_steps,
                              "train_runtime",
                              train_now_s() - r->log.t_start);
-    char *line = done ? json_dumps(done, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    if (line && r->dist.rank == 0)
-        printf("%s\n", line);
-    free(line);
+    if (done && r->dist.rank == 0)
+        swift_record_print(stdout, done, SWIFT_RECORD_DIGITS_EXACT);
     json_decref(done);
     free(p);
 }
