@@ -6,6 +6,7 @@
 #include "lib/analyze/merge.h"
 #include "lib/analyze/report.h"
 #include "lib/analyze/rules.h"
+#include "lib/core/alloc.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
@@ -41,9 +42,7 @@ static void step_stats(struct swift_an_proc *p)
 {
     if (!p->nsteps)
         return;
-    double *d = malloc(p->nsteps * sizeof(*d));
-    if (!d)
-        abort();
+    double *d = swift_xmalloc(p->nsteps * sizeof(*d));
     double sum = 0;
     for (size_t i = 0; i < p->nsteps; i++) {
         d[i] = p->steps[i].dur;
@@ -111,9 +110,7 @@ static void swift_scan(const struct swift_an_set *set, struct swift_an_proc *p,
         if (en > p->t1)
             p->t1 = en;
         if (!strcmp(cat, "step") && !strcmp(nm, "step")) {
-            p->steps = realloc(p->steps, (p->nsteps + 1) * sizeof(*p->steps));
-            if (!p->steps)
-                abort();
+            p->steps = swift_xrealloc(p->steps, (p->nsteps + 1) * sizeof(*p->steps));
             struct swift_an_step *sp = &p->steps[p->nsteps++];
             memset(sp, 0, sizeof(*sp));
             sp->step = e->step >= 0 ? e->step : (int64_t)p->nsteps - 1;
@@ -216,9 +213,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
     p->part_names = swift_parts;
     p->data_part = SP_DATA;
     p->comm_part = SP_SYNC;
-    struct swift_scan sc = {.ph = malloc((s->n + 1) * sizeof(*sc.ph))};
-    if (!sc.ph)
-        abort();
+    struct swift_scan sc = {.ph = swift_xmalloc((s->n + 1) * sizeof(*sc.ph))};
     swift_scan(set, p, &sc);
     size_t keep = 0;
     for (size_t i = 0; i < sc.nph; i++)
@@ -255,9 +250,7 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
     p->comm_part = SWIFT_TB_COMM;
     p->gpu_util = p->k.gpu_util;
     p->nsteps = p->k.nsteps;
-    p->steps = calloc(p->nsteps + 1, sizeof(*p->steps));
-    if (!p->steps)
-        abort();
+    p->steps = swift_xcalloc(p->nsteps + 1, sizeof(*p->steps));
     for (size_t i = 0; i < p->nsteps; i++) {
         p->steps[i].step = p->k.steps[i].step;
         p->steps[i].ts = p->k.steps[i].b;
@@ -280,9 +273,7 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
 int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,
                          struct swift_an_proc **procs, size_t *nprocs)
 {
-    struct swift_an_proc *ps = calloc(set->n + 1, sizeof(*ps));
-    if (!ps)
-        abort();
+    struct swift_an_proc *ps = swift_xcalloc(set->n + 1, sizeof(*ps));
     for (size_t i = 0; i < set->n; i++) {
         struct swift_an_proc *p = &ps[i];
         const struct swift_an_source *s = &set->src[i];
@@ -383,9 +374,7 @@ static int cmp_step_dur(const void *a, const void *b, void *arg)
 
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out)
 {
-    size_t *idx = malloc((p->nsteps + 1) * sizeof(*idx));
-    if (!idx)
-        abort();
+    size_t *idx = swift_xmalloc((p->nsteps + 1) * sizeof(*idx));
     for (size_t i = 0; i < p->nsteps; i++)
         idx[i] = i;
     swift_an_sort_r(idx, p->nsteps, sizeof(*idx), cmp_step_dur, (void *)p);
@@ -410,11 +399,9 @@ static json_t *top_ops(const struct swift_an_set *set, const struct swift_an_pro
 {
     const struct swift_an_source *s = p->src;
     const struct swift_an_strtab *st = &set->strs;
-    uint32_t *slot = calloc(st->n + 1, sizeof(*slot));
+    uint32_t *slot = swift_xcalloc(st->n + 1, sizeof(*slot));
     struct opagg *agg = NULL;
     size_t na = 0;
-    if (!slot)
-        abort();
     for (size_t i = 0; i < s->n; i++) {
         const struct swift_an_ev *e = &s->ev[i];
         if (e->stream >= 0 || e->name >= st->n)
@@ -426,9 +413,7 @@ static json_t *top_ops(const struct swift_an_set *set, const struct swift_an_pro
             !strcmp(cat, "Memcpy") || !strcmp(cat, "Memset"))
             continue;
         if (!slot[e->name]) {
-            agg = realloc(agg, (na + 1) * sizeof(*agg));
-            if (!agg)
-                abort();
+            agg = swift_xrealloc(agg, (na + 1) * sizeof(*agg));
             agg[na++] = (struct opagg){e->name, e->cat, 0, 0};
             slot[e->name] = (uint32_t)na;
         }

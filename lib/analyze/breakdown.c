@@ -1,4 +1,5 @@
 #include "lib/analyze/breakdown.h"
+#include "lib/core/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,10 +93,7 @@ void swift_an_ivec_push(struct swift_an_ivec *iv, double b, double e)
 {
     if (iv->n == iv->cap) {
         iv->cap = iv->cap ? iv->cap * 2 : 256;
-        struct swift_an_ival *v = realloc(iv->v, iv->cap * sizeof(*v));
-        if (!v)
-            abort();
-        iv->v = v;
+        iv->v = swift_xrealloc(iv->v, iv->cap * sizeof(*iv->v));
     }
     iv->v[iv->n++] = (struct swift_an_ival){b, e};
 }
@@ -131,10 +129,7 @@ void swift_an_seg_add(struct swift_an_seg **seg, size_t *n, int part, const stru
             continue;
         if ((*n & (*n - 1)) == 0 || *n == 0) {
             size_t cap = *n ? *n * 2 : 16;
-            struct swift_an_seg *s = realloc(*seg, cap * sizeof(*s));
-            if (!s)
-                abort();
-            *seg = s;
+            *seg = swift_xrealloc(*seg, cap * sizeof(**seg));
         }
         (*seg)[(*n)++] = (struct swift_an_seg){part, b, e};
     }

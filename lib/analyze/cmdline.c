@@ -5,6 +5,7 @@
  */
 #include "lib/analyze/internal.h"
 #include "lib/analyze/rules.h"
+#include "lib/core/alloc.h"
 #include "lib/core/cli.h"
 
 #include <stdio.h>
@@ -18,9 +19,7 @@ static void sb_add(char **buf, size_t *len, size_t *cap, const char *s)
     size_t l = strlen(s);
     if (*len + l + 1 > *cap) {
         *cap = (*len + l + 1) * 2;
-        *buf = realloc(*buf, *cap);
-        if (!*buf)
-            abort();
+        *buf = swift_xrealloc(*buf, *cap);
     }
     memcpy(*buf + *len, s, l + 1);
     *len += l;

@@ -2,13 +2,15 @@
  * analyze/internal — what only the files of lib/analyze share (not a public header: nothing
  * outside lib/analyze includes it; the wing's manual is lib/analyze/analyze.h).
  *
- * Memory: out of memory aborts with a message (the analyzer has nothing to save).
+ * Memory: lib/core/alloc.h's swift_x* allocations (out of memory exits with a message; the
+ * analyzer has nothing to save).
  * Sorting: qsort_r with the context passed in, never a file-scope global.
  */
 #ifndef SWIFT_ANALYZE_INTERNAL_H
 #define SWIFT_ANALYZE_INTERNAL_H
 
 #include "lib/analyze/analyze.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 
 #include <jansson.h>
@@ -17,17 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* realloc that aborts with "out of memory (N bytes)" (n == 0 allocates one byte). */
-static inline void *swift_an_xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        swift_error("out of memory (%zu bytes)", n);
-        abort();
-    }
-    return q;
-}
 
 /* qsort_r (glibc) that accepts empty (NULL) arrays; arg is handed to every cmp call. */
 static inline void swift_an_sort_r(void *base, size_t n, size_t size,
@@ -76,10 +67,8 @@ static inline size_t swift_an_imap_slot(size_t cap, int64_t k)
 static inline void swift_an_imap_grow(struct swift_an_imap *m)
 {
     size_t nc = m->cap ? m->cap * 2 : 1024;
-    int64_t *nk = malloc(nc * sizeof(*nk));
-    double *nv = malloc(nc * sizeof(*nv));
-    if (!nk || !nv)
-        abort();
+    int64_t *nk = swift_xmalloc(nc * sizeof(*nk));
+    double *nv = swift_xmalloc(nc * sizeof(*nv));
     for (size_t i = 0; i < nc; i++)
         nk[i] = INT64_MIN;
     for (size_t i = 0; i < m->cap; i++) {

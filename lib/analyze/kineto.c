@@ -5,6 +5,7 @@
  * statistics and NCCL collectives; then the TensorBoard numbers (tensorboard.c). See kineto.h.
  */
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <math.h>
@@ -126,9 +127,7 @@ static void hta_rows(struct ctx *c)
     uint32_t trace_cat = swift_an_lookup(st, "Trace");
     uint32_t ev_sync = swift_an_lookup(st, "Event Sync"),
              ctx_sync = swift_an_lookup(st, "Context Sync");
-    c->rows = calloc(s->n ? s->n : 1, sizeof(*c->rows));
-    if (!c->rows)
-        abort();
+    c->rows = swift_xcalloc(s->n, sizeof(*c->rows));
     int round = c->o->hta_rounding && s->ts_real;
     /* distinct steps and the last step start: Kineto's ProfilerStep#N names, or (our traces)
      * the "step" spans of the step thread told apart by args.step */
@@ -199,9 +198,7 @@ static void hta_rows(struct ctx *c)
  */
 static size_t gpu_ivals(struct ctx *c, unsigned mask, struct swift_an_ival **out)
 {
-    struct swift_an_ival *v = malloc((c->nrows + 1) * sizeof(*v));
-    if (!v)
-        abort();
+    struct swift_an_ival *v = swift_xmalloc((c->nrows + 1) * sizeof(*v));
     size_t n = 0;
     for (size_t i = 0; i < c->nrows; i++) {
         const struct hrow *r = &c->rows[i];
@@ -255,9 +252,7 @@ static void temporal(struct ctx *c, struct swift_an_kineto *k)
     }
     /* communication-computation overlap (HTA §1.5) */
     if (nm) {
-        struct swift_an_ival *ov = malloc((nm + nc + 1) * sizeof(*ov));
-        if (!ov)
-            abort();
+        struct swift_an_ival *ov = swift_xmalloc((nm + nc + 1) * sizeof(*ov));
         size_t no = swift_an_ival_and(comm, nm, comp, nc, ov);
         k->comm_us = swift_an_ival_len(comm, nm);
         double o = swift_an_ival_len(ov, no);
@@ -267,9 +262,7 @@ static void temporal(struct ctx *c, struct swift_an_kineto *k)
     }
     /* kernel-type combination table (HTA §1.4 table 1): sweep the three merged lists */
     size_t np = 0;
-    struct sweep_pt *pts = malloc(2 * (nc + nm + nmem + 1) * sizeof(*pts));
-    if (!pts)
-        abort();
+    struct sweep_pt *pts = swift_xmalloc(2 * (nc + nm + nmem + 1) * sizeof(*pts));
     const struct swift_an_ival *lists[3] = {comp, comm, mem};
     size_t counts[3] = {nc, nm, nmem};
     for (int l = 0; l < 3; l++)
@@ -327,10 +320,8 @@ static int cmp_krow_name(const void *a, const void *b, void *arg)
 static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
 {
     uint32_t nn = c->set->strs.n;
-    struct kagg *agg = calloc(nn ? nn : 1, sizeof(*agg));
-    int *seen = calloc(nn ? nn : 1, sizeof(*seen));
-    if (!agg || !seen)
-        abort();
+    struct kagg *agg = swift_xcalloc(nn, sizeof(*agg));
+    int *seen = swift_xcalloc(nn, sizeof(*seen));
     for (int type = 0; type < 3; type++) {
         size_t na = 0;
         memset(seen, 0, nn * sizeof(*seen));
@@ -359,9 +350,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         struct kagg others = {.name = SWIFT_AN_NONE, .min = INFINITY, .max = -INFINITY};
         if ((int)na > c->o->num_kernels) {
             swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
-            double *cs = malloc(na * sizeof(*cs));
-            if (!cs)
-                abort();
+            double *cs = swift_xmalloc(na * sizeof(*cs));
             for (size_t i = 0; i < na; i++)
                 cs[i] = (i ? cs[i - 1] : 0) + agg[i].sum;
             double pos = c->o->duration_ratio * (double)(na - 1);
@@ -387,9 +376,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
                 agg[nkeep++] = others;
         }
         size_t base = k->nkrows;
-        k->krows = realloc(k->krows, (k->nkrows + nkeep) * sizeof(*k->krows));
-        if (!k->krows)
-            abort();
+        k->krows = swift_xrealloc(k->krows, (k->nkrows + nkeep) * sizeof(*k->krows));
         for (size_t i = 0; i < nkeep; i++) {
             struct kagg *g = &agg[i];
             double mean = g->sum / (double)g->count;
@@ -457,9 +444,7 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
             swift_an_imap_put(&rt_end, r->ev->corr, r->end);
         }
     }
-    const struct hrow **sel = malloc((c->nrows + 1) * sizeof(*sel));
-    if (!sel)
-        abort();
+    const struct hrow **sel = swift_xmalloc((c->nrows + 1) * sizeof(*sel));
     size_t n = 0;
     double sum_cpu = 0, sum_delay = 0;
     for (size_t i = 0; i < c->nrows; i++) {
@@ -506,9 +491,7 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
                 row.other += gap;
             prev_end = sel[i]->end;
         }
-        k->idle = realloc(k->idle, (k->nidle + 1) * sizeof(*k->idle));
-        if (!k->idle)
-            abort();
+        k->idle = swift_xrealloc(k->idle, (k->nidle + 1) * sizeof(*k->idle));
         k->idle[k->nidle++] = row;
     }
     free(sel);
@@ -531,9 +514,7 @@ size_t swift_an_kineto_nccl(const struct swift_an_set *set, const struct swift_a
                             size_t **idx)
 {
     size_t n = 0;
-    *idx = malloc((src->n + 1) * sizeof(**idx));
-    if (!*idx)
-        abort();
+    *idx = swift_xmalloc((src->n + 1) * sizeof(**idx));
     for (size_t i = 0; i < src->n; i++) {
         const char *nm = swift_an_str(&set->strs, src->ev[i].name);
         if (src->ev[i].stream >= 0 &&
@@ -551,9 +532,7 @@ int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_a
 {
     memset(k, 0, sizeof(*k));
     struct ctx c = {.set = set, .src = src, .o = o};
-    c.ntype = calloc(set->strs.n + 1, sizeof(int));
-    if (!c.ntype)
-        abort();
+    c.ntype = swift_xcalloc(set->strs.n + 1, sizeof(int));
     hta_rows(&c);
     temporal(&c, k);
     kernel_rows(&c, k);

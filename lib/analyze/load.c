@@ -4,6 +4,7 @@
  * are read by stream.c and scan.c. See lib/analyze/load.h.
  */
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
@@ -30,9 +31,7 @@ uint32_t swift_an_intern(struct swift_an_strtab *t, const char *s, size_t len)
 {
     if (t->n * 2 + 2 >= t->nslot) {
         uint32_t ns = t->nslot ? t->nslot * 2 : 1024;
-        uint32_t *slot = calloc(ns, sizeof(*slot));
-        if (!slot)
-            abort();
+        uint32_t *slot = swift_xcalloc(ns, sizeof(*slot));
         for (uint32_t i = 0; i < t->n; i++) {
             uint32_t h = hash_str(t->str[i], strlen(t->str[i])) & (ns - 1);
             while (slot[h])
@@ -52,11 +51,9 @@ uint32_t swift_an_intern(struct swift_an_strtab *t, const char *s, size_t len)
     }
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 1024;
-        t->str = swift_an_xrealloc(t->str, t->cap * sizeof(*t->str));
+        t->str = swift_xrealloc(t->str, t->cap * sizeof(*t->str));
     }
-    char *c = malloc(len + 1);
-    if (!c)
-        abort();
+    char *c = swift_xmalloc(len + 1);
     memcpy(c, s, len);
     c[len] = 0;
     t->str[t->n] = c;
@@ -102,7 +99,9 @@ static uint32_t str_arg(struct swift_an_set *set, json_t *args, const char *k)
         return swift_an_intern(&set->strs, json_string_value(v), json_string_length(v));
     if (v) {
         char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        uint32_t id = d ? swift_an_intern(&set->strs, d, strlen(d)) : SWIFT_AN_NONE;
+        if (!d)
+            abort(); /* only a bug: jansson allocates through swift_xmalloc */
+        uint32_t id = swift_an_intern(&set->strs, d, strlen(d));
         free(d);
         return id;
     }
@@ -112,7 +111,7 @@ static uint32_t str_arg(struct swift_an_set *set, json_t *args, const char *k)
 static void set_str(char **dst, const char *s)
 {
     free(*dst);
-    *dst = s ? strdup(s) : NULL;
+    *dst = s ? swift_xstrdup(s) : NULL;
 }
 
 static void on_meta(void *vctx, const char *key, json_t *v)
@@ -300,7 +299,7 @@ static void record_comm(struct swift_an_set *set, struct swift_an_source *s, str
 {
     if (s->ncomm == s->capcomm) {
         s->capcomm = s->capcomm ? s->capcomm * 2 : 64;
-        s->comm = swift_an_xrealloc(s->comm, s->capcomm * sizeof(*s->comm));
+        s->comm = swift_xrealloc(s->comm, s->capcomm * sizeof(*s->comm));
     }
     struct swift_an_comm *cm = &s->comm[s->ncomm];
     cm->collective = str_arg(set, args, "Collective name");
@@ -346,7 +345,7 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
                               set->max_events);
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 4096;
-        s->ev = swift_an_xrealloc(s->ev, s->cap * sizeof(*s->ev));
+        s->ev = swift_xrealloc(s->ev, s->cap * sizeof(*s->ev));
     }
     set->kept++;
     struct swift_an_ev *ev = &s->ev[s->n++];
@@ -511,11 +510,11 @@ static struct swift_an_source *new_source(struct swift_an_set *set, const char *
 {
     if (set->n == set->cap) {
         set->cap = set->cap ? set->cap * 2 : 8;
-        set->src = swift_an_xrealloc(set->src, set->cap * sizeof(*set->src));
+        set->src = swift_xrealloc(set->src, set->cap * sizeof(*set->src));
     }
     struct swift_an_source *s = &set->src[set->n];
     memset(s, 0, sizeof(*s));
-    s->path = strdup(path);
+    s->path = swift_xstrdup(path);
     s->kind = SWIFT_AN_KINETO;
     s->rank = -1;
     s->pid = -1;
@@ -588,7 +587,7 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
             (!isdir && swift_an_is_trace_name(de->d_name))) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
-                names = swift_an_xrealloc(names, cap * sizeof(*names));
+                names = swift_xrealloc(names, cap * sizeof(*names));
             }
             names[n++] = full;
         } else {

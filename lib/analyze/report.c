@@ -4,6 +4,7 @@
  */
 #include "lib/analyze/report.h"
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/fileio.h"
 
 #include <math.h>
@@ -183,9 +184,7 @@ static void print_kernels(FILE *fp, json_t *kr, int md, int top)
 {
     char b1[32], b2[32];
     size_t n = json_array_size(kr);
-    size_t *idx = malloc(n * sizeof(*idx));
-    if (!idx)
-        abort();
+    size_t *idx = swift_xmalloc(n * sizeof(*idx));
     for (size_t i = 0; i < n; i++)
         idx[i] = i;
     for (size_t i = 0; i < n && i <= (size_t)top; i++)

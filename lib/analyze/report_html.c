@@ -4,6 +4,7 @@
  * worst steps, and the top kernels and host operations (no network). See report.h.
  */
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -234,9 +235,7 @@ static void html_proc_steps(FILE *fp, json_t *p, int top)
     if (!n)
         return;
     size_t m = n < (size_t)top ? n : (size_t)top;
-    size_t *idx = malloc(n * sizeof(*idx));
-    if (!idx)
-        abort();
+    size_t *idx = swift_xmalloc(n * sizeof(*idx));
     top_rows(sl, "dur_us", idx, n, m);
     double mx = swift_an_jnum(json_array_get(sl, idx[0]), "dur_us");
     fputs("<p>", fp);
@@ -280,9 +279,7 @@ static void html_kernels(FILE *fp, json_t *ps, int top)
         fputs("</p><table><tr><th>kernel</th><th>type</th><th>count</th><th>total (us)</th>"
               "<th>mean (us)</th></tr>\n",
               fp);
-        size_t *idx = malloc(n * sizeof(*idx));
-        if (!idx)
-            abort();
+        size_t *idx = swift_xmalloc(n * sizeof(*idx));
         size_t m = n < (size_t)top * 2 ? n : (size_t)top * 2;
         top_rows(kr, "sum_us", idx, n, m);
         for (size_t a = 0; a < m; a++) {

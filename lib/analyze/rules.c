@@ -5,6 +5,7 @@
  */
 #include "lib/analyze/rules.h"
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 #include "lib/core/cli.h"
 
 #include <math.h>
@@ -88,9 +89,7 @@ static json_t *worst_spans(const struct swift_an_proc *p, int part, int top)
     /* steps with the most time in `part` (or the longest steps when part < 0) */
     json_t *a = json_array();
     size_t n = p->nsteps;
-    size_t *idx = malloc((n + 1) * sizeof(*idx));
-    if (!idx)
-        abort();
+    size_t *idx = swift_xmalloc((n + 1) * sizeof(*idx));
     for (size_t i = 0; i < n; i++)
         idx[i] = i;
     for (int t = 0; t < top && (size_t)t < n; t++) {
@@ -588,9 +587,7 @@ static double busy_avg(const struct swift_an_proc *p)
 static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t n,
                            const struct swift_analyze_opts *o)
 {
-    double *d = malloc((n + 1) * sizeof(*d));
-    if (!d)
-        abort();
+    double *d = swift_xmalloc((n + 1) * sizeof(*d));
     for (size_t g = 0; g < n; g++) {
         const struct swift_an_proc *a = &ps[g];
         if (!a->nsteps)
@@ -712,9 +709,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
     }
     rule_straggler(list, procs, n, o);
     size_t m = json_array_size(list);
-    json_t **arr = malloc((m + 1) * sizeof(*arr));
-    if (!arr)
-        abort();
+    json_t **arr = swift_xmalloc((m + 1) * sizeof(*arr));
     for (size_t i = 0; i < m; i++)
         arr[i] = json_incref(json_array_get(list, i));
     swift_an_sort(arr, m, sizeof(*arr), cmp_bottleneck);

@@ -5,6 +5,7 @@
  * parallel batches, to jansson, in file order. See lib/analyze/load.h (swift_an_stream_file).
  */
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +53,7 @@ static int rd_fill(struct rd *r)
             return 0;
         }
         r->cap = r->cap ? r->cap * 2 : 2 * CHUNK;
-        r->buf = swift_an_xrealloc(r->buf, r->cap + 1);
+        r->buf = swift_xrealloc(r->buf, r->cap + 1);
     }
     size_t want = r->cap - r->len;
     long got;
@@ -326,14 +327,11 @@ static int give_event(struct walker *w, size_t b, size_t e, long line)
         if (flush_events(w) < 0)
             return -1;
     }
-    if (!w->pend) {
-        w->pend = calloc(BATCH_EVENTS, sizeof(*w->pend));
-        if (!w->pend)
-            abort();
-    }
+    if (!w->pend)
+        w->pend = swift_xcalloc(BATCH_EVENTS, sizeof(*w->pend));
     if (w->blen + len > w->bcap) {
         w->bcap = w->blen + len > BATCH_BYTES ? w->blen + len : BATCH_BYTES;
-        w->bbuf = swift_an_xrealloc(w->bbuf, w->bcap);
+        w->bbuf = swift_xrealloc(w->bbuf, w->bcap);
     }
     memcpy(w->bbuf + w->blen, r->buf + b, len);
     w->pend[w->npend++] =

@@ -6,6 +6,7 @@
  * steps. See lib/analyze/kineto.h; the HTA numbers are in kineto.c.
  */
 #include "lib/analyze/internal.h"
+#include "lib/core/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -230,17 +231,13 @@ static void tb_collect(struct tb *t)
             break;
         case TB_RUNTIME:
             swift_an_ivec_push(&t->role[SWIFT_TB_RUNTIME], b, en);
-            t->rts = realloc(t->rts, (t->nrt + 1) * sizeof(*t->rts));
-            if (!t->rts)
-                abort();
+            t->rts = swift_xrealloc(t->rts, (t->nrt + 1) * sizeof(*t->rts));
             t->rts[t->nrt++] = (struct rt){b, en, e->corr};
             break;
         case TB_STEP: {
             int64_t n = t->swift ? (e->step >= 0 ? e->step : (int64_t)t->nsteps)
                                  : strtoll(nm + 13, NULL, 10);
-            t->steps = realloc(t->steps, (t->nsteps + 1) * sizeof(*t->steps));
-            if (!t->steps)
-                abort();
+            t->steps = swift_xrealloc(t->steps, (t->nsteps + 1) * sizeof(*t->steps));
             t->steps[t->nsteps++] = (struct stepdef){b, en, n};
             tb_cpu_span(t, b, en);
             break;
@@ -255,9 +252,7 @@ static void tb_collect(struct tb *t)
         }
     }
     if (!t->nsteps && t->cpu_min < t->cpu_max) {
-        t->steps = malloc(sizeof(*t->steps));
-        if (!t->steps)
-            abort();
+        t->steps = swift_xmalloc(sizeof(*t->steps));
         t->steps[t->nsteps++] = (struct stepdef){t->cpu_min, t->cpu_max, 0};
     }
     swift_an_sort(t->steps, t->nsteps, sizeof(*t->steps), cmp_stepdef);
@@ -269,11 +264,9 @@ static void tb_collect(struct tb *t)
 static long tb_device_steps(struct tb *t)
 {
     size_t nsteps = t->nsteps;
-    t->dmin = malloc((nsteps + 1) * sizeof(double));
-    t->dmax = malloc((nsteps + 1) * sizeof(double));
-    t->matched = calloc(nsteps + 1, sizeof(long));
-    if (!t->dmin || !t->dmax || !t->matched)
-        abort();
+    t->dmin = swift_xmalloc((nsteps + 1) * sizeof(double));
+    t->dmax = swift_xmalloc((nsteps + 1) * sizeof(double));
+    t->matched = swift_xcalloc(nsteps + 1, sizeof(long));
     size_t is = 0, ir = 0;
     double smin = INFINITY, smax = -INFINITY;
     long nmatched = 0;
@@ -370,17 +363,14 @@ static void tb_claim(struct tb *t, struct swift_an_kineto *k)
     size_t nsteps = t->nsteps;
     for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
         t->role[r].n = swift_an_ival_merge(t->role[r].v, t->role[r].n);
-    k->steps = calloc(nsteps + 1, sizeof(*k->steps));
-    if (!k->steps)
-        abort();
+    k->steps = swift_xcalloc(nsteps + 1, sizeof(*k->steps));
     k->nsteps = nsteps;
     size_t cap = 16;
     for (int r = 0; r < SWIFT_TB_NROLE - 1; r++)
         cap += t->role[r].n;
-    struct swift_an_ival *slots = malloc(cap * sizeof(*slots)), *tmp = malloc(cap * sizeof(*tmp)),
-                         *claim = malloc(cap * sizeof(*claim));
-    if (!slots || !tmp || !claim)
-        abort();
+    struct swift_an_ival *slots = swift_xmalloc(cap * sizeof(*slots)),
+                         *tmp = swift_xmalloc(cap * sizeof(*tmp)),
+                         *claim = swift_xmalloc(cap * sizeof(*claim));
     for (size_t i = 0; i < nsteps; i++) {
         struct swift_an_tbstep *ts = &k->steps[i];
         ts->step = t->steps[i].n;

@@ -1,4 +1,5 @@
 #include "lib/core/cli.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 
@@ -333,16 +334,12 @@ static void add_long(struct longtab *t, const char *name, int has_arg, int key, 
 {
     if (t->n + 1 >= t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
-        t->v = realloc(t->v, (size_t)t->cap * sizeof(*t->v));
-        t->names = realloc(t->names, (size_t)t->cap * sizeof(*t->names));
-        if (!t->v || !t->names)
-            abort();
+        t->v = swift_xrealloc(t->v, (size_t)t->cap * sizeof(*t->v));
+        t->names = swift_xrealloc(t->names, (size_t)t->cap * sizeof(*t->names));
     }
     const char *stored = name;
     if (owned) {
-        char *dup = strdup(name);
-        if (!dup)
-            abort();
+        char *dup = swift_xstrdup(name);
         t->names[t->nnames++] = dup;
         stored = dup;
     }
@@ -473,9 +470,7 @@ static int expand_config_argv(const struct swift_command *cmd, int *argc, char *
         free_words(words, nwords);
         return -1;
     }
-    char **nargv = calloc((size_t)(*argc + nwords + 1), sizeof(char *));
-    if (!nargv)
-        abort();
+    char **nargv = swift_xcalloc((size_t)(*argc + nwords + 1), sizeof(char *));
     nargv[0] = (*argv)[0];
     memcpy(nargv + 1, words, (size_t)nwords * sizeof(char *));
     memcpy(nargv + 1 + nwords, *argv + 2, (size_t)(*argc - 2) * sizeof(char *));
@@ -583,9 +578,7 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void
     char **orig_argv = argv;
     if (argc > 1 && is_config_path(argv[1]) && expand_config_argv(cmd, &argc, &argv) < 0)
         return SWIFT_EXIT_FAIL;
-    struct entries *e = calloc(1, sizeof(*e));
-    if (!e)
-        abort();
+    struct entries *e = swift_xcalloc(1, sizeof(*e));
     int rc = collect(cmd, e) < 0 ? SWIFT_EXIT_FAIL : parse_loop(cmd, e, argc, argv, opts);
     if (rc < 0) {
         *argi = optind;
@@ -616,14 +609,9 @@ static void push_word(struct words *w, const char *s)
 {
     if (*w->n + 1 >= w->cap) {
         w->cap = w->cap ? 2 * w->cap : 32;
-        *w->v = realloc(*w->v, (size_t)w->cap * sizeof(char *));
-        if (!*w->v)
-            abort();
+        *w->v = swift_xrealloc(*w->v, (size_t)w->cap * sizeof(char *));
     }
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    (*w->v)[(*w->n)++] = d;
+    (*w->v)[(*w->n)++] = swift_xstrdup(s);
 }
 
 static int truthy(const char *v)
@@ -724,6 +712,17 @@ static int prof_finish(const struct swift_command *cmd, const char *path, struct
     return 0;
 }
 
+/* A JSON config value as option text: a string as it is, anything else as compact JSON. */
+static char *value_text(json_t *v)
+{
+    if (json_is_string(v))
+        return swift_xstrdup(json_string_value(v));
+    char *s = json_dumps(v, JSON_ENCODE_ANY);
+    if (!s)
+        abort(); /* only a bug: jansson allocates through swift_xmalloc */
+    return s;
+}
+
 static int expand_json(const struct swift_command *cmd, const char *path, struct words *w)
 {
     json_error_t je;
@@ -746,10 +745,7 @@ static int expand_json(const struct swift_command *cmd, const char *path, struct
             json_t *v2;
             json_object_foreach(val, k2, v2)
             {
-                char *s = json_is_string(v2) ? strdup(json_string_value(v2))
-                                             : json_dumps(v2, JSON_ENCODE_ANY);
-                if (!s)
-                    abort();
+                char *s = value_text(v2);
                 rc = prof_key(&p, path, 0, k2, s);
                 free(s);
                 if (rc)
@@ -763,10 +759,7 @@ static int expand_json(const struct swift_command *cmd, const char *path, struct
             buf[0] = 0;
             json_array_foreach(val, i, e)
             {
-                char *s = json_is_string(e) ? strdup(json_string_value(e))
-                                            : json_dumps(e, JSON_ENCODE_ANY);
-                if (!s)
-                    abort();
+                char *s = value_text(e);
                 n += (size_t)snprintf(
                     buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, "%s%s", i ? "," : "", s);
                 free(s);
@@ -775,10 +768,7 @@ static int expand_json(const struct swift_command *cmd, const char *path, struct
         } else if (json_is_object(val)) {
             rc = swift_error_at(path, 0, "option '%s' cannot be an object", key);
         } else {
-            char *s = json_is_string(val) ? strdup(json_string_value(val))
-                                          : json_dumps(val, JSON_ENCODE_ANY);
-            if (!s)
-                abort();
+            char *s = value_text(val);
             rc = emit_pair(cmd, path, 0, key, s, w);
             free(s);
         }
