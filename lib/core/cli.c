@@ -118,24 +118,33 @@ static int name_eq(const char *a, size_t alen, const char *b)
     return i == alen && !b[i];
 }
 
+/* The next name of a comma-separated alias list (*a, advanced) into buf: 1, or 0 at the end.
+ * A name that does not fit buf is skipped. */
+static int next_alias(const char **a, char *buf, size_t cap)
+{
+    while (*a && **a) {
+        const char *start = *a, *c = strchr(start, ',');
+        size_t n = c ? (size_t)(c - start) : strlen(start);
+        *a = c ? c + 1 : start + n;
+        if (n < cap) {
+            memcpy(buf, start, n);
+            buf[n] = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static const struct swift_option *find_option(const struct swift_command *cmd, const char *name,
                                               size_t len)
 {
+    char tmp[128];
     for (const struct swift_option *o = cmd->options; o && o->type; o++) {
         if (name_eq(name, len, o->name))
             return o;
-        for (const char *a = o->aliases; a && *a;) {
-            const char *c = strchr(a, ',');
-            size_t al = c ? (size_t)(c - a) : strlen(a);
-            char tmp[128];
-            if (al < sizeof(tmp)) {
-                memcpy(tmp, a, al);
-                tmp[al] = 0;
-                if (name_eq(name, len, tmp))
-                    return o;
-            }
-            a = c ? c + 1 : a + al;
-        }
+        for (const char *a = o->aliases; next_alias(&a, tmp, sizeof(tmp));)
+            if (name_eq(name, len, tmp))
+                return o;
     }
     return NULL;
 }
@@ -358,17 +367,9 @@ static void add_names(struct longtab *t, const struct swift_option *o, int key)
                 *p = '_';
         add_long(t, u, takes_arg(o), key, 1);
     }
-    for (const char *a = o->aliases; a && *a;) {
-        const char *c = strchr(a, ',');
-        size_t al = c ? (size_t)(c - a) : strlen(a);
-        char tmp[128];
-        if (al < sizeof(tmp)) {
-            memcpy(tmp, a, al);
-            tmp[al] = 0;
-            add_long(t, tmp, takes_arg(o), key, 1);
-        }
-        a = c ? c + 1 : a + al;
-    }
+    char tmp[128];
+    for (const char *a = o->aliases; next_alias(&a, tmp, sizeof(tmp));)
+        add_long(t, tmp, takes_arg(o), key, 1);
 }
 
 void swift_cli_help(const struct swift_command *cmd, FILE *fp)
@@ -424,12 +425,9 @@ static void list_options(const struct swift_command *cmd)
             const char *eq = takes_arg(o) == required_argument ? "=" : "";
             printf("--%s%s\n", o->name, eq);
             /* ms-swift's spellings too, so completions and docs checks know them */
-            for (const char *a = o->aliases; a && *a;) {
-                const char *c = strchr(a, ',');
-                int n = c ? (int)(c - a) : (int)strlen(a);
-                printf("--%.*s%s\n", n, a, eq);
-                a = c ? c + 1 : a + n;
-            }
+            char tmp[128];
+            for (const char *a = o->aliases; next_alias(&a, tmp, sizeof(tmp));)
+                printf("--%s%s\n", tmp, eq);
         }
 }
 
