@@ -136,7 +136,7 @@ extern const struct swift_ops swift_cpu_ops;
 /* The same math with host access forbidden (kernels/cpu/strict.c, for tests): alloc returns
  * whole pages kept PROT_NONE except while an op, upload or download runs, so host code that
  * dereferences backend memory dies with SIGSEGV, as it would on a device. Results are
- * swift_cpu_ops' bit for bit. swift_backend_select picks it instead of the CPU table when
+ * swift_cpu_ops' bit for bit. lib/model/backend.h picks it instead of the CPU table when
  * SWIFT_CPU_STRICT_HOST=1. Not for production: every op costs two mprotect per allocation. */
 extern const struct swift_ops swift_cpu_strict_ops;
 
@@ -161,24 +161,6 @@ void swift_cuda_set_attention(int mode);
 /* Bytes of device memory in use by this process's backend allocations. */
 size_t swift_cuda_mem_allocated(void);
 #endif
-
-/* The op table chosen by --device (lib/model/backend.c: lib/ picks, the kernels only run). */
-struct swift_backend {
-    const struct swift_ops *ops;
-    char name[32]; /* "cpu", "cuda:0": the trace's device */
-    int cuda, index;
-    double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
-    char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
-                           build, else empty: the caller prints it once its inputs are checked */
-};
-/* spec: "auto" (or NULL: a GPU when kernels/device.h reports one, else the CPU; a CUDA build
- * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is
- * swift_cpu_strict_ops when the environment has SWIFT_CPU_STRICT_HOST=1. Returns 0, 2
- * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
-int swift_backend_select(struct swift_backend *b, const char *spec);
-/* The same for one of several ranks on a host (lib/train/dist.h's local_rank): "auto" and "cuda"
- * take GPU local_rank % (number of GPUs); "cuda:N" is N whatever the rank. */
-int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank);
 
 /* FLOPs of one matmul forward (2*N*I*O), for MFU and --profile spans. */
 static inline double swift_matmul_flops(int N, int In, int O)

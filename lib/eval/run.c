@@ -2,6 +2,7 @@
 #include "lib/eval/run.h"
 #include "lib/eval/internal.h"
 #include "kernels/ops.h"
+#include "lib/model/backend.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"

@@ -1,5 +1,5 @@
-/* backend — choosing the op table from --device (see kernels/ops.h). */
-#include "kernels/ops.h"
+/* backend — choosing the op table from --device (lib/model/backend.h). */
+#include "lib/model/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "kernels/ops.h"
+#include "lib/model/backend.h"
 #include "lib/core/profile.h"
 #include "lib/formats/shard.h"
 #include "lib/model/lora.h"

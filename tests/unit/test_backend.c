@@ -9,6 +9,7 @@
  *   Qwen3-shaped model (prefill, a forked row, decode steps; logits 1e-5 + 1e-4 * max |cpu|).
  *   Without a GPU (or built with CUDA=0) both are visible cmocka skips. */
 #include "kernels/ops.h"
+#include "lib/model/backend.h"
 
 #include <fcntl.h>
 #include <math.h>

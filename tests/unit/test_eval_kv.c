@@ -3,6 +3,7 @@
  * greedy generation token for token; plus cache invariants (chunked prefill, forked rows, batching)
  * and seeded sampling. */
 #include "kernels/ops.h"
+#include "lib/model/backend.h"
 #include "lib/core/error.h"
 #include "lib/eval/generate.h"
 #include "lib/eval/kv.h"

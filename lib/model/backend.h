@@ -1,0 +1,35 @@
+/*
+ * backend — which op table (kernels/ops.h) this process computes with, from --device: lib/
+ * picks, the kernels only run. Used by swift-train and swift-eval.
+ *
+ *     struct swift_backend be;
+ *     int rc = swift_backend_select(&be, opts->device);   // "auto", "cpu", "cuda", "cuda:N"
+ *     if (rc)
+ *         return rc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
+ *     if (be.notice[0])
+ *         swift_info("%s", be.notice);
+ *     be.ops->matmul_fwd(...);
+ */
+#ifndef SWIFT_MODEL_BACKEND_H
+#define SWIFT_MODEL_BACKEND_H
+
+#include "kernels/ops.h"
+
+struct swift_backend {
+    const struct swift_ops *ops;
+    char name[32]; /* "cpu", "cuda:0": the trace's device */
+    int cuda, index;
+    double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
+    char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
+                           build, else empty: the caller prints it once its inputs are checked */
+};
+/* spec: "auto" (or NULL: a GPU when kernels/device.h reports one, else the CPU; a CUDA build
+ * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is
+ * swift_cpu_strict_ops when the environment has SWIFT_CPU_STRICT_HOST=1. Returns 0, 2
+ * (usage error) or -1 (an explicit cuda device that cannot be used), reported. */
+int swift_backend_select(struct swift_backend *b, const char *spec);
+/* The same for one of several ranks on a host (lib/train/dist.h's local_rank): "auto" and "cuda"
+ * take GPU local_rank % (number of GPUs); "cuda:N" is N whatever the rank. */
+int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank);
+
+#endif
