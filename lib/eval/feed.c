@@ -16,25 +16,21 @@ double swift_eval_now(void)
     return (double)swift_trace_now() * 1e-9;
 }
 
+static void to_ids(const uint32_t *u, size_t n, struct swift_eval_ids *out)
+{
+    out->v = swift_xmalloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++)
+        out->v[i] = (int32_t)u[i];
+    out->n = (int)n;
+}
+
 int swift_eval_encode(struct swift_eval_runner *r, const char *text, struct swift_eval_ids *out)
 {
     struct swift_tokens t = {0};
     if (swift_tokenizer_encode(r->st, text, strlen(text), SWIFT_TOK_PARSE_SPECIAL, &t) < 0)
         return -1;
-    out->v = swift_xmalloc((t.n ? t.n : 1) * sizeof(int32_t));
-    for (size_t i = 0; i < t.n; i++)
-        out->v[i] = (int32_t)t.ids[i];
-    out->n = (int)t.n;
+    to_ids(t.ids, t.n, out);
     swift_tokens_release(&t);
-    return 0;
-}
-
-static int to_ids(const uint32_t *u, size_t n, struct swift_eval_ids *out)
-{
-    out->v = swift_xmalloc((n ? n : 1) * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++)
-        out->v[i] = (int32_t)u[i];
-    out->n = (int)n;
     return 0;
 }
 
@@ -50,7 +46,8 @@ int swift_eval_encode_prompt(struct swift_eval_runner *r, const char *text,
         return -1;
     if (stop >= 0)
         swift_eval_add_eos(r, stop);
-    return to_ids(u, n, out);
+    to_ids(u, n, out);
+    return 0;
 }
 
 /* ---- feeding sequences through the cache in chunks ---- */

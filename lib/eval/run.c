@@ -37,7 +37,7 @@ static void find_eos(struct swift_eval_runner *r)
     static const char *const files[] = {"generation_config.json", "config.json"};
     for (int f = 0; f < 2; f++) {
         char *p = swift_path_join(r->o->model, files[f]);
-        json_t *j = p ? json_load_file(p, 0, NULL) : NULL;
+        json_t *j = json_load_file(p, 0, NULL);
         free(p);
         json_t *e = json_object_get(j, "eos_token_id");
         if (json_is_integer(e))

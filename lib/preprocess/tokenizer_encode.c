@@ -161,10 +161,10 @@ void swift_tok_state_free(struct swift_tok_state *st)
     free(st);
 }
 
-static int scratch_reserve(struct swift_tok_state *st, size_t n)
+static void scratch_reserve(struct swift_tok_state *st, size_t n)
 {
     if (n <= st->scap)
-        return 0;
+        return;
     size_t nc = st->scap ? st->scap : 256;
     while (nc < n)
         nc *= 2;
@@ -173,10 +173,9 @@ static int scratch_reserve(struct swift_tok_state *st, size_t n)
     st->snext = swift_xrealloc(st->snext, nc * sizeof(int32_t));
     st->slen = swift_xrealloc(st->slen, nc * sizeof(uint32_t));
     st->scap = nc;
-    return 0;
 }
 
-static int heap_push(struct swift_tok_state *st, size_t *hn, struct heap_ent e)
+static void heap_push(struct swift_tok_state *st, size_t *hn, struct heap_ent e)
 {
     if (*hn >= st->hcap) {
         size_t nc = st->hcap ? 2 * st->hcap : 256;
@@ -193,7 +192,6 @@ static int heap_push(struct swift_tok_state *st, size_t *hn, struct heap_ent e)
         i = p;
     }
     h[i] = e;
-    return 0;
 }
 
 static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
@@ -222,24 +220,22 @@ static struct heap_ent heap_pop(struct swift_tok_state *st, size_t *hn)
     return top;
 }
 
-static int push_pair(struct swift_tok_state *st, size_t *hn, int32_t i, int32_t j)
+static void push_pair(struct swift_tok_state *st, size_t *hn, int32_t i, int32_t j)
 {
     uint32_t a = st->sid[i], b = st->sid[j];
     const struct merge_slot *m = merge_find(st->tok, a, b);
-    if (!m)
-        return 0;
-    return heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, a, b});
+    if (m)
+        heap_push(st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, a, b});
 }
 
 /* Merges of two single bytes, looked up directly (every piece starts with byte pairs). */
-static int push_byte_pair(struct swift_tok_state *st, size_t *hn, int32_t i, unsigned char a,
-                          unsigned char b)
+static void push_byte_pair(struct swift_tok_state *st, size_t *hn, int32_t i, unsigned char a,
+                           unsigned char b)
 {
     const struct merge_slot *m = st->tok->bytepair[a << 8 | b];
-    if (!m)
-        return 0;
-    return heap_push(
-        st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
+    if (m)
+        heap_push(
+            st, hn, (struct heap_ent){m->rank, (uint32_t)i, m->id, st->sid[i], st->sid[i + 1]});
 }
 
 /* The cached ids of piece u[0..n) appended to out (returns 1), or 0 with *slot the free slot
@@ -304,8 +300,7 @@ static int bpe_merge(struct swift_tok_state *st, const unsigned char *u, size_t 
                      struct swift_tokens *out)
 {
     const struct swift_tokenizer *tok = st->tok;
-    if (scratch_reserve(st, n) < 0)
-        return -1;
+    scratch_reserve(st, n);
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
         st->sid[i] = (uint32_t)tok->byte_id[u[i]];
@@ -314,8 +309,7 @@ static int bpe_merge(struct swift_tok_state *st, const unsigned char *u, size_t 
         st->slen[i] = 1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        if (push_byte_pair(st, &hn, (int32_t)i, u[i], u[i + 1]) < 0)
-            return -1;
+        push_byte_pair(st, &hn, (int32_t)i, u[i], u[i + 1]);
     while (hn > 0) {
         struct heap_ent e = heap_pop(st, &hn);
         int32_t i = (int32_t)e.pos;
@@ -336,10 +330,10 @@ static int bpe_merge(struct swift_tok_state *st, const unsigned char *u, size_t 
         st->snext[i] = st->snext[j];
         if (st->snext[j] >= 0)
             st->sprev[st->snext[j]] = i;
-        if (st->sprev[i] >= 0 && push_pair(st, &hn, st->sprev[i], i) < 0)
-            return -1;
-        if (st->snext[i] >= 0 && push_pair(st, &hn, i, st->snext[i]) < 0)
-            return -1;
+        if (st->sprev[i] >= 0)
+            push_pair(st, &hn, st->sprev[i], i);
+        if (st->snext[i] >= 0)
+            push_pair(st, &hn, i, st->snext[i]);
     }
     for (int32_t i = 0; i >= 0; i = st->snext[i]) {
         if (swift_tokens_push(out, st->sid[i], off) < 0)

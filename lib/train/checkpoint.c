@@ -20,17 +20,6 @@
 #include "lib/formats/safetensors.h"
 #include "lib/core/banned.h"
 
-static int copy_file(const char *src, const char *dst)
-{
-    char *d;
-    size_t len;
-    if (swift_read_file(src, 1u << 30, &d, &len) < 0)
-        return -1;
-    int rc = swift_atomic_write(dst, d, len);
-    free(d);
-    return rc;
-}
-
 /* hm, hv: the AdamW moments of every trainable parameter, host memory, back to back */
 static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv)
 {
@@ -181,9 +170,9 @@ static int save_weights(struct run *r, const char *dir)
     int rc = swift_model_save(&r->m, dir, r->config_path);
     for (int i = 0; rc == 0 && tok_files[i]; i++) {
         char *src = swift_path_join(o->model, tok_files[i]);
-        if (src && access(src, R_OK) == 0) {
+        if (access(src, R_OK) == 0) {
             char *dst = swift_path_join(dir, tok_files[i]);
-            rc = dst ? copy_file(src, dst) : -1;
+            rc = swift_copy_file(src, dst);
             free(dst);
         }
         free(src);

@@ -170,9 +170,9 @@ int train_log_open(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
     char *lp = swift_path_join(o->output_dir, "logging.jsonl");
-    r->log.fp = lp && r->dist.rank == 0 ? fopen(lp, r->resume ? "a" : "w") : NULL;
+    r->log.fp = r->dist.rank == 0 ? fopen(lp, r->resume ? "a" : "w") : NULL;
     if (!r->log.fp && r->dist.rank == 0) {
-        swift_error_errno("cannot open '%s'", lp ? lp : "logging.jsonl");
+        swift_error_errno("cannot open '%s'", lp);
         free(lp);
         return -1;
     }

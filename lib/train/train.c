@@ -92,8 +92,10 @@ static int start(struct run *r)
         return end_ranks(D, 1, SWIFT_FAILED);
     /* the device: ranks on one host take one GPU each unless --device names it */
     int brc = swift_backend_select_rank(&r->be, o->device, D->local_rank);
-    if (brc) /* a GPU missing on one rank: the others must not wait for it */
-        return end_ranks(D, brc<0, brc> 0 ? SWIFT_MISUSED : SWIFT_FAILED);
+    if (brc) { /* a GPU missing on one rank: the others must not wait for it */
+        int failed = brc < 0;
+        return end_ranks(D, failed, failed ? SWIFT_FAILED : SWIFT_MISUSED);
+    }
     /* gradients and parameters are backend memory: staged through the host over MPI, or NCCL */
     if (swift_dist_use_backend(D, r->be.ops, r->be.cuda, r->be.index) < 0)
         return end_ranks(D, 1, SWIFT_FAILED);
@@ -132,8 +134,6 @@ static int load_model(struct run *r)
     const struct swift_train_opts *o = r->o;
     const char *wdir = r->resume && o->tuner == SWIFT_TUNER_FULL ? r->resume : o->model;
     r->config_path = swift_path_join(o->model, "config.json");
-    if (!r->config_path)
-        return -1;
     if (swift_model_load(&r->m, wdir, r->be.ops, o->tuner == SWIFT_TUNER_LORA) < 0)
         return -1;
     r->m.act_ckpt = o->gradient_checkpointing;
@@ -458,11 +458,7 @@ struct swift_train {
 
 struct swift_train *swift_train_new(const struct swift_train_opts *o, int *status)
 {
-    struct swift_train *t = calloc(1, sizeof(*t));
-    if (!t) {
-        *status = swift_error("out of memory");
-        return NULL;
-    }
+    struct swift_train *t = swift_xcalloc(1, sizeof(*t));
     t->R.o = o;
     *status = start(&t->R);
     if (*status != 0) {
