@@ -13,7 +13,7 @@
  * each message as "prog: msg" (swift_error / swift_warn). Without a sink, events are dropped and
  * messages go to stderr as they are.
  *
- *     struct swift_dev_arg a[] = {SWIFT_DEV_ARG_I("bytes", n), SWIFT_DEV_ARG_S("dtype", "f32")};
+ *     struct swift_targ a[] = {SWIFT_TARG_I("bytes", n), SWIFT_TARG_S("dtype", "f32")};
  *     swift_dev_emit(&(struct swift_dev_event){.ph = 'X', .cat = "comm", .name = "all_reduce",
  *                                              .ts = t0, .dur = swift_dev_now() - t0,
  *                                              .args = a, .nargs = 2});
@@ -45,14 +45,10 @@ int swift_cuda_query(struct swift_device_info *info, int max, char *why, size_t 
 
 /* ---- reports ---- */
 
-/* One argument of an event (lib/core/trace.h's swift_targ, type for type). */
-enum swift_dev_arg_type {
-    SWIFT_DEV_ARG_INT,
-    SWIFT_DEV_ARG_DBL,
-    SWIFT_DEV_ARG_STR,
-    SWIFT_DEV_ARG_RAW
-};
-struct swift_dev_arg {
+/* One argument of a trace event: what a backend reports with, and what lib/core/trace.h's
+ * spans, counters and instants take (lib/ uses this definition; kernels/ cannot include lib/). */
+enum swift_targ_type { SWIFT_TARG_INT, SWIFT_TARG_DBL, SWIFT_TARG_STR, SWIFT_TARG_RAW };
+struct swift_targ {
     const char *key;
     int type;
     union {
@@ -61,23 +57,22 @@ struct swift_dev_arg {
         const char *s; /* STR: escaped on output; RAW: a JSON value written as is */
     } v;
 };
-#define SWIFT_DEV_ARG_I(k, x)                                                                      \
+#define SWIFT_TARG_I(k, x)                                                                         \
     {                                                                                              \
-        .key = (k), .type = SWIFT_DEV_ARG_INT, .v.i = (int64_t)(x)                                 \
+        .key = (k), .type = SWIFT_TARG_INT, .v.i = (int64_t)(x)                                    \
     }
-#define SWIFT_DEV_ARG_D(k, x)                                                                      \
+#define SWIFT_TARG_D(k, x)                                                                         \
     {                                                                                              \
-        .key = (k), .type = SWIFT_DEV_ARG_DBL, .v.d = (double)(x)                                  \
+        .key = (k), .type = SWIFT_TARG_DBL, .v.d = (double)(x)                                     \
     }
-#define SWIFT_DEV_ARG_S(k, x)                                                                      \
+#define SWIFT_TARG_S(k, x)                                                                         \
     {                                                                                              \
-        .key = (k), .type = SWIFT_DEV_ARG_STR, .v.s = (x)                                          \
+        .key = (k), .type = SWIFT_TARG_STR, .v.s = (x)                                             \
     }
-#define SWIFT_DEV_ARG_RAW(k, x)                                                                    \
+#define SWIFT_TARG_RAW(k, x)                                                                       \
     {                                                                                              \
-        .key = (k), .type = SWIFT_DEV_ARG_RAW, .v.s = (x)                                          \
+        .key = (k), .type = SWIFT_TARG_RAW, .v.s = (x)                                             \
     }
-enum { SWIFT_DEV_MAX_ARGS = 16 }; /* a sink may ignore arguments past this many */
 
 /* One observation, in Chrome Trace Event terms (docs/trace-schema.md). Strings are borrowed for
  * the duration of the call. */
@@ -89,7 +84,7 @@ struct swift_dev_event {
                          thread's. C: always the calling thread's */
     int64_t ts, dur;  /* ns on the sink's clock (swift_dev_now()); dur for X only */
     uint64_t id;      /* s f: the flow id (CUPTI's correlation id) */
-    const struct swift_dev_arg *args; /* X: its args; C: the counter's series */
+    const struct swift_targ *args; /* X: its args; C: the counter's series */
     int nargs;
 };
 

@@ -61,10 +61,10 @@ int swift_nccl_allreduce_sum(struct swift_nccl *c, float *buf, size_t n)
     CKN(ncclAllReduce(
         buf, buf, n, ncclFloat32, ncclSum, (ncclComm_t)c->comm, (cudaStream_t)c->stream));
     CKR(cudaStreamSynchronize((cudaStream_t)c->stream));
-    struct swift_dev_arg a[] = {SWIFT_DEV_ARG_I("bytes", (int64_t)(n * sizeof(float))),
-                                SWIFT_DEV_ARG_I("world", c->world),
-                                SWIFT_DEV_ARG_S("dtype", "float32"),
-                                SWIFT_DEV_ARG_S("collective", "all_reduce")};
+    struct swift_targ a[] = {SWIFT_TARG_I("bytes", (int64_t)(n * sizeof(float))),
+                             SWIFT_TARG_I("world", c->world),
+                             SWIFT_TARG_S("dtype", "float32"),
+                             SWIFT_TARG_S("collective", "all_reduce")};
     struct swift_dev_event e = {.ph = 'X',
                                 .cat = "comm",
                                 .name = "all_reduce",

@@ -18,7 +18,7 @@ char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 /* ---- the events, handed to the sink (kernels/device.h) ---- */
 
 static void span(const char *cat, const char *name, int64_t tid, int64_t t0, int64_t t1,
-                 const struct swift_dev_arg *args, int nargs)
+                 const struct swift_targ *args, int nargs)
 {
     struct swift_dev_event e = {.ph = 'X',
                                 .cat = cat,
@@ -39,7 +39,7 @@ static void flow(char ph, uint32_t correlation, int64_t tid, int64_t ts)
     swift_dev_emit(&e);
 }
 
-static void counter_at(const char *name, int64_t ts, const struct swift_dev_arg *series, int n)
+static void counter_at(const char *name, int64_t ts, const struct swift_targ *series, int n)
 {
     struct swift_dev_event e = {.ph = 'C', .name = name, .ts = ts, .args = series, .nargs = n};
     swift_dev_emit(&e);
@@ -168,14 +168,14 @@ static void kernel(struct swift_cupti_conv *c, const swift_cupti_kernel *k)
     char grid[48], block[48];
     snprintf(grid, sizeof(grid), "[%d, %d, %d]", k->gridX, k->gridY, k->gridZ);
     snprintf(block, sizeof(block), "[%d, %d, %d]", k->blockX, k->blockY, k->blockZ);
-    struct swift_dev_arg a[] = {
-        SWIFT_DEV_ARG_I("device", k->deviceId),
-        SWIFT_DEV_ARG_I("stream", k->streamId),
-        SWIFT_DEV_ARG_I("correlation", k->correlationId),
-        SWIFT_DEV_ARG_I("registers per thread", k->registersPerThread),
-        SWIFT_DEV_ARG_I("shared memory", k->staticSharedMemory + k->dynamicSharedMemory),
-        SWIFT_DEV_ARG_RAW("grid", grid),
-        SWIFT_DEV_ARG_RAW("block", block),
+    struct swift_targ a[] = {
+        SWIFT_TARG_I("device", k->deviceId),
+        SWIFT_TARG_I("stream", k->streamId),
+        SWIFT_TARG_I("correlation", k->correlationId),
+        SWIFT_TARG_I("registers per thread", k->registersPerThread),
+        SWIFT_TARG_I("shared memory", k->staticSharedMemory + k->dynamicSharedMemory),
+        SWIFT_TARG_RAW("grid", grid),
+        SWIFT_TARG_RAW("block", block),
     };
     span("kernel", name, tid, t0, t1, a, (int)(sizeof(a) / sizeof(a[0])));
     flow('f', k->correlationId, tid, t0);
@@ -197,12 +197,12 @@ static void memcpy_rec(struct swift_cupti_conv *c, const CUpti_ActivityMemcpy6 *
              mem_kind(m->srcKind),
              mem_kind(m->dstKind));
     double gbps = t1 > t0 ? (double)m->bytes / (double)(t1 - t0) : 0; /* bytes/ns = GB/s */
-    struct swift_dev_arg a[] = {
-        SWIFT_DEV_ARG_I("device", m->deviceId),
-        SWIFT_DEV_ARG_I("stream", m->streamId),
-        SWIFT_DEV_ARG_I("correlation", m->correlationId),
-        SWIFT_DEV_ARG_I("bytes", m->bytes),
-        SWIFT_DEV_ARG_D("memory bandwidth (GB/s)", gbps),
+    struct swift_targ a[] = {
+        SWIFT_TARG_I("device", m->deviceId),
+        SWIFT_TARG_I("stream", m->streamId),
+        SWIFT_TARG_I("correlation", m->correlationId),
+        SWIFT_TARG_I("bytes", m->bytes),
+        SWIFT_TARG_D("memory bandwidth (GB/s)", gbps),
     };
     span("gpu_memcpy", name, tid, t0, t1, a, (int)(sizeof(a) / sizeof(a[0])));
     flow('f', m->correlationId, tid, t0);
@@ -217,11 +217,11 @@ static void memset_rec(struct swift_cupti_conv *c, const CUpti_ActivityMemset4 *
     name_track(c, m->deviceId, m->streamId);
     char name[64];
     snprintf(name, sizeof(name), "Memset (%s)", mem_kind((uint8_t)m->memoryKind));
-    struct swift_dev_arg a[] = {
-        SWIFT_DEV_ARG_I("device", m->deviceId),
-        SWIFT_DEV_ARG_I("stream", m->streamId),
-        SWIFT_DEV_ARG_I("correlation", m->correlationId),
-        SWIFT_DEV_ARG_I("bytes", m->bytes),
+    struct swift_targ a[] = {
+        SWIFT_TARG_I("device", m->deviceId),
+        SWIFT_TARG_I("stream", m->streamId),
+        SWIFT_TARG_I("correlation", m->correlationId),
+        SWIFT_TARG_I("bytes", m->bytes),
     };
     span("gpu_memset", name, tid, t0, t1, a, (int)(sizeof(a) / sizeof(a[0])));
     flow('f', m->correlationId, tid, t0);
@@ -235,9 +235,9 @@ static void api_rec(struct swift_cupti_conv *c, const CUpti_ActivityAPI *r)
     const char *name = c->api_name ? c->api_name(r->cbid) : NULL;
     if (!name)
         name = swift_cupti_runtime_name(r->cbid);
-    struct swift_dev_arg a[] = {
-        SWIFT_DEV_ARG_I("correlation", r->correlationId),
-        SWIFT_DEV_ARG_I("cbid", r->cbid),
+    struct swift_targ a[] = {
+        SWIFT_TARG_I("correlation", r->correlationId),
+        SWIFT_TARG_I("cbid", r->cbid),
     };
     span("cuda_runtime", name, c->host_tid, t0, t1, a, 2);
     if (launches_work(name)) {
@@ -257,10 +257,10 @@ static void memory_rec(struct swift_cupti_conv *c, const CUpti_ActivityMemory4 *
         c->allocated[m->deviceId] -= (int64_t)m->bytes;
     else
         return;
-    struct swift_dev_arg a[] = {
-        SWIFT_DEV_ARG_I("allocated", c->allocated[m->deviceId]),
-        SWIFT_DEV_ARG_I("device", m->deviceId),
-        SWIFT_DEV_ARG_I("total", c->total[m->deviceId]),
+    struct swift_targ a[] = {
+        SWIFT_TARG_I("allocated", c->allocated[m->deviceId]),
+        SWIFT_TARG_I("device", m->deviceId),
+        SWIFT_TARG_I("total", c->total[m->deviceId]),
     };
     counter_at(
         "memory", (int64_t)m->timestamp + c->offset_ns, a, c->total[m->deviceId] > 0 ? 3 : 2);

@@ -29,6 +29,8 @@
 
 #include <stdint.h>
 
+#include "kernels/device.h"
+
 struct swift_trace_config {
     const char *stage;    /* "train", "preprocess", ... (required) */
     const char *path;     /* --trace: a file, or a directory if it ends in '/' or exists;
@@ -60,32 +62,8 @@ const char *swift_trace_path(void);
 /* Wall clock in nanoseconds (CLOCK_REALTIME). */
 int64_t swift_trace_now(void);
 
-enum swift_targ_type { SWIFT_TARG_INT, SWIFT_TARG_DBL, SWIFT_TARG_STR, SWIFT_TARG_RAW };
-struct swift_targ {
-    const char *key;
-    int type;
-    union {
-        int64_t i;
-        double d;
-        const char *s; /* STR: escaped on output; RAW: a JSON value written as is */
-    } v;
-};
-#define SWIFT_TARG_I(k, x)                                                                         \
-    {                                                                                              \
-        .key = (k), .type = SWIFT_TARG_INT, .v.i = (int64_t)(x)                                    \
-    }
-#define SWIFT_TARG_D(k, x)                                                                         \
-    {                                                                                              \
-        .key = (k), .type = SWIFT_TARG_DBL, .v.d = (double)(x)                                     \
-    }
-#define SWIFT_TARG_S(k, x)                                                                         \
-    {                                                                                              \
-        .key = (k), .type = SWIFT_TARG_STR, .v.s = (x)                                             \
-    }
-#define SWIFT_TARG_RAW(k, x)                                                                       \
-    {                                                                                              \
-        .key = (k), .type = SWIFT_TARG_RAW, .v.s = (x)                                             \
-    }
+/* struct swift_targ and SWIFT_TARG_I/D/S/RAW(key, value): kernels/device.h, shared with the
+ * backends' device events. */
 
 /* A complete span ("ph":"X") from t0 to t1 (ns from swift_trace_now()). */
 void swift_trace_span(const char *cat, const char *name, int64_t t0, int64_t t1,

@@ -11,22 +11,8 @@ static void on_event(const struct swift_dev_event *e)
 {
     if (!swift_trace_enabled())
         return;
-    struct swift_targ a[SWIFT_DEV_MAX_ARGS];
-    int n = e->nargs < SWIFT_DEV_MAX_ARGS ? e->nargs : SWIFT_DEV_MAX_ARGS;
-    for (int i = 0; i < n; i++) {
-        const struct swift_dev_arg *d = &e->args[i];
-        a[i].key = d->key;
-        a[i].type = d->type == SWIFT_DEV_ARG_INT   ? SWIFT_TARG_INT
-                    : d->type == SWIFT_DEV_ARG_DBL ? SWIFT_TARG_DBL
-                    : d->type == SWIFT_DEV_ARG_STR ? SWIFT_TARG_STR
-                                                   : SWIFT_TARG_RAW;
-        if (d->type == SWIFT_DEV_ARG_INT)
-            a[i].v.i = d->v.i;
-        else if (d->type == SWIFT_DEV_ARG_DBL)
-            a[i].v.d = d->v.d;
-        else
-            a[i].v.s = d->v.s;
-    }
+    const struct swift_targ *a = e->args;
+    int n = e->nargs;
     int64_t tid = e->tid ? e->tid : swift_trace_tid();
     switch (e->ph) {
     case 'X':
@@ -66,4 +52,11 @@ static const struct swift_dev_sink sink = {
 void swift_trace_attach_devices(void)
 {
     swift_dev_set_sink(&sink);
+}
+
+/* Installed when the program starts, before anything can reach a backend: NCCL is set up before
+ * swift-train's trace is open, and its errors must still read "swift-train: ...". */
+__attribute__((constructor)) static void attach_at_start(void)
+{
+    swift_trace_attach_devices();
 }
