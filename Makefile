@@ -147,9 +147,10 @@ $(O)/tests/%: $(O)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) -lcmocka
 
-$(O)/tests/%: $(O)/obj/tests/kernels/%.o $(LIBS)
+# the backend-ops harness links the kernels alone: it needs nothing from lib/ (and proves it)
+$(O)/tests/%: $(O)/obj/tests/kernels/%.o $(KLIBA)
 	@mkdir -p $(@D)
-	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) -lcmocka
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(KLIBA) $(KERNEL_LDLIBS) -lcmocka
 
 $(O)/bench/%: $(O)/obj/tests/bench/%.o $(LIBS)
 	@mkdir -p $(@D)

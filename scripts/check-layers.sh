@@ -8,7 +8,7 @@
 #   - a file under lib/ includes a cmd/ header,
 #   - a file of one wing (lib/WING/) includes another wing's lib/OTHER/internal.h,
 #   - a file includes a project header by any spelling other than the one from the repository
-#     root ("lib/core/error.h", "kernels/ops.h"): one spelling, so grep finds every user;
+#     root in quotes ("lib/core/error.h", "kernels/ops.h"): one spelling, so grep finds every user;
 # and keeps the rooms walkable: no .c file in lib/ or cmd/ over 1,000 lines, no function there
 # over 150 (clang-formatted code: a body opens with "{" alone in column 0).
 set -eu
@@ -19,11 +19,19 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 files=$(find kernels lib cmd tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null | sort)
 for f in $files; do
-    # every quoted include, as LINE:PATH
-    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
-        sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1 \2/' >"$tmp" || true
-    while read -r line inc; do
+    # every include, as LINE QUOTE PATH (QUOTE: q for "...", a for <...>)
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]' "$f" |
+        sed -e 's/^\([0-9]*\):[^"<]*"\([^"]*\)".*/\1 q \2/' \
+            -e 's/^\([0-9]*\):[^"<]*<\([^>]*\)>.*/\1 a \2/' >"$tmp" || true
+    while read -r line quote inc; do
         where="$f:$line"
+        if [ "$quote" = a ]; then
+            case $inc in
+            lib/* | kernels/* | tests/* | cmd/*)
+                echo "$where: includes <$inc>: project headers are included with quotes"; bad=1 ;;
+            *) continue ;; # a system header
+            esac
+        fi
         case $f in
         kernels/*)
             case $inc in lib/* | cmd/*) echo "$where: kernels/ includes $inc (kernels know shapes, not stages)"; bad=1 ;; esac ;;

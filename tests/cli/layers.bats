@@ -24,6 +24,14 @@ setup() {
     [[ $output == *"kernels/cpu/norm.c:"*": kernels/ includes lib/core/error.h"* ]]
 }
 
+@test "kernels/ including a lib/ header in angle brackets is refused too" {
+    printf '#include <lib/core/error.h>\n' >>"$copy/kernels/cpu/rope.c"
+    run sh "$repo/scripts/check-layers.sh" "$copy"
+    [ "$status" -eq 1 ]
+    [[ $output == *"kernels/cpu/rope.c:"*": includes <lib/core/error.h>: project headers are included with quotes"* ]]
+    [[ $output == *"kernels/cpu/rope.c:"*": kernels/ includes lib/core/error.h"* ]]
+}
+
 @test "lib/ including from cmd/ is refused" {
     printf '#include "cmd/swift-train.c"\n' >>"$copy/lib/core/error.c"
     run sh "$repo/scripts/check-layers.sh" "$copy"
