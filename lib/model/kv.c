@@ -11,11 +11,6 @@
 
 #define MAX_HEAD_DIM 512 /* the attention_cached op's limit (kernels/ops.h) */
 
-static void *zalloc(size_t n)
-{
-    return swift_xcalloc(1, n ? n : 1);
-}
-
 int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap, int max_tokens)
 {
     memset(kv, 0, sizeof(*kv));
@@ -41,11 +36,11 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
     size_t cache = (size_t)c->num_layers * rows * cap * KD;
     size_t wide = QD > H ? QD : H;
     /* host: row lengths and the per-call index arrays the ops take */
-    kv->len = zalloc((size_t)rows * sizeof(int));
-    kv->pos = zalloc(N * sizeof(int32_t));
-    kv->rowi = zalloc(N * sizeof(int32_t));
-    kv->slot = zalloc(N * sizeof(int32_t));
-    kv->wanti = zalloc(N * sizeof(int32_t));
+    kv->len = swift_xcalloc((size_t)rows, sizeof(int));
+    kv->pos = swift_xcalloc(N, sizeof(int32_t));
+    kv->rowi = swift_xcalloc(N, sizeof(int32_t));
+    kv->slot = swift_xcalloc(N, sizeof(int32_t));
+    kv->wanti = swift_xcalloc(N, sizeof(int32_t));
     /* backend memory: the cache and the scratch (ops->alloc zeroes) */
     kv->k = ops->alloc(cache * sizeof(float));
     kv->v = ops->alloc(cache * sizeof(float));
