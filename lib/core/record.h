@@ -26,4 +26,9 @@
  * not reported: the caller reports it, or swift_close_stdout() does at the end of main(). */
 int swift_record_print(FILE *fp, const json_t *rec, int digits);
 
+/* Write j as a JSON file: json_dumps(j, flags), a final newline, atomically (temp + fsync +
+ * rename, lib/core/fileio.h). Returns 0 or -1 after reporting. Every JSON file the programs
+ * write (config.json, index.json, manifest.json, ...) goes through here. */
+int swift_json_write_file(const char *path, const json_t *j, size_t flags);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 #include "lib/core/pool.h"
 #include "lib/download/extract.h"
 #include "lib/download/http.h"
@@ -209,15 +210,9 @@ int swift_dl_write_manifest(struct dl *d)
                   files);
     if (!root)
         abort();
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text)
-        abort();
     char *path = swift_path_join(d->dir, d->manifest_name);
-    size_t n = strlen(text);
-    text[n] = '\n';
-    int rc = swift_atomic_write(path, text, n + 1);
-    free(text);
+    int rc = swift_json_write_file(path, root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_decref(root);
     free(path);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 #include "lib/model/adapter.h"
 #include "lib/model/model_init.h"
 #include "lib/formats/quant.h"
@@ -47,16 +48,8 @@ static const char *torch_name(enum swift_dtype dt)
 
 static int write_json(const char *path, json_t *j)
 {
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    if (!s)
-        abort();
-    size_t n = strlen(s);
-    char *t = swift_xrealloc(s, n + 2);
-    t[n] = '\n';
-    t[n + 1] = 0;
-    int rc = swift_atomic_write(path, t, n + 1);
-    free(t);
-    return rc;
+    return swift_json_write_file(
+        path, j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
 }
 
 static double now_s(void)

@@ -20,6 +20,7 @@
 #include "lib/export/export.h"
 #include "lib/export/internal.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 #include "lib/export/gptq_solve.h"
 #include "lib/model/model_init.h"
 #include "lib/formats/quant.h"
@@ -83,15 +84,8 @@ static void pack_gptq(const uint8_t *codes, const float *scale, int64_t out, int
 
 static int write_json_file(const char *dir, const char *name, json_t *j)
 {
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (!s)
-        abort();
     char *p = swift_path_join(dir, name);
-    size_t n = strlen(s);
-    char *t = swift_xrealloc(s, n + 2);
-    t[n] = '\n';
-    int rc = swift_atomic_write(p, t, n + 1);
-    free(t);
+    int rc = swift_json_write_file(p, j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     free(p);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 #include "lib/core/banned.h"
 
 static const struct {
@@ -755,17 +756,11 @@ int swift_safetensors_write_sharded(const char *dir, const struct swift_st_entry
     if (rc == 0) {
         json_t *root = json_pack(
             "{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", wm);
-        char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-        if (!txt)
+        if (!root)
             abort(); /* a bad pack format: jansson allocates through swift_xmalloc */
-        json_decref(root);
         char *p = swift_path_join(dir, "model.safetensors.index.json");
-        size_t tl = strlen(txt);
-        txt = swift_xrealloc(txt, tl + 2);
-        txt[tl++] = '\n';
-        txt[tl] = 0;
-        rc = swift_atomic_write(p, txt, tl);
-        free(txt);
+        rc = swift_json_write_file(p, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(root);
         free(p);
     } else {
         json_decref(wm);

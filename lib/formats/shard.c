@@ -4,6 +4,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
+#include "lib/core/record.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -412,20 +413,10 @@ int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir)
         json_array_append_new(sh, e);
     }
     json_object_set_new(o, "shards", sh);
-    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!text) /* jansson allocates through swift_xmalloc: only a bug returns NULL */
-        abort();
     char *path = swift_path_join(dir, "index.json");
-    struct swift_atomic af;
-    int rc = -1;
-    if (swift_atomic_open(&af, path) == 0) {
-        fputs(text, af.fp);
-        fputc('\n', af.fp);
-        rc = swift_atomic_commit(&af);
-    }
+    int rc = swift_json_write_file(path, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
     free(path);
-    free(text);
     return rc;
 }
 
