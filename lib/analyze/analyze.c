@@ -16,8 +16,6 @@
 
 #include "lib/core/banned.h"
 
-static const char *const swift_parts[] = {
-    "data_wait", "forward", "backward", "grad_sync", "optimizer", "other"};
 enum { SP_DATA, SP_FWD, SP_BWD, SP_SYNC, SP_OPT, SP_OTHER, SP_N };
 
 void swift_analyze_opts_default(struct swift_analyze_opts *o)
@@ -65,7 +63,10 @@ static int cmp_ev_ts(const void *a, const void *b)
     return (x->ts > y->ts) - (x->ts < y->ts);
 }
 
-static int part_of(const char *name, const char *cat)
+const char *const swift_an_phase_names[] = {
+    "data_wait", "forward", "backward", "grad_sync", "optimizer", "other"};
+
+int swift_an_phase_of(const char *name, const char *cat)
 {
     if (!strcmp(name, "data_wait") || !strcmp(cat, "data"))
         return SP_DATA;
@@ -77,9 +78,14 @@ static int part_of(const char *name, const char *cat)
         return SP_SYNC;
     if (!strcmp(name, "optimizer") || !strcmp(cat, "optim"))
         return SP_OPT;
-    if (!strcmp(cat, "compute"))
-        return SP_FWD;
     return -1;
+}
+
+/* A span of the step thread that takes part in the claim: a phase span, or a compute span
+ * (per-layer and per-op spans of --profile steps) whose phase comes from where it lies. */
+static int claim_candidate(const char *name, const char *cat)
+{
+    return swift_an_phase_of(name, cat) >= 0 || !strcmp(cat, "compute");
 }
 
 /* What one pass over our trace's events collects: the phase spans (ph, filtered by the step
@@ -132,7 +138,7 @@ static void swift_scan(const struct swift_an_set *set, struct swift_an_proc *p,
         } else if (!strcmp(cat, "kernel") || !strcmp(cat, "gpu_memcpy") ||
                    !strcmp(cat, "gpu_memset")) {
             swift_an_ivec_push(&sc->busy, b, en);
-        } else if (part_of(nm, cat) >= 0) {
+        } else if (claim_candidate(nm, cat)) {
             sc->ph[sc->nph++] = e; /* filtered by thread once the step thread is known */
         }
     }
@@ -142,11 +148,42 @@ static void swift_scan(const struct swift_an_set *set, struct swift_an_proc *p,
     swift_an_ivec_free(&tok);
 }
 
-/* Each step's time claimed by the phases ph (sorted by start) in order, the rest "other". */
-static void swift_claim(const struct swift_an_set *set, struct swift_an_proc *p,
-                        const struct swift_an_ev **ph, size_t nph)
+/* The phase of each span of the step thread (ph, sorted by start), by time containment, not by
+ * name: a phase span (data_wait, forward, backward, grad_sync, optimizer: swift_an_phase_of)
+ * is its own phase; any other span (--profile's per-layer and per-op spans, lm_head.backward
+ * or layer.3.backward inside backward) belongs to the innermost phase span that contains it and
+ * adds no time of its own, so it leaves ph; a compute span inside no phase span counts as
+ * forward. part[i] is the phase of what stays in ph. */
+static void swift_attribute(const struct swift_an_set *set, const struct swift_an_ev **ph,
+                            size_t *nph, int *part)
 {
     const struct swift_an_strtab *st = &set->strs;
+    size_t n = *nph, nphase = 0, keep = 0;
+    struct swift_an_ival *iv = swift_xmalloc((n + 1) * sizeof(*iv));
+    for (size_t i = 0; i < n; i++) {
+        part[i] = swift_an_phase_of(swift_an_str(st, ph[i]->name), swift_an_str(st, ph[i]->cat));
+        if (part[i] >= 0)
+            iv[nphase++] = (struct swift_an_ival){ph[i]->ts, ph[i]->ts + ph[i]->dur};
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (part[i] < 0) {
+            double b = ph[i]->ts, e = b + ph[i]->dur;
+            if (swift_an_ival_enclosing(iv, nphase, b, e, SWIFT_AN_NEST_TOL) >= 0)
+                continue; /* inside a phase span: its time is that span's */
+            part[i] = SP_FWD;
+        }
+        ph[keep] = ph[i];
+        part[keep++] = part[i];
+    }
+    *nph = keep;
+    free(iv);
+}
+
+/* Each step's time claimed by the phases ph (sorted by start, part[i] the phase of ph[i]) in
+ * order, the rest "other". */
+static void swift_claim(struct swift_an_proc *p, const struct swift_an_ev **ph, const int *part,
+                        size_t nph)
+{
     double off = p->src->clock_offset_us;
     static const int order[] = {SP_DATA, SP_SYNC, SP_FWD, SP_BWD, SP_OPT};
     struct swift_an_ival slots[64], tmp[64], claim[64], mine[32];
@@ -163,7 +200,7 @@ static void swift_claim(const struct swift_an_set *set, struct swift_an_proc *p,
             size_t nm = 0;
             for (size_t q = j; q < nph && ph[q]->ts - off < hi && nm < 32; q++) {
                 const struct swift_an_ev *e = ph[q];
-                if (part_of(swift_an_str(st, e->name), swift_an_str(st, e->cat)) != order[oi])
+                if (part[q] != order[oi])
                     continue;
                 double b = e->ts - off, en = b + e->dur;
                 mine[nm++] = (struct swift_an_ival){b < lo ? lo : b, en > hi ? hi : en};
@@ -210,7 +247,7 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
 {
     const struct swift_an_source *s = p->src;
     p->npart = SP_N;
-    p->part_names = swift_parts;
+    p->part_names = swift_an_phase_names;
     p->data_part = SP_DATA;
     p->comm_part = SP_SYNC;
     struct swift_scan sc = {.ph = swift_xmalloc((s->n + 1) * sizeof(*sc.ph))};
@@ -221,7 +258,10 @@ static void swift_proc(const struct swift_an_set *set, struct swift_an_proc *p,
             sc.ph[keep++] = sc.ph[i];
     sc.nph = keep;
     swift_an_sort(sc.ph, sc.nph, sizeof(*sc.ph), cmp_ev_ts);
-    swift_claim(set, p, sc.ph, sc.nph);
+    int *part = swift_xmalloc((sc.nph + 1) * sizeof(*part));
+    swift_attribute(set, sc.ph, &sc.nph, part);
+    swift_claim(p, sc.ph, part, sc.nph);
+    free(part);
     free(sc.ph);
     step_stats(p);
     /* GPU events: the analyses of Kineto traces (kineto.h) on the same events, with our step

@@ -117,6 +117,26 @@ size_t swift_an_ival_find(const struct swift_an_ival *v, size_t n, double t)
     return lo;
 }
 
+long swift_an_ival_enclosing(const struct swift_an_ival *v, size_t n, double b, double e,
+                             double tol)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* first interval starting after b + tol */
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].b <= b + tol)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    long best = -1;
+    for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
+        const struct swift_an_ival *c = &v[i - 1];
+        if (c->e >= e - tol && (best < 0 || c->e - c->b < v[best].e - v[best].b))
+            best = (long)(i - 1);
+    }
+    return best;
+}
+
 void swift_an_seg_add(struct swift_an_seg **seg, size_t *n, int part, const struct swift_an_ival *v,
                       size_t nv, double min_len)
 {

@@ -142,6 +142,12 @@ void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_
 
 /* ---------- analyze.c ---------- */
 
+/* Our traces' step phases: data_wait, forward, backward, grad_sync, optimizer, other. */
+extern const char *const swift_an_phase_names[];
+/* The phase a span names by itself (its name, or its category: data, comm, optim), as an index
+ * into swift_an_phase_names, or -1 (per-op and other spans: their phase is where they lie). */
+int swift_an_phase_of(const char *name, const char *cat);
+
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 

@@ -248,3 +248,36 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(jq '.processes[0].breakdown.us.forward' <<<"$output")" = 40000 ]
     [ "$(jq '[.bottlenecks[] | select(.rule == "data_stall")] | length' <<<"$output")" = 0 ]
 }
+
+profiled_trace() { # a real swift-train trace with per-op spans in 2 of its 4 steps: $W/t.jsonl
+    run "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run" --max-steps 4 \
+        --save-steps 100 --eval-steps 100 -j 1 --trace "$W/t.jsonl" \
+        --profile wait=1,warmup=1,active=2 tests/fixtures/shards
+    [ "$status" -eq 0 ]
+    grep -q '"name":"lm_head.backward"' "$W/t.jsonl"
+}
+
+near() { # near A B TOL: |A - B| <= TOL
+    awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }' ||
+        { echo "$1 vs $2 (tolerance $3)"; false; }
+}
+
+@test "--profile steps: per-op spans inside backward count as backward (containment, not names)" {
+    profiled_trace
+    run "$A" -f json -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    # the independent sum: each phase span's duration inside the step spans, per step (the
+    # phases do not overlap, so the breakdown must equal it; the ops inside add nothing)
+    for ph in data_wait forward backward optimizer; do
+        exp=$(jq -s --arg ph "$ph" '[.[] | select(.ph == "X" and .cat == "step")] as $s
+            | ([.[] | select(.ph == "X" and .name == $ph) | . as $e
+                | select(any($s[]; .tid == $e.tid and .ts <= $e.ts and $e.ts < .ts + .dur)) | .dur]
+               | add) / ($s | length)' "$W/t.jsonl")
+        near "$(jq ".processes[0].breakdown.us.$ph" "$W/r.json")" "$exp" 1
+    done
+    # the timeline of the profiled steps: no forward segment inside a backward span
+    bw=$(jq -s -c '[.[] | select(.ph == "X" and .name == "backward") | [.ts, .ts + .dur]]' "$W/t.jsonl")
+    jq -e --argjson bw "$bw" '[.processes[0].step_list[] | .ts as $t | (.timeline // [])[]
+        | select(.[0] == "forward") | [$t + .[1], $t + .[2]] as $g
+        | select(any($bw[]; .[0] <= $g[0] + 1 and $g[1] <= .[1] + 1))] | length == 0' "$W/r.json"
+}
