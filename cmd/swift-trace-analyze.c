@@ -68,7 +68,8 @@ static const struct swift_option options[] = {
     SWIFT_OPT_FLAG(0, "strict", F(strict),
                    "fail when any input cannot be read (default: report it, analyse the rest)"),
     SWIFT_OPT_INT(0, "top", F(top), 1, 1000, "N",
-                  "rows in kernel tables and worst-span lists (default 5)",
+                  "rows in every table (per-op, phases, kernels, host operations) and worst-span "
+                  "lists (default 5)",
                   .error = "--top: expected 1..1000, got '{arg}'"),
     SWIFT_OPT_PATH(
         0, "merge", F(merge), "OUT.json[.gz]",

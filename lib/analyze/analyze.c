@@ -688,16 +688,20 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
     json_object_set_new(j, "wall_us", num(r3(p->t1 - p->t0)));
     json_object_set_new(j, "t0", num(p->t0));
     json_object_set_new(j, "steps", json_integer((json_int_t)p->nsteps));
+    /* a process without steps has no step time: its wall time by phase instead */
     json_object_set_new(j,
                         "step_time_us",
-                        json_pack("{s:o,s:o,s:o}",
-                                  "mean",
-                                  num(r3(p->step_avg)),
-                                  "median",
-                                  num(r3(p->step_median)),
-                                  "max",
-                                  num(r3(p->step_max))));
-    json_object_set_new(j, "breakdown", breakdown_json(p));
+                        !p->nsteps ? json_null()
+                                   : json_pack("{s:o,s:o,s:o}",
+                                               "mean",
+                                               num(r3(p->step_avg)),
+                                               "median",
+                                               num(r3(p->step_median)),
+                                               "max",
+                                               num(r3(p->step_max))));
+    json_object_set_new(j, "breakdown", p->nsteps ? breakdown_json(p) : json_null());
+    json_object_set_new(j, "phases", swift_an_phases_json(set, p, o->top));
+    json_object_set_new(j, "ops", swift_an_ops_json(set, p, o->top));
     json_object_set_new(
         j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());
     json_object_set_new(j, "ckpt_us", num(r3(p->ckpt_us)));
@@ -729,7 +733,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
         json_object_set_new(j, "temporal", json_null());
         json_object_set_new(j, "comm_comp_overlap_pct", json_null());
     }
-    json_object_set_new(j, "top_ops", top_ops(set, p, o->top * 2));
+    json_object_set_new(j, "top_ops", top_ops(set, p, o->top));
     json_object_set_new(j, "step_list", step_list_json(p));
     return j;
 }

@@ -27,6 +27,9 @@
  *                  each step claimed by the roles in order, GPU utilization
  *   analyze.c      per process: our phases (data_wait, forward, ...) or the Kineto roles; the
  *                  report document; swift_analyze_run
+ *   ops.c          the per-op table of --profile steps (op, phase by containment, time per
+ *                  step, share, calls, GFLOP/s) and the wall time by phase of a process
+ *                  without steps (its top-level spans)
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
  *   cmdline.c      the exact new command line a remedy gives
  *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page

@@ -121,9 +121,9 @@ long swift_an_ival_enclosing(const struct swift_an_ival *v, size_t n, double b, 
                              double tol)
 {
     size_t lo = 0, hi = n;
-    while (lo < hi) { /* first interval starting after b + tol */
+    while (lo < hi) { /* first interval starting after b */
         size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].b <= b + tol)
+        if (v[mid].b <= b)
             lo = mid + 1;
         else
             hi = mid;
@@ -131,7 +131,7 @@ long swift_an_ival_enclosing(const struct swift_an_ival *v, size_t n, double b, 
     long best = -1;
     for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
         const struct swift_an_ival *c = &v[i - 1];
-        if (c->e >= e - tol && (best < 0 || c->e - c->b < v[best].e - v[best].b))
+        if (c->e > b && c->e >= e - tol && (best < 0 || c->e - c->b < v[best].e - v[best].b))
             best = (long)(i - 1);
     }
     return best;

@@ -40,12 +40,14 @@ double swift_an_ival_len_in(const struct swift_an_ival *v, size_t n, double lo, 
 /* Index of the first merged interval ending after t (binary search). */
 size_t swift_an_ival_find(const struct swift_an_ival *v, size_t n, double t);
 
-/* Spans nest within this many µs: our traces' timestamps are doubles of µs since the epoch,
- * 0.25 µs apart at today's dates, so a child's rounded end can pass its parent's. */
-#define SWIFT_AN_NEST_TOL 1.0
-/* Index of the innermost (shortest) interval of v that contains [b, e] within tol, or -1. v is
- * sorted by start and its intervals are disjoint or nested (the spans of one thread); the
- * search looks back over at most 64 intervals starting before b. */
+/* A child span's end may pass its parent's by this many µs: our traces' timestamps are doubles
+ * of µs since the epoch, 0.25 µs apart at today's dates, and end = ts + dur rounds once more.
+ * (Rounding keeps order, so a child never starts before its parent.) */
+#define SWIFT_AN_NEST_TOL 0.5
+/* Index of the innermost (shortest) interval of v that contains [b, e]: it starts at or before
+ * b, ends after b and at or after e - tol; -1 when none. v is sorted by start and its
+ * intervals are disjoint or nested (the spans of one thread); the search looks back over at
+ * most 64 intervals starting before b. */
 long swift_an_ival_enclosing(const struct swift_an_ival *v, size_t n, double b, double e,
                              double tol);
 

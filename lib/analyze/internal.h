@@ -148,6 +148,19 @@ extern const char *const swift_an_phase_names[];
  * into swift_an_phase_names, or -1 (per-op and other spans: their phase is where they lie). */
 int swift_an_phase_of(const char *name, const char *cat);
 
+/* ---------- ops.c: the op table of --profile steps, wall time by phase ---------- */
+
+/* Our traces' --profile steps: {"steps": profiled steps, "step_us": their mean, "n_rows":
+ * rows in all, "rows": the `top` (op, phase) pairs by self time: name, phase (the enclosing phase
+ * span, by containment), calls_per_step, self_us_per_step, total_us_per_step, share (self / step),
+ * gflops (args.flops / time, null when the spans carry none)}; null without per-op spans. */
+json_t *swift_an_ops_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top);
+/* A process without steps: {"wall_us", "untraced_us" (wall covered by no span), "n_rows":
+ * rows in all, "rows": the `top` top-level spans by name (on any thread; nested ones belong to
+ * them) by time: name, cat, count, us, share (of wall)}; null when the process has steps. */
+json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                             int top);
+
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 

@@ -224,6 +224,110 @@ static void print_kernels(FILE *fp, json_t *kr, int md, int top)
     free(idx);
 }
 
+/* A process without steps: its wall time by phase (top-level spans), with the time no span
+ * covers, as a table (Markdown) or bars (text). */
+static void print_phases(FILE *fp, json_t *p, int md)
+{
+    char b1[32];
+    json_t *ph = json_object_get(p, "phases");
+    fprintf(fp,
+            "%sno steps: wall %s by phase (top-level spans)%s\n",
+            md ? "" : "  ",
+            swift_an_dur(b1, sizeof(b1), swift_an_jnum(ph, "wall_us")),
+            md ? "\n\n| phase | category | count | time | share of wall |\n"
+                 "|---|---|---:|---:|---:|"
+               : ":");
+    size_t i;
+    json_t *r;
+    double wall = swift_an_jnum(ph, "wall_us");
+    json_array_foreach(json_object_get(ph, "rows"), i, r)
+    {
+        char nm[64];
+        swift_an_trunc_name(nm, md ? 64 : 32, swift_an_jstr(r, "name"));
+        double us = swift_an_jnum(r, "us"), fr = swift_an_jnum(r, "share");
+        if (md) {
+            fprintf(fp,
+                    "| `%s` | %s | %.0f | %s | %.2f%% |\n",
+                    nm,
+                    swift_an_jstr(r, "cat"),
+                    swift_an_jnum(r, "count"),
+                    swift_an_dur(b1, sizeof(b1), us),
+                    100 * fr);
+            continue;
+        }
+        fprintf(fp,
+                "    %-32s %-10.10s %5.0f x %10s %7.2f%%  ",
+                nm,
+                swift_an_jstr(r, "cat"),
+                swift_an_jnum(r, "count"),
+                swift_an_dur(b1, sizeof(b1), us),
+                100 * fr);
+        for (int k = 0; k < (int)lround((fr > 1 ? 1 : fr) * 30); k++)
+            fputs("#", fp);
+        fputs("\n", fp);
+    }
+    double un = swift_an_jnum(ph, "untraced_us");
+    if (md)
+        fprintf(fp,
+                "| (no span) | | | %s | %.2f%% |\n\n",
+                swift_an_dur(b1, sizeof(b1), un),
+                wall > 0 ? 100 * un / wall : 0);
+    else
+        fprintf(fp,
+                "    %-32s %-10s %7s %10s %7.2f%%\n",
+                "(no span)",
+                "",
+                "",
+                swift_an_dur(b1, sizeof(b1), un),
+                wall > 0 ? 100 * un / wall : 0);
+}
+
+/* The per-op table of --profile steps: op, phase, self and total time per step, share of the
+ * step, calls per step, GFLOP/s. */
+static void print_op_table(FILE *fp, json_t *p, int md)
+{
+    char b1[32], b2[32], gf[32];
+    json_t *ops = json_object_get(p, "ops");
+    fprintf(fp,
+            md ? "\nper-op time of %.0f profiled step%s (mean step %s), by self time:\n\n"
+                 "| op | phase | self per step | total per step | share of step | calls per step "
+                 "| GFLOP/s |\n|---|---|---:|---:|---:|---:|---:|\n"
+               : "  per-op time of %.0f profiled step%s (mean step %s), by self time:\n"
+                 "    %-32s %-9s %10s %10s %7s %6s %8s\n",
+            swift_an_jnum(ops, "steps"),
+            swift_an_jnum(ops, "steps") == 1 ? "" : "s",
+            swift_an_dur(b1, sizeof(b1), swift_an_jnum(ops, "step_us")),
+            "op",
+            "phase",
+            "self/step",
+            "total/step",
+            "share",
+            "calls",
+            "GFLOP/s");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(ops, "rows"), i, r)
+    {
+        char nm[64];
+        swift_an_trunc_name(nm, md ? 64 : 32, swift_an_jstr(r, "name"));
+        double g = swift_an_jnum(r, "gflops");
+        if (isfinite(g))
+            snprintf(gf, sizeof(gf), "%.2f", g);
+        else
+            snprintf(gf, sizeof(gf), "-");
+        fprintf(fp,
+                md ? "| `%s` | %s | %s | %s | %.2f%% | %g | %s |\n"
+                   : "    %-32s %-9s %10s %10s %6.2f%% %6g %8s\n",
+                nm,
+                swift_an_jstr(r, "phase"),
+                swift_an_dur(b1, sizeof(b1), swift_an_jnum(r, "self_us_per_step")),
+                swift_an_dur(b2, sizeof(b2), swift_an_jnum(r, "total_us_per_step")),
+                100 * swift_an_jnum(r, "share"),
+                swift_an_jnum(r, "calls_per_step"),
+                gf);
+    }
+}
+
 static void print_proc(FILE *fp, json_t *p, int md, int top)
 {
     char b1[32], b2[32];
@@ -235,25 +339,32 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
         fprintf(fp, "\n`%s`\n\n", swift_an_jstr(p, "path"));
     double steps = swift_an_jnum(p, "steps");
     json_t *st = json_object_get(p, "step_time_us");
-    fprintf(fp,
-            "%s%.0f steps, mean step %s (median %s), wall %s\n",
-            md ? "" : "  ",
-            steps,
-            swift_an_dur(b1, sizeof(b1), swift_an_jnum(st, "mean")),
-            swift_an_dur(b2, sizeof(b2), swift_an_jnum(st, "median")),
-            swift_an_dur((char[32]){0}, 32, swift_an_jnum(p, "wall_us")));
-    if (steps > 0)
+    if (steps > 0) {
+        fprintf(fp,
+                "%s%.0f steps, mean step %s (median %s), wall %s\n",
+                md ? "" : "  ",
+                steps,
+                swift_an_dur(b1, sizeof(b1), swift_an_jnum(st, "mean")),
+                swift_an_dur(b2, sizeof(b2), swift_an_jnum(st, "median")),
+                swift_an_dur((char[32]){0}, 32, swift_an_jnum(p, "wall_us")));
         print_breakdown(fp, p, md);
+    } else if (json_is_object(json_object_get(p, "phases"))) {
+        print_phases(fp, p, md);
+    }
+    if (json_is_object(json_object_get(p, "ops")))
+        print_op_table(fp, p, md);
     print_gpu(fp, p, md);
     json_t *kr = json_object_get(p, "kernels");
     if (json_array_size(kr))
         print_kernels(fp, kr, md, top);
 }
 
-static void print_ops(FILE *fp, json_t *p, int md, int top)
+/* Host spans by inclusive time (the JSON holds --top of them), where no per-op table of
+ * --profile steps says more. */
+static void print_ops(FILE *fp, json_t *p, int md)
 {
     json_t *ops = json_object_get(p, "top_ops");
-    if (!json_array_size(ops))
+    if (!json_array_size(ops) || json_is_object(json_object_get(p, "ops")))
         return;
     char b1[32];
     fprintf(fp,
@@ -263,8 +374,6 @@ static void print_ops(FILE *fp, json_t *p, int md, int top)
     json_t *r;
     json_array_foreach(ops, i, r)
     {
-        if (i >= (size_t)top)
-            break;
         char nm[64];
         swift_an_trunc_name(nm, md ? 64 : 48, swift_an_jstr(r, "name"));
         if (md)
@@ -358,7 +467,7 @@ static int print_text(FILE *fp, json_t *r, int md, int top)
     json_array_foreach(ps, i, p)
     {
         print_proc(fp, p, md, top);
-        print_ops(fp, p, md, top < 3 ? top : 3);
+        print_ops(fp, p, md);
     }
     return ferror(fp) ? -1 : 0;
 }

@@ -94,19 +94,28 @@ static void html_bottlenecks(FILE *fp, json_t *bs)
  * the legend names the parts of the first process. */
 static void html_breakdown(FILE *fp, json_t *ps)
 {
-    size_t np = json_array_size(ps);
+    size_t np = 0, i;
+    json_t *p, *p0 = NULL;
+    json_array_foreach(ps, i, p) if (swift_an_jnum(p, "steps") > 0)
+    {
+        np++;
+        p0 = p0 ? p0 : p;
+    }
+    if (!np)
+        return; /* processes without steps: their wall time by phase (html_phases) */
     int W = HTML_W, rowh = 26, left = 260, right = 90;
     fprintf(fp,
             "<h2>Step time breakdown per rank</h2>\n<svg width=\"%d\" height=\"%zu\" "
             "xmlns=\"http://www.w3.org/2000/svg\">\n",
             W,
             np * rowh + 40);
-    size_t i;
-    json_t *p;
+    size_t row = 0;
     json_array_foreach(ps, i, p)
     {
+        if (!(swift_an_jnum(p, "steps") > 0))
+            continue;
         json_t *bd = json_object_get(p, "breakdown");
-        double y = (double)i * rowh + 4, x = left;
+        double y = (double)row++ * rowh + 4, x = left;
         char label[48];
         swift_an_trunc_name(label, sizeof(label), swift_an_jstr(p, "label"));
         fprintf(fp, "<text x=\"0\" y=\"%.0f\">", y + 15);
@@ -141,7 +150,6 @@ static void html_breakdown(FILE *fp, json_t *ps)
                 y + 15,
                 swift_an_dur(b1, sizeof(b1), swift_an_jnum(bd, "step_us")));
     }
-    json_t *p0 = json_array_get(ps, 0);
     size_t k;
     json_t *pn;
     double lx = left;
@@ -280,7 +288,7 @@ static void html_kernels(FILE *fp, json_t *ps, int top)
               "<th>mean (us)</th></tr>\n",
               fp);
         size_t *idx = swift_xmalloc(n * sizeof(*idx));
-        size_t m = n < (size_t)top * 2 ? n : (size_t)top * 2;
+        size_t m = n < (size_t)top ? n : (size_t)top;
         top_rows(kr, "sum_us", idx, n, m);
         for (size_t a = 0; a < m; a++) {
             json_t *row = json_array_get(kr, idx[a]);
@@ -299,6 +307,125 @@ static void html_kernels(FILE *fp, json_t *ps, int top)
     }
 }
 
+/* Processes without steps: wall time by phase (top-level spans) as one bar over the wall time
+ * and a table, the time no span covers last. */
+static void html_phases(FILE *fp, json_t *ps)
+{
+    size_t i;
+    json_t *p;
+    int head = 0;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *ph = json_object_get(p, "phases");
+        if (!json_is_object(ph))
+            continue;
+        if (!head++)
+            fputs("<h2>Wall time by phase (processes without steps)</h2>\n", fp);
+        char b1[32];
+        double wall = swift_an_jnum(ph, "wall_us"), x = 0, span = HTML_W - 10;
+        fputs("<p>", fp);
+        html_esc(fp, swift_an_jstr(p, "label"));
+        fprintf(fp,
+                ": no steps, wall %s</p>\n<svg width=\"%d\" height=\"24\" "
+                "xmlns=\"http://www.w3.org/2000/svg\">\n",
+                swift_an_dur(b1, sizeof(b1), wall),
+                HTML_W);
+        size_t k;
+        json_t *r;
+        json_t *rows = json_object_get(ph, "rows");
+        json_array_foreach(rows, k, r)
+        {
+            double fr = swift_an_jnum(r, "share");
+            double w = fr > 0 ? (x + fr > 1 ? 1 - x : fr) * span : 0;
+            if (!(w > 0))
+                continue;
+            fprintf(fp,
+                    "<rect x=\"%.1f\" y=\"2\" width=\"%.1f\" height=\"18\" fill=\"%s\"><title>",
+                    x * span,
+                    w,
+                    palette[k % 9]);
+            html_esc(fp, swift_an_jstr(r, "name"));
+            fprintf(fp,
+                    ": %.0f us (%.1f%% of wall)</title></rect>\n",
+                    swift_an_jnum(r, "us"),
+                    100 * fr);
+            x += w / span;
+        }
+        fputs("</svg>\n<table><tr><th>phase</th><th>category</th><th>count</th><th>time (us)</th>"
+              "<th>share of wall</th></tr>\n",
+              fp);
+        json_array_foreach(rows, k, r)
+        {
+            fprintf(fp, "<tr><td><span style=\"color:%s\">&#9632;</span> <code>", palette[k % 9]);
+            html_esc(fp, swift_an_jstr(r, "name"));
+            fputs("</code></td><td>", fp);
+            html_esc(fp, swift_an_jstr(r, "cat"));
+            fprintf(fp,
+                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%.0f</td>"
+                    "<td class=\"n\">%.2f%%</td></tr>\n",
+                    swift_an_jnum(r, "count"),
+                    swift_an_jnum(r, "us"),
+                    100 * swift_an_jnum(r, "share"));
+        }
+        double un = swift_an_jnum(ph, "untraced_us");
+        fprintf(fp,
+                "<tr><td>(no span)</td><td></td><td></td><td class=\"n\">%.0f</td>"
+                "<td class=\"n\">%.2f%%</td></tr>\n</table>\n",
+                un,
+                wall > 0 ? 100 * un / wall : 0);
+    }
+}
+
+/* The per-op table of --profile steps, per process. */
+static void html_op_table(FILE *fp, json_t *ps)
+{
+    size_t i;
+    json_t *p;
+    int head = 0;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *ops = json_object_get(p, "ops");
+        if (!json_is_object(ops))
+            continue;
+        if (!head++)
+            fputs("<h2>Per-op time of profiled steps</h2>\n", fp);
+        fputs("<p>", fp);
+        html_esc(fp, swift_an_jstr(p, "label"));
+        fprintf(fp,
+                ": %.0f profiled step%s, mean step %.0f us, by self time</p>\n"
+                "<table><tr><th>op</th><th>phase</th><th>self per step (us)</th>"
+                "<th>total per step (us)</th><th>share of step</th><th>calls per step</th>"
+                "<th>GFLOP/s</th></tr>\n",
+                swift_an_jnum(ops, "steps"),
+                swift_an_jnum(ops, "steps") == 1 ? "" : "s",
+                swift_an_jnum(ops, "step_us"));
+        size_t k;
+        json_t *r;
+        json_array_foreach(json_object_get(ops, "rows"), k, r)
+        {
+            fputs("<tr><td><code>", fp);
+            html_esc(fp, swift_an_jstr(r, "name"));
+            double g = swift_an_jnum(r, "gflops");
+            char gf[32];
+            if (isfinite(g))
+                snprintf(gf, sizeof(gf), "%.2f", g);
+            else
+                snprintf(gf, sizeof(gf), "-");
+            fprintf(fp,
+                    "</code></td><td>%s</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td>"
+                    "<td class=\"n\">%.2f%%</td><td class=\"n\">%g</td><td class=\"n\">%s</td>"
+                    "</tr>\n",
+                    swift_an_jstr(r, "phase"),
+                    swift_an_jnum(r, "self_us_per_step"),
+                    swift_an_jnum(r, "total_us_per_step"),
+                    100 * swift_an_jnum(r, "share"),
+                    swift_an_jnum(r, "calls_per_step"),
+                    gf);
+        }
+        fputs("</table>\n", fp);
+    }
+}
+
 static void html_ops(FILE *fp, json_t *ps)
 {
     fputs("<h2>Top host operations</h2>\n", fp);
@@ -307,8 +434,8 @@ static void html_ops(FILE *fp, json_t *ps)
     json_array_foreach(ps, i, p)
     {
         json_t *ops = json_object_get(p, "top_ops");
-        if (!json_array_size(ops))
-            continue;
+        if (!json_array_size(ops) || json_is_object(json_object_get(p, "ops")))
+            continue; /* the per-op table of --profile steps says more */
         fputs("<p>", fp);
         html_esc(fp, swift_an_jstr(p, "label"));
         fputs("</p><table><tr><th>operation</th><th>category</th><th>count</th>"
@@ -345,10 +472,14 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
           fp);
     html_bottlenecks(fp, bs);
     html_breakdown(fp, ps);
-    fputs("<h2>Worst steps per rank</h2>\n", fp);
-    size_t i;
+    html_phases(fp, ps);
+    size_t i, nstep = 0;
     json_t *p;
+    json_array_foreach(ps, i, p) nstep += swift_an_jnum(p, "steps") > 0;
+    if (nstep)
+        fputs("<h2>Worst steps per rank</h2>\n", fp);
     json_array_foreach(ps, i, p) html_proc_steps(fp, p, top);
+    html_op_table(fp, ps);
     html_kernels(fp, ps, top);
     html_ops(fp, ps);
     fputs("</body></html>\n", fp);

@@ -36,9 +36,11 @@ static const char *const arg_keys[AK_N] = {"stream",
                                            "Device Type",
                                            "Device Id",
                                            "Total Allocated",
-                                           "Collective name"};
+                                           "Collective name",
+                                           "flops"};
 
-static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6, 5, 13, 25, 9, 5, 11, 9, 15, 15};
+static const unsigned char arg_len[AK_N] = {
+    6, 11, 6, 11, 11, 4, 6, 5, 13, 25, 9, 5, 11, 9, 15, 15, 5};
 
 struct fp {
     char *p, *end;

@@ -281,3 +281,105 @@ near() { # near A B TOL: |A - B| <= TOL
         | select(.[0] == "forward") | [$t + .[1], $t + .[2]] as $g
         | select(any($bw[]; .[0] <= $g[0] + 1 and $g[1] <= .[1] + 1))] | length == 0' "$W/r.json"
 }
+
+rows_after() { # rows_after FILE HEADER-REGEX: the indented rows of the text table after HEADER
+    awk -v h="$2" 'f && /^    / { n++; next } f { exit } $0 ~ h { f = 1 } END { print n + 0 }' "$1"
+}
+
+@test "--profile steps: one per-op table in every format (time per step, share, calls, GFLOP/s); --top limits all" {
+    profiled_trace
+    # the independent sums over the steps that hold per-op spans (jq, from the trace itself)
+    jq -s '[.[] | select(.ph == "X" and .cat == "step")] as $s | [.[] | select(.ph == "X")] as $x
+        | [$s[] | . as $t | select(any($x[]; .name == "cross_entropy" and .tid == $t.tid
+            and .ts >= $t.ts and .ts < $t.ts + $t.dur))] as $p
+        | def per(n): [$x[] | select(.name == n) | . as $e
+            | select(any($p[]; .tid == $e.tid and .ts <= $e.ts and $e.ts < .ts + .dur))];
+          {steps: ($p | length), step_us: ([$p[].dur] | add / length),
+           ce: (per("cross_entropy") | {us: ([.[].dur] | add / ($p | length)), calls: (length / ($p | length))}),
+           lm: (per("lm_head") | {us: ([.[].dur] | add / ($p | length)),
+                gflops: (([.[].args.flops] | add) / ([.[].dur] | add) / 1e3)})}' "$W/t.jsonl" >"$W/exp.json"
+    [ "$(jq .steps "$W/exp.json")" = 2 ]
+    run "$A" -f json --top 30 -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    near "$(jq '.processes[0].ops.steps' "$W/r.json")" 2 0
+    near "$(jq '.processes[0].ops.step_us' "$W/r.json")" "$(jq .step_us "$W/exp.json")" 0.01
+    ce='.processes[0].ops.rows[] | select(.name == "cross_entropy")'
+    lm='.processes[0].ops.rows[] | select(.name == "lm_head")'
+    near "$(jq "$ce | .self_us_per_step" "$W/r.json")" "$(jq .ce.us "$W/exp.json")" 0.01
+    near "$(jq "$ce | .total_us_per_step" "$W/r.json")" "$(jq .ce.us "$W/exp.json")" 0.01
+    near "$(jq "$ce | .calls_per_step" "$W/r.json")" "$(jq .ce.calls "$W/exp.json")" 0
+    near "$(jq "$ce | .share" "$W/r.json")" "$(jq '.ce.us / .step_us' "$W/exp.json")" 0.00001
+    [ "$(jq -r "$ce | .phase" "$W/r.json")" = forward ]
+    [ "$(jq -r '.processes[0].ops.rows[] | select(.name == "lm_head.backward") | .phase' "$W/r.json")" = backward ]
+    near "$(jq "$lm | .total_us_per_step" "$W/r.json")" "$(jq .lm.us "$W/exp.json")" 0.01
+    near "$(jq "$lm | .gflops" "$W/r.json")" "$(jq .lm.gflops "$W/exp.json")" 0.01
+    [ "$(jq '.processes[0].ops.rows[] | select(.name == "layer.0.forward") | .gflops' "$W/r.json")" = null ]
+    # every format lists the hotspots, the same rows
+    for f in text md html; do
+        run "$A" -f $f --top 30 -o "$W/r.$f" "$W/t.jsonl"
+        [ "$status" -eq 0 ]
+        grep -q 'cross_entropy' "$W/r.$f" || { echo "$f: no cross_entropy"; false; }
+        grep -q 'lm_head\b' "$W/r.$f" || { echo "$f: no lm_head"; false; }
+    done
+    n=$(jq '.processes[0].ops.n_rows' "$W/r.json")
+    [ "$n" -gt 20 ]
+    [ "$(jq '.processes[0].ops.rows | length' "$W/r.json")" = "$n" ]
+    [ "$(rows_after "$W/r.text" '^    op +phase')" = "$n" ]
+    # --top N: N rows in every format
+    for top in 3 20; do
+        for f in json text md html; do run "$A" -f $f --top $top -o "$W/t$top.$f" "$W/t.jsonl"; done
+        [ "$(jq '.processes[0].ops.rows | length' "$W/t$top.json")" = $top ]
+        [ "$(rows_after "$W/t$top.text" '^    op +phase')" = $top ]
+        [ "$(grep -c '^| `.*` | \(forward\|backward\|optimizer\|data_wait\|grad_sync\) |' "$W/t$top.md")" = $top ]
+        [ "$(sed -n '/Per-op time/,/<\/table>/p' "$W/t$top.html" | grep -c '^<tr><td><code>')" = $top ]
+    done
+}
+
+@test "processes without steps (eval, export, preprocess): wall time by phase, no step rows, in every format" {
+    export OMP_NUM_THREADS=2
+    run "$SWIFT_BIN/swift-eval" tests/fixtures/eval/llama --task exact \
+        --dataset tests/fixtures/eval/synth/exact.jsonl --limit 4 --batch-size 2 \
+        --max-new-tokens 4 --quiet --trace "$W/eval.jsonl"
+    [ "$status" -eq 0 ]
+    mkdir "$W/llama"
+    cp tests/ref/fixtures/export/llama/* "$SHARED/data/tokenizers/gpt2/tokenizer.json" \
+        "$SHARED/data/tokenizers/gpt2/tokenizer_config.json" "$W/llama/"
+    run "$SWIFT_BIN/swift-export" "$W/llama" --dtype q8_0 -o "$W/m.gguf" --trace "$W/export.jsonl"
+    [ "$status" -eq 0 ]
+    head -n 50 "$SHARED/data/datasets/gsm8k/test.jsonl" >"$W/g.jsonl"
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$SHARED/data/tokenizers/qwen3" -o "$W/sh" \
+        --trace "$W/pre.jsonl" "$W/g.jsonl"
+    [ "$status" -eq 0 ]
+    for t in eval export pre; do
+        # the independent answer: the spans no other span of their thread holds (starts at or
+        # before it, the longer on a tie, ends after its start and no earlier than its end
+        # less 0.5 us: ts are doubles, 0.25 us apart), summed by name
+        jq -s -c '[.[] | select(.ph == "X")] as $x | [$x[] | . as $e | select(any($x[];
+                .tid == $e.tid and .ts <= $e.ts and $e.ts < .ts + .dur
+                and $e.ts + $e.dur <= .ts + .dur + 0.5 and (.ts < $e.ts or .dur > $e.dur)) | not)]
+            | group_by(.name) | map({name: .[0].name, count: length, us: ([.[].dur] | add)})
+            | sort_by(-.us)' "$W/$t.jsonl" >"$W/$t.exp"
+        run "$A" -f json --top 20 -o "$W/$t.json" "$W/$t.jsonl"
+        [ "$status" -eq 0 ]
+        jq -e '.processes[0] | .steps == 0 and .step_time_us == null and .breakdown == null' "$W/$t.json"
+        [ "$(jq -c '[.processes[0].phases.rows[] | {name, count}]' "$W/$t.json")" = "$(jq -c 'map({name, count})' "$W/$t.exp")" ]
+        for i in $(seq 0 $(($(jq length "$W/$t.exp") - 1))); do
+            near "$(jq ".processes[0].phases.rows[$i].us" "$W/$t.json")" "$(jq ".[$i].us" "$W/$t.exp")" 0.01
+            near "$(jq ".processes[0].phases | .rows[$i].share * .wall_us" "$W/$t.json")" \
+                "$(jq ".[$i].us" "$W/$t.exp")" 1
+        done
+        top=$(jq -r '.[0].name' "$W/$t.exp")
+        for f in text md html; do
+            run "$A" -f $f -o "$W/$t.$f" "$W/$t.jsonl"
+            [ "$status" -eq 0 ]
+            grep -q "$top" "$W/$t.$f"
+            ! grep -q 'mean step\|/step\|0 steps' "$W/$t.$f" || { echo "$t.$f: step rows"; false; }
+        done
+        grep -q '^  no steps: wall .* by phase (top-level spans):$' "$W/$t.text"
+        grep -q '^| phase | category | count | time | share of wall |$' "$W/$t.md"
+        grep -q '<h2>Wall time by phase (processes without steps)</h2>' "$W/$t.html"
+        ! grep -q 'Step time breakdown\|Worst steps' "$W/$t.html"
+    done
+    # eval: generate holds prefill and decode; the top-level phase is generate alone
+    [ "$(jq -r '[.processes[0].phases.rows[].name] | join(",")' "$W/eval.json")" = generate ]
+}

@@ -165,6 +165,107 @@ static void test_our_trace_end_to_end(void **state)
     rmdir(dir);
 }
 
+/* --profile steps: per-op spans nest inside forward and backward; they belong to the phase
+ * that holds them (not to forward by their category), and make the per-op table. */
+static void test_profile_phases(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_analyze.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/train.trace.jsonl", dir);
+    struct swift_trace_config tc = {.stage = "train", .path = path};
+    assert_int_equal(swift_trace_open(&tc), 0);
+    int64_t t = swift_trace_now(), ms = 1000000;
+    for (int s = 0; s < 2; s++) {
+        int64_t b = t + s * 100 * ms;
+        struct swift_targ fl[] = {SWIFT_TARG_D("flops", 8e9)};
+        swift_trace_span("data", "data_wait", b, b + 5 * ms, NULL, 0);
+        swift_trace_span("compute", "lm_head", b + 30 * ms, b + 38 * ms, fl, 1);
+        swift_trace_span("compute", "forward", b + 5 * ms, b + 40 * ms, NULL, 0);
+        swift_trace_span("compute", "lm_head.backward", b + 41 * ms, b + 60 * ms, fl, 1);
+        swift_trace_span("compute", "mlp.down_proj.backward", b + 61 * ms, b + 70 * ms, NULL, 0);
+        swift_trace_span("compute", "layer.0.backward", b + 60 * ms, b + 89 * ms, NULL, 0);
+        swift_trace_span("compute", "backward", b + 40 * ms, b + 90 * ms, NULL, 0);
+        swift_trace_span("optim", "optimizer", b + 90 * ms, b + 95 * ms, NULL, 0);
+        struct swift_targ a[] = {SWIFT_TARG_I("step", s + 1)};
+        swift_trace_span("step", "step", b, b + 100 * ms, a, 1);
+    }
+    swift_trace_close();
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    assert_int_equal(swift_an_load_path(&set, path, 0), 1);
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    const struct swift_an_proc *p = &procs[0];
+    static const double want[] = {5000, 35000, 50000, 0, 5000, 5000}; /* µs per step */
+    for (int k = 0; k < 6; k++)
+        assert_true(p->part_avg[k] > want[k] - 0.5 && p->part_avg[k] < want[k] + 0.5);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *ops = json_object_get(json_array_get(json_object_get(r, "processes"), 0), "ops");
+    assert_int_equal(json_integer_value(json_object_get(ops, "steps")), 2);
+    assert_int_equal(json_integer_value(json_object_get(ops, "n_rows")), 4);
+    /* by self time: layer.0.backward 29 - 9 ms, lm_head.backward 19, the projection 9, lm_head 8 */
+    static const char *const names[] = {
+        "layer.0.backward", "lm_head.backward", "mlp.down_proj.backward", "lm_head"};
+    static const char *const phases[] = {"backward", "backward", "backward", "forward"};
+    static const double self[] = {20000, 19000, 9000, 8000}, total[] = {29000, 19000, 9000, 8000};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *row = json_array_get(json_object_get(ops, "rows"), i);
+        assert_string_equal(json_string_value(json_object_get(row, "name")), names[i]);
+        assert_string_equal(json_string_value(json_object_get(row, "phase")), phases[i]);
+        double su = json_number_value(json_object_get(row, "self_us_per_step"));
+        double tu = json_number_value(json_object_get(row, "total_us_per_step"));
+        assert_true(su > self[i] - 0.5 && su < self[i] + 0.5);
+        assert_true(tu > total[i] - 0.5 && tu < total[i] + 0.5);
+        assert_true(json_number_value(json_object_get(row, "calls_per_step")) == 1);
+    }
+    /* lm_head: 8e9 flops in 8 ms = 1000 GFLOP/s; layer spans carry none */
+    double g = json_number_value(
+        json_object_get(json_array_get(json_object_get(ops, "rows"), 3), "gflops"));
+    assert_true(g > 999.9 && g < 1000.1);
+    assert_true(
+        json_is_null(json_object_get(json_array_get(json_object_get(ops, "rows"), 0), "gflops")));
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+    unlink(path);
+
+    /* a process without steps: wall time by its top-level spans, no step time */
+    snprintf(path, sizeof(path), "%s/export.trace.jsonl", dir);
+    struct swift_trace_config te = {.stage = "export", .path = path};
+    assert_int_equal(swift_trace_open(&te), 0);
+    t = swift_trace_now();
+    swift_trace_span("export", "read", t + 1 * ms, t + 2 * ms, NULL, 0);
+    swift_trace_span("export", "convert", t, t + 10 * ms, NULL, 0);
+    swift_trace_span("export", "write", t + 11 * ms, t + 12 * ms, NULL, 0);
+    swift_trace_close();
+    swift_an_set_init(&set);
+    assert_int_equal(swift_an_load_path(&set, path, 0), 1);
+    swift_an_procs_build(&set, &o, &procs, &n);
+    r = swift_an_report_build(&set, procs, n, &o);
+    json_t *pj = json_array_get(json_object_get(r, "processes"), 0);
+    assert_true(json_is_null(json_object_get(pj, "breakdown")));
+    assert_true(json_is_null(json_object_get(pj, "step_time_us")));
+    assert_true(json_is_null(json_object_get(pj, "ops")));
+    json_t *ph = json_object_get(pj, "phases");
+    assert_int_equal(json_integer_value(json_object_get(ph, "n_rows")), 2);
+    json_t *r0 = json_array_get(json_object_get(ph, "rows"), 0);
+    assert_string_equal(json_string_value(json_object_get(r0, "name")), "convert");
+    double us = json_number_value(json_object_get(r0, "us"));
+    assert_true(us > 9999.5 && us < 10000.5);
+    double un = json_number_value(json_object_get(ph, "untraced_us")); /* 10..11 ms */
+    assert_true(un > 999.5 && un < 1000.5);
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+    unlink(path);
+    rmdir(dir);
+}
+
 static const char *rank_trace(int rank, int data_ms)
 {
     static char buf[4096];
@@ -320,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_kernel_types),
         cmocka_unit_test(test_argv_with),
         cmocka_unit_test(test_our_trace_end_to_end),
+        cmocka_unit_test(test_profile_phases),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_loader_positions),
         cmocka_unit_test(test_more_rules),
