@@ -306,6 +306,14 @@ assert t and t[0]["args"]["bytes"]==3000000 and t[0]["args"]["MB/s"]>0, t
 assert any(e.get("ph")=="C" and e.get("name")=="download" for e in ev)
 print("ok")' "$T/t.jsonl"
     [ "$output" = ok ]
+    # no steps: the analyzer reports wall time by phase (top-level spans), no step rows
+    [ -x "$SWIFT_BIN/swift-trace-analyze" ] || return 0
+    run "$SWIFT_BIN/swift-trace-analyze" -f json "$T/t.jsonl"
+    [ "$status" -eq 0 ]
+    jq -e '.processes[0] | .steps == 0 and .breakdown == null and (.phases.rows | length) > 0' <<<"$output"
+    run "$SWIFT_BIN/swift-trace-analyze" "$T/t.jsonl"
+    [[ "$output" == *"no steps: wall "*" by phase (top-level spans):"* ]]
+    [[ "$output" != *"mean step"* ]]
 }
 
 @test "local directory and file:// sources are copied with a manifest" {
