@@ -289,21 +289,25 @@ static void print_op_table(FILE *fp, json_t *p, int md)
     char b1[32], b2[32], gf[32];
     json_t *ops = json_object_get(p, "ops");
     fprintf(fp,
-            md ? "\nper-op time of %.0f profiled step%s (mean step %s), by self time:\n\n"
-                 "| op | phase | self per step | total per step | share of step | calls per step "
-                 "| GFLOP/s |\n|---|---|---:|---:|---:|---:|---:|\n"
-               : "  per-op time of %.0f profiled step%s (mean step %s), by self time:\n"
-                 "    %-32s %-9s %10s %10s %7s %6s %8s\n",
+            "%sper-op time of %.0f profiled step%s (mean step %s), by self time:\n",
+            md ? "\n" : "  ",
             swift_an_jnum(ops, "steps"),
             swift_an_jnum(ops, "steps") == 1 ? "" : "s",
-            swift_an_dur(b1, sizeof(b1), swift_an_jnum(ops, "step_us")),
-            "op",
-            "phase",
-            "self/step",
-            "total/step",
-            "share",
-            "calls",
-            "GFLOP/s");
+            swift_an_dur(b1, sizeof(b1), swift_an_jnum(ops, "step_us")));
+    if (md)
+        fputs("\n| op | phase | self per step | total per step | share of step | calls per step "
+              "| GFLOP/s |\n|---|---|---:|---:|---:|---:|---:|\n",
+              fp);
+    else
+        fprintf(fp,
+                "    %-32s %-9s %10s %10s %7s %6s %8s\n",
+                "op",
+                "phase",
+                "self/step",
+                "total/step",
+                "share",
+                "calls",
+                "GFLOP/s");
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(ops, "rows"), i, r)
