@@ -266,7 +266,8 @@ static void print_phases(FILE *fp, json_t *p, int md)
             fputs("#", fp);
         fputs("\n", fp);
     }
-    double un = swift_an_jnum(ph, "untraced_us");
+    double un = swift_an_jnum(ph, "untraced_us"), sum = wall > 0 ? un / wall : 0;
+    json_array_foreach(json_object_get(ph, "rows"), i, r) sum += swift_an_jnum(r, "share");
     if (md)
         fprintf(fp,
                 "| (no span) | | | %s | %.2f%% |\n\n",
@@ -280,6 +281,12 @@ static void print_phases(FILE *fp, json_t *p, int md)
                 "",
                 swift_an_dur(b1, sizeof(b1), un),
                 wall > 0 ? 100 * un / wall : 0);
+    if (sum > 1.0001)
+        fprintf(
+            fp,
+            "%s(spans of threads running in parallel overlap: the shares add up past 100%%)%s\n",
+            md ? "" : "    ",
+            md ? "\n" : "");
 }
 
 /* The per-op table of --profile steps: op, phase, self and total time per step, share of the

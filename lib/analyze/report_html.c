@@ -373,6 +373,12 @@ static void html_phases(FILE *fp, json_t *ps)
                 "<td class=\"n\">%.2f%%</td></tr>\n</table>\n",
                 un,
                 wall > 0 ? 100 * un / wall : 0);
+        double sum = wall > 0 ? un / wall : 0;
+        json_array_foreach(rows, k, r) sum += swift_an_jnum(r, "share");
+        if (sum > 1.0001)
+            fputs("<p>Spans of threads running in parallel overlap: the shares add up past "
+                  "100%.</p>\n",
+                  fp);
     }
 }
 
