@@ -66,7 +66,7 @@ struct train_loader {
     int B, T, GA;                      /* samples per micro-batch, tokens per row, micro-batches */
     int rank, world;                   /* this rank's slice of each global step */
     long seed;
-    long mb_per_epoch; /* micro-batches per epoch */
+    long steps_per_epoch; /* floor(n / (B x GA x world)): global steps per epoch */
     long delay_ms;
     int nworkers, depth;
     struct train_step *ring;  /* depth slots */
@@ -81,6 +81,19 @@ struct train_loader {
 
 /* splitmix64's finalizer: epoch orders from (seed, epoch), dropout seeds from (seed, step). */
 uint64_t train_mix(uint64_t x);
+/* The sample (index into the shards) of row `row` of micro-batch `a` of 0-based global step
+ * `step` on L->rank. The global batch is G = B x GA x world samples; step s takes positions
+ * [j*G, (j+1)*G) of epoch e's order (e = s / steps_per_epoch, j = s % steps_per_epoch; the order
+ * is a shuffle seeded by (seed, e)), rank r the B x GA of them from r*B*GA, micro-batch a the B
+ * from there + a*B. So the samples of a step depend on (seed, step, G) only, never on how G is
+ * split into ranks and micro-batches, and a resume at step s continues the same sequence. The
+ * n mod G samples at the end of each epoch's order are left out of that epoch (every step is a
+ * full global batch; the next epoch's shuffle leaves out others): like drop_last, where
+ * transformers' default (drop_last false) would make the last step of an epoch smaller. Needs
+ * L->n, B, GA, rank, world, seed and steps_per_epoch (>= 1); pc caches the order of one epoch
+ * (perm of n entries, epoch -1 when empty) and is rebuilt when step moves to another epoch. */
+uint32_t train_loader_sample(const struct train_loader *L, struct train_perm *pc, long step, int a,
+                             int row);
 void train_ubatch_alloc(struct train_ubatch *u, int rows, int T);
 void train_ubatch_free(struct train_ubatch *u);
 /* Start the workers on steps [start_step, end_step). Returns 0 or -1. */

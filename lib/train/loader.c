@@ -1,6 +1,7 @@
 /* loader — the data of a run: shards opened and checked against the model, an epoch-shuffled
- * order of samples per (seed, epoch), and --num-workers threads filling whole steps into a ring
- * of --prefetch slots (internal.h). Rows are the objective's (objective.h: fill). */
+ * order of samples per (seed, epoch) cut into global steps (train_loader_sample), and
+ * --num-workers threads filling whole steps into a ring of --prefetch slots (internal.h). Rows
+ * are the objective's (objective.h: fill). */
 #include "lib/train/internal.h"
 
 #include <errno.h>
@@ -82,7 +83,7 @@ uint64_t train_mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static void make_perm(struct train_loader *L, struct train_perm *pc, long epoch)
+static void make_perm(const struct train_loader *L, struct train_perm *pc, long epoch)
 {
     for (uint64_t i = 0; i < L->n; i++)
         pc->perm[i] = (uint32_t)i;
@@ -97,6 +98,19 @@ static void make_perm(struct train_loader *L, struct train_perm *pc, long epoch)
     pc->epoch = epoch;
 }
 
+uint32_t train_loader_sample(const struct train_loader *L, struct train_perm *pc, long step, int a,
+                             int row)
+{
+    uint64_t G = (uint64_t)L->B * (uint64_t)L->GA * (uint64_t)L->world;
+    long epoch = step / L->steps_per_epoch, within = step % L->steps_per_epoch;
+    if (epoch != pc->epoch)
+        make_perm(L, pc, epoch);
+    uint64_t k = (uint64_t)within * G +
+                 ((uint64_t)L->rank * (uint64_t)L->GA + (uint64_t)a) * (uint64_t)L->B +
+                 (uint64_t)row;
+    return pc->perm[k];
+}
+
 static void fill_step(struct train_loader *L, struct train_perm *pc, struct train_step *sb,
                       long step)
 {
@@ -104,14 +118,10 @@ static void fill_step(struct train_loader *L, struct train_perm *pc, struct trai
     sb->step = step;
     for (int a = 0; a < L->GA; a++) {
         struct train_ubatch *u = &sb->ub[a];
-        long mb = (step * L->world + L->rank) * L->GA + a, epoch = mb / L->mb_per_epoch,
-             within = mb % L->mb_per_epoch;
-        if (epoch != pc->epoch)
-            make_perm(L, pc, epoch);
         u->nitems = u->ntokens = 0;
         for (int r = 0; r < L->B; r++) {
             struct swift_sample x;
-            swift_shards_get(L->s, pc->perm[within * L->B + r], &x);
+            swift_shards_get(L->s, train_loader_sample(L, pc, step, a, r), &x);
             size_t row = (size_t)r * (size_t)rows * (size_t)L->T;
             u->nitems += L->obj->fill(L->obj, &x, L->T, u->tok + row, u->tgt + row, u->pos + row);
             u->ntokens += x.len;

@@ -273,7 +273,7 @@ static int start_loader(struct run *r)
     L->rank = r->dist.rank;
     L->world = r->dist.world;
     L->seed = o->seed;
-    L->mb_per_epoch = (long)(L->n / (uint64_t)o->batch_size);
+    L->steps_per_epoch = r->steps_per_epoch;
     L->delay_ms = o->data_delay_ms;
     L->nworkers = o->num_workers;
     L->depth = o->prefetch;
