@@ -140,8 +140,9 @@ static const struct swift_command cmd = {
     .summary = "fine-tune a Llama/Qwen model on token shards (full or LoRA)",
     .options = opts,
     .description =
-        "Exit status: 0 done, 1 failed (bad input, NaN loss), 2 usage, 75 checkpointed after\n"
-        "SIGTERM/SIGUSR1 (resume with --resume latest).",
+        "Exit status: 0 done, 1 failed (bad input, NaN loss, -o DIR holds another run), 2 usage,\n"
+        "75 checkpointed after SIGTERM/SIGUSR1 or a first Ctrl-C (SIGINT; resume with --resume\n"
+        "latest); a second Ctrl-C stops at once without a checkpoint (130).",
     .examples =
         "  swift-train --model models/Qwen2.5-0.5B -o runs/a --tuner lora shards/\n"
         "  swift-train train.yaml --max-steps 100\n"

@@ -23,7 +23,9 @@
  * and gradient clipping; logging.jsonl records (ms-swift's keys plus tokens/s and MFU, also
  * printed on stdout); checkpoint-N/ every --save-steps (weights or adapter, optimizer state,
  * trainer_state.json with the data position), --save-total-limit, eval loss every --eval-steps.
- * SIGTERM/SIGUSR1 finish the current step, write a checkpoint and return SWIFT_STOPPED (exit 75).
+ * SIGTERM/SIGUSR1 and the first SIGINT (Ctrl-C) finish the current step, write a checkpoint and
+ * return SWIFT_STOPPED (exit 75); a second SIGINT ends the process at once (killed by SIGINT: exit
+ * status 130; the trace's signal handler still writes what it holds).
  * A non-finite loss fails naming the step. --resume continues bit for bit (CPU).
  *
  * Under mpirun/srun (lib/train/dist.h, docs/distributed.md) every rank trains on a disjoint slice
@@ -94,7 +96,7 @@ struct swift_train *swift_train_new(const struct swift_train_opts *o, int *statu
  * the caller opens it before swift_train_run and closes it after swift_train_free. */
 void swift_train_trace_config(const struct swift_train *t, struct swift_trace_config *tc);
 /* Load, check, train, checkpoint: 0, SWIFT_FAILED (reported) or SWIFT_STOPPED (checkpointed
- * after SIGTERM/SIGUSR1). */
+ * after SIGTERM/SIGUSR1/SIGINT). */
 int swift_train_run(struct swift_train *t);
 /* Release the run and leave the ranks (no MPI_Finalize after a failure: the others may be
  * waiting); returns status, or SWIFT_FAILED if the release itself failed. NULL is a no-op. */
