@@ -485,13 +485,23 @@ static int train_loop(struct run *r)
 
 struct swift_train {
     struct run R;
+    struct swift_train_opts o; /* the caller's, output_dir the settled run directory */
+    char *run_dir;
 };
 
 struct swift_train *swift_train_new(const struct swift_train_opts *o, int *status)
 {
     struct swift_train *t = swift_xcalloc(1, sizeof(*t));
-    t->R.o = o;
+    t->o = *o;
+    t->R.o = &t->o;
     *status = start(&t->R);
+    if (*status == 0) {
+        /* before the trace opens: a trace file inside -o is not a reason to refuse it */
+        t->run_dir = train_run_dir(o, &t->R.dist);
+        if (!t->run_dir)
+            *status = end_ranks(&t->R.dist, t->R.dist.failed, SWIFT_FAILED);
+        t->o.output_dir = t->run_dir;
+    }
     if (*status != 0) {
         free(t);
         return NULL;
@@ -529,6 +539,7 @@ int swift_train_free(struct swift_train *t, int status)
     if (!t)
         return status;
     status = finish(&t->R, status);
+    free(t->run_dir);
     free(t);
     return status;
 }
