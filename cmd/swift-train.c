@@ -15,7 +15,7 @@
 
 struct cli {
     struct swift_train_opts o;
-    int init_model, force;
+    int init_model;
 };
 #define F(m) SWIFT_FIELD(struct cli, m)
 
@@ -54,7 +54,9 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_FLAG(
         0, "init-model", F(init_model),
         "write a model with random weights from --model's config.json to -o DIR and exit"),
-    SWIFT_OPT_FLAG(0, "force", F(force), "--init-model: replace an existing DIR"),
+    SWIFT_OPT_FLAG(0, "force", F(o.force),
+                   "replace the run in -o DIR (only files a run writes; anything else is "
+                   "refused); --init-model: the model in DIR"),
     SWIFT_OPT_CALLBACK(0, "num-workers", capped, "N",
                        "threads preparing batches from the shards (default 1)", F(o.num_workers),
                        .value = 256, .aliases = "dataloader_num_workers"),
@@ -62,7 +64,12 @@ static const struct swift_option opts[] = {
                        "steps prepared ahead of the trainer (default 3, at least num-workers + 1)",
                        F(o.prefetch), .value = 1024, .aliases = "dataloader_prefetch_factor"),
     SWIFT_OPT_PATH('o', "output-dir", F(o.output_dir), "DIR",
-                   "run directory (args.json, logging.jsonl, checkpoint-N/)"),
+                   "run directory (args.json, logging.jsonl, checkpoint-N/); must be new or "
+                   "empty unless --resume, --add-version or --force"),
+    SWIFT_OPT_FLAG(0, "add-version", F(o.add_version),
+                   "run in a new DIR/v<N>-<YYYYMMDD-HHMMSS> (ms-swift's layout; with --resume "
+                   "latest: the newest one)",
+                   .aliases = "add_version"),
     SWIFT_OPT_PATH(0, "val-dataset", F(o.val_dataset), "DIR",
                    "validation shards (default SHARD_DIR/val if present)"),
     SWIFT_OPT_STRING(0, "resume", F(o.resume), "CKPT|latest",
@@ -140,12 +147,14 @@ static const struct swift_command cmd = {
     .summary = "fine-tune a Llama/Qwen model on token shards (full or LoRA)",
     .options = opts,
     .description =
-        "Exit status: 0 done, 1 failed (bad input, NaN loss), 2 usage, 75 checkpointed after\n"
-        "SIGTERM/SIGUSR1 (resume with --resume latest).",
+        "Exit status: 0 done, 1 failed (bad input, NaN loss, -o DIR holds another run), 2 usage,\n"
+        "75 checkpointed after SIGTERM/SIGUSR1 or a first Ctrl-C (SIGINT; resume with --resume\n"
+        "latest); a second Ctrl-C stops at once without a checkpoint (130).",
     .examples =
         "  swift-train --model models/Qwen2.5-0.5B -o runs/a --tuner lora shards/\n"
         "  swift-train train.yaml --max-steps 100\n"
         "  swift-train --model M -o runs/a --resume latest shards/\n"
+        "  swift-train --model M -o runs --add-version shards/   (runs/v0-20250101-120000)\n"
         "  mpirun -np 4 swift-train --model M -o runs/a --zero 1 shards/   (data parallel)\n"
         "  srun --mpi=pmix swift-train train.yaml\n",
     .int_error = "--{name}: '{arg}' is not an integer >= {min}",
@@ -156,8 +165,10 @@ static int init_model(const struct cli *c, int noperands)
 {
     if (!c->o.model || !c->o.output_dir || noperands)
         return swift_usage("--init-model takes --model CONFIG_DIR and -o DIR, no SHARD_DIR");
-    int rc =
-        swift_model_init_dir(c->o.model, c->o.output_dir, (unsigned long long)c->o.seed, c->force);
+    if (c->o.add_version || c->o.resume)
+        return swift_usage("--init-model writes one model directory: no --add-version, --resume");
+    int rc = swift_model_init_dir(
+        c->o.model, c->o.output_dir, (unsigned long long)c->o.seed, c->o.force);
     if (rc == 0)
         printf("{\"version\":1,\"event\":\"init_model\",\"seed\":%ld}\n", c->o.seed);
     return swift_close_stdout(rc < 0 ? SWIFT_EXIT_FAIL : 0);
@@ -188,6 +199,8 @@ int main(int argc, char **argv)
     int argi, rc = swift_cli_parse(&cmd, argc, argv, &c, &argi);
     if (rc >= 0)
         return rc;
+    if (c.o.output_dir && !strcmp(c.o.output_dir, "-"))
+        return swift_usage("-o -: the output is a directory, not standard output");
     if (c.init_model)
         return init_model(&c, argc - argi);
     if (argi >= argc)
@@ -199,6 +212,8 @@ int main(int argc, char **argv)
         return swift_usage("missing --model DIR");
     if (!c.o.output_dir)
         return swift_usage("missing --output-dir DIR");
+    if (c.o.force && c.o.resume)
+        return swift_usage("--force replaces the run in -o; --resume continues it: not both");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
     return swift_close_stdout(swift_exit_code(train(&c.o)));

@@ -553,6 +553,15 @@ static int resolve_path(const struct swift_trace_config *cfg, char *out, size_t 
     }
     if (!dir) {
         snprintf(out, n, "%s", p);
+        /* its directory may not be there yet (--trace runs/x/t.jsonl before -o makes runs/x) */
+        char *slash = strrchr(out, '/');
+        if (slash && slash != out) {
+            *slash = 0;
+            int rc = swift_is_dir(out) ? 0 : swift_mkdirs(out, 0755);
+            *slash = '/';
+            if (rc < 0)
+                return -1;
+        }
         return 1;
     }
     if (swift_mkdirs(p, 0755) < 0)

@@ -12,7 +12,9 @@
 #ifndef SWIFT_MODEL_INIT_H
 #define SWIFT_MODEL_INIT_H
 
-/* Returns 0 or -1 after reporting; refuses to replace an existing out_dir unless force. */
+/* Returns 0 or -1 after reporting. An existing empty out_dir is replaced; one holding files is
+ * refused unless force, and with force unless it holds nothing but a model's files (config.json,
+ * *.safetensors, the tokenizer files above, README.md): nothing else is ever removed. */
 int swift_model_init_dir(const char *config_dir, const char *out_dir, unsigned long long seed,
                          int force);
 

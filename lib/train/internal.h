@@ -7,6 +7,7 @@
  *     sync.c        the loop's side of the ranks: step totals, gradients, norm, parameters
  *     eval.c        eval loss over the validation set
  *     checkpoint.c  checkpoint-N/ written and read, --save-total-limit, --resume
+ *     rundir.c      the run directory: refused when not empty, --add-version, --force
  *     log.c         args.json, logging.jsonl and stdout records, trace counters, MFU peak
  *     optim.c, dist.c  AdamW and schedules; MPI/NCCL collectives (their own headers)
  *
@@ -177,6 +178,16 @@ char *train_resolve_resume(const struct swift_train_opts *o, int *err);
 int train_read_state(const char *ckpt, long *step, const struct swift_train_opts *o, int world);
 /* Remove what a run killed while checkpointing left behind (.checkpoint-N.tmp-PID). */
 void train_remove_stale_tmp(const char *dir);
+
+/* ---- rundir.c ---- */
+
+/* The run directory of this run (malloc'ed), settled by rank 0 and told to the others before
+ * anything is written: o->output_dir, or a version directory under it (--add-version: a new
+ * v<N>-<YYYYMMDD-HHMMSS>, made now; with --resume latest the newest existing one); refused
+ * (NULL, reported on rank 0, nothing touched) when it holds anything and neither --resume nor
+ * --force is given; --force removes a previous run's files, refusing when anything else is
+ * there. Every rank calls it (a check-in). */
+char *train_run_dir(const struct swift_train_opts *o, struct swift_dist *d);
 
 /* ---- log.c ---- */
 

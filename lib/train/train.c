@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
@@ -52,12 +53,24 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->prefetch = 3;
 }
 
-/* ---- signals: SIGTERM/SIGUSR1 finish the step, write a checkpoint, return 75 ---- */
+/* ---- signals: SIGTERM/SIGUSR1 and a first SIGINT finish the step, write a checkpoint, return
+ * 75; a second SIGINT gets SIGINT's earlier action (the trace's flush, then the default: the
+ * process ends, exit status 130) ---- */
 
 static volatile sig_atomic_t stop_signal;
+static struct sigaction int_before; /* SIGINT's action before catch_stop_signals */
+static char int_note[160];          /* said at the first SIGINT (write(2): signal-safe) */
+static size_t int_note_len;
+
 static void on_stop(int sig)
 {
-    stop_signal = sig;
+    if (!stop_signal)
+        stop_signal = sig;
+    if (sig == SIGINT) {
+        sigaction(SIGINT, &int_before, NULL);
+        ssize_t w = write(STDERR_FILENO, int_note, int_note_len);
+        (void)w;
+    }
 }
 
 /* ---- setup and teardown ---- */
@@ -114,9 +127,10 @@ static int start(struct run *r)
     return 0;
 }
 
-/* From here on SIGTERM/SIGUSR1 only set a flag: a signal during loading still ends in a
- * checkpoint after the first step and exit 75. Installed after the trace is open, whose own
- * handlers would otherwise end the process. */
+/* From here on SIGTERM/SIGUSR1 and a first SIGINT only set a flag: a signal during loading
+ * still ends in a checkpoint after the first step and exit 75. Installed after the trace is
+ * open, whose own handlers would otherwise end the process. An ignored SIGINT (nohup, a
+ * background job of a script) stays ignored. */
 static void catch_stop_signals(void)
 {
     struct sigaction sa;
@@ -125,6 +139,16 @@ static void catch_stop_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, NULL, &int_before);
+    if (int_before.sa_handler == SIG_IGN)
+        return;
+    int n = snprintf(int_note,
+                     sizeof(int_note),
+                     "%s: interrupt: finishing the step, then a checkpoint and exit 75 "
+                     "(interrupt again to stop at once, without one)\n",
+                     swift_progname());
+    int_note_len = n < 0 ? 0 : (size_t)n < sizeof(int_note) ? (size_t)n : sizeof(int_note) - 1;
+    sigaction(SIGINT, &sa, NULL);
 }
 
 /* The model (full resumes load the checkpoint's weights; LoRA loads the base then the
@@ -293,6 +317,12 @@ static int prepare(struct run *r)
     r->log.win_t = train_now_s();
     if (r->be.notice[0])
         swift_info("%s", r->be.notice);
+    if (r->resume && r->dist.rank == 0)
+        swift_info("resumed from %s (step %ld of %ld, epoch %.4g)",
+                   r->resume,
+                   r->step0,
+                   r->max_steps,
+                   (double)r->step0 / (double)r->steps_per_epoch);
     return 0;
 }
 
@@ -382,6 +412,7 @@ static const char *signal_name(void)
 {
     return stop_signal == SIGTERM   ? "SIGTERM"
            : stop_signal == SIGUSR1 ? "SIGUSR1"
+           : stop_signal == SIGINT  ? "SIGINT"
                                     : "a signal on another rank";
 }
 
@@ -454,13 +485,23 @@ static int train_loop(struct run *r)
 
 struct swift_train {
     struct run R;
+    struct swift_train_opts o; /* the caller's, output_dir the settled run directory */
+    char *run_dir;
 };
 
 struct swift_train *swift_train_new(const struct swift_train_opts *o, int *status)
 {
     struct swift_train *t = swift_xcalloc(1, sizeof(*t));
-    t->R.o = o;
+    t->o = *o;
+    t->R.o = &t->o;
     *status = start(&t->R);
+    if (*status == 0) {
+        /* before the trace opens: a trace file inside -o is not a reason to refuse it */
+        t->run_dir = train_run_dir(o, &t->R.dist);
+        if (!t->run_dir)
+            *status = end_ranks(&t->R.dist, t->R.dist.failed, SWIFT_FAILED);
+        t->o.output_dir = t->run_dir;
+    }
     if (*status != 0) {
         free(t);
         return NULL;
@@ -498,6 +539,7 @@ int swift_train_free(struct swift_train *t, int status)
     if (!t)
         return status;
     status = finish(&t->R, status);
+    free(t->run_dir);
     free(t);
     return status;
 }

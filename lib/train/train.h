@@ -23,7 +23,9 @@
  * and gradient clipping; logging.jsonl records (ms-swift's keys plus tokens/s and MFU, also
  * printed on stdout); checkpoint-N/ every --save-steps (weights or adapter, optimizer state,
  * trainer_state.json with the data position), --save-total-limit, eval loss every --eval-steps.
- * SIGTERM/SIGUSR1 finish the current step, write a checkpoint and return SWIFT_STOPPED (exit 75).
+ * SIGTERM/SIGUSR1 and the first SIGINT (Ctrl-C) finish the current step, write a checkpoint and
+ * return SWIFT_STOPPED (exit 75); a second SIGINT ends the process at once (killed by SIGINT: exit
+ * status 130; the trace's signal handler still writes what it holds).
  * A non-finite loss fails naming the step. --resume continues bit for bit (CPU).
  *
  * Under mpirun/srun (lib/train/dist.h, docs/distributed.md) every rank trains on a disjoint slice
@@ -38,6 +40,11 @@
  * The run directory (docs/formats.md "Run directory"):
  *   args.json, logging.jsonl, checkpoint-N/{model.safetensors+config.json | adapter_*,
  *   optimizer.safetensors, trainer_state.json}
+ * swift_train_new settles it before anything is written (lib/train/rundir.c): a directory that
+ * already holds something is refused (SWIFT_FAILED, nothing touched) unless --resume continues
+ * the run in it or --force replaces a previous run's files (only files a run writes: anything
+ * else is refused); --add-version runs in a new OUTPUT_DIR/v<N>-<YYYYMMDD-HHMMSS> instead (with
+ * --resume latest: in the newest one), named on stderr.
  */
 #ifndef SWIFT_TRAIN_H
 #define SWIFT_TRAIN_H
@@ -48,8 +55,10 @@ struct swift_train_opts {
     const char *model;       /* model directory (HF layout) */
     const char *dataset;     /* shard directory */
     const char *val_dataset; /* NULL: DATASET/val when it exists */
-    const char *output_dir;  /* run directory */
+    const char *output_dir;  /* run directory (with add_version: the directory of versions) */
     const char *resume;      /* checkpoint directory, "latest", or NULL */
+    int add_version;         /* run in OUTPUT_DIR/v<N>-<YYYYMMDD-HHMMSS> (ms-swift's layout) */
+    int force;               /* replace the files of a previous run in output_dir */
     int tuner;
     int lora_rank;
     double lora_alpha, lora_dropout;
@@ -87,14 +96,15 @@ void swift_train_opts_init(struct swift_train_opts *o);
 
 struct swift_train; /* one run of this process: its rank, device, model, data */
 struct swift_trace_config;
-/* Threads, --profile, the ranks (MPI under mpirun/srun), the device. NULL after reporting, with
+/* Threads, --profile, the ranks (MPI under mpirun/srun), the device, the run directory (refused,
+ * versioned or cleared; created later, once the inputs are checked). NULL after reporting, with
  * *status SWIFT_FAILED or SWIFT_MISUSED. o must outlive the run. */
 struct swift_train *swift_train_new(const struct swift_train_opts *o, int *status);
 /* What this rank's trace must say (stage, rank, world size, device, clock offset to rank 0);
  * the caller opens it before swift_train_run and closes it after swift_train_free. */
 void swift_train_trace_config(const struct swift_train *t, struct swift_trace_config *tc);
 /* Load, check, train, checkpoint: 0, SWIFT_FAILED (reported) or SWIFT_STOPPED (checkpointed
- * after SIGTERM/SIGUSR1). */
+ * after SIGTERM/SIGUSR1/SIGINT). */
 int swift_train_run(struct swift_train *t);
 /* Release the run and leave the ranks (no MPI_Finalize after a failure: the others may be
  * waiting); returns status, or SWIFT_FAILED if the release itself failed. NULL is a no-op. */

@@ -285,11 +285,22 @@ losses() { # the train records' "loss" values of a stdout capture
     ! cmp -s "$W/m1/model.safetensors" "$W/m3/model.safetensors"
     run "$T" --init-model --model "$W/cfg" -o "$W/m1" --seed 8
     [ "$status" -eq 1 ]
-    [[ $output == *"exists (use --force to replace it)"* ]]
+    [ "$output" = "swift-train: '$W/m1' exists and is not empty (--force replaces the model in it; or choose another -o)" ]
     cmp "$W/m1/model.safetensors" "$W/m2/model.safetensors"
     run "$T" --init-model --model "$W/cfg" -o "$W/m1" --seed 8 --force
     [ "$status" -eq 0 ]
     cmp "$W/m1/model.safetensors" "$W/m3/model.safetensors"
+    # --force replaces a model, never a directory holding something else
+    echo keep >"$W/m2/notes.txt"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m2" --seed 8 --force
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-train: --force: '$W/m2' holds 'notes.txt', which is not part of a model; not replacing it" ]
+    [ -f "$W/m2/notes.txt" ] && cmp "$W/m1/model.safetensors" "$W/m3/model.safetensors"
+    # an empty directory is simply filled
+    mkdir "$W/m5"
+    run "$T" --init-model --model "$W/cfg" -o "$W/m5" --seed 7
+    [ "$status" -eq 0 ]
+    cmp "$W/m5/model.safetensors" "$W/m2/model.safetensors"
     # the new model trains
     run "$T" --model "$W/m1" -o "$W/m1run" --max-steps 2 --save-steps 100 --eval-steps 100 -j 1 $D
     [ "$status" -eq 0 ]
