@@ -463,6 +463,9 @@ static int train_loop(struct run *r)
             return SWIFT_FAILED;
         int64_t te = swift_trace_now();
         swift_trace_span("optim", "optimizer", to, te, NULL, 0);
+        /* per-op detail covers the step only, not the eval or checkpoint after it */
+        swift_trace_set_detail(0);
+        r->be.ops->device_trace(0);
 
         /* records, eval, checkpoint, signal */
         long gs = step + 1;

@@ -257,6 +257,19 @@ profiled_trace() { # a real swift-train trace with per-op spans in 2 of its 4 st
     grep -q '"name":"lm_head.backward"' "$W/t.jsonl"
 }
 
+@test "--profile: per-op spans only inside the profiled steps, not in the eval after them" {
+    run "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run" --max-steps 4 \
+        --save-steps 100 --eval-steps 2 -j 1 --trace "$W/t.jsonl" \
+        --profile wait=1,warmup=1,active=2 tests/fixtures/shards
+    [ "$status" -eq 0 ]
+    grep -q '"cat":"eval"' "$W/t.jsonl"
+    # compute spans outside every step span (the evals after steps 2 and 4 ran with detail on)
+    n=$(jq -s '[.[] | select(.ph == "X" and .cat == "step")] as $s
+        | [.[] | select(.ph == "X" and .cat == "compute") | . as $e
+           | select(all($s[]; $e.ts < .ts or $e.ts >= .ts + .dur))] | length' "$W/t.jsonl")
+    [ "$n" -eq 0 ] || { echo "$n per-op spans outside the steps"; false; }
+}
+
 near() { # near A B TOL: |A - B| <= TOL
     awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }' ||
         { echo "$1 vs $2 (tolerance $3)"; false; }
