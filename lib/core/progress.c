@@ -74,13 +74,27 @@ static void erase(struct swift_progress *p)
         active = NULL;
 }
 
+/* How much of the text fits in cols - 1 columns (a full last column wraps on some terminals):
+ * up to the last ", " that fits, so that whole fields go (lines put the important ones first). */
+static size_t fit(const char *text, size_t n, int cols)
+{
+    if (cols <= 1 || n < (size_t)cols)
+        return n;
+    size_t cut = (size_t)cols - 1;
+    for (size_t k = cut; k > 0; k--)
+        if (text[k - 1] == ',' && text[k] == ' ')
+            return k - 1;
+    return cut;
+}
+
 /* Draw p->text (mu held), cut to the terminal's width. */
 static void draw(struct swift_progress *p)
 {
-    size_t n = strlen(p->text);
     struct winsize ws;
-    if (ioctl(fileno(p->fp), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && n >= ws.ws_col)
-        n = (size_t)ws.ws_col - 1;
+    int cols = p->cols;
+    if (!cols && ioctl(fileno(p->fp), TIOCGWINSZ, &ws) == 0)
+        cols = ws.ws_col;
+    size_t n = fit(p->text, strlen(p->text), cols);
     if (active && active != p)
         erase(active);
     if (p->dumb) {
@@ -168,6 +182,7 @@ static void counter(struct swift_progress *p, uint64_t v, int final)
 {
     double secs = (double)(p->clock() - p->t_start) / 1e9;
     double rate = secs > 0 ? (double)v / secs : 0;
+    int prec = rate >= 100 ? 0 : rate >= 1 || rate == 0 ? 1 : 2; /* 0.04 layers/s, not 0.0 */
     char eta[48] = "";
     if (!final && p->total > v && rate > 0) {
         char t[24];
@@ -176,22 +191,24 @@ static void counter(struct swift_progress *p, uint64_t v, int final)
     }
     if (p->total)
         swift_progress_show(p,
-                            "%s: %llu/%llu %s (%.0f%%), %.1f %s/s%s%s",
+                            "%s: %llu/%llu %s (%.0f%%), %.*f %s/s%s%s",
                             p->title,
                             (unsigned long long)v,
                             (unsigned long long)p->total,
                             p->unit,
                             100.0 * (double)v / (double)p->total,
+                            prec,
                             rate,
                             p->unit,
                             eta,
                             final ? ", done." : "");
     else
         swift_progress_show(p,
-                            "%s: %llu %s, %.1f %s/s%s",
+                            "%s: %llu %s, %.*f %s/s%s",
                             p->title,
                             (unsigned long long)v,
                             p->unit,
+                            prec,
                             rate,
                             p->unit,
                             final ? ", done." : "");

@@ -25,7 +25,8 @@
  * Messages of lib/core/error.h clear the line first (swift_progress_interrupt), so a warning
  * never lands in the middle of it; the next due line redraws it. With TERM=dumb (no escapes)
  * the line is padded with spaces instead of erased. The line has no colours, so NO_COLOR leaves
- * it as it is. On a terminal the text is cut to its width (a wrapped line cannot be redrawn).
+ * it as it is. On a terminal the text is cut to its width (a wrapped line cannot be redrawn), at
+ * the last ", " that fits: put the fields that matter most first.
  * The calls are safe from several threads (one lock), but one line is shown at a time.
  */
 #ifndef SWIFT_PROGRESS_H
@@ -55,6 +56,7 @@ struct swift_progress {
     int64_t (*clock)(void);  /* nanoseconds, monotonic; tests may inject one after init */
     int64_t t_start, t_last; /* init and the last line drawn */
     size_t width;            /* of the line on the screen (for TERM=dumb) */
+    int cols;                /* the terminal's width; 0: ask it (tests set one) */
     char text[256];          /* the last line drawn */
     /* the counter (swift_progress_start) */
     const char *title, *unit;

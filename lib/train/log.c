@@ -248,8 +248,9 @@ static void step_record(struct run *r, const struct train_step_stats *st)
     lg->win_steps = 0;
 }
 
-/* The progress line: step, loss, learning rate, tokens/s, elapsed time and ETA (final: the
- * last line, ended). Tokens are counted as in the records (padded rows of every rank). */
+/* The progress line: step, elapsed time and ETA, loss, learning rate, tokens/s (the fields cut
+ * last first on a narrow terminal; final: the last line, ended). Tokens are counted as in the
+ * records (padded rows of every rank). */
 static void progress_line(struct run *r, int final)
 {
     struct train_log *lg = &r->log;
@@ -260,7 +261,7 @@ static void progress_line(struct run *r, int final)
     double el = train_now_s() - lg->t_start;
     double tps =
         el > 0 ? (double)done * o->batch_size * o->grad_accum * r->T * r->dist.world / el : 0.0;
-    char elb[24], eta[40] = ", done.";
+    char elb[24], eta[40] = "";
     swift_progress_hms(elb, sizeof(elb), el);
     if (!final) {
         char t[24];
@@ -269,16 +270,17 @@ static void progress_line(struct run *r, int final)
         snprintf(eta, sizeof(eta), ", ETA %s", t);
     }
     swift_progress_show(&lg->pr,
-                        "train: step %ld/%ld (%.0f%%), loss %.4f, lr %.2e, %.0f tokens/s, "
-                        "elapsed %s%s",
+                        "train: step %ld/%ld (%.0f%%), %s elapsed%s, loss %.4f, lr %.2e, "
+                        "%.0f tokens/s%s",
                         gs,
                         r->max_steps,
                         100.0 * (double)gs / (double)(r->max_steps ? r->max_steps : 1),
+                        elb,
+                        eta,
                         lg->last_loss,
                         lg->last_lr,
                         tps,
-                        elb,
-                        eta);
+                        final ? ", done." : "");
 }
 
 void train_log_step(struct run *r, const struct train_step_stats *st)

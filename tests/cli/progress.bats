@@ -42,9 +42,9 @@ records() {
     ! grep -q 'train: step' "$W/plain.err"
     cmp "$W/plain.err" "$W/off.err"
     # forced: a redrawn line mid-run and the final one, ended with a newline
-    grep -Eq "${CR}train: step [0-9]/10 \([0-9]+%\), loss [0-9.]+, lr [0-9.e+-]+, [0-9]+ tokens/s, elapsed [0-9]+:[0-9]{2}, ETA [0-9]+:[0-9]{2}$ELRE" \
+    grep -Eq "${CR}train: step [0-9]/10 \([0-9]+%\), [0-9]+:[0-9]{2} elapsed, ETA [0-9]+:[0-9]{2}, loss [0-9.]+, lr [0-9.e+-]+, [0-9]+ tokens/s$ELRE" \
         "$W/on.err"
-    grep -Eq "${CR}train: step 10/10 \(100%\), loss [0-9.]+, .*, elapsed [0-9]+:[0-9]{2}, done\.$ELRE\$" \
+    grep -Eq "${CR}train: step 10/10 \(100%\), [0-9]+:[0-9]{2} elapsed, loss [0-9.]+, .*, done\.$ELRE\$" \
         "$W/on.err"
     [ "$(tail -c 1 "$W/on.err" | od -An -c | tr -d ' ')" = '\n' ]
     # everything else on stderr is unchanged, and stdout is the same data
@@ -58,7 +58,7 @@ records() {
     T="$SWIFT_BIN/swift-train --model $M --max-steps 4 --logging-steps 2 -j 1"
     run script -qec "$T -o $W/tty $D" /dev/null </dev/null
     [ "$status" -eq 0 ]
-    [[ $output == *"${CR}train: step 4/4 (100%), loss "*", done.$EL"* ]]
+    [[ $output == *"${CR}train: step 4/4 (100%), "*" elapsed, loss "*", done.$EL"* ]]
     [[ $output == *'"event":"done"'* ]] # stdout, on the same terminal, after the line ended
     run script -qec "$T -o $W/tty-off --no-progress $D" /dev/null </dev/null
     [ "$status" -eq 0 ]
