@@ -75,8 +75,7 @@ static const struct swift_option options[] = {
                    "refuse archives that unpack to more than SIZE (default 200G)",
                    .error = "--max-extract: expected a size like 10G, got '{arg}'"),
     SWIFT_OPT_FLAG(0, "force", F(d.force), "replace a non-empty DIR when unpacking an archive"),
-    SWIFT_OPT_FLAG(0, "progress", F(d.progress),
-                   "show the progress line even when stderr is not a terminal"),
+    SWIFT_OPT_PROGRESS(F(d.progress)),
     SWIFT_OPT_QUIET,
     SWIFT_TRACE_OPTIONS(F(trace)),
     SWIFT_OPT_END};

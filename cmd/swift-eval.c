@@ -75,7 +75,8 @@ static const struct swift_option options[] = {
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model and its key/value cache run (default auto: the cpu; "
                      "cuda[:N] opts in to a GPU)"),
-    SWIFT_OPT_FLAG(0, "quiet", F(o.quiet), "no table on stderr"),
+    SWIFT_OPT_FLAG(0, "quiet", F(o.quiet), "no table on stderr (and no progress line)"),
+    SWIFT_OPT_PROGRESS(F(o.progress)),
     SWIFT_TRACE_OPTIONS(F(trace)),
     SWIFT_OPT_END};
 

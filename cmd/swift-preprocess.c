@@ -155,6 +155,7 @@ static const struct swift_option options[] = {
     SWIFT_OPT_FLAG(0, "raw", F(o.raw),
                    "--encode: special-token text is plain text and no BOS/EOS is added"),
     SWIFT_OPT_FLAG(0, "skip-special", F(o.skip_special), "--decode: leave special tokens out"),
+    SWIFT_OPT_PROGRESS(F(o.progress)),
     SWIFT_TRACE_OPTIONS(F(trace)),
     SWIFT_OPT_END};
 

@@ -138,6 +138,7 @@ static const struct swift_option opts[] = {
                        "testing only: rank R sleeps MS per step (a straggler)"),
     SWIFT_OPT_INT(0, "data-delay-ms", F(o.data_delay_ms), 0, BIG, "MS",
                   "testing only: slow the data path by MS per step"),
+    SWIFT_OPT_PROGRESS(F(o.progress)),
     SWIFT_OPT_TRACE(F(o.trace)),
     SWIFT_OPT_PROFILE(F(o.profile)),
     SWIFT_OPT_END};

@@ -6,7 +6,7 @@ PKGS="gcc make pkg-config git ca-certificates
 libjansson-dev zlib1g-dev libarchive-dev libcurl4-openssl-dev libssl-dev
 libopenblas-dev libpcre2-dev libutf8proc-dev libyaml-dev
 openmpi-bin libopenmpi-dev
-libcmocka-dev bats perl jq python3 help2man
+libcmocka-dev bats perl jq python3 help2man bsdutils
 openssl curl"
 missing=
 for p in $PKGS; do

@@ -217,6 +217,18 @@ struct swift_option {
 #define SWIFT_TRACE_OPTIONS(f)                                                                     \
     {.type = SWIFT_OPTION_PATH, .name = "trace", f, .argname = "PATH", .help = SWIFT_TRACE_HELP},  \
         SWIFT_OPT_IGNORE(0, "profile", "SPEC", SWIFT_PROFILE_HELP)
+/* --progress and --no-progress into an int field: SWIFT_PROGRESS_ON (1) and SWIFT_PROGRESS_OFF
+ * (-1) of lib/core/progress.h; left at 0 (AUTO), the line shows when stderr is a terminal. */
+#define SWIFT_OPT_PROGRESS(f)                                                                      \
+    {.type = SWIFT_OPTION_SET,                                                                     \
+     .name = "progress",                                                                           \
+     f,                                                                                            \
+     .value = 1,                                                                                   \
+     .help = "show the progress line even when stderr is not a terminal"},                         \
+    {                                                                                              \
+        .type = SWIFT_OPTION_SET, .name = "no-progress", f, .value = -1,                           \
+        .help = "no progress line, even on a terminal", .aliases = "disable_tqdm"                  \
+    }
 /* -q, --quiet: swift_set_quiet(1), no informational messages */
 int swift_cli_quiet(const struct swift_option *opt, void *opts, const char *arg);
 #define SWIFT_OPT_QUIET                                                                            \

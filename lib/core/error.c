@@ -1,4 +1,5 @@
 #include "lib/core/error.h"
+#include "lib/core/progress.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -65,6 +66,7 @@ static void vreport(const char *prefix, const char *file, long line, const char 
     if ((size_t)n >= sizeof(buf) - 1)
         n = (int)sizeof(buf) - 2;
     buf[n++] = '\n';
+    swift_progress_interrupt(); /* not in the middle of a progress line */
     fwrite(buf, 1, (size_t)n, out());
     fflush(out());
 }

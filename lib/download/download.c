@@ -256,7 +256,7 @@ int swift_dl_run_jobs(struct dl *d)
     for (int i = 0; i < d->nclients; i++)
         swift_http_init(&d->clients[i], &ho);
     d->total_bytes = total;
-    d->progress_on = o->progress || isatty(2);
+    swift_progress_init(&d->pr, o->progress);
     d->t_start = dl_now_s();
     swift_pool_for(pool, (long)d->n, 1, swift_dl_fetch_one, d);
     pthread_mutex_lock(&d->mu);

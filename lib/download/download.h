@@ -40,8 +40,8 @@ struct swift_download_opts {
     double retry_delay;             /* first backoff, seconds */
     long timeout;                   /* seconds without a byte before a retry */
     unsigned long long max_extract; /* cap on bytes unpacked from an archive */
-    int progress;                   /* force the progress line even when stderr is not a terminal */
-    int force;                      /* replace a non-empty output directory for archive sources */
+    int progress; /* enum swift_progress_mode: --progress (on), --no-progress (off), auto */
+    int force;    /* replace a non-empty output directory for archive sources */
 };
 
 enum swift_source_kind {

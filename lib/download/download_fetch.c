@@ -80,15 +80,13 @@ void swift_dl_emit(struct dl *d, struct dl_job *j, const char *err)
     if (err)
         json_object_set_new(v, "error", json_string(err));
     pthread_mutex_lock(&d->mu);
-    if (d->progress_on && d->t_drawn > 0)
-        fputs("\r\033[K", stderr); /* stdout may share the terminal */
+    swift_progress_clear(&d->pr); /* stdout may share the terminal */
     swift_record_print(stdout, v, SWIFT_RECORD_DIGITS);
     fflush(stdout);
     d->files_done++;
     if (j->bytes > j->fetched) /* cached or resumed bytes count as done */
         d->done_bytes += (unsigned long long)(j->bytes - j->fetched);
-    d->t_drawn = 0;
-    swift_dl_draw_progress(d, 0);
+    swift_dl_draw_progress(d, 0); /* at once: the line is not on the screen */
     pthread_mutex_unlock(&d->mu);
     json_decref(v);
 }
@@ -108,10 +106,9 @@ static void human(char *buf, size_t n, double v)
  * files, rate and ETA. Called with d->mu held. */
 void swift_dl_draw_progress(struct dl *d, int final)
 {
-    double now = dl_now_s();
-    if (!d->progress_on || (!final && now - d->t_drawn < 0.5))
+    if (!d->pr.on || (!final && d->pr.shown && !swift_progress_due(&d->pr)))
         return;
-    d->t_drawn = now;
+    double now = dl_now_s();
     double el = now - d->t_start, rate = el > 0 ? (double)d->done_bytes / el : 0;
     char done[32], total[32], r[32], eta[32] = "";
     human(done, sizeof(done), (double)d->done_bytes);
@@ -121,17 +118,18 @@ void swift_dl_draw_progress(struct dl *d, int final)
         long s = (long)((double)(d->total_bytes - d->done_bytes) / rate);
         snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
     }
-    fprintf(stderr,
-            "\r\033[Kdownloading: %3.0f%% %s / %s, %zu/%zu files, %s/s%s%s",
-            d->total_bytes ? 100.0 * (double)d->done_bytes / (double)d->total_bytes : 100.0,
-            done,
-            total,
-            d->files_done,
-            d->n,
-            r,
-            eta,
-            final ? "\n" : "");
-    fflush(stderr);
+    swift_progress_show(&d->pr,
+                        "downloading: %3.0f%% %s / %s, %zu/%zu files, %s/s%s",
+                        d->total_bytes ? 100.0 * (double)d->done_bytes / (double)d->total_bytes
+                                       : 100.0,
+                        done,
+                        total,
+                        d->files_done,
+                        d->n,
+                        r,
+                        eta);
+    if (final)
+        swift_progress_end(&d->pr);
 }
 
 static void on_bytes(void *ctx, long long n)

@@ -13,6 +13,7 @@
 #define SWIFT_DOWNLOAD_INTERNAL_H
 
 #include "lib/download/download.h"
+#include "lib/core/progress.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -52,8 +53,8 @@ struct dl {
     struct swift_http *clients;
     int nclients;
     pthread_mutex_t mu;
-    int progress_on;
-    double t_start, t_drawn;
+    struct swift_progress pr; /* the progress line (lib/core/progress.h) */
+    double t_start;
     unsigned long long total_bytes, done_bytes;
     size_t files_done;
     json_t *old; /* previous manifest's files by path (borrowed refs inside) */

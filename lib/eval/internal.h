@@ -3,6 +3,7 @@
 #ifndef SWIFT_EVAL_INTERNAL_H
 #define SWIFT_EVAL_INTERNAL_H
 
+#include "lib/core/progress.h"
 #include "lib/eval/eval.h"
 #include "lib/eval/generate.h"
 #include "lib/eval/kv.h"
@@ -39,6 +40,8 @@ struct swift_eval_runner {
     long tokens;  /* tokens run through the model */
     double fwd_s; /* time in forward calls (scoring) */
     struct swift_gen_stats gen;
+    struct swift_progress prog; /* items done of the dataset; the task loops set .total */
+    char prog_title[64];
 };
 
 /* Seconds on the trace clock. */

@@ -160,17 +160,26 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     long n = 0;
     json_t *rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
     double t1 = swift_eval_now();
-    int trc;
-    if (o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL)
+    int trc, scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
+    snprintf(r->prog_title, sizeof(r->prog_title), "eval %s", swift_eval_task_name(o->task));
+    swift_progress_start(&r->prog,
+                         r->prog_title,
+                         0,
+                         scored ? "samples" : "items",
+                         o->quiet && o->progress != SWIFT_PROGRESS_ON ? SWIFT_PROGRESS_OFF
+                                                                      : o->progress);
+    if (scored)
         trc = swift_eval_run_loss(r, rec, &n);
     else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
         trc = swift_eval_run_mc(r, set, rec, &n);
     else
         trc = swift_eval_run_gen(r, set, rec, &n);
     if (trc < 0) {
+        swift_progress_end(&r->prog);
         json_decref(rec);
         return -1;
     }
+    swift_progress_stop(&r->prog);
     double t2 = swift_eval_now();
     record_finish(r, rec, n, t1, t2, load_s);
     *out = rec;

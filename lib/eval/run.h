@@ -52,7 +52,8 @@ struct swift_eval_opts {
     const char *output;   /* also write the record here (atomic), or NULL */
     const char *baseline; /* regression gate against this record, or NULL */
     double max_drop;
-    int quiet;          /* no table on stderr */
+    int quiet;          /* no table on stderr (and no progress line unless progress is ON) */
+    int progress;       /* the progress line: enum swift_progress_mode (0: a terminal) */
     const char *device; /* auto (NULL), cpu, cuda[:N]; auto means the cpu (the cache runs on
                            any backend, but the GPU path is not yet verified on a GPU) */
 };

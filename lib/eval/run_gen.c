@@ -177,11 +177,13 @@ int swift_eval_run_gen(struct swift_eval_runner *r, struct swift_eval_set *setp,
                                 .nstop = r->neos};
     long bi = 0;
     size_t i = first;
+    r->prog.total = last - first;
     while (rc == 0 && i < last) {
         b.n = 0;
         rc = gen_prompts(r, &set, &sh, &b, &i, last);
         if (rc == 0 && b.n > 0)
             rc = gen_batch_run(r, &set, &b, &go, &acc, bi++);
+        swift_progress_update(&r->prog, i - first);
         for (int k = 0; k < b.n; k++) {
             free(b.pr[k].v);
             b.pr[k] = (struct swift_eval_ids){0};

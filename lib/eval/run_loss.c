@@ -95,6 +95,7 @@ static int loss_rows(struct swift_eval_runner *r, struct doc *d, int *nd, struct
     struct swift_eval_rows *rows;
     if (swift_eval_rows_open(&rows, r->pr, o->dataset) < 0)
         return -1;
+    r->prog.total = o->limit > 0 ? (uint64_t)o->limit : 0; /* rows are read as they come */
     int rc = 0, k;
     const uint32_t *ids;
     const uint8_t *mask;
@@ -106,6 +107,7 @@ static int loss_rows(struct swift_eval_runner *r, struct doc *d, int *nd, struct
             break;
         }
         (*samples)++;
+        swift_progress_update(&r->prog, (uint64_t)*samples);
         rc = doc_make(&d[(*nd)++], ids, mask, (int)n, o->max_length);
         if (rc == 0 && *nd == o->batch_size) {
             rc = loss_batch(r, d, *nd, acc, bi);
@@ -137,6 +139,7 @@ int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out)
         uint64_t ns = swift_shards_count(s);
         if (o->limit > 0 && (uint64_t)o->limit < ns)
             ns = (uint64_t)o->limit;
+        r->prog.total = ns;
         uint64_t maxlen = swift_shards_index(s)->max_length;
         if (maxlen && maxlen < (uint64_t)cap)
             cap = (int)maxlen;
@@ -156,6 +159,7 @@ int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out)
                     }
                 }
                 samples++;
+                swift_progress_update(&r->prog, (uint64_t)samples);
             }
         }
         swift_shards_close(s);

@@ -130,6 +130,7 @@ int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, 
     int rc = 0;
     int n = 0;
     long bi = 0;
+    r->prog.total = last - first;
     for (size_t i = first; i < last && rc == 0; i++) {
         const struct swift_eval_item *it = &set.items[i];
         if ((rc = swift_eval_shots_for(r, &sh, &set, i)) < 0)
@@ -177,10 +178,12 @@ int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, 
             rc = mc_batch(r, &set, items, n, &acc, o->task == SWIFT_EVAL_MC ? &accn : NULL, bi++);
             mc_items_free(items, n);
             n = 0;
+            swift_progress_update(&r->prog, i + 1 - first);
         }
     }
     if (rc == 0 && n > 0)
         rc = mc_batch(r, &set, items, n, &acc, o->task == SWIFT_EVAL_MC ? &accn : NULL, bi++);
+    swift_progress_update(&r->prog, last - first);
     if (items)
         mc_items_free(items, n);
     free(items);

@@ -7,6 +7,7 @@
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 #include "lib/core/pool.h"
+#include "lib/core/progress.h"
 #include "lib/core/trace.h"
 #include "lib/preprocess/dataset.h"
 #include "lib/preprocess/internal.h"
@@ -260,6 +261,7 @@ struct run {
     struct pp_stats st;
     uint64_t in_bytes, all_tokens;
     int64_t t_start;
+    struct swift_progress prog; /* rows read, on a terminal (building shards only) */
 };
 
 static void free_items(struct item *items, size_t n)
@@ -408,6 +410,7 @@ static int read_input(struct run *r, const char *path, const char *fmt)
         swift_pool_for(r->pool, (long)((n + CHUNK_ROWS - 1) / CHUNK_ROWS), 1, work_chunk, &r->c);
         rc = take_batch(r, n);
         free_items(r->c.items, n);
+        swift_progress_update(&r->prog, r->st.rows);
         if (swift_trace_enabled())
             swift_trace_counter("tokens", (double)r->all_tokens);
     }
@@ -597,8 +600,17 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
     int ninputs = o->ninputs ? o->ninputs : 1;
     const char *fmt =
         (o->mode == SWIFT_PP_ENCODE || o->mode == SWIFT_PP_DECODE) ? "jsonl" : o->format;
+    /* the line tools' output is their progress (and may share the terminal) */
+    swift_progress_start(&r.prog,
+                         "preprocess",
+                         0,
+                         "rows",
+                         o->mode == SWIFT_PP_BUILD ? o->progress : SWIFT_PROGRESS_OFF);
     for (int fi = 0; rc == 0 && fi < ninputs; fi++)
         rc = read_input(&r, o->ninputs ? o->inputs[fi] : "-", fmt);
+    if (rc == 0)
+        swift_progress_stop(&r.prog);
+    swift_progress_end(&r.prog);
     char *tmpdir = NULL;
     if (rc == 0 && o->mode == SWIFT_PP_BUILD) {
         double lenstats[4] = {0, 0, 0, 0};

@@ -44,6 +44,7 @@ struct swift_preprocess_opts {
     int raw;          /* encode: no special-token parsing, no post-processor */
     int skip_special; /* decode */
     unsigned long long shard_tokens;
+    int progress; /* rows read (building shards): enum swift_progress_mode (0: a terminal) */
 };
 
 /* Returns 0, or SWIFT_FAILED after reporting (lib/core/error.h). */

@@ -25,6 +25,7 @@
 #include "kernels/ops.h"
 #include "lib/model/backend.h"
 #include "lib/core/profile.h"
+#include "lib/core/progress.h"
 #include "lib/formats/shard.h"
 #include "lib/model/lora.h"
 #include "lib/model/model.h"
@@ -114,6 +115,9 @@ struct train_log {
     double flops_tok;         /* forward+backward FLOPs per token */
     double win_t, win_tokens; /* since the last record */
     long win_steps;
+    struct swift_progress pr; /* the progress line on a terminal (rank 0) */
+    long last_gs;             /* the last step, its loss and learning rate (the final line) */
+    double last_loss, last_lr;
 };
 
 struct run {

@@ -1,7 +1,7 @@
 /* log — what a run writes for people and scripts: args.json, a logging.jsonl record (also on
  * stdout) every --logging-steps and per evaluation, the closing "done" line, the step span and
- * counters of the trace, and the peak rate MFU is measured against. Rank 0 alone writes files
- * and stdout. */
+ * counters of the trace, the peak rate MFU is measured against, and on a terminal the progress
+ * line on stderr (lib/core/progress.h). Rank 0 alone writes files, stdout and the line. */
 #include "lib/train/internal.h"
 
 #include <stdio.h>
@@ -81,6 +81,7 @@ void train_emit(struct run *r, json_t *rec)
     }
     swift_record_print(r->log.fp, rec, SWIFT_RECORD_DIGITS_EXACT);
     fflush(r->log.fp);
+    swift_progress_clear(&r->log.pr); /* stdout may share the terminal */
     swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS_EXACT);
     fflush(stdout);
     json_decref(rec);
@@ -177,6 +178,7 @@ int train_log_open(struct run *r)
         return -1;
     }
     free(lp);
+    swift_progress_init(&r->log.pr, r->dist.rank == 0 ? o->progress : SWIFT_PROGRESS_OFF);
     r->log.peak_gflops = o->peak_gflops > 0      ? o->peak_gflops
                          : r->be.peak_gflops > 0 ? r->be.peak_gflops
                                                  : swift_sgemm_peak_gflops();
@@ -185,6 +187,7 @@ int train_log_open(struct run *r)
 
 void train_log_close(struct run *r)
 {
+    swift_progress_end(&r->log.pr);
     if (r->log.fp)
         fclose(r->log.fp);
     r->log.fp = NULL;
@@ -245,6 +248,41 @@ static void step_record(struct run *r, const struct train_step_stats *st)
     lg->win_steps = 0;
 }
 
+/* The progress line: step, elapsed time and ETA, loss, learning rate, tokens/s (the fields cut
+ * last first on a narrow terminal; final: the last line, ended). Tokens are counted as in the
+ * records (padded rows of every rank). */
+static void progress_line(struct run *r, int final)
+{
+    struct train_log *lg = &r->log;
+    if (!final && !swift_progress_due(&lg->pr))
+        return;
+    const struct swift_train_opts *o = r->o;
+    long gs = lg->last_gs, done = gs - r->step0;
+    double el = train_now_s() - lg->t_start;
+    double tps =
+        el > 0 ? (double)done * o->batch_size * o->grad_accum * r->T * r->dist.world / el : 0.0;
+    char elb[24], eta[40] = "";
+    swift_progress_hms(elb, sizeof(elb), el);
+    if (!final) {
+        char t[24];
+        swift_progress_hms(
+            t, sizeof(t), done > 0 ? el / (double)done * (double)(r->max_steps - gs) : 0);
+        snprintf(eta, sizeof(eta), ", ETA %s", t);
+    }
+    swift_progress_show(&lg->pr,
+                        "train: step %ld/%ld (%.0f%%), %s elapsed%s, loss %.4f, lr %.2e, "
+                        "%.0f tokens/s%s",
+                        gs,
+                        r->max_steps,
+                        100.0 * (double)gs / (double)(r->max_steps ? r->max_steps : 1),
+                        elb,
+                        eta,
+                        lg->last_loss,
+                        lg->last_lr,
+                        tps,
+                        final ? ", done." : "");
+}
+
 void train_log_step(struct run *r, const struct train_step_stats *st)
 {
     const struct swift_train_opts *o = r->o;
@@ -268,6 +306,10 @@ void train_log_step(struct run *r, const struct train_step_stats *st)
     r->log.win_steps++;
     if (gs % o->logging_steps == 0 || gs == r->max_steps || gs == 1)
         step_record(r, st);
+    r->log.last_gs = gs;
+    r->log.last_loss = st->loss;
+    r->log.last_lr = st->lr;
+    progress_line(r, 0);
 }
 
 void train_log_eval(struct run *r, long step, const struct swift_objective_sums *s, double loss)
@@ -294,6 +336,9 @@ void train_log_done(struct run *r)
     char nm[64];
     snprintf(nm, sizeof(nm), "checkpoint-%ld", r->max_steps);
     char *p = swift_path_join(r->o->output_dir, nm);
+    if (r->log.last_gs > 0)
+        progress_line(r, 1);
+    swift_progress_end(&r->log.pr);
     json_t *done = json_pack("{s:i,s:s,s:s?,s:I,s:f}",
                              "version",
                              1,

@@ -81,6 +81,7 @@ struct swift_train_opts {
     int num_workers;    /* threads preparing steps (default 1) */
     int prefetch;       /* steps prepared ahead (default 3; at least num_workers + 1) */
     const char *trace, *profile;
+    int progress;               /* the progress line: enum swift_progress_mode (0: a terminal) */
     double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */
     /* distributed (lib/train/dist.h; active under mpirun/srun) */

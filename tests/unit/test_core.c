@@ -1,9 +1,11 @@
-/* fileio, jsonl, pool, sha256: atomic outputs, positions in errors, parallel-for, known digests. */
+/* fileio, jsonl, pool, sha256, progress: atomic outputs, positions in errors, parallel-for, known
+ * digests, the progress line's rate limit on an injected clock. */
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 #include "lib/core/pool.h"
+#include "lib/core/progress.h"
 #include "lib/core/sha256.h"
 
 #include <setjmp.h>
@@ -236,6 +238,184 @@ static void test_alloc_out_of_memory_exits_1(void **state)
 #endif
 }
 
+/* ---- progress: a clock the test moves, the line into a memory stream ---- */
+
+static int64_t fake_ns;
+static int64_t fake_clock(void)
+{
+    return fake_ns;
+}
+
+static size_t count_of(const char *s, const char *what)
+{
+    size_t n = 0, k = strlen(what);
+    for (const char *p = strstr(s, what); p; p = strstr(p + k, what))
+        n++;
+    return n;
+}
+
+/* A forced line on a memory stream with the fake clock at 0. */
+static void progress_on_memory(struct swift_progress *p, char **buf, size_t *len)
+{
+    p->fp = open_memstream(buf, len);
+    assert_non_null(p->fp);
+    fake_ns = 0;
+    p->clock = fake_clock;
+    p->t_start = 0;
+}
+
+static void test_progress_rate_limit(void **state)
+{
+    (void)state;
+    unsetenv("TERM");
+    char *buf = NULL;
+    size_t len = 0;
+    struct swift_progress p;
+    swift_progress_start(&p, "eval exact", 300, "items", SWIFT_PROGRESS_ON);
+    progress_on_memory(&p, &buf, &len);
+    /* 3 s of updates every 10 ms: lines at 0, 0.5, ..., 3.0 s and no others */
+    for (int i = 0; i <= 300; i++) {
+        fake_ns = (int64_t)i * 10000000;
+        swift_progress_update(&p, (uint64_t)i);
+    }
+    assert_int_equal(p.draws, 7);
+    swift_progress_stop(&p);
+    fclose(p.fp);
+    assert_int_equal(count_of(buf, "\r"), 8); /* 7 redraws and the final line */
+    assert_int_equal(count_of(buf, "\033[K"), 8);
+    assert_non_null(strstr(buf, "\reval exact: 0/300 items (0%)"));
+    assert_non_null(strstr(buf, "\reval exact: 150/300 items (50%), 100 items/s, ETA 0:02\033[K"));
+    assert_non_null(strstr(buf, "\reval exact: 300/300 items (100%), 100 items/s, done.\033[K\n"));
+    assert_int_equal(count_of(buf, "\n"), 1); /* one line, ended once */
+    free(buf);
+}
+
+static void test_progress_clear_holds_the_next_line(void **state)
+{
+    (void)state;
+    unsetenv("TERM");
+    char *buf = NULL;
+    size_t len = 0;
+    struct swift_progress p;
+    swift_progress_init(&p, SWIFT_PROGRESS_ON);
+    progress_on_memory(&p, &buf, &len);
+    assert_true(swift_progress_due(&p));
+    swift_progress_show(&p, "train: step %d/%d", 3, 10);
+    fake_ns = 100000000;
+    swift_progress_clear(&p); /* a record goes to stdout (maybe `| jq` to this terminal) */
+    fake_ns = 400000000;
+    assert_false(swift_progress_due(&p)); /* 0.3 s after the clear */
+    fake_ns = 600000000;
+    assert_true(swift_progress_due(&p));
+    swift_progress_show(&p, "train: step %d/%d", 4, 10);
+    swift_progress_end(&p);
+    swift_progress_end(&p); /* a second end writes nothing */
+    fclose(p.fp);
+    assert_string_equal(buf, "\rtrain: step 3/10\033[K\r\033[K\rtrain: step 4/10\033[K\n");
+    free(buf);
+}
+
+static void test_progress_off_and_wanted(void **state)
+{
+    (void)state;
+    assert_int_equal(swift_progress_wanted(SWIFT_PROGRESS_ON), 1);
+    assert_int_equal(swift_progress_wanted(SWIFT_PROGRESS_OFF), 0);
+    assert_int_equal(swift_progress_wanted(SWIFT_PROGRESS_AUTO), isatty(2));
+    char *buf = NULL;
+    size_t len = 0;
+    struct swift_progress p;
+    swift_progress_start(&p, "gptq", 4, "layers", SWIFT_PROGRESS_OFF);
+    progress_on_memory(&p, &buf, &len);
+    for (int i = 1; i <= 4; i++) {
+        fake_ns = (int64_t)i * 1000000000;
+        swift_progress_update(&p, (uint64_t)i);
+    }
+    assert_false(swift_progress_due(&p));
+    swift_progress_show(&p, "x");
+    swift_progress_clear(&p);
+    swift_progress_stop(&p);
+    fclose(p.fp);
+    assert_int_equal(len, 0); /* not one byte: logs and pipes stay as they are */
+    free(buf);
+}
+
+static void test_progress_dumb_terminal_pads(void **state)
+{
+    (void)state;
+    setenv("TERM", "dumb", 1);
+    char *buf = NULL;
+    size_t len = 0;
+    struct swift_progress p;
+    swift_progress_init(&p, SWIFT_PROGRESS_ON);
+    progress_on_memory(&p, &buf, &len);
+    swift_progress_show(&p, "abcdef");
+    swift_progress_show(&p, "xy");
+    swift_progress_clear(&p);
+    swift_progress_end(&p);
+    fclose(p.fp);
+    unsetenv("TERM");
+    assert_string_equal(buf, "\rabcdef\rxy    \r      \r");
+    assert_null(strchr(buf, '\033'));
+    free(buf);
+}
+
+static void test_progress_message_clears_the_line(void **state)
+{
+    (void)state;
+    unsetenv("TERM");
+    char *buf = NULL;
+    size_t len = 0;
+    struct swift_progress p;
+    swift_progress_init(&p, SWIFT_PROGRESS_ON);
+    progress_on_memory(&p, &buf, &len);
+    swift_error_set_stream(p.fp);
+    swift_set_progname("swift-test");
+    swift_progress_show(&p, "train: step 1/2");
+    swift_warn("slow step");
+    swift_error_set_stream(NULL);
+    swift_progress_end(&p); /* nothing on the screen: no newline */
+    fclose(p.fp);
+    assert_string_equal(buf, "\rtrain: step 1/2\033[K\r\033[Kswift-test: warning: slow step\n");
+    free(buf);
+}
+
+static void test_progress_cut_to_the_terminal_at_a_field(void **state)
+{
+    (void)state;
+    unsetenv("TERM");
+    char *buf = NULL;
+    size_t len = 0;
+    struct swift_progress p;
+    swift_progress_init(&p, SWIFT_PROGRESS_ON);
+    progress_on_memory(&p, &buf, &len);
+    p.cols = 30;
+    swift_progress_show(&p, "train: step 3/10, ETA 0:02, loss 1.25"); /* 37 columns */
+    p.cols = 12;
+    swift_progress_show(&p, "abcdefghijklmnop"); /* no field boundary: cut at 11 */
+    p.cols = 80;
+    swift_progress_show(&p, "short, line");
+    swift_progress_end(&p);
+    fclose(p.fp);
+    assert_string_equal(buf,
+                        "\rtrain: step 3/10, ETA 0:02\033[K\rabcdefghijk\033[K"
+                        "\rshort, line\033[K\n");
+    free(buf);
+}
+
+static void test_progress_hms(void **state)
+{
+    (void)state;
+    char b[24];
+    swift_progress_hms(b, sizeof(b), 0);
+    assert_string_equal(b, "0:00");
+    swift_progress_hms(b, sizeof(b), 75.4);
+    assert_string_equal(b, "1:15");
+    swift_progress_hms(b, sizeof(b), 3 * 3600 + 62);
+    assert_string_equal(b, "3:01:02");
+    swift_progress_hms(b, sizeof(b), -5);
+    assert_string_equal(b, "0:00");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +427,13 @@ int main(void)
         cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_alloc_grow_and_dup),
         cmocka_unit_test(test_alloc_out_of_memory_exits_1),
+        cmocka_unit_test(test_progress_rate_limit),
+        cmocka_unit_test(test_progress_clear_holds_the_next_line),
+        cmocka_unit_test(test_progress_off_and_wanted),
+        cmocka_unit_test(test_progress_dumb_terminal_pads),
+        cmocka_unit_test(test_progress_message_clears_the_line),
+        cmocka_unit_test(test_progress_cut_to_the_terminal_at_a_field),
+        cmocka_unit_test(test_progress_hms),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
