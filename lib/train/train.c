@@ -144,8 +144,9 @@ static void catch_stop_signals(void)
         return;
     int n = snprintf(int_note,
                      sizeof(int_note),
-                     "%s: interrupt: finishing the step, then a checkpoint and exit 75 "
+                     "%s%s: interrupt: finishing the step, then a checkpoint and exit 75 "
                      "(interrupt again to stop at once, without one)\n",
+                     isatty(STDERR_FILENO) ? "\n" : "", /* off the progress line, under ^C */
                      swift_progname());
     int_note_len = n < 0 ? 0 : (size_t)n < sizeof(int_note) ? (size_t)n : sizeof(int_note) - 1;
     sigaction(SIGINT, &sa, NULL);
