@@ -8,11 +8,13 @@
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 #include "lib/core/record.h"
+#include "lib/formats/shard.h"
 #include "lib/model/lora.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/core/banned.h"
 
@@ -177,6 +179,23 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     return 0;
 }
 
+/* Shards for loss/ppl must come from the model's tokenizer: refused as swift-train refuses them
+ * (one check, lib/formats/shard.h), before the model loads. Raw files need no check. */
+static int check_shards(const char *model, const char *dataset)
+{
+    char *index = swift_path_join(dataset, "index.json");
+    int rc = 0;
+    if (swift_is_dir(dataset) && access(index, F_OK) == 0) {
+        struct swift_shard_index ix;
+        rc = swift_shard_index_read(&ix, dataset);
+        if (rc == 0)
+            rc = swift_shard_index_check_tokenizer(&ix, model, dataset);
+        swift_shard_index_release(&ix);
+    }
+    free(index);
+    return rc;
+}
+
 /* Write every record (one line each) to path atomically. */
 static int write_records(json_t *recs, const char *path)
 {
@@ -236,6 +255,8 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     for (int i = 0; i < nd; i++) {
         swift_eval_set_init(&sets[i]);
         if (!scored && swift_eval_read(o->task, ds[i], &sets[i]) < 0)
+            goto out;
+        if (scored && check_shards(o->model, ds[i]) < 0)
             goto out;
     }
     if ((rc = runner_load(&r, &oo)) < 0)

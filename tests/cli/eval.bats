@@ -216,6 +216,38 @@ need_shared() {
     [ "$output" = "swift-eval:$T/bad.jsonl:1: message 1: roles out of order (assistant before any user message)" ]
 }
 
+@test "loss on shards made with another tokenizer is refused, as swift-train refuses them" {
+    [ -x "$SWIFT_BIN/swift-preprocess" ] || skip "swift-preprocess not built"
+    [ -d "$SHARED/data/tokenizers/qwen3" ] || skip "shared data missing under $SHARED"
+    TOK=$SHARED/data/tokenizers
+    # shards made with Qwen3's tokenizer; a model directory whose tokenizer is Llama-3's
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$TOK/qwen3" --template chatml -o "$T/q-shards" \
+        "$SYN/exact.jsonl"
+    [ "$status" -eq 0 ]
+    mkdir "$T/m"
+    ln -s "$(cd "$M" && pwd)"/{config.json,model.safetensors} "$T/m/"
+    cp "$TOK/llama3/tokenizer.json" "$TOK/llama3/tokenizer_config.json" "$T/m/"
+    qsha=$(sha256sum "$TOK/qwen3/tokenizer.json" | cut -c1-12)
+    lsha=$(sha256sum "$TOK/llama3/tokenizer.json" | cut -c1-12)
+    for task in loss ppl; do
+        run --separate-stderr "$EVAL" "$T/m" --task $task --dataset "$T/q-shards" -o "$T/r.json"
+        [ "$status" -eq 1 ]
+        [ "$output" = "" ]
+        [ "$stderr" = "swift-eval: $T/q-shards/index.json: shards were made with another tokenizer (sha256 $qsha…, the model's tokenizer.json is $lsha…)" ]
+        [ ! -e "$T/r.json" ]
+    done
+    # the same message as swift-train's
+    run --separate-stderr "$SWIFT_BIN/swift-train" --model "$T/m" -o "$T/run" --max-steps 1 \
+        --max-length 128 "$T/q-shards"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == *"swift-train: $T/q-shards/index.json: shards were made with another tokenizer (sha256 $qsha…, the model's tokenizer.json is $lsha…)"* ]]
+    # shards of the model's own tokenizer still pass
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$M" --template chatml -o "$T/m-shards" "$SYN/exact.jsonl"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$M" --task loss --dataset "$T/m-shards" --quiet
+    [ "$status" -eq 0 ]
+}
+
 @test "templates: --template applies to prompts and is recorded; an unknown one is a usage error" {
     run "$EVAL" "$M" --task exact --dataset "$SYN/exact.jsonl" --limit 3 --template chatml \
         --max-new-tokens 5 --quiet
