@@ -223,16 +223,15 @@ static int eval_all(struct swift_eval_runner *r, struct swift_eval_opts *oo, con
         if (eval_one(r, &sets[i], i == 0 ? load_s : 0.0, &rec) < 0)
             return -1;
         json_array_append_new(recs, rec);
-        if (swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS) < 0 || fflush(stdout) != 0)
-            return swift_error_errno("write error on standard output");
         if (!o->quiet)
             swift_eval_record_table(rec, stderr);
-        if (o->baseline) {
-            int g = swift_eval_gate(rec, o->baseline, o->max_drop);
-            if (g < 0)
-                return -1;
-            regressions += g;
-        }
+        /* the comparison goes into the record: gate first, then print */
+        int g = o->baseline ? swift_eval_gate(rec, o->baseline, o->max_drop, !o->quiet) : 0;
+        if (g < 0)
+            return -1;
+        regressions += g;
+        if (swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS) < 0 || fflush(stdout) != 0)
+            return swift_error_errno("write error on standard output");
     }
     return regressions;
 }
@@ -257,6 +256,9 @@ int swift_eval_run(const struct swift_eval_opts *opts)
         if (!scored && swift_eval_read(o->task, ds[i], &sets[i]) < 0)
             goto out;
         if (scored && check_shards(o->model, ds[i]) < 0)
+            goto out;
+        if (o->baseline &&
+            swift_eval_baseline_check(o->baseline, swift_eval_task_name(o->task), ds[i]) < 0)
             goto out;
     }
     if ((rc = runner_load(&r, &oo)) < 0)

@@ -100,11 +100,56 @@ need_shared() {
     run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/better.json" --max-drop 0.01
     [ "$status" -eq 1 ]
     [ "$(jq .task <<<"$output")" = '"mc"' ] # the record is still printed
-    [ "$stderr" = "swift-eval: regression: accuracy $acc vs baseline 1 (max drop 0.01)" ]
+    d=$(awk -v a="$acc" 'BEGIN { printf "%+.6g", a - 1 }')
+    [ "$stderr" = "swift-eval: regression: accuracy $acc vs baseline 1, delta $d (max drop 0.01)" ]
+    # the comparison is in the record
+    [ "$(jq -c '.baseline | [.file, .regressions, .metrics.accuracy.baseline, .metrics.accuracy.regression, .metrics.accuracy_norm.regression]' <<<"$output")" = "[\"$T/better.json\",1,1,true,false]" ]
     jq -c '.task = "gsm8k"' "$T/base.json" >"$T/other.json"
     run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/other.json"
     [ "$status" -eq 1 ]
     [ "$stderr" = "swift-eval:$T/other.json:1: baseline is for task 'gsm8k', not 'mc'" ]
+}
+
+@test "regression gate: the comparison is printed on a pass, one line per metric, and recorded" {
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet -o "$T/base.json"
+    [ "$status" -eq 0 ]
+    acc=$(jq .metrics.accuracy "$T/base.json")
+    accn=$(jq .metrics.accuracy_norm "$T/base.json")
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --baseline "$T/base.json"
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"swift-eval: ok: accuracy $acc vs baseline $acc, delta +0"* ]]
+    [[ $stderr == *"swift-eval: ok: accuracy_norm $accn vs baseline $accn, delta +0"* ]]
+    [ "$(grep -c '^swift-eval: ok: ' <<<"$stderr")" -eq 2 ]
+    [ "$(jq -c '.baseline | [.file, .line, .max_drop, .regressions, .metrics.accuracy.delta]' <<<"$output")" = "[\"$T/base.json\",1,0.01,0,0]" ]
+    # the same file named by another path is the same dataset
+    cd "$SYN"
+    run "$EVAL" "$M" --task mc --dataset ./mc.jsonl --quiet --baseline "$T/base.json"
+    [ "$status" -eq 0 ]
+}
+
+@test "regression gate: a baseline of another dataset is refused; counts such as tokens are not gated" {
+    run "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet -o "$T/loss.json"
+    [ "$status" -eq 0 ]
+    printf '{"question":"q","choices":["x","y"],"answer":1}\n' >"$T/one.jsonl"
+    run "$EVAL" "$M" --task mc --dataset "$T/one.jsonl" --quiet -o "$T/one.json"
+    [ "$status" -eq 0 ]
+    # another dataset: refused before anything runs, nothing written
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet \
+        --baseline "$T/one.json" -o "$T/out.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "" ]
+    [ "$stderr" = "swift-eval:$T/one.json:1: baseline is for dataset '$T/one.jsonl', not '$SYN/mc.jsonl' (compare runs on the same data)" ]
+    [ ! -e "$T/out.json" ]
+    cat "$T/loss.json" "$T/one.json" >"$T/both.jsonl"
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/both.jsonl"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "swift-eval:$T/both.jsonl: no baseline record for task 'mc' on dataset '$SYN/mc.jsonl' among its 2 records" ]
+    # the token count of the baseline was 8 times larger: not a regression, not compared
+    jq -c '.metrics.tokens *= 8' "$T/loss.json" >"$T/more-tokens.json"
+    run --separate-stderr "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet --baseline "$T/more-tokens.json"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "" ]
+    [ "$(jq -c '.baseline.metrics | keys' <<<"$output")" = '["loss","ppl","token_acc"]' ]
 }
 
 @test "fine-tuned by swift-train: loss, multiple choice and exact match improve; the gate sees it" {
@@ -272,7 +317,7 @@ need_shared() {
     run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --dataset "$T/one.jsonl" --quiet --baseline "$T/b.jsonl"
     [ "$status" -eq 1 ]
     [ "${#lines[@]}" -eq 2 ]
-    [[ $stderr == "swift-eval: regression: accuracy "*" vs baseline 1 (max drop 0.01)" ]]
+    [[ $stderr == "swift-eval: regression: accuracy "*" vs baseline 1, delta -"*" (max drop 0.01)" ]]
 }
 
 @test "chat fine-tune: with --template the question is the user turn, as in training" {
