@@ -557,6 +557,88 @@ static void test_prompter(void **state)
     swift_tokenizer_free(tok);
 }
 
+/* The ids of a plain text row as the loss path renders it (swift_eval_rows_next on
+ * {"text": text}), into out (room for max); returns the count. */
+static size_t loss_path_ids(struct swift_eval_prompter *p, const char *text, uint32_t *out,
+                            size_t max)
+{
+    json_t *row = json_pack("{s:s}", "text", text);
+    char *line = json_dumps(row, 0);
+    json_decref(row);
+    char path[] = "/tmp/test_eval_rows_XXXXXX.jsonl";
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+    close(fd);
+    free(line);
+    struct swift_eval_rows *rows;
+    assert_int_equal(swift_eval_rows_open(&rows, p, path), 0);
+    const uint32_t *ids;
+    const uint8_t *mask;
+    size_t n;
+    assert_int_equal(swift_eval_rows_next(rows, &ids, &mask, &n), 1);
+    assert_true(n <= max);
+    memcpy(out, ids, n * sizeof(uint32_t));
+    swift_eval_rows_close(rows);
+    unlink(path);
+    return n;
+}
+
+/* --template none: a generation prompt has the ids the loss path gives the same text (less the
+ * closing eos), Llama-3's <|begin_of_text|> first, as swift-preprocess --encode and HF's
+ * tokenizer(text) with add_special_tokens=True for Llama-3 Instruct. */
+static void test_prompter_plain_start_token(void **state)
+{
+    (void)state;
+    const char *shared = getenv("SHARED");
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/data/tokenizers", shared ? shared : "../shared");
+    if (access(dir, R_OK) != 0) {
+        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
+            fail_msg("shared data missing: %s", dir);
+        skip();
+    }
+    static const char *const names[] = {"llama3-instruct", "llama3", "qwen3", "gpt2"};
+    const char *text = "Question: What is 2+2?\nAnswer:";
+    for (size_t k = 0; k < 4; k++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+        struct swift_tokenizer *tok;
+        assert_int_equal(swift_tokenizer_load(&tok, path), 0);
+        struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "none");
+        assert_non_null(p);
+        uint32_t loss[256];
+        size_t nl = loss_path_ids(p, text, loss, 256);
+        const uint32_t *ids;
+        size_t n;
+        long stop;
+        assert_int_equal(swift_eval_prompter_encode(p, text, &ids, &n, &stop), 0);
+        assert_int_equal(stop, -1);
+        /* the loss path's ids end with the eos the prompt leaves open */
+        assert_int_equal(n + 1, nl);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(ids[i], loss[i]);
+        int llama = !strncmp(names[k], "llama3", 6);
+        assert_int_equal(ids[0] == 128000, llama);
+        if (k == 0) {
+            /* swift-preprocess --encode, HF's tokenizer(text): the same ids */
+            struct swift_tok_state *st = swift_tok_state_new(tok);
+            struct swift_tokens t = {0};
+            assert_int_equal(
+                swift_tokenizer_encode(
+                    st, text, strlen(text), SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_ADD_SPECIAL, &t),
+                0);
+            assert_int_equal(t.n, n);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(t.ids[i], ids[i]);
+            swift_tokens_release(&t);
+            swift_tok_state_free(st);
+        }
+        swift_eval_prompter_free(p);
+        swift_tokenizer_free(tok);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -573,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_gate),
         cmocka_unit_test(test_real_mmlu_dev),
         cmocka_unit_test(test_prompter),
+        cmocka_unit_test(test_prompter_plain_start_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
