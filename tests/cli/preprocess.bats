@@ -139,6 +139,12 @@ build() { # tokenizer, output name, extra args...
     # the same rows kept by --truncation
     run "$P" --tokenizer "$Q" -o "$TMP/long" --max-length 16 --truncation right "$TMP/g.jsonl"
     [ "$status" -eq 0 ]
+    # every row invalid or too long under --skip-invalid: both counted
+    printf '{"question":"q"}\n' >>"$TMP/g.jsonl"
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/inv" --max-length 16 --skip-invalid "$TMP/g.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == "swift-preprocess: no samples to write: 20 of 21 rows dropped as longer than --max-length 16 (use --truncation left, right or split to keep them, or a larger --max-length); 1 of 21 rows invalid (skipped by --skip-invalid)" ]]
+    [ ! -e "$TMP/inv" ]
 }
 
 @test "dropped rows: a mixed file succeeds and says on stderr how many were dropped and why" {
