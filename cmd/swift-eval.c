@@ -68,7 +68,8 @@ static const struct swift_option options[] = {
     SWIFT_OPT_PATH('o', "output", F(o.output), "FILE",
                    "also write the record to FILE (atomically)"),
     SWIFT_OPT_PATH(0, "baseline", F(o.baseline), "FILE",
-                   "exit 1 when a metric is worse than this earlier record"),
+                   "exit 1 when a metric is worse than in this earlier record of the same "
+                   "task and dataset (one line per metric on stderr)"),
     SWIFT_OPT_DOUBLE(
         0, "max-drop", F(o.max_drop), 0, 1e9, "D",
         "tolerated drop: absolute for accuracies, relative for loss and ppl (default 0.01)"),

@@ -135,6 +135,7 @@ double swift_eval_tally_macro(const struct swift_eval_tally *t);
  *   {"schema_version":1,"model":..,"adapters":..|null,"task":..,"dataset":..,"n":..,
  *    "metrics":{..},"subjects":{"name":{"n":..,"correct":..,"accuracy":..}}|omitted,
  *    "config":{..},"time_s":..,"tokens":..,"tokens_per_s":..,
+ *    "baseline":{..} (with --baseline: swift_eval_gate's comparison),
  *    "prefill_tokens_per_s":..,"decode_tokens_per_s":..}
  * swift_eval_record_new returns a new object with the fixed keys filled and empty metrics;
  * callers add metrics with json_object_set_new(json_object_get(rec, "metrics"), ...).
@@ -149,18 +150,29 @@ int swift_eval_record_write(const json_t *rec, const char *path);
 /* A short human table on fp (stderr): the metrics, then per-subject accuracy when present. */
 void swift_eval_record_table(const json_t *rec, FILE *fp);
 
-/* Whether a metric is better when lower (loss, ppl, *_loss): 1, else 0. */
-int swift_eval_metric_lower_is_better(const char *name);
+/* How a metric is gated: -1 lower is better (loss, ppl, perplexity, *_loss, *_ppl), 1 higher is
+ * better (accuracy, accuracy_*, token_acc, *_acc, exact_match, em, f1, ...), 0 not a quality
+ * metric (counts such as tokens: shown, never gated). */
+int swift_eval_metric_direction(const char *name);
 
 /*
- * Regression gate. Loads the baseline record from path (a JSON object, or the first line of a
- * JSONL file) and compares every numeric metric present in both records: a higher-is-better
- * metric regresses when baseline - current > max_drop (absolute, accuracy is a fraction);
- * a lower-is-better one (loss, ppl) when current > baseline * (1 + max_drop) (relative).
- * Each regression is reported as "regression: METRIC CUR vs baseline BASE (max drop D)".
- * A baseline of another task, or one with no metric in common, is an error.
+ * Regression gate. The baseline file holds one record (compact or pretty-printed) or a JSONL of
+ * records; rec is compared with the one of the same task and dataset (the same path as given,
+ * or one that resolves to the same file). None is an error that says what the file holds
+ * ("baseline is for task 'gsm8k', not 'mc'", "baseline is for dataset 'a.jsonl', not
+ * 'b.jsonl'", or "no baseline record for task ... on dataset ... among its N records").
+ * Every metric with a direction present in both is compared: a higher-is-better one regresses
+ * when baseline - current > max_drop (absolute, accuracy is a fraction), a lower-is-better one
+ * when current > baseline * (1 + max_drop) (relative). One line per metric on stderr:
+ *   "regression: METRIC CUR vs baseline BASE, delta D (max drop M[ relative])"   always,
+ *   "ok: METRIC CUR vs baseline BASE, delta D"                                  when verbose,
+ * and rec gets "baseline": {"file", "line", "max_drop", "regressions",
+ * "metrics": {METRIC: {"baseline", "delta", "regression"}}}. No metric in common is an error.
  * Returns the number of regressions (0: pass) or -1 after an error.
  */
-int swift_eval_gate(const json_t *rec, const char *baseline_path, double max_drop);
+int swift_eval_gate(json_t *rec, const char *baseline_path, double max_drop, int verbose);
+/* Before a run: whether the baseline file has a record for task and dataset (the gate's
+ * matching and messages). Returns 0 or -1 (reported). */
+int swift_eval_baseline_check(const char *path, const char *task, const char *dataset);
 
 #endif

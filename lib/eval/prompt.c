@@ -14,7 +14,8 @@
 struct swift_eval_prompter {
     const struct swift_tokenizer *tok;
     struct swift_tok_state *st;
-    const struct swift_template *t; /* NULL: plain */
+    const struct swift_template *t;   /* NULL: plain */
+    const struct swift_template *gen; /* plain text, for prompts and loss rows alike */
     struct swift_encoded enc;
     struct swift_tokens plain;
 };
@@ -39,6 +40,7 @@ struct swift_eval_prompter *swift_eval_prompter_new(const struct swift_tokenizer
         free(p);
         return NULL;
     }
+    p->gen = swift_template_find("generation");
     if (!(p->st = swift_tok_state_new(tok))) {
         free(p);
         return NULL;
@@ -72,12 +74,28 @@ int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text, c
     return 0;
 }
 
+/* A plain prompt: the text as the loss path renders a {"text": ...} row (the generation
+ * template, so Llama-3's <|begin_of_text|> comes first, as swift-preprocess and HF's
+ * tokenizer(text) put it), left open: no closing eos, generation continues it. */
+static int encode_text(struct swift_eval_prompter *p, const char *text, const uint32_t **ids,
+                       size_t *n)
+{
+    struct swift_conv c = {.is_text = 1, .text = text, .text_len = strlen(text), .open_end = 1};
+    char err[256];
+    if (swift_template_encode(
+            p->gen, p->st, p->tok, &c, SWIFT_LOSS_DEFAULT, &p->enc, err, sizeof(err)) < 0)
+        return swift_error("%s", err);
+    *ids = p->enc.tok.ids;
+    *n = p->enc.tok.n;
+    return 0;
+}
+
 int swift_eval_prompter_encode(struct swift_eval_prompter *p, const char *text,
                                const uint32_t **ids, size_t *n, long *stop)
 {
     *stop = -1;
     if (!p->t)
-        return swift_eval_prompter_plain(p, text, ids, n);
+        return encode_text(p, text, ids, n);
     struct swift_message msg[2] = {
         {.role = SWIFT_ROLE_USER, .content = text, .len = strlen(text), .loss = -1},
         {.role = SWIFT_ROLE_ASSISTANT, .content = "", .len = 0, .loss = 1}};
@@ -119,7 +137,7 @@ int swift_eval_rows_open(struct swift_eval_rows **out, struct swift_eval_prompte
         const char *g = swift_template_guess(p->tok);
         r->conv_t = g ? swift_template_find(g) : NULL;
     }
-    r->text_t = swift_template_find("generation"); /* plain text is trained whole */
+    r->text_t = p->gen; /* plain text is trained whole */
     *out = r;
     return 0;
 }

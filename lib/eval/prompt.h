@@ -33,10 +33,12 @@ void swift_eval_prompter_free(struct swift_eval_prompter *p);
 /* The template's name, or "none". Borrowed. */
 const char *swift_eval_prompter_name(const struct swift_eval_prompter *p);
 
-/* Encode a prompt: plain text, or with a template the user turn and the assistant header
- * (the ids before the first trained token of an empty assistant reply). *stop receives the
- * template's end-of-turn id (-1 without a template). *ids is borrowed until the next call.
- * Returns 0 or -1 (reported). */
+/* Encode a prompt. Without a template: the text as the loss path (swift_eval_rows_next) and
+ * swift-preprocess render a {"text": ...} row, the tokenizer's start token included (Llama-3's
+ * <|begin_of_text|>: the ids of HF's tokenizer(text)), without the closing eos. With a template:
+ * the user turn and the assistant header (the ids before the first trained token of an empty
+ * assistant reply). *stop receives the template's end-of-turn id (-1 without a template). *ids
+ * is borrowed until the next call. Returns 0 or -1 (reported). */
 int swift_eval_prompter_encode(struct swift_eval_prompter *p, const char *text,
                                const uint32_t **ids, size_t *n, long *stop);
 /* Encode plain text without special handling (continuations). Same ownership. */

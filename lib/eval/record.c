@@ -1,5 +1,6 @@
 /* The swift-eval output record, its table on stderr, and the regression gate. */
 #include "lib/eval/eval.h"
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/record.h"
 #include "lib/core/fileio.h"
@@ -99,11 +100,29 @@ void swift_eval_record_table(const json_t *rec, FILE *fp)
     }
 }
 
-int swift_eval_metric_lower_is_better(const char *name)
+static int ends_with(const char *s, const char *suffix)
 {
-    size_t l = strlen(name);
-    return !strcmp(name, "loss") || !strcmp(name, "ppl") ||
-           (l > 5 && !strcmp(name + l - 5, "_loss")) || (l > 4 && !strcmp(name + l - 4, "_ppl"));
+    size_t l = strlen(s), k = strlen(suffix);
+    return l > k && !strcmp(s + l - k, suffix);
+}
+
+int swift_eval_metric_direction(const char *name)
+{
+    static const char *const lower[] = {"loss", "ppl", "perplexity"};
+    static const char *const higher[] = {
+        "accuracy", "acc", "acc_norm", "token_acc", "exact_match", "em", "f1"};
+    for (size_t i = 0; i < sizeof(lower) / sizeof(lower[0]); i++)
+        if (!strcmp(name, lower[i]))
+            return -1;
+    if (ends_with(name, "_loss") || ends_with(name, "_ppl"))
+        return -1;
+    for (size_t i = 0; i < sizeof(higher) / sizeof(higher[0]); i++)
+        if (!strcmp(name, higher[i]))
+            return 1;
+    if (!strncmp(name, "accuracy_", 9) || ends_with(name, "_acc") || ends_with(name, "_accuracy") ||
+        ends_with(name, "_f1") || ends_with(name, "_exact_match"))
+        return 1;
+    return 0; /* a count (tokens, n) or unknown: not a quality to gate on */
 }
 
 static double num(json_t *v)
@@ -111,19 +130,30 @@ static double num(json_t *v)
     return json_is_integer(v) ? (double)json_integer_value(v) : json_real_value(v);
 }
 
-int swift_eval_gate(const json_t *rec, const char *baseline_path, double max_drop)
+/* Two dataset names are the same dataset when spelled alike or resolving to one path. */
+static int same_dataset(const char *a, const char *b)
+{
+    if (!a || !b)
+        return 0;
+    if (!strcmp(a, b))
+        return 1;
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = ra && rb && !strcmp(ra, rb);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+/* Every record of a baseline file (one record, one pretty-printed record, or JSONL) into recs,
+ * with its line in lines (room for max). Returns the count, or -1 (reported). */
+#define MAX_BASELINE_RECORDS 4096
+static long load_baseline(const char *path, json_t **recs, long *lines, long max)
 {
     char *data;
     size_t len;
-    if (swift_read_file(baseline_path, (size_t)64 << 20, &data, &len) < 0)
+    if (swift_read_file(path, (size_t)64 << 20, &data, &len) < 0)
         return -1;
-    /* a record, or a JSONL file of records: the one of the same task and dataset, else the
-     * first of the same task, else the first */
-    json_t *base = NULL;
-    int best = -1;
-    long line = 0, base_line = 1;
-    const char *ct0 = json_string_value(json_object_get(rec, "task"));
-    const char *cd0 = json_string_value(json_object_get(rec, "dataset"));
+    long n = 0, line = 0;
     for (char *p = data, *end = data + len; p < end;) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
@@ -138,76 +168,149 @@ int swift_eval_gate(const json_t *rec, const char *baseline_path, double max_dro
                 /* maybe one pretty-printed record spanning the whole file */
                 v = line == 1 ? json_loadb(data, len, 0, &err) : NULL;
                 if (!v) {
-                    json_decref(base);
+                    while (n > 0)
+                        json_decref(recs[--n]);
                     free(data);
-                    return swift_error_at(baseline_path, line + err.line - 1, "%s", err.text);
+                    return swift_error_at(path, line + err.line - 1, "%s", err.text);
                 }
                 nl = NULL;
             }
-            const char *bt = json_string_value(json_object_get(v, "task"));
-            const char *bd = json_string_value(json_object_get(v, "dataset"));
-            int score = !base ? 0 : -1;
-            if (bt && ct0 && !strcmp(bt, ct0))
-                score = 1 + (bd && cd0 && !strcmp(bd, cd0));
-            if (score > best) {
-                json_decref(base);
-                base = v;
-                best = score;
-                base_line = line;
-            } else {
+            if (n == max) {
                 json_decref(v);
+                while (n > 0)
+                    json_decref(recs[--n]);
+                free(data);
+                return swift_error_at(path, line, "more than %ld records", max);
             }
+            recs[n] = v;
+            lines[n++] = line;
         }
         if (!nl)
             break;
         p = nl + 1;
     }
     free(data);
-    if (!base)
-        return swift_error_at(baseline_path, 1, "no record");
-    int rc = 0;
-    json_t *bm = json_object_get(base, "metrics");
-    if (!json_is_object(base) || !json_is_object(bm)) {
+    if (!n)
+        return swift_error_at(path, 1, "no record");
+    return n;
+}
+
+/* The record of task and dataset among the n loaded: its index, or -1 after saying why none
+ * fits (one record: what it is for; several: that none is for this task and dataset). */
+static long find_baseline(const char *path, json_t *const *recs, const long *lines, long n,
+                          const char *task, const char *dataset)
+{
+    for (long i = 0; i < n; i++) {
+        const char *bt = json_string_value(json_object_get(recs[i], "task"));
+        const char *bd = json_string_value(json_object_get(recs[i], "dataset"));
+        if (bt && task && !strcmp(bt, task) && same_dataset(bd, dataset))
+            return i;
+    }
+    if (n == 1) {
+        const char *bt = json_string_value(json_object_get(recs[0], "task"));
+        const char *bd = json_string_value(json_object_get(recs[0], "dataset"));
+        if (!json_is_object(recs[0]) || !json_is_object(json_object_get(recs[0], "metrics")))
+            return swift_error_at(path, lines[0], "not a swift-eval record (no 'metrics' object)");
+        if (!bt || !task || strcmp(bt, task))
+            return swift_error_at(
+                path, lines[0], "baseline is for task '%s', not '%s'", bt ? bt : "?", task);
+        return swift_error_at(path,
+                              lines[0],
+                              "baseline is for dataset '%s', not '%s' (compare runs on the same "
+                              "data)",
+                              bd ? bd : "?",
+                              dataset ? dataset : "?");
+    }
+    return swift_error_at(path,
+                          0,
+                          "no baseline record for task '%s' on dataset '%s' among its %ld records",
+                          task,
+                          dataset ? dataset : "?",
+                          n);
+}
+
+int swift_eval_baseline_check(const char *path, const char *task, const char *dataset)
+{
+    json_t **recs = swift_xmalloc(MAX_BASELINE_RECORDS * sizeof(*recs));
+    long *lines = swift_xmalloc(MAX_BASELINE_RECORDS * sizeof(*lines));
+    long n = load_baseline(path, recs, lines, MAX_BASELINE_RECORDS);
+    long i = n < 0 ? -1 : find_baseline(path, recs, lines, n, task, dataset);
+    for (long k = 0; k < n; k++)
+        json_decref(recs[k]);
+    free(recs);
+    free(lines);
+    return i < 0 ? -1 : 0;
+}
+
+/* Compare metric k (now c, baseline b): one line on stderr, one entry in cmp. 1: regression. */
+static int compare_metric(const char *k, double c, double b, double max_drop, int verbose,
+                          json_t *cmp)
+{
+    int lower = swift_eval_metric_direction(k) < 0;
+    int bad = lower ? isnan(c) || c > b * (1.0 + max_drop) : isnan(c) || b - c > max_drop;
+    if (bad)
+        swift_error("regression: %s %.6g vs baseline %.6g, delta %+.6g (max drop %g%s)",
+                    k,
+                    c,
+                    b,
+                    c - b,
+                    max_drop,
+                    lower ? " relative" : "");
+    else if (verbose)
+        swift_info("ok: %s %.6g vs baseline %.6g, delta %+.6g", k, c, b, c - b);
+    json_t *e = json_object();
+    json_object_set_new(e, "baseline", json_real(b));
+    json_object_set_new(e, "delta", isfinite(c - b) ? json_real(c - b) : json_null());
+    json_object_set_new(e, "regression", json_boolean(bad));
+    json_object_set_new(cmp, k, e);
+    return bad;
+}
+
+int swift_eval_gate(json_t *rec, const char *baseline_path, double max_drop, int verbose)
+{
+    json_t **recs = swift_xmalloc(MAX_BASELINE_RECORDS * sizeof(*recs));
+    long *lines = swift_xmalloc(MAX_BASELINE_RECORDS * sizeof(*lines));
+    long n = load_baseline(baseline_path, recs, lines, MAX_BASELINE_RECORDS);
+    long bi = n < 0 ? -1
+                    : find_baseline(baseline_path,
+                                    recs,
+                                    lines,
+                                    n,
+                                    json_string_value(json_object_get(rec, "task")),
+                                    json_string_value(json_object_get(rec, "dataset")));
+    int rc = bi < 0 ? -1 : 0;
+    json_t *bm = bi < 0 ? NULL : json_object_get(recs[bi], "metrics");
+    if (bi >= 0 && !json_is_object(bm))
         rc = swift_error_at(
-            baseline_path, base_line, "not a swift-eval record (no 'metrics' object)");
-        goto out;
-    }
-    const char *bt = json_string_value(json_object_get(base, "task"));
-    const char *ct = json_string_value(json_object_get(rec, "task"));
-    if (bt && ct && strcmp(bt, ct)) {
-        rc =
-            swift_error_at(baseline_path, base_line, "baseline is for task '%s', not '%s'", bt, ct);
-        goto out;
-    }
-    json_t *cm = json_object_get(rec, "metrics");
-    int common = 0;
-    const char *k;
-    json_t *bv;
-    json_object_foreach(bm, k, bv)
-    {
-        json_t *cv = json_object_get(cm, k);
-        if (!json_is_number(bv) || !json_is_number(cv))
-            continue;
-        common++;
-        double b = num(bv), c = num(cv);
-        int bad;
-        if (swift_eval_metric_lower_is_better(k))
-            bad = isnan(c) || c > b * (1.0 + max_drop);
-        else
-            bad = isnan(c) || b - c > max_drop;
-        if (bad) {
-            swift_error("regression: %s %.6g vs baseline %.6g (max drop %g%s)",
-                        k,
-                        c,
-                        b,
-                        max_drop,
-                        swift_eval_metric_lower_is_better(k) ? " relative" : "");
-            rc++;
+            baseline_path, lines[bi], "not a swift-eval record (no 'metrics' object)");
+    if (rc == 0) {
+        json_t *cm = json_object_get(rec, "metrics"), *cmp = json_object(), *bv;
+        const char *k;
+        int common = 0;
+        json_object_foreach(bm, k, bv)
+        {
+            json_t *cv = json_object_get(cm, k);
+            if (!json_is_number(bv) || !json_is_number(cv) || !swift_eval_metric_direction(k))
+                continue;
+            common++;
+            rc += compare_metric(k, num(cv), num(bv), max_drop, verbose, cmp);
+        }
+        if (!common) {
+            json_decref(cmp);
+            rc = swift_error_at(baseline_path, lines[bi], "no metric in common with this run");
+        } else {
+            json_t *b = json_object();
+            json_object_set_new(b, "file", json_string(baseline_path));
+            json_object_set_new(b, "line", json_integer(lines[bi]));
+            json_object_set_new(b, "max_drop", json_real(max_drop));
+            json_object_set_new(b, "regressions", json_integer(rc));
+            json_object_set_new(b, "metrics", cmp);
+            json_object_set_new(rec, "baseline", b);
         }
     }
-    if (!common)
-        rc = swift_error_at(baseline_path, base_line, "no metric in common with this run");
-out:
-    json_decref(base);
+    for (long k = 0; k < n; k++)
+        json_decref(recs[k]);
+    free(recs);
+    free(lines);
     return rc;
 }

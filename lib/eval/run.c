@@ -8,11 +8,13 @@
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 #include "lib/core/record.h"
+#include "lib/formats/shard.h"
 #include "lib/model/lora.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/core/banned.h"
 
@@ -186,6 +188,23 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     return 0;
 }
 
+/* Shards for loss/ppl must come from the model's tokenizer: refused as swift-train refuses them
+ * (one check, lib/formats/shard.h), before the model loads. Raw files need no check. */
+static int check_shards(const char *model, const char *dataset)
+{
+    char *index = swift_path_join(dataset, "index.json");
+    int rc = 0;
+    if (swift_is_dir(dataset) && access(index, F_OK) == 0) {
+        struct swift_shard_index ix;
+        rc = swift_shard_index_read(&ix, dataset);
+        if (rc == 0)
+            rc = swift_shard_index_check_tokenizer(&ix, model, dataset);
+        swift_shard_index_release(&ix);
+    }
+    free(index);
+    return rc;
+}
+
 /* Write every record (one line each) to path atomically. */
 static int write_records(json_t *recs, const char *path)
 {
@@ -213,16 +232,15 @@ static int eval_all(struct swift_eval_runner *r, struct swift_eval_opts *oo, con
         if (eval_one(r, &sets[i], i == 0 ? load_s : 0.0, &rec) < 0)
             return -1;
         json_array_append_new(recs, rec);
-        if (swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS) < 0 || fflush(stdout) != 0)
-            return swift_error_errno("write error on standard output");
         if (!o->quiet)
             swift_eval_record_table(rec, stderr);
-        if (o->baseline) {
-            int g = swift_eval_gate(rec, o->baseline, o->max_drop);
-            if (g < 0)
-                return -1;
-            regressions += g;
-        }
+        /* the comparison goes into the record: gate first, then print */
+        int g = o->baseline ? swift_eval_gate(rec, o->baseline, o->max_drop, !o->quiet) : 0;
+        if (g < 0)
+            return -1;
+        regressions += g;
+        if (swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS) < 0 || fflush(stdout) != 0)
+            return swift_error_errno("write error on standard output");
     }
     return regressions;
 }
@@ -245,6 +263,11 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     for (int i = 0; i < nd; i++) {
         swift_eval_set_init(&sets[i]);
         if (!scored && swift_eval_read(o->task, ds[i], &sets[i]) < 0)
+            goto out;
+        if (scored && check_shards(o->model, ds[i]) < 0)
+            goto out;
+        if (o->baseline &&
+            swift_eval_baseline_check(o->baseline, swift_eval_task_name(o->task), ds[i]) < 0)
             goto out;
     }
     if ((rc = runner_load(&r, &oo)) < 0)

@@ -5,6 +5,7 @@
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/record.h"
+#include "lib/core/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -569,6 +570,28 @@ int swift_shard_index_read(struct swift_shard_index *ix, const char *dir)
         free(text);
     }
     free(path);
+    return rc;
+}
+
+int swift_shard_index_check_tokenizer(const struct swift_shard_index *ix, const char *model_dir,
+                                      const char *data_dir)
+{
+    if (!ix->tokenizer_sha256)
+        return 0;
+    char *tj = swift_path_join(model_dir, "tokenizer.json");
+    if (access(tj, R_OK) < 0) {
+        free(tj);
+        return 0;
+    }
+    char hex[65];
+    int rc = swift_sha256_file(tj, hex);
+    if (rc == 0 && strcmp(hex, ix->tokenizer_sha256))
+        rc = swift_error("%s/index.json: shards were made with another tokenizer (sha256 %.12s…, "
+                         "the model's tokenizer.json is %.12s…)",
+                         data_dir,
+                         ix->tokenizer_sha256,
+                         hex);
+    free(tj);
     return rc;
 }
 

@@ -118,6 +118,13 @@ int swift_shard_index_read(struct swift_shard_index *ix, const char *dir);
 /* Parse index.json text (name is used in messages). Returns 0 or -1. */
 int swift_shard_index_parse(struct swift_shard_index *ix, const char *text, size_t len,
                             const char *name);
+/* Whether the shards were made with the model's tokenizer: the sha256 of
+ * "<model_dir>/tokenizer.json" must equal ix->tokenizer_sha256 (nothing to check when either is
+ * absent). Every reader that feeds shards to a model (swift-train, swift-eval) calls it, so they
+ * refuse the same data with the same message, which names "<data_dir>/index.json" and both
+ * hashes. Returns 0 or -1 (reported). */
+int swift_shard_index_check_tokenizer(const struct swift_shard_index *ix, const char *model_dir,
+                                      const char *data_dir);
 
 /* ---- writing one shard file ---- */
 struct swift_shard_writer;

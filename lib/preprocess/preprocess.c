@@ -455,6 +455,48 @@ static int build_output(struct run *r, char **tmpdir, double lenstats[4], struct
 
 static const char *const pack_names[] = {"none", "binpack", "sequential"};
 
+/* What became of the rows that gave no document: "62 of 100 rows dropped as longer than
+ * --max-length 128 (use --truncation left, right or split to keep them)", with the invalid
+ * rows --skip-invalid skipped when invalid_too; "" when none were lost. */
+static void describe_losses(const struct run *r, int invalid_too, char *buf, size_t len)
+{
+    const struct pp_stats *st = &r->st;
+    size_t k = 0;
+    buf[0] = 0;
+    if (st->dropped)
+        k += (size_t)snprintf(buf,
+                              len,
+                              "%" PRIu64 " of %" PRIu64 " rows dropped as longer than "
+                              "--max-length %ld (use --truncation left, right or split to "
+                              "keep them, or a larger --max-length)",
+                              st->dropped,
+                              st->rows,
+                              r->o->max_length);
+    if (invalid_too && st->invalid && k < len)
+        snprintf(buf + k,
+                 len - k,
+                 "%s%" PRIu64 " of %" PRIu64 " rows invalid (skipped by --skip-invalid)",
+                 k ? "; " : "",
+                 st->invalid,
+                 st->rows);
+}
+
+/* Build mode with nothing to write: an error that says what was read and what was lost. */
+static int no_samples(const struct run *r)
+{
+    const struct swift_preprocess_opts *o = r->o;
+    char why[512];
+    describe_losses(r, 1, why, sizeof(why));
+    if (why[0])
+        return swift_error("no samples to write: %s", why);
+    if (o->ninputs == 1)
+        return swift_error(
+            "no samples to write: %" PRIu64 " rows read from '%s'", r->st.rows, o->inputs[0]);
+    return swift_error("no samples to write: %" PRIu64 " rows read from %s",
+                       r->st.rows,
+                       o->ninputs ? "the inputs" : "standard input");
+}
+
 /* The build summary on stderr. */
 static void report_build(const struct run *r, const double lenstats[4], const struct pp_split *tr,
                          const struct pp_split *va, double secs)
@@ -490,6 +532,10 @@ static void report_build(const struct run *r, const double lenstats[4], const st
                r->c.nw);
     for (int i = 0; i < st->nbad; i++)
         swift_info("skipped %s", st->bad[i]);
+    char why[512];
+    describe_losses(r, 0, why, sizeof(why));
+    if (why[0])
+        swift_warn("%s", why);
 }
 
 /* The build record on stdout. */
@@ -612,7 +658,9 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
         swift_progress_stop(&r.prog);
     swift_progress_end(&r.prog);
     char *tmpdir = NULL;
-    if (rc == 0 && o->mode == SWIFT_PP_BUILD) {
+    if (rc == 0 && o->mode == SWIFT_PP_BUILD && r.s.ndocs == 0)
+        rc = no_samples(&r);
+    else if (rc == 0 && o->mode == SWIFT_PP_BUILD) {
         double lenstats[4] = {0, 0, 0, 0};
         struct pp_split tr = {0}, va = {0};
         rc = build_output(&r, &tmpdir, lenstats, &tr, &va);

@@ -593,7 +593,7 @@ int swift_template_encode(const struct swift_template *t, struct swift_tok_state
             emit_content(&r, text, n, 1);
         }
         const char *eos = eos_text(tok);
-        if (eos)
+        if (eos && !(c->is_text && c->open_end))
             emits(&r, eos, 1);
     } else {
         if (c->is_text)

@@ -53,6 +53,8 @@ struct swift_conv {
     int is_text;
     const char *text;
     size_t text_len;
+    int open_end; /* is_text under generation: no closing eos (a prompt that generation
+                     continues, lib/eval/prompt.h) */
 };
 
 struct swift_template;

@@ -15,40 +15,17 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
-#include "lib/core/sha256.h"
 #include "lib/core/trace.h"
 #include "lib/core/banned.h"
 
 /* ---- data checks ---- */
-
-static int check_tokenizer(const char *model_dir, const struct swift_shard_index *ix,
-                           const char *data_dir)
-{
-    if (!ix->tokenizer_sha256)
-        return 0;
-    char *tj = swift_path_join(model_dir, "tokenizer.json");
-    if (access(tj, R_OK) < 0) {
-        free(tj);
-        return 0;
-    }
-    char hex[65];
-    int rc = swift_sha256_file(tj, hex);
-    if (rc == 0 && strcmp(hex, ix->tokenizer_sha256))
-        rc = swift_error("%s/index.json: shards were made with another tokenizer (sha256 %.12s…, "
-                         "the model's tokenizer.json is %.12s…)",
-                         data_dir,
-                         ix->tokenizer_sha256,
-                         hex);
-    free(tj);
-    return rc;
-}
 
 int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
 {
     if (swift_shards_open(s, dir, 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(*s);
-    if (check_tokenizer(r->o->model, ix, dir) < 0)
+    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0)
         return -1;
     uint64_t n = swift_shards_count(*s);
     for (uint64_t i = 0; i < n; i++) {

@@ -100,11 +100,56 @@ need_shared() {
     run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/better.json" --max-drop 0.01
     [ "$status" -eq 1 ]
     [ "$(jq .task <<<"$output")" = '"mc"' ] # the record is still printed
-    [ "$stderr" = "swift-eval: regression: accuracy $acc vs baseline 1 (max drop 0.01)" ]
+    d=$(awk -v a="$acc" 'BEGIN { printf "%+.6g", a - 1 }')
+    [ "$stderr" = "swift-eval: regression: accuracy $acc vs baseline 1, delta $d (max drop 0.01)" ]
+    # the comparison is in the record
+    [ "$(jq -c '.baseline | [.file, .regressions, .metrics.accuracy.baseline, .metrics.accuracy.regression, .metrics.accuracy_norm.regression]' <<<"$output")" = "[\"$T/better.json\",1,1,true,false]" ]
     jq -c '.task = "gsm8k"' "$T/base.json" >"$T/other.json"
     run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/other.json"
     [ "$status" -eq 1 ]
     [ "$stderr" = "swift-eval:$T/other.json:1: baseline is for task 'gsm8k', not 'mc'" ]
+}
+
+@test "regression gate: the comparison is printed on a pass, one line per metric, and recorded" {
+    run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet -o "$T/base.json"
+    [ "$status" -eq 0 ]
+    acc=$(jq .metrics.accuracy "$T/base.json")
+    accn=$(jq .metrics.accuracy_norm "$T/base.json")
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --baseline "$T/base.json"
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"swift-eval: ok: accuracy $acc vs baseline $acc, delta +0"* ]]
+    [[ $stderr == *"swift-eval: ok: accuracy_norm $accn vs baseline $accn, delta +0"* ]]
+    [ "$(grep -c '^swift-eval: ok: ' <<<"$stderr")" -eq 2 ]
+    [ "$(jq -c '.baseline | [.file, .line, .max_drop, .regressions, .metrics.accuracy.delta]' <<<"$output")" = "[\"$T/base.json\",1,0.01,0,0]" ]
+    # the same file named by another path is the same dataset
+    cd "$SYN"
+    run "$EVAL" "$M" --task mc --dataset ./mc.jsonl --quiet --baseline "$T/base.json"
+    [ "$status" -eq 0 ]
+}
+
+@test "regression gate: a baseline of another dataset is refused; counts such as tokens are not gated" {
+    run "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet -o "$T/loss.json"
+    [ "$status" -eq 0 ]
+    printf '{"question":"q","choices":["x","y"],"answer":1}\n' >"$T/one.jsonl"
+    run "$EVAL" "$M" --task mc --dataset "$T/one.jsonl" --quiet -o "$T/one.json"
+    [ "$status" -eq 0 ]
+    # another dataset: refused before anything runs, nothing written
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet \
+        --baseline "$T/one.json" -o "$T/out.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "" ]
+    [ "$stderr" = "swift-eval:$T/one.json:1: baseline is for dataset '$T/one.jsonl', not '$SYN/mc.jsonl' (compare runs on the same data)" ]
+    [ ! -e "$T/out.json" ]
+    cat "$T/loss.json" "$T/one.json" >"$T/both.jsonl"
+    run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --quiet --baseline "$T/both.jsonl"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "swift-eval:$T/both.jsonl: no baseline record for task 'mc' on dataset '$SYN/mc.jsonl' among its 2 records" ]
+    # the token count of the baseline was 8 times larger: not a regression, not compared
+    jq -c '.metrics.tokens *= 8' "$T/loss.json" >"$T/more-tokens.json"
+    run --separate-stderr "$EVAL" "$M" --task loss --dataset "$SYN/train" --quiet --baseline "$T/more-tokens.json"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "" ]
+    [ "$(jq -c '.baseline.metrics | keys' <<<"$output")" = '["loss","ppl","token_acc"]' ]
 }
 
 @test "fine-tuned by swift-train: loss, multiple choice and exact match improve; the gate sees it" {
@@ -216,6 +261,38 @@ need_shared() {
     [ "$output" = "swift-eval:$T/bad.jsonl:1: message 1: roles out of order (assistant before any user message)" ]
 }
 
+@test "loss on shards made with another tokenizer is refused, as swift-train refuses them" {
+    [ -x "$SWIFT_BIN/swift-preprocess" ] || skip "swift-preprocess not built"
+    [ -d "$SHARED/data/tokenizers/qwen3" ] || skip "shared data missing under $SHARED"
+    TOK=$SHARED/data/tokenizers
+    # shards made with Qwen3's tokenizer; a model directory whose tokenizer is Llama-3's
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$TOK/qwen3" --template chatml -o "$T/q-shards" \
+        "$SYN/exact.jsonl"
+    [ "$status" -eq 0 ]
+    mkdir "$T/m"
+    ln -s "$(cd "$M" && pwd)"/{config.json,model.safetensors} "$T/m/"
+    cp "$TOK/llama3/tokenizer.json" "$TOK/llama3/tokenizer_config.json" "$T/m/"
+    qsha=$(sha256sum "$TOK/qwen3/tokenizer.json" | cut -c1-12)
+    lsha=$(sha256sum "$TOK/llama3/tokenizer.json" | cut -c1-12)
+    for task in loss ppl; do
+        run --separate-stderr "$EVAL" "$T/m" --task $task --dataset "$T/q-shards" -o "$T/r.json"
+        [ "$status" -eq 1 ]
+        [ "$output" = "" ]
+        [ "$stderr" = "swift-eval: $T/q-shards/index.json: shards were made with another tokenizer (sha256 $qsha…, the model's tokenizer.json is $lsha…)" ]
+        [ ! -e "$T/r.json" ]
+    done
+    # the same message as swift-train's
+    run --separate-stderr "$SWIFT_BIN/swift-train" --model "$T/m" -o "$T/run" --max-steps 1 \
+        --max-length 128 "$T/q-shards"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == *"swift-train: $T/q-shards/index.json: shards were made with another tokenizer (sha256 $qsha…, the model's tokenizer.json is $lsha…)"* ]]
+    # shards of the model's own tokenizer still pass
+    run "$SWIFT_BIN/swift-preprocess" --tokenizer "$M" --template chatml -o "$T/m-shards" "$SYN/exact.jsonl"
+    [ "$status" -eq 0 ]
+    run "$EVAL" "$M" --task loss --dataset "$T/m-shards" --quiet
+    [ "$status" -eq 0 ]
+}
+
 @test "templates: --template applies to prompts and is recorded; an unknown one is a usage error" {
     run "$EVAL" "$M" --task exact --dataset "$SYN/exact.jsonl" --limit 3 --template chatml \
         --max-new-tokens 5 --quiet
@@ -240,7 +317,7 @@ need_shared() {
     run --separate-stderr "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --dataset "$T/one.jsonl" --quiet --baseline "$T/b.jsonl"
     [ "$status" -eq 1 ]
     [ "${#lines[@]}" -eq 2 ]
-    [[ $stderr == "swift-eval: regression: accuracy "*" vs baseline 1 (max drop 0.01)" ]]
+    [[ $stderr == "swift-eval: regression: accuracy "*" vs baseline 1, delta -"*" (max drop 0.01)" ]]
 }
 
 @test "chat fine-tune: with --template the question is the user turn, as in training" {

@@ -121,6 +121,44 @@ build() { # tokenizer, output name, extra args...
     done
 }
 
+@test "no samples: an empty file or only too-long rows fail with the counts, nothing written" {
+    : >"$TMP/empty.jsonl"
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/e" "$TMP/empty.jsonl"
+    [ "$status" -eq 1 ]
+    [ "$output" = "" ]
+    [ "$stderr" = "swift-preprocess: no samples to write: 0 rows read from '$TMP/empty.jsonl'" ]
+    [ ! -e "$TMP/e" ]
+    [ -z "$(compgen -G "$TMP/.e.tmp-*")" ] # no temporary directory left either
+    head -n 20 "$DS/gsm8k/test.jsonl" >"$TMP/g.jsonl"
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/long" --max-length 16 "$TMP/g.jsonl"
+    [ "$status" -eq 1 ]
+    [ "$output" = "" ]
+    [ "$stderr" = "swift-preprocess: no samples to write: 20 of 20 rows dropped as longer than --max-length 16 (use --truncation left, right or split to keep them, or a larger --max-length)" ]
+    [ ! -e "$TMP/long" ]
+    [ -z "$(compgen -G "$TMP/.long.tmp-*")" ]
+    # the same rows kept by --truncation
+    run "$P" --tokenizer "$Q" -o "$TMP/long" --max-length 16 --truncation right "$TMP/g.jsonl"
+    [ "$status" -eq 0 ]
+    # every row invalid or too long under --skip-invalid: both counted
+    printf '{"question":"q"}\n' >>"$TMP/g.jsonl"
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/inv" --max-length 16 --skip-invalid "$TMP/g.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == "swift-preprocess: no samples to write: 20 of 21 rows dropped as longer than --max-length 16 (use --truncation left, right or split to keep them, or a larger --max-length); 1 of 21 rows invalid (skipped by --skip-invalid)" ]]
+    [ ! -e "$TMP/inv" ]
+}
+
+@test "dropped rows: a mixed file succeeds and says on stderr how many were dropped and why" {
+    head -n 20 "$DS/gsm8k/test.jsonl" >"$TMP/g.jsonl"
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/mixed" --max-length 160 "$TMP/g.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -r '[.rows, .documents, .dropped] | @csv' <<<"$output")" = "20,4,16" ]
+    [[ "$stderr" == *"swift-preprocess: warning: 16 of 20 rows dropped as longer than --max-length 160 (use --truncation left, right or split to keep them, or a larger --max-length)"* ]]
+    # nothing dropped, no warning
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/all" --max-length 1024 "$TMP/g.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" != *"warning"* ]]
+}
+
 @test "the same input gives byte-identical shards with 1 and 3 threads" {
     head -n 500 "$DS/gsm8k/test.jsonl" >"$TMP/g.jsonl"
     for n in 1 3; do

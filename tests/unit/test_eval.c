@@ -376,26 +376,80 @@ static void test_gate(void **state)
 
     json_t *same = record_with("mmlu", 0.495, 2.01); /* within 0.01 abs / 1% rel */
     capture();
-    assert_int_equal(swift_eval_gate(same, path, 0.01), 0);
+    assert_int_equal(swift_eval_gate(same, path, 0.01, 0), 0);
     assert_string_equal(captured(), "");
     json_decref(same);
 
     json_t *worse = record_with("mmlu", 0.48, 2.03);
     capture();
-    assert_int_equal(swift_eval_gate(worse, path, 0.01), 2);
+    assert_int_equal(swift_eval_gate(worse, path, 0.01, 0), 2);
     assert_string_equal(
         captured(),
-        "swift-eval: regression: accuracy 0.48 vs baseline 0.5 (max drop 0.01)\n"
-        "swift-eval: regression: loss 2.03 vs baseline 2 (max drop 0.01 relative)\n");
+        "swift-eval: regression: accuracy 0.48 vs baseline 0.5, delta -0.02 (max drop 0.01)\n"
+        "swift-eval: regression: loss 2.03 vs baseline 2, delta +0.03 (max drop 0.01 "
+        "relative)\n");
+    /* the comparison is in the record */
+    json_t *b = json_object_get(worse, "baseline");
+    assert_string_equal(json_string_value(json_object_get(b, "file")), path);
+    assert_int_equal(json_integer_value(json_object_get(b, "regressions")), 2);
+    json_t *ba = json_object_get(json_object_get(b, "metrics"), "accuracy");
+    assert_true(json_real_value(json_object_get(ba, "baseline")) == 0.5);
+    assert_true(fabs(json_real_value(json_object_get(ba, "delta")) + 0.02) < 1e-12);
+    assert_true(json_is_true(json_object_get(ba, "regression")));
     json_decref(worse);
 
     json_t *better = record_with("mmlu", 0.9, 1.0);
-    assert_int_equal(swift_eval_gate(better, path, 0.01), 0);
+    capture();
+    assert_int_equal(swift_eval_gate(better, path, 0.01, 1), 0); /* verbose: the passing lines */
+    assert_string_equal(captured(),
+                        "swift-eval: ok: accuracy 0.9 vs baseline 0.5, delta +0.4\n"
+                        "swift-eval: ok: loss 1 vs baseline 2, delta -1\n");
+    assert_true(json_is_false(json_object_get(
+        json_object_get(json_object_get(json_object_get(better, "baseline"), "metrics"), "loss"),
+        "regression")));
     json_decref(better);
+
+    /* counts are not gated: fewer tokens on the same data is no regression */
+    json_t *fewer = record_with("mmlu", 0.5, 2.0);
+    json_object_set_new(json_object_get(fewer, "metrics"), "tokens", json_integer(776));
+    char *tpath = tmpfile_with("{\"task\":\"mmlu\",\"dataset\":\"d\",\"metrics\":"
+                               "{\"accuracy\":0.5,\"loss\":2.0,\"tokens\":6057}}\n");
+    capture();
+    assert_int_equal(swift_eval_gate(fewer, tpath, 0.01, 0), 0);
+    assert_string_equal(captured(), "");
+    assert_null(
+        json_object_get(json_object_get(json_object_get(fewer, "baseline"), "metrics"), "tokens"));
+    assert_int_equal(swift_eval_metric_direction("tokens"), 0);
+    assert_int_equal(swift_eval_metric_direction("token_acc"), 1);
+    assert_int_equal(swift_eval_metric_direction("accuracy_norm"), 1);
+    assert_int_equal(swift_eval_metric_direction("ppl"), -1);
+    assert_int_equal(swift_eval_metric_direction("eval_loss"), -1);
+    unlink(tpath);
+    free(tpath);
+    json_decref(fewer);
+
+    /* another dataset is refused, never compared */
+    json_t *elsewhere = swift_eval_record_new("m", NULL, SWIFT_EVAL_MMLU, "other", 10);
+    json_object_set_new(json_object_get(elsewhere, "metrics"), "accuracy", json_real(0.1));
+    capture();
+    assert_int_equal(swift_eval_gate(elsewhere, path, 0.01, 0), -1);
+    char want1[512];
+    snprintf(want1,
+             sizeof(want1),
+             "swift-eval:%s:1: baseline is for dataset 'd', not 'other' (compare runs on the same "
+             "data)\n",
+             path);
+    assert_string_equal(captured(), want1);
+    capture();
+    assert_int_equal(swift_eval_baseline_check(path, "mmlu", "other"), -1);
+    assert_string_equal(captured(), want1);
+    assert_int_equal(swift_eval_baseline_check(path, "mmlu", "d"), 0);
+    assert_null(json_object_get(elsewhere, "baseline"));
+    json_decref(elsewhere);
 
     json_t *other = record_with("gsm8k", 0.9, -1);
     capture();
-    assert_int_equal(swift_eval_gate(other, path, 0.01), -1);
+    assert_int_equal(swift_eval_gate(other, path, 0.01, 0), -1);
     char want[512];
     snprintf(
         want, sizeof(want), "swift-eval:%s:1: baseline is for task 'mmlu', not 'gsm8k'\n", path);
@@ -406,7 +460,7 @@ static void test_gate(void **state)
     char *bad = tmpfile_with("{\"task\":\"mmlu\"}\n");
     json_t *r = record_with("mmlu", 0.5, -1);
     capture();
-    assert_int_equal(swift_eval_gate(r, bad, 0.01), -1);
+    assert_int_equal(swift_eval_gate(r, bad, 0.01, 0), -1);
     snprintf(want,
              sizeof(want),
              "swift-eval:%s:1: not a swift-eval record (no 'metrics' object)\n",
@@ -414,12 +468,26 @@ static void test_gate(void **state)
     assert_string_equal(captured(), want);
     unlink(bad);
     free(bad);
-    bad = tmpfile_with("{\"task\":\"mmlu\",\"metrics\":{\"f1\":0.3}}\n");
+    bad = tmpfile_with("{\"task\":\"mmlu\",\"dataset\":\"d\",\"metrics\":{\"f1\":0.3}}\n");
     capture();
-    assert_int_equal(swift_eval_gate(r, bad, 0.01), -1);
+    assert_int_equal(swift_eval_gate(r, bad, 0.01, 0), -1);
+    snprintf(want, sizeof(want), "swift-eval:%s:1: no metric in common with this run\n", bad);
+    assert_string_equal(captured(), want);
     unlink(bad);
     free(bad);
-    captured();
+    /* several records, none for this dataset */
+    bad = tmpfile_with("{\"task\":\"mmlu\",\"dataset\":\"a\",\"metrics\":{\"accuracy\":1}}\n"
+                       "{\"task\":\"gsm8k\",\"dataset\":\"d\",\"metrics\":{\"accuracy\":1}}\n");
+    capture();
+    assert_int_equal(swift_eval_gate(r, bad, 0.01, 0), -1);
+    snprintf(want,
+             sizeof(want),
+             "swift-eval:%s: no baseline record for task 'mmlu' on dataset 'd' among its 2 "
+             "records\n",
+             bad);
+    assert_string_equal(captured(), want);
+    unlink(bad);
+    free(bad);
     json_decref(r);
 }
 
@@ -489,6 +557,88 @@ static void test_prompter(void **state)
     swift_tokenizer_free(tok);
 }
 
+/* The ids of a plain text row as the loss path renders it (swift_eval_rows_next on
+ * {"text": text}), into out (room for max); returns the count. */
+static size_t loss_path_ids(struct swift_eval_prompter *p, const char *text, uint32_t *out,
+                            size_t max)
+{
+    json_t *row = json_pack("{s:s}", "text", text);
+    char *line = json_dumps(row, 0);
+    json_decref(row);
+    char path[] = "/tmp/test_eval_rows_XXXXXX.jsonl";
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+    close(fd);
+    free(line);
+    struct swift_eval_rows *rows;
+    assert_int_equal(swift_eval_rows_open(&rows, p, path), 0);
+    const uint32_t *ids;
+    const uint8_t *mask;
+    size_t n;
+    assert_int_equal(swift_eval_rows_next(rows, &ids, &mask, &n), 1);
+    assert_true(n <= max);
+    memcpy(out, ids, n * sizeof(uint32_t));
+    swift_eval_rows_close(rows);
+    unlink(path);
+    return n;
+}
+
+/* --template none: a generation prompt has the ids the loss path gives the same text (less the
+ * closing eos), Llama-3's <|begin_of_text|> first, as swift-preprocess --encode and HF's
+ * tokenizer(text) with add_special_tokens=True for Llama-3 Instruct. */
+static void test_prompter_plain_start_token(void **state)
+{
+    (void)state;
+    const char *shared = getenv("SHARED");
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/data/tokenizers", shared ? shared : "../shared");
+    if (access(dir, R_OK) != 0) {
+        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
+            fail_msg("shared data missing: %s", dir);
+        skip();
+    }
+    static const char *const names[] = {"llama3-instruct", "llama3", "qwen3", "gpt2"};
+    const char *text = "Question: What is 2+2?\nAnswer:";
+    for (size_t k = 0; k < 4; k++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+        struct swift_tokenizer *tok;
+        assert_int_equal(swift_tokenizer_load(&tok, path), 0);
+        struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "none");
+        assert_non_null(p);
+        uint32_t loss[256];
+        size_t nl = loss_path_ids(p, text, loss, 256);
+        const uint32_t *ids;
+        size_t n;
+        long stop;
+        assert_int_equal(swift_eval_prompter_encode(p, text, &ids, &n, &stop), 0);
+        assert_int_equal(stop, -1);
+        /* the loss path's ids end with the eos the prompt leaves open */
+        assert_int_equal(n + 1, nl);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(ids[i], loss[i]);
+        int llama = !strncmp(names[k], "llama3", 6);
+        assert_int_equal(ids[0] == 128000, llama);
+        if (k == 0) {
+            /* swift-preprocess --encode, HF's tokenizer(text): the same ids */
+            struct swift_tok_state *st = swift_tok_state_new(tok);
+            struct swift_tokens t = {0};
+            assert_int_equal(
+                swift_tokenizer_encode(
+                    st, text, strlen(text), SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_ADD_SPECIAL, &t),
+                0);
+            assert_int_equal(t.n, n);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(t.ids[i], ids[i]);
+            swift_tokens_release(&t);
+            swift_tok_state_free(st);
+        }
+        swift_eval_prompter_free(p);
+        swift_tokenizer_free(tok);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -505,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_gate),
         cmocka_unit_test(test_real_mmlu_dev),
         cmocka_unit_test(test_prompter),
+        cmocka_unit_test(test_prompter_plain_start_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
