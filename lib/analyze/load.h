@@ -68,6 +68,22 @@ struct swift_an_ev {
 
 enum swift_an_kind { SWIFT_AN_KINETO = 1, SWIFT_AN_SWIFT = 2 };
 
+/*
+ * Damage found in a line-oriented (JSONL) trace. A bad line (not JSON, not an object, trailing
+ * bytes after the event, or an event whose fields have the wrong type) is skipped and counted,
+ * and reading goes on with the next line; the first SWIFT_AN_BAD_SHOWN are named on stderr
+ * with file, line and what was wrong. A last line cut short without its newline (a writer
+ * killed mid-write) is not a bad line: it is the truncated tail, noted once. Files in the JSON
+ * Object/Array format have no lines to skip to: any damage there fails the file.
+ */
+#define SWIFT_AN_BAD_SHOWN 3
+struct swift_an_damage {
+    int lines;                          /* the walker reads one event per line */
+    long bad;                           /* bad lines skipped */
+    long first_bad[SWIFT_AN_BAD_SHOWN]; /* their line numbers (the first ones) */
+    long tail_line;                     /* > 0: line of the truncated last line */
+};
+
 #define SWIFT_AN_MAX_DEV 16
 
 /* One input file: one process (one rank of one stage, or one Kineto trace). */
@@ -93,6 +109,7 @@ struct swift_an_source {
     uint64_t bytes;   /* uncompressed bytes read */
     long nevents;     /* events seen (every ph) */
     long unknown_cat; /* our traces: events with a category outside the set */
+    struct swift_an_damage damage;
 };
 
 struct swift_an_set {
@@ -100,6 +117,7 @@ struct swift_an_set {
     struct swift_an_source *src;
     size_t n, cap;
     int nfailed;       /* files that could not be read */
+    long bad_lines;    /* bad lines skipped over all sources (swift_an_damage) */
     size_t kept;       /* events kept over all sources */
     size_t max_events; /* ceiling on kept events over all files (0: 1<<31) */
 };

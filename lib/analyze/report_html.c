@@ -343,11 +343,20 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
           "svg text{font:11px system-ui,sans-serif}</style></head><body>\n"
           "<h1>swift-trace-analyze report</h1>\n",
           fp);
+    size_t i;
+    json_t *p;
+    char dmg[256];
+    json_array_foreach(ps, i, p) if (swift_an_damage_text(p, dmg, sizeof(dmg)))
+    {
+        fputs("<p class=\"warn\">", fp);
+        html_esc(fp, swift_an_jstr(p, "path"));
+        fputs(": ", fp);
+        html_esc(fp, dmg);
+        fputs("</p>\n", fp);
+    }
     html_bottlenecks(fp, bs);
     html_breakdown(fp, ps);
     fputs("<h2>Worst steps per rank</h2>\n", fp);
-    size_t i;
-    json_t *p;
     json_array_foreach(ps, i, p) html_proc_steps(fp, p, top);
     html_kernels(fp, ps, top);
     html_ops(fp, ps);

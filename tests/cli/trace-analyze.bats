@@ -248,3 +248,78 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(jq '.processes[0].breakdown.us.forward' <<<"$output")" = 40000 ]
     [ "$(jq '[.bottlenecks[] | select(.rule == "data_stall")] | length' <<<"$output")" = 0 ]
 }
+
+# Our own traces, made by swift-train (no shared data needed).
+train_trace() { # train_trace OUT.jsonl [more swift-train flags]: 30 steps of the fixture model
+    local out=$1
+    shift
+    "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run-$(basename "$out")" \
+        --max-steps 30 --save-steps 100 --eval-steps 100 -j 1 --trace "$out" "$@" \
+        tests/fixtures/shards >/dev/null 2>&1
+}
+
+@test "a corrupt line in the middle of a real trace is skipped and counted; --strict fails with file:line" {
+    train_trace "$W/t.jsonl"
+    n=$(wc -l <"$W/t.jsonl")
+    mid=$((n / 2))
+    # line $mid is cut inside a string, as a torn write would leave it
+    awk -v m=$mid 'NR == m { print substr($0, 1, 20); next } 1' "$W/t.jsonl" >"$W/c.trace.jsonl"
+    run "$A" -f json -o "$W/r.json" "$W/c.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"swift-trace-analyze:$W/c.trace.jsonl:$mid: byte "*": the line ends inside a JSON value (line skipped)"* ]]
+    [ "$(json "$W/r.json" '.processes[0].steps')" = 30 ]
+    [ "$(json "$W/r.json" .bad_lines)" = 1 ]
+    [ "$(json "$W/r.json" '.processes[0].bad_line_numbers | map(tostring) | join(",")')" = "$mid" ]
+    [ "$(json "$W/r.json" '.processes[0].truncated_tail_line')" = null ]
+    run "$A" "$W/c.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: 1 bad line skipped (line $mid)"* ]]
+    run "$A" -f md "$W/c.trace.jsonl"
+    [[ "$output" == *"warning: 1 bad line skipped (line $mid)"* ]]
+    run "$A" -f html -o "$W/r.html" "$W/c.trace.jsonl"
+    grep -q "1 bad line skipped (line $mid)" "$W/r.html"
+    run "$A" --strict -o "$W/s.txt" "$W/c.trace.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "${lines[-1]}" == "swift-trace-analyze:$W/c.trace.jsonl:$mid: bad line (1 bad line in all inputs; --strict)" ]]
+    [ ! -e "$W/s.txt" ]
+    # many bad lines: the first 3 named, the count said
+    awk 'NR % 10 == 5 { print "x" $0; next } 1' "$W/t.jsonl" >"$W/m.trace.jsonl"
+    run "$A" -q -o "$W/m.txt" "$W/m.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '(line skipped)' <<<"$output")" = 3 ]
+    [[ "$output" == *"$W/m.trace.jsonl: $(((n + 5) / 10)) bad lines skipped in all (the first 3 named above)"* ]]
+}
+
+@test "a truncated last line is noted, not a bad line; --strict accepts it" {
+    train_trace "$W/t.jsonl"
+    n=$(wc -l <"$W/t.jsonl")
+    head -c -25 "$W/t.jsonl" >"$W/k.trace.jsonl"
+    run "$A" --strict -f json -o "$W/r.json" "$W/k.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: $W/k.trace.jsonl:$n: truncated last line ignored (was the writer killed?)"* ]]
+    [ "$(json "$W/r.json" '.processes[0].truncated_tail_line')" = "$n" ]
+    [ "$(json "$W/r.json" .bad_lines)" = 0 ]
+    run "$A" "$W/k.trace.jsonl"
+    [[ "$output" == *"warning: truncated last line $n ignored"* ]]
+}
+
+@test "an empty trace and a trace of garbage are named and fail (no data: exit 1)" {
+    : >"$W/e.trace.jsonl"
+    run "$A" "$W/e.trace.jsonl"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "swift-trace-analyze: $W/e.trace.jsonl: empty trace (no events)" ]
+    [ "${lines[-1]}" = "swift-trace-analyze: no trace could be read" ]
+    [[ "$output" != *"swift-?"* ]]
+    printf 'garbage\n\0\0\0\n{"not": "closed"\n' >"$W/g.trace.jsonl"
+    run "$A" "$W/g.trace.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"swift-trace-analyze:$W/g.trace.jsonl:1: byte 0: not a trace event (one JSON object per line) (line skipped)"* ]]
+    [[ "$output" == *"swift-trace-analyze: $W/g.trace.jsonl: no trace event could be read (3 bad lines)"* ]]
+    # beside a good trace: reported and skipped, the good one analysed; --strict fails
+    train_trace "$W/t.jsonl"
+    run "$A" -o "$W/r.txt" "$W/e.trace.jsonl" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: 1 input skipped, 1 analysed"* ]]
+    run "$A" --strict -o "$W/r.txt" "$W/e.trace.jsonl" "$W/t.jsonl"
+    [ "$status" -eq 1 ]
+}

@@ -294,11 +294,29 @@ static void test_loader_positions(void **state)
         "{\"ph\":\"X\",\"cat\":\"io\",\"na";
     assert_int_equal(swift_an_load_buffer(&set, "k.trace.jsonl", jl, strlen(jl)), 0);
     assert_int_equal(set.src[0].n, 1);
-    /* a line that is not JSON: file, line and byte */
+    assert_int_equal(set.src[0].damage.tail_line, 2);
+    assert_int_equal(set.src[0].damage.bad, 0);
+    /* a line that is not JSON: named with file, line and byte, skipped and counted; the lines
+     * after it are read (a line cut inside a string, an event with a bad field, trailing
+     * bytes and a non-object are bad lines too) */
     const char *bad =
         "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
-        "{\"ph\":\"X\" \"cat\":1}\n";
-    assert_int_equal(swift_an_load_buffer(&set, "b.trace.jsonl", bad, strlen(bad)), -1);
+        "{\"ph\":\"X\" \"cat\":1}\n"
+        "{\"ph\":\"X\",\"cat\":\"comp\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":\"x\",\"dur\":2}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"c\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":2} junk\n"
+        "[1,2]\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"d\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":2}\n";
+    assert_int_equal(swift_an_load_buffer(&set, "b.trace.jsonl", bad, strlen(bad)), 0);
+    assert_int_equal(set.src[1].n, 2);
+    assert_int_equal(set.src[1].damage.bad, 5);
+    assert_int_equal(set.src[1].damage.first_bad[0], 2);
+    assert_int_equal(set.src[1].damage.first_bad[1], 3);
+    assert_int_equal(set.src[1].damage.first_bad[2], 4);
+    assert_int_equal(set.src[1].damage.tail_line, 0);
+    /* empty, and nothing but bad lines: the file fails */
+    assert_int_equal(swift_an_load_buffer(&set, "e.trace.jsonl", "", 0), -1);
+    assert_int_equal(swift_an_load_buffer(&set, "g.trace.jsonl", "x\ny\n", 4), -1);
     /* an unknown category in our own trace is named */
     const char *unk =
         "{\"ph\":\"X\",\"cat\":\"bogus\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n";
@@ -306,10 +324,16 @@ static void test_loader_positions(void **state)
     fflush(fp);
     assert_non_null(strstr(msgbuf, "k.trace.jsonl:2: truncated last line ignored"));
     assert_non_null(strstr(msgbuf, "swift-trace-analyze:b.trace.jsonl:2: byte 78: "));
+    assert_non_null(strstr(msgbuf, "b.trace.jsonl:3: byte 83: the line ends inside a JSON value"));
+    assert_non_null(strstr(msgbuf, "b.trace.jsonl: 5 bad lines skipped in all"));
+    assert_null(strstr(msgbuf, "b.trace.jsonl:5:")); /* only the first 3 are named */
+    assert_non_null(strstr(msgbuf, "swift-trace-analyze: e.trace.jsonl: empty trace (no events)"));
+    assert_non_null(strstr(msgbuf, "g.trace.jsonl: no trace event could be read (2 bad lines)"));
     assert_non_null(strstr(msgbuf, "u.trace.jsonl:1: byte 0: unknown category \"bogus\""));
     release(fp);
-    assert_int_equal(set.n, 2);
-    assert_int_equal(set.nfailed, 1);
+    assert_int_equal(set.n, 3);
+    assert_int_equal(set.nfailed, 2);
+    assert_int_equal(set.bad_lines, 5);
     swift_an_set_release(&set);
 }
 
