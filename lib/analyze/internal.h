@@ -169,6 +169,9 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
 json_t *swift_an_argv_set(json_t *argv, const char *opt, const char *value);
 /* The argv array as one shell-quoted command line (malloc'ed). */
 char *swift_an_argv_quote(json_t *argv);
+/* A copy of argv whose output (-o, --output-dir, --output) and --trace are new names that do
+ * not exist yet, so a remedy never walks into the traced run (see cmdline.c); caller decrefs. */
+json_t *swift_an_argv_fresh(json_t *argv);
 /* Current integer value of option `opt` in argv ("--opt N", "--opt=N", '_' for '-'), or dflt. */
 long swift_an_argv_long(json_t *argv, const char *opt, long dflt);
 

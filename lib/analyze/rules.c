@@ -212,7 +212,7 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
             snprintf(v2, sizeof(v2), "%ld", p2);
             json_t *a1 = swift_an_argv_set(argv, "num-workers", v1);
             json_t *a2 = swift_an_argv_set(a1, "prefetch", v2);
-            cmd = swift_an_argv_quote(a2);
+            cmd = swift_an_argv_command(a2);
             json_decref(a1);
             json_decref(a2);
         }

@@ -253,7 +253,9 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
 train_trace() { # train_trace OUT.jsonl [more swift-train flags]: 30 steps of the fixture model
     local out=$1
     shift
-    "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run-$(basename "$out")" \
+    local b
+    b=$(basename "$out" .jsonl)
+    "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run-$b" \
         --max-steps 30 --save-steps 100 --eval-steps 100 -j 1 --trace "$out" "$@" \
         tests/fixtures/shards >/dev/null 2>&1
 }
@@ -322,4 +324,19 @@ train_trace() { # train_trace OUT.jsonl [more swift-train flags]: 30 steps of th
     [[ "$output" == *"warning: 1 input skipped, 1 analysed"* ]]
     run "$A" --strict -o "$W/r.txt" "$W/e.trace.jsonl" "$W/t.jsonl"
     [ "$status" -eq 1 ]
+}
+
+@test "a remedy's command never walks into the traced run: new -o and new --trace" {
+    train_trace "$W/slow.jsonl" --data-delay-ms 20
+    run "$A" -f json -o "$W/r.json" "$W/slow.jsonl"
+    [ "$status" -eq 0 ]
+    cmd=$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall") | .command')
+    [[ "$cmd" == *" -o $W/run-slow-2 "* ]]
+    [[ "$cmd" == *" --trace $W/slow-2.jsonl "* ]]
+    [[ "$cmd" != *" -o $W/run-slow "* ]]
+    # the first remedy was run: the next one names the next free directory
+    mkdir "$W/run-slow-2"
+    run "$A" -f json -o "$W/r.json" "$W/slow.jsonl"
+    cmd=$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall") | .command')
+    [[ "$cmd" == *" -o $W/run-slow-3 "* ]]
 }

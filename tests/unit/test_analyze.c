@@ -4,6 +4,7 @@
 #include "lib/analyze/breakdown.h"
 #include "lib/analyze/rules.h"
 #include "lib/core/error.h"
+#include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
 #include <setjmp.h>
@@ -72,6 +73,63 @@ static void test_argv_with(void **state)
     assert_string_equal(s, "swift-train --save_steps=10 --lr 1e-4 'my dir' --num-workers 4");
     free(s);
     json_decref(a);
+}
+
+/* A remedy's command never names the traced run's output or trace: new ones that do not exist
+ * yet, in every spelling of the options. */
+static void test_argv_fresh_outputs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_analyze_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char run[256], run2[256], tr[256], cmd[1024];
+    snprintf(run, sizeof(run), "%s/runs/a", dir);
+    snprintf(run2, sizeof(run2), "%s/runs/a-2", dir);
+    snprintf(tr, sizeof(tr), "%s/t.trace.jsonl", dir);
+    json_t *a = json_pack("[s,s,s,s,s,s]", "swift-train", "-o", run, "--trace", tr, "s/");
+    char *s = swift_an_argv_with(a, "save-steps", "40");
+    snprintf(cmd,
+             sizeof(cmd),
+             "swift-train -o %s/runs/a-2 --trace %s/t-2.trace.jsonl s/ --save-steps 40",
+             dir,
+             dir);
+    assert_string_equal(s, cmd);
+    free(s);
+    /* runs/a-2 exists (the user ran the first remedy): a-3; a trace inside the run moves
+     * with it; --output-dir=, -oDIR and --trace DIR/ spellings */
+    assert_int_equal(swift_mkdirs(run2, 0755), 0);
+    json_decref(a);
+    char tin[300], eq[300];
+    snprintf(tin, sizeof(tin), "%s/trace.jsonl", run);
+    snprintf(eq, sizeof(eq), "--output_dir=%s/", run);
+    a = json_pack("[s,s,s,s,s]", "swift-train", eq, "--trace", tin, "s/");
+    s = swift_an_argv_command(a);
+    snprintf(cmd,
+             sizeof(cmd),
+             "swift-train --output_dir=%s/runs/a-3 --trace %s/runs/a-3/trace.jsonl s/",
+             dir,
+             dir);
+    assert_string_equal(s, cmd);
+    free(s);
+    json_decref(a);
+    snprintf(eq, sizeof(eq), "-o%s", run2);
+    snprintf(tin, sizeof(tin), "%s/", dir);
+    a = json_pack("[s,s,s,s,s]", "swift-preprocess", eq, "--trace", tin, "d.jsonl");
+    s = swift_an_argv_command(a);
+    snprintf(cmd, sizeof(cmd), "swift-preprocess -o%s/runs/a-3 --trace %s-2/ d.jsonl", dir, dir);
+    assert_string_equal(s, cmd);
+    free(s);
+    json_decref(a);
+    /* nothing to rename: unchanged */
+    a = json_pack("[s,s]", "swift-train", "s/");
+    s = swift_an_argv_command(a);
+    assert_string_equal(s, "swift-train s/");
+    free(s);
+    json_decref(a);
+    rmdir(run2);
+    snprintf(run2, sizeof(run2), "%s/runs", dir);
+    rmdir(run2);
+    rmdir(dir);
 }
 
 /* Write a real trace with lib/trace: 4 steps of 100 ms (30 ms data_wait, 30 forward, 30
@@ -343,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_intervals),
         cmocka_unit_test(test_kernel_types),
         cmocka_unit_test(test_argv_with),
+        cmocka_unit_test(test_argv_fresh_outputs),
         cmocka_unit_test(test_our_trace_end_to_end),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_loader_positions),
