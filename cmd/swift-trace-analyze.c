@@ -2,6 +2,7 @@
 #include "lib/analyze/analyze.h"
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
@@ -126,6 +127,7 @@ static int is_json_trace(const char *s)
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     struct swift_analyze_opts o;
     swift_analyze_opts_default(&o);

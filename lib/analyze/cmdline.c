@@ -263,6 +263,24 @@ char *swift_an_argv_with(json_t *argv, const char *opt, const char *value)
     return s;
 }
 
+json_t *swift_an_argv_drop_short(json_t *argv, char c)
+{
+    json_t *out = json_array();
+    size_t n = json_array_size(argv);
+    for (size_t i = 0; i < n; i++) {
+        const char *w = json_string_value(json_array_get(argv, i));
+        if (!w)
+            continue;
+        if (i > 0 && w[0] == '-' && w[1] == c) {
+            if (!w[2])
+                i++; /* "-c V": the value too */
+            continue;
+        }
+        json_array_append_new(out, json_string(w));
+    }
+    return out;
+}
+
 /* swift_an_argv_long: see internal.h. */
 long swift_an_argv_long(json_t *argv, const char *opt, long dflt)
 {

@@ -172,6 +172,8 @@ char *swift_an_argv_quote(json_t *argv);
 /* A copy of argv whose output (-o, --output-dir, --output) and --trace are new names that do
  * not exist yet, so a remedy never walks into the traced run (see cmdline.c); caller decrefs. */
 json_t *swift_an_argv_fresh(json_t *argv);
+/* A new argv array without the short option -c ("-c V" or "-cV"); caller decrefs. */
+json_t *swift_an_argv_drop_short(json_t *argv, char c);
 /* Current integer value of option `opt` in argv ("--opt N", "--opt=N", '_' for '-'), or dflt. */
 long swift_an_argv_long(json_t *argv, const char *opt, long dflt);
 

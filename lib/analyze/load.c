@@ -169,6 +169,12 @@ static void swift_meta(struct swift_an_source *s, json_t *a)
         json_decref(s->argv);
         s->argv = json_incref(v);
     }
+    if (json_is_integer(v = json_object_get(a, "omp_threads")))
+        s->omp_threads = (int)json_integer_value(v);
+    if (json_is_string(v = json_object_get(a, "omp_wait_policy")))
+        set_str(&s->omp_wait_policy, json_string_value(v));
+    if (json_is_string(v = json_object_get(a, "device")))
+        set_str(&s->device, json_string_value(v));
 }
 
 static void note_memory(struct swift_an_source *s, int dev, double bytes, double ts)
@@ -465,6 +471,8 @@ static void source_release(struct swift_an_source *s)
     free(s->process_name);
     free(s->trace_name);
     free(s->time_unit);
+    free(s->omp_wait_policy);
+    free(s->device);
     json_decref(s->argv);
     json_decref(s->meta);
     free(s->ev);

@@ -95,6 +95,9 @@ struct swift_an_source {
     int64_t pid;
     double clock_offset_us; /* swift_meta: this host minus rank 0 */
     json_t *argv;           /* swift_meta.argv (array of strings) or NULL; owned */
+    int omp_threads;        /* swift_meta.omp_threads, 0 when unknown */
+    char *omp_wait_policy;  /* swift_meta.omp_wait_policy or NULL; owned */
+    char *device;           /* swift_meta.device ("cpu", "cuda:0") or NULL; owned */
     json_t *meta;           /* Kineto top-level keys other than traceEvents; owned */
     char *trace_name, *time_unit;
     double base_time_ns;

@@ -340,3 +340,41 @@ train_trace() { # train_trace OUT.jsonl [more swift-train flags]: 30 steps of th
     cmd=$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall") | .command')
     [[ "$cmd" == *" -o $W/run-slow-3 "* ]]
 }
+
+# A real trace with every 4th optimizer span made $2 µs longer (its step too, later events
+# shifted): what a machine where the threads wait for cores looks like, deterministically.
+stretch_optimizer() { # stretch_optimizer IN OUT DELTA_US
+    jq -c -s --argjson D "$3" '
+        ([.[] | select(.ph == "X" and .name == "optimizer") | .ts] | sort
+            | to_entries | map(select(.key % 4 == 0) | .value)) as $S
+        | .[]
+        | if .ph == "M" then . else
+            .ts as $t | (.dur // 0) as $d
+            | .ts = $t + $D * ([$S[] | select(. < $t)] | length)
+            | if .ph == "X" and .name == "optimizer" and ($S | index($t)) != null then .dur += $D
+              elif .ph == "X" and .name == "step" and ([$S[] | select(. >= $t and . < $t + $d)] | length) > 0 then .dur += $D
+              else . end
+          end' "$1" >"$2"
+}
+
+@test "oversubscription: a real run's trace records threads and wait policy; slow optimizer steps name the phase and the remedy" {
+    train_trace "$W/t.jsonl" -j 2
+    # swift_meta says how the threads waited: our default, or the user's choice
+    [ "$(jq -r 'select(.name == "swift_meta") | "\(.args.omp_threads) \(.args.omp_wait_policy)"' "$W/t.jsonl")" = "2 passive (default)" ]
+    OMP_WAIT_POLICY=active train_trace "$W/a.jsonl" -j 2
+    [ "$(jq -r 'select(.name == "swift_meta") | .args.omp_wait_policy' "$W/a.jsonl")" = active ]
+    stretch_optimizer "$W/a.jsonl" "$W/s.jsonl" 2000000
+    run "$A" -f json -o "$W/r.json" "$W/s.jsonl"
+    [ "$status" -eq 0 ]
+    b='.bottlenecks[] | select(.rule == "oversubscription")'
+    [ "$(json "$W/r.json" "$b | .severity")" = critical ]
+    [ "$(json "$W/r.json" "$b | .evidence | \"\(.phase) \(.omp_threads) \(.omp_wait_policy) \(.steps)\"")" = "optimizer 2 active 30" ]
+    [ "$(json "$W/r.json" "$b | .evidence.p90_us > 2000000")" = true ]
+    json "$W/r.json" "$b | .summary" | grep -q "^optimizer time varies between identical steps: median .*, p90 2.* s (.*x), .*2 OpenMP threads, wait policy active"
+    cmd=$(json "$W/r.json" "$b | .command")
+    [[ "$cmd" == "OMP_WAIT_POLICY=passive "*" --threads 1" ]]
+    [[ "$cmd" != *" -j 2 "* && "$cmd" == *" -o $W/run-a-2 "* ]]
+    run "$A" "$W/s.jsonl"
+    [[ "$output" == *"[CRITICAL] oversubscription"* ]]
+    [[ "$output" == *"remedy: OpenMP threads spin while they wait"*"OMP_WAIT_POLICY=passive"* ]]
+}

@@ -339,6 +339,119 @@ static void test_more_rules(void **state)
     swift_an_set_release(&set);
 }
 
+/* 10 steps of 10 ms: forward 3 ms, backward 3 ms, optimizer opt_us, except every `every`-th
+ * step whose optimizer takes slow_us (the step grows with it). */
+static json_t *oversub_report(const char *meta_args, double opt_us, double slow_us, int every,
+                              const struct swift_analyze_opts *o)
+{
+    char *buf = malloc(1 << 16);
+    size_t n =
+        (size_t)snprintf(buf,
+                         1 << 16,
+                         "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":5,\"tid\":5,\"ts\":0,"
+                         "\"args\":{\"stage\":\"train\",%s}}\n",
+                         meta_args);
+    double t = 1000;
+    for (int s = 1; s <= 10; s++) {
+        double opt = every && s % every == 0 ? slow_us : opt_us;
+        double dur = 6000 + opt + 100;
+        n += (size_t)snprintf(
+            buf + n,
+            (1 << 16) - n,
+            "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":5,\"tid\":5,\"ts\":%.0f,"
+            "\"dur\":%.0f,\"args\":{\"step\":%d}}\n"
+            "{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"forward\",\"pid\":5,\"tid\":5,"
+            "\"ts\":%.0f,\"dur\":3000}\n"
+            "{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"backward\",\"pid\":5,\"tid\":5,"
+            "\"ts\":%.0f,\"dur\":3000}\n"
+            "{\"ph\":\"X\",\"cat\":\"optim\",\"name\":\"optimizer\",\"pid\":5,\"tid\":5,"
+            "\"ts\":%.0f,\"dur\":%.0f}\n",
+            t,
+            dur,
+            s,
+            t,
+            t + 3000,
+            t + 6000,
+            opt);
+        t += dur + 10;
+    }
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    assert_int_equal(swift_an_load_buffer(&set, "o.trace.jsonl", buf, n), 0);
+    free(buf);
+    struct swift_an_proc *procs;
+    size_t np;
+    swift_an_procs_build(&set, o, &procs, &np);
+    json_t *r = swift_an_report_build(&set, procs, np, o);
+    swift_an_procs_free(procs, np);
+    swift_an_set_release(&set);
+    return r;
+}
+
+/* oversubscription: a host phase's p90 far above its median, with a share of the step */
+static void test_oversubscription(void **state)
+{
+    (void)state;
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    const char *meta = "\"omp_threads\":4,\"omp_wait_policy\":\"spin, then sleep\","
+                       "\"argv\":[\"swift-train\",\"-j\",\"4\",\"-o\",\"/nonexistent/r\",\"s/\"]";
+    /* optimizer 1 ms, 100 ms in 2 of 10 steps: p90 100x the median, 18% of the mean step */
+    json_t *r = oversub_report(meta, 1000, 100000, 5, &o);
+    json_t *b = find_rule(r, "oversubscription");
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "severity")), "critical");
+    json_t *ev = json_object_get(b, "evidence");
+    assert_string_equal(json_string_value(json_object_get(ev, "phase")), "optimizer");
+    assert_true(json_real_value(json_object_get(ev, "median_us")) == 1000);
+    assert_true(json_real_value(json_object_get(ev, "p90_us")) == 100000);
+    assert_true(json_real_value(json_object_get(b, "value")) == 100);
+    assert_int_equal(json_integer_value(json_object_get(ev, "omp_threads")), 4);
+    assert_non_null(strstr(json_string_value(json_object_get(b, "summary")),
+                           "optimizer time varies between identical steps: median 1.00 ms, p90 "
+                           "100.00 ms (100.0x)"));
+    assert_non_null(strstr(json_string_value(json_object_get(b, "summary")),
+                           "4 OpenMP threads, wait policy spin, then sleep"));
+    /* the run spun: passive waiting and half the threads, into a new run directory */
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "OMP_WAIT_POLICY=passive swift-train -o /nonexistent/r-2 s/ --threads 2");
+    assert_non_null(strstr(json_string_value(json_object_get(b, "remedy")), "OMP_WAIT_POLICY"));
+    json_decref(r);
+    /* 2.5x: under the default threshold of 3; --threshold oversubscription=2 makes it a warn */
+    r = oversub_report(meta, 1000, 2500, 5, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+    struct swift_analyze_opts o2 = o;
+    assert_int_equal(swift_an_threshold_set(&o2.th, "oversubscription=2"), 0);
+    r = oversub_report(meta, 1000, 2500, 5, &o2);
+    b = find_rule(r, "oversubscription");
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "severity")), "warn");
+    json_decref(r);
+    /* a wide spread in a phase too small to matter (10 us median, 300 us in 2 steps: 1% of
+     * the step) is not reported; nor is one slow step in 10 (p90 = the median) */
+    r = oversub_report(meta, 10, 300, 5, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+    r = oversub_report(meta, 1000, 100000, 10, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+    /* passive already (our default): fewer threads, no environment prefix; a GPU run: none */
+    r = oversub_report("\"omp_threads\":2,\"omp_wait_policy\":\"passive (default)\","
+                       "\"argv\":[\"swift-train\",\"--threads\",\"2\",\"s/\"]",
+                       1000,
+                       100000,
+                       5,
+                       &o);
+    b = find_rule(r, "oversubscription");
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "swift-train --threads 1 s/");
+    json_decref(r);
+    r = oversub_report("\"device\":\"cuda:0\"", 1000, 100000, 5, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+}
+
 static void test_loader_positions(void **state)
 {
     (void)state;
@@ -406,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_loader_positions),
         cmocka_unit_test(test_more_rules),
+        cmocka_unit_test(test_oversubscription),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
