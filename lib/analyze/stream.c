@@ -390,8 +390,28 @@ static int give_event(struct walker *w, size_t b, size_t e, long line)
     return 0;
 }
 
-/* After an event at p: 1 when only blanks follow up to a newline or the end of input, 0 when
- * other bytes follow, -1 when the buffer ends first (more must be read to know). */
+/* JSONL: past the rest of the line (to its newline, left for skip_ws to count). */
+static void skip_line(struct rd *r)
+{
+    for (int c; (c = rd_peek(r)) >= 0 && c != '\n';) {
+        r->pos++;
+        r->keep = r->pos;
+    }
+}
+
+/* JSONL: a line that is not an event, named in file order (after the events before it). */
+static int bad_line(struct walker *w, long line, uint64_t off, const char *what)
+{
+    if (w->npend && flush_events(w) < 0)
+        return -1;
+    swift_an_damage_note(w->dmg, w->r->name, line, "byte %llu: %s", (unsigned long long)off, what);
+    skip_line(w->r);
+    w->r->keep = w->r->pos;
+    return 0;
+}
+
+/* After an event at p: 1 when only blanks follow up to a newline, 0 when other bytes follow,
+ * -1 when the buffer ends first (the end of input, where fast_event calls it). */
 static int rest_of_line(const char *p, const char *end)
 {
     while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
@@ -418,13 +438,18 @@ static int fast_event(struct walker *w, long line)
     }
     if (r->pos >= r->len || r->buf[r->pos] != '{')
         return 0;
+    /* JSONL: the whole line must be in the buffer, as the scanner writes into what it reads */
+    if (r->jsonl && !r->eof && !memchr(r->buf + r->pos, '\n', r->len - r->pos))
+        return 0;
     struct swift_an_fev fe;
     size_t used;
     long nl;
     if (swift_an_fast_parse(r->buf + r->pos, r->len - r->pos, &fe, &used, &nl, r->jsonl) < 0)
         return 0;
-    if (r->jsonl && rest_of_line(r->buf + r->pos + used, r->buf + r->len) != 1)
-        return 0; /* trailing bytes, or the line goes on past the buffer: the slow path */
+    if (r->jsonl && rest_of_line(r->buf + r->pos + used, r->buf + r->len) == 0)
+        return bad_line(w, line, r->base + r->pos + used, "unexpected data after the event") < 0
+                   ? -1
+                   : 1;
     if (w->npend && flush_events(w) < 0)
         return -1;
     uint64_t off = r->base + r->pos;
@@ -474,15 +499,6 @@ static int walk_array(struct walker *w)
     }
 }
 
-/* JSONL: past the rest of the line (to its newline, left for skip_ws to count). */
-static void skip_line(struct rd *r)
-{
-    for (int c; (c = rd_peek(r)) >= 0 && c != '\n';) {
-        r->pos++;
-        r->keep = r->pos;
-    }
-}
-
 /* JSONL: after a value, only blanks up to the newline? (reads more as needed; the value's
  * bytes stay at r->keep) */
 static int line_ends(struct rd *r)
@@ -495,17 +511,6 @@ static int line_ends(struct rd *r)
             return 0;
         r->pos++;
     }
-}
-
-/* JSONL: a line that is not an event, named in file order (after the events before it). */
-static int bad_line(struct walker *w, long line, uint64_t off, const char *what)
-{
-    if (w->npend && flush_events(w) < 0)
-        return -1;
-    swift_an_damage_note(w->dmg, w->r->name, line, "byte %llu: %s", (unsigned long long)off, what);
-    skip_line(w->r);
-    w->r->keep = w->r->pos;
-    return 0;
 }
 
 static int walk_jsonl(struct walker *w)

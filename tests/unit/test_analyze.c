@@ -485,6 +485,15 @@ static void test_loader_positions(void **state)
     assert_int_equal(set.src[1].damage.first_bad[1], 3);
     assert_int_equal(set.src[1].damage.first_bad[2], 4);
     assert_int_equal(set.src[1].damage.tail_line, 0);
+    /* a whole last line without its newline is an event, not a truncated tail; bytes after an
+     * event make its line bad */
+    const char *nonl =
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2} x\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":2}";
+    assert_int_equal(swift_an_load_buffer(&set, "n.trace.jsonl", nonl, strlen(nonl)), 0);
+    assert_int_equal(set.src[2].n, 1);
+    assert_int_equal(set.src[2].damage.bad, 1);
+    assert_int_equal(set.src[2].damage.tail_line, 0);
     /* empty, and nothing but bad lines: the file fails */
     assert_int_equal(swift_an_load_buffer(&set, "e.trace.jsonl", "", 0), -1);
     assert_int_equal(swift_an_load_buffer(&set, "g.trace.jsonl", "x\ny\n", 4), -1);
@@ -497,14 +506,17 @@ static void test_loader_positions(void **state)
     assert_non_null(strstr(msgbuf, "swift-trace-analyze:b.trace.jsonl:2: byte 78: "));
     assert_non_null(strstr(msgbuf, "b.trace.jsonl:3: byte 83: the line ends inside a JSON value"));
     assert_non_null(strstr(msgbuf, "b.trace.jsonl: 5 bad lines skipped in all"));
+    assert_non_null(
+        strstr(msgbuf, "n.trace.jsonl:1: byte 63: unexpected data after the event (line skipped)"));
+    assert_null(strstr(msgbuf, "n.trace.jsonl:2"));
     assert_null(strstr(msgbuf, "b.trace.jsonl:5:")); /* only the first 3 are named */
     assert_non_null(strstr(msgbuf, "swift-trace-analyze: e.trace.jsonl: empty trace (no events)"));
     assert_non_null(strstr(msgbuf, "g.trace.jsonl: no trace event could be read (2 bad lines)"));
     assert_non_null(strstr(msgbuf, "u.trace.jsonl:1: byte 0: unknown category \"bogus\""));
     release(fp);
-    assert_int_equal(set.n, 3);
+    assert_int_equal(set.n, 4);
     assert_int_equal(set.nfailed, 2);
-    assert_int_equal(set.bad_lines, 5);
+    assert_int_equal(set.bad_lines, 6);
     swift_an_set_release(&set);
 }
 
