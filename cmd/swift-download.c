@@ -2,6 +2,7 @@
 #include "lib/core/cli.h"
 #include "lib/download/download.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/core/fileio.h"
 #include "lib/download/hub.h"
 #include "lib/core/trace.h"
@@ -102,6 +103,7 @@ static const struct swift_command command = {
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     /* a file-size limit (ulimit -f) becomes a write error, reported like a full disk */
     signal(SIGXFSZ, SIG_IGN);

@@ -1,6 +1,7 @@
 /* swift-eval: loss/perplexity, multiple choice and generation benchmarks, regression gates. */
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/eval/eval.h"
 #include "lib/eval/run.h"
 #include "lib/core/fileio.h"
@@ -100,6 +101,7 @@ static const struct swift_command command = {
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     struct cli c = {0};
     swift_eval_opts_init(&c.o);

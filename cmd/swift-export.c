@@ -1,6 +1,7 @@
 /* swift-export: merge LoRA adapters, write llama.cpp GGUF (and an ollama Modelfile), quantize. */
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/export/export.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
@@ -105,6 +106,7 @@ static int check(const struct cli *c, int noperands)
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     struct cli c = {.o = {.group_size = 128,
                           .method = "rtn",

@@ -3,6 +3,7 @@
 #include "lib/core/cli.h"
 #include "lib/core/record.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 #include "lib/preprocess/preprocess.h"
@@ -254,6 +255,7 @@ static int check_modes(const struct cli *c)
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     struct cli c = {.o = {.max_length = 2048, .seed = 42, .shard_tokens = 1ull << 24}};
     int argi;

@@ -2,6 +2,7 @@
 #include "lib/analyze/analyze.h"
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
@@ -66,7 +67,8 @@ static const struct swift_option options[] = {
         0, "threshold", threshold, "RULE=VALUE",
         "set a rule's threshold, e.g. data_stall=15 (repeatable; see docs/bottlenecks.md)"),
     SWIFT_OPT_FLAG(0, "strict", F(strict),
-                   "fail when any input cannot be read (default: report it, analyse the rest)"),
+                   "fail when any input cannot be read or has a bad line (default: report it, "
+                   "analyse the rest)"),
     SWIFT_OPT_INT(0, "top", F(top), 1, 1000, "N",
                   "rows in every table (per-op, phases, kernels, host operations) and worst-span "
                   "lists (default 5)",
@@ -107,7 +109,11 @@ static const struct swift_command command = {
         "docs/bottlenecks.md\n"
         "with evidence and the remedy (the exact new command line when the trace recorded it).\n"
         "A damaged input is reported with its file and byte offset and the others are analysed.\n"
-        "Exit status: 0 ok, 1 no input readable, --strict failure or --fail-on hit, 2 usage error.",
+        "A bad line of a JSONL trace is skipped and counted (the first 3 named with file:line,\n"
+        "the count in the report); a truncated last line (a writer killed mid-write) is noted.\n"
+        "An empty trace, or one with no readable event, is an input that cannot be read.\n"
+        "Exit status: 0 ok, 1 no input readable, --strict failure (an input unreadable or a bad\n"
+        "line; a truncated last line is not one) or --fail-on hit, 2 usage error.",
     .examples =
         "  swift-trace-analyze runs/trace/\n"
         "  swift-trace-analyze --format html -o report.html worker0.pt.trace.json.gz\n"
@@ -122,6 +128,7 @@ static int is_json_trace(const char *s)
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     struct swift_analyze_opts o;
     swift_analyze_opts_default(&o);

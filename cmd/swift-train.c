@@ -7,6 +7,7 @@
 
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
+#include "lib/core/omp.h"
 #include "lib/model/model_init.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
@@ -192,6 +193,7 @@ static int train(const struct swift_train_opts *o)
 
 int main(int argc, char **argv)
 {
+    swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
     struct cli c = {0};
     swift_train_opts_init(&c.o);

@@ -685,6 +685,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
     json_object_set_new(j, "world_size", json_integer(s->world_size > 0 ? s->world_size : 1));
     json_object_set_new(j, "host", s->host ? json_string(s->host) : json_null());
     json_object_set_new(j, "events", json_integer((json_int_t)s->n));
+    swift_an_damage_json(j, &s->damage);
     json_object_set_new(j, "wall_us", num(r3(p->t1 - p->t0)));
     json_object_set_new(j, "t0", num(p->t0));
     json_object_set_new(j, "steps", json_integer((json_int_t)p->nsteps));
@@ -755,6 +756,7 @@ json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift
             t1 = procs[i].t1;
     }
     json_object_set_new(r, "inputs_failed", json_integer(set->nfailed));
+    json_object_set_new(r, "bad_lines", json_integer(set->bad_lines));
     json_object_set_new(r, "wall_us", n ? num(r3(t1 - t0)) : json_null());
     json_object_set_new(r, "processes", ps);
     json_object_set_new(r, "bottlenecks", json_array());
@@ -791,6 +793,11 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
         struct swift_targ a[] = {SWIFT_TARG_S("path", o->paths[i]),
                                  SWIFT_TARG_I("events", (int64_t)set.kept)};
         swift_trace_span("io", "load", t0, swift_trace_now(), a, 2);
+    }
+    if (set.bad_lines && o->strict) {
+        swift_an_damage_strict(&set);
+        swift_an_set_release(&set);
+        return SWIFT_FAILED;
     }
     if (set.nfailed && o->strict) {
         swift_error(

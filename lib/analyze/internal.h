@@ -33,12 +33,19 @@ static inline void swift_an_sort_r(void *base, size_t n, size_t size,
 /* Called instead of the jansson callback for an event the fast scanner read (scan.c). */
 typedef int (*swift_an_fast_fn)(void *ctx, const struct swift_an_fev *fe, uint64_t off, long line);
 /* swift_an_stream_file/_buffer (load.h) with a fast path: events the scanner reads go to
- * fast_fn, the others (and every event when fast_fn is NULL) through jansson to fn. */
+ * fast_fn, the others (and every event when fast_fn is NULL) through jansson to fn. Bad lines
+ * of a JSONL file are skipped; with dmg they are counted and named there (load.h), without it
+ * skipped silently (--merge re-reads files the loader has already reported). */
 int swift_an_stream_file_fast(const char *path, swift_an_event_fn fn, swift_an_fast_fn fast_fn,
-                              swift_an_meta_fn meta_fn, void *ctx);
+                              swift_an_meta_fn meta_fn, void *ctx, struct swift_an_damage *dmg);
 int swift_an_stream_buffer_fast(const char *name, const void *data, size_t len,
                                 swift_an_event_fn fn, swift_an_fast_fn fast_fn,
-                                swift_an_meta_fn meta_fn, void *ctx);
+                                swift_an_meta_fn meta_fn, void *ctx, struct swift_an_damage *dmg);
+/* Count one bad line at `line` of `path` in d (may be NULL: nothing counted or said) and name
+ * it on stderr ("prog:FILE:LINE: WHAT (line skipped)") while fewer than SWIFT_AN_BAD_SHOWN
+ * were. Returns 0 (the caller goes on with the next line). */
+int swift_an_damage_note(struct swift_an_damage *d, const char *path, long line, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
 /* A ".jsonl" name: one event per line (our traces). */
 int swift_an_name_is_jsonl(const char *name);
 
@@ -48,6 +55,17 @@ int swift_an_name_is_jsonl(const char *name);
  * too (JSONL). */
 int swift_an_fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *used, long *nl,
                         int one_line);
+
+/* ---------- load.c: damaged lines in the report ---------- */
+
+/* A process's damage into its report object: "bad_lines", "bad_line_numbers" (the first
+ * ones), "truncated_tail_line" (null when whole). */
+void swift_an_damage_json(json_t *proc, const struct swift_an_damage *d);
+/* The report's one-line note on a process's damage ("2 bad lines skipped (lines 17, 40)"),
+ * into b; NULL when the file was whole. */
+const char *swift_an_damage_text(json_t *proc, char *b, size_t n);
+/* --strict with bad lines: the error naming the first one and the count. */
+void swift_an_damage_strict(const struct swift_an_set *set);
 
 /* ---------- kineto.c + tensorboard.c ---------- */
 
@@ -170,6 +188,11 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
 json_t *swift_an_argv_set(json_t *argv, const char *opt, const char *value);
 /* The argv array as one shell-quoted command line (malloc'ed). */
 char *swift_an_argv_quote(json_t *argv);
+/* A copy of argv whose output (-o, --output-dir, --output) and --trace are new names that do
+ * not exist yet, so a remedy never walks into the traced run (see cmdline.c); caller decrefs. */
+json_t *swift_an_argv_fresh(json_t *argv);
+/* A new argv array without the short option -c ("-c V" or "-cV"); caller decrefs. */
+json_t *swift_an_argv_drop_short(json_t *argv, char c);
 /* Current integer value of option `opt` in argv ("--opt N", "--opt=N", '_' for '-'), or dflt. */
 long swift_an_argv_long(json_t *argv, const char *opt, long dflt);
 

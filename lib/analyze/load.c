@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,12 @@ static void swift_meta(struct swift_an_source *s, json_t *a)
         json_decref(s->argv);
         s->argv = json_incref(v);
     }
+    if (json_is_integer(v = json_object_get(a, "omp_threads")))
+        s->omp_threads = (int)json_integer_value(v);
+    if (json_is_string(v = json_object_get(a, "omp_wait_policy")))
+        set_str(&s->omp_wait_policy, json_string_value(v));
+    if (json_is_string(v = json_object_get(a, "device")))
+        set_str(&s->device, json_string_value(v));
 }
 
 static void note_memory(struct swift_an_source *s, int dev, double bytes, double ts)
@@ -315,6 +322,24 @@ static void record_comm(struct swift_an_set *set, struct swift_an_source *s, str
     ev->comm = (uint32_t)s->ncomm++;
 }
 
+/* An event with fields of the wrong kind: in a JSONL trace a bad line, counted and skipped
+ * (returns 0); in a JSON trace the file's error (-1). */
+static int bad_field(struct loadctx *c, long line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad_field(struct loadctx *c, long line, const char *fmt, ...)
+{
+    struct swift_an_source *s = c->s;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (!s->damage.lines)
+        return swift_error_at(s->path, line, "%s", msg);
+    s->nevents--; /* not an event after all */
+    return swift_an_damage_note(&s->damage, s->path, line, "%s", msg);
+}
+
 /* A complete ("X") event at ts: checked, then kept as a compact record. */
 static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *e, uint64_t off,
                        long line, const char *nm, double ts, int real)
@@ -323,17 +348,15 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
     struct swift_an_source *s = c->s;
     double dur = 0;
     if (f->dur.t == SWIFT_AN_FV_NONE)
-        return swift_error_at(s->path,
-                              line,
-                              "byte %llu: complete event \"%.80s\" without dur",
-                              (unsigned long long)off,
-                              nm);
+        return bad_field(c,
+                         line,
+                         "byte %llu: complete event \"%.80s\" without dur",
+                         (unsigned long long)off,
+                         nm);
     if (fv_num_of(&f->dur, &dur) < 0 || !isfinite(dur))
-        return swift_error_at(
-            s->path, line, "byte %llu: \"dur\" is not a number", (unsigned long long)off);
+        return bad_field(c, line, "byte %llu: \"dur\" is not a number", (unsigned long long)off);
     if (f->cat.t != SWIFT_AN_FV_NONE && f->cat.t != SWIFT_AN_FV_STR)
-        return swift_error_at(
-            s->path, line, "byte %llu: \"cat\" is not a string", (unsigned long long)off);
+        return bad_field(c, line, "byte %llu: \"cat\" is not a string", (unsigned long long)off);
     int has_cat = f->cat.t == SWIFT_AN_FV_STR;
     if (real)
         s->ts_real = 1;
@@ -388,15 +411,13 @@ static int on_fields(struct loadctx *c, const struct swift_an_fev *f, json_t *e,
     struct swift_an_source *s = c->s;
     s->nevents++;
     if (f->ph.t != SWIFT_AN_FV_STR)
-        return swift_error_at(
-            s->path, line, "byte %llu: event without a string \"ph\"", (unsigned long long)off);
+        return bad_field(
+            c, line, "byte %llu: event without a string \"ph\"", (unsigned long long)off);
     const char *p = f->ph.s;
     if (f->args == 2)
-        return swift_error_at(
-            s->path, line, "byte %llu: \"args\" is not an object", (unsigned long long)off);
+        return bad_field(c, line, "byte %llu: \"args\" is not an object", (unsigned long long)off);
     if (f->name.t != SWIFT_AN_FV_NONE && f->name.t != SWIFT_AN_FV_STR)
-        return swift_error_at(
-            s->path, line, "byte %llu: \"name\" is not a string", (unsigned long long)off);
+        return bad_field(c, line, "byte %llu: \"name\" is not a string", (unsigned long long)off);
     const char *nm = f->name.t == SWIFT_AN_FV_STR ? f->name.s : "";
     if (p[0] == 'M') {
         on_metadata(s, nm, e);
@@ -405,20 +426,15 @@ static int on_fields(struct loadctx *c, const struct swift_an_fev *f, json_t *e,
     double ts = 0;
     if (f->ts.t == SWIFT_AN_FV_NONE) {
         if (p[0] == 'X' || p[0] == 'B' || p[0] == 'E' || p[0] == 'C' || p[0] == 'i' || p[0] == 'I')
-            return swift_error_at(s->path,
-                                  line,
-                                  "byte %llu: event \"%.80s\" without ts",
-                                  (unsigned long long)off,
-                                  nm);
+            return bad_field(
+                c, line, "byte %llu: event \"%.80s\" without ts", (unsigned long long)off, nm);
         return 0;
     }
     int real = fv_num_of(&f->ts, &ts);
     if (real < 0)
-        return swift_error_at(
-            s->path, line, "byte %llu: \"ts\" is not a number", (unsigned long long)off);
+        return bad_field(c, line, "byte %llu: \"ts\" is not a number", (unsigned long long)off);
     if (!isfinite(ts))
-        return swift_error_at(
-            s->path, line, "byte %llu: \"ts\" is not finite", (unsigned long long)off);
+        return bad_field(c, line, "byte %llu: \"ts\" is not finite", (unsigned long long)off);
     if (p[0] == 'i' || p[0] == 'I' || p[0] == 'C') {
         on_memory(s, f, nm, ts);
         return 0;
@@ -455,6 +471,8 @@ static void source_release(struct swift_an_source *s)
     free(s->process_name);
     free(s->trace_name);
     free(s->time_unit);
+    free(s->omp_wait_policy);
+    free(s->device);
     json_decref(s->argv);
     json_decref(s->meta);
     free(s->ev);
@@ -523,6 +541,25 @@ static struct swift_an_source *new_source(struct swift_an_set *set, const char *
 
 static int finish_source(struct swift_an_set *set, struct swift_an_source *s, int rc)
 {
+    const struct swift_an_damage *d = &s->damage;
+    if (rc == 0 && d->bad > SWIFT_AN_BAD_SHOWN)
+        swift_warn("%s: %ld bad lines skipped in all (the first %d named above)",
+                   s->path,
+                   d->bad,
+                   SWIFT_AN_BAD_SHOWN);
+    if (rc == 0 && d->lines && s->nevents == 0) {
+        /* nothing to analyse: an empty file, or nothing but bad lines */
+        if (d->bad)
+            swift_error("%s: no trace event could be read (%ld bad line%s)",
+                        s->path,
+                        d->bad,
+                        d->bad > 1 ? "s" : "");
+        else
+            swift_error("%s: empty trace (no events%s)",
+                        s->path,
+                        d->tail_line > 0 ? ", only a truncated line" : "");
+        rc = -1;
+    }
     if (rc < 0) {
         set->kept -= s->n;
         source_release(s);
@@ -531,6 +568,7 @@ static int finish_source(struct swift_an_set *set, struct swift_an_source *s, in
     }
     if (s->rank < 0)
         s->rank = rank_from_name(s->path);
+    set->bad_lines += d->bad;
     set->n++;
     return 0;
 }
@@ -541,7 +579,7 @@ static int load_file(struct swift_an_set *set, const char *path)
     if (swift_an_name_is_jsonl(path))
         s->kind = SWIFT_AN_SWIFT;
     struct loadctx c = {.set = set, .s = s};
-    int rc = swift_an_stream_file_fast(path, on_event, on_fast_event, on_meta, &c);
+    int rc = swift_an_stream_file_fast(path, on_event, on_fast_event, on_meta, &c, &s->damage);
     return finish_source(set, s, rc);
 }
 
@@ -551,7 +589,8 @@ int swift_an_load_buffer(struct swift_an_set *set, const char *name, const void 
     if (swift_an_name_is_jsonl(name))
         s->kind = SWIFT_AN_SWIFT;
     struct loadctx c = {.set = set, .s = s};
-    int rc = swift_an_stream_buffer_fast(name, data, len, on_event, on_fast_event, on_meta, &c);
+    int rc = swift_an_stream_buffer_fast(
+        name, data, len, on_event, on_fast_event, on_meta, &c, &s->damage);
     s->bytes = len;
     return finish_source(set, s, rc);
 }
@@ -622,4 +661,66 @@ int swift_an_looks_like_trace(const char *path)
     if (i < n && buf[i] == '[')
         return 1;
     return strstr(buf + i, "\"traceEvents\"") || strstr(buf + i, "\"ph\"");
+}
+
+/* ---------- damage in the report ---------- */
+
+void swift_an_damage_json(json_t *proc, const struct swift_an_damage *d)
+{
+    json_t *first = json_array();
+    for (long i = 0; i < d->bad && i < SWIFT_AN_BAD_SHOWN; i++)
+        json_array_append_new(first, json_integer(d->first_bad[i]));
+    json_object_set_new(proc, "bad_lines", json_integer(d->bad));
+    json_object_set_new(proc, "bad_line_numbers", first);
+    json_object_set_new(
+        proc, "truncated_tail_line", d->tail_line > 0 ? json_integer(d->tail_line) : json_null());
+}
+
+const char *swift_an_damage_text(json_t *proc, char *b, size_t n)
+{
+    json_int_t bad = json_integer_value(json_object_get(proc, "bad_lines"));
+    json_t *tail = json_object_get(proc, "truncated_tail_line");
+    if (!bad && !json_is_integer(tail))
+        return NULL;
+    size_t k = 0;
+    b[0] = 0;
+    if (bad) {
+        k += (size_t)snprintf(
+            b, n, "%lld bad line%s skipped (line", (long long)bad, bad > 1 ? "s" : "");
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(proc, "bad_line_numbers"), i, v)
+        {
+            if (k < n)
+                k += (size_t)snprintf(b + k,
+                                      n - k,
+                                      "%s %lld",
+                                      i ? "," : (bad > 1 ? "s" : ""),
+                                      (long long)json_integer_value(v));
+        }
+        if (k < n)
+            k += (size_t)snprintf(b + k, n - k, "%s)", bad > SWIFT_AN_BAD_SHOWN ? ", ..." : "");
+    }
+    if (json_is_integer(tail) && k < n)
+        snprintf(b + k,
+                 n - k,
+                 "%struncated last line %lld ignored",
+                 bad ? "; " : "",
+                 (long long)json_integer_value(tail));
+    return b;
+}
+
+void swift_an_damage_strict(const struct swift_an_set *set)
+{
+    for (size_t i = 0; i < set->n; i++) {
+        const struct swift_an_source *s = &set->src[i];
+        if (s->damage.bad) {
+            swift_error_at(s->path,
+                           s->damage.first_bad[0],
+                           "bad line (%ld bad line%s in all inputs; --strict)",
+                           set->bad_lines,
+                           set->bad_lines > 1 ? "s" : "");
+            return;
+        }
+    }
 }

@@ -69,6 +69,22 @@ struct swift_an_ev {
 
 enum swift_an_kind { SWIFT_AN_KINETO = 1, SWIFT_AN_SWIFT = 2 };
 
+/*
+ * Damage found in a line-oriented (JSONL) trace. A bad line (not JSON, not an object, trailing
+ * bytes after the event, or an event whose fields have the wrong type) is skipped and counted,
+ * and reading goes on with the next line; the first SWIFT_AN_BAD_SHOWN are named on stderr
+ * with file, line and what was wrong. A last line cut short without its newline (a writer
+ * killed mid-write) is not a bad line: it is the truncated tail, noted once. Files in the JSON
+ * Object/Array format have no lines to skip to: any damage there fails the file.
+ */
+#define SWIFT_AN_BAD_SHOWN 3
+struct swift_an_damage {
+    int lines;                          /* the walker reads one event per line */
+    long bad;                           /* bad lines skipped */
+    long first_bad[SWIFT_AN_BAD_SHOWN]; /* their line numbers (the first ones) */
+    long tail_line;                     /* > 0: line of the truncated last line */
+};
+
 #define SWIFT_AN_MAX_DEV 16
 
 /* One input file: one process (one rank of one stage, or one Kineto trace). */
@@ -80,6 +96,9 @@ struct swift_an_source {
     int64_t pid;
     double clock_offset_us; /* swift_meta: this host minus rank 0 */
     json_t *argv;           /* swift_meta.argv (array of strings) or NULL; owned */
+    int omp_threads;        /* swift_meta.omp_threads, 0 when unknown */
+    char *omp_wait_policy;  /* swift_meta.omp_wait_policy or NULL; owned */
+    char *device;           /* swift_meta.device ("cpu", "cuda:0") or NULL; owned */
     json_t *meta;           /* Kineto top-level keys other than traceEvents; owned */
     char *trace_name, *time_unit;
     double base_time_ns;
@@ -94,6 +113,7 @@ struct swift_an_source {
     uint64_t bytes;   /* uncompressed bytes read */
     long nevents;     /* events seen (every ph) */
     long unknown_cat; /* our traces: events with a category outside the set */
+    struct swift_an_damage damage;
 };
 
 struct swift_an_set {
@@ -101,6 +121,7 @@ struct swift_an_set {
     struct swift_an_source *src;
     size_t n, cap;
     int nfailed;       /* files that could not be read */
+    long bad_lines;    /* bad lines skipped over all sources (swift_an_damage) */
     size_t kept;       /* events kept over all sources */
     size_t max_events; /* ceiling on kept events over all files (0: 1<<31) */
 };

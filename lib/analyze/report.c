@@ -348,6 +348,9 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
         fprintf(fp, "  %s\n", swift_an_jstr(p, "path"));
     else
         fprintf(fp, "\n`%s`\n\n", swift_an_jstr(p, "path"));
+    char dmg[256];
+    if (swift_an_damage_text(p, dmg, sizeof(dmg)))
+        fprintf(fp, "%swarning: %s\n", md ? "" : "  ", dmg);
     double steps = swift_an_jnum(p, "steps");
     json_t *st = json_object_get(p, "step_time_us");
     if (steps > 0) {

@@ -464,6 +464,24 @@ static void html_ops(FILE *fp, json_t *ps)
     }
 }
 
+/* Inputs with bad lines or a truncated last line (lib/analyze/load.c). */
+static void html_damage(FILE *fp, json_t *ps)
+{
+    size_t i;
+    json_t *p;
+    char dmg[256];
+    json_array_foreach(ps, i, p)
+    {
+        if (!swift_an_damage_text(p, dmg, sizeof(dmg)))
+            continue;
+        fputs("<p class=\"warn\">", fp);
+        html_esc(fp, swift_an_jstr(p, "path"));
+        fputs(": ", fp);
+        html_esc(fp, dmg);
+        fputs("</p>\n", fp);
+    }
+}
+
 int swift_an_print_html(FILE *fp, json_t *r, int top)
 {
     json_t *ps = json_object_get(r, "processes"), *bs = json_object_get(r, "bottlenecks");
@@ -476,6 +494,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
           "svg text{font:11px system-ui,sans-serif}</style></head><body>\n"
           "<h1>swift-trace-analyze report</h1>\n",
           fp);
+    html_damage(fp, ps);
     html_bottlenecks(fp, bs);
     html_breakdown(fp, ps);
     html_phases(fp, ps);

@@ -23,6 +23,7 @@ const char *const swift_an_rule_ids[] = {"data_stall",
                                          "memory_headroom",
                                          "ckpt_stall",
                                          "serial_preprocess",
+                                         "oversubscription",
                                          NULL};
 
 void swift_an_thresholds_default(struct swift_an_thresholds *t)
@@ -35,6 +36,7 @@ void swift_an_thresholds_default(struct swift_an_thresholds *t)
     t->memory_headroom_pct = 90;
     t->ckpt_stall_pct = 5;
     t->serial_preprocess_pct = 50;
+    t->oversubscription_x = 3;
 }
 
 int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
@@ -53,7 +55,8 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
                        &t->straggler_pct,
                        &t->memory_headroom_pct,
                        &t->ckpt_stall_pct,
-                       &t->serial_preprocess_pct};
+                       &t->serial_preprocess_pct,
+                       &t->oversubscription_x};
     for (int i = 0; swift_an_rule_ids[i]; i++)
         if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
             *slots[i] = v;
@@ -212,7 +215,7 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
             snprintf(v2, sizeof(v2), "%ld", p2);
             json_t *a1 = swift_an_argv_set(argv, "num-workers", v1);
             json_t *a2 = swift_an_argv_set(a1, "prefetch", v2);
-            cmd = swift_an_argv_quote(a2);
+            cmd = swift_an_argv_command(a2);
             json_decref(a1);
             json_decref(a2);
         }
@@ -545,6 +548,143 @@ static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
                cmd);
 }
 
+/* ---------- oversubscription: host phases far slower than their median ---------- */
+
+/* The host phases whose spread the rule reads (our traces; OpenMP and BLAS threads work in
+ * them), and the share of the mean step a phase needs to matter. */
+static const char *const host_phases[] = {"forward", "backward", "optimizer", NULL};
+#define OVERSUB_MIN_SHARE_PCT 10.0
+#define OVERSUB_MIN_STEPS 8
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The phase of p (a part of its steps) whose p90/median is highest among those with a
+ * meaningful share of the step; its figures into *f. Returns the part index or -1. */
+struct spread {
+    double median, p90, max, mean, share_pct, ratio;
+};
+static int worst_spread(const struct swift_an_proc *p, struct spread *f)
+{
+    int best = -1;
+    double *v = swift_xmalloc(p->nsteps * sizeof(*v));
+    for (int k = 0; k < p->npart; k++) {
+        int host = 0;
+        for (int h = 0; host_phases[h]; h++)
+            host |= !strcmp(p->part_names[k], host_phases[h]);
+        if (!host)
+            continue;
+        double sum = 0;
+        for (size_t i = 0; i < p->nsteps; i++)
+            sum += v[i] = p->steps[i].part[k];
+        swift_an_sort(v, p->nsteps, sizeof(*v), cmp_dbl);
+        struct spread c = {.median = v[p->nsteps / 2],
+                           .p90 = v[(size_t)ceil(0.9 * (double)p->nsteps) - 1],
+                           .max = v[p->nsteps - 1],
+                           .mean = sum / (double)p->nsteps};
+        c.share_pct = p->step_avg > 0 ? 100 * c.mean / p->step_avg : 0;
+        c.ratio = c.median > 0 ? c.p90 / c.median : 0;
+        if (c.share_pct >= OVERSUB_MIN_SHARE_PCT && (best < 0 || c.ratio > f->ratio)) {
+            best = k;
+            *f = c;
+        }
+    }
+    free(v);
+    return best;
+}
+
+static void rule_oversubscription(json_t *list, const struct swift_an_proc *p,
+                                  const struct swift_analyze_opts *o)
+{
+    const char *dev = p->src->device;
+    if (p->src->kind != SWIFT_AN_SWIFT || p->nsteps < OVERSUB_MIN_STEPS ||
+        (dev && strcmp(dev, "cpu")))
+        return; /* CPU runs: on a GPU the host phases also wait for the device */
+    struct spread f;
+    int k = worst_spread(p, &f);
+    double th = o->th.oversubscription_x;
+    if (k < 0 || !(f.ratio > th))
+        return;
+    const char *pn = p->part_names[k];
+    const char *pol = p->src->omp_wait_policy;
+    char s[512], b1[32], b2[32], b3[32], how[128] = "thread count and wait policy not recorded";
+    if (p->src->omp_threads > 0)
+        snprintf(how,
+                 sizeof(how),
+                 "%d OpenMP thread%s, wait policy %s",
+                 p->src->omp_threads,
+                 p->src->omp_threads == 1 ? "" : "s",
+                 pol ? pol : "not recorded");
+    snprintf(s,
+             sizeof(s),
+             "%s time varies between identical steps: median %s, p90 %s (%.1fx), max %s, "
+             "%.1f%% of the mean step: threads wait for cores (%s)",
+             pn,
+             swift_an_dur(b1, sizeof(b1), f.median),
+             swift_an_dur(b2, sizeof(b2), f.p90),
+             f.ratio,
+             swift_an_dur(b3, sizeof(b3), f.max),
+             f.share_pct,
+             how);
+    json_t *b =
+        add(list, "oversubscription", sev_above(f.ratio, th), p, f.ratio, th, "x median", s);
+    json_t *ev = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I}",
+                           "phase",
+                           pn,
+                           "median_us",
+                           r2(f.median),
+                           "p90_us",
+                           r2(f.p90),
+                           "max_us",
+                           r2(f.max),
+                           "mean_us",
+                           r2(f.mean),
+                           "share_pct",
+                           r2(f.share_pct),
+                           "steps",
+                           (json_int_t)p->nsteps);
+    json_object_set_new(
+        ev, "omp_threads", p->src->omp_threads ? json_integer(p->src->omp_threads) : json_null());
+    json_object_set_new(ev, "omp_wait_policy", pol ? json_string(pol) : json_null());
+    json_object_set_new(ev, "worst_spans", worst_spans(p, k, o->top));
+    json_object_set_new(b, "evidence", ev);
+    /* the command: passive waiting when the run spun, and half the threads */
+    char *cmd = NULL;
+    int passive = pol && !strncmp(pol, "passive", 7);
+    if (p->src->argv && (p->src->omp_threads > 1 || !passive)) {
+        char *c;
+        if (p->src->omp_threads > 1) {
+            char val[32];
+            snprintf(val, sizeof(val), "%d", p->src->omp_threads / 2);
+            json_t *a = swift_an_argv_drop_short(p->src->argv, 'j');
+            c = swift_an_argv_with(a, "threads", val);
+            json_decref(a);
+        } else {
+            c = swift_an_argv_command(p->src->argv);
+        }
+        if (passive) {
+            cmd = c;
+        } else {
+            size_t l = strlen(c) + 32;
+            cmd = swift_xmalloc(l);
+            snprintf(cmd, l, "OMP_WAIT_POLICY=passive %s", c);
+            free(c);
+        }
+    }
+    set_remedy(b,
+               passive ? "the machine is shared or oversubscribed: fewer --threads than free "
+                         "cores (-j N), and check other load (another run, other jobs: top, "
+                         "nproc)"
+                       : "OpenMP threads spin while they wait and take the cores busy ones "
+                         "need: OMP_WAIT_POLICY=passive (swift-tools' default when unset), "
+                         "fewer --threads than free cores (-j N) when sharing the machine, and "
+                         "check other load (top, nproc)",
+               cmd);
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -706,6 +846,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         rule_ckpt(list, p, o);
         if (is_stage(p, "preprocess") || p->tok_threads)
             rule_serial_preprocess(list, p, o);
+        rule_oversubscription(list, p, o);
     }
     rule_straggler(list, procs, n, o);
     size_t m = json_array_size(list);

@@ -21,7 +21,10 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
                          const struct swift_analyze_opts *o);
 
 /* Shell-quoted command line from an argv array with option `opt` set to `value` (replaced when
- * present as "--opt V", "--opt=V" or with '_' instead of '-', appended otherwise). malloc'ed. */
+ * present as "--opt V", "--opt=V" or with '_' instead of '-', appended otherwise), and with a
+ * new output (-o) and --trace that do not exist yet (never the traced run's). malloc'ed. */
 char *swift_an_argv_with(json_t *argv, const char *opt, const char *value);
+/* The argv array as it is but for the new output and --trace, shell-quoted (malloc'ed). */
+char *swift_an_argv_command(json_t *argv);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,13 +159,27 @@ static int scan_value(struct rd *r, size_t *b, size_t *e)
             if (ch == '"') {
                 char *q = p + 1;
                 for (;;) {
-                    while (q < end && *q != '"' && *q != '\\')
+                    while (q < end && *q != '"' && *q != '\\' && !(*q == '\n' && r->jsonl))
                         q++;
                     if (q < end && *q == '\\') {
+                        if (q + 1 >= end) {
+                            q = end;
+                            break;
+                        }
+                        if (q[1] == '\n' && r->jsonl)
+                            break;
                         q += 2;
                         continue;
                     }
                     break;
+                }
+                if (r->jsonl && q < end && *q != '"') {
+                    if (*q == '\\')
+                        q++;
+                    if (q < end) {
+                        r->pos = (size_t)(q - r->buf);
+                        return -4; /* the line ends inside a string */
+                    }
                 }
                 if (q >= end)
                     break; /* rescan this string after reading more */
@@ -245,7 +260,26 @@ struct walker {
     size_t npend;
     char *bbuf;
     size_t blen, bcap;
+    struct swift_an_damage *dmg; /* JSONL: bad lines counted here (NULL: skipped silently) */
 };
+
+int swift_an_damage_note(struct swift_an_damage *d, const char *path, long line, const char *fmt,
+                         ...)
+{
+    if (!d)
+        return 0;
+    if (d->bad < SWIFT_AN_BAD_SHOWN) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        d->first_bad[d->bad] = line;
+        swift_error_at(path, line, "%s (line skipped)", msg);
+    }
+    d->bad++;
+    return 0;
+}
 
 static int scan_fail(struct rd *r, int rc, const char *where)
 {
@@ -261,6 +295,22 @@ static int scan_fail(struct rd *r, int rc, const char *where)
     else
         snprintf(msg, sizeof(msg), "invalid JSON in %s", where);
     return rd_report(r, msg);
+}
+
+/* An event that cannot be read: a bad line skipped in JSONL (returns 0), else the file's
+ * error (-1). */
+static int bad_event(struct walker *w, long line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad_event(struct walker *w, long line, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (w->r->jsonl)
+        return swift_an_damage_note(w->dmg, w->r->name, line, "%s", msg);
+    return swift_error_at(w->r->name, line, "%s", msg);
 }
 
 /* Parse every pending event, then deliver them in order. */
@@ -295,8 +345,8 @@ static int flush_events(struct walker *w)
                 if (w->fast_fn(w->ctx, &pd[k].fe, pd[k].off, pd[k].line) < 0)
                     rc = -1;
             } else if (!v)
-                rc = swift_error_at(
-                    w->r->name,
+                rc = bad_event(
+                    w,
                     pd[k].line + pd[k].err.line - 1,
                     "byte %llu: %s",
                     (unsigned long long)(pd[k].off + (uint64_t)(pd[k].err.position > 0
@@ -304,10 +354,10 @@ static int flush_events(struct walker *w)
                                                                     : 0)),
                     pd[k].err.text);
             else if (!json_is_object(v))
-                rc = swift_error_at(w->r->name,
-                                    pd[k].line,
-                                    "byte %llu: trace event is not an object",
-                                    (unsigned long long)pd[k].off);
+                rc = bad_event(w,
+                               pd[k].line,
+                               "byte %llu: trace event is not an object",
+                               (unsigned long long)pd[k].off);
             else if (w->fn(w->ctx, v, pd[k].off, pd[k].line) < 0)
                 rc = -1;
             w->count++;
@@ -340,6 +390,37 @@ static int give_event(struct walker *w, size_t b, size_t e, long line)
     return 0;
 }
 
+/* JSONL: past the rest of the line (to its newline, left for skip_ws to count). */
+static void skip_line(struct rd *r)
+{
+    for (int c; (c = rd_peek(r)) >= 0 && c != '\n';) {
+        r->pos++;
+        r->keep = r->pos;
+    }
+}
+
+/* JSONL: a line that is not an event, named in file order (after the events before it). */
+static int bad_line(struct walker *w, long line, uint64_t off, const char *what)
+{
+    if (w->npend && flush_events(w) < 0)
+        return -1;
+    swift_an_damage_note(w->dmg, w->r->name, line, "byte %llu: %s", (unsigned long long)off, what);
+    skip_line(w->r);
+    w->r->keep = w->r->pos;
+    return 0;
+}
+
+/* After an event at p: 1 when only blanks follow up to a newline, 0 when other bytes follow,
+ * -1 when the buffer ends first (the end of input, where fast_event calls it). */
+static int rest_of_line(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+        p++;
+    if (p < end)
+        return *p == '\n';
+    return -1;
+}
+
 /* The fast scanner straight on the read buffer: an event that lies whole in the buffer is
  * read and handed over without a copy, after the events waiting for jansson before it (file
  * order). Returns 1 (pos is past it), 0 (not taken: scan_value and the batch take it), or -1
@@ -357,11 +438,18 @@ static int fast_event(struct walker *w, long line)
     }
     if (r->pos >= r->len || r->buf[r->pos] != '{')
         return 0;
+    /* JSONL: the whole line must be in the buffer, as the scanner writes into what it reads */
+    if (r->jsonl && !r->eof && !memchr(r->buf + r->pos, '\n', r->len - r->pos))
+        return 0;
     struct swift_an_fev fe;
     size_t used;
     long nl;
     if (swift_an_fast_parse(r->buf + r->pos, r->len - r->pos, &fe, &used, &nl, r->jsonl) < 0)
         return 0;
+    if (r->jsonl && rest_of_line(r->buf + r->pos + used, r->buf + r->len) == 0)
+        return bad_line(w, line, r->base + r->pos + used, "unexpected data after the event") < 0
+                   ? -1
+                   : 1;
     if (w->npend && flush_events(w) < 0)
         return -1;
     uint64_t off = r->base + r->pos;
@@ -411,15 +499,36 @@ static int walk_array(struct walker *w)
     }
 }
 
+/* JSONL: after a value, only blanks up to the newline? (reads more as needed; the value's
+ * bytes stay at r->keep) */
+static int line_ends(struct rd *r)
+{
+    for (;;) {
+        int c = rd_peek(r);
+        if (c < 0 || c == '\n')
+            return 1;
+        if (c != ' ' && c != '\t' && c != '\r')
+            return 0;
+        r->pos++;
+    }
+}
+
 static int walk_jsonl(struct walker *w)
 {
     struct rd *r = w->r;
     r->jsonl = 1;
+    if (w->dmg)
+        w->dmg->lines = 1;
     for (;;) {
         int c = skip_ws(r);
         if (c < 0)
             return 0;
         long line = r->line;
+        if (c != '{') {
+            if (bad_line(w, line, rd_off(r), "not a trace event (one JSON object per line)") < 0)
+                return -1;
+            continue;
+        }
         size_t b, e;
         int f = fast_event(w, line);
         if (f < 0)
@@ -428,16 +537,32 @@ static int walk_jsonl(struct walker *w)
             r->keep = r->pos;
             continue;
         }
+        uint64_t off = rd_off(r);
         int rc = scan_value(r, &b, &e);
         if (rc == -1) {
             /* a writer killed mid-line leaves a partial last line: keep what came before */
             swift_warn(
                 "%s:%ld: truncated last line ignored (was the writer killed?)", r->name, line);
+            if (w->dmg)
+                w->dmg->tail_line = line;
             return 0;
         }
-        if (rc < 0)
+        if (rc == -3)
             return scan_fail(r, rc, "a JSON line");
-        if (give_event(w, b, e, line) < 0)
+        if (rc < 0) {
+            if (bad_line(
+                    w, line, off, rc == -4 ? "the line ends inside a JSON value" : "not JSON") < 0)
+                return -1;
+            continue;
+        }
+        size_t len = e - b;
+        if (!line_ends(r)) {
+            if (bad_line(w, line, rd_off(r), "unexpected data after the event") < 0)
+                return -1;
+            continue;
+        }
+        b = r->keep; /* reading on may have moved the value to the buffer's start */
+        if (give_event(w, b, b + len, line) < 0)
             return -1;
         r->keep = r->pos;
     }
@@ -572,7 +697,7 @@ static int name_is_gz(const char *name)
 }
 
 int swift_an_stream_file_fast(const char *path, swift_an_event_fn fn, swift_an_fast_fn fast_fn,
-                              swift_an_meta_fn meta_fn, void *ctx)
+                              swift_an_meta_fn meta_fn, void *ctx, struct swift_an_damage *dmg)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -591,7 +716,8 @@ int swift_an_stream_file_fast(const char *path, swift_an_event_fn fn, swift_an_f
     }
     gzbuffer(gz, 256 * 1024);
     struct rd r = {.name = path, .gz = gz, .line = 1};
-    struct walker w = {.r = &r, .fn = fn, .fast_fn = fast_fn, .meta_fn = meta_fn, .ctx = ctx};
+    struct walker w = {
+        .r = &r, .fn = fn, .fast_fn = fast_fn, .meta_fn = meta_fn, .ctx = ctx, .dmg = dmg};
     json_object_seed(0); /* before threads create objects */
     int rc = walk(&w, swift_an_name_is_jsonl(path));
     rc = rc == 0 ? flush_events(&w) : rc;
@@ -605,15 +731,16 @@ int swift_an_stream_file_fast(const char *path, swift_an_event_fn fn, swift_an_f
 int swift_an_stream_file(const char *path, swift_an_event_fn fn, swift_an_meta_fn meta_fn,
                          void *ctx)
 {
-    return swift_an_stream_file_fast(path, fn, NULL, meta_fn, ctx);
+    return swift_an_stream_file_fast(path, fn, NULL, meta_fn, ctx, NULL);
 }
 
 int swift_an_stream_buffer_fast(const char *name, const void *data, size_t len,
                                 swift_an_event_fn fn, swift_an_fast_fn fast_fn,
-                                swift_an_meta_fn meta_fn, void *ctx)
+                                swift_an_meta_fn meta_fn, void *ctx, struct swift_an_damage *dmg)
 {
     struct rd r = {.name = name, .mem = data, .memlen = len, .line = 1};
-    struct walker w = {.r = &r, .fn = fn, .fast_fn = fast_fn, .meta_fn = meta_fn, .ctx = ctx};
+    struct walker w = {
+        .r = &r, .fn = fn, .fast_fn = fast_fn, .meta_fn = meta_fn, .ctx = ctx, .dmg = dmg};
     json_object_seed(0);
     int rc = walk(&w, swift_an_name_is_jsonl(name));
     rc = rc == 0 ? flush_events(&w) : rc;
@@ -626,5 +753,5 @@ int swift_an_stream_buffer_fast(const char *name, const void *data, size_t len,
 int swift_an_stream_buffer(const char *name, const void *data, size_t len, swift_an_event_fn fn,
                            swift_an_meta_fn meta_fn, void *ctx)
 {
-    return swift_an_stream_buffer_fast(name, data, len, fn, NULL, meta_fn, ctx);
+    return swift_an_stream_buffer_fast(name, data, len, fn, NULL, meta_fn, ctx, NULL);
 }

@@ -13,6 +13,7 @@
  *   lib/core/profile.h   torch.profiler's wait/warmup/active/repeat schedule
  *   lib/core/pool.h      a fixed thread pool with a parallel-for
  *   lib/core/progress.h  a progress line on a terminal, at most twice a second
+ *   lib/core/omp.h       OpenMP threads wait passively unless the user chose (one re-exec)
  *   lib/core/sha256.h    SHA-256 through libcrypto
  *   lib/core/banned.h    functions too easy to misuse; include it last in every .c file
  *

@@ -1,10 +1,12 @@
 #include "lib/core/trace.h"
+#include "lib/core/omp.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -645,6 +647,10 @@ int swift_trace_open(const struct swift_trace_config *cfg)
     p = put_dbl(p, cfg->clock_offset_us);
     p = put_str(p, ",\"start_ts\":");
     p = put_us(p, swift_trace_now());
+    p = put_str(p, ",\"omp_threads\":");
+    p = put_i64(p, omp_get_max_threads());
+    p = put_str(p, ",\"omp_wait_policy\":");
+    p = put_jstr(p, swift_omp_wait_policy(), 64);
     p = put_str(p, ",\"argv\":[");
     for (int i = 0; i < cfg->argc && cfg->argv && p < end - 300; i++) {
         if (i)

@@ -87,3 +87,21 @@ setup() {
     done
     [ -s "$dest/usr/local/share/zsh/site-functions/_swift" ]
 }
+
+@test "every command: OpenMP threads wait passively unless the user chose (one re-exec before libgomp starts)" {
+    [ ${#cmds[@]} -gt 0 ] || skip "no commands built yet"
+    for c in "${cmds[@]}"; do
+        # libgomp prints its settings when it starts: once, already passive (spin count 0)
+        run env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SWIFT_OMP_DEFAULT OMP_DISPLAY_ENV=verbose "$c" --version
+        [ "$status" -eq 0 ]
+        [ "$(grep -c "GOMP_SPINCOUNT = " <<<"$output")" -eq 1 ]
+        [[ $output == *"GOMP_SPINCOUNT = '0'"* ]]
+        [[ $output == *"$(basename "$c") (swift-tools) "* ]]
+        # the user's choice stands
+        run env -u SWIFT_OMP_DEFAULT OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose "$c" --version
+        [ "$(grep -c "GOMP_SPINCOUNT = " <<<"$output")" -eq 1 ]
+        [[ $output == *"OMP_WAIT_POLICY = 'ACTIVE'"* ]]
+        run env -u OMP_WAIT_POLICY -u SWIFT_OMP_DEFAULT GOMP_SPINCOUNT=1000 OMP_DISPLAY_ENV=verbose "$c" --version
+        [[ $output == *"GOMP_SPINCOUNT = '1000'"* ]]
+    done
+}

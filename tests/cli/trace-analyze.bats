@@ -396,3 +396,133 @@ rows_after() { # rows_after FILE HEADER-REGEX: the indented rows of the text tab
     # eval: generate holds prefill and decode; the top-level phase is generate alone
     [ "$(jq -r '[.processes[0].phases.rows[].name] | join(",")' "$W/eval.json")" = generate ]
 }
+
+# Our own traces, made by swift-train (no shared data needed).
+train_trace() { # train_trace OUT.jsonl [more swift-train flags]: 30 steps of the fixture model
+    local out=$1
+    shift
+    local b
+    b=$(basename "$out" .jsonl)
+    "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run-$b" \
+        --max-steps 30 --save-steps 100 --eval-steps 100 -j 1 --trace "$out" "$@" \
+        tests/fixtures/shards >/dev/null 2>&1
+}
+
+@test "a corrupt line in the middle of a real trace is skipped and counted; --strict fails with file:line" {
+    train_trace "$W/t.jsonl"
+    n=$(wc -l <"$W/t.jsonl")
+    mid=$((n / 2))
+    # line $mid is cut inside a string, as a torn write would leave it
+    awk -v m=$mid 'NR == m { print substr($0, 1, 20); next } 1' "$W/t.jsonl" >"$W/c.trace.jsonl"
+    run "$A" -f json -o "$W/r.json" "$W/c.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"swift-trace-analyze:$W/c.trace.jsonl:$mid: byte "*": the line ends inside a JSON value (line skipped)"* ]]
+    [ "$(json "$W/r.json" '.processes[0].steps')" = 30 ]
+    [ "$(json "$W/r.json" .bad_lines)" = 1 ]
+    [ "$(json "$W/r.json" '.processes[0].bad_line_numbers | map(tostring) | join(",")')" = "$mid" ]
+    [ "$(json "$W/r.json" '.processes[0].truncated_tail_line')" = null ]
+    run "$A" "$W/c.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: 1 bad line skipped (line $mid)"* ]]
+    run "$A" -f md "$W/c.trace.jsonl"
+    [[ "$output" == *"warning: 1 bad line skipped (line $mid)"* ]]
+    run "$A" -f html -o "$W/r.html" "$W/c.trace.jsonl"
+    grep -q "1 bad line skipped (line $mid)" "$W/r.html"
+    run "$A" --strict -o "$W/s.txt" "$W/c.trace.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "${lines[-1]}" == "swift-trace-analyze:$W/c.trace.jsonl:$mid: bad line (1 bad line in all inputs; --strict)" ]]
+    [ ! -e "$W/s.txt" ]
+    # many bad lines: the first 3 named, the count said
+    awk 'NR % 10 == 5 { print "x" $0; next } 1' "$W/t.jsonl" >"$W/m.trace.jsonl"
+    run "$A" -q -o "$W/m.txt" "$W/m.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '(line skipped)' <<<"$output")" = 3 ]
+    [[ "$output" == *"$W/m.trace.jsonl: $(((n + 5) / 10)) bad lines skipped in all (the first 3 named above)"* ]]
+}
+
+@test "a truncated last line is noted, not a bad line; --strict accepts it" {
+    train_trace "$W/t.jsonl"
+    n=$(wc -l <"$W/t.jsonl")
+    head -c -25 "$W/t.jsonl" >"$W/k.trace.jsonl"
+    run "$A" --strict -f json -o "$W/r.json" "$W/k.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: $W/k.trace.jsonl:$n: truncated last line ignored (was the writer killed?)"* ]]
+    [ "$(json "$W/r.json" '.processes[0].truncated_tail_line')" = "$n" ]
+    [ "$(json "$W/r.json" .bad_lines)" = 0 ]
+    run "$A" "$W/k.trace.jsonl"
+    [[ "$output" == *"warning: truncated last line $n ignored"* ]]
+}
+
+@test "an empty trace and a trace of garbage are named and fail (no data: exit 1)" {
+    : >"$W/e.trace.jsonl"
+    run "$A" "$W/e.trace.jsonl"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "swift-trace-analyze: $W/e.trace.jsonl: empty trace (no events)" ]
+    [ "${lines[-1]}" = "swift-trace-analyze: no trace could be read" ]
+    [[ "$output" != *"swift-?"* ]]
+    printf 'garbage\n\0\0\0\n{"not": "closed"\n' >"$W/g.trace.jsonl"
+    run "$A" "$W/g.trace.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"swift-trace-analyze:$W/g.trace.jsonl:1: byte 0: not a trace event (one JSON object per line) (line skipped)"* ]]
+    [[ "$output" == *"swift-trace-analyze: $W/g.trace.jsonl: no trace event could be read (3 bad lines)"* ]]
+    # beside a good trace: reported and skipped, the good one analysed; --strict fails
+    train_trace "$W/t.jsonl"
+    run "$A" -o "$W/r.txt" "$W/e.trace.jsonl" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: 1 input skipped, 1 analysed"* ]]
+    run "$A" --strict -o "$W/r.txt" "$W/e.trace.jsonl" "$W/t.jsonl"
+    [ "$status" -eq 1 ]
+}
+
+@test "a remedy's command never walks into the traced run: new -o and new --trace" {
+    train_trace "$W/slow.jsonl" --data-delay-ms 20
+    run "$A" -f json -o "$W/r.json" "$W/slow.jsonl"
+    [ "$status" -eq 0 ]
+    cmd=$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall") | .command')
+    [[ "$cmd" == *" -o $W/run-slow-2 "* ]]
+    [[ "$cmd" == *" --trace $W/slow-2.jsonl "* ]]
+    [[ "$cmd" != *" -o $W/run-slow "* ]]
+    # the first remedy was run: the next one names the next free directory
+    mkdir "$W/run-slow-2"
+    run "$A" -f json -o "$W/r.json" "$W/slow.jsonl"
+    cmd=$(json "$W/r.json" '.bottlenecks[] | select(.rule == "data_stall") | .command')
+    [[ "$cmd" == *" -o $W/run-slow-3 "* ]]
+}
+
+# A real trace with every 4th optimizer span made $2 µs longer (its step too, later events
+# shifted): what a machine where the threads wait for cores looks like, deterministically.
+stretch_optimizer() { # stretch_optimizer IN OUT DELTA_US
+    jq -c -s --argjson D "$3" '
+        ([.[] | select(.ph == "X" and .name == "optimizer") | .ts] | sort
+            | to_entries | map(select(.key % 4 == 0) | .value)) as $S
+        | .[]
+        | if .ph == "M" then . else
+            .ts as $t | (.dur // 0) as $d
+            | .ts = $t + $D * ([$S[] | select(. < $t)] | length)
+            | if .ph == "X" and .name == "optimizer" and ($S | index($t)) != null then .dur += $D
+              elif .ph == "X" and .name == "step" and ([$S[] | select(. >= $t and . < $t + $d)] | length) > 0 then .dur += $D
+              else . end
+          end' "$1" >"$2"
+}
+
+@test "oversubscription: a real run's trace records threads and wait policy; slow optimizer steps name the phase and the remedy" {
+    train_trace "$W/t.jsonl" -j 2
+    # swift_meta says how the threads waited: our default, or the user's choice
+    [ "$(jq -r 'select(.name == "swift_meta") | "\(.args.omp_threads) \(.args.omp_wait_policy)"' "$W/t.jsonl")" = "2 passive (default)" ]
+    OMP_WAIT_POLICY=active train_trace "$W/a.jsonl" -j 2
+    [ "$(jq -r 'select(.name == "swift_meta") | .args.omp_wait_policy' "$W/a.jsonl")" = active ]
+    stretch_optimizer "$W/a.jsonl" "$W/s.jsonl" 2000000
+    run "$A" -f json -o "$W/r.json" "$W/s.jsonl"
+    [ "$status" -eq 0 ]
+    b='.bottlenecks[] | select(.rule == "oversubscription")'
+    [ "$(json "$W/r.json" "$b | .severity")" = critical ]
+    [ "$(json "$W/r.json" "$b | .evidence | \"\(.phase) \(.omp_threads) \(.omp_wait_policy) \(.steps)\"")" = "optimizer 2 active 30" ]
+    [ "$(json "$W/r.json" "$b | .evidence.p90_us > 2000000")" = true ]
+    json "$W/r.json" "$b | .summary" | grep -q "^optimizer time varies between identical steps: median .*, p90 2.* s (.*x), .*2 OpenMP threads, wait policy active"
+    cmd=$(json "$W/r.json" "$b | .command")
+    [[ "$cmd" == "OMP_WAIT_POLICY=passive "*" --threads 1" ]]
+    [[ "$cmd" != *" -j 2 "* && "$cmd" == *" -o $W/run-a-2 "* ]]
+    run "$A" "$W/s.jsonl"
+    [[ "$output" == *"[CRITICAL] oversubscription"* ]]
+    [[ "$output" == *"remedy: OpenMP threads spin while they wait"*"OMP_WAIT_POLICY=passive"* ]]
+}

@@ -4,6 +4,7 @@
 #include "lib/analyze/breakdown.h"
 #include "lib/analyze/rules.h"
 #include "lib/core/error.h"
+#include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
 #include <setjmp.h>
@@ -72,6 +73,63 @@ static void test_argv_with(void **state)
     assert_string_equal(s, "swift-train --save_steps=10 --lr 1e-4 'my dir' --num-workers 4");
     free(s);
     json_decref(a);
+}
+
+/* A remedy's command never names the traced run's output or trace: new ones that do not exist
+ * yet, in every spelling of the options. */
+static void test_argv_fresh_outputs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_analyze_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char run[256], run2[256], tr[256], cmd[1024];
+    snprintf(run, sizeof(run), "%s/runs/a", dir);
+    snprintf(run2, sizeof(run2), "%s/runs/a-2", dir);
+    snprintf(tr, sizeof(tr), "%s/t.trace.jsonl", dir);
+    json_t *a = json_pack("[s,s,s,s,s,s]", "swift-train", "-o", run, "--trace", tr, "s/");
+    char *s = swift_an_argv_with(a, "save-steps", "40");
+    snprintf(cmd,
+             sizeof(cmd),
+             "swift-train -o %s/runs/a-2 --trace %s/t-2.trace.jsonl s/ --save-steps 40",
+             dir,
+             dir);
+    assert_string_equal(s, cmd);
+    free(s);
+    /* runs/a-2 exists (the user ran the first remedy): a-3; a trace inside the run moves
+     * with it; --output-dir=, -oDIR and --trace DIR/ spellings */
+    assert_int_equal(swift_mkdirs(run2, 0755), 0);
+    json_decref(a);
+    char tin[300], eq[300];
+    snprintf(tin, sizeof(tin), "%s/trace.jsonl", run);
+    snprintf(eq, sizeof(eq), "--output_dir=%s/", run);
+    a = json_pack("[s,s,s,s,s]", "swift-train", eq, "--trace", tin, "s/");
+    s = swift_an_argv_command(a);
+    snprintf(cmd,
+             sizeof(cmd),
+             "swift-train --output_dir=%s/runs/a-3 --trace %s/runs/a-3/trace.jsonl s/",
+             dir,
+             dir);
+    assert_string_equal(s, cmd);
+    free(s);
+    json_decref(a);
+    snprintf(eq, sizeof(eq), "-o%s", run2);
+    snprintf(tin, sizeof(tin), "%s/", dir);
+    a = json_pack("[s,s,s,s,s]", "swift-preprocess", eq, "--trace", tin, "d.jsonl");
+    s = swift_an_argv_command(a);
+    snprintf(cmd, sizeof(cmd), "swift-preprocess -o%s/runs/a-3 --trace %s-2/ d.jsonl", dir, dir);
+    assert_string_equal(s, cmd);
+    free(s);
+    json_decref(a);
+    /* nothing to rename: unchanged */
+    a = json_pack("[s,s]", "swift-train", "s/");
+    s = swift_an_argv_command(a);
+    assert_string_equal(s, "swift-train s/");
+    free(s);
+    json_decref(a);
+    rmdir(run2);
+    snprintf(run2, sizeof(run2), "%s/runs", dir);
+    rmdir(run2);
+    rmdir(dir);
 }
 
 /* Write a real trace with lib/trace: 4 steps of 100 ms (30 ms data_wait, 30 forward, 30
@@ -382,6 +440,119 @@ static void test_more_rules(void **state)
     swift_an_set_release(&set);
 }
 
+/* 10 steps of 10 ms: forward 3 ms, backward 3 ms, optimizer opt_us, except every `every`-th
+ * step whose optimizer takes slow_us (the step grows with it). */
+static json_t *oversub_report(const char *meta_args, double opt_us, double slow_us, int every,
+                              const struct swift_analyze_opts *o)
+{
+    char *buf = malloc(1 << 16);
+    size_t n =
+        (size_t)snprintf(buf,
+                         1 << 16,
+                         "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":5,\"tid\":5,\"ts\":0,"
+                         "\"args\":{\"stage\":\"train\",%s}}\n",
+                         meta_args);
+    double t = 1000;
+    for (int s = 1; s <= 10; s++) {
+        double opt = every && s % every == 0 ? slow_us : opt_us;
+        double dur = 6000 + opt + 100;
+        n += (size_t)snprintf(
+            buf + n,
+            (1 << 16) - n,
+            "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":5,\"tid\":5,\"ts\":%.0f,"
+            "\"dur\":%.0f,\"args\":{\"step\":%d}}\n"
+            "{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"forward\",\"pid\":5,\"tid\":5,"
+            "\"ts\":%.0f,\"dur\":3000}\n"
+            "{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"backward\",\"pid\":5,\"tid\":5,"
+            "\"ts\":%.0f,\"dur\":3000}\n"
+            "{\"ph\":\"X\",\"cat\":\"optim\",\"name\":\"optimizer\",\"pid\":5,\"tid\":5,"
+            "\"ts\":%.0f,\"dur\":%.0f}\n",
+            t,
+            dur,
+            s,
+            t,
+            t + 3000,
+            t + 6000,
+            opt);
+        t += dur + 10;
+    }
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    assert_int_equal(swift_an_load_buffer(&set, "o.trace.jsonl", buf, n), 0);
+    free(buf);
+    struct swift_an_proc *procs;
+    size_t np;
+    swift_an_procs_build(&set, o, &procs, &np);
+    json_t *r = swift_an_report_build(&set, procs, np, o);
+    swift_an_procs_free(procs, np);
+    swift_an_set_release(&set);
+    return r;
+}
+
+/* oversubscription: a host phase's p90 far above its median, with a share of the step */
+static void test_oversubscription(void **state)
+{
+    (void)state;
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    const char *meta = "\"omp_threads\":4,\"omp_wait_policy\":\"spin, then sleep\","
+                       "\"argv\":[\"swift-train\",\"-j\",\"4\",\"-o\",\"/nonexistent/r\",\"s/\"]";
+    /* optimizer 1 ms, 100 ms in 2 of 10 steps: p90 100x the median, 18% of the mean step */
+    json_t *r = oversub_report(meta, 1000, 100000, 5, &o);
+    json_t *b = find_rule(r, "oversubscription");
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "severity")), "critical");
+    json_t *ev = json_object_get(b, "evidence");
+    assert_string_equal(json_string_value(json_object_get(ev, "phase")), "optimizer");
+    assert_true(json_real_value(json_object_get(ev, "median_us")) == 1000);
+    assert_true(json_real_value(json_object_get(ev, "p90_us")) == 100000);
+    assert_true(json_real_value(json_object_get(b, "value")) == 100);
+    assert_int_equal(json_integer_value(json_object_get(ev, "omp_threads")), 4);
+    assert_non_null(strstr(json_string_value(json_object_get(b, "summary")),
+                           "optimizer time varies between identical steps: median 1.00 ms, p90 "
+                           "100.00 ms (100.0x)"));
+    assert_non_null(strstr(json_string_value(json_object_get(b, "summary")),
+                           "4 OpenMP threads, wait policy spin, then sleep"));
+    /* the run spun: passive waiting and half the threads, into a new run directory */
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "OMP_WAIT_POLICY=passive swift-train -o /nonexistent/r-2 s/ --threads 2");
+    assert_non_null(strstr(json_string_value(json_object_get(b, "remedy")), "OMP_WAIT_POLICY"));
+    json_decref(r);
+    /* 2.5x: under the default threshold of 3; --threshold oversubscription=2 makes it a warn */
+    r = oversub_report(meta, 1000, 2500, 5, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+    struct swift_analyze_opts o2 = o;
+    assert_int_equal(swift_an_threshold_set(&o2.th, "oversubscription=2"), 0);
+    r = oversub_report(meta, 1000, 2500, 5, &o2);
+    b = find_rule(r, "oversubscription");
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "severity")), "warn");
+    json_decref(r);
+    /* a wide spread in a phase too small to matter (10 us median, 300 us in 2 steps: 1% of
+     * the step) is not reported; nor is one slow step in 10 (p90 = the median) */
+    r = oversub_report(meta, 10, 300, 5, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+    r = oversub_report(meta, 1000, 100000, 10, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+    /* passive already (our default): fewer threads, no environment prefix; a GPU run: none */
+    r = oversub_report("\"omp_threads\":2,\"omp_wait_policy\":\"passive (default)\","
+                       "\"argv\":[\"swift-train\",\"--threads\",\"2\",\"s/\"]",
+                       1000,
+                       100000,
+                       5,
+                       &o);
+    b = find_rule(r, "oversubscription");
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "swift-train --threads 1 s/");
+    json_decref(r);
+    r = oversub_report("\"device\":\"cuda:0\"", 1000, 100000, 5, &o);
+    assert_null(find_rule(r, "oversubscription"));
+    json_decref(r);
+}
+
 static void test_loader_positions(void **state)
 {
     (void)state;
@@ -395,11 +566,38 @@ static void test_loader_positions(void **state)
         "{\"ph\":\"X\",\"cat\":\"io\",\"na";
     assert_int_equal(swift_an_load_buffer(&set, "k.trace.jsonl", jl, strlen(jl)), 0);
     assert_int_equal(set.src[0].n, 1);
-    /* a line that is not JSON: file, line and byte */
+    assert_int_equal(set.src[0].damage.tail_line, 2);
+    assert_int_equal(set.src[0].damage.bad, 0);
+    /* a line that is not JSON: named with file, line and byte, skipped and counted; the lines
+     * after it are read (a line cut inside a string, an event with a bad field, trailing
+     * bytes and a non-object are bad lines too) */
     const char *bad =
         "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n"
-        "{\"ph\":\"X\" \"cat\":1}\n";
-    assert_int_equal(swift_an_load_buffer(&set, "b.trace.jsonl", bad, strlen(bad)), -1);
+        "{\"ph\":\"X\" \"cat\":1}\n"
+        "{\"ph\":\"X\",\"cat\":\"comp\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":\"x\",\"dur\":2}\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"c\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":2} junk\n"
+        "[1,2]\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"d\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":2}\n";
+    assert_int_equal(swift_an_load_buffer(&set, "b.trace.jsonl", bad, strlen(bad)), 0);
+    assert_int_equal(set.src[1].n, 2);
+    assert_int_equal(set.src[1].damage.bad, 5);
+    assert_int_equal(set.src[1].damage.first_bad[0], 2);
+    assert_int_equal(set.src[1].damage.first_bad[1], 3);
+    assert_int_equal(set.src[1].damage.first_bad[2], 4);
+    assert_int_equal(set.src[1].damage.tail_line, 0);
+    /* a whole last line without its newline is an event, not a truncated tail; bytes after an
+     * event make its line bad */
+    const char *nonl =
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2} x\n"
+        "{\"ph\":\"X\",\"cat\":\"io\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":2}";
+    assert_int_equal(swift_an_load_buffer(&set, "n.trace.jsonl", nonl, strlen(nonl)), 0);
+    assert_int_equal(set.src[2].n, 1);
+    assert_int_equal(set.src[2].damage.bad, 1);
+    assert_int_equal(set.src[2].damage.tail_line, 0);
+    /* empty, and nothing but bad lines: the file fails */
+    assert_int_equal(swift_an_load_buffer(&set, "e.trace.jsonl", "", 0), -1);
+    assert_int_equal(swift_an_load_buffer(&set, "g.trace.jsonl", "x\ny\n", 4), -1);
     /* an unknown category in our own trace is named */
     const char *unk =
         "{\"ph\":\"X\",\"cat\":\"bogus\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}\n";
@@ -407,10 +605,19 @@ static void test_loader_positions(void **state)
     fflush(fp);
     assert_non_null(strstr(msgbuf, "k.trace.jsonl:2: truncated last line ignored"));
     assert_non_null(strstr(msgbuf, "swift-trace-analyze:b.trace.jsonl:2: byte 78: "));
+    assert_non_null(strstr(msgbuf, "b.trace.jsonl:3: byte 83: the line ends inside a JSON value"));
+    assert_non_null(strstr(msgbuf, "b.trace.jsonl: 5 bad lines skipped in all"));
+    assert_non_null(
+        strstr(msgbuf, "n.trace.jsonl:1: byte 63: unexpected data after the event (line skipped)"));
+    assert_null(strstr(msgbuf, "n.trace.jsonl:2"));
+    assert_null(strstr(msgbuf, "b.trace.jsonl:5:")); /* only the first 3 are named */
+    assert_non_null(strstr(msgbuf, "swift-trace-analyze: e.trace.jsonl: empty trace (no events)"));
+    assert_non_null(strstr(msgbuf, "g.trace.jsonl: no trace event could be read (2 bad lines)"));
     assert_non_null(strstr(msgbuf, "u.trace.jsonl:1: byte 0: unknown category \"bogus\""));
     release(fp);
-    assert_int_equal(set.n, 2);
-    assert_int_equal(set.nfailed, 1);
+    assert_int_equal(set.n, 4);
+    assert_int_equal(set.nfailed, 2);
+    assert_int_equal(set.bad_lines, 6);
     swift_an_set_release(&set);
 }
 
@@ -420,11 +627,13 @@ int main(void)
         cmocka_unit_test(test_intervals),
         cmocka_unit_test(test_kernel_types),
         cmocka_unit_test(test_argv_with),
+        cmocka_unit_test(test_argv_fresh_outputs),
         cmocka_unit_test(test_our_trace_end_to_end),
         cmocka_unit_test(test_profile_phases),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_loader_positions),
         cmocka_unit_test(test_more_rules),
+        cmocka_unit_test(test_oversubscription),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
