@@ -33,7 +33,8 @@ ifeq ($(V),1)
   say :=
 else
   Q := @
-  say = @printf '  %-6s %s\n' $(1) $(2);
+  # `make -s` prints nothing: the s in MAKEFLAGS' first word (its single-letter flags)
+  say = @$(if $(findstring s,$(firstword -$(MAKEFLAGS))),,printf '  %-6s %s\n' $(1) $(2);)
 endif
 
 WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wvla -Wstrict-prototypes
