@@ -68,6 +68,15 @@ complete_words() {
     if command -v zsh >/dev/null; then
         zsh -n "$SWIFT_BUILD/completions/_swift"
         zsh -n "$BATS_TEST_DIRNAME/../../completions/_swift"
+        # the specs handed to _arguments, commands not on PATH
+        specs=$(env -i PATH=/usr/bin:/bin zsh -c 'words=(swift-train --tuner ""); _arguments() {
+            print -l -- "$@"; }; source "$1"' zsh "$SWIFT_BUILD/completions/_swift")
+        grep -qx -- '--tuner=\[option\]:value:(full lora)' <<<"$specs"
+        grep -qx -- '--tuner_type=\[option\]:value:(full lora)' <<<"$specs"
+        grep -qx -- '--model=\[option\]:value:_files' <<<"$specs"
+        specs=$(env -i PATH=/usr/bin:/bin zsh -c 'words=(swift-trace-analyze -f ""); _arguments() {
+            print -l -- "$@"; }; source "$1"' zsh "$SWIFT_BUILD/completions/_swift")
+        grep -qx -- '-f\[option\]:value:(text md markdown json html)' <<<"$specs"
     fi
     grep -q '^#compdef swift-download' "$SWIFT_BUILD/completions/_swift"
     grep -q "_swift_tools_vals\[swift-train:--tuner\]='full lora'" "$SWIFT_BUILD/completions/_swift"
