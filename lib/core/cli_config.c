@@ -271,7 +271,9 @@ static int expand_json(const struct swift_command *cmd, const char *path, struct
             }
             rc = emit_pair(cmd, path, 0, key, buf, w);
         } else if (json_is_object(val)) {
-            rc = swift_error_at(path, 0, "option '%s' cannot be an object", key);
+            rc = swift_cli_find_option(cmd, key, strlen(key))
+                     ? swift_error_at(path, 0, "option '%s' cannot be an object", key)
+                     : other_key(cmd, path, 0, key, w);
         } else {
             char *s = value_text(val);
             rc = emit_pair(cmd, path, 0, key, s, w);
@@ -366,8 +368,10 @@ static int expand_yaml(const struct swift_command *cmd, const char *path, struct
             }
             if (!rc)
                 rc = prof_finish(cmd, path, &p, w);
-        } else {
+        } else if (swift_cli_find_option(cmd, key, strlen(key))) {
             rc = swift_error_at(path, line, "option '%s' cannot be a mapping", key);
+        } else {
+            rc = other_key(cmd, path, line, key, w); /* another stage's, or unknown */
         }
         if (rc)
             break;

@@ -90,6 +90,10 @@ EOF
         [ "${stderr_lines[0]}" = "$c:$W/bad.yaml:2: unknown option 'lora_rnak'" ]
         [ "${stderr_lines[1]}" = "Try '$c --help' for more information." ]
     done
+    printf 'max_length: 128\nbogus:\n  a: 1\n' >"$W/bad2.yaml"
+    run --separate-stderr "$B/swift-train" "$W/bad2.yaml"
+    [ "$status" -eq 2 ]
+    [ "${stderr_lines[0]}" = "swift-train:$W/bad2.yaml:2: unknown option 'bogus'" ]
     printf '{"max_length": 128, "bogus": 1}\n' >"$W/bad.json"
     run --separate-stderr "$B/swift-train" "$W/bad.json"
     [ "$status" -eq 2 ]
