@@ -33,7 +33,8 @@ ifeq ($(V),1)
   say :=
 else
   Q := @
-  say = @printf '  %-6s %s\n' $(1) $(2);
+  # `make -s` prints nothing: the s in MAKEFLAGS' first word (its single-letter flags)
+  say = @$(if $(findstring s,$(firstword -$(MAKEFLAGS))),,printf '  %-6s %s\n' $(1) $(2);)
 endif
 
 WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wvla -Wstrict-prototypes
@@ -101,12 +102,22 @@ KLIBA := $(O)/lib/libswift-kernels.a
 LIBS := $(LIBA) $(KLIBA)
 LDLIBS += $(KERNEL_LDLIBS)
 LINK_CHECK := $(O)/tests/kernels_link_check
+# Which program takes which option (lib/core/cli.h, swift_cli_programs) comes from the programs'
+# own tables: each is linked once without it ($(O)/stage1), asked --list-options, and the answer
+# is compiled into every command; the completions are generated the same way (--list-values for
+# the flags' values). A new flag reaches every stage's config files and the completions by itself.
+STAGE1 := $(CMD_SRC:cmd/%.c=$(O)/stage1/%)
+REGISTRY := $(O)/gen/cli_registry.c
+REGISTRY_OBJ := $(O)/obj/gen/cli_registry.o
+COMPLETIONS := $(O)/completions/swift.bash $(O)/completions/_swift
+# (a sanitizer build's leak report at exit is the tests' business, not the build's)
+RUN_STAGE1 := ASAN_OPTIONS=detect_leaks=0
 
 .PHONY: FORCE all deps test test-unit test-cli demo bench install format format-check check-layers fuzz clean man
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(LIBS) $(BINS) $(LINK_CHECK) $(O)/config.mk
+all: $(LIBS) $(BINS) $(LINK_CHECK) $(COMPLETIONS) $(O)/config.mk
 
 $(O)/config.mk: FORCE
 	@mkdir -p $(@D)
@@ -139,9 +150,30 @@ $(LINK_CHECK): $(O)/obj/tests/kernels/link_check.o $(KLIBA)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(KLIBA) \
 	  -Wl,--no-whole-archive $(KERNEL_LDLIBS)
 
-$(O)/bin/%: $(O)/obj/cmd/%.o $(LIBS)
+$(O)/stage1/%: $(O)/obj/cmd/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+# rewritten only when it changes (the stamp records the run), so the commands relink only for a
+# new option
+$(REGISTRY).stamp: $(STAGE1) scripts/cli-registry.sh
+	@mkdir -p $(@D)
+	$(call say,GEN,$(REGISTRY))$(RUN_STAGE1) sh scripts/cli-registry.sh $(STAGE1) >$(REGISTRY).tmp && \
+	  { cmp -s $(REGISTRY).tmp $(REGISTRY) && rm -f $(REGISTRY).tmp || mv $(REGISTRY).tmp $(REGISTRY); } && \
+	  touch $@
+$(REGISTRY): $(REGISTRY).stamp ;
+
+$(REGISTRY_OBJ): $(REGISTRY)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(O)/completions/%: completions/% $(STAGE1) scripts/completions.sh
+	@mkdir -p $(@D)
+	$(call say,GEN,$@)$(RUN_STAGE1) sh scripts/completions.sh $< $(STAGE1) >$@.tmp && mv $@.tmp $@
+
+$(O)/bin/%: $(O)/obj/cmd/%.o $(REGISTRY_OBJ) $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $< $(REGISTRY_OBJ) $(LIBS) $(LDLIBS)
 
 $(O)/tests/%: $(O)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
@@ -172,7 +204,7 @@ test: deps
 	  CMOCKA_MESSAGE_OUTPUT=TAP prove --exec $(abspath tests/tap-exec) $(UNITS) $(KTESTS) \
 	  $(sort $(wildcard tests/cli/*.bats))
 
-tests: $(BINS) $(UNITS) $(KTESTS) $(FUZZES) $(LINK_CHECK)
+tests: $(BINS) $(COMPLETIONS) $(UNITS) $(KTESTS) $(FUZZES) $(LINK_CHECK)
 
 demo: deps
 	@$(MAKE) -s --no-print-directory all
@@ -194,8 +226,8 @@ install: all man
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(O)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
 	for b in $(notdir $(BINS)); do \
-	  install -m 644 completions/swift.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$b; done
-	install -m 644 completions/_swift $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_swift
+	  install -m 644 $(O)/completions/swift.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$b; done
+	install -m 644 $(O)/completions/_swift $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_swift
 
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
 format-check:

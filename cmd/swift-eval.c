@@ -6,6 +6,7 @@
 #include "lib/eval/run.h"
 #include "lib/core/fileio.h"
 #include "lib/eval/prompt.h"
+#include "lib/preprocess/template.h"
 #include "lib/core/trace.h"
 
 #include <limits.h>
@@ -38,6 +39,7 @@ static int dataset(const struct swift_option *opt, void *opts, const char *arg)
 static const struct swift_option options[] = {
     SWIFT_OPT_LOOKUP(0, "task", F(o.task), swift_eval_task_parse, "TASK",
                      "loss, ppl, mc, mmlu, gsm8k or exact",
+                     .values = "loss ppl mc mmlu gsm8k exact",
                      .error = "unknown task '{arg}' (loss, ppl, mc, mmlu, gsm8k, exact)"),
     SWIFT_OPT_CALLBACK(0, "dataset", dataset, "PATH",
                        "shards or a raw JSONL/JSON/CSV/text file (loss, ppl), MMLU CSV file or "
@@ -51,7 +53,8 @@ static const struct swift_option options[] = {
                    .aliases = "merge_lora"),
     SWIFT_OPT_STRING(0, "template", F(o.template_name), "NAME",
                      "chat template for prompts and raw loss data (none: plain text; default "
-                     "none, for loss the tokenizer's)"),
+                     "none, for loss the tokenizer's)",
+                     .values = "none " SWIFT_TEMPLATE_NAMES),
     SWIFT_OPT_INT(0, "limit", F(o.limit), 0, 1L << 40, "N",
                   "evaluate the first N items (samples for loss)", .aliases = "eval_limit"),
     SWIFT_OPT_INT(0, "few-shot", F(o.few_shot), 0, 64, "K",

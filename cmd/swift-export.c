@@ -30,9 +30,10 @@ static const struct swift_option options[] = {
     SWIFT_OPT_STRING(
         0, "dtype", F(o.dtype), "TYPE",
         "gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k (f16); hf: bf16|fp16|fp32 (the base's)",
-        .aliases = "torch_dtype,quant_type"),
+        .aliases = "torch_dtype,quant_type",
+        .values = "f32 f16 bf16 q8_0 q4_0 q4_k q4_k_m q6_k fp16 fp32"),
     SWIFT_OPT_FLAG(0, "to-ollama", F(o.to_ollama),
-                   "also write a Modelfile for ollama next to the GGUF"),
+                   "also write NAME.Modelfile for ollama next to NAME.gguf"),
     SWIFT_OPT_PATH(0, "merge-lora", F(o.merge_lora), "ADAPTER_DIR",
                    "merge this PEFT LoRA adapter into the base first", .aliases = "adapters"),
     SWIFT_OPT_SIZE(0, "max-shard-size", F(o.max_shard_size), 1024, "SIZE",

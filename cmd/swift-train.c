@@ -98,7 +98,7 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_INT(0, "warmup-steps", F(o.warmup_steps), 0, BIG, "N",
                   "warmup steps (overrides the ratio)"),
     SWIFT_OPT_LOOKUP(0, "lr-scheduler-type", F(o.lr_scheduler), swift_sched_parse, "NAME",
-                     "cosine (default), linear, constant",
+                     "cosine (default), linear, constant", .values = "cosine linear constant",
                      .error = "--lr-scheduler-type: '{arg}' is not cosine, linear or constant"),
     SWIFT_OPT_INT(0, "per-device-train-batch-size", F(o.batch_size), 1, BIG, "N",
                   "samples per micro-batch (default 1)", .aliases = "batch_size,micro_batch_size"),

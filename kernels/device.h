@@ -3,8 +3,10 @@
  *
  * Queries. Built with CUDA (make CUDA=1, the default when nvcc is present),
  * swift_device_query() asks the CUDA runtime (kernels/cuda/device.cu); a CUDA build on a machine
- * without a GPU reports 0 devices and the reason, and every command falls back to the CPU with
- * a one-line notice. Built without CUDA it reports 0 and "built without CUDA".
+ * without a usable GPU reports 0 devices and the reason (every command falls back to the CPU with
+ * a one-line notice), and -1 and "no CUDA driver" on a machine without a driver at all (then the
+ * fallback is silent: nothing was asked of a GPU). Built without CUDA it reports 0 and "built
+ * without CUDA".
  *
  * Reports. Nothing under kernels/ includes lib/: what a backend observes on the device (CUPTI
  * activity, kernels/cuda/cupti.c; NCCL collectives, kernels/cuda/comm_nccl.c) and the errors of
@@ -33,7 +35,9 @@ struct swift_device_info {
     int sm_count;
 };
 
-/* Fill up to max entries; returns the number of usable CUDA devices (0 with why[] set). */
+/* Fill up to max entries; returns the number of usable CUDA devices, 0 with why[] set (a driver
+ * but no usable device), or -1 with why[] "no CUDA driver ..." when the machine has no CUDA
+ * driver at all (a CUDA build on a machine without a GPU stack). */
 int swift_device_query(struct swift_device_info *info, int max, char *why, size_t whylen);
 /* 1 if this binary was built with CUDA support. */
 int swift_device_built_with_cuda(void);

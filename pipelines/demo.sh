@@ -5,7 +5,7 @@
 #   → tiny Llama with random weights (swift-train --init-model) → packed as an archive and
 #   fetched with swift-download → swift-preprocess → swift-eval (before) → swift-train (traced,
 #   with a profile window) → swift-eval (after, gated on "before") → swift-export (HF
-#   safetensors + GGUF + Modelfile + GPTQ int4 on the training shards, evaluated again)
+#   safetensors + GGUF + NAME.Modelfile + GPTQ int4 on the training shards, evaluated again)
 #   → swift-trace-analyze (text here, HTML next to it).
 #
 # DEMO_DIR (default build/demo) holds everything; DEMO_STEPS sets the training steps.
@@ -21,7 +21,13 @@ mkdir -p "$out"
 trace=$out/trace
 t_start=$(date +%s)
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+# bold step titles only on a terminal, and never under NO_COLOR (https://no-color.org)
+if [ -t 2 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-}" != dumb ]; then
+    bold=$(printf '\033[1m') plain=$(printf '\033[0m')
+else
+    bold='' plain=''
+fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain" >&2; }
 
 step "1/9 data: synthetic instruction tasks (addition, colours, reversal, letters)"
 python3 datasets/make_synthetic.py "$out/data" >&2
@@ -108,7 +114,8 @@ $gptq after GPTQ int4 quantization.
   shards               $out/shards
   run + checkpoints    $out/run   (logging.jsonl)
   evaluations          $out/eval-before.json $out/eval-after.json
-  exports              $out/export/hf  $out/export/demo-llama.q8_0.gguf (+ Modelfile)
+  exports              $out/export/hf  $out/export/demo-llama.q8_0.gguf (+ demo-llama.q8_0.Modelfile:
+                       ollama create demo-llama -f $out/export/demo-llama.q8_0.Modelfile)
                        $out/export/gptq-int4
   traces               $trace
   report               $out/report.html

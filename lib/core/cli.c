@@ -1,5 +1,6 @@
 #include "lib/core/cli.h"
 #include "lib/core/alloc.h"
+#include "lib/core/cli_internal.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 
@@ -14,13 +15,14 @@
 
 #include "lib/core/banned.h"
 
-enum { KEY_HELP = 1, KEY_VERSION, KEY_LIST };
+enum { KEY_HELP = 1, KEY_VERSION, KEY_LIST, KEY_VALUES };
 
 static const struct swift_option builtin[] = {
     SWIFT_OPT_IGNORE(0, "help", NULL, "display this help and exit", .value = KEY_HELP),
     SWIFT_OPT_IGNORE(0, "version", NULL, "output version information and exit",
                      .value = KEY_VERSION),
     SWIFT_OPT_IGNORE(0, "list-options", NULL, NULL, .value = KEY_LIST),
+    SWIFT_OPT_IGNORE(0, "list-values", NULL, NULL, .value = KEY_VALUES),
     SWIFT_OPT_END};
 
 /* ---------- numbers ---------- */
@@ -99,7 +101,7 @@ int swift_parse_size(const char *s, unsigned long long *out)
 
 /* ---------- option tables ---------- */
 
-static int takes_arg(const struct swift_option *o)
+int swift_cli_takes_arg(const struct swift_option *o)
 {
     if (!o->argname)
         return no_argument;
@@ -107,7 +109,7 @@ static int takes_arg(const struct swift_option *o)
 }
 
 /* Find the option whose name (or alias) matches `name` with '-' and '_' treated as equal. */
-static int name_eq(const char *a, size_t alen, const char *b)
+int swift_cli_name_eq(const char *a, size_t alen, const char *b)
 {
     size_t i = 0;
     for (; i < alen && b[i]; i++) {
@@ -120,7 +122,7 @@ static int name_eq(const char *a, size_t alen, const char *b)
 
 /* The next name of a comma-separated alias list (*a, advanced) into buf: 1, or 0 at the end.
  * A name that does not fit buf is skipped. */
-static int next_alias(const char **a, char *buf, size_t cap)
+int swift_cli_next_alias(const char **a, char *buf, size_t cap)
 {
     while (*a && **a) {
         const char *start = *a, *c = strchr(start, ',');
@@ -135,15 +137,15 @@ static int next_alias(const char **a, char *buf, size_t cap)
     return 0;
 }
 
-static const struct swift_option *find_option(const struct swift_command *cmd, const char *name,
-                                              size_t len)
+const struct swift_option *swift_cli_find_option(const struct swift_command *cmd, const char *name,
+                                                 size_t len)
 {
     char tmp[128];
     for (const struct swift_option *o = cmd->options; o && o->type; o++) {
-        if (name_eq(name, len, o->name))
+        if (swift_cli_name_eq(name, len, o->name))
             return o;
-        for (const char *a = o->aliases; next_alias(&a, tmp, sizeof(tmp));)
-            if (name_eq(name, len, tmp))
+        for (const char *a = o->aliases; swift_cli_next_alias(&a, tmp, sizeof(tmp));)
+            if (swift_cli_name_eq(name, len, tmp))
                 return o;
     }
     return NULL;
@@ -358,18 +360,18 @@ static void add_long(struct longtab *t, const char *name, int has_arg, int key, 
 
 static void add_names(struct longtab *t, const struct swift_option *o, int key)
 {
-    add_long(t, o->name, takes_arg(o), key, 0);
+    add_long(t, o->name, swift_cli_takes_arg(o), key, 0);
     if (strchr(o->name, '-')) {
         char u[128];
         snprintf(u, sizeof(u), "%s", o->name);
         for (char *p = u; *p; p++)
             if (*p == '-')
                 *p = '_';
-        add_long(t, u, takes_arg(o), key, 1);
+        add_long(t, u, swift_cli_takes_arg(o), key, 1);
     }
     char tmp[128];
-    for (const char *a = o->aliases; next_alias(&a, tmp, sizeof(tmp));)
-        add_long(t, tmp, takes_arg(o), key, 1);
+    for (const char *a = o->aliases; swift_cli_next_alias(&a, tmp, sizeof(tmp));)
+        add_long(t, tmp, swift_cli_takes_arg(o), key, 1);
 }
 
 void swift_cli_help(const struct swift_command *cmd, FILE *fp)
@@ -422,13 +424,84 @@ static void list_options(const struct swift_command *cmd)
     const struct swift_option *tabs[2] = {cmd->options, builtin};
     for (int t = 0; t < 2; t++)
         for (const struct swift_option *o = tabs[t]; o && o->type; o++) {
-            const char *eq = takes_arg(o) == required_argument ? "=" : "";
+            const char *eq = swift_cli_takes_arg(o) == required_argument ? "=" : "";
             printf("--%s%s\n", o->name, eq);
             /* ms-swift's spellings too, so completions and docs checks know them */
             char tmp[128];
-            for (const char *a = o->aliases; next_alias(&a, tmp, sizeof(tmp));)
+            for (const char *a = o->aliases; swift_cli_next_alias(&a, tmp, sizeof(tmp));)
                 printf("--%s%s\n", tmp, eq);
         }
+}
+
+/* An argname that lists the values ("full|lora", "auto|cpu|cuda[:N]"), as " full lora" into buf;
+ * 0 when it names a metavariable instead ("N", "CKPT|latest"). */
+static int argname_values(const char *argname, char *buf, size_t cap)
+{
+    if (!argname || !strchr(argname, '|'))
+        return 0;
+    size_t n = 0;
+    buf[0] = 0;
+    for (const char *p = argname; *p;) {
+        size_t len = strcspn(p, "|"), word = strcspn(p, "|[");
+        for (size_t i = 0; i < word; i++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789_-.:", p[i]))
+                return 0;
+        if (word && n + word + 2 < cap) {
+            buf[n++] = ' ';
+            memcpy(buf + n, p, word);
+            buf[n += word] = 0;
+        }
+        p += len + (p[len] == '|');
+    }
+    return n > 0;
+}
+
+/* The words o's value may be, " a b c" into buf (empty when it is free text or a path). */
+static void option_values(const struct swift_option *o, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    if (o->choices) {
+        for (const struct swift_choice *c = o->choices; c->name && n + 1 < cap; c++)
+            n += (size_t)snprintf(buf + n, cap - n, " %s", c->name);
+        return;
+    }
+    if (!o->values) {
+        argname_values(o->argname, buf, cap);
+        return;
+    }
+    for (const char *p = o->values; *p;) {
+        size_t len = strcspn(p, " ,|");
+        char w[128];
+        if (len && len < sizeof(w)) {
+            memcpy(w, p, len);
+            w[len] = 0;
+            if ((!o->lookup || o->lookup(w) >= 0) && n + len + 2 < cap)
+                n += (size_t)snprintf(buf + n, cap - n, " %s", w);
+        }
+        p += len;
+        p += strspn(p, " ,|");
+    }
+}
+
+/* --list-values: "--NAME value..." for every name (aliases and the short name too) of an option
+ * with known values. */
+static void list_values(const struct swift_command *cmd)
+{
+    for (const struct swift_option *o = cmd->options; o && o->type; o++) {
+        char vals[1024], tmp[128];
+        option_values(o, vals, sizeof(vals));
+        if (!vals[0])
+            continue;
+        printf("--%s%s\n", o->name, vals);
+        if (o->short_name > 0 && o->short_name < 128)
+            printf("-%c%s\n", o->short_name, vals);
+        for (const char *a = o->aliases; swift_cli_next_alias(&a, tmp, sizeof(tmp));) {
+            for (char *p = tmp; *p; p++)
+                *p = *p == '_' ? '-' : *p;
+            printf("--%s%s\n", tmp, vals);
+        }
+    }
 }
 
 static int is_config_path(const char *s)
@@ -440,6 +513,7 @@ static int is_config_path(const char *s)
            (n > 5 && !strcmp(s + n - 5, ".json"));
 }
 
+enum { MAX_GIVEN = 256 };
 static char **expanded, **expanded_argv;
 static int nexpanded;
 
@@ -458,16 +532,77 @@ static void release_expanded(void)
     nexpanded = 0;
 }
 
+/* The entry of a command-line word: "--name[=v]" or "-x..." (short options: the first), or NULL;
+ * *skip is 1 when the next word is its value. */
+static const struct swift_option *word_option(const struct swift_command *cmd, const char *w,
+                                              int *skip)
+{
+    *skip = 0;
+    const struct swift_option *o = NULL;
+    if (w[0] != '-' || !w[1])
+        return NULL;
+    if (w[1] == '-') {
+        size_t len = strcspn(w + 2, "=");
+        o = swift_cli_find_option(cmd, w + 2, len);
+        *skip = o && !w[2 + len] && swift_cli_takes_arg(o) == required_argument;
+        return o;
+    }
+    for (const char *c = w + 1; *c; c++) {
+        for (o = cmd->options; o && o->type && o->short_name != *c; o++)
+            ;
+        if (!o || !o->type)
+            return NULL;
+        if (swift_cli_takes_arg(o) != no_argument) {
+            *skip = !c[1];
+            return o;
+        }
+    }
+    return NULL; /* a cluster of flags: setting one twice changes nothing */
+}
+
+/* Flags override the file: drop the file's words for every option the command line (rest)
+ * gives, so a repeatable one (--dataset) does not add to the file's values. */
+static void drop_overridden(const struct swift_command *cmd, char **words, int *nwords, char **rest,
+                            int nrest)
+{
+    const struct swift_option *given[MAX_GIVEN];
+    int ngiven = 0, skip;
+    for (int i = 0; i < nrest && strcmp(rest[i], "--"); i += 1 + skip) {
+        const struct swift_option *o = word_option(cmd, rest[i], &skip);
+        if (o && ngiven < MAX_GIVEN)
+            given[ngiven++] = o;
+    }
+    int out = 0;
+    for (int i = 0; i < *nwords; i += 1 + skip) {
+        /* the file's words: "--name" and, unless it takes none, its value */
+        const struct swift_option *o = word_option(cmd, words[i], &skip);
+        skip = o && swift_cli_takes_arg(o) != no_argument;
+        int drop = 0;
+        for (int g = 0; o && g < ngiven; g++)
+            drop |= given[g] == o;
+        for (int k = 0; k <= skip && i + k < *nwords; k++) {
+            if (drop)
+                free(words[i + k]);
+            else
+                words[out++] = words[i + k];
+        }
+    }
+    *nwords = out;
+}
+
 /* A config file as argv[1] expands in front of the remaining arguments: *argc and *argv become
- * the expanded vector (owned here until exit, as argv is). 0, or -1 after reporting. */
+ * the expanded vector (owned here until exit, as argv is). 0, -1 after reporting a bad file, or
+ * SWIFT_MISUSED after reporting a usage error. */
 static int expand_config_argv(const struct swift_command *cmd, int *argc, char ***argv)
 {
     char **words = NULL;
     int nwords = 0;
-    if (swift_cli_config_expand(cmd, (*argv)[1], &words, &nwords) < 0) {
+    int rc = swift_cli_config_expand(cmd, (*argv)[1], &words, &nwords);
+    if (rc < 0) {
         free_words(words, nwords);
-        return -1;
+        return rc;
     }
+    drop_overridden(cmd, words, &nwords, *argv + 2, *argc - 2);
     char **nargv = swift_xcalloc((size_t)(*argc + nwords + 1), sizeof(char *));
     nargv[0] = (*argv)[0];
     memcpy(nargv + 1, words, (size_t)nwords * sizeof(char *));
@@ -508,7 +643,7 @@ static int collect(const struct swift_command *cmd, struct entries *e)
             e->v[e->n++] = o;
             if (has_short && ns + 3 < sizeof(e->shorts)) {
                 e->shorts[ns++] = (char)o->short_name;
-                for (int k = 0; k < takes_arg(o); k++)
+                for (int k = 0; k < swift_cli_takes_arg(o); k++)
                     e->shorts[ns++] = ':';
             }
         }
@@ -537,8 +672,10 @@ static int builtin_action(const struct swift_command *cmd, int which)
         swift_cli_help(cmd, stdout);
     else if (which == KEY_VERSION)
         printf("%s (swift-tools) %s\n", cmd->name, SWIFT_VERSION);
-    else
+    else if (which == KEY_LIST)
         list_options(cmd);
+    else
+        list_values(cmd);
     return swift_close_stdout(0); /* their output must have arrived */
 }
 
@@ -574,8 +711,11 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void
 {
     int orig_argc = argc;
     char **orig_argv = argv;
-    if (argc > 1 && is_config_path(argv[1]) && expand_config_argv(cmd, &argc, &argv) < 0)
-        return SWIFT_EXIT_FAIL;
+    if (argc > 1 && is_config_path(argv[1])) {
+        int rc = expand_config_argv(cmd, &argc, &argv);
+        if (rc < 0)
+            return rc == SWIFT_MISUSED ? SWIFT_EXIT_USAGE : SWIFT_EXIT_FAIL;
+    }
     struct entries *e = swift_xcalloc(1, sizeof(*e));
     int rc = collect(cmd, e) < 0 ? SWIFT_EXIT_FAIL : parse_loop(cmd, e, argc, argv, opts);
     if (rc < 0) {
@@ -593,291 +733,4 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void
     free(e->lt.v);
     free(e);
     return rc;
-}
-
-/* ---------- config files ---------- */
-
-struct words {
-    char ***v;
-    int *n;
-    int cap;
-};
-
-static void push_word(struct words *w, const char *s)
-{
-    if (*w->n + 1 >= w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 32;
-        *w->v = swift_xrealloc(*w->v, (size_t)w->cap * sizeof(char *));
-    }
-    (*w->v)[(*w->n)++] = swift_xstrdup(s);
-}
-
-static int truthy(const char *v)
-{
-    return !strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "yes") || !strcmp(v, "1") ||
-           !strcmp(v, "on");
-}
-static int falsy(const char *v)
-{
-    return !strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "no") || !strcmp(v, "0") ||
-           !strcmp(v, "off") || !strcmp(v, "null") || !strcmp(v, "~") || !*v;
-}
-
-/* One key: value pair at the top level. */
-static int emit_pair(const struct swift_command *cmd, const char *path, long line, const char *key,
-                     const char *value, struct words *w)
-{
-    const struct swift_option *o = find_option(cmd, key, strlen(key));
-    if (!o)
-        return swift_error_at(path, line, "unknown option '%s'", key);
-    char flag[160];
-    snprintf(flag, sizeof(flag), "--%s", o->name);
-    if (takes_arg(o) == no_argument) {
-        if (truthy(value))
-            push_word(w, flag);
-        else if (!falsy(value))
-            return swift_error_at(
-                path, line, "option '%s' takes true or false, not '%s'", key, value);
-        return 0;
-    }
-    if (!strcmp(value, "null") || !strcmp(value, "~"))
-        return 0;
-    push_word(w, flag);
-    push_word(w, value);
-    return 0;
-}
-
-/* profiler: {enabled, wait_steps, warmup_steps, active_steps, repeat, output_dir, record_shapes,
- * profile_memory, with_stack} → --profile wait=..,warmup=..,active=..[,repeat=..][,shapes=1]...
- * and --trace output_dir/ */
-struct profcfg {
-    int enabled;
-    char spec[256];
-    char outdir[1024];
-};
-
-static int prof_key(struct profcfg *p, const char *path, long line, const char *k, const char *v)
-{
-    static const struct {
-        const char *key, *name;
-    } map[] = {{"wait_steps", "wait"},
-               {"warmup_steps", "warmup"},
-               {"active_steps", "active"},
-               {"repeat", "repeat"},
-               {"skip_first", "skip_first"},
-               {"record_shapes", "shapes"},
-               {"profile_memory", "memory"},
-               {"with_stack", "stack"},
-               {"with_flops", "flops"}};
-    if (name_eq(k, strlen(k), "enabled")) {
-        p->enabled = truthy(v);
-        return 0;
-    }
-    if (name_eq(k, strlen(k), "output_dir")) {
-        snprintf(p->outdir, sizeof(p->outdir), "%s%s", v, *v && v[strlen(v) - 1] == '/' ? "" : "/");
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        if (!name_eq(k, strlen(k), map[i].key))
-            continue;
-        const char *val = v;
-        if (truthy(v) && strcmp(map[i].name, "wait") && strcmp(map[i].name, "warmup") &&
-            strcmp(map[i].name, "active") && strcmp(map[i].name, "repeat") &&
-            strcmp(map[i].name, "skip_first"))
-            val = "1";
-        else if (falsy(v) && strcmp(v, "0"))
-            val = "0";
-        size_t n = strlen(p->spec);
-        snprintf(p->spec + n, sizeof(p->spec) - n, "%s%s=%s", n ? "," : "", map[i].name, val);
-        return 0;
-    }
-    return swift_error_at(path, line, "unknown profiler key '%s'", k);
-}
-
-static int prof_finish(const struct swift_command *cmd, const char *path, struct profcfg *p,
-                       struct words *w)
-{
-    if (!p->enabled)
-        return 0;
-    if (!find_option(cmd, "profile", 7))
-        return swift_error_at(path, 0, "%s does not take a profiler section", cmd->name);
-    push_word(w, "--profile");
-    push_word(w, p->spec[0] ? p->spec : "wait=1,warmup=1,active=3");
-    if (p->outdir[0]) {
-        push_word(w, "--trace");
-        push_word(w, p->outdir);
-    }
-    return 0;
-}
-
-/* A JSON config value as option text: a string as it is, anything else as compact JSON. */
-static char *value_text(json_t *v)
-{
-    if (json_is_string(v))
-        return swift_xstrdup(json_string_value(v));
-    char *s = json_dumps(v, JSON_ENCODE_ANY);
-    if (!s)
-        abort(); /* only a bug: jansson allocates through swift_xmalloc */
-    return s;
-}
-
-static int expand_json(const struct swift_command *cmd, const char *path, struct words *w)
-{
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return swift_error_at(path, je.line, "%s", je.text);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return swift_error_at(path, 1, "config must be an object of options");
-    }
-    int rc = 0;
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val)
-    {
-        char buf[4096];
-        if (!strcmp(key, "profiler") && json_is_object(val)) {
-            struct profcfg p = {0};
-            const char *k2;
-            json_t *v2;
-            json_object_foreach(val, k2, v2)
-            {
-                char *s = value_text(v2);
-                rc = prof_key(&p, path, 0, k2, s);
-                free(s);
-                if (rc)
-                    break;
-            }
-            if (!rc)
-                rc = prof_finish(cmd, path, &p, w);
-        } else if (json_is_array(val)) {
-            size_t i, n = 0;
-            json_t *e;
-            buf[0] = 0;
-            json_array_foreach(val, i, e)
-            {
-                char *s = value_text(e);
-                n += (size_t)snprintf(
-                    buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, "%s%s", i ? "," : "", s);
-                free(s);
-            }
-            rc = emit_pair(cmd, path, 0, key, buf, w);
-        } else if (json_is_object(val)) {
-            rc = swift_error_at(path, 0, "option '%s' cannot be an object", key);
-        } else {
-            char *s = value_text(val);
-            rc = emit_pair(cmd, path, 0, key, s, w);
-            free(s);
-        }
-        if (rc)
-            break;
-    }
-    json_decref(root);
-    return rc ? -1 : 0;
-}
-
-static int expand_yaml(const struct swift_command *cmd, const char *path, struct words *w)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return swift_error_errno("cannot open '%s'", path);
-    yaml_parser_t yp;
-    yaml_document_t doc;
-    yaml_parser_initialize(&yp);
-    yaml_parser_set_input_file(&yp, fp);
-    int rc = 0;
-    if (!yaml_parser_load(&yp, &doc)) {
-        rc = swift_error_at(
-            path, (long)yp.problem_mark.line + 1, "%s", yp.problem ? yp.problem : "invalid YAML");
-        yaml_parser_delete(&yp);
-        fclose(fp);
-        return rc;
-    }
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root) {
-        rc = 0; /* empty file: no options */
-        goto out;
-    }
-    if (root->type != YAML_MAPPING_NODE) {
-        rc = swift_error_at(
-            path, (long)root->start_mark.line + 1, "config must be a mapping of options");
-        goto out;
-    }
-    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = yaml_document_get_node(&doc, pr->key);
-        yaml_node_t *v = yaml_document_get_node(&doc, pr->value);
-        long line = (long)k->start_mark.line + 1;
-        if (k->type != YAML_SCALAR_NODE) {
-            rc = swift_error_at(path, line, "option names must be plain words");
-            break;
-        }
-        const char *key = (const char *)k->data.scalar.value;
-        if (v->type == YAML_SCALAR_NODE) {
-            rc = emit_pair(cmd, path, line, key, (const char *)v->data.scalar.value, w);
-        } else if (v->type == YAML_SEQUENCE_NODE) {
-            char buf[4096];
-            size_t n = 0;
-            buf[0] = 0;
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top;
-                 it++) {
-                yaml_node_t *e = yaml_document_get_node(&doc, *it);
-                if (e->type != YAML_SCALAR_NODE) {
-                    rc = swift_error_at(path,
-                                        (long)e->start_mark.line + 1,
-                                        "list items of '%s' must be scalars",
-                                        key);
-                    break;
-                }
-                n += (size_t)snprintf(buf + n,
-                                      n < sizeof(buf) ? sizeof(buf) - n : 0,
-                                      "%s%s",
-                                      n ? "," : "",
-                                      (const char *)e->data.scalar.value);
-            }
-            if (!rc)
-                rc = emit_pair(cmd, path, line, key, buf, w);
-        } else if (!strcmp(key, "profiler")) {
-            struct profcfg p = {0};
-            for (yaml_node_pair_t *q = v->data.mapping.pairs.start;
-                 q < v->data.mapping.pairs.top && !rc;
-                 q++) {
-                yaml_node_t *k2 = yaml_document_get_node(&doc, q->key);
-                yaml_node_t *v2 = yaml_document_get_node(&doc, q->value);
-                if (k2->type != YAML_SCALAR_NODE || v2->type != YAML_SCALAR_NODE) {
-                    rc = swift_error_at(
-                        path, (long)k2->start_mark.line + 1, "profiler keys take plain values");
-                    break;
-                }
-                rc = prof_key(&p,
-                              path,
-                              (long)k2->start_mark.line + 1,
-                              (const char *)k2->data.scalar.value,
-                              (const char *)v2->data.scalar.value);
-            }
-            if (!rc)
-                rc = prof_finish(cmd, path, &p, w);
-        } else {
-            rc = swift_error_at(path, line, "option '%s' cannot be a mapping", key);
-        }
-        if (rc)
-            break;
-    }
-out:
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&yp);
-    fclose(fp);
-    return rc ? -1 : 0;
-}
-
-int swift_cli_config_expand(const struct swift_command *cmd, const char *path, char ***words,
-                            int *nwords)
-{
-    struct words w = {words, nwords, *nwords};
-    size_t n = strlen(path);
-    if (n > 5 && !strcmp(path + n - 5, ".json"))
-        return expand_json(cmd, path, &w);
-    return expand_yaml(cmd, path, &w);
 }

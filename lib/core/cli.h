@@ -35,7 +35,13 @@
  * Every long name written with '-' is also accepted with '_' (ms-swift's `--max_length`), and
  * `.aliases` adds more names. A config file (YAML or JSON, ending in .yaml/.yml/.json) given as
  * the first argument expands into the same options before the command line, so flags override
- * it (ms-swift's `swift sft config.yaml`). Its `profiler:` section maps onto --profile/--trace.
+ * it (an option given on the command line drops the file's, repeatable ones too) — ms-swift's
+ * `swift sft config.yaml`. Its `profiler:` section maps onto --profile/--trace. One file drives
+ * every stage: a key another program takes (the build's registry of every program's table,
+ * swift_cli_programs) or an ms-swift key of another stage is ignored with one note on stderr,
+ * a key no program takes is a usage error (exit 2) naming the file and line.
+ * `--list-values` prints the words an option's value may be (.choices, .values, or an argname
+ * like "full|lora"), for the completions.
  */
 /* clang-format on */
 #ifndef SWIFT_CLI_H
@@ -126,6 +132,10 @@ struct swift_option {
      * number_error (DOUBLE), else "invalid argument '{arg}' for '--{name}'". */
     const char *error;
     const char *range_error; /* a well-formed number out of range; NULL: .error */
+    /* The words the value may be, for completions (--list-values), separated by spaces, commas
+     * or '|' when neither .choices nor an argname like "full|lora" lists them; a LOOKUP entry
+     * shows only those its lookup accepts. */
+    const char *values;
 };
 
 /* Entries, in the spirit of git's OPT_INTEGER and friends: short name (0: none), long name,
@@ -265,12 +275,25 @@ void swift_cli_help(const struct swift_command *cmd, FILE *fp);
 
 /*
  * Expand a config file into "--key" "value" words (libyaml or jansson), appended to *words
- * (grown with realloc; caller frees each word and the array). Returns 0 or -1 after reporting
- * "FILE:LINE: ..." errors. Keys may use '-' or '_'; lists join with ','; true adds a flag,
- * false omits it; `profiler:` becomes --profile/--trace. Unknown keys are errors.
+ * (grown with realloc; caller frees each word and the array). Returns 0, -1 after reporting
+ * "FILE:LINE: ..." errors, or SWIFT_MISUSED after reporting an unknown key as a usage error.
+ * Keys may use '-' or '_'; lists join with ','; true adds a flag, false omits it; `profiler:`
+ * becomes --profile/--trace. Keys of other stages are left out with one note (lib/core/cli.h).
  */
 int swift_cli_config_expand(const struct swift_command *cmd, const char *path, char ***words,
                             int *nwords);
+
+/* Which program takes which option, for config files shared between stages: every program's
+ * long names and aliases, generated at build time from the programs' own option tables
+ * (scripts/cli-registry.sh reads each one's --list-options; the Makefile links the result into
+ * every command). Ended by a NULL name; empty in programs linked without it (tests). */
+struct swift_cli_program {
+    const char *name;        /* "swift-preprocess" */
+    const char *const *keys; /* long names and aliases, dash style, ended by NULL */
+};
+extern const struct swift_cli_program swift_cli_programs[];
+/* Use another registry (tests); NULL: swift_cli_programs again. */
+void swift_cli_set_programs(const struct swift_cli_program *programs);
 
 /* Strict number parsing (no atoi): the whole string must be consumed and fit [min,max].
  * Return 0 or -1 without printing. */

@@ -130,6 +130,16 @@ int swift_usage(const char *fmt, ...)
     return SWIFT_EXIT_USAGE;
 }
 
+int swift_usage_at(const char *file, long line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("", file ? file : "-", line, NULL, fmt, ap);
+    va_end(ap);
+    fprintf(out(), "Try '%s --help' for more information.\n", progname);
+    return SWIFT_EXIT_USAGE;
+}
+
 int swift_exit_code(int status)
 {
     switch (status) {

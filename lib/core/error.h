@@ -61,6 +61,10 @@ void swift_set_quiet(int quiet);
 
 /* Usage error: "prog: msg" + "Try 'prog --help' for more information."; returns 2. */
 int swift_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same at a position: "prog:FILE:LINE: msg" (LINE omitted when <= 0) + the hint; returns 2
+ * (a config file's unknown key is a usage error like an unknown flag). */
+int swift_usage_at(const char *file, long line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Number of errors reported so far in this process. */
 long swift_error_count(void);

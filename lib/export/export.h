@@ -27,7 +27,7 @@ struct swift_export_opts {
     const char *output;      /* -o: FILE.gguf or a directory */
     const char *to;          /* "gguf" or "hf" (NULL: hf with merge_lora or quant, else gguf) */
     const char *dtype;       /* gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k; hf: bf16|fp16|fp32 */
-    int to_ollama;           /* also write OUTPUT_DIR/Modelfile next to the GGUF */
+    int to_ollama;           /* also write NAME.Modelfile next to NAME.gguf */
     const char *merge_lora;  /* PEFT adapter directory to merge before writing */
     uint64_t max_shard_size; /* hf: bytes per safetensors shard (0: 5 GiB) */
     const char *quant;       /* int8|int4 weight-only quantization (NULL: none) */

@@ -35,10 +35,11 @@ int swift_gguf_tensor_name(const char *hf, char *out, size_t outlen);
 int swift_export_tokenizer(struct swift_gguf_writer *w, const char *model_dir,
                            const struct swift_hparams *hp, const char *pre);
 
-/* Write OUT_DIR/Modelfile for ollama next to the GGUF (atomic). Returns 0 or -1. */
+/* Write DIR/NAME.Modelfile for ollama next to DIR/NAME.gguf (atomic) and print the `ollama
+ * create NAME -f DIR/NAME.Modelfile` line that loads it. Returns 0 or -1. */
 int swift_export_modelfile(const char *gguf_path, const char *model_dir, int force);
 
-/* DIR(gguf_path)/Modelfile, malloc'ed. */
+/* DIR/NAME.Modelfile for DIR/NAME.gguf, malloc'ed. */
 char *swift_modelfile_path(const char *gguf_path);
 
 /* GGUF conversion of model_dir (the base, or a merged temporary directory). */

@@ -1,6 +1,7 @@
-/* export/ollama — a Modelfile next to the GGUF, as ms-swift's export to ollama writes it:
- * FROM the GGUF, TEMPLATE in ollama's Go-template syntax for the chat template's family
- * (ChatML for Qwen, Llama 3 headers), and PARAMETER stop for the end-of-turn tokens. */
+/* export/ollama — NAME.Modelfile next to NAME.gguf (`ollama create NAME -f NAME.Modelfile`; one
+ * directory may hold several exports), as ms-swift's export to ollama writes it: FROM the GGUF,
+ * TEMPLATE in ollama's Go-template syntax for the chat template's family (ChatML for Qwen, Llama 3
+ * headers), and PARAMETER stop for the end-of-turn tokens. */
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/internal.h"
@@ -27,10 +28,25 @@ static const char llama3[] =
     "{{ .Prompt }}<|eot_id|>{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n"
     "{{ .Response }}<|eot_id|>";
 
+/* NAME of DIR/NAME.gguf (the whole base name when it does not end in .gguf), malloc'ed. */
+static char *model_name(const char *gguf_path)
+{
+    const char *b = strrchr(gguf_path, '/');
+    char *name = swift_xstrdup(b ? b + 1 : gguf_path);
+    size_t n = strlen(name);
+    if (n > 5 && !strcmp(name + n - 5, ".gguf"))
+        name[n - 5] = 0;
+    return name;
+}
+
 char *swift_modelfile_path(const char *gguf_path)
 {
     char *d = swift_xstrdup(gguf_path);
-    char *p = swift_path_join(dirname(d), "Modelfile");
+    char *name = model_name(gguf_path);
+    char file[4096];
+    snprintf(file, sizeof(file), "%s.Modelfile", name);
+    char *p = swift_path_join(dirname(d), file);
+    free(name);
     free(d);
     return p;
 }
@@ -82,6 +98,11 @@ int swift_export_modelfile(const char *gguf_path, const char *model_dir, int for
     for (int i = 0; i < ns; i++)
         fprintf(af.fp, "PARAMETER stop \"%s\"\n", stops[i]);
     rc = swift_atomic_commit(&af);
+    if (rc == 0) {
+        char *name = model_name(gguf_path);
+        swift_info("wrote %s; load it with: ollama create %s -f %s", mpath, name, mpath);
+        free(name);
+    }
 out:
     json_decref(tcfg);
     free(mpath);

@@ -63,8 +63,9 @@ int swift_backend_select_rank(struct swift_backend *b, const char *spec, int loc
         return swift_error("--device %s: this build has no CUDA support (make CUDA=1)", spec);
     if (n <= 0) {
         if (want_cuda == 1)
-            return swift_error("--device %s: %s", spec, why);
-        if (swift_device_built_with_cuda())
+            return swift_error("--device %s: %s%s", spec, why, n < 0 ? "; use --device cpu" : "");
+        /* --device auto on a machine without a driver asked nothing of a GPU: no notice */
+        if (n == 0 && swift_device_built_with_cuda())
             snprintf(b->notice, sizeof(b->notice), "no GPU (%s); running on the cpu", why);
         return 0;
     }

@@ -21,7 +21,8 @@ struct swift_backend {
     int cuda, index;
     double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
     char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
-                           build, else empty: the caller prints it once its inputs are checked */
+                           build on a machine with a CUDA driver, else empty (no driver at all:
+                           silent): the caller prints it once its inputs are checked */
 };
 /* spec: "auto" (or NULL: a GPU when kernels/device.h reports one, else the CPU; a CUDA build
  * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is

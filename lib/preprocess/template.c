@@ -41,7 +41,7 @@ const struct swift_template *swift_template_find(const char *name)
 
 const char *swift_template_names(void)
 {
-    return "chatml, qwen, qwen2_5, qwen3, llama3, default, generation";
+    return SWIFT_TEMPLATE_NAMES;
 }
 
 const char *swift_template_name(const struct swift_template *t)

@@ -61,7 +61,9 @@ struct swift_template;
 
 /* By name ("qwen3", ...); NULL when unknown. */
 const struct swift_template *swift_template_find(const char *name);
-/* Comma-separated list of names, for messages and --help. */
+/* Comma-separated list of names, for messages, --help and the completions (SWIFT_TEMPLATE_NAMES,
+ * for option tables). */
+#define SWIFT_TEMPLATE_NAMES "chatml, qwen, qwen2_5, qwen3, llama3, default, generation"
 const char *swift_template_names(void);
 const char *swift_template_name(const struct swift_template *t);
 /* The template a tokenizer's chat_template (tokenizer_config.json) corresponds to, or NULL. */

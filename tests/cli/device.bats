@@ -21,15 +21,22 @@ has_gpu() { # nvidia-smi lists a device (then the fallback cases do not apply)
 cuda_build() { # the binary links the CUDA runtime (make CUDA=1)
     strings "$T" | grep -q 'cudaGetDeviceCount'
 }
+has_driver() { # a CUDA driver is installed (whether or not a GPU answers)
+    [ -e /proc/driver/nvidia/version ] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '
+}
 
-@test "--device auto without a GPU: CPU run, one notice line in a CUDA build, same losses as cpu" {
+@test "--device auto without a GPU: CPU run, one notice line in a CUDA build with a driver, none without, same losses as cpu" {
     has_gpu && skip "a GPU is present: fallback not exercised here"
     run --separate-stderr "$T" --model $M -o "$W/a" --max-steps 2 --logging-steps 1 \
         --save-steps 100 -j 1 --device auto $D
     [ "$status" -eq 0 ]
-    if cuda_build; then
+    if cuda_build && has_driver; then
         [ "$(printf '%s\n' "$stderr" | grep -c 'running on the cpu')" -eq 1 ]
         [[ "$stderr" == "swift-train: no GPU ("*"); running on the cpu"* ]]
+    elif cuda_build; then
+        # no driver at all: the user asked nothing of a GPU, nothing to say
+        [[ "$stderr" != *"running on the cpu"* ]]
+        [[ "$stderr" != *"GPU"* && "$stderr" != *"CUDA"* ]]
     else
         [[ "$stderr" != *"running on the cpu"* ]]
     fi
@@ -54,7 +61,9 @@ cuda_build() { # the binary links the CUDA runtime (make CUDA=1)
     has_gpu && skip "a GPU is present"
     run --separate-stderr "$T" --model $M -o "$W/a" --max-steps 1 -j 1 --device cuda:0 $D
     [ "$status" -eq 1 ]
-    if cuda_build; then
+    if cuda_build && ! has_driver; then
+        [ "$stderr" = "swift-train: --device cuda:0: no CUDA driver (libcuda.so.1 not found); use --device cpu" ]
+    elif cuda_build; then
         [[ "$stderr" == "swift-train: --device cuda:0: no "* ]]
     else
         [[ "$stderr" == "swift-train: --device cuda:0: this build has no CUDA support"* ]]

@@ -76,12 +76,23 @@ check_dump() { # arch dtype
     [[ "$output" == *"rc=1" ]]
 }
 
-@test "--to-ollama writes a Modelfile next to the GGUF" {
+@test "--to-ollama writes NAME.Modelfile next to NAME.gguf and says how to load it" {
     mkdir "$BATS_TEST_TMPDIR/ol"
     run "$SWIFT_BIN/swift-export" "$BATS_TEST_TMPDIR/qwen3" --dtype q8_0 --to-ollama -o "$BATS_TEST_TMPDIR/ol/m.gguf"
     [ "$status" -eq 0 ]
-    [ "$(head -1 "$BATS_TEST_TMPDIR/ol/Modelfile")" = "FROM ./m.gguf" ]
-    grep -qx 'PARAMETER stop "<|endoftext|>"' "$BATS_TEST_TMPDIR/ol/Modelfile"
+    [ ! -e "$BATS_TEST_TMPDIR/ol/Modelfile" ]
+    [ "$(head -1 "$BATS_TEST_TMPDIR/ol/m.Modelfile")" = "FROM ./m.gguf" ]
+    grep -qx 'PARAMETER stop "<|endoftext|>"' "$BATS_TEST_TMPDIR/ol/m.Modelfile"
+    [[ $output == *"swift-export: wrote $BATS_TEST_TMPDIR/ol/m.Modelfile; load it with: ollama create m -f $BATS_TEST_TMPDIR/ol/m.Modelfile"* ]]
+    # a second export into the same directory keeps the first one's Modelfile
+    run "$SWIFT_BIN/swift-export" "$BATS_TEST_TMPDIR/qwen3" --dtype f16 --to-ollama -o "$BATS_TEST_TMPDIR/ol/m-f16.gguf"
+    [ "$status" -eq 0 ]
+    [ "$(head -1 "$BATS_TEST_TMPDIR/ol/m-f16.Modelfile")" = "FROM ./m-f16.gguf" ]
+    [ "$(head -1 "$BATS_TEST_TMPDIR/ol/m.Modelfile")" = "FROM ./m.gguf" ]
+    # an existing NAME.Modelfile is refused without --force
+    run "$SWIFT_BIN/swift-export" "$BATS_TEST_TMPDIR/qwen3" --dtype q8_0 --to-ollama -o "$BATS_TEST_TMPDIR/ol/m.gguf"
+    [ "$status" -eq 1 ]
+    [[ $output == *"'$BATS_TEST_TMPDIR/ol/m.Modelfile' exists; use --force to overwrite it"* ]]
 }
 
 @test "--trace: read, quantize and write spans per tensor with bytes" {

@@ -21,7 +21,7 @@ int main(void)
            out[1],
            out[2],
            out[3],
-           n,
+           n < 0 ? 0 : n,
            n == 1 ? "" : "s",
            n ? "" : ": ",
            n ? "" : why);

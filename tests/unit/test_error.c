@@ -123,8 +123,9 @@ static void test_cli_yaml_config(void **state)
     struct seen s = {{0}};
     int argi;
     assert_int_equal(swift_cli_parse(&cmd, 5, argv, &s, &argi), -1);
+    /* the command line's --max-length replaces the file's (which no longer runs first) */
     assert_string_equal(s.log,
-                        "max-length=256;tuner=lora;packing=-;profile=wait=2,warmup=1,active=4;"
+                        "tuner=lora;packing=-;profile=wait=2,warmup=1,active=4;"
                         "trace=/tmp/prof/;max-length=1024;");
     assert_int_equal(argi, 4);
     assert_string_equal(argv[argi], "x");
@@ -143,12 +144,56 @@ static void test_cli_yaml_unknown_key(void **state)
     struct seen s = {{0}};
     int argi;
     FILE *fp = capture();
-    assert_int_equal(swift_cli_parse(&cmd, 2, argv, &s, &argi), 1);
+    /* a usage error like an unknown flag: exit 2 and the hint (was exit 1, a bad file) */
+    assert_int_equal(swift_cli_parse(&cmd, 2, argv, &s, &argi), 2);
     fflush(fp);
     char want[256];
-    snprintf(want, sizeof(want), "swift-x:%s:2: unknown option 'bogus_key'\n", path);
+    snprintf(want,
+             sizeof(want),
+             "swift-x:%s:2: unknown option 'bogus_key'\nTry 'swift-x --help' for more "
+             "information.\n",
+             path);
     assert_string_equal(msgbuf, want);
     release(fp);
+    unlink(path);
+}
+
+/* A key another program takes is left out, with one note naming it and its program; flags on
+ * the command line replace the file's, repeatable or not. */
+static const char *const other_keys[] = {"dataset", "template", "output-dir", NULL};
+static const char *const train_keys[] = {"max-length", "lora-rank", "tuner", "train_type", NULL};
+static const struct swift_cli_program programs[] = {
+    {"swift-pre", other_keys}, {"swift-x", train_keys}, {"swift-eval", other_keys}, {NULL, NULL}};
+
+static void test_cli_yaml_other_stage(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/swift-cli-XXXXXX.yaml";
+    int fd = mkstemps(path, 5);
+    const char *yaml = "dataset: a.jsonl\nmax_length: 256\ntemplate: chatml\ntorch_dtype: "
+                       "bfloat16\noutput_dir: d\ntrace: t1\n";
+    assert_int_equal(write(fd, yaml, strlen(yaml)), (int)strlen(yaml));
+    close(fd);
+    swift_cli_set_programs(programs);
+    char *argv[] = {"swift-x", path, "--trace", "t2", "x", NULL};
+    struct seen s = {{0}};
+    int argi;
+    FILE *fp = capture();
+    assert_int_equal(swift_cli_parse(&cmd, 5, argv, &s, &argi), -1);
+    fflush(fp);
+    char want[512];
+    snprintf(
+        want,
+        sizeof(want),
+        "swift-x: %s: ignoring keys for other stages: dataset (swift-pre/swift-eval), template "
+        "(swift-pre/swift-eval), torch_dtype (swift-train), output_dir (swift-pre/swift-eval)\n",
+        path);
+    assert_string_equal(msgbuf, want);
+    /* the file's --trace gave way to the command line's */
+    assert_string_equal(s.log, "max-length=256;trace=t2;");
+    assert_string_equal(argv[argi], "x");
+    release(fp);
+    swift_cli_set_programs(NULL);
     unlink(path);
 }
 
@@ -349,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_cli_usage_error),
         cmocka_unit_test(test_cli_yaml_config),
         cmocka_unit_test(test_cli_yaml_unknown_key),
+        cmocka_unit_test(test_cli_yaml_other_stage),
         cmocka_unit_test(test_cli_typed_store),
         cmocka_unit_test(test_cli_typed_errors),
         cmocka_unit_test(test_cli_table_mismatch),
