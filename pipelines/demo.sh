@@ -115,7 +115,7 @@ $gptq after GPTQ int4 quantization.
   run + checkpoints    $out/run   (logging.jsonl)
   evaluations          $out/eval-before.json $out/eval-after.json
   exports              $out/export/hf  $out/export/demo-llama.q8_0.gguf (+ demo-llama.q8_0.Modelfile:
-                       ollama create demo-llama -f $out/export/demo-llama.q8_0.Modelfile)
+                       ollama create demo-llama.q8_0 -f $out/export/demo-llama.q8_0.Modelfile)
                        $out/export/gptq-int4
   traces               $trace
   report               $out/report.html
