@@ -344,6 +344,7 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
             }
         }
     }
+    swift_an_collectives(set, ps, set->n);
     *procs = ps;
     *nprocs = set->n;
     return 0;
@@ -759,6 +760,7 @@ json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift
     json_object_set_new(r, "bad_lines", json_integer(set->bad_lines));
     json_object_set_new(r, "wall_us", n ? num(r3(t1 - t0)) : json_null());
     json_object_set_new(r, "processes", ps);
+    json_object_set_new(r, "collectives", swift_an_collectives_json(procs, n));
     json_object_set_new(r, "bottlenecks", json_array());
     swift_an_rules_apply(r, set, procs, n, o);
     return r;

@@ -30,6 +30,8 @@
  *   ops.c          the per-op table of --profile steps (op, phase by containment, time per
  *                  step, share, calls, GFLOP/s) and the wall time by phase of a process
  *                  without steps (its top-level spans)
+ *   collectives.c  each collective matched across the ranks of a job: skew (waiting for the
+ *                  last rank) vs transfer, nccl-tests' algbw/busbw, skew charged to the late rank
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
  *   cmdline.c      the exact new command line a remedy gives
  *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
@@ -90,6 +92,16 @@ struct swift_an_step {
     size_t nseg;
 };
 
+/* This process's collectives matched across the ranks of its job (collectives.c), summed. */
+struct swift_an_coll_stats {
+    size_t n;                          /* matched collectives */
+    double us, skew_us, transfer_us;   /* their time on this rank, split */
+    double bw_bytes, bw_us, bus_bytes; /* those with known bytes: bytes, transfer time, bytes x
+                                          nccl-tests' bus factor */
+    size_t last_n;    /* collectives this rank arrived last at (and made others wait) */
+    double caused_us; /* the longest wait of another rank at each of those, summed */
+};
+
 /* The analysis of one input process. */
 struct swift_an_proc {
     const struct swift_an_source *src;
@@ -114,6 +126,7 @@ struct swift_an_proc {
     double tok_busy_us, tok_sum_us;
     int tok_threads;
     double mem_peak, mem_total, mem_peak_ts;
+    struct swift_an_coll_stats coll;
 };
 
 struct swift_analyze_opts {

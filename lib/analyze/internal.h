@@ -182,6 +182,19 @@ json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- collectives.c: collectives matched across ranks, skew vs transfer ---------- */
+
+/* Processes of one job: same format, stage and world size (>= 2); Kineto traces also in the
+ * same directory (a multi-rank set). */
+int swift_an_same_job(const struct swift_an_proc *a, const struct swift_an_proc *b);
+/* Fill each process's coll (analyze.h) from the collectives matched across its job's ranks. */
+void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *ps, size_t n);
+/* The report's "collectives": one row per process with matched collectives (docs/formats.md). */
+json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n);
+/* nccl-tests' busbw/algbw factor of a collective named like "allreduce" for n ranks (NAN when
+ * unknown). */
+double swift_an_busbw_factor(const char *collective, int n);
+
 /* ---------- cmdline.c: the command lines of remedies ---------- */
 
 /* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */

@@ -398,6 +398,9 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
     if (f->args != 1)
         return 0;
     record_args(s, ev, f->a);
+    /* our comm spans: the bytes they moved (collectives.c's bandwidth) */
+    if (s->kind == SWIFT_AN_SWIFT && has_cat && !strcmp(f->cat.s, "comm"))
+        ev->aux = fv_int(&f->a[AK_BYTES], 0);
     if (f->a[AK_COLL].t != SWIFT_AN_FV_NONE && e)
         record_comm(set, s, ev, json_object_get(e, "args"));
     return 0;

@@ -57,8 +57,8 @@ struct swift_an_ev {
     int64_t pid, tid;   /* string ids ("stream 7", "Spans") map to their number or to -1000000-id */
     int64_t corr;       /* args.correlation, -1 if none */
     int64_t ext;        /* args["External id"|"external id"], -1 if none */
-    int64_t aux;        /* our traces: args.tokens (steps) or args.flops (--profile op
-                           spans); Kineto: bytes of a memcpy */
+    int64_t aux;        /* our traces: args.tokens (steps), args.bytes (comm spans) or args.flops
+                           (--profile op spans); Kineto: bytes of a memcpy */
     uint32_t name, cat; /* interned */
     int32_t stream;     /* args.stream as HTA reads it, -1 if none or not a number */
     int32_t step;       /* our traces: args.step, else -1 */

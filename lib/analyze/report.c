@@ -453,6 +453,47 @@ static void print_bottleneck(FILE *fp, json_t *b, int md, int idx)
             fp, md ? "\n   ```sh\n   %s\n   ```\n" : "   run: %s\n", swift_an_jstr(b, "command"));
 }
 
+/* Collectives matched across ranks: per rank, skew (waiting for the last rank) vs transfer. */
+static void print_collectives(FILE *fp, json_t *r, int md)
+{
+    json_t *cs = json_object_get(r, "collectives"), *c;
+    if (!json_array_size(cs))
+        return;
+    fprintf(
+        fp,
+        md ? "\n## Collectives across ranks\n\n| rank | matched | time | skew | transfer | "
+             "skew %% | algbw | busbw | arrived last | others waited |\n"
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+           : "\nCollectives across ranks (skew: waiting for the last rank):\n"
+             "  rank  matched       time       skew   transfer  skew%%        algbw        busbw  "
+             "last  others waited\n");
+    size_t i;
+    json_array_foreach(cs, i, c)
+    {
+        char t[32], sk[32], tr[32], cw[32], ab[32], bb[32];
+        double alg = swift_an_jnum(c, "algbw_gbps"), bus = swift_an_jnum(c, "busbw_gbps");
+        snprintf(ab, sizeof(ab), isfinite(alg) ? "%.2f GB/s" : "-", alg);
+        snprintf(bb, sizeof(bb), isfinite(bus) ? "%.2f GB/s" : "-", bus);
+        swift_an_dur(t, sizeof(t), swift_an_jnum(c, "comm_us"));
+        swift_an_dur(sk, sizeof(sk), swift_an_jnum(c, "skew_us"));
+        swift_an_dur(tr, sizeof(tr), swift_an_jnum(c, "transfer_us"));
+        swift_an_dur(cw, sizeof(cw), swift_an_jnum(c, "skew_caused_us"));
+        fprintf(fp,
+                md ? "| %g | %g | %s | %s | %s | %.1f%% | %s | %s | %g | %s |\n"
+                   : "  %4g  %7g  %9s  %9s  %9s  %5.1f  %11s  %11s  %4g  %s\n",
+                swift_an_jnum(c, "rank"),
+                swift_an_jnum(c, "matched"),
+                t,
+                sk,
+                tr,
+                swift_an_jnum(c, "skew_pct"),
+                ab,
+                bb,
+                swift_an_jnum(c, "arrived_last"),
+                cw);
+    }
+}
+
 static int print_text(FILE *fp, json_t *r, int md, int top)
 {
     json_t *ps = json_object_get(r, "processes"), *bs = json_object_get(r, "bottlenecks");
@@ -476,6 +517,7 @@ static int print_text(FILE *fp, json_t *r, int md, int top)
     size_t i;
     json_t *b;
     json_array_foreach(bs, i, b) print_bottleneck(fp, b, md, (int)i + 1);
+    print_collectives(fp, r, md);
     fprintf(fp, md ? "\n## Processes\n" : "\nProcesses:\n");
     json_t *p;
     json_array_foreach(ps, i, p)

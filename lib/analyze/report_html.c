@@ -482,6 +482,40 @@ static void html_damage(FILE *fp, json_t *ps)
     }
 }
 
+/* Collectives matched across ranks: skew vs transfer per rank (collectives.c). */
+static void html_collectives(FILE *fp, json_t *cs)
+{
+    if (!json_array_size(cs))
+        return;
+    fputs("<h2>Collectives across ranks</h2>\n<table><tr><th>rank</th><th>matched</th>"
+          "<th>time</th><th>skew (waiting for the last rank)</th><th>transfer</th><th>algbw</th>"
+          "<th>busbw</th><th>arrived last</th><th>others waited</th></tr>\n",
+          fp);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cs, i, c)
+    {
+        char t[32], sk[32], tr[32], cw[32];
+        double alg = swift_an_jnum(c, "algbw_gbps"), bus = swift_an_jnum(c, "busbw_gbps");
+        fprintf(fp,
+                "<tr><td class=\"n\">%g</td><td class=\"n\">%g</td><td class=\"n\">%s</td>"
+                "<td class=\"n\">%s (%.1f%%)</td><td class=\"n\">%s</td>",
+                swift_an_jnum(c, "rank"),
+                swift_an_jnum(c, "matched"),
+                swift_an_dur(t, sizeof(t), swift_an_jnum(c, "comm_us")),
+                swift_an_dur(sk, sizeof(sk), swift_an_jnum(c, "skew_us")),
+                swift_an_jnum(c, "skew_pct"),
+                swift_an_dur(tr, sizeof(tr), swift_an_jnum(c, "transfer_us")));
+        fprintf(fp, isfinite(alg) ? "<td class=\"n\">%.2f GB/s</td>" : "<td>-</td>", alg);
+        fprintf(fp, isfinite(bus) ? "<td class=\"n\">%.2f GB/s</td>" : "<td>-</td>", bus);
+        fprintf(fp,
+                "<td class=\"n\">%g</td><td class=\"n\">%s</td></tr>\n",
+                swift_an_jnum(c, "arrived_last"),
+                swift_an_dur(cw, sizeof(cw), swift_an_jnum(c, "skew_caused_us")));
+    }
+    fputs("</table>\n", fp);
+}
+
 int swift_an_print_html(FILE *fp, json_t *r, int top)
 {
     json_t *ps = json_object_get(r, "processes"), *bs = json_object_get(r, "bottlenecks");
@@ -496,6 +530,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
           fp);
     html_damage(fp, ps);
     html_bottlenecks(fp, bs);
+    html_collectives(fp, json_object_get(r, "collectives"));
     html_breakdown(fp, ps);
     html_phases(fp, ps);
     size_t i, nstep = 0;

@@ -235,9 +235,13 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     /* GPU communication kernels (Kineto traces, ours with CUPTI events) when there are any;
      * else, on our traces, the step thread's grad_sync spans */
     int gpu = p->has_kineto && p->k.comm_us > 0 && p->k.kernel_us > 0;
+    /* the skew of collectives matched across ranks (collectives.c) is waiting for a slow
+     * rank, not transfer: it goes to straggler, and only the rest can make a rank comm-bound */
+    double skew = 0;
     if (gpu) {
         exposed = p->k.comm_exposed_us;
         base = p->k.kernel_us;
+        skew = p->coll.skew_us;
     } else if (kineto) {
         return;
     } else {
@@ -245,7 +249,10 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
             return;
         exposed = p->part_avg[p->comm_part];
         base = p->step_avg;
+        skew = p->coll.skew_us / (double)p->nsteps;
     }
+    double waited = fmin(skew, exposed);
+    exposed -= waited;
     v = 100 * exposed / base;
     double th = o->th.comm_bound_pct;
     if (v <= th)
@@ -253,11 +260,14 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     char s[512];
     snprintf(s,
              sizeof(s),
-             "%.2f%% of %s is communication not hidden under computation",
+             "%.2f%% of %s is communication not hidden under computation%s",
              v,
-             gpu ? "GPU time" : "step time");
+             gpu ? "GPU time" : "step time",
+             waited > 0 ? " (waiting for other ranks not counted)" : "");
     json_t *b = add(list, "comm_bound", sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
+    if (p->coll.n)
+        json_object_set_new(ev, "skew_us", json_real(r2(waited)));
     if (gpu)
         json_object_set_new(ev, "comm_comp_overlap_pct", json_real(p->k.overlap_pct));
     json_object_set_new(ev, "worst_spans", worst_spans(p, p->comm_part, o->top));
@@ -691,24 +701,6 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Processes of one job: same format, stage and world size (>= 2); Kineto traces also in the
- * same directory (a multi-rank set). */
-static int same_job(const struct swift_an_proc *a, const struct swift_an_proc *b)
-{
-    const struct swift_an_source *x = a->src, *y = b->src;
-    if (x->kind != y->kind || x->world_size != y->world_size || x->world_size < 2)
-        return 0;
-    if (strcmp(x->stage ? x->stage : "", y->stage ? y->stage : ""))
-        return 0;
-    if (x->kind == SWIFT_AN_KINETO) {
-        const char *sx = strrchr(x->path, '/'), *sy = strrchr(y->path, '/');
-        size_t lx = sx ? (size_t)(sx - x->path) : 0, ly = sy ? (size_t)(sy - y->path) : 0;
-        if (lx != ly || strncmp(x->path, y->path, lx))
-            return 0;
-    }
-    return 1;
-}
-
 static double median(double *d, size_t m)
 {
     swift_an_sort(d, m, sizeof(*d), cmp_d);
@@ -734,20 +726,20 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
             continue;
         int lead = 1; /* the first process of each job leads it */
         for (size_t h = 0; h < g && lead; h++)
-            if (ps[h].nsteps && same_job(&ps[h], a))
+            if (ps[h].nsteps && swift_an_same_job(&ps[h], a))
                 lead = 0;
         if (!lead)
             continue;
         size_t m = 0;
         for (size_t h = 0; h < n; h++)
-            if (ps[h].nsteps && same_job(&ps[h], a))
+            if (ps[h].nsteps && swift_an_same_job(&ps[h], a))
                 d[m++] = busy_avg(&ps[h]);
         if (m < 2)
             continue;
         double med = median(d, m);
         for (size_t h = 0; h < n; h++) {
             const struct swift_an_proc *p = &ps[h];
-            if (!p->nsteps || !same_job(p, a))
+            if (!p->nsteps || !swift_an_same_job(p, a))
                 continue;
             double v = med > 0 ? 100 * (busy_avg(p) - med) / med : 0;
             double th = o->th.straggler_pct;
@@ -761,23 +753,30 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
                     continue;
                 size_t mm = 0;
                 for (size_t q = 0; q < n; q++)
-                    if (ps[q].nsteps && same_job(&ps[q], a))
+                    if (ps[q].nsteps && swift_an_same_job(&ps[q], a))
                         d[mm++] = ps[q].part_avg[k];
                 double pm = median(d, mm);
                 if (p->part_avg[k] - pm > loss)
                     loss = p->part_avg[k] - pm, worst = k;
             }
-            char s[512];
+            char s[512], w[160] = "";
+            double caused = p->coll.caused_us / (double)p->nsteps;
+            if (caused > 0)
+                snprintf(w,
+                         sizeof(w),
+                         "; the other ranks wait %.0f us per step for it in collectives",
+                         caused);
             snprintf(s,
                      sizeof(s),
                      "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us "
-                     "outside communication); it loses most in %s (+%.0f us per step)",
+                     "outside communication); it loses most in %s (+%.0f us per step)%s",
                      p->rank,
                      v,
                      busy_avg(p),
                      med,
                      worst >= 0 ? p->part_names[worst] : "?",
-                     loss);
+                     loss,
+                     w);
             json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
             json_t *ev = json_pack("{s:f,s:f,s:f,s:s,s:f}",
                                    "step_us",
@@ -790,6 +789,10 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
                                    worst >= 0 ? p->part_names[worst] : "?",
                                    "phase_loss_us",
                                    r2(loss));
+            if (p->coll.n) {
+                json_object_set_new(ev, "skew_caused_us", json_real(r2(caused)));
+                json_object_set_new(ev, "arrived_last", json_integer((json_int_t)p->coll.last_n));
+            }
             json_object_set_new(ev, "worst_spans", worst_spans(p, worst, o->top));
             json_object_set_new(b, "evidence", ev);
             set_remedy(
@@ -803,6 +806,48 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
         }
     }
     free(d);
+}
+
+/* Jobs without steps (no step time to compare): the rank the others wait for in collectives,
+ * when that wait is more than the threshold's share of the wall time. */
+static void rule_straggler_skew(json_t *list, const struct swift_an_proc *ps, size_t n,
+                                const struct swift_analyze_opts *o)
+{
+    for (size_t h = 0; h < n; h++) {
+        const struct swift_an_proc *p = &ps[h];
+        double wall = p->t1 - p->t0;
+        if (p->nsteps || p->coll.caused_us <= 0 || wall <= 0)
+            continue;
+        double v = 100 * p->coll.caused_us / wall, th = o->th.straggler_pct;
+        if (v <= th)
+            continue;
+        char s[512];
+        snprintf(s,
+                 sizeof(s),
+                 "the other ranks wait for rank %d in collectives: it arrived last at %zu of "
+                 "%zu, %.0f us in all (%.1f%% of the wall time)",
+                 p->rank,
+                 p->coll.last_n,
+                 p->coll.n,
+                 p->coll.caused_us,
+                 v);
+        json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% of wall time", s);
+        json_object_set_new(b,
+                            "evidence",
+                            json_pack("{s:f,s:I,s:I,s:f}",
+                                      "skew_caused_us",
+                                      r2(p->coll.caused_us),
+                                      "arrived_last",
+                                      (json_int_t)p->coll.last_n,
+                                      "matched",
+                                      (json_int_t)p->coll.n,
+                                      "wall_us",
+                                      r2(wall)));
+        set_remedy(b,
+                   "check this rank's host (thermal throttling, other jobs, NIC) and its share "
+                   "of the work (data shard, pipeline stage) before the collectives it is late to",
+                   NULL);
+    }
 }
 
 static int sev_rank(const char *s)
@@ -849,6 +894,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         rule_oversubscription(list, p, o);
     }
     rule_straggler(list, procs, n, o);
+    rule_straggler_skew(list, procs, n, o);
     size_t m = json_array_size(list);
     json_t **arr = swift_xmalloc((m + 1) * sizeof(*arr));
     for (size_t i = 0; i < m; i++)

@@ -91,6 +91,35 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$got" = "allreduce|2049000|2049000|[]|[]|0|default_pg|[0, 1]" ]
 }
 
+@test "trace_filter (two ranks): NCCL kernels matched across ranks, skew vs transfer as computed by hand" {
+    run "$A" --format json -o "$W/r.json" "$T/hta/trace_filter"
+    [ "$status" -eq 0 ]
+    # by hand, independently of the analyzer's matching: every pair of NCCL kernels of rank 0 and
+    # rank 1 on the same stream that overlap in time is one collective; the rank that started
+    # first waited (last start - its start), capped by its duration; the rest is transfer
+    for r in 0 1; do gzip -dc "$T/hta/trace_filter/sampled_rank-$r.json.gz" >"$W/k$r.json"; done
+    hand=$(jq -rn --slurpfile a "$W/k0.json" --slurpfile b "$W/k1.json" '
+        def k($t): [$t[0].traceEvents[] | select(.cat == "kernel" and (.name | startswith("nccl")))];
+        [k($a)[] as $x | k($b)[] as $y
+         | select($x.tid == $y.tid)
+         | ([$x.ts, $y.ts] | max) as $last
+         | select($last <= ([$x.ts + $x.dur, $y.ts + $y.dur] | min))
+         | {s0: ([$last - $x.ts, $x.dur] | min), s1: ([$last - $y.ts, $y.dur] | min), d0: $x.dur, d1: $y.dur}]
+        | [length, (map(.s0) | add), (map(.d0 - .s0) | add), (map(.s1) | add), (map(.d1 - .s1) | add)]
+        | map(tostring) | join(" ")')
+    echo "by hand: $hand"
+    [ "$hand" = "5 31865 184943 0 185039" ] # the pairs: 3 on stream 84, 2 on stream 203
+    got=$(json "$W/r.json" '[.collectives[0].matched, .collectives[0].skew_us, .collectives[0].transfer_us,
+        .collectives[1].skew_us, .collectives[1].transfer_us] | map(tostring) | join(" ")')
+    echo "analyzer: $got"
+    [ "$got" = "$hand" ]
+    # rank 1 arrived last every time: the skew is charged to it
+    [ "$(json "$W/r.json" '.collectives[1] | [.rank, .arrived_last, .skew_caused_us] | map(tostring) | join(" ")')" = "1 5 31865" ]
+    run "$A" "$T/hta/trace_filter"
+    [[ "$output" == *"Collectives across ranks (skew: waiting for the last rank):"* ]]
+    [[ "$output" == *"  31.86 ms  184.94 ms   14.7"* ]]
+}
+
 @test "text report names the bottleneck, the worst steps and the PyTorch remedy" {
     run "$A" "$NW0"
     [ "$status" -eq 0 ]

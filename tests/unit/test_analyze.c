@@ -383,6 +383,72 @@ static void test_straggler(void **state)
     swift_an_set_release(&set);
 }
 
+/* Collectives matched across ranks: rank 0 reaches the step's grad_sync at 50 ms and waits
+ * there for rank 1 (at 95 ms): 45 ms of skew charged to rank 1, 5 ms of transfer each, so
+ * comm_bound (50% of rank 0's step in grad_sync) does not fire; bandwidth as nccl-tests: 4 MB in
+ * 5 ms is 0.8 GB/s algbw, x 2(n-1)/n = 1.5 for a 4-rank all-reduce. */
+static const char *coll_trace(int rank)
+{
+    static char buf[2048];
+    int late = rank == 1 ? 95000 : 50000;
+    snprintf(buf,
+             sizeof(buf),
+             "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":"
+             "{\"stage\":\"train\",\"rank\":%d,\"world_size\":4,\"host\":\"n%d\"}}\n"
+             "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":1,\"tid\":1,"
+             "\"ts\":1000000,\"dur\":100000,\"args\":{\"step\":1}}\n"
+             "{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"forward\",\"pid\":1,\"tid\":1,"
+             "\"ts\":1000000,\"dur\":%d}\n"
+             "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"grad_sync\",\"pid\":1,\"tid\":1,"
+             "\"ts\":%d,\"dur\":%d,\"args\":{\"bytes\":4000000,\"algo\":\"nccl\","
+             "\"world_size\":4,\"step\":1}}\n",
+             rank,
+             rank,
+             late,
+             1000000 + late,
+             100000 - late);
+    return buf;
+}
+
+static void test_collectives(void **state)
+{
+    (void)state;
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    for (int r = 0; r < 2; r++) {
+        const char *t = coll_trace(r);
+        char name[32];
+        snprintf(name, sizeof(name), "r%d.trace.jsonl", r);
+        assert_int_equal(swift_an_load_buffer(&set, name, t, strlen(t)), 0);
+    }
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *c0 = json_array_get(json_object_get(r, "collectives"), 0);
+    json_t *c1 = json_array_get(json_object_get(r, "collectives"), 1);
+    assert_non_null(c1);
+    assert_int_equal(json_integer_value(json_object_get(c0, "matched")), 1);
+    assert_true(json_number_value(json_object_get(c0, "skew_us")) == 45000);
+    assert_true(json_number_value(json_object_get(c0, "transfer_us")) == 5000);
+    assert_true(json_number_value(json_object_get(c0, "algbw_gbps")) == 0.8);
+    assert_true(json_number_value(json_object_get(c0, "busbw_gbps")) == 1.2);
+    assert_true(json_number_value(json_object_get(c1, "skew_us")) == 0);
+    assert_int_equal(json_integer_value(json_object_get(c1, "arrived_last")), 1);
+    assert_true(json_number_value(json_object_get(c1, "skew_caused_us")) == 45000);
+    assert_null(find_rule(r, "comm_bound")); /* before: rank 0, 50% of its step */
+    json_t *b = find_rule(r, "straggler");
+    assert_non_null(b);
+    assert_int_equal(json_integer_value(json_object_get(b, "rank")), 1);
+    assert_true(json_number_value(
+                    json_object_get(json_object_get(b, "evidence"), "skew_caused_us")) == 45000);
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+}
+
 /* serial_preprocess, comm_bound and memory_headroom on our traces, with the new command lines */
 static void test_more_rules(void **state)
 {
@@ -631,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_our_trace_end_to_end),
         cmocka_unit_test(test_profile_phases),
         cmocka_unit_test(test_straggler),
+        cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_loader_positions),
         cmocka_unit_test(test_more_rules),
         cmocka_unit_test(test_oversubscription),
