@@ -183,6 +183,8 @@ static void collect(const struct swift_an_set *set, const struct swift_an_proc *
     for (size_t i = 0; i < s->n && s->kind == SWIFT_AN_SWIFT; i++)
         if (s->ev[i].cat == cat_comm && !strcmp(swift_an_str(st, s->ev[i].name), "param_sync"))
             zero = 1;
+    /* Kineto: whether each kernel name is a communication kernel, decided once per name */
+    unsigned char *isc = s->kind == SWIFT_AN_KINETO ? swift_xcalloc(st->n + 1, 1) : NULL;
     for (size_t i = 0; i < s->n; i++) {
         const struct swift_an_ev *e = &s->ev[i];
         const char *nm = swift_an_str(st, e->name);
@@ -199,7 +201,11 @@ static void collect(const struct swift_an_set *set, const struct swift_an_proc *
             it.gsize = s->world_size;
             it.tag = (int64_t)e->step * 4096;
         } else {
-            if (e->cat != cat_kernel || cat_kernel == SWIFT_AN_NONE || !is_comm_kernel(nm))
+            if (e->cat != cat_kernel || cat_kernel == SWIFT_AN_NONE || e->name >= st->n)
+                continue;
+            if (!isc[e->name])
+                isc[e->name] = is_comm_kernel(nm) ? 2 : 1;
+            if (isc[e->name] != 2)
                 continue;
             it.key = 0x80000000u | (uint32_t)(e->stream & 0x7fffffff);
             it.kind = kind_of(nm);
@@ -220,6 +226,7 @@ static void collect(const struct swift_an_set *set, const struct swift_an_proc *
         }
         push(r, &cap, it);
     }
+    free(isc);
     swift_an_sort_r(r->it, r->n, sizeof(*r->it), cmp_item, NULL);
     /* ours: the occurrence of a name within its step completes the tag */
     for (size_t i = 0; i < r->n && s->kind == SWIFT_AN_SWIFT; i++) {

@@ -120,6 +120,31 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [[ "$output" == *"  31.86 ms  184.94 ms   14.7"* ]]
 }
 
+@test "nccl_parser_config as two ranks (rank 1 100 us late): all-reduces matched by process group, skew and nccl-tests bandwidth" {
+    mkdir -p "$W/two"
+    cp "$T/hta/nccl_parser_config/nccl_data.json.gz" "$W/two/rank0.json.gz"
+    gzip -dc "$T/hta/nccl_parser_config/nccl_data.json.gz" |
+        jq -c '.distributedInfo.rank = 1 | .traceEvents |= map(if (.ts | type) == "number" then .ts += 100 else . end)' |
+        gzip >"$W/two/rank1.json.gz"
+    run "$A" --format json -o "$W/r.json" "$W/two"
+    [ "$status" -eq 0 ]
+    # by hand: the 15 all-reduce kernels overlap their copy (the 6 broadcasts, shorter than
+    # 100 us, do not: no collective ends before its last rank arrives); rank 0 waits 100 us at
+    # each; bytes = In msg nelems x 4 (Float); busbw = algbw x 2(n-1)/n = algbw for n = 2
+    # (the report rounds to 2 decimals)
+    hand=$(gzip -dc "$T/hta/nccl_parser_config/nccl_data.json.gz" | jq -r '
+        [.traceEvents[] | select(.cat == "kernel" and (.name | startswith("nccl")) and .dur > 100)] |
+        [length, (map([100, .dur] | min) | add), ((map(.dur) | add) * 100 | round / 100),
+         (((map(.args["In msg nelems"] * 4) | add) / (map(.dur) | add) / 1000) * 100 | round / 100)]
+        | map(tostring) | join(" ")')
+    echo "by hand: $hand"
+    got=$(json "$W/r.json" '[.collectives[0].matched, .collectives[0].skew_us,
+        .collectives[1].transfer_us, .collectives[1].busbw_gbps] | map(tostring) | join(" ")')
+    echo "analyzer: $got"
+    [ "$got" = "$hand" ]
+    [ "$(json "$W/r.json" '.collectives[1] | [.arrived_last, .skew_caused_us, .algbw_gbps == .busbw_gbps] | map(tostring) | join(" ")')" = "15 1500 true" ]
+}
+
 @test "text report names the bottleneck, the worst steps and the PyTorch remedy" {
     run "$A" "$NW0"
     [ "$status" -eq 0 ]
