@@ -133,6 +133,7 @@ struct swift_analyze_opts {
     int window;            /* --window N: N steps around each worst step, -1 = off */
     unsigned long long merge_warn_bytes;
     const char *trace; /* --trace (our own trace of this run) */
+    int emit_patch;    /* --emit-patch: 1 the first bottleneck's patch, 2 all; 0 the report */
 };
 void swift_analyze_opts_default(struct swift_analyze_opts *o);
 
