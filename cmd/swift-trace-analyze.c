@@ -99,7 +99,7 @@ static const struct swift_option options[] = {
                    .error = "--merge-warn-size: expected a size, got '{arg}'"),
     SWIFT_OPT_SET(0, "no-ns-rounding", F(kopts.hta_rounding), 0,
                   "do not round ns-resolution timestamps as HTA does (HTA's disable_ns_rounding)"),
-    SWIFT_OPT_CALLBACK(0, "emit-patch", emit_patch, "WHICH",
+    SWIFT_OPT_CALLBACK(0, "emit-patch", emit_patch, "top|all",
                        "print the top bottleneck's remedy as a unified diff of the run's config "
                        "file (or of command.sh, the command line) for patch -p0, instead of the "
                        "report; =all: every bottleneck's, in rank order",

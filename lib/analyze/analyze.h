@@ -32,6 +32,8 @@
  *                  without steps (its top-level spans)
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
  *   cmdline.c      the exact new command line a remedy gives
+ *   patch.c        --emit-patch: a remedy's command as a unified diff of the run's config
+ *                  file (swift_meta.config, checked by sha256) or of command.sh
  *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
  *   merge.c        --merge: one Perfetto-loadable trace of every input (merge.h)
  *   internal.h     what only these files share (allocation, qsort_r, the fast path, ...)

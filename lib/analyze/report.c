@@ -421,7 +421,7 @@ static void print_patch(FILE *fp, json_t *pt, int md)
             swift_an_jstr(pt, "file"));
     for (const char *s = swift_an_jstr(pt, "diff"); *s;) {
         size_t l = strcspn(s, "\n");
-        fprintf(fp, "     %.*s\n", (int)l, s);
+        fprintf(fp, md ? "   %.*s\n" : "     %.*s\n", (int)l, s); /* md: the fence's indent */
         s += l + (s[l] == '\n');
     }
     if (md)

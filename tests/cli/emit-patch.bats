@@ -16,7 +16,7 @@ write_yaml() {
 # fine-tune the fixture model
 model: $R/tests/fixtures/model/llama
 max_steps: 30   # short run
-dataloader_num_workers: 1
+dataloader_num_workers: 1  # loader threads
 save_steps: 100
 eval_steps: 100
 EOF
@@ -53,6 +53,8 @@ train_cfg() { # train_cfg CONFIG TRACE [more flags]: run from $W, the config as 
     # the text report shows the patch under the card; the JSON report carries it
     run "$A" "$W/t.jsonl"
     [[ "$output" == *"patch of sft.yaml (--emit-patch | patch -p0):"*"     -dataloader_num_workers: 1"*"     +dataloader_num_workers: 2"* ]]
+    run "$A" -f md "$W/t.jsonl"
+    [[ "$output" == *'patch of sft.yaml (`--emit-patch | patch -p0`):'*'   ```diff'*'   --- sft.yaml'*'   +dataloader_prefetch_factor: 4'*'   ```'* ]]
     run "$A" -f json "$W/t.jsonl"
     [ "$(jq -c '.bottlenecks[] | select(.rule == "data_stall") | .patch.changes' <<<"$output")" = '{"num-workers":"2","prefetch":"4"}' ]
     # the command of a config run stays a run of the file, its changes on top, new outputs
@@ -67,7 +69,7 @@ train_cfg() { # train_cfg CONFIG TRACE [more flags]: run from $W, the config as 
     # the existing key in place (ms-swift spelling kept), the new one at the end in that spelling
     run diff "$W/orig.yaml" "$W/sft.yaml"
     [ "$status" -eq 1 ]
-    [ "$output" = "$(printf '4c4\n< dataloader_num_workers: 1\n---\n> dataloader_num_workers: 2\n6a7\n> dataloader_prefetch_factor: 4')" ]
+    [ "$output" = "$(printf '4c4\n< dataloader_num_workers: 1  # loader threads\n---\n> dataloader_num_workers: 2  # loader threads\n6a7\n> dataloader_prefetch_factor: 4')" ]
     # the patched file parses, and a run from it has the new values
     run "$SWIFT_BIN/swift-train" "$W/sft.yaml" --help
     [ "$status" -eq 0 ]
@@ -145,4 +147,59 @@ EOF
     run "$A" --threshold data_stall=100 --threshold ckpt_stall=100 --emit-patch "$W/ok.jsonl"
     [ "$status" -eq 1 ]
     [ "${lines[-1]}" = "swift-trace-analyze: no bottleneck with a concrete change to patch (see the report's remedies)" ]
+}
+
+@test "--emit-patch: a YAML file without a final newline, a one-line JSON config refused with the reason" {
+    write_yaml
+    printf '%s' "$(cat "$W/sft.yaml")" >"$W/n.yaml"
+    train_cfg n.yaml t.jsonl
+    (cd "$W" && "$A" --emit-patch t.jsonl >p.diff && patch -p0 <p.diff)
+    [ "$(tail -n 2 "$W/n.yaml")" = "$(printf 'eval_steps: 100\ndataloader_prefetch_factor: 4')" ]
+    run "$SWIFT_BIN/swift-train" "$W/n.yaml" --help
+    [ "$status" -eq 0 ]
+    printf '{"model": "%s", "max_steps": 30, "save_steps": 100, "eval_steps": 100}\n' \
+        "$R/tests/fixtures/model/llama" >"$W/one.json"
+    train_cfg one.json o.jsonl
+    run "$A" --emit-patch "$W/o.jsonl"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "swift-trace-analyze: data_stall: one.json: not one key per line; set num-workers by hand" ]
+}
+
+# A real trace with every 4th optimizer span made $3 µs longer (its step too, later events
+# shifted), as in trace-analyze.bats: the oversubscription rule fires deterministically.
+stretch_optimizer() { # stretch_optimizer IN OUT DELTA_US
+    jq -c -s --argjson D "$3" '
+        ([.[] | select(.ph == "X" and .name == "optimizer") | .ts] | sort
+            | to_entries | map(select(.key % 4 == 0) | .value)) as $S
+        | .[]
+        | if .ph == "M" then . else
+            .ts as $t | (.dur // 0) as $d
+            | .ts = $t + $D * ([$S[] | select(. < $t)] | length)
+            | if .ph == "X" and .name == "optimizer" and ($S | index($t)) != null then .dur += $D
+              elif .ph == "X" and .name == "step" and ([$S[] | select(. >= $t and . < $t + $d)] | length) > 0 then .dur += $D
+              else . end
+          end' "$1" >"$2"
+}
+
+@test "--emit-patch of a config run whose remedy needs the environment (oversubscription): command.sh, the config kept" {
+    cat >"$W/sft.yaml" <<EOF
+model: $R/tests/fixtures/model/llama
+max_steps: 30
+save_steps: 100
+eval_steps: 100
+EOF
+    (cd "$W" && OMP_WAIT_POLICY=active OMP_NUM_THREADS=2 "$SWIFT_BIN/swift-train" sft.yaml \
+        "$R/tests/fixtures/shards" -o run-a -j 2 --trace a.jsonl >/dev/null 2>&1)
+    stretch_optimizer "$W/a.jsonl" "$W/s.jsonl" 2000000
+    run "$A" -f json "$W/s.jsonl"
+    b='.bottlenecks[] | select(.rule == "oversubscription")'
+    [ "$(jq -r "$b | .patch.file" <<<"$output")" = command.sh ]
+    cmd=$(jq -r "$b | .command" <<<"$output")
+    [ "$(cut -d' ' -f1,3- <<<"$cmd")" = "OMP_WAIT_POLICY=passive sft.yaml -o run-a-2 --trace a-2.jsonl $R/tests/fixtures/shards --threads 1" ]
+    # command.sh holds the traced command line; the top patch is this one
+    jq -r 'select(.name == "swift_meta") | .args.argv | join(" ")' "$W/a.jsonl" >"$W/command.sh"
+    cp "$W/sft.yaml" "$W/orig.yaml"
+    (cd "$W" && "$A" --emit-patch s.jsonl >p.diff && patch -p0 <p.diff)
+    [ "$(cat "$W/command.sh")" = "$cmd" ]
+    cmp "$W/sft.yaml" "$W/orig.yaml"
 }
