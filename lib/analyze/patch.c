@@ -24,7 +24,7 @@
 
 #include "lib/core/banned.h"
 
-#define PATCH_MAX_LINES 4000 /* a config file longer than this is not diffed */
+#define PATCH_MAX_LINES 2000 /* a config file longer than this is not diffed (LCS: n^2) */
 #define PATCH_CONTEXT 3
 
 /* ---------- growing strings ---------- */
@@ -312,7 +312,10 @@ static void yaml_set(struct lines *L, const char *opt, const char *v, int snake)
         if (*s == ' ' || *s == '\t' || *s == '#' || *s == '-')
             continue;
         size_t kl = strcspn(s, ":\n");
-        if (s[kl] != ':' || !key_is(s, kl, opt))
+        if (s[kl] != ':')
+            continue;
+        int q = (*s == '"' || *s == '\'') && kl >= 2 && s[kl - 1] == *s; /* "key": a quoted key */
+        if (!key_is(s + q, kl - 2 * (size_t)q, opt))
             continue;
         const char *val = s + kl + 1;
         val += strspn(val, " \t");
