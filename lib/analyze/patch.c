@@ -147,8 +147,8 @@ static int has_short(json_t *argv, char c)
     return 0;
 }
 
-/* What the new argv changes against the old one: {"set": {option: value}, "drop": "j...",
- * "env": {NAME: VALUE}}. */
+/* What the new argv changes against the old one (env is stolen): {"set": {option: value}, "drop":
+ * "j...", "env": {NAME: VALUE}}. */
 static json_t *changes_of(json_t *old, json_t *nw, json_t *env)
 {
     json_t *set = json_object();
@@ -178,7 +178,7 @@ static json_t *changes_of(json_t *old, json_t *nw, json_t *env)
             !has_short(nw, w[1]) && nd + 1 < sizeof(drop) && !strchr(drop, w[1]))
             drop[nd++] = w[1];
     }
-    return json_pack("{s:o,s:s,s:O}", "set", set, "drop", drop, "env", env);
+    return json_pack("{s:o,s:s,s:o}", "set", set, "drop", drop, "env", env);
 }
 
 /* ---------- a config file edited ---------- */
