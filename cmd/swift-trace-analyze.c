@@ -49,6 +49,19 @@ static int ranks(const struct swift_option *opt, void *opts, const char *arg)
     return 0;
 }
 
+/* --emit-patch[=top|all] */
+static int emit_patch(const struct swift_option *opt, void *opts, const char *arg)
+{
+    struct swift_analyze_opts *o = opts;
+    if (!arg || !strcmp(arg, "top"))
+        o->emit_patch = 1;
+    else if (!strcmp(arg, "all"))
+        o->emit_patch = 2;
+    else
+        return swift_usage("--emit-patch: expected top or all, got '%s'", arg);
+    return 0;
+}
+
 static const struct swift_option options[] = {
     SWIFT_OPT_ENUM('f', "format", F(format),
                    SWIFT_CHOICES({"text", SWIFT_FMT_TEXT}, {"md", SWIFT_FMT_MD},
@@ -86,6 +99,11 @@ static const struct swift_option options[] = {
                    .error = "--merge-warn-size: expected a size, got '{arg}'"),
     SWIFT_OPT_SET(0, "no-ns-rounding", F(kopts.hta_rounding), 0,
                   "do not round ns-resolution timestamps as HTA does (HTA's disable_ns_rounding)"),
+    SWIFT_OPT_CALLBACK(0, "emit-patch", emit_patch, "top|all",
+                       "print the top bottleneck's remedy as a unified diff of the run's config "
+                       "file (or of command.sh, the command line) for patch -p0, instead of the "
+                       "report; =all: every bottleneck's, in rank order",
+                       .flags = SWIFT_OPT_OPTARG, .values = "top all"),
     SWIFT_OPT_QUIET,
     SWIFT_TRACE_OPTIONS(F(trace)),
     SWIFT_OPT_END};
@@ -118,6 +136,7 @@ static const struct swift_command command = {
         "  swift-trace-analyze runs/trace/\n"
         "  swift-trace-analyze --format html -o report.html worker0.pt.trace.json.gz\n"
         "  swift-trace-analyze --format json --fail-on critical traces/ | jq .bottlenecks\n"
+        "  swift-trace-analyze --emit-patch run.trace.jsonl | patch -p0\n"
         "  swift-trace-analyze --threshold data_stall=5 --merge merged.json.gz --steps 10-12 "
         "traces/\n"};
 

@@ -823,7 +823,10 @@ int swift_analyze_run(const struct swift_analyze_opts *o)
     swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
     if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
         rc = SWIFT_FAILED;
-    if (rc == 0 && swift_an_report_write(report, o->format, o->output, o->top) < 0)
+    if (rc == 0 && o->emit_patch && swift_an_patch_write(report, o->output, o->emit_patch) < 0)
+        rc = SWIFT_FAILED;
+    else if (rc == 0 && !o->emit_patch &&
+             swift_an_report_write(report, o->format, o->output, o->top) < 0)
         rc = SWIFT_FAILED;
     if (rc == 0 && o->fail_on && max_severity(report) >= o->fail_on) {
         swift_error("bottleneck at or above --fail-on level found");

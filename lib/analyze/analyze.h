@@ -34,6 +34,8 @@
  *                  last rank) vs transfer, nccl-tests' algbw/busbw, skew charged to the late rank
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
  *   cmdline.c      the exact new command line a remedy gives
+ *   patch.c        --emit-patch: a remedy's command as a unified diff of the run's config
+ *                  file (swift_meta.config, checked by sha256) or of command.sh
  *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
  *   merge.c        --merge: one Perfetto-loadable trace of every input (merge.h)
  *   internal.h     what only these files share (allocation, qsort_r, the fast path, ...)
@@ -146,6 +148,7 @@ struct swift_analyze_opts {
     int window;            /* --window N: N steps around each worst step, -1 = off */
     unsigned long long merge_warn_bytes;
     const char *trace; /* --trace (our own trace of this run) */
+    int emit_patch;    /* --emit-patch: 1 the first bottleneck's patch, 2 all; 0 the report */
 };
 void swift_analyze_opts_default(struct swift_analyze_opts *o);
 

@@ -209,6 +209,23 @@ json_t *swift_an_argv_drop_short(json_t *argv, char c);
 /* Current integer value of option `opt` in argv ("--opt N", "--opt=N", '_' for '-'), or dflt. */
 long swift_an_argv_long(json_t *argv, const char *opt, long dflt);
 
+/* ---------- patch.c: remedies as unified diffs (--emit-patch) ---------- */
+
+/* The file a command-line patch edits: the traced command on one line. */
+#define SWIFT_AN_PATCH_COMMAND_FILE "command.sh"
+struct swift_an_source;
+/* Give each bottleneck of list[from..] whose remedy command changes options a "patch" object
+ * {file, changes{option: value}, diff (unified, for patch -p0) or error} against src's config
+ * file (when the run read one and its sha256 still matches) or command.sh; a config run's
+ * "command" becomes its given command line with the changes on top. */
+void swift_an_patch_attach(json_t *list, size_t from, const struct swift_an_source *src);
+/* --emit-patch: the first bottleneck's patch (all: every one, in rank order, each against the
+ * original file, with a "# N. rule" line before it) to fp. -1 after saying why there is none
+ * (or the first one's file changed since the run). */
+int swift_an_patch_emit(FILE *fp, json_t *report, int all);
+/* The same to path (atomically; NULL or "-": stdout); mode 1 the first, 2 all. */
+int swift_an_patch_write(json_t *report, const char *path, int mode);
+
 /* ---------- report.c + report_html.c ---------- */
 
 /* o[k] as a number (NAN when absent or not a number) / as a string ("" when not one). */

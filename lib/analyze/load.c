@@ -169,6 +169,15 @@ static void swift_meta(struct swift_an_source *s, json_t *a)
         json_decref(s->argv);
         s->argv = json_incref(v);
     }
+    json_t *c = json_object_get(a, "config");
+    if (json_is_object(c) && s->argv && json_is_array(v = json_object_get(c, "argv"))) {
+        /* the rules read the options the run had, its config file's keys included */
+        json_decref(s->argv_given);
+        json_decref(s->config);
+        s->argv_given = s->argv;
+        s->argv = json_incref(v);
+        s->config = json_incref(c);
+    }
     if (json_is_integer(v = json_object_get(a, "omp_threads")))
         s->omp_threads = (int)json_integer_value(v);
     if (json_is_string(v = json_object_get(a, "omp_wait_policy")))
@@ -477,6 +486,8 @@ static void source_release(struct swift_an_source *s)
     free(s->omp_wait_policy);
     free(s->device);
     json_decref(s->argv);
+    json_decref(s->argv_given);
+    json_decref(s->config);
     json_decref(s->meta);
     free(s->ev);
     free(s->comm);

@@ -95,7 +95,10 @@ struct swift_an_source {
     char *host, *stage, *process_name;
     int64_t pid;
     double clock_offset_us; /* swift_meta: this host minus rank 0 */
-    json_t *argv;           /* swift_meta.argv (array of strings) or NULL; owned */
+    json_t *argv;           /* swift_meta.argv (array of strings) or NULL; owned; with a
+                             * config file: the words the program parsed (config.argv) */
+    json_t *argv_given;     /* with a config file: swift_meta.argv as given; owned */
+    json_t *config;         /* swift_meta.config {path, resolved, sha256, argv} or NULL; owned */
     int omp_threads;        /* swift_meta.omp_threads, 0 when unknown */
     char *omp_wait_policy;  /* swift_meta.omp_wait_policy or NULL; owned */
     char *device;           /* swift_meta.device ("cpu", "cuda:0") or NULL; owned */

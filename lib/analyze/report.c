@@ -406,6 +406,28 @@ static void print_ops(FILE *fp, json_t *p, int md)
     }
 }
 
+/* A bottleneck's patch (--emit-patch prints it alone), indented under its card. */
+static void print_patch(FILE *fp, json_t *pt, int md)
+{
+    if (!pt)
+        return;
+    if (json_object_get(pt, "error")) {
+        fprintf(fp, md ? "\n   patch: %s\n" : "   patch: %s\n", swift_an_jstr(pt, "error"));
+        return;
+    }
+    fprintf(fp,
+            md ? "\n   patch of %s (`--emit-patch | patch -p0`):\n\n   ```diff\n"
+               : "   patch of %s (--emit-patch | patch -p0):\n",
+            swift_an_jstr(pt, "file"));
+    for (const char *s = swift_an_jstr(pt, "diff"); *s;) {
+        size_t l = strcspn(s, "\n");
+        fprintf(fp, md ? "   %.*s\n" : "     %.*s\n", (int)l, s); /* md: the fence's indent */
+        s += l + (s[l] == '\n');
+    }
+    if (md)
+        fputs("   ```\n", fp);
+}
+
 static void print_bottleneck(FILE *fp, json_t *b, int md, int idx)
 {
     char b1[32];
@@ -451,6 +473,7 @@ static void print_bottleneck(FILE *fp, json_t *b, int md, int idx)
     if (json_object_get(b, "command"))
         fprintf(
             fp, md ? "\n   ```sh\n   %s\n   ```\n" : "   run: %s\n", swift_an_jstr(b, "command"));
+    print_patch(fp, json_object_get(b, "patch"), md);
 }
 
 /* Collectives matched across ranks: per rank, skew (waiting for the last rank) vs transfer. */

@@ -883,6 +883,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
     json_t *list = json_object_get(report, "bottlenecks");
     for (size_t i = 0; i < n; i++) {
         const struct swift_an_proc *p = &procs[i];
+        size_t from = json_array_size(list);
         rule_data_stall(list, p, o);
         rule_comm_bound(list, p, o);
         rule_launch_bound(list, p, o);
@@ -892,6 +893,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         if (is_stage(p, "preprocess") || p->tok_threads)
             rule_serial_preprocess(list, p, o);
         rule_oversubscription(list, p, o);
+        swift_an_patch_attach(list, from, p->src); /* --emit-patch: remedies as diffs */
     }
     rule_straggler(list, procs, n, o);
     rule_straggler_skew(list, procs, n, o);

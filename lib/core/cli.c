@@ -516,6 +516,7 @@ static int is_config_path(const char *s)
 enum { MAX_GIVEN = 256 };
 static char **expanded, **expanded_argv;
 static int nexpanded;
+static char *config_given; /* the config file of the last parse, as given (argv[1]) */
 
 static void free_words(char **w, int n)
 {
@@ -528,8 +529,16 @@ static void release_expanded(void)
 {
     free_words(expanded, nexpanded);
     free(expanded_argv);
+    free(config_given);
     expanded = expanded_argv = NULL;
+    config_given = NULL;
     nexpanded = 0;
+}
+
+const char *swift_cli_config_used(char *const **argv)
+{
+    *argv = expanded_argv;
+    return config_given;
 }
 
 /* The entry of a command-line word: "--name[=v]" or "-x..." (short options: the first), or NULL;
@@ -611,6 +620,7 @@ static int expand_config_argv(const struct swift_command *cmd, int *argc, char *
     expanded = words;
     nexpanded = nwords;
     expanded_argv = nargv;
+    config_given = swift_xstrdup((*argv)[1]);
     static int registered;
     if (!registered++)
         atexit(release_expanded);
@@ -707,6 +717,28 @@ static int parse_loop(const struct swift_command *cmd, const struct entries *e, 
     }
 }
 
+/* Reorder argv[1..argc-1] so that the words of pos (pointers into argv) come last, in pos'
+ * order, and the others keep theirs before them. */
+static void permute_back(char **argv, int argc, char **pos, int npos)
+{
+    char **tmp = swift_xcalloc((size_t)argc + 1, sizeof(char *));
+    int k = 0;
+    for (int i = 1; i < argc; i++) {
+        int is_pos = 0;
+        for (int j = 0; j < npos && !is_pos; j++)
+            is_pos = argv[i] == pos[j];
+        if (!is_pos)
+            tmp[k++] = argv[i];
+    }
+    if (k + npos == argc - 1) {
+        memcpy(tmp + k, pos, (size_t)npos * sizeof(char *));
+        memcpy(argv + 1, tmp, (size_t)(argc - 1) * sizeof(char *));
+    } else { /* a positional word the caller did not give: only a bug; keep the old way */
+        memmove(argv + argc - npos, pos, (size_t)npos * sizeof(char *));
+    }
+    free(tmp);
+}
+
 int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void *opts, int *argi)
 {
     int orig_argc = argc;
@@ -721,9 +753,11 @@ int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void
     if (rc < 0) {
         *argi = optind;
         if (argv != orig_argv) {
-            /* Hand the positional arguments back in the caller's argv, at its end. */
+            /* Hand the positional arguments back in the caller's argv, at its end: permute it
+             * (its other words first, in their order), as getopt does, so that it still holds
+             * every word given (the trace records it as the command line). */
             int npos = argc - optind;
-            memmove(orig_argv + orig_argc - npos, argv + optind, (size_t)npos * sizeof(char *));
+            permute_back(orig_argv, orig_argc, argv + optind, npos);
             *argi = orig_argc - npos;
         }
     }

@@ -270,6 +270,12 @@ static inline void *swift_option_field(const struct swift_option *opt, void *opt
  */
 int swift_cli_parse(const struct swift_command *cmd, int argc, char **argv, void *opts, int *argi);
 
+/* The config file the last swift_cli_parse read (argv[1] as given), and *argv the argument
+ * vector it parsed (the program name, the file's keys as "--key" "value" words, then the given
+ * options; NULL-terminated, in getopt's order); NULL (and *argv NULL) when no config file was
+ * given. Borrowed, valid until exit. The trace records both in swift_meta.config. */
+const char *swift_cli_config_used(char *const **argv);
+
 /* Print --help in GNU layout to fp. */
 void swift_cli_help(const struct swift_command *cmd, FILE *fp);
 

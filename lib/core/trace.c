@@ -1,11 +1,14 @@
 #include "lib/core/trace.h"
 #include "lib/core/omp.h"
 #include "lib/core/alloc.h"
+#include "lib/core/cli.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
+#include "lib/core/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -596,6 +599,36 @@ static int resolve_path(const struct swift_trace_config *cfg, char *out, size_t 
     return 1;
 }
 
+/* swift_meta.config when the run read a config file: {"path" as given, "resolved" (its real
+ * path), "sha256" of its bytes now, "argv" the words the program parsed (its keys as options in
+ * front of the given ones)}, so the analyzer reads the options the run had and --emit-patch
+ * patches only the same file. Stops writing argv words before `end`. */
+static char *put_config(char *p, char *end)
+{
+    char *const *xargv;
+    const char *given = swift_cli_config_used(&xargv);
+    if (!given || !xargv)
+        return p;
+    char resolved[PATH_MAX], hex[65] = "";
+    if (!realpath(given, resolved))
+        snprintf(resolved, sizeof(resolved), "%s", given);
+    if (swift_sha256_file(given, hex) < 0)
+        hex[0] = 0;
+    p = put_str(p, ",\"config\":{\"path\":");
+    p = put_jstr(p, given, 512);
+    p = put_str(p, ",\"resolved\":");
+    p = put_jstr(p, resolved, 512);
+    p = put_str(p, ",\"sha256\":");
+    p = put_jstr(p, hex, 80);
+    p = put_str(p, ",\"argv\":[");
+    for (int i = 0; xargv[i] && p < end - 300; i++) {
+        if (i)
+            *p++ = ',';
+        p = put_jstr(p, xargv[i], 256);
+    }
+    return put_str(p, "]}");
+}
+
 int swift_trace_open(const struct swift_trace_config *cfg)
 {
     swift_trace_attach_devices();
@@ -651,6 +684,7 @@ int swift_trace_open(const struct swift_trace_config *cfg)
     p = put_i64(p, omp_get_max_threads());
     p = put_str(p, ",\"omp_wait_policy\":");
     p = put_jstr(p, swift_omp_wait_policy(), 64);
+    p = put_config(p, end - 1500);
     p = put_str(p, ",\"argv\":[");
     for (int i = 0; i < cfg->argc && cfg->argv && p < end - 300; i++) {
         if (i)
