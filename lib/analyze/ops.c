@@ -32,8 +32,11 @@ static int cmp_ev_ts_dur(const void *a, const void *b)
 /* p holds c (same thread, p sorted first: p->ts <= c->ts, the longer first on a tie). */
 static int contains(const struct swift_an_ev *p, const struct swift_an_ev *c)
 {
+    /* two spans with the same start and length are siblings: absolute-time ts read as doubles
+     * are 0.25 us apart, so back-to-back sub-us spans can round to one interval */
     return p->tid == c->tid && p->ts <= c->ts && c->ts < p->ts + p->dur &&
-           c->ts + c->dur <= p->ts + p->dur + SWIFT_AN_NEST_TOL;
+           c->ts + c->dur <= p->ts + p->dur + SWIFT_AN_NEST_TOL &&
+           (p->ts < c->ts || p->dur > c->dur);
 }
 
 /* One row of the op table: an op name in one phase. */

@@ -402,6 +402,22 @@ rows_after() { # rows_after FILE HEADER-REGEX: the indented rows of the text tab
     done
 }
 
+@test "processes without steps: two spans that round to one interval are siblings, not nested" {
+    # export's back-to-back sub-us spans: read ..681.210 and convert ..681.370 both read as
+    # ..681.25 (doubles at 1.8e15 us are 0.25 us apart), with the same 0.16 us length
+    {
+        echo '{"ph":"M","name":"process_name","pid":7,"tid":7,"ts":0,"args":{"name":"swift-export @ h"}}'
+        echo '{"ph":"X","cat":"export","name":"read","pid":7,"tid":7,"ts":1796152441700681.210,"dur":0.160}'
+        echo '{"ph":"X","cat":"export","name":"convert","pid":7,"tid":7,"ts":1796152441700681.370,"dur":0.160}'
+        echo '{"ph":"X","cat":"export","name":"write","pid":7,"tid":7,"ts":1796152441700682.000,"dur":3.000}'
+        echo '{"ph":"X","cat":"export","name":"convert","pid":7,"tid":7,"ts":1796152441700682.500,"dur":1.000}'
+    } >"$W/tie.jsonl"
+    run "$A" -f json "$W/tie.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.processes[0].phases.rows[] | [.name, .count]] | sort' <<<"$output")" = \
+        '[["convert",1],["read",1],["write",1]]' ]
+}
+
 @test "processes without steps (eval, export, preprocess): wall time by phase, no step rows, in every format" {
     export OMP_NUM_THREADS=2
     run "$SWIFT_BIN/swift-eval" tests/fixtures/eval/llama --task exact \
