@@ -297,8 +297,10 @@ static void temporal(struct ctx *c, struct swift_an_kineto *k)
 
 struct kagg {
     uint32_t name;
-    long count;
+    long count, names;
     double sum, sumsq, max, min;
+    /* HTA's statistics over per-name sums (set when a type has more than num_kernels names) */
+    double ssum, ssumsq, smax, smin;
 };
 
 static int cmp_kagg_sum(const void *a, const void *b)
@@ -317,6 +319,97 @@ static int cmp_krow_name(const void *a, const void *b, void *arg)
     return strcmp(nx, ny);
 }
 
+/* Sample standard deviation (pandas' ddof=1; 0 for one value, as HTA's fillna(0)). */
+static double sample_std(long n, double sum, double sumsq)
+{
+    if (n < 2)
+        return 0;
+    double var = (sumsq - sum * (sum / (double)n)) / (double)(n - 1);
+    return var > 0 ? sqrt(var) : 0;
+}
+
+/* Fold name row `g` into `o` (HTA's "others" group): launches and per-name sums. */
+static void kagg_fold(struct kagg *o, const struct kagg *g)
+{
+    o->count += g->count;
+    o->names++;
+    o->sum += g->sum;
+    o->sumsq += g->sumsq;
+    o->max = g->max > o->max ? g->max : o->max;
+    o->min = g->min < o->min ? g->min : o->min;
+    o->ssum += g->sum;
+    o->ssumsq += g->sum * g->sum;
+    o->smax = g->sum > o->smax ? g->sum : o->smax;
+    o->smin = g->sum < o->smin ? g->sum : o->smin;
+}
+
+/* HTA _aggr_gpu_kernel_time: with more than num_kernels names, the names past the
+ * duration_ratio quantile of the cumulative sum (or past num_kernels) become "others", and HTA
+ * regroups the per-name table on its "sum" column, so max/min/mean/std then describe the
+ * per-name sums (a kept name: max = min = mean = sum, std 0). Returns the rows kept. */
+static size_t kagg_regroup(struct kagg *agg, size_t na, const struct swift_an_kineto_opts *o)
+{
+    for (size_t i = 0; i < na; i++) {
+        agg[i].ssum = agg[i].smax = agg[i].smin = agg[i].sum;
+        agg[i].ssumsq = agg[i].sum * agg[i].sum;
+    }
+    if ((int)na <= o->num_kernels) {
+        for (size_t i = 0; i < na; i++)
+            agg[i].names = 0; /* statistics stay per launch, as HTA's first groupby */
+        return na;
+    }
+    struct kagg others = {.name = SWIFT_AN_NONE,
+                          .min = INFINITY,
+                          .max = -INFINITY,
+                          .smin = INFINITY,
+                          .smax = -INFINITY};
+    swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
+    double *cs = swift_xmalloc(na * sizeof(*cs));
+    for (size_t i = 0; i < na; i++)
+        cs[i] = (i ? cs[i - 1] : 0) + agg[i].sum;
+    double pos = o->duration_ratio * (double)(na - 1);
+    size_t lo = (size_t)floor(pos);
+    size_t hi = lo + 1 < na ? lo + 1 : lo;
+    double q = cs[lo] + (pos - (double)lo) * (cs[hi] - cs[lo]);
+    size_t nkeep = 0;
+    for (size_t i = 0; i < na; i++) {
+        if (cs[i] > q || (int)i >= o->num_kernels)
+            kagg_fold(&others, &agg[i]);
+        else
+            agg[nkeep++] = agg[i];
+    }
+    free(cs);
+    if (others.count)
+        agg[nkeep++] = others;
+    return nkeep;
+}
+
+static struct swift_an_krow krow_of(int type, const struct kagg *g)
+{
+    double mean = g->sum / (double)g->count;
+    struct swift_an_krow r = {.type = type,
+                              .name = g->name,
+                              .count = g->count,
+                              .names = g->names ? g->names : 1,
+                              .sum = g->sum,
+                              .lmax = g->max,
+                              .lmin = g->min,
+                              .lmean = mean,
+                              .lstd = sample_std(g->count, g->sum, g->sumsq)};
+    if (g->names) { /* regrouped on the per-name sums */
+        r.max = g->smax;
+        r.min = g->smin;
+        r.mean = g->ssum / (double)r.names;
+        r.std = sample_std(r.names, g->ssum, g->ssumsq);
+    } else {
+        r.max = r.lmax;
+        r.min = r.lmin;
+        r.mean = r.lmean;
+        r.std = r.lstd;
+    }
+    return r;
+}
+
 static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
 {
     uint32_t nn = c->set->strs.n;
@@ -332,7 +425,8 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
             uint32_t nm = r->ev->name;
             if (!seen[nm]) {
                 seen[nm] = (int)++na;
-                agg[na - 1] = (struct kagg){.name = nm, .min = INFINITY, .max = -INFINITY};
+                agg[na - 1] =
+                    (struct kagg){.name = nm, .names = 1, .min = INFINITY, .max = -INFINITY};
             }
             struct kagg *g = &agg[seen[nm] - 1];
             double d = r->end - r->ts;
@@ -346,50 +440,11 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         }
         if (!na)
             continue;
-        size_t nkeep = na;
-        struct kagg others = {.name = SWIFT_AN_NONE, .min = INFINITY, .max = -INFINITY};
-        if ((int)na > c->o->num_kernels) {
-            swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
-            double *cs = swift_xmalloc(na * sizeof(*cs));
-            for (size_t i = 0; i < na; i++)
-                cs[i] = (i ? cs[i - 1] : 0) + agg[i].sum;
-            double pos = c->o->duration_ratio * (double)(na - 1);
-            size_t lo = (size_t)floor(pos);
-            size_t hi = lo + 1 < na ? lo + 1 : lo;
-            double q = cs[lo] + (pos - (double)lo) * (cs[hi] - cs[lo]);
-            nkeep = 0;
-            for (size_t i = 0; i < na; i++) {
-                if (cs[i] > q || (int)i >= c->o->num_kernels) {
-                    others.count += agg[i].count;
-                    others.sum += agg[i].sum;
-                    others.sumsq += agg[i].sumsq;
-                    if (agg[i].max > others.max)
-                        others.max = agg[i].max;
-                    if (agg[i].min < others.min)
-                        others.min = agg[i].min;
-                } else {
-                    agg[nkeep++] = agg[i];
-                }
-            }
-            free(cs);
-            if (others.count)
-                agg[nkeep++] = others;
-        }
+        size_t nkeep = kagg_regroup(agg, na, c->o);
         size_t base = k->nkrows;
         k->krows = swift_xrealloc(k->krows, (k->nkrows + nkeep) * sizeof(*k->krows));
-        for (size_t i = 0; i < nkeep; i++) {
-            struct kagg *g = &agg[i];
-            double mean = g->sum / (double)g->count;
-            double var = g->count > 1 ? (g->sumsq - g->sum * mean) / (double)(g->count - 1) : 0;
-            k->krows[k->nkrows++] = (struct swift_an_krow){.type = type,
-                                                           .name = g->name,
-                                                           .count = g->count,
-                                                           .sum = g->sum,
-                                                           .max = g->max,
-                                                           .min = g->min,
-                                                           .mean = mean,
-                                                           .std = var > 0 ? sqrt(var) : 0};
-        }
+        for (size_t i = 0; i < nkeep; i++)
+            k->krows[k->nkrows++] = krow_of(type, &agg[i]);
         swift_an_sort_r(
             k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name, (void *)&c->set->strs);
     }
