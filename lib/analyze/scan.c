@@ -53,7 +53,9 @@ struct fp {
 
 static inline void fp_ws(struct fp *q)
 {
-    while (q->p < q->end && (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r')) {
+    /* one compare for the usual case, a byte that is not blank */
+    while (q->p < q->end && (unsigned char)*q->p <= ' ' &&
+           (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r')) {
         q->nl += *q->p == '\n';
         q->p++;
     }

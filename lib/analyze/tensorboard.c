@@ -133,8 +133,12 @@ struct tb {
     size_t nsteps;
     struct rt *rts;
     size_t nrt, crt;
-    struct swift_an_imap comm_ext;                  /* external ids of communication ops */
-    struct swift_an_imap dev_min, dev_max, dev_cnt; /* device ops per correlation */
+    struct swift_an_imap comm_ext; /* external ids of communication ops */
+    struct swift_an_imap dev;      /* correlation -> index into devc (one probe per device op) */
+    struct devc {
+        double min, max, cnt; /* device ops of one correlation: first start, last end, count */
+    } * devc;
+    size_t ndevc, cdevc;
     double cpu_min, cpu_max;
     double *dmin, *dmax; /* per step: the device ops it launched, first start and last end */
     long *matched;       /* per step: device ops launched inside it */
@@ -214,14 +218,20 @@ static void tb_device_op(struct tb *t, const struct swift_an_ev *e, int ty, doub
     } else {
         swift_an_ivec_push(&t->role[SWIFT_TB_MEMSET], b, en);
     }
-    double *mn = swift_an_imap_ref(&t->dev_min, e->corr, b);
-    double *mx = swift_an_imap_ref(&t->dev_max, e->corr, en);
-    double *cnt = swift_an_imap_ref(&t->dev_cnt, e->corr, 0);
-    if (b < *mn)
-        *mn = b;
-    if (en > *mx)
-        *mx = en;
-    *cnt += 1;
+    size_t at = (size_t)*swift_an_imap_ref(&t->dev, e->corr, (double)t->ndevc);
+    if (at == t->ndevc) {
+        if (t->ndevc == t->cdevc) {
+            t->cdevc = t->cdevc ? 2 * t->cdevc : 1024;
+            t->devc = swift_xrealloc(t->devc, t->cdevc * sizeof(*t->devc));
+        }
+        t->devc[t->ndevc++] = (struct devc){b, en, 0};
+    }
+    struct devc *d = &t->devc[at];
+    if (b < d->min)
+        d->min = b;
+    if (en > d->max)
+        d->max = en;
+    d->cnt += 1;
 }
 
 static void tb_cpu_span(struct tb *t, double b, double en)
@@ -317,11 +327,10 @@ static long tb_device_steps(struct tb *t)
         if (r->b < t->steps[is].b) {
             ir++;
         } else if (r->e <= t->steps[is].e) {
-            double v;
-            if (swift_an_imap_get(&t->dev_min, r->corr, &v)) {
-                double mx = 0, cnt = 0;
-                swift_an_imap_get(&t->dev_max, r->corr, &mx);
-                swift_an_imap_get(&t->dev_cnt, r->corr, &cnt);
+            double at;
+            if (swift_an_imap_get(&t->dev, r->corr, &at)) {
+                const struct devc *d = &t->devc[(size_t)at];
+                double v = d->min, mx = d->max, cnt = d->cnt;
                 if (v < smin)
                     smin = v;
                 if (mx > smax)
@@ -496,7 +505,6 @@ void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_
     for (int d = 0; d < SWIFT_AN_MAX_DEV; d++)
         swift_an_ivec_free(&t.kern_dev[d]);
     swift_an_imap_free(&t.comm_ext);
-    swift_an_imap_free(&t.dev_min);
-    swift_an_imap_free(&t.dev_max);
-    swift_an_imap_free(&t.dev_cnt);
+    swift_an_imap_free(&t.dev);
+    free(t.devc);
 }
