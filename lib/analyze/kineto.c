@@ -469,7 +469,7 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         memset(seen, 0, nn * sizeof(*seen));
         for (size_t i = 0; i < c->nrows; i++) {
             const struct hrow *r = &c->rows[i];
-            if (r->ev->stream == -1 || r->type != type)
+            if (r->type != type) /* type is -1 when stream is -1 (hta_rows) */
                 continue;
             uint32_t nm = r->ev->name;
             if (!seen[nm]) {
@@ -503,19 +503,39 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
 
 /* ---------- idle time by cause (HTA §1.3) and launch statistics (§1.6) ---------- */
 
-static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
+/* Host rows by correlation: the first one's start, and the first launch call's duration and
+ * end (one map probe per row instead of three). */
+struct rtcorr {
+    double ts, dur, end;
+    int launch;
+};
+
+static struct rtcorr *rt_by_corr(struct ctx *c, struct swift_an_imap *m)
 {
-    struct swift_an_imap rt_ts = {0}, rt_end = {0}, launch = {0};
+    struct rtcorr *v = NULL;
+    size_t n = 0, cap = 0;
     for (size_t i = 0; i < c->nrows; i++) {
         const struct hrow *r = &c->rows[i];
         if (r->gpu || r->ev->corr < 0)
             continue;
-        swift_an_imap_put(&rt_ts, r->ev->corr, r->ts);
-        if (r->ev->stream == -1 && (str_flags(c, r->ev->name) & SF_LAUNCH)) {
-            swift_an_imap_put(&launch, r->ev->corr, r->end - r->ts);
-            swift_an_imap_put(&rt_end, r->ev->corr, r->end);
+        size_t at = (size_t)*swift_an_imap_ref(m, r->ev->corr, (double)n);
+        if (at == n) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 1024;
+                v = swift_xrealloc(v, cap * sizeof(*v));
+            }
+            v[n++] = (struct rtcorr){.ts = r->ts};
         }
+        if (!v[at].launch && r->ev->stream == -1 && (str_flags(c, r->ev->name) & SF_LAUNCH))
+            v[at] = (struct rtcorr){v[at].ts, r->end - r->ts, r->end, 1};
     }
+    return v;
+}
+
+static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
+{
+    struct swift_an_imap rt = {0};
+    struct rtcorr *rv = rt_by_corr(c, &rt);
     const struct hrow **sel = swift_xmalloc((c->nrows + 1) * sizeof(*sel));
     size_t n = 0;
     double sum_cpu = 0, sum_delay = 0;
@@ -523,9 +543,9 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         const struct hrow *r = &c->rows[i];
         if (r->ev->stream == -1)
             continue;
-        double cpu_dur, cpu_end;
-        if (swift_an_imap_get(&launch, r->ev->corr, &cpu_dur) &&
-            swift_an_imap_get(&rt_end, r->ev->corr, &cpu_end)) {
+        double at;
+        if (swift_an_imap_get(&rt, r->ev->corr, &at) && rv[(size_t)at].launch) {
+            double cpu_dur = rv[(size_t)at].dur, cpu_end = rv[(size_t)at].end;
             double gpu_dur = r->end - r->ts;
             double delay = r->ts - cpu_end;
             if (delay < 0)
@@ -553,9 +573,9 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         struct swift_an_idle_row row = {.stream = stream};
         double prev_end = sel[i]->end;
         for (i++; i < n && sel[i]->ev->stream == stream; i++) {
-            double gap = sel[i]->ts - prev_end, t_rt;
-            int has_rt = swift_an_imap_get(&rt_ts, sel[i]->ev->corr, &t_rt);
-            if (has_rt && t_rt > prev_end)
+            double gap = sel[i]->ts - prev_end, at;
+            int has_rt = swift_an_imap_get(&rt, sel[i]->ev->corr, &at);
+            if (has_rt && rv[(size_t)at].ts > prev_end)
                 row.host_wait += gap;
             else if (gap < c->o->consecutive_kernel_delay_us)
                 row.kernel_wait += gap;
@@ -567,9 +587,8 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         k->idle[k->nidle++] = row;
     }
     free(sel);
-    swift_an_imap_free(&rt_ts);
-    swift_an_imap_free(&rt_end);
-    swift_an_imap_free(&launch);
+    swift_an_imap_free(&rt);
+    free(rv);
 }
 
 /* ---------- NCCL ---------- */
