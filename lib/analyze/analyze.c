@@ -527,13 +527,15 @@ static json_t *kernels_json(const struct swift_an_set *set, const struct swift_a
         const struct swift_an_krow *r = &k->krows[i];
         json_array_append_new(
             kr,
-            json_pack("{s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o}",
+            json_pack("{s:s,s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
                       "type",
                       swift_an_ktype_name(r->type),
                       "name",
                       r->name == SWIFT_AN_NONE ? "others" : swift_an_str(&set->strs, r->name),
                       "count",
                       (json_int_t)r->count,
+                      "names",
+                      (json_int_t)r->names,
                       "sum_us",
                       num(r->sum),
                       "max_us",
@@ -543,7 +545,15 @@ static json_t *kernels_json(const struct swift_an_set *set, const struct swift_a
                       "mean_us",
                       num(r->mean),
                       "std_us",
-                      num(r->std)));
+                      num(r->std),
+                      "launch_max_us",
+                      num(r->lmax),
+                      "launch_min_us",
+                      num(r->lmin),
+                      "launch_mean_us",
+                      num(r->lmean),
+                      "launch_std_us",
+                      num(r->lstd)));
     }
     return kr;
 }

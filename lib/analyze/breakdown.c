@@ -6,19 +6,52 @@
 
 #include "lib/core/banned.h"
 
-static int cmp_ival(const void *a, const void *b)
+static int ival_lt(const struct swift_an_ival *x, const struct swift_an_ival *y)
 {
-    const struct swift_an_ival *x = a, *y = b;
-    if (x->b != y->b)
-        return x->b < y->b ? -1 : 1;
-    return (x->e > y->e) - (x->e < y->e);
+    return x->b < y->b || (x->b == y->b && x->e < y->e);
+}
+
+/* Sort by start, then end, without a call per comparison (qsort's was ~5% of the time on large
+ * traces): a typed merge sort
+ * (equal intervals are identical, so the order is the one qsort gives). Intervals come mostly
+ * in time order, so sorted runs are common: a sorted input costs one pass. tmp holds n. */
+static void ival_sort(struct swift_an_ival *v, size_t n, struct swift_an_ival *tmp)
+{
+    if (n < 24) {
+        for (size_t i = 1; i < n; i++) {
+            struct swift_an_ival x = v[i];
+            size_t j = i;
+            for (; j > 0 && ival_lt(&x, &v[j - 1]); j--)
+                v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return;
+    }
+    size_t h = n / 2;
+    ival_sort(v, h, tmp);
+    ival_sort(v + h, n - h, tmp);
+    if (!ival_lt(&v[h], &v[h - 1]))
+        return; /* already in order */
+    memcpy(tmp, v, h * sizeof(*v));
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        v[k++] = ival_lt(&v[j], &tmp[i]) ? v[j++] : tmp[i++];
+    while (i < h)
+        v[k++] = tmp[i++];
 }
 
 size_t swift_an_ival_merge(struct swift_an_ival *v, size_t n)
 {
     if (n == 0)
         return 0;
-    qsort(v, n, sizeof(*v), cmp_ival);
+    size_t sorted = 1;
+    while (sorted < n && !ival_lt(&v[sorted], &v[sorted - 1]))
+        sorted++;
+    if (sorted < n) {
+        struct swift_an_ival *tmp = swift_xmalloc((n / 2 + 1) * sizeof(*tmp));
+        ival_sort(v, n, tmp);
+        free(tmp);
+    }
     size_t k = 0;
     for (size_t i = 1; i < n; i++) {
         if (v[i].b > v[k].e)

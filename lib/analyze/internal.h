@@ -123,10 +123,16 @@ static inline void swift_an_imap_put(struct swift_an_imap *m, int64_t k, double 
 /* The value slot of k, inserted with v when absent. */
 static inline double *swift_an_imap_ref(struct swift_an_imap *m, int64_t k, double v)
 {
-    swift_an_imap_put(m, k, v);
+    if (m->n * 2 + 2 > m->cap)
+        swift_an_imap_grow(m);
     size_t h = swift_an_imap_slot(m->cap, k);
-    while (m->key[h] != k)
+    while (m->key[h] != INT64_MIN && m->key[h] != k)
         h = (h + 1) & (m->cap - 1);
+    if (m->key[h] == INT64_MIN) {
+        m->key[h] = k;
+        m->n++;
+        m->val[h] = v;
+    }
     return &m->val[h];
 }
 

@@ -102,7 +102,8 @@ struct ctx {
     const struct swift_an_kineto_opts *o;
     struct hrow *rows;
     size_t nrows;
-    int *ntype; /* per interned name: kernel type + 1, 0 = not computed */
+    int *ntype;           /* per interned name: kernel type + 1, 0 = not computed */
+    unsigned char *sflag; /* per interned string: SF_* bits, 0 = not computed */
 };
 
 static int name_type(struct ctx *c, uint32_t name)
@@ -117,6 +118,54 @@ static int name_type(struct ctx *c, uint32_t name)
 static int contains(const char *s, const char *sub)
 {
     return strstr(s, sub) != NULL;
+}
+
+static int is_idle_cat(const char *cat)
+{
+    static const char *const cats[] = {"kernel",
+                                       "Kernel",
+                                       "gpu_memset",
+                                       "Memset",
+                                       "gpu_memcpy",
+                                       "Memcpy",
+                                       "mtia_ccp_events",
+                                       NULL};
+    for (int i = 0; cats[i]; i++)
+        if (!strcmp(cat, cats[i]))
+            return 1;
+    return 0;
+}
+
+static int cmp_hrow_stream_ts(const void *a, const void *b)
+{
+    const struct hrow *x = *(const struct hrow *const *)a, *y = *(const struct hrow *const *)b;
+    if (x->ev->stream != y->ev->stream)
+        return x->ev->stream < y->ev->stream ? -1 : 1;
+    return cmp_hrow_ts(a, b);
+}
+
+static int is_launch_name(const char *n)
+{
+    return !strcmp(n, "cudaLaunchKernel") || !strcmp(n, "cudaLaunchKernelExC") ||
+           !strcmp(n, "runFunction - job_prep_and_submit_for_execution") ||
+           !strcmp(n, "cudaMemcpyAsync") || !strcmp(n, "cudaMemsetAsync");
+}
+
+/* What the per-event tests below ask of a name or category, computed once per interned
+ * string (strcmp and strstr per event were a tenth of the time on large traces). */
+enum { SF_DONE = 0x80, SF_PROFSTEP = 1, SF_LAUNCH = 2, SF_IDLECAT = 4 };
+
+static unsigned str_flags(struct ctx *c, uint32_t id)
+{
+    if (id >= c->set->strs.n)
+        return 0;
+    if (!c->sflag[id]) {
+        const char *str = swift_an_str(&c->set->strs, id);
+        c->sflag[id] = (unsigned char)(SF_DONE | (contains(str, "ProfilerStep") ? SF_PROFSTEP : 0) |
+                                       (is_launch_name(str) ? SF_LAUNCH : 0) |
+                                       (is_idle_cat(str) ? SF_IDLECAT : 0));
+    }
+    return c->sflag[id];
 }
 
 /* Parse + _compress_df + round_down_time_stamps + _filter_irrelevant_gpu_kernels. */
@@ -153,7 +202,7 @@ static void hta_rows(struct ctx *c)
                  (e->name == ev_sync && ev_sync != SWIFT_AN_NONE) ||
                  (e->name == ctx_sync && ctx_sync != SWIFT_AN_NONE);
         int is_step = swift ? step_id != SWIFT_AN_NONE && e->cat == step_id && e->name == step_id
-                            : contains(swift_an_str(st, e->name), "ProfilerStep");
+                            : (str_flags(c, e->name) & SF_PROFSTEP) != 0;
         if (!r->gpu && is_step) {
             /* a step without args.step counts as a step of its own */
             int64_t key = !swift ? (int64_t)e->name : e->step >= 0 ? e->step : -2 - (int64_t)i;
@@ -297,8 +346,10 @@ static void temporal(struct ctx *c, struct swift_an_kineto *k)
 
 struct kagg {
     uint32_t name;
-    long count;
+    long count, names;
     double sum, sumsq, max, min;
+    /* HTA's statistics over per-name sums (set when a type has more than num_kernels names) */
+    double ssum, ssumsq, smax, smin;
 };
 
 static int cmp_kagg_sum(const void *a, const void *b)
@@ -317,6 +368,97 @@ static int cmp_krow_name(const void *a, const void *b, void *arg)
     return strcmp(nx, ny);
 }
 
+/* Sample standard deviation (pandas' ddof=1; 0 for one value, as HTA's fillna(0)). */
+static double sample_std(long n, double sum, double sumsq)
+{
+    if (n < 2)
+        return 0;
+    double var = (sumsq - sum * (sum / (double)n)) / (double)(n - 1);
+    return var > 0 ? sqrt(var) : 0;
+}
+
+/* Fold name row `g` into `o` (HTA's "others" group): launches and per-name sums. */
+static void kagg_fold(struct kagg *o, const struct kagg *g)
+{
+    o->count += g->count;
+    o->names++;
+    o->sum += g->sum;
+    o->sumsq += g->sumsq;
+    o->max = g->max > o->max ? g->max : o->max;
+    o->min = g->min < o->min ? g->min : o->min;
+    o->ssum += g->sum;
+    o->ssumsq += g->sum * g->sum;
+    o->smax = g->sum > o->smax ? g->sum : o->smax;
+    o->smin = g->sum < o->smin ? g->sum : o->smin;
+}
+
+/* HTA _aggr_gpu_kernel_time: with more than num_kernels names, the names past the
+ * duration_ratio quantile of the cumulative sum (or past num_kernels) become "others", and HTA
+ * regroups the per-name table on its "sum" column, so max/min/mean/std then describe the
+ * per-name sums (a kept name: max = min = mean = sum, std 0). Returns the rows kept. */
+static size_t kagg_regroup(struct kagg *agg, size_t na, const struct swift_an_kineto_opts *o)
+{
+    for (size_t i = 0; i < na; i++) {
+        agg[i].ssum = agg[i].smax = agg[i].smin = agg[i].sum;
+        agg[i].ssumsq = agg[i].sum * agg[i].sum;
+    }
+    if ((int)na <= o->num_kernels) {
+        for (size_t i = 0; i < na; i++)
+            agg[i].names = 0; /* statistics stay per launch, as HTA's first groupby */
+        return na;
+    }
+    struct kagg others = {.name = SWIFT_AN_NONE,
+                          .min = INFINITY,
+                          .max = -INFINITY,
+                          .smin = INFINITY,
+                          .smax = -INFINITY};
+    swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
+    double *cs = swift_xmalloc(na * sizeof(*cs));
+    for (size_t i = 0; i < na; i++)
+        cs[i] = (i ? cs[i - 1] : 0) + agg[i].sum;
+    double pos = o->duration_ratio * (double)(na - 1);
+    size_t lo = (size_t)floor(pos);
+    size_t hi = lo + 1 < na ? lo + 1 : lo;
+    double q = cs[lo] + (pos - (double)lo) * (cs[hi] - cs[lo]);
+    size_t nkeep = 0;
+    for (size_t i = 0; i < na; i++) {
+        if (cs[i] > q || (int)i >= o->num_kernels)
+            kagg_fold(&others, &agg[i]);
+        else
+            agg[nkeep++] = agg[i];
+    }
+    free(cs);
+    if (others.count)
+        agg[nkeep++] = others;
+    return nkeep;
+}
+
+static struct swift_an_krow krow_of(int type, const struct kagg *g)
+{
+    double mean = g->sum / (double)g->count;
+    struct swift_an_krow r = {.type = type,
+                              .name = g->name,
+                              .count = g->count,
+                              .names = g->names ? g->names : 1,
+                              .sum = g->sum,
+                              .lmax = g->max,
+                              .lmin = g->min,
+                              .lmean = mean,
+                              .lstd = sample_std(g->count, g->sum, g->sumsq)};
+    if (g->names) { /* regrouped on the per-name sums */
+        r.max = g->smax;
+        r.min = g->smin;
+        r.mean = g->ssum / (double)r.names;
+        r.std = sample_std(r.names, g->ssum, g->ssumsq);
+    } else {
+        r.max = r.lmax;
+        r.min = r.lmin;
+        r.mean = r.lmean;
+        r.std = r.lstd;
+    }
+    return r;
+}
+
 static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
 {
     uint32_t nn = c->set->strs.n;
@@ -327,12 +469,13 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         memset(seen, 0, nn * sizeof(*seen));
         for (size_t i = 0; i < c->nrows; i++) {
             const struct hrow *r = &c->rows[i];
-            if (r->ev->stream == -1 || r->type != type)
+            if (r->type != type) /* type is -1 when stream is -1 (hta_rows) */
                 continue;
             uint32_t nm = r->ev->name;
             if (!seen[nm]) {
                 seen[nm] = (int)++na;
-                agg[na - 1] = (struct kagg){.name = nm, .min = INFINITY, .max = -INFINITY};
+                agg[na - 1] =
+                    (struct kagg){.name = nm, .names = 1, .min = INFINITY, .max = -INFINITY};
             }
             struct kagg *g = &agg[seen[nm] - 1];
             double d = r->end - r->ts;
@@ -346,50 +489,11 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
         }
         if (!na)
             continue;
-        size_t nkeep = na;
-        struct kagg others = {.name = SWIFT_AN_NONE, .min = INFINITY, .max = -INFINITY};
-        if ((int)na > c->o->num_kernels) {
-            swift_an_sort(agg, na, sizeof(*agg), cmp_kagg_sum);
-            double *cs = swift_xmalloc(na * sizeof(*cs));
-            for (size_t i = 0; i < na; i++)
-                cs[i] = (i ? cs[i - 1] : 0) + agg[i].sum;
-            double pos = c->o->duration_ratio * (double)(na - 1);
-            size_t lo = (size_t)floor(pos);
-            size_t hi = lo + 1 < na ? lo + 1 : lo;
-            double q = cs[lo] + (pos - (double)lo) * (cs[hi] - cs[lo]);
-            nkeep = 0;
-            for (size_t i = 0; i < na; i++) {
-                if (cs[i] > q || (int)i >= c->o->num_kernels) {
-                    others.count += agg[i].count;
-                    others.sum += agg[i].sum;
-                    others.sumsq += agg[i].sumsq;
-                    if (agg[i].max > others.max)
-                        others.max = agg[i].max;
-                    if (agg[i].min < others.min)
-                        others.min = agg[i].min;
-                } else {
-                    agg[nkeep++] = agg[i];
-                }
-            }
-            free(cs);
-            if (others.count)
-                agg[nkeep++] = others;
-        }
+        size_t nkeep = kagg_regroup(agg, na, c->o);
         size_t base = k->nkrows;
         k->krows = swift_xrealloc(k->krows, (k->nkrows + nkeep) * sizeof(*k->krows));
-        for (size_t i = 0; i < nkeep; i++) {
-            struct kagg *g = &agg[i];
-            double mean = g->sum / (double)g->count;
-            double var = g->count > 1 ? (g->sumsq - g->sum * mean) / (double)(g->count - 1) : 0;
-            k->krows[k->nkrows++] = (struct swift_an_krow){.type = type,
-                                                           .name = g->name,
-                                                           .count = g->count,
-                                                           .sum = g->sum,
-                                                           .max = g->max,
-                                                           .min = g->min,
-                                                           .mean = mean,
-                                                           .std = var > 0 ? sqrt(var) : 0};
-        }
+        for (size_t i = 0; i < nkeep; i++)
+            k->krows[k->nkrows++] = krow_of(type, &agg[i]);
         swift_an_sort_r(
             k->krows + base, nkeep, sizeof(*k->krows), cmp_krow_name, (void *)&c->set->strs);
     }
@@ -399,51 +503,39 @@ static void kernel_rows(struct ctx *c, struct swift_an_kineto *k)
 
 /* ---------- idle time by cause (HTA §1.3) and launch statistics (§1.6) ---------- */
 
-static int is_idle_cat(const char *cat)
-{
-    static const char *const cats[] = {"kernel",
-                                       "Kernel",
-                                       "gpu_memset",
-                                       "Memset",
-                                       "gpu_memcpy",
-                                       "Memcpy",
-                                       "mtia_ccp_events",
-                                       NULL};
-    for (int i = 0; cats[i]; i++)
-        if (!strcmp(cat, cats[i]))
-            return 1;
-    return 0;
-}
+/* Host rows by correlation: the first one's start, and the first launch call's duration and
+ * end (one map probe per row instead of three). */
+struct rtcorr {
+    double ts, dur, end;
+    int launch;
+};
 
-static int cmp_hrow_stream_ts(const void *a, const void *b)
+static struct rtcorr *rt_by_corr(struct ctx *c, struct swift_an_imap *m)
 {
-    const struct hrow *x = *(const struct hrow *const *)a, *y = *(const struct hrow *const *)b;
-    if (x->ev->stream != y->ev->stream)
-        return x->ev->stream < y->ev->stream ? -1 : 1;
-    return cmp_hrow_ts(a, b);
-}
-
-static int is_launch_name(const char *n)
-{
-    return !strcmp(n, "cudaLaunchKernel") || !strcmp(n, "cudaLaunchKernelExC") ||
-           !strcmp(n, "runFunction - job_prep_and_submit_for_execution") ||
-           !strcmp(n, "cudaMemcpyAsync") || !strcmp(n, "cudaMemsetAsync");
-}
-
-static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
-{
-    const struct swift_an_strtab *st = &c->set->strs;
-    struct swift_an_imap rt_ts = {0}, rt_end = {0}, launch = {0};
+    struct rtcorr *v = NULL;
+    size_t n = 0, cap = 0;
     for (size_t i = 0; i < c->nrows; i++) {
         const struct hrow *r = &c->rows[i];
         if (r->gpu || r->ev->corr < 0)
             continue;
-        swift_an_imap_put(&rt_ts, r->ev->corr, r->ts);
-        if (r->ev->stream == -1 && is_launch_name(swift_an_str(st, r->ev->name))) {
-            swift_an_imap_put(&launch, r->ev->corr, r->end - r->ts);
-            swift_an_imap_put(&rt_end, r->ev->corr, r->end);
+        size_t at = (size_t)*swift_an_imap_ref(m, r->ev->corr, (double)n);
+        if (at == n) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 1024;
+                v = swift_xrealloc(v, cap * sizeof(*v));
+            }
+            v[n++] = (struct rtcorr){.ts = r->ts};
         }
+        if (!v[at].launch && r->ev->stream == -1 && (str_flags(c, r->ev->name) & SF_LAUNCH))
+            v[at] = (struct rtcorr){v[at].ts, r->end - r->ts, r->end, 1};
     }
+    return v;
+}
+
+static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
+{
+    struct swift_an_imap rt = {0};
+    struct rtcorr *rv = rt_by_corr(c, &rt);
     const struct hrow **sel = swift_xmalloc((c->nrows + 1) * sizeof(*sel));
     size_t n = 0;
     double sum_cpu = 0, sum_delay = 0;
@@ -451,9 +543,9 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         const struct hrow *r = &c->rows[i];
         if (r->ev->stream == -1)
             continue;
-        double cpu_dur, cpu_end;
-        if (swift_an_imap_get(&launch, r->ev->corr, &cpu_dur) &&
-            swift_an_imap_get(&rt_end, r->ev->corr, &cpu_end)) {
+        double at;
+        if (swift_an_imap_get(&rt, r->ev->corr, &at) && rv[(size_t)at].launch) {
+            double cpu_dur = rv[(size_t)at].dur, cpu_end = rv[(size_t)at].end;
             double gpu_dur = r->end - r->ts;
             double delay = r->ts - cpu_end;
             if (delay < 0)
@@ -468,7 +560,7 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
             if (delay > c->o->launch_delay_cutoff_us)
                 k->delay_outliers++;
         }
-        if (r->ev->cat != SWIFT_AN_NONE && is_idle_cat(swift_an_str(st, r->ev->cat)))
+        if (r->ev->cat != SWIFT_AN_NONE && (str_flags(c, r->ev->cat) & SF_IDLECAT))
             sel[n++] = r;
     }
     if (k->launches) {
@@ -481,9 +573,9 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         struct swift_an_idle_row row = {.stream = stream};
         double prev_end = sel[i]->end;
         for (i++; i < n && sel[i]->ev->stream == stream; i++) {
-            double gap = sel[i]->ts - prev_end, t_rt;
-            int has_rt = swift_an_imap_get(&rt_ts, sel[i]->ev->corr, &t_rt);
-            if (has_rt && t_rt > prev_end)
+            double gap = sel[i]->ts - prev_end, at;
+            int has_rt = swift_an_imap_get(&rt, sel[i]->ev->corr, &at);
+            if (has_rt && rv[(size_t)at].ts > prev_end)
                 row.host_wait += gap;
             else if (gap < c->o->consecutive_kernel_delay_us)
                 row.kernel_wait += gap;
@@ -495,9 +587,8 @@ static void idle_and_launch(struct ctx *c, struct swift_an_kineto *k)
         k->idle[k->nidle++] = row;
     }
     free(sel);
-    swift_an_imap_free(&rt_ts);
-    swift_an_imap_free(&rt_end);
-    swift_an_imap_free(&launch);
+    swift_an_imap_free(&rt);
+    free(rv);
 }
 
 /* ---------- NCCL ---------- */
@@ -533,6 +624,7 @@ int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_a
     memset(k, 0, sizeof(*k));
     struct ctx c = {.set = set, .src = src, .o = o};
     c.ntype = swift_xcalloc(set->strs.n + 1, sizeof(int));
+    c.sflag = swift_xcalloc(set->strs.n + 1, 1);
     hta_rows(&c);
     temporal(&c, k);
     kernel_rows(&c, k);
@@ -548,6 +640,7 @@ int swift_an_kineto_analyze(const struct swift_an_set *set, const struct swift_a
     }
     free(c.rows);
     free(c.ntype);
+    free(c.sflag);
     return 0;
 }
 

@@ -56,8 +56,13 @@ struct swift_an_idle_row {
 struct swift_an_krow {
     int type;      /* swift_an_ktype */
     uint32_t name; /* interned; SWIFT_AN_NONE = "others" */
-    long count;
+    long count;    /* launches */
+    long names;    /* kernel names in the row (1, or those grouped into "others") */
+    /* HTA's definition (all_kernel_df): per launch when the type has at most num_kernels names;
+     * otherwise HTA regroups on the per-name sums, so max/min/mean/std describe those sums
+     * (a named row: max = min = mean = sum, std 0). Sample std (ddof 1), 0 for one value. */
     double sum, max, min, mean, std;
+    double lmax, lmin, lmean, lstd; /* always per launch, over the row's launches */
 };
 
 /* Labels of HTA's kernel-type combination table (bitmask: 1 comp, 2 comm, 4 memory). */

@@ -212,7 +212,7 @@ static void print_kernels(FILE *fp, json_t *kr, int md, int top)
                     swift_an_jstr(r, "type"),
                     swift_an_jnum(r, "count"),
                     swift_an_dur(b1, sizeof(b1), swift_an_jnum(r, "sum_us")),
-                    swift_an_dur(b2, sizeof(b2), swift_an_jnum(r, "mean_us")));
+                    swift_an_dur(b2, sizeof(b2), swift_an_jnum(r, "launch_mean_us")));
         else
             fprintf(fp,
                     "    %-48s %-13s %7.0f x %10s\n",

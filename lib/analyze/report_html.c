@@ -300,7 +300,7 @@ static void html_kernels(FILE *fp, json_t *ps, int top)
                     swift_an_jstr(row, "type"),
                     swift_an_jnum(row, "count"),
                     swift_an_jnum(row, "sum_us"),
-                    swift_an_jnum(row, "mean_us"));
+                    swift_an_jnum(row, "launch_mean_us"));
         }
         fputs("</table>\n", fp);
         free(idx);

@@ -8,6 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "lib/core/banned.h"
 
@@ -50,7 +53,9 @@ struct fp {
 
 static inline void fp_ws(struct fp *q)
 {
-    while (q->p < q->end && (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r')) {
+    /* one compare for the usual case, a byte that is not blank */
+    while (q->p < q->end && (unsigned char)*q->p <= ' ' &&
+           (*q->p == ' ' || *q->p == '\t' || *q->p == '\n' || *q->p == '\r')) {
         q->nl += *q->p == '\n';
         q->p++;
     }
@@ -77,6 +82,23 @@ static int fp_str(struct fp *q, char **s, size_t *len)
     if (q->p >= q->end || *q->p != '"')
         return -1;
     char *b = ++q->p, *p = b;
+#if defined(__SSE2__)
+    /* 16 bytes at a time up to the first '"', '\\', control or non-ASCII byte (a signed
+     * compare below 0x20 catches both) */
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    while (q->end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                                 _mm_cmplt_epi8(x, space));
+        int bits = _mm_movemask_epi8(m);
+        if (bits) {
+            p += __builtin_ctz((unsigned)bits);
+            goto tail;
+        }
+        p += 16;
+    }
+#endif
     while (q->end - p >= 8) {
         uint64_t x;
         memcpy(&x, p, 8);
@@ -84,6 +106,9 @@ static int fp_str(struct fp *q, char **s, size_t *len)
             break;
         p += 8;
     }
+#if defined(__SSE2__)
+tail:
+#endif
     for (; p < q->end; p++) {
         unsigned char ch = (unsigned char)*p;
         if (ch == '"') {
@@ -99,7 +124,8 @@ static int fp_str(struct fp *q, char **s, size_t *len)
 }
 
 /* A JSON number as jansson reads it: an integer (no '.', 'e', 'E'; up to 18 digits here) or a
- * real (strtod; overflow left to jansson). */
+ * real (strtod; overflow left to jansson). v NULL: checked, not converted (a real without an
+ * exponent and with under 300 integer digits cannot overflow, so strtod is skipped). */
 static int fp_num(struct fp *q, struct swift_an_fval *v)
 {
     char *p = q->p, *e = q->end, *b = p;
@@ -123,7 +149,9 @@ static int fp_num(struct fp *q, struct swift_an_fval *v)
             p++;
         real = 1;
     }
+    int expo = 0;
     if (p < e && (*p == 'e' || *p == 'E')) {
+        expo = 1;
         p++;
         if (p < e && (*p == '+' || *p == '-'))
             p++;
@@ -135,7 +163,16 @@ static int fp_num(struct fp *q, struct swift_an_fval *v)
     }
     if (p >= e)
         return -1; /* a number always has a delimiter after it inside an object */
-    if (!real) {
+    if (!v) {
+        if (!real && nd > 18)
+            return -1;
+        if (real && (expo || nd >= 300)) {
+            char *endp;
+            double d = strtod(b, &endp);
+            if (endp != p || isinf(d))
+                return -1;
+        }
+    } else if (!real) {
         if (nd > 18)
             return -1;
         int64_t x = 0;
@@ -166,7 +203,7 @@ static int fp_lit(struct fp *q, const char *lit, size_t n)
 /* One value; its scalar kept in v (NULL: checked and skipped). */
 static int fp_value(struct fp *q, struct swift_an_fval *v)
 {
-    struct swift_an_fval tmp;
+    struct swift_an_fval tmp, *keep = v;
     if (!v)
         v = &tmp;
     fp_ws(q);
@@ -225,7 +262,7 @@ static int fp_value(struct fp *q, struct swift_an_fval *v)
         v->t = SWIFT_AN_FV_OTHER;
         return 0;
     }
-    return fp_num(q, v);
+    return fp_num(q, keep);
 }
 
 static int key_is(const char *s, size_t len, const char *k, size_t klen)

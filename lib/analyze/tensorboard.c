@@ -132,13 +132,57 @@ struct tb {
     struct stepdef *steps;
     size_t nsteps;
     struct rt *rts;
-    size_t nrt;
-    struct swift_an_imap comm_ext;                  /* external ids of communication ops */
-    struct swift_an_imap dev_min, dev_max, dev_cnt; /* device ops per correlation */
+    size_t nrt, crt;
+    struct swift_an_imap comm_ext; /* external ids of communication ops */
+    struct swift_an_imap dev;      /* correlation -> index into devc (one probe per device op) */
+    struct devc {
+        double min, max, cnt; /* device ops of one correlation: first start, last end, count */
+    } * devc;
+    size_t ndevc, cdevc;
     double cpu_min, cpu_max;
     double *dmin, *dmax; /* per step: the device ops it launched, first start and last end */
     long *matched;       /* per step: device ops launched inside it */
+    /* per interned string (index n: a missing one, ""), computed once: */
+    unsigned char *cty; /* as a category: tb_type + 1 for a non-step name | (step name) << 4 */
+    unsigned char *nfl; /* as a name: NF_* bits */
 };
+
+enum { NF_DONE = 0x80, NF_STEP = 1, NF_COMM = 2, NF_DATALOADER = 4 };
+
+static uint32_t tb_slot(const struct tb *t, uint32_t id)
+{
+    return id < t->st->n ? id : t->st->n;
+}
+
+static unsigned tb_name_flags(struct tb *t, uint32_t id)
+{
+    uint32_t k = tb_slot(t, id);
+    if (!t->nfl[k]) {
+        const char *nm = swift_an_str(t->st, id);
+        size_t len = strlen(nm);
+        int step = t->swift ? !strcmp(nm, "step") : !strncmp(nm, "ProfilerStep#", 13);
+        int dl = (!strncmp(nm, "enumerate(DataLoader)#", 22) && len >= 9 &&
+                  !strcmp(nm + len - 9, ".__next__")) ||
+                 !strncmp(nm, "enumerate(DataPipe)#", 20);
+        t->nfl[k] = (unsigned char)(NF_DONE | (step ? NF_STEP : 0) |
+                                    (is_comm_op(nm) ? NF_COMM : 0) | (dl ? NF_DATALOADER : 0));
+    }
+    return t->nfl[k];
+}
+
+/* tb_type of an event: its name matters only as "a step name or not" */
+static int tb_ev_type(struct tb *t, const struct swift_an_ev *e)
+{
+    uint32_t k = tb_slot(t, e->cat);
+    if (!t->cty[k]) {
+        const char *cat = swift_an_str(t->st, e->cat);
+        int other = tb_type(cat, "", t->swift);
+        int step = tb_type(cat, t->swift ? "step" : "ProfilerStep#", t->swift);
+        t->cty[k] = (unsigned char)((other + 1) | (step + 1) << 4);
+    }
+    unsigned v = t->cty[k];
+    return (int)((tb_name_flags(t, e->name) & NF_STEP ? v >> 4 : v & 15) - 1);
+}
 
 /* Pass 1: the external ids of communication ops. */
 static void tb_comm_ops(struct tb *t)
@@ -148,9 +192,9 @@ static void tb_comm_ops(struct tb *t)
         const struct swift_an_ev *e = &s->ev[i];
         if (e->cat == SWIFT_AN_NONE)
             continue;
-        int ty = tb_type(swift_an_str(t->st, e->cat), swift_an_str(t->st, e->name), t->swift);
+        int ty = tb_ev_type(t, e);
         if ((ty == TB_OP || ty == TB_ANN || ty == TB_PYTHON) &&
-            is_comm_op(swift_an_str(t->st, e->name)))
+            (tb_name_flags(t, e->name) & NF_COMM))
             swift_an_imap_put(&t->comm_ext, e->ext, 0);
     }
 }
@@ -174,14 +218,20 @@ static void tb_device_op(struct tb *t, const struct swift_an_ev *e, int ty, doub
     } else {
         swift_an_ivec_push(&t->role[SWIFT_TB_MEMSET], b, en);
     }
-    double *mn = swift_an_imap_ref(&t->dev_min, e->corr, b);
-    double *mx = swift_an_imap_ref(&t->dev_max, e->corr, en);
-    double *cnt = swift_an_imap_ref(&t->dev_cnt, e->corr, 0);
-    if (b < *mn)
-        *mn = b;
-    if (en > *mx)
-        *mx = en;
-    *cnt += 1;
+    size_t at = (size_t)*swift_an_imap_ref(&t->dev, e->corr, (double)t->ndevc);
+    if (at == t->ndevc) {
+        if (t->ndevc == t->cdevc) {
+            t->cdevc = t->cdevc ? 2 * t->cdevc : 1024;
+            t->devc = swift_xrealloc(t->devc, t->cdevc * sizeof(*t->devc));
+        }
+        t->devc[t->ndevc++] = (struct devc){b, en, 0};
+    }
+    struct devc *d = &t->devc[at];
+    if (b < d->min)
+        d->min = b;
+    if (en > d->max)
+        d->max = en;
+    d->cnt += 1;
 }
 
 static void tb_cpu_span(struct tb *t, double b, double en)
@@ -193,17 +243,16 @@ static void tb_cpu_span(struct tb *t, double b, double en)
 }
 
 /* A host op, annotation or Python span: DataLoader, communication or CPU work. */
-static void tb_host_op(struct tb *t, int ty, const char *nm, double b, double en)
+static void tb_host_op(struct tb *t, int ty, uint32_t name, double b, double en)
 {
-    if ((!strncmp(nm, "enumerate(DataLoader)#", 22) && strlen(nm) >= 9 &&
-         !strcmp(nm + strlen(nm) - 9, ".__next__")) ||
-        !strncmp(nm, "enumerate(DataPipe)#", 20)) {
+    unsigned nf = tb_name_flags(t, name);
+    if (nf & NF_DATALOADER) {
         if (ty != TB_PYTHON) {
             swift_an_ivec_push(&t->role[SWIFT_TB_DATALOADER], b, en);
             return;
         }
     }
-    if (is_comm_op(nm))
+    if (nf & NF_COMM)
         swift_an_ivec_push(&t->role[SWIFT_TB_COMM], b, en);
     else
         swift_an_ivec_push(&t->role[SWIFT_TB_CPU], b, en);
@@ -221,7 +270,7 @@ static void tb_collect(struct tb *t)
         if (e->cat == SWIFT_AN_NONE)
             continue;
         const char *nm = swift_an_str(t->st, e->name);
-        int ty = tb_type(swift_an_str(t->st, e->cat), nm, t->swift);
+        int ty = tb_ev_type(t, e);
         double b = e->ts, en = e->ts + e->dur;
         switch (ty) {
         case TB_KERNEL:
@@ -231,7 +280,10 @@ static void tb_collect(struct tb *t)
             break;
         case TB_RUNTIME:
             swift_an_ivec_push(&t->role[SWIFT_TB_RUNTIME], b, en);
-            t->rts = swift_xrealloc(t->rts, (t->nrt + 1) * sizeof(*t->rts));
+            if (t->nrt == t->crt) {
+                t->crt = t->crt ? 2 * t->crt : 1024;
+                t->rts = swift_xrealloc(t->rts, t->crt * sizeof(*t->rts));
+            }
             t->rts[t->nrt++] = (struct rt){b, en, e->corr};
             break;
         case TB_STEP: {
@@ -245,7 +297,7 @@ static void tb_collect(struct tb *t)
         case TB_OP:
         case TB_ANN:
         case TB_PYTHON:
-            tb_host_op(t, ty, nm, b, en);
+            tb_host_op(t, ty, e->name, b, en);
             break;
         default:
             break;
@@ -275,11 +327,10 @@ static long tb_device_steps(struct tb *t)
         if (r->b < t->steps[is].b) {
             ir++;
         } else if (r->e <= t->steps[is].e) {
-            double v;
-            if (swift_an_imap_get(&t->dev_min, r->corr, &v)) {
-                double mx = 0, cnt = 0;
-                swift_an_imap_get(&t->dev_max, r->corr, &mx);
-                swift_an_imap_get(&t->dev_cnt, r->corr, &cnt);
+            double at;
+            if (swift_an_imap_get(&t->dev, r->corr, &at)) {
+                const struct devc *d = &t->devc[(size_t)at];
+                double v = d->min, mx = d->max, cnt = d->cnt;
                 if (v < smin)
                     smin = v;
                 if (mx > smax)
@@ -306,7 +357,7 @@ static long tb_device_steps(struct tb *t)
 
 /* The end of the last device op that ends before step 0's first one (launched before the
  * first step, or not inside one), or step 0's start. */
-static double tb_first_start(const struct tb *t)
+static double tb_first_start(struct tb *t)
 {
     const struct swift_an_source *s = t->s;
     double prev_end = t->steps[0].b;
@@ -316,7 +367,7 @@ static double tb_first_start(const struct tb *t)
         const struct swift_an_ev *e = &s->ev[i];
         if (e->cat == SWIFT_AN_NONE)
             continue;
-        int ty = tb_type(swift_an_str(t->st, e->cat), swift_an_str(t->st, e->name), t->swift);
+        int ty = tb_ev_type(t, e);
         if (ty != TB_KERNEL && ty != TB_MEMCPY && ty != TB_MEMSET)
             continue;
         double en = e->ts + e->dur;
@@ -434,6 +485,8 @@ void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_
                    .swift = src->kind == SWIFT_AN_SWIFT,
                    .cpu_min = INFINITY,
                    .cpu_max = -INFINITY};
+    t.cty = swift_xcalloc(set->strs.n + 1, 1);
+    t.nfl = swift_xcalloc(set->strs.n + 1, 1);
     tb_comm_ops(&t);
     tb_collect(&t);
     if (tb_device_steps(&t) > 0 && t.nsteps)
@@ -445,12 +498,13 @@ void swift_an_tensorboard(const struct swift_an_set *set, const struct swift_an_
     free(t.matched);
     free(t.steps);
     free(t.rts);
+    free(t.cty);
+    free(t.nfl);
     for (int r = 0; r < SWIFT_TB_NROLE; r++)
         swift_an_ivec_free(&t.role[r]);
     for (int d = 0; d < SWIFT_AN_MAX_DEV; d++)
         swift_an_ivec_free(&t.kern_dev[d]);
     swift_an_imap_free(&t.comm_ext);
-    swift_an_imap_free(&t.dev_min);
-    swift_an_imap_free(&t.dev_max);
-    swift_an_imap_free(&t.dev_cnt);
+    swift_an_imap_free(&t.dev);
+    free(t.devc);
 }

@@ -82,6 +82,46 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     [ "$(json "$W/r.json" '[.processes[0].idle_breakdown[] | .host_wait_ratio + .kernel_wait_ratio + .other_ratio] | add | . * 100 | round')" = 200 ]
 }
 
+kernels_vs_hta() { # kernels_vs_hta REPORT FIXTURE: rows that differ from HTA's (none = empty)
+    jq -rn --slurpfile a "$1" --slurpfile h "$2" '
+      ($a[0].processes[0].kernels | map({type, name, sum: .sum_us, max: .max_us, min: .min_us,
+         mean: .mean_us, std: .std_us}) | sort_by(.type, .name)) as $o
+      | ($h[0] | sort_by(.type, .name)) as $r
+      | if ($o | length) != ($r | length) then "rows \($o | length) vs HTA \($r | length)" else
+        range(0; $r | length) as $i | $o[$i] as $x | $r[$i] as $y
+        | if [$x.type, $x.name] != [$y.type, $y.name] then "row \($i): \($x.name) vs HTA \($y.name)"
+          else ("sum", "max", "min", "mean", "std") as $k
+               | select(($x[$k] - $y[$k] | fabs) > 1e-6 * ([($y[$k] | fabs), 1] | max))
+               | "\($y.type) \($y.name) \($k): \($x[$k]) vs HTA \($y[$k])" end end'
+}
+
+@test "kernel table: HTA's sum/max/min/mean/std exactly (regrouped on per-name sums past 10 names); per-launch fields beside them" {
+    # fixtures from tests/ref/gen_kernel_breakdown.py (HTA get_gpu_kernel_breakdown)
+    K=tests/ref/fixtures/kernels
+    run "$A" --format json -o "$W/m.json" "$K/many_names"
+    [ "$status" -eq 0 ]
+    run kernels_vs_hta "$W/m.json" "$K/many_names.hta.json"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    # COMPUTATION has 14 names: "others" holds 4 of them; per launch it is another story
+    [ "$(json "$W/m.json" '.processes[0].kernels[] | select(.type == "COMPUTATION" and .name == "others") | [.names, .count, .max_us, .launch_max_us, .launch_mean_us] | map(tostring) | join(" ")')" = "4 10 501 287 165.4" ]
+    # a kept name past 10 names: HTA's max = min = mean = sum, std 0; MEMORY (3 names) stays per launch
+    [ "$(json "$W/m.json" '.processes[0].kernels[] | select(.name == "gemm_kernel_00") | [.sum_us == .max_us, .min_us == .sum_us, .mean_us == .sum_us, .std_us, .launch_max_us < .sum_us] | map(tostring) | join(" ")')" = "true true true 0 true" ]
+    [ "$(json "$W/m.json" '[.processes[0].kernels[] | select(.type == "MEMORY") | .max_us == .launch_max_us and .std_us == .launch_std_us] | all')" = true ]
+    for n in mtia:hta/mtia_trace_single_rank ns_resolution:hta/ns_resolution_trace \
+             nccl_parser_config:hta/nccl_parser_config resnet50_nw0:kineto-tb/resnet50_num_workers_0; do
+        if [ "${n%%:*}" = mtia ]; then
+            cp "$BATS_FILE_TMPDIR/mtia.json" "$W/r.json"
+        else
+            run "$A" --format json -o "$W/r.json" "$T/${n#*:}"
+            [ "$status" -eq 0 ]
+        fi
+        run kernels_vs_hta "$W/r.json" "$K/${n%%:*}.hta.json"
+        [ "$status" -eq 0 ]
+        [ -z "$output" ] || { echo "${n%%:*}: $output" >&2; false; }
+    done
+}
+
 @test "nccl_parser_config: 21 NCCL kernels, longest all-reduce arguments" {
     run "$A" --format json -o "$W/r.json" "$T/hta/nccl_parser_config"
     [ "$status" -eq 0 ]

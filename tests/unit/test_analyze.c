@@ -48,6 +48,52 @@ static void test_intervals(void **state)
     assert_true(swift_an_ival_len_in(v, n, 2, 10.5) == 1 + 4 + 0.5);
 }
 
+static int cmp_ival_ref(const void *a, const void *b)
+{
+    const struct swift_an_ival *x = a, *y = b;
+    if (x->b != y->b)
+        return x->b < y->b ? -1 : 1;
+    return (x->e > y->e) - (x->e < y->e);
+}
+
+/* The merge's own sort (typed, with a sorted-run shortcut) against qsort + the same merge, on
+ * sizes around its insertion-sort cutoff, shuffled, nearly sorted and with many ties. */
+static void test_intervals_sort(void **state)
+{
+    (void)state;
+    uint32_t r = 12345;
+    for (size_t n = 0; n < 400; n += n < 60 ? 1 : 37) {
+        for (int kind = 0; kind < 3; kind++) {
+            struct swift_an_ival *a = malloc((n + 1) * sizeof(*a)),
+                                 *b = malloc((n + 1) * sizeof(*b));
+            for (size_t i = 0; i < n; i++) {
+                r = r * 1103515245u + 12345u;
+                double t = kind == 0   ? (double)(r >> 8 & 1023)
+                           : kind == 1 ? (double)i
+                                       : (double)(r >> 8 & 7);
+                if (kind == 1 && (r >> 20) % 5 == 0)
+                    t -= 3; /* a few out of order */
+                a[i] = b[i] = (struct swift_an_ival){t, t + (double)(r >> 16 & 15)};
+            }
+            size_t na = swift_an_ival_merge(a, n), nb = 0;
+            if (n) {
+                qsort(b, n, sizeof(*b), cmp_ival_ref);
+                for (size_t i = 1; i < n; i++) {
+                    if (b[i].b > b[nb].e)
+                        b[++nb] = b[i];
+                    else if (b[i].e > b[nb].e)
+                        b[nb].e = b[i].e;
+                }
+                nb++;
+            }
+            assert_int_equal(na, nb);
+            assert_memory_equal(a, b, na * sizeof(*a));
+            free(a);
+            free(b);
+        }
+    }
+}
+
 static void test_kernel_types(void **state)
 {
     (void)state;
@@ -691,6 +737,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intervals),
+        cmocka_unit_test(test_intervals_sort),
         cmocka_unit_test(test_kernel_types),
         cmocka_unit_test(test_argv_with),
         cmocka_unit_test(test_argv_fresh_outputs),
