@@ -400,12 +400,18 @@ static json_t *ops_json(const struct side_ops *c, const struct side_ops *t)
         }
         rows[n++] = r;
     }
-    swift_an_sort(rows, n, sizeof(*rows), cmp_oprow);
     json_t *arr = json_array(), *diff = json_object(), *counts = json_object();
     for (int k = 0; k < 5; k++) {
         json_object_set_new(diff, change_names[k], json_array());
         json_object_set_new(counts, change_names[k], json_integer(0));
     }
+    for (size_t k = 0; k < n; k++) { /* ops_diff's lists: by name, as HTA's index */
+        const char *ch = change_names[change_of(rows[k].cc, rows[k].tc)];
+        json_array_append_new(json_object_get(diff, ch), json_string(rows[k].name));
+        json_t *cn = json_object_get(counts, ch);
+        json_integer_set(cn, json_integer_value(cn) + 1);
+    }
+    swift_an_sort(rows, n, sizeof(*rows), cmp_oprow);
     for (size_t k = 0; k < n; k++) {
         const struct oprow *r = &rows[k];
         int ch = change_of(r->cc, r->tc);
@@ -431,9 +437,6 @@ static json_t *ops_json(const struct side_ops *c, const struct side_ops *t)
                                                         : "=",
                                         "change",
                                         change_names[ch]));
-        json_array_append_new(json_object_get(diff, change_names[ch]), json_string(r->name));
-        json_t *cn = json_object_get(counts, change_names[ch]);
-        json_integer_set(cn, json_integer_value(cn) + 1);
     }
     free(rows);
     return json_pack("{s:o,s:o,s:o,s:o,s:I,s:o,s:o}",

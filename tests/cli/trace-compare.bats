@@ -45,12 +45,15 @@ synth() {
     need_traces
     [ -s "$FIX" ]
     n=$(jq '.cases | length' "$FIX")
-    [ "$n" -ge 7 ]
+    [ "$n" -ge 10 ]
     for i in $(seq 0 $((n - 1))); do
         c=$(jq -r ".cases[$i].control" "$FIX")
         t=$(jq -r ".cases[$i].test" "$FIX")
         st=$(jq -r ".cases[$i].steps // empty" "$FIX")
-        run "$A" --compare -f json -o "$W/c$i.json" ${st:+--steps "$st"} "$T/$c" "$T/$t"
+        # "@edge/...": the hand-made traces beside the fixture, else under $SHARED/data/traces
+        c=${c/#@edge\//$(dirname "$FIX")/edge/} c=${c/#[^\/]*/$T/&}
+        t=${t/#@edge\//$(dirname "$FIX")/edge/} t=${t/#[^\/]*/$T/&}
+        run "$A" --compare -f json -o "$W/c$i.json" ${st:+--steps "$st"} "$c" "$t"
         [ "$status" -eq 0 ]
         # per name: [control_counts, control_total_duration, test_counts, test_total_duration,
         # ops_diff bucket]: counts exact, durations the µs HTA sums (after its ns rounding)
@@ -67,6 +70,12 @@ synth() {
     # HTA's own test traces: the second iteration adds three ops and drops two
     [ "$(jq -r '.ops.diff.added | join(",")' "$W/c2.json")" = "AddmmBackward0,All2All_Pooled_Req,CatBackward0" ]
     [ "$(jq -r '.ops.rows[] | select(.name == "nccl:all_reduce") | [.control_counts, .test_counts, .counts_change_categories] | join(" ")' "$W/c1.json")" = "2 1 -" ]
+    # the corners (edge, first step): ProfilerStep#2 lies in the GPU's later ProfilerStep#1
+    # annotation, so it is step 1's; a 0.3 us op at ts 1300.6 lasts -1 us once rounded; the
+    # stream 0 kernel and the kernel without a launch are in no step
+    e=$(jq -r '.cases | map(.case) | index("edge")' "$FIX")
+    [ "$(jq -r '[.ops.rows[] | select(.name == "ProfilerStep#2" or .name == "aten::copy_") | .control_total_duration] | join(" ")' "$W/c$e.json")" = "1000 -1" ]
+    [ "$(jq -r '[.ops.rows[] | select(.name == "amd_kernel" or .name == "orphan")] | length' "$W/c$e.json")" = 0 ]
 }
 
 @test "--compare in every format: text, md, json, html (self-contained)" {

@@ -17,8 +17,10 @@ increased, decreased or unchanged: each name is in exactly one).
 Cases: HTA's own test traces of TraceDiff (data/traces/hta/trace_compare: base and test, each a
 folder of one rank-1 trace) with the default iteration, both iterations, the second alone and
 reversed; the two real resnet50 runs of the TensorBoard plugin's tests (kineto-tb:
-num_workers 0 against 4), first iteration and all six; and an ns-resolution trace against itself
-(HTA rounds its float timestamps).
+num_workers 0 against 4), first iteration and all six; an ns-resolution trace against itself
+(HTA rounds its float timestamps); and two hand-made traces for the corners of HTA's iteration
+rule (tests/ref/fixtures/trace_compare/edge, written here; dirs named "@edge/..." in the fixture
+are relative to tests/ref/fixtures/trace_compare/edge).
 """
 import json
 import logging
@@ -44,7 +46,64 @@ CASES = [
     ("resnet50_nw0_nw4_all", "kineto-tb/resnet50_num_workers_0",
      "kineto-tb/resnet50_num_workers_4", (5, 10)),
     ("ns_resolution_self", "hta/ns_resolution_trace", "hta/ns_resolution_trace", None),
+    ("edge", "@edge/control", "@edge/test", None),
+    ("edge_all", "@edge/control", "@edge/test", (1, 3)),
+    ("edge_2", "@edge/control", "@edge/test", (2, 2)),
 ]
+
+# Hand-made Kineto traces for the corners of HTA's iteration rule (hta/common/trace.py
+# add_iteration), written next to the fixture: the GPU's ProfilerStep#1 annotation overlaps the
+# host's step 2 and comes later in the file, so host events there belong to step 1 (the last
+# step in file order that holds them wins); a kernel takes its launch's step by correlation id;
+# stream 0 kernels and kernels without a launch have no step; "Trace" events and events without
+# a cat are dropped; a fractional ts makes HTA round every event (an op of 0.3 us lasts -1 us).
+EDGE = "tests/ref/fixtures/trace_compare/edge"
+
+
+def edge_trace(test):
+    ev = []
+
+    def x(cat, name, ts, dur, tid=1, **args):
+        e = {"ph": "X", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        if cat is not None:
+            e["cat"] = cat
+        ev.append(e)
+
+    x("Trace", "PyTorch Profiler (0)", 900, 4000)
+    for n in (1, 2, 3):
+        x("user_annotation", "ProfilerStep#%d" % n, n * 1000, 1000)
+    x("cpu_op", "aten::mm", 1050, 40)
+    x("cuda_runtime", "cudaLaunchKernel", 1100, 10, correlation=11)
+    x("cuda_runtime", "cudaLaunchKernel", 1200, 10, correlation=12)
+    x("cpu_op", "aten::copy_", 1300.6, 0.3)
+    x("cuda_sync", "Event Sync", 1400, 5, correlation=13)
+    x("cpu_op", "aten::mm", 2100, 40 if not test else 70)  # step 1 by the GPU annotation
+    x("cpu_op", "aten::add", 2700, 20)
+    x(None, "no category", 2800, 10)
+    if test:
+        x("cpu_op", "aten::mm", 2150, 30)
+        x("cpu_op", "aten::gelu", 1060, 15)
+        x("cuda_runtime", "cudaLaunchKernel", 2750, 10, correlation=14)
+    else:
+        x("cpu_op", "aten::relu", 1070, 12)
+    x("cpu_op", "aten::sum", 3100, 11)
+    x("gpu_user_annotation", "ProfilerStep#1", 1500, 1100, tid=7, stream=7, correlation=-1)
+    x("kernel", "gemm", 1600, 300, tid=7, stream=7, correlation=11)
+    x("kernel", "amd_kernel", 1650, 50, tid=0, stream=0, correlation=12)
+    x("kernel", "orphan", 1700, 25, tid=7, stream=7, correlation=99)
+    if test:
+        x("kernel", "add_kernel", 2800, 9, tid=7, stream=7, correlation=14)
+    return {"distributedInfo": {"rank": 0}, "traceEvents": ev}
+
+
+def write_edge():
+    for side in ("control", "test"):
+        d = os.path.join(EDGE, side)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "rank-0.json"), "w") as f:
+            json.dump(edge_trace(side == "test"), f, indent=0)
+            f.write("\n")
+
 
 _loaded = {}
 
@@ -52,7 +111,8 @@ _loaded = {}
 def labeled(d, label):
     key = (d, label)
     if key not in _loaded:
-        _loaded[key] = LabeledTrace(label=label, trace_dir=os.path.join(T, d))
+        path = os.path.join(EDGE, d[6:]) if d.startswith("@edge/") else os.path.join(T, d)
+        _loaded[key] = LabeledTrace(label=label, trace_dir=path)
     return _loaded[key]
 
 
@@ -96,6 +156,7 @@ def run(name, cdir, tdir, steps):
 def main():
     import hta
 
+    write_edge()
     cases = [run(*c) for c in CASES]
     doc = {"generator": "tests/ref/gen_trace_compare.py",
            "hta_version": getattr(hta, "__version__", None), "cases": cases}
