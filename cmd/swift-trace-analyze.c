@@ -160,11 +160,16 @@ static int is_json_trace(const char *s)
     return strlen(s) > 5 && !strcmp(s + strlen(s) - 5, ".json") && swift_an_looks_like_trace(s);
 }
 
+static char **nargv; /* move_json_traces' argv, freed at exit */
+static void free_nargv(void)
+{
+    free(nargv);
+}
+
 /* Traces named *.json first would be read as a config file (lib/core/cli.h): the leading ones
  * move to the end, after a "--". Returns how many moved (they are the last positionals now). */
 static int move_json_traces(int *argc, char ***argv)
 {
-    static char **nargv; /* lives until exit */
     char **v = *argv;
     int c = *argc, k = 1, dash = 0, n = 0;
     while (k < c && is_json_trace(v[k]))
@@ -176,6 +181,7 @@ static int move_json_traces(int *argc, char ***argv)
     nargv = malloc((size_t)(c + 2) * sizeof(*nargv));
     if (!nargv)
         return 0;
+    atexit(free_nargv);
     nargv[n++] = v[0];
     for (int i = k; i < c; i++)
         nargv[n++] = v[i];

@@ -207,8 +207,8 @@ static void print_ops(FILE *fp, json_t *d, int md, int top)
         return;
     fprintf(fp,
             md ? "| change | calls | total time | delta | name |\n|---|--:|--:|--:|---|\n"
-               : "  the %d largest changes in total time:\n    %-9s %15s %24s %11s  %s\n",
-            top,
+               : "  the %zu largest changes in total time:\n    %-9s %15s %24s %11s  %s\n",
+            json_array_size(rows) < (size_t)top ? json_array_size(rows) : (size_t)top,
             "change",
             "calls",
             "total time",
@@ -403,7 +403,7 @@ static void html_ops(FILE *fp, json_t *d, int top)
     char a[64], b[64];
     fprintf(fp,
             "<h2>Ops and kernels (HTA TraceDiff)</h2>\n<p>control %s, test %s: %.0f names, %.0f "
-            "added, %.0f deleted, %.0f increased, %.0f decreased, %.0f unchanged; the %d largest "
+            "added, %.0f deleted, %.0f increased, %.0f decreased, %.0f unchanged; the %zu largest "
             "changes in total time:</p>\n<table><tr><th>change</th><th>calls control</th>"
             "<th>calls test</th><th>total control</th><th>total test</th><th>delta</th>"
             "<th>name</th></tr>\n",
@@ -415,7 +415,9 @@ static void html_ops(FILE *fp, json_t *d, int top)
             swift_an_jnum(cn, "increased"),
             swift_an_jnum(cn, "decreased"),
             swift_an_jnum(cn, "unchanged"),
-            top);
+            json_array_size(json_object_get(ops, "rows")) < (size_t)top
+                ? json_array_size(json_object_get(ops, "rows"))
+                : (size_t)top);
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(ops, "rows"), i, r)
