@@ -383,9 +383,13 @@ static void html_bottlenecks(FILE *fp, json_t *d)
                 "<tr><td>%s</td><td>%s</td><td class=\"%s\">%s</td><td class=\"%s\">%s</td><td>",
                 lists[l],
                 swift_an_jstr(b, "rule"),
-                !strcmp(cs, "critical") ? "crit" : "warn",
+                !strcmp(cs, "critical") ? "crit"
+                : *cs                   ? "warn"
+                                        : "",
                 *cs ? cs : "-",
-                !strcmp(ts, "critical") ? "crit" : "warn",
+                !strcmp(ts, "critical") ? "crit"
+                : *ts                   ? "warn"
+                                        : "",
                 *ts ? ts : "-");
             esc(fp, swift_an_jstr(b, "summary"));
             fputs("</td></tr>\n", fp);
