@@ -40,6 +40,24 @@ static int steps(const struct swift_option *opt, void *opts, const char *arg)
     return 0;
 }
 
+/* --fail-on warn|critical|regression[=PCT] (repeatable: a level and the regression gate) */
+static int fail_on(const struct swift_option *opt, void *opts, const char *arg)
+{
+    struct swift_analyze_opts *o = opts;
+    double pct = SWIFT_AN_REGRESSION_PCT;
+    if (!strcmp(arg, "warn"))
+        o->fail_on = SWIFT_SEV_WARN;
+    else if (!strcmp(arg, "critical"))
+        o->fail_on = SWIFT_SEV_CRITICAL;
+    else if (!strncmp(arg, "regression", 10) &&
+             (!arg[10] || (arg[10] == '=' && swift_parse_double(arg + 11, &pct) == 0 && pct >= 0)))
+        o->regress_pct = pct;
+    else
+        return swift_usage(
+            "--fail-on: expected warn, critical or regression[=PCT] (PCT >= 0), got '%s'", arg);
+    return 0;
+}
+
 static int ranks(const struct swift_option *opt, void *opts, const char *arg)
 {
     for (const char *p = arg; *p; p++)
@@ -71,11 +89,14 @@ static const struct swift_option options[] = {
                    .error = "--format: expected text, md, json or html, got '{arg}'"),
     SWIFT_OPT_PATH('o', "output", F(output), "FILE",
                    "write the report to FILE (atomically) instead of stdout"),
-    SWIFT_OPT_ENUM(0, "fail-on", F(fail_on),
-                   SWIFT_CHOICES({"warn", SWIFT_SEV_WARN}, {"critical", SWIFT_SEV_CRITICAL}),
-                   "warn|critical",
-                   "exit 1 when a bottleneck of that severity or worse is found (CI gates)",
-                   .error = "--fail-on: expected warn or critical, got '{arg}'"),
+    SWIFT_OPT_CALLBACK(0, "fail-on", fail_on, "warn|critical|regression[=PCT]",
+                       "exit 1 when a bottleneck of that severity or worse is found (with "
+                       "--compare: new in TEST), or when TEST's mean step time is over PCT % "
+                       "(default 5) above CONTROL's (CI gates; repeatable)",
+                       .values = "warn critical regression"),
+    SWIFT_OPT_FLAG(0, "compare", F(compare),
+                   "compare two runs, CONTROL TEST (files or directories): per-op counts and "
+                   "times (HTA TraceDiff), step time by part, bottlenecks resolved and new"),
     SWIFT_OPT_CALLBACK(
         0, "threshold", threshold, "RULE=VALUE",
         "set a rule's threshold, e.g. data_stall=15 (repeatable; see docs/bottlenecks.md)"),
@@ -89,8 +110,12 @@ static const struct swift_option options[] = {
     SWIFT_OPT_PATH(
         0, "merge", F(merge), "OUT.json[.gz]",
         "also write one Perfetto-loadable trace of every input (pids remapped per rank)"),
-    SWIFT_OPT_CALLBACK(0, "steps", steps, "A-B", "--merge: keep only steps A to B"),
-    SWIFT_OPT_CALLBACK(0, "ranks", ranks, "LIST", "--merge: keep only these ranks (0,2,4-7)"),
+    SWIFT_OPT_CALLBACK(0, "steps", steps, "A-B",
+                       "--merge: keep only steps A to B; --compare: compare steps A to B (default: "
+                       "ops of the first step, step time of all)"),
+    SWIFT_OPT_CALLBACK(0, "ranks", ranks, "LIST",
+                       "--merge: keep only these ranks (0,2,4-7); --compare: compare these ranks "
+                       "(default: the lowest)"),
     SWIFT_OPT_INT(0, "window", F(window), 0, 1000000, "N",
                   "--merge: keep N steps around each rank's worst step",
                   .error = "--window: expected a number of steps, got '{arg}'"),
@@ -110,7 +135,8 @@ static const struct swift_option options[] = {
 
 static const struct swift_command command = {
     .name = "swift-trace-analyze",
-    .usage = "[OPTION]... TRACE|DIR...",
+    .usage =
+        "[OPTION]... TRACE|DIR...\n  or:  swift-trace-analyze --compare [OPTION]... CONTROL TEST",
     .summary =
         "report where step time goes and what to change, from swift-tools and PyTorch profiler "
         "traces",
@@ -130,19 +156,62 @@ static const struct swift_command command = {
         "A bad line of a JSONL trace is skipped and counted (the first 3 named with file:line,\n"
         "the count in the report); a truncated last line (a writer killed mid-write) is noted.\n"
         "An empty trace, or one with no readable event, is an input that cannot be read.\n"
+        "With --compare, CONTROL and TEST (each a trace or a directory) are compared: per op and\n"
+        "kernel name the counts and total times of HTA's TraceDiff (added, deleted, increased,\n"
+        "decreased, unchanged) over the lowest rank's first step (--ranks, --steps), the mean\n"
+        "step time by part over every step, HTA's temporal breakdown, and the bottlenecks\n"
+        "resolved, new and persisting; --fail-on regression[=PCT] gates on the mean step time.\n"
         "Exit status: 0 ok, 1 no input readable, --strict failure (an input unreadable or a bad\n"
-        "line; a truncated last line is not one) or --fail-on hit, 2 usage error.",
+        "line; a truncated last line is not one) or --fail-on hit (with --compare: TEST's mean\n"
+        "step time over PCT % above CONTROL's, or a bottleneck new in TEST), 2 usage error.",
     .examples =
         "  swift-trace-analyze runs/trace/\n"
         "  swift-trace-analyze --format html -o report.html worker0.pt.trace.json.gz\n"
         "  swift-trace-analyze --format json --fail-on critical traces/ | jq .bottlenecks\n"
         "  swift-trace-analyze --emit-patch run.trace.jsonl | patch -p0\n"
         "  swift-trace-analyze --threshold data_stall=5 --merge merged.json.gz --steps 10-12 "
-        "traces/\n"};
+        "traces/\n"
+        "  swift-trace-analyze --compare --fail-on regression=5 before.trace.jsonl "
+        "after.trace.jsonl\n"};
 
 static int is_json_trace(const char *s)
 {
     return strlen(s) > 5 && !strcmp(s + strlen(s) - 5, ".json") && swift_an_looks_like_trace(s);
+}
+
+static char **nargv; /* move_json_traces' argv, freed at exit */
+static void free_nargv(void)
+{
+    free(nargv);
+}
+
+/* Traces named *.json first would be read as a config file (lib/core/cli.h): the leading ones
+ * move to the end, after a "--". Returns how many moved (they are the last positionals now). */
+static int move_json_traces(int *argc, char ***argv)
+{
+    char **v = *argv;
+    int c = *argc, k = 1, dash = 0, n = 0;
+    while (k < c && is_json_trace(v[k]))
+        k++;
+    if (k == 1)
+        return 0;
+    for (int i = k; i < c; i++)
+        dash |= !strcmp(v[i], "--");
+    nargv = malloc((size_t)(c + 2) * sizeof(*nargv));
+    if (!nargv)
+        return 0;
+    atexit(free_nargv);
+    nargv[n++] = v[0];
+    for (int i = k; i < c; i++)
+        nargv[n++] = v[i];
+    if (!dash)
+        nargv[n++] = "--";
+    for (int i = 1; i < k; i++)
+        nargv[n++] = v[i];
+    nargv[n] = NULL;
+    *argc = n;
+    *argv = nargv;
+    return k - 1;
 }
 
 int main(int argc, char **argv)
@@ -151,30 +220,33 @@ int main(int argc, char **argv)
     swift_set_progname(argv[0]);
     struct swift_analyze_opts o;
     swift_analyze_opts_default(&o);
-    /* a trace named *.json first would be read as a config file (lib/core/cli.h): move it last */
-    if (argc > 2 && is_json_trace(argv[1])) {
-        char *first = argv[1];
-        memmove(argv + 1, argv + 2, (size_t)(argc - 2) * sizeof(*argv));
-        argv[argc - 1] = first;
-    } else if (argc == 2 && is_json_trace(argv[1])) {
-        static char *nargv[4];
-        nargv[0] = argv[0], nargv[1] = "--", nargv[2] = argv[1];
-        argv = nargv;
-        argc = 3;
-    }
+    int moved = move_json_traces(&argc, &argv);
     int argi, rc = swift_cli_parse(&command, argc, argv, &o, &argi);
     if (rc >= 0)
         return rc;
     if (argi >= argc)
         return swift_usage("no trace given");
-    if ((o.step_lo >= 0 || o.ranks || o.window >= 0) && !o.merge)
-        return swift_usage("--steps, --ranks and --window apply to --merge");
+    if (o.compare && o.merge)
+        return swift_usage("--compare and --merge cannot be combined");
+    if (o.compare && argc - argi != 2)
+        return swift_usage("--compare takes two traces or directories, CONTROL and TEST");
+    if (o.regress_pct >= 0 && !o.compare)
+        return swift_usage("--fail-on regression applies to --compare");
+    if (o.compare && o.window >= 0)
+        return swift_usage("--window applies to --merge");
+    if ((o.step_lo >= 0 || o.ranks || o.window >= 0) && !o.merge && !o.compare)
+        return swift_usage("--steps, --ranks and --window apply to --merge or --compare");
     struct swift_trace_config tc = {
         .stage = "analyze", .path = o.trace, .argc = argc, .argv = argv};
     if (swift_trace_open(&tc) < 0)
         return 1;
     o.paths = argv + argi;
     o.npaths = argc - argi;
+    for (int i = 0; o.compare && i < moved; i++) { /* the traces moved last: first again */
+        char *last = argv[argc - 1];
+        memmove(argv + argi + 1, argv + argi, (size_t)(argc - argi - 1) * sizeof(*argv));
+        argv[argi] = last;
+    }
     rc = swift_exit_code(swift_analyze_run(&o));
     swift_trace_close();
     return swift_close_stdout(rc);

@@ -9,7 +9,7 @@ for b in "$bin"/swift-*; do
     name=$(basename "$b")
     extra=
     [ -f "docs/man/$name.h2m" ] && extra="--include=docs/man/$name.h2m"
-    summary=$("$b" --help | sed -n 2p | sed 's/\.$//')
+    summary=$("$b" --help | sed '1d; /^  or: /d' | sed -n 1p | sed 's/\.$//') # after Usage and its 'or:' lines
     help2man --no-info --no-discard-stderr --section=1 --source="swift-tools" \
         --name="$summary" $extra --include=docs/man/common.h2m \
         --output="$out/$name.1.tmp" "$b"

@@ -2,6 +2,7 @@
  * analyze — swift_analyze_run: load, analyse each process (our phases, or the Kineto roles),
  * build the report document, apply the rules, write the report. See lib/analyze/analyze.h.
  */
+#include "lib/analyze/compare.h"
 #include "lib/analyze/internal.h"
 #include "lib/analyze/merge.h"
 #include "lib/analyze/report.h"
@@ -26,6 +27,7 @@ void swift_analyze_opts_default(struct swift_analyze_opts *o)
     o->step_lo = o->step_hi = -1;
     o->window = -1;
     o->merge_warn_bytes = 256ull << 20;
+    o->regress_pct = -1;
     swift_an_thresholds_default(&o->th);
     swift_an_kineto_opts_default(&o->kopts);
 }
@@ -795,6 +797,8 @@ static int max_severity(json_t *report)
 
 int swift_analyze_run(const struct swift_analyze_opts *o)
 {
+    if (o->compare)
+        return swift_an_compare_run(o);
     struct swift_an_set set;
     swift_an_set_init(&set);
     int rc = 0;

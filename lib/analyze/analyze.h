@@ -38,6 +38,9 @@
  *                  file (swift_meta.config, checked by sha256) or of command.sh
  *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
  *   merge.c        --merge: one Perfetto-loadable trace of every input (merge.h)
+ *   compare.c      --compare CONTROL TEST: HTA TraceDiff per op, step time by part,
+ *                  bottlenecks resolved and new, the regression gate (compare.h);
+ *                  compare_report.c its text, Markdown and HTML
  *   internal.h     what only these files share (allocation, qsort_r, the fast path, ...)
  *
  * A new bottleneck rule goes in rules.c:
@@ -149,10 +152,16 @@ struct swift_analyze_opts {
     unsigned long long merge_warn_bytes;
     const char *trace; /* --trace (our own trace of this run) */
     int emit_patch;    /* --emit-patch: 1 the first bottleneck's patch, 2 all; 0 the report */
+    /* --compare CONTROL TEST (compare.h): paths[0] against paths[1]; --steps and --ranks
+     * choose what is compared */
+    int compare;
+    double regress_pct; /* --fail-on regression[=PCT]: fail above PCT % slower; < 0: off */
 };
+#define SWIFT_AN_REGRESSION_PCT 5.0 /* --fail-on regression without =PCT */
 void swift_analyze_opts_default(struct swift_analyze_opts *o);
 
-/* Load, analyse, report. Returns 0, or SWIFT_FAILED after reporting (lib/core/error.h). */
+/* Load, analyse, report (with o->compare: compare two runs, lib/analyze/compare.h). Returns 0,
+ * or SWIFT_FAILED after reporting (lib/core/error.h). */
 int swift_analyze_run(const struct swift_analyze_opts *o);
 
 /* The pieces, for tests: analyse a loaded set into procs (caller frees with
