@@ -182,6 +182,18 @@ json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- oproof.c: the op roofline table of a Kineto trace with record_shapes ---------- */
+
+/* {"device" (deviceProperties name or null), "peak" ({tflops_16bit, tflops_fp32, tbps} or null
+ * for a device roofline.c does not know), "span_us" (the steps' time, or the wall time),
+ * "ops_with_shapes", "n_rows", "rows": the `top` (op name, input shape) pairs by device time:
+ * name, class, input_dims, input_types, calls, device_us, share (of span_us), gflop, gb,
+ * tflops, tbps, intensity (FLOP/byte), bound ("compute"/"memory"), roofline_fraction,
+ * lost_us (device time x (1 - fraction))}; the FLOP-derived fields null where no formula
+ * fits. null for our traces, traces without GPU work and traces without record_shapes. */
+json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                             int top);
+
 /* ---------- cmdline.c: the command lines of remedies ---------- */
 
 /* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */

@@ -194,6 +194,9 @@ enum {
     AK_TOTALLOC,
     AK_COLL,
     AK_FLOPS,
+    AK_DIMS,  /* Kineto record_shapes: "Input Dims", "Input type", "Concrete Inputs" (arrays: */
+    AK_TYPES, /* the fast scanner's s/len is their JSON text; jansson's fval has none) */
+    AK_CONC,
     AK_N
 };
 struct swift_an_fev {

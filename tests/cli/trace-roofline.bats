@@ -1,0 +1,56 @@
+#!/usr/bin/env bats
+# swift-trace-analyze's op roofline table (op_roofline) on the shared Kineto traces recorded
+# with record_shapes: the GEMM rows' FLOPs are checked against 2*M*N*K computed here, in jq,
+# from the recorded "Input Dims" (never from our own formulas).
+
+setup() {
+    A="$SWIFT_BIN/swift-trace-analyze"
+    T="$SHARED/data/traces"
+    W="$BATS_TEST_TMPDIR"
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+}
+
+# 2*M*N*K times the batch of one call, from a row's input_dims, per op name.
+GEMM='def prod: reduce .[] as $x (1; . * $x);
+  .input_dims as $d
+  | if .name == "aten::mm" then 2 * $d[0][0] * $d[1][1] * $d[0][1]
+    elif .name == "aten::addmm" then 2 * $d[1][0] * $d[2][1] * $d[1][1]
+    elif .name == "aten::bmm" then 2 * $d[0][0] * $d[0][1] * $d[1][2] * $d[0][2]
+    elif .name == "aten::linear" then 2 * ($d[0][:-1] | prod) * $d[1][0] * $d[0][-1]
+    else error("unexpected GEMM op " + .name) end'
+
+@test "resnet50 traces with shapes: GEMM rows' FLOPs are 2*M*N*K of the recorded dims, on a V100" {
+    for f in "$T"/kineto-tb/resnet50_num_workers_*/*.pt.trace.json.gz; do
+        run "$A" --format json --top 1000 -o "$W/r.json" "$f"
+        [ "$status" -eq 0 ]
+        jq -e '.processes[0].op_roofline.device == "Tesla V100-DGXS-32GB"' "$W/r.json"
+        jq -e '.processes[0].op_roofline.peak.tflops_fp32 == 15.7' "$W/r.json"
+        # at least two GEMM shapes, each row's total FLOPs = calls * 2MNK (gflop has 6 decimals)
+        jq -e "[.processes[0].op_roofline.rows[] | select(.class == \"gemm\")] | length >= 2" \
+            "$W/r.json"
+        jq -e "[.processes[0].op_roofline.rows[] | select(.class == \"gemm\")
+                | ((.gflop * 1e9) - .calls * ($GEMM)) | fabs < 1000] | all" "$W/r.json"
+        # achieved TFLOP/s = FLOPs / device time; intensity = FLOPs / bytes
+        jq -e '[.processes[0].op_roofline.rows[] | select(.class == "gemm")
+                | (.tflops - .gflop * 1e9 / .device_us / 1e6 | fabs) < 1e-3] | all' "$W/r.json"
+        # device time shares add up below the steps' time
+        jq -e '[.processes[0].op_roofline.rows[].share] | add < 1' "$W/r.json"
+    done
+}
+
+@test "op roofline in the text and Markdown reports; null without record_shapes" {
+    f="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    run "$A" "$f"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"op roofline on Tesla V100-DGXS-32GB (peak 125 TFLOP/s 16-bit, 15.7 fp32, 0.9 TB/s)"* ]]
+    run "$A" --format md "$f"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"| op | input dims | calls | device | share | TFLOP/s | TB/s | FLOP/B | roofline |"* ]]
+    # a GPU trace recorded without shapes has no table
+    run "$A" --format json -o "$W/r.json" "$T/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    [ "$status" -eq 0 ]
+    jq -e '.processes[0] | has("op_roofline") and .op_roofline == null' "$W/r.json"
+}
