@@ -73,6 +73,7 @@ struct swift_an_thresholds {
     double ckpt_stall_pct;      /* 5: checkpoint share of wall time */
     double serial_preprocess_pct; /* 50: tokenization share of wall time on one thread */
     double oversubscription_x;    /* 3: a host phase's p90 over its median across steps */
+    double low_efficiency_pct;    /* 20: device time lost against the ops' roofline, of steps */
 };
 void swift_an_thresholds_default(struct swift_an_thresholds *t);
 /* "data_stall=15" → sets one threshold; returns 0 or -1 (unknown rule or bad number). */
