@@ -30,7 +30,10 @@
  *   ops.c          the per-op table of --profile steps (op, phase by containment, time per
  *                  step, share, calls, GFLOP/s) and the wall time by phase of a process
  *                  without steps (its top-level spans)
- *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
+ *   roofline.c     FLOPs and bytes per op class from input shapes, device peaks (roofline.h)
+ *   oproof.c       the op roofline table of Kineto traces with record_shapes ("op_roofline")
+ *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md); rule_roofline.c the
+ *                  rule low_efficiency on the op roofline table
  *   cmdline.c      the exact new command line a remedy gives
  *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
  *   merge.c        --merge: one Perfetto-loadable trace of every input (merge.h)

@@ -194,6 +194,11 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
 json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p,
                              int top);
 
+/* rule_roofline.c: the rule low_efficiency on one process (its report object `proc`, with
+ * "op_roofline"); appends to the bottlenecks `list` when it fires. */
+void swift_an_rule_low_efficiency(json_t *list, const struct swift_an_proc *p, json_t *proc,
+                                  const struct swift_analyze_opts *o);
+
 /* ---------- cmdline.c: the command lines of remedies ---------- */
 
 /* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */
