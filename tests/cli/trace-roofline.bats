@@ -77,3 +77,23 @@ GEMM='def prod: reduce .[] as $x (1; . * $x);
     [ "$status" -eq 0 ]
     [[ "$output" == *"[warn] low_efficiency"*"lost against the ops' roofline on Tesla V100-DGXS-32GB"* ]]
 }
+
+@test "op roofline on a small H100 trace, computed by hand: linear over addmm counts once; causal attention from Concrete Inputs" {
+    run "$A" --format json -o "$W/r.json" tests/ref/fixtures/roofline/kineto_shapes.json
+    [ "$status" -eq 0 ]
+    jq -e '.processes[0].op_roofline | .device == "NVIDIA H100 80GB HBM3" and .peak.tbps == 3.35
+           and (.rows | length) == 2' "$W/r.json"
+    # aten::linear x[32,2048] w[1000,2048] b[1000] fp32: 2*32*1000*2048 FLOPs, 4*(65536 +
+    # 2048000 + 1000 + 32000) bytes; its addmm child launched the kernel (120.25 us); intensity
+    # 15.27 FLOP/B is under the fp32 ridge 66.9/3.35, so memory-bound: 1.09 / (15.266 * 3.35)
+    jq -e '.processes[0].op_roofline.rows[] | select(.name == "aten::linear")
+           | .class == "gemm" and .calls == 1 and .device_us == 120.25 and .gflop == 0.131072
+             and .gb == 0.008586 and .intensity == 15.266 and .bound == "memory"
+             and .tflops == 1.09 and .roofline_fraction == 0.0213' "$W/r.json"
+    # causal flash attention B2 H16 S1024 D64 bf16: 4*B*H*S^2*D / 2, q k v out = 4 * 4 MiB;
+    # intensity 256 < 989.4/3.35: memory-bound, 85.9 TFLOP/s of 256 * 3.35
+    jq -e '.processes[0].op_roofline.rows[] | select(.class == "attention_fwd")
+           | .gflop == 4.294967 and .gb == 0.016777 and .intensity == 256
+             and .tflops == 85.8993 and .roofline_fraction == 0.1002 and .bound == "memory"' \
+        "$W/r.json"
+}
