@@ -30,10 +30,11 @@ static const char *const arg_keys[AK_N] = {"stream",          "correlation",
                                            "Device Type",     "Device Id",
                                            "Total Allocated", "Collective name",
                                            "flops",           "Input Dims",
-                                           "Input type",      "Concrete Inputs"};
+                                           "Input type",      "Concrete Inputs",
+                                           "peak_gflops"};
 
-static const unsigned char arg_len[AK_N] = {6, 11, 6,  11, 11, 4,  6, 5,  13, 25,
-                                            9, 5,  11, 9,  15, 15, 5, 10, 10, 15};
+static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6,  5,  13, 25, 9,
+                                            5, 11, 9, 15, 15, 5, 10, 10, 15, 11};
 
 struct fp {
     char *p, *end;

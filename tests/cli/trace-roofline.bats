@@ -97,3 +97,19 @@ GEMM='def prod: reduce .[] as $x (1; . * $x);
              and .tflops == 85.8993 and .roofline_fraction == 0.1002 and .bound == "memory"' \
         "$W/r.json"
 }
+
+@test "--profile traces record the peak; the per-op table gives each op's fraction of it" {
+    run "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run" --max-steps 4 \
+        --save-steps 100 --eval-steps 100 -j 1 --trace "$W/t.jsonl" \
+        --profile wait=1,warmup=1,active=2 tests/fixtures/shards
+    [ "$status" -eq 0 ]
+    peak=$(jq -s '[.[] | select(.ph == "C" and .name == "peak_gflops") | .args.peak_gflops] | first' "$W/t.jsonl")
+    [ "$peak" != null ]
+    run "$A" -f json -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    jq -e --argjson pk "$peak" '.processes[0].ops | (.peak_gflops - $pk | fabs) < 0.001
+        and ([.rows[] | select(.gflops != null)] | length > 0)
+        and ([.rows[] | select(.gflops != null) | (.peak_fraction - .gflops / $pk | fabs) < 0.0002]
+             | all)
+        and ([.rows[] | select(.gflops == null) | .peak_fraction == null] | all)' "$W/r.json"
+}
