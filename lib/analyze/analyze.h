@@ -32,7 +32,10 @@
  *                  without steps (its top-level spans)
  *   collectives.c  each collective matched across the ranks of a job: skew (waiting for the
  *                  last rank) vs transfer, nccl-tests' algbw/busbw, skew charged to the late rank
- *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md)
+ *   roofline.c     FLOPs and bytes per op class from input shapes, device peaks (roofline.h)
+ *   oproof.c       the op roofline table of Kineto traces with record_shapes ("op_roofline")
+ *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md); rule_roofline.c the
+ *                  rule low_efficiency on the op roofline table
  *   cmdline.c      the exact new command line a remedy gives
  *   patch.c        --emit-patch: a remedy's command as a unified diff of the run's config
  *                  file (swift_meta.config, checked by sha256) or of command.sh
@@ -80,6 +83,7 @@ struct swift_an_thresholds {
     double ckpt_stall_pct;      /* 5: checkpoint share of wall time */
     double serial_preprocess_pct; /* 50: tokenization share of wall time on one thread */
     double oversubscription_x;    /* 3: a host phase's p90 over its median across steps */
+    double low_efficiency_pct;    /* 20: device time lost against the ops' roofline, of steps */
 };
 void swift_an_thresholds_default(struct swift_an_thresholds *t);
 /* "data_stall=15" → sets one threshold; returns 0 or -1 (unknown rule or bad number). */

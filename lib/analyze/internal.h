@@ -201,6 +201,23 @@ json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n);
  * unknown). */
 double swift_an_busbw_factor(const char *collective, int n);
 
+/* ---------- oproof.c: the op roofline table of a Kineto trace with record_shapes ---------- */
+
+/* {"device" (deviceProperties name or null), "peak" ({tflops_16bit, tflops_fp32, tbps} or null
+ * for a device roofline.c does not know), "span_us" (the steps' time, or the wall time),
+ * "ops_with_shapes", "n_rows", "rows": the `top` (op name, input shape) pairs by device time:
+ * name, class, input_dims, input_types, calls, device_us, share (of span_us), gflop, gb,
+ * tflops, tbps, intensity (FLOP/byte), bound ("compute"/"memory"), roofline_fraction,
+ * lost_us (device time x (1 - fraction))}; the FLOP-derived fields null where no formula
+ * fits. null for our traces, traces without GPU work and traces without record_shapes. */
+json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                             int top);
+
+/* rule_roofline.c: the rule low_efficiency on one process (its report object `proc`, with
+ * "op_roofline"); appends to the bottlenecks `list` when it fires. */
+void swift_an_rule_low_efficiency(json_t *list, const struct swift_an_proc *p, json_t *proc,
+                                  const struct swift_analyze_opts *o);
+
 /* ---------- cmdline.c: the command lines of remedies ---------- */
 
 /* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */

@@ -458,6 +458,8 @@ static int on_fields(struct loadctx *c, const struct swift_an_fev *f, json_t *e,
     if (!isfinite(ts))
         return bad_field(c, line, "byte %llu: \"ts\" is not finite", (unsigned long long)off);
     if (p[0] == 'i' || p[0] == 'I' || p[0] == 'C') {
+        if (p[0] == 'C' && !strcmp(nm, "peak_gflops") && fv_is_num(&f->a[AK_PEAK]))
+            s->peak_gflops = fv_num(&f->a[AK_PEAK]);
         on_memory(s, f, nm, ts);
         return 0;
     }

@@ -113,9 +113,11 @@ struct swift_an_source {
     /* memory: [memory] instants (Kineto) or memory counters (ours), per device */
     double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
     double mem_peak_ts[SWIFT_AN_MAX_DEV];
-    uint64_t bytes;   /* uncompressed bytes read */
-    long nevents;     /* events seen (every ph) */
-    long unknown_cat; /* our traces: events with a category outside the set */
+    double peak_gflops; /* our --profile traces: the counter "peak_gflops" (the peak MFU is
+                           computed against: --peak-gflops, the device's, or measured sgemm); 0 */
+    uint64_t bytes;     /* uncompressed bytes read */
+    long nevents;       /* events seen (every ph) */
+    long unknown_cat;   /* our traces: events with a category outside the set */
     struct swift_an_damage damage;
 };
 
@@ -197,6 +199,10 @@ enum {
     AK_TOTALLOC,
     AK_COLL,
     AK_FLOPS,
+    AK_DIMS,  /* Kineto record_shapes: "Input Dims", "Input type", "Concrete Inputs" (arrays: */
+    AK_TYPES, /* the fast scanner's s/len is their JSON text; jansson's fval has none) */
+    AK_CONC,
+    AK_PEAK, /* our --profile traces: the counter "peak_gflops" */
     AK_N
 };
 struct swift_an_fev {

@@ -171,26 +171,34 @@ json_t *swift_an_ops_json(const struct swift_an_set *set, const struct swift_an_
             const struct oprow *r = &rows[i];
             json_array_append_new(
                 a,
-                json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}",
-                          "name",
-                          swift_an_str(&set->strs, r->name),
-                          "phase",
-                          swift_an_phase_names[r->phase],
-                          "calls_per_step",
-                          num((double)r->calls / (double)np),
-                          "self_us_per_step",
-                          num(r->self / (double)np),
-                          "total_us_per_step",
-                          num(r->total / (double)np),
-                          "share",
-                          step_us > 0 ? json_real(round(r->self / np / step_us * 1e6) / 1e6)
-                                      : json_null(),
-                          "gflops",
-                          r->flops_us > 0 ? num(r->flops / r->flops_us / 1e3) : json_null()));
+                json_pack(
+                    "{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}",
+                    "name",
+                    swift_an_str(&set->strs, r->name),
+                    "phase",
+                    swift_an_phase_names[r->phase],
+                    "calls_per_step",
+                    num((double)r->calls / (double)np),
+                    "self_us_per_step",
+                    num(r->self / (double)np),
+                    "total_us_per_step",
+                    num(r->total / (double)np),
+                    "share",
+                    step_us > 0 ? json_real(round(r->self / np / step_us * 1e6) / 1e6)
+                                : json_null(),
+                    "gflops",
+                    r->flops_us > 0 ? num(r->flops / r->flops_us / 1e3) : json_null(),
+                    "peak_fraction",
+                    r->flops_us > 0 && p->src->peak_gflops > 0
+                        ? json_real(
+                              round(r->flops / r->flops_us / 1e3 / p->src->peak_gflops * 1e4) / 1e4)
+                        : json_null()));
         }
-        out = json_pack("{s:I,s:o,s:I,s:o}",
+        out = json_pack("{s:I,s:o,s:o,s:I,s:o}",
                         "steps",
                         (json_int_t)np,
+                        "peak_gflops",
+                        p->src->peak_gflops > 0 ? num(p->src->peak_gflops) : json_null(),
                         "step_us",
                         num(step_us),
                         "n_rows",

@@ -339,6 +339,75 @@ static void print_op_table(FILE *fp, json_t *p, int md)
     }
 }
 
+/* The op roofline table of a Kineto trace with shapes (swift_an_oproof_json): --top rows. */
+static void print_op_roofline(FILE *fp, json_t *p, int md, int top)
+{
+    json_t *rf = json_object_get(p, "op_roofline");
+    if (!json_array_size(json_object_get(rf, "rows")))
+        return;
+    json_t *pk = json_object_get(rf, "peak");
+    char peak[128] = "no peak known: no roofline fraction";
+    if (json_is_object(pk))
+        snprintf(peak,
+                 sizeof(peak),
+                 "peak %.4g TFLOP/s 16-bit, %.4g fp32, %.3g TB/s",
+                 swift_an_jnum(pk, "tflops_16bit"),
+                 swift_an_jnum(pk, "tflops_fp32"),
+                 swift_an_jnum(pk, "tbps"));
+    fprintf(fp,
+            "%sop roofline on %s (%s), by device time:\n",
+            md ? "\n" : "  ",
+            json_is_string(json_object_get(rf, "device")) ? swift_an_jstr(rf, "device") : "?",
+            peak);
+    if (md)
+        fputs("\n| op | input dims | calls | device | share | TFLOP/s | TB/s | FLOP/B | roofline "
+              "|\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+              fp);
+    else
+        fprintf(fp,
+                "    %-28s %-26s %5s %10s %6s %8s %6s %7s %8s\n",
+                "op",
+                "input dims",
+                "calls",
+                "device",
+                "share",
+                "TFLOP/s",
+                "TB/s",
+                "FLOP/B",
+                "roofline");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(rf, "rows"), i, r)
+    {
+        if ((int)i >= top)
+            break;
+        char nm[64], dims[64], b1[32], f[3][16], fr[16];
+        swift_an_trunc_name(nm, md ? 64 : 28, swift_an_jstr(r, "name"));
+        char *dj = json_dumps(json_object_get(r, "input_dims"), JSON_COMPACT);
+        swift_an_trunc_name(dims, md ? 64 : 26, dj ? dj : "");
+        free(dj);
+        const char *k[3] = {"tflops", "tbps", "intensity"};
+        for (int j = 0; j < 3; j++) {
+            double v = swift_an_jnum(r, k[j]);
+            snprintf(f[j], sizeof(f[j]), isfinite(v) ? "%.3g" : "-", v);
+        }
+        double fv = swift_an_jnum(r, "roofline_fraction");
+        snprintf(fr, sizeof(fr), isfinite(fv) ? "%.1f%%" : "-", 100 * fv);
+        fprintf(fp,
+                md ? "| `%s` | `%s` | %.0f | %s | %.2f%% | %s | %s | %s | %s |\n"
+                   : "    %-28s %-26s %5.0f %10s %5.2f%% %8s %6s %7s %8s\n",
+                nm,
+                dims,
+                swift_an_jnum(r, "calls"),
+                swift_an_dur(b1, sizeof(b1), swift_an_jnum(r, "device_us")),
+                100 * swift_an_jnum(r, "share"),
+                f[0],
+                f[1],
+                f[2],
+                fr);
+    }
+}
+
 static void print_proc(FILE *fp, json_t *p, int md, int top)
 {
     char b1[32], b2[32];
@@ -371,6 +440,7 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
     json_t *kr = json_object_get(p, "kernels");
     if (json_array_size(kr))
         print_kernels(fp, kr, md, top);
+    print_op_roofline(fp, p, md, top);
 }
 
 /* Host spans by inclusive time (the JSON holds --top of them), where no per-op table of

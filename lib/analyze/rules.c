@@ -24,6 +24,7 @@ const char *const swift_an_rule_ids[] = {"data_stall",
                                          "ckpt_stall",
                                          "serial_preprocess",
                                          "oversubscription",
+                                         "low_efficiency",
                                          NULL};
 
 void swift_an_thresholds_default(struct swift_an_thresholds *t)
@@ -37,6 +38,7 @@ void swift_an_thresholds_default(struct swift_an_thresholds *t)
     t->ckpt_stall_pct = 5;
     t->serial_preprocess_pct = 50;
     t->oversubscription_x = 3;
+    t->low_efficiency_pct = 20;
 }
 
 int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
@@ -56,7 +58,8 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
                        &t->memory_headroom_pct,
                        &t->ckpt_stall_pct,
                        &t->serial_preprocess_pct,
-                       &t->oversubscription_x};
+                       &t->oversubscription_x,
+                       &t->low_efficiency_pct};
     for (int i = 0; swift_an_rule_ids[i]; i++)
         if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
             *slots[i] = v;
@@ -893,6 +896,8 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         if (is_stage(p, "preprocess") || p->tok_threads)
             rule_serial_preprocess(list, p, o);
         rule_oversubscription(list, p, o);
+        swift_an_rule_low_efficiency(
+            list, p, json_array_get(json_object_get(report, "processes"), i), o);
         swift_an_patch_attach(list, from, p->src); /* --emit-patch: remedies as diffs */
     }
     rule_straggler(list, procs, n, o);

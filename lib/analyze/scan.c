@@ -24,26 +24,20 @@
  * error messages are those of the jansson path. tests/fuzz/fuzz_trace_load.c checks that both
  * give the same fields on every input it makes. */
 
-static const char *const arg_keys[AK_N] = {"stream",
-                                           "correlation",
-                                           "device",
-                                           "External id",
-                                           "external id",
-                                           "step",
-                                           "tokens",
-                                           "bytes",
-                                           "blocks per SM",
-                                           "est. achieved occupancy %",
-                                           "allocated",
-                                           "total",
-                                           "Device Type",
-                                           "Device Id",
-                                           "Total Allocated",
-                                           "Collective name",
-                                           "flops"};
+static const char *const arg_keys[AK_N] = {"stream",          "correlation",
+                                           "device",          "External id",
+                                           "external id",     "step",
+                                           "tokens",          "bytes",
+                                           "blocks per SM",   "est. achieved occupancy %",
+                                           "allocated",       "total",
+                                           "Device Type",     "Device Id",
+                                           "Total Allocated", "Collective name",
+                                           "flops",           "Input Dims",
+                                           "Input type",      "Concrete Inputs",
+                                           "peak_gflops"};
 
-static const unsigned char arg_len[AK_N] = {
-    6, 11, 6, 11, 11, 4, 6, 5, 13, 25, 9, 5, 11, 9, 15, 15, 5};
+static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6,  5,  13, 25, 9,
+                                            5, 11, 9, 15, 15, 5, 10, 10, 15, 11};
 
 struct fp {
     char *p, *end;
@@ -217,7 +211,7 @@ static int fp_value(struct fp *q, struct swift_an_fval *v)
         return 0;
     }
     if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
+        char close = c == '{' ? '}' : ']', *start = q->p;
         if (++q->depth > 32)
             return -1;
         q->p++;
@@ -254,6 +248,8 @@ static int fp_value(struct fp *q, struct swift_an_fval *v)
         }
         q->depth--;
         v->t = SWIFT_AN_FV_OTHER;
+        v->s = start; /* the container's JSON text (its strings are not NUL-terminated) */
+        v->len = (size_t)(q->p - start);
         return 0;
     }
     if (c == 't' || c == 'f' || c == 'n') {

@@ -182,6 +182,9 @@ int train_log_open(struct run *r)
     r->log.peak_gflops = o->peak_gflops > 0      ? o->peak_gflops
                          : r->be.peak_gflops > 0 ? r->be.peak_gflops
                                                  : swift_sgemm_peak_gflops();
+    /* --profile: the peak that swift-trace-analyze sets the per-op spans' FLOP rates against */
+    if (o->profile && r->log.peak_gflops > 0)
+        swift_trace_counter("peak_gflops", r->log.peak_gflops);
     return 0;
 }
 
