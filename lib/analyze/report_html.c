@@ -46,6 +46,20 @@ static const char *const palette[] = {"#4e79a7",
                                       "#9c755f",
                                       "#bab0ac"};
 
+/* A duration for people: ms (3 significant places below 10 ms), s from 10 s on. */
+static const char *html_ms(char *b, size_t n, double us)
+{
+    if (!isfinite(us))
+        snprintf(b, n, "-");
+    else if (fabs(us) >= 1e7)
+        snprintf(b, n, "%.2f s", us / 1e6);
+    else if (fabs(us) >= 1e4)
+        snprintf(b, n, "%.1f ms", us / 1e3);
+    else
+        snprintf(b, n, "%.3f ms", us / 1e3);
+    return b;
+}
+
 /* idx[0..m) = the indices of the m rows of a with the largest a[i][key], largest first
  * (selection as before: ties keep the earlier row first); idx has n slots. */
 static void top_rows(json_t *a, const char *key, size_t *idx, size_t n, size_t m)
@@ -64,7 +78,12 @@ static void top_rows(json_t *a, const char *key, size_t *idx, size_t n, size_t m
 
 static void html_bottlenecks(FILE *fp, json_t *bs)
 {
-    fprintf(fp, "<h2>Bottlenecks (%zu)</h2>\n<ol>\n", json_array_size(bs));
+    fprintf(fp, "<h2>Bottlenecks (%zu)</h2>\n", json_array_size(bs));
+    if (!json_array_size(bs)) {
+        fputs("<p>No rule fired: nothing stands out.</p>\n", fp);
+        return;
+    }
+    fputs("<ol>\n", fp);
     size_t i;
     json_t *b;
     json_array_foreach(bs, i, b)
@@ -130,16 +149,17 @@ static void html_breakdown(FILE *fp, json_t *ps)
             double w = fr * (W - left - right);
             if (!(w > 0))
                 continue;
+            char b2[32];
             fprintf(fp,
                     "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
-                    "<title>%s: %.0f us (%.1f%%)</title></rect>\n",
+                    "<title>%s: %s (%.1f%%)</title></rect>\n",
                     x,
                     y,
                     w,
                     rowh - 6,
                     palette[k % 9],
                     json_string_value(pn),
-                    us,
+                    html_ms(b2, sizeof(b2), us),
                     100 * fr);
             x += w;
         }
@@ -148,11 +168,11 @@ static void html_breakdown(FILE *fp, json_t *ps)
                 "<text x=\"%d\" y=\"%.0f\">%s/step</text>\n",
                 W - right + 6,
                 y + 15,
-                swift_an_dur(b1, sizeof(b1), swift_an_jnum(bd, "step_us")));
+                html_ms(b1, sizeof(b1), swift_an_jnum(bd, "step_us")));
     }
     size_t k;
     json_t *pn;
-    double lx = left;
+    double lx = 0;
     json_array_foreach(json_object_get(json_object_get(p0, "breakdown"), "parts"), k, pn)
     {
         fprintf(fp,
@@ -164,8 +184,222 @@ static void html_breakdown(FILE *fp, json_t *ps)
                 lx + 13,
                 np * rowh + 23,
                 json_string_value(pn));
-        lx += 95;
+        lx += 115;
     }
+    fputs("</svg>\n", fp);
+}
+
+/* A round tick spacing (1, 2 or 5 times a power of ten) giving about `want` ticks up to mx. */
+static double nice_tick(double mx, int want)
+{
+    if (!(mx > 0))
+        return 1;
+    double raw = mx / want, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+/* The tallest step in ms: a step's duration or the sum of its parts, whichever is larger. */
+static double chart_ymax(json_t *ps, json_t *p0, json_t *parts)
+{
+    double mx = 0;
+    size_t i, j, k;
+    json_t *p, *s, *pn;
+    json_array_foreach(ps, i, p) json_array_foreach(json_object_get(p, "step_list"), j, s)
+    {
+        double sum = 0;
+        if (p == p0)
+            json_array_foreach(parts, k, pn) sum +=
+                swift_an_jnum(json_object_get(s, "us"), json_string_value(pn));
+        double d = swift_an_jnum(s, "dur_us");
+        mx = fmax(mx, fmax(isfinite(d) ? d : 0, isfinite(sum) ? sum : 0));
+    }
+    return mx / 1e3;
+}
+
+/* The axes: y in ms with round ticks and grid lines, x by step number. */
+static void chart_axes(FILE *fp, json_t *sl, double ymax, int L, int T, double pw, double ph)
+{
+    double dy = nice_tick(ymax, 5);
+    for (double v = 0; v <= ymax * 1.0001; v += dy) {
+        double y = T + ph - v / ymax * ph;
+        fprintf(fp,
+                "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text class=\"yt\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                L,
+                L + pw,
+                y,
+                y,
+                L - 4,
+                y + 4,
+                v);
+    }
+    size_t n = json_array_size(sl);
+    size_t dx = (size_t)nice_tick((double)n, 10);
+    dx = dx ? dx : 1;
+    for (size_t i = 0; i < n; i += dx) {
+        double x = L + (i + 0.5) * pw / n;
+        fprintf(fp,
+                "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
+                "<text class=\"xt\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n",
+                x,
+                x,
+                T + ph,
+                T + ph + 4,
+                x,
+                T + ph + 16,
+                swift_an_jnum(json_array_get(sl, i), "step"));
+    }
+    fprintf(
+        fp,
+        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
+        "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n"
+        "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\">"
+        "step time (ms)</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">step</text>\n",
+        L,
+        L,
+        T,
+        T + ph,
+        L,
+        L + pw,
+        T + ph,
+        T + ph,
+        T + ph / 2,
+        T + ph / 2,
+        L + pw / 2,
+        T + ph + 32);
+}
+
+static const char *const rank_colour[] = {
+    "#222", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+/* One line of step durations per rank (several ranks only), each on its own steps' slots. */
+static void chart_rank_lines(FILE *fp, json_t *ps, double ymax, int L, int T, double pw, double ph)
+{
+    size_t i, j, r = 0;
+    json_t *p, *s;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *sl = json_object_get(p, "step_list");
+        size_t n = json_array_size(sl);
+        if (!n)
+            continue;
+        fprintf(fp,
+                "<polyline class=\"rank\" fill=\"none\" stroke-width=\"1.5\" stroke=\"%s\" "
+                "points=\"",
+                rank_colour[r++ % 8]);
+        json_array_foreach(sl, j, s) fprintf(fp,
+                                             "%.1f,%.1f ",
+                                             L + (j + 0.5) * pw / n,
+                                             T + ph - swift_an_jnum(s, "dur_us") / 1e3 / ymax * ph);
+        fputs("\"><title>", fp);
+        html_esc(fp, swift_an_jstr(p, "label"));
+        fputs("</title></polyline>\n", fp);
+    }
+}
+
+/* Legend: the parts' colours, then (several ranks) each rank's line. */
+static void chart_legend(FILE *fp, json_t *ps, json_t *parts, size_t nrank, double y)
+{
+    size_t k, i, r = 0;
+    json_t *pn, *p;
+    double x = 60;
+    json_array_foreach(parts, k, pn)
+    {
+        fprintf(fp,
+                "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+                x,
+                y,
+                palette[k % 9],
+                x + 13,
+                y + 9,
+                json_string_value(pn));
+        x += 115;
+    }
+    if (nrank < 2)
+        return;
+    json_array_foreach(ps, i, p)
+    {
+        if (!json_array_size(json_object_get(p, "step_list")))
+            continue;
+        char label[40];
+        swift_an_trunc_name(label, sizeof(label), swift_an_jstr(p, "label"));
+        double lx = 60 + (double)(r % 4) * 230, ly = y + 18 + (double)(r / 4) * 16;
+        fprintf(fp,
+                "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.0f\">",
+                lx,
+                lx + 14,
+                ly + 5,
+                ly + 5,
+                rank_colour[r++ % 8],
+                lx + 18,
+                ly + 9);
+        html_esc(fp, label);
+        fputs("</text>\n", fp);
+    }
+}
+
+/* The step-time chart over the whole run: the first rank's steps as bars stacked by part
+ * (x = step, y = ms), with one line of step time per rank when there are several. */
+static void html_step_chart(FILE *fp, json_t *ps)
+{
+    size_t i, nrank = 0, j, k;
+    json_t *p, *p0 = NULL, *s, *pn;
+    json_array_foreach(ps, i, p) if (json_array_size(json_object_get(p, "step_list")))
+    {
+        nrank++;
+        p0 = p0 ? p0 : p;
+    }
+    if (!p0)
+        return;
+    json_t *sl = json_object_get(p0, "step_list");
+    json_t *parts = json_object_get(json_object_get(p0, "breakdown"), "parts");
+    double ymax = chart_ymax(ps, p0, parts);
+    if (!(ymax > 0))
+        return;
+    ymax = ceil(ymax / nice_tick(ymax, 5)) * nice_tick(ymax, 5);
+    int L = 60, T = 10, H = 260;
+    double pw = HTML_W - L - 20, ph = H;
+    size_t n = json_array_size(sl), legend_rows = nrank > 1 ? (nrank + 3) / 4 : 0;
+    fputs("<h2>Step time over the run</h2>\n<p>", fp);
+    html_esc(fp, swift_an_jstr(p0, "label"));
+    fprintf(fp,
+            ": %zu steps stacked by part%s</p>\n<svg class=\"chart\" width=\"%d\" height=\"%.0f\" "
+            "xmlns=\"http://www.w3.org/2000/svg\">\n",
+            n,
+            nrank > 1 ? "; one line of step time per rank" : "",
+            HTML_W,
+            T + ph + 60 + 16.0 * legend_rows);
+    chart_axes(fp, sl, ymax, L, T, pw, ph);
+    double bw = pw / n * (n > 200 ? 1 : 0.8);
+    json_array_foreach(sl, j, s)
+    {
+        double y = T + ph, x = L + j * pw / n + (pw / n - bw) / 2;
+        json_array_foreach(parts, k, pn)
+        {
+            const char *nm = json_string_value(pn);
+            double v = swift_an_jnum(json_object_get(s, "us"), nm), h = v / 1e3 / ymax * ph;
+            if (!(v > 0))
+                continue;
+            y -= h;
+            char b1[32];
+            fprintf(fp,
+                    "<rect class=\"sp\" x=\"%.2f\" y=\"%.3f\" width=\"%.2f\" height=\"%.3f\" "
+                    "fill=\"%s\"><title>step %.0f %s: %s</title></rect>\n",
+                    x,
+                    y,
+                    bw,
+                    h,
+                    palette[k % 9],
+                    swift_an_jnum(s, "step"),
+                    nm,
+                    html_ms(b1, sizeof(b1), v));
+        }
+    }
+    if (nrank > 1)
+        chart_rank_lines(fp, ps, ymax, L, T, pw, ph);
+    chart_legend(fp, ps, parts, nrank, T + ph + 42);
     fputs("</svg>\n", fp);
 }
 
@@ -195,15 +429,15 @@ static void html_step_timeline(FILE *fp, json_t *s, json_t *tl, json_t *parts, d
             w = 0.2;
         fprintf(fp,
                 "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"16\" "
-                "fill=\"%s\"><title>step %.0f %s +%.0f..%.0f us</title></rect>\n",
+                "fill=\"%s\"><title>step %.0f %s +%.2f..%.2f ms</title></rect>\n",
                 x0 + (mx > 0 ? sb / mx * span : 0),
                 y,
                 w,
                 palette[ci % 9],
                 swift_an_jnum(s, "step"),
                 sn ? sn : "",
-                sb,
-                se);
+                sb / 1e3,
+                se / 1e3);
     }
 }
 
@@ -221,16 +455,17 @@ static void html_step_parts(FILE *fp, json_t *s, json_t *parts, double x0, doubl
         double w = mx > 0 ? v / mx * span : 0;
         if (!(w > 0))
             continue;
+        char b1[32];
         fprintf(fp,
                 "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"16\" fill=\"%s\">"
-                "<title>step %.0f %s: %.0f us</title></rect>\n",
+                "<title>step %.0f %s: %s</title></rect>\n",
                 x,
                 y,
                 w,
                 palette[q % 9],
                 swift_an_jnum(s, "step"),
                 json_string_value(part),
-                v);
+                html_ms(b1, sizeof(b1), v));
         x += w;
     }
 }
@@ -273,34 +508,37 @@ static void html_proc_steps(FILE *fp, json_t *p, int top)
 
 static void html_kernels(FILE *fp, json_t *ps, int top)
 {
-    fputs("<h2>Top kernels</h2>\n", fp);
     size_t i;
     json_t *p;
+    int head = 0;
     json_array_foreach(ps, i, p)
     {
         json_t *kr = json_object_get(p, "kernels");
         size_t n = json_array_size(kr);
         if (!n)
-            continue;
+            continue; /* CPU runs have none: no heading either */
+        if (!head++)
+            fputs("<h2>Top kernels</h2>\n", fp);
         fputs("<p>", fp);
         html_esc(fp, swift_an_jstr(p, "label"));
-        fputs("</p><table><tr><th>kernel</th><th>type</th><th>count</th><th>total (us)</th>"
-              "<th>mean (us)</th></tr>\n",
+        fputs("</p><table><tr><th>kernel</th><th>type</th><th>count</th><th>total</th>"
+              "<th>mean per launch</th></tr>\n",
               fp);
         size_t *idx = swift_xmalloc(n * sizeof(*idx));
         size_t m = n < (size_t)top ? n : (size_t)top;
         top_rows(kr, "sum_us", idx, n, m);
         for (size_t a = 0; a < m; a++) {
             json_t *row = json_array_get(kr, idx[a]);
+            char b1[32], b2[32];
             fputs("<tr><td><code>", fp);
             html_esc(fp, swift_an_jstr(row, "name"));
             fprintf(fp,
-                    "</code></td><td>%s</td><td class=\"n\">%.0f</td><td class=\"n\">%.0f</td>"
-                    "<td class=\"n\">%.1f</td></tr>\n",
+                    "</code></td><td>%s</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td>"
+                    "<td class=\"n\">%s</td></tr>\n",
                     swift_an_jstr(row, "type"),
                     swift_an_jnum(row, "count"),
-                    swift_an_jnum(row, "sum_us"),
-                    swift_an_jnum(row, "launch_mean_us"));
+                    html_ms(b1, sizeof(b1), swift_an_jnum(row, "sum_us")),
+                    html_ms(b2, sizeof(b2), swift_an_jnum(row, "launch_mean_us")));
         }
         fputs("</table>\n", fp);
         free(idx);
@@ -328,7 +566,7 @@ static void html_phases(FILE *fp, json_t *ps)
         fprintf(fp,
                 ": no steps, wall %s</p>\n<svg width=\"%d\" height=\"24\" "
                 "xmlns=\"http://www.w3.org/2000/svg\">\n",
-                swift_an_dur(b1, sizeof(b1), wall),
+                html_ms(b1, sizeof(b1), wall),
                 HTML_W);
         size_t k;
         json_t *r;
@@ -345,13 +583,14 @@ static void html_phases(FILE *fp, json_t *ps)
                     w,
                     palette[k % 9]);
             html_esc(fp, swift_an_jstr(r, "name"));
+            char b2[32];
             fprintf(fp,
-                    ": %.0f us (%.1f%% of wall)</title></rect>\n",
-                    swift_an_jnum(r, "us"),
+                    ": %s (%.1f%% of wall)</title></rect>\n",
+                    html_ms(b2, sizeof(b2), swift_an_jnum(r, "us")),
                     100 * fr);
             x += w / span;
         }
-        fputs("</svg>\n<table><tr><th>phase</th><th>category</th><th>count</th><th>time (us)</th>"
+        fputs("</svg>\n<table><tr><th>phase</th><th>category</th><th>count</th><th>time</th>"
               "<th>share of wall</th></tr>\n",
               fp);
         json_array_foreach(rows, k, r)
@@ -360,18 +599,19 @@ static void html_phases(FILE *fp, json_t *ps)
             html_esc(fp, swift_an_jstr(r, "name"));
             fputs("</code></td><td>", fp);
             html_esc(fp, swift_an_jstr(r, "cat"));
+            char b2[32];
             fprintf(fp,
-                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%.0f</td>"
+                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td>"
                     "<td class=\"n\">%.2f%%</td></tr>\n",
                     swift_an_jnum(r, "count"),
-                    swift_an_jnum(r, "us"),
+                    html_ms(b2, sizeof(b2), swift_an_jnum(r, "us")),
                     100 * swift_an_jnum(r, "share"));
         }
         double un = swift_an_jnum(ph, "untraced_us");
         fprintf(fp,
-                "<tr><td>(no span)</td><td></td><td></td><td class=\"n\">%.0f</td>"
+                "<tr><td>(no span)</td><td></td><td></td><td class=\"n\">%s</td>"
                 "<td class=\"n\">%.2f%%</td></tr>\n</table>\n",
-                un,
+                html_ms(b1, sizeof(b1), un),
                 wall > 0 ? 100 * un / wall : 0);
         double sum = wall > 0 ? un / wall : 0;
         json_array_foreach(rows, k, r) sum += swift_an_jnum(r, "share");
@@ -397,14 +637,15 @@ static void html_op_table(FILE *fp, json_t *ps)
             fputs("<h2>Per-op time of profiled steps</h2>\n", fp);
         fputs("<p>", fp);
         html_esc(fp, swift_an_jstr(p, "label"));
+        char b0[32];
         fprintf(fp,
-                ": %.0f profiled step%s, mean step %.0f us, by self time</p>\n"
-                "<table><tr><th>op</th><th>phase</th><th>self per step (us)</th>"
-                "<th>total per step (us)</th><th>share of step</th><th>calls per step</th>"
+                ": %.0f profiled step%s, mean step %s, by self time</p>\n"
+                "<table><tr><th>op</th><th>phase</th><th>self per step</th>"
+                "<th>total per step</th><th>share of step</th><th>calls per step</th>"
                 "<th>GFLOP/s</th></tr>\n",
                 swift_an_jnum(ops, "steps"),
                 swift_an_jnum(ops, "steps") == 1 ? "" : "s",
-                swift_an_jnum(ops, "step_us"));
+                html_ms(b0, sizeof(b0), swift_an_jnum(ops, "step_us")));
         size_t k;
         json_t *r;
         json_array_foreach(json_object_get(ops, "rows"), k, r)
@@ -417,13 +658,14 @@ static void html_op_table(FILE *fp, json_t *ps)
                 snprintf(gf, sizeof(gf), "%.2f", g);
             else
                 snprintf(gf, sizeof(gf), "-");
+            char b1[32], b2[32];
             fprintf(fp,
-                    "</code></td><td>%s</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td>"
+                    "</code></td><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
                     "<td class=\"n\">%.2f%%</td><td class=\"n\">%g</td><td class=\"n\">%s</td>"
                     "</tr>\n",
                     swift_an_jstr(r, "phase"),
-                    swift_an_jnum(r, "self_us_per_step"),
-                    swift_an_jnum(r, "total_us_per_step"),
+                    html_ms(b1, sizeof(b1), swift_an_jnum(r, "self_us_per_step")),
+                    html_ms(b2, sizeof(b2), swift_an_jnum(r, "total_us_per_step")),
                     100 * swift_an_jnum(r, "share"),
                     swift_an_jnum(r, "calls_per_step"),
                     gf);
@@ -434,18 +676,20 @@ static void html_op_table(FILE *fp, json_t *ps)
 
 static void html_ops(FILE *fp, json_t *ps)
 {
-    fputs("<h2>Top host operations</h2>\n", fp);
     size_t i;
     json_t *p;
+    int head = 0;
     json_array_foreach(ps, i, p)
     {
         json_t *ops = json_object_get(p, "top_ops");
         if (!json_array_size(ops) || json_is_object(json_object_get(p, "ops")))
             continue; /* the per-op table of --profile steps says more */
+        if (!head++)
+            fputs("<h2>Top host operations</h2>\n", fp);
         fputs("<p>", fp);
         html_esc(fp, swift_an_jstr(p, "label"));
         fputs("</p><table><tr><th>operation</th><th>category</th><th>count</th>"
-              "<th>total (us, inclusive)</th></tr>\n",
+              "<th>total (inclusive)</th></tr>\n",
               fp);
         size_t a;
         json_t *row;
@@ -455,10 +699,11 @@ static void html_ops(FILE *fp, json_t *ps)
             html_esc(fp, swift_an_jstr(row, "name"));
             fputs("</code></td><td>", fp);
             html_esc(fp, swift_an_jstr(row, "cat"));
+            char b1[32];
             fprintf(fp,
-                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%.0f</td></tr>\n",
+                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td></tr>\n",
                     swift_an_jnum(row, "count"),
-                    swift_an_jnum(row, "sum_us"));
+                    html_ms(b1, sizeof(b1), swift_an_jnum(row, "sum_us")));
         }
         fputs("</table>\n", fp);
     }
@@ -502,16 +747,16 @@ static void html_collectives(FILE *fp, json_t *cs)
                 "<td class=\"n\">%s (%.1f%%)</td><td class=\"n\">%s</td>",
                 swift_an_jnum(c, "rank"),
                 swift_an_jnum(c, "matched"),
-                swift_an_dur(t, sizeof(t), swift_an_jnum(c, "comm_us")),
-                swift_an_dur(sk, sizeof(sk), swift_an_jnum(c, "skew_us")),
+                html_ms(t, sizeof(t), swift_an_jnum(c, "comm_us")),
+                html_ms(sk, sizeof(sk), swift_an_jnum(c, "skew_us")),
                 swift_an_jnum(c, "skew_pct"),
-                swift_an_dur(tr, sizeof(tr), swift_an_jnum(c, "transfer_us")));
+                html_ms(tr, sizeof(tr), swift_an_jnum(c, "transfer_us")));
         fprintf(fp, isfinite(alg) ? "<td class=\"n\">%.2f GB/s</td>" : "<td>-</td>", alg);
         fprintf(fp, isfinite(bus) ? "<td class=\"n\">%.2f GB/s</td>" : "<td>-</td>", bus);
         fprintf(fp,
                 "<td class=\"n\">%g</td><td class=\"n\">%s</td></tr>\n",
                 swift_an_jnum(c, "arrived_last"),
-                swift_an_dur(cw, sizeof(cw), swift_an_jnum(c, "skew_caused_us")));
+                html_ms(cw, sizeof(cw), swift_an_jnum(c, "skew_caused_us")));
     }
     fputs("</table>\n", fp);
 }
@@ -531,6 +776,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
     html_damage(fp, ps);
     html_bottlenecks(fp, bs);
     html_collectives(fp, json_object_get(r, "collectives"));
+    html_step_chart(fp, ps);
     html_breakdown(fp, ps);
     html_phases(fp, ps);
     size_t i, nstep = 0;

@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# swift-trace-analyze --format html on real traces (and two synthetic ranks): one well-formed, self-contained page (every
+# SVG parses as XML, no network), units people read (ms, %, GB/s; never raw microseconds), no
+# empty sections, and a step-time chart with one stacked bar piece per step and part.
+
+setup() {
+    A="$SWIFT_BIN/swift-trace-analyze"
+    T="$SHARED/data/traces"
+    W="$BATS_TEST_TMPDIR"
+    CHECK="python3 $BATS_TEST_DIRNAME/html_check.py"
+}
+
+# The number of (step, part) pairs of the first process with steps that have time: the stacked
+# rects the step chart must draw.
+pieces() {
+    jq '[.processes[] | select((.step_list | length) > 0)][0] as $p
+        | [$p.step_list[] as $s | $p.breakdown.parts[] | select(($s.us[.] // 0) > 0)] | length' "$1"
+}
+
+@test "html of a --profile swift-train run (CPU): well-formed, step chart per step and part, no empty Top kernels" {
+    run "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run" --max-steps 6 \
+        --save-steps 100 --eval-steps 100 -j 1 --trace "$W/t.jsonl" \
+        --profile wait=1,warmup=1,active=2 tests/fixtures/shards
+    [ "$status" -eq 0 ]
+    run "$A" -f json -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    run "$A" -f html -o "$W/r.html" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    run $CHECK --count-chart "$W/r.html"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    n=$(pieces "$W/r.json")
+    [ "$n" -ge 12 ]
+    [ "$output" = "$n" ]
+    grep -q '<h2>Step time over the run</h2>' "$W/r.html"
+    grep -q '>step time (ms)</text>' "$W/r.html"
+    [ "$(grep -c 'class="xt"' "$W/r.html")" -ge 2 ]
+    [ "$(grep -c 'class="yt"' "$W/r.html")" -ge 3 ]
+    # a CPU run has no kernels: no heading for them
+    ! grep -q 'Top kernels' "$W/r.html"
+    grep -q '<th>self per step</th>' "$W/r.html"
+    grep -Eq '<td class="n">[0-9.]+ ms</td>' "$W/r.html"
+}
+
+@test "html of two ranks: one line per rank in the step chart, with a legend" {
+    for r in 0 1; do
+        {
+            printf '{"ph":"M","name":"process_name","pid":7,"tid":7,"ts":0,"args":{"name":"swift-train rank %d @ n%d"}}\n' $r $r
+            printf '{"ph":"M","name":"swift_meta","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,"stage":"train","rank":%d,"world_size":2,"host":"n%d","clock_offset_us":0,"argv":["swift-train","shards/"]}}\n' $r $r
+            for s in 1 2 3 4 5; do
+                t=$((1000000 + s * 100000))
+                d=$((20000 + r * 10000 + s * 1000))
+                printf '{"ph":"X","cat":"step","name":"step","pid":7,"tid":7,"ts":%d,"dur":90000,"args":{"step":%d}}\n' $t $s
+                printf '{"ph":"X","cat":"data","name":"data_wait","pid":7,"tid":7,"ts":%d,"dur":%d}\n' $t $d
+                printf '{"ph":"X","cat":"train","name":"forward","pid":7,"tid":7,"ts":%d,"dur":30000}\n' $((t + d))
+                printf '{"ph":"X","cat":"train","name":"backward","pid":7,"tid":7,"ts":%d,"dur":30000}\n' $((t + d + 30000))
+            done
+        } >"$W/r$r.trace.jsonl"
+    done
+    run "$A" -f json -o "$W/r.json" "$W/r0.trace.jsonl" "$W/r1.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq '[.processes[] | select(.steps == 5)] | length' "$W/r.json")" = 2 ]
+    run "$A" -f html -o "$W/r.html" "$W/r0.trace.jsonl" "$W/r1.trace.jsonl"
+    [ "$status" -eq 0 ]
+    run $CHECK --count-chart "$W/r.html"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$(pieces "$W/r.json")" ]
+    [ "$(grep -c '<polyline class="rank"' "$W/r.html")" = 2 ]
+    grep -q '>swift-train rank 1 @ n1</text>' "$W/r.html"
+}
+
+@test "html of the resnet50 Kineto trace: well-formed, step chart, kernels in ms" {
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+    NW0="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    run "$A" -f json -o "$W/r.json" "$NW0"
+    [ "$status" -eq 0 ]
+    run "$A" -f html -o "$W/r.html" "$NW0"
+    [ "$status" -eq 0 ]
+    run $CHECK --count-chart "$W/r.html"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$(pieces "$W/r.json")" ]
+    [ "$output" -ge 30 ]
+    grep -q '<h2>Top kernels</h2>' "$W/r.html"
+    grep -q '<th>mean per launch</th>' "$W/r.html"
+}
