@@ -76,6 +76,64 @@ static void top_rows(json_t *a, const char *key, size_t *idx, size_t n, size_t m
             }
 }
 
+/* A <pre> with a copy button (the page's one script copies the text of the <pre> by id). */
+static void html_copyable(FILE *fp, const char *id, const char *text)
+{
+    fprintf(
+        fp,
+        "<div class=\"cp\"><button type=\"button\" onclick=\"copyPre('%s', this)\">copy</button>"
+        "<pre id=\"%s\">",
+        id,
+        id);
+    html_esc(fp, text);
+    fputs("</pre></div>\n", fp);
+}
+
+/* A rule's evidence: its figures as name = value, the worst steps with their times. */
+static void html_evidence(FILE *fp, json_t *ev)
+{
+    if (!json_object_size(ev))
+        return;
+    fputs("<ul class=\"ev\">", fp);
+    const char *k;
+    json_t *v;
+    json_object_foreach(ev, k, v)
+    {
+        fputs("<li>", fp);
+        html_esc(fp, k);
+        fputs(": ", fp);
+        if (!strcmp(k, "worst_spans") && json_is_array(v)) {
+            size_t i;
+            json_t *w;
+            char b1[32];
+            json_array_foreach(v, i, w)
+                fprintf(fp,
+                        "%sstep %g (%s)",
+                        i ? ", " : "",
+                        swift_an_jnum(w, "step"),
+                        html_ms(b1, sizeof(b1), swift_an_jnum(w, "dur_us")));
+        } else if (json_is_number(v)) {
+            double d = json_number_value(v);
+            char b1[32];
+            size_t kl = strlen(k);
+            if (kl > 3 && !strcmp(k + kl - 3, "_us"))
+                fputs(html_ms(b1, sizeof(b1), d), fp);
+            else
+                fprintf(fp, "%.4g", d);
+        } else if (json_is_string(v))
+            html_esc(fp, json_string_value(v));
+        else {
+            char *t = json_dumps(v, JSON_COMPACT);
+            html_esc(fp, t ? t : "");
+            free(t);
+        }
+        fputs("</li>", fp);
+    }
+    fputs("</ul>\n", fp);
+}
+
+/* One card per bottleneck: severity, rule, process, summary, evidence, remedy, then the new
+ * command and the patch (when the trace recorded them), each copyable. */
 static void html_bottlenecks(FILE *fp, json_t *bs)
 {
     fprintf(fp, "<h2>Bottlenecks (%zu)</h2>\n", json_array_size(bs));
@@ -83,31 +141,65 @@ static void html_bottlenecks(FILE *fp, json_t *bs)
         fputs("<p>No rule fired: nothing stands out.</p>\n", fp);
         return;
     }
-    fputs("<ol>\n", fp);
     size_t i;
     json_t *b;
     json_array_foreach(bs, i, b)
     {
         const char *sev = swift_an_jstr(b, "severity");
-        fprintf(fp,
-                "<li><b class=\"%s\">%s</b> [%s] <i>",
-                !strcmp(sev, "critical") ? "crit" : "warn",
-                swift_an_jstr(b, "rule"),
-                sev);
+        const char *cls = !strcmp(sev, "critical") ? "crit" : "warn";
+        fprintf(
+            fp, "<div class=\"card %s\"><div><span class=\"sev %s\">%s</span> <b>", cls, cls, sev);
+        html_esc(fp, swift_an_jstr(b, "rule"));
+        fputs("</b> <i>", fp);
         html_esc(fp, swift_an_jstr(b, "process"));
-        fputs("</i>: ", fp);
+        fputs("</i></div>\n<p>", fp);
         html_esc(fp, swift_an_jstr(b, "summary"));
-        fputs("<br>remedy: ", fp);
+        fputs("</p>\n", fp);
+        html_evidence(fp, json_object_get(b, "evidence"));
+        fputs("<p><b>remedy</b>: ", fp);
         html_esc(fp, swift_an_jstr(b, "remedy"));
-        if (json_object_get(b, "command")) {
-            fputs("<br><code>", fp);
-            html_esc(fp, swift_an_jstr(b, "command"));
-            fputs("</code>", fp);
+        fputs("</p>\n", fp);
+        char id[32];
+        if (json_is_string(json_object_get(b, "command"))) {
+            snprintf(id, sizeof(id), "cmd%zu", i);
+            fputs("<p>run instead:</p>\n", fp);
+            html_copyable(fp, id, swift_an_jstr(b, "command"));
         }
-        fputs("</li>\n", fp);
+        json_t *pt = json_object_get(b, "patch");
+        if (json_is_string(json_object_get(pt, "diff"))) {
+            snprintf(id, sizeof(id), "patch%zu", i);
+            fputs("<p>patch of <code>", fp);
+            html_esc(fp, swift_an_jstr(pt, "file"));
+            fputs("</code> (<code>--emit-patch | patch -p0</code>):</p>\n", fp);
+            html_copyable(fp, id, swift_an_jstr(pt, "diff"));
+        } else if (json_is_string(json_object_get(pt, "error"))) {
+            fputs("<p>patch: ", fp);
+            html_esc(fp, swift_an_jstr(pt, "error"));
+            fputs("</p>\n", fp);
+        }
+        fputs("</div>\n", fp);
     }
-    fputs("</ol>\n", fp);
 }
+
+/* Copy a <pre>'s text: the Clipboard API where the page may use it (https, localhost), else
+ * a selected textarea and execCommand (pages opened from file://). */
+static const char html_script[] =
+    "<script>\n"
+    "function copyPre(id, btn) {\n"
+    "  var text = document.getElementById(id).textContent;\n"
+    "  function done() { btn.textContent = 'copied'; }\n"
+    "  function fallback() {\n"
+    "    var t = document.createElement('textarea');\n"
+    "    t.value = text; document.body.appendChild(t); t.select();\n"
+    "    try { document.execCommand('copy'); done(); } catch (e) { btn.textContent = 'select "
+    "and copy'; }\n"
+    "    document.body.removeChild(t);\n"
+    "  }\n"
+    "  if (navigator.clipboard && window.isSecureContext)\n"
+    "    navigator.clipboard.writeText(text).then(done, fallback);\n"
+    "  else fallback();\n"
+    "}\n"
+    "</script>\n";
 
 /* Stacked breakdown bars, one per process: shares of the mean step, step time at the end;
  * the legend names the parts of the first process. */
@@ -770,7 +862,13 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
           "h1,h2{font-weight:600}.crit{color:#b00}.warn{color:#a60}table{border-collapse:collapse}"
           "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
           "td.n{text-align:right}code{background:#f4f4f4;padding:1px 3px}"
-          "svg text{font:11px system-ui,sans-serif}</style></head><body>\n"
+          "svg text{font:11px system-ui,sans-serif}"
+          ".card{border:1px solid #ddd;border-left:5px solid #a60;border-radius:4px;"
+          "padding:6px 12px;margin:8px 0}.card.crit{border-left-color:#b00}"
+          ".sev{font-weight:600;text-transform:uppercase;font-size:12px}ul.ev{margin:2px 0;"
+          "color:#444}.cp{position:relative}.cp pre{background:#f4f4f4;padding:6px 60px 6px 8px;"
+          "overflow-x:auto;margin:4px 0}.cp button{position:absolute;right:4px;top:4px}"
+          "</style></head><body>\n"
           "<h1>swift-trace-analyze report</h1>\n",
           fp);
     html_damage(fp, ps);
@@ -788,6 +886,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
     html_op_table(fp, ps);
     html_kernels(fp, ps, top);
     html_ops(fp, ps);
+    fputs(html_script, fp);
     fputs("</body></html>\n", fp);
     return ferror(fp) ? -1 : 0;
 }

@@ -88,3 +88,41 @@ pieces() {
     grep -q '<h2>Top kernels</h2>' "$W/r.html"
     grep -q '<th>mean per launch</th>' "$W/r.html"
 }
+
+@test "html bottleneck cards: severity, evidence, remedy, the command and the patch each in a <pre> with a copy button" {
+    R="$PWD"
+    cat >"$W/sft.yaml" <<YAML
+model: $R/tests/fixtures/model/llama
+max_steps: 6
+dataloader_num_workers: 1
+save_steps: 100
+eval_steps: 100
+YAML
+    (cd "$W" && "$SWIFT_BIN/swift-train" sft.yaml "$R/tests/fixtures/shards" -o run-t \
+        --trace t.jsonl -j 1 --data-delay-ms 20 >/dev/null 2>&1)
+    run "$A" -f json -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    i=$(jq '[.bottlenecks[].rule] | index("data_stall")' "$W/r.json")
+    [ "$i" != null ]
+    run "$A" -f html -o "$W/r.html" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    run $CHECK "$W/r.html"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '<div class="card ' "$W/r.html")" = "$(jq '.bottlenecks | length' "$W/r.json")" ]
+    grep -q '<span class="sev \(warn\|crit\)">' "$W/r.html"
+    grep -q '<li>worst_spans: step [0-9]* ([0-9.]* ms)' "$W/r.html"
+    grep -q "copyPre('cmd$i', this)" "$W/r.html"
+    grep -q "copyPre('patch$i', this)" "$W/r.html"
+    grep -q 'navigator.clipboard' "$W/r.html"
+    grep -q "document.execCommand('copy')" "$W/r.html"
+    # the <pre>s hold exactly the JSON report's command and diff
+    pre() {
+        python3 -c 'import html, re, sys
+t = open(sys.argv[1]).read()
+print(html.unescape(re.search(r"<pre id=\"%s\">(.*?)</pre>" % sys.argv[2], t, re.S).group(1)), end="")' "$W/r.html" "$1"
+    }
+    [ "$(pre "cmd$i")" = "$(jq -r ".bottlenecks[$i].command" "$W/r.json")" ]
+    [ "$(pre "patch$i")" = "$(jq -r ".bottlenecks[$i].patch.diff" "$W/r.json")" ]
+    [[ "$(pre "patch$i")" == *"+dataloader_num_workers: 2"* ]]
+}

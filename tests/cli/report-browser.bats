@@ -1,0 +1,81 @@
+#!/usr/bin/env bats
+# swift-trace-analyze's HTML report rendered in a real browser (headless Chromium): no
+# JavaScript error, the step chart's bars have a size on screen, the copy button runs, and a
+# screenshot comes out. Skipped, visibly, where chromium is not installed.
+
+setup() {
+    A="$SWIFT_BIN/swift-trace-analyze"
+    W="$BATS_TEST_TMPDIR"
+    R="$PWD"
+    CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+    [ -n "$CHROMIUM" ] || skip "chromium is not installed (apt-get install chromium)"
+    export HOME="$W"
+}
+
+# The report with a probe: errors (window.onerror, console.error) and the checks land in the
+# DOM as attributes of <body>, which --dump-dom prints.
+probe() { # probe IN.html OUT.html
+    python3 - "$1" "$2" <<'PY'
+import sys
+t = open(sys.argv[1]).read()
+head = """<script>
+var jsErrors = [];
+window.onerror = function (m, src, line) { jsErrors.push(m + ' at ' + line); };
+var ce = console.error;
+console.error = function (m) { jsErrors.push('console: ' + m); ce.apply(console, arguments); };
+</script>"""
+tail = """<script>
+window.addEventListener('load', function () {
+  var n = 0;
+  document.querySelectorAll('svg.chart rect.sp').forEach(function (r) {
+    var b = r.getBoundingClientRect(); if (b.width > 0 && b.height > 0) n++; });
+  document.body.setAttribute('data-chart-rects', n);
+  var btn = document.querySelector('.cp button');
+  if (btn) btn.click();
+  setTimeout(function () {
+    if (btn) document.body.setAttribute('data-copy', btn.textContent);
+    document.body.setAttribute('data-js-errors', jsErrors.length ? jsErrors.join(' | ') : 'none');
+  }, 1000);
+});
+</script>"""
+t = t.replace("<head>", "<head>" + head, 1).replace("</body>", tail + "</body>", 1)
+open(sys.argv[2], "w").write(t)
+PY
+}
+
+render() { # render FILE.html: the DOM after load on stdout
+    timeout 60 "$CHROMIUM" --headless --disable-gpu --no-sandbox --virtual-time-budget=2000 \
+        --dump-dom "file://$1" 2>/dev/null
+}
+
+@test "chromium renders the HTML report of a real swift-train run: no JavaScript error, chart bars on screen, copy runs, screenshot" {
+    cat >"$W/sft.yaml" <<YAML
+model: $R/tests/fixtures/model/llama
+max_steps: 6
+dataloader_num_workers: 1
+save_steps: 100
+eval_steps: 100
+YAML
+    (cd "$W" && "$SWIFT_BIN/swift-train" sft.yaml "$R/tests/fixtures/shards" -o run-t \
+        --trace t.jsonl -j 1 --data-delay-ms 20 >/dev/null 2>&1)
+    run "$A" -f json -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    run "$A" -f html -o "$W/r.html" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    probe "$W/r.html" "$W/p.html"
+    render "$W/p.html" >"$W/dom.html"
+    grep -o 'data-[a-z-]*="[^"]*"' "$W/dom.html"
+    grep -q 'data-js-errors="none"' "$W/dom.html"
+    n=$(jq '[.processes[0] as $p | $p.step_list[] as $s | $p.breakdown.parts[] | select(($s.us[.] // 0) > 0)] | length' "$W/r.json")
+    [ "$n" -gt 0 ]
+    grep -q "data-chart-rects=\"$n\"" "$W/dom.html"
+    grep -Eq 'data-copy="(copied|select and copy)"' "$W/dom.html"
+    # the probe itself catches errors: a page that throws is reported
+    sed 's|</body>|<script>undefinedFunction();</script></body>|' "$W/r.html" >"$W/bad.html"
+    probe "$W/bad.html" "$W/pbad.html"
+    render "$W/pbad.html" >"$W/dombad.html"
+    grep -q 'data-js-errors="[^"]*undefinedFunction' "$W/dombad.html"
+    timeout 60 "$CHROMIUM" --headless --disable-gpu --no-sandbox --window-size=1100,900 \
+        --screenshot="$W/r.png" "file://$W/r.html" 2>/dev/null
+    [ "$(head -c 8 "$W/r.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
+}
