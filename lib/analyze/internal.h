@@ -260,5 +260,15 @@ const char *swift_an_dur(char *b, size_t n, double us);
 void swift_an_trunc_name(char *out, size_t n, const char *s);
 /* The HTML page (report_html.c). Returns 0 or -1 (write error). */
 int swift_an_print_html(FILE *fp, json_t *r, int top);
+/* Its pieces shared with report_svg.c: s HTML-escaped; a duration in ms (s from 10 s) into b;
+ * the colours of parts (9); idx[0..m) = the m rows of a with the largest a[i][key]. */
+void swift_an_html_esc(FILE *fp, const char *s);
+const char *swift_an_html_ms(char *b, size_t n, double us);
+extern const char *const swift_an_html_palette[9];
+void swift_an_html_top_rows(json_t *a, const char *key, size_t *idx, size_t n, size_t m);
+/* The step-time chart over the run (every process with steps) and one process's `top` worst
+ * steps on a time axis (report_svg.c). */
+void swift_an_html_step_chart(FILE *fp, json_t *ps);
+void swift_an_html_worst_steps(FILE *fp, json_t *p, int top);
 
 #endif

@@ -36,6 +36,9 @@ pieces() {
     grep -q '>step time (ms)</text>' "$W/r.html"
     [ "$(grep -c 'class="xt"' "$W/r.html")" -ge 2 ]
     [ "$(grep -c 'class="yt"' "$W/r.html")" -ge 3 ]
+    # the worst steps on a time axis in ms
+    [ "$(grep -c 'class="tt"' "$W/r.html")" -ge 3 ]
+    grep -q ">ms from the step's start</text>" "$W/r.html"
     # a CPU run has no kernels: no heading for them
     ! grep -q 'Top kernels' "$W/r.html"
     grep -q '<th>self per step</th>' "$W/r.html"
