@@ -199,6 +199,29 @@ static const char html_script[] =
     "    navigator.clipboard.writeText(text).then(done, fallback);\n"
     "  else fallback();\n"
     "}\n"
+    "// sortable tables: a click on a heading sorts by that column (data-v: the number), again\n"
+    "// the other way\n"
+    "function sortBy(th) {\n"
+    "  var table = th.closest('table'), col = th.cellIndex, body = table.tBodies[0];\n"
+    "  var rows = Array.prototype.slice.call(table.rows, 1);\n"
+    "  var desc = th.getAttribute('data-dir') !== 'desc';\n"
+    "  th.setAttribute('data-dir', desc ? 'desc' : 'asc');\n"
+    "  function key(r) {\n"
+    "    var c = r.cells[col], v = c.getAttribute('data-v');\n"
+    "    if (v === null) return c.textContent;\n"
+    "    v = parseFloat(v); return isNaN(v) ? -Infinity : v;\n"
+    "  }\n"
+    "  rows.sort(function (a, b) {\n"
+    "    var x = key(a), y = key(b);\n"
+    "    var d = typeof x === 'number' ? (x < y ? -1 : x > y ? 1 : 0) : "
+    "String(x).localeCompare(y);\n"
+    "    return desc ? -d : d;\n"
+    "  });\n"
+    "  rows.forEach(function (r) { body.appendChild(r); });\n"
+    "}\n"
+    "document.querySelectorAll('table.sortable th').forEach(function (th) {\n"
+    "  th.addEventListener('click', function () { sortBy(th); });\n"
+    "});\n"
     "</script>\n";
 
 /* Stacked breakdown bars, one per process: shares of the mean step, step time at the end;
@@ -399,7 +422,51 @@ static void html_phases(FILE *fp, json_t *ps)
     }
 }
 
-/* The per-op table of --profile steps, per process. */
+/* A numeric cell: data-v holds the value the sort compares (empty when there is none). */
+static void num_cell(FILE *fp, double v, const char *shown)
+{
+    if (isfinite(v))
+        fprintf(fp, "<td class=\"n\" data-v=\"%.9g\">%s</td>", v, shown);
+    else
+        fputs("<td class=\"n\" data-v=\"\">-</td>", fp);
+}
+
+/* A fraction as a bar (80 px at 1, capped there) and a percentage. */
+static void bar_cell(FILE *fp, double fr, const char *colour)
+{
+    if (!isfinite(fr)) {
+        fputs("<td class=\"n\" data-v=\"\">-</td>", fp);
+        return;
+    }
+    double w = fr > 1 ? 80 : fr > 0 ? 80 * fr : 0;
+    fprintf(fp,
+            "<td class=\"n\" data-v=\"%.9g\"><span class=\"bar\" style=\"width:%.1fpx;"
+            "background:%s\"></span>%.2f%%</td>",
+            fr,
+            w,
+            colour,
+            100 * fr);
+}
+
+static void ms_cell(FILE *fp, double us)
+{
+    char b[32];
+    num_cell(fp, us, swift_an_html_ms(b, sizeof(b), us));
+}
+
+/* A number with prec decimals (prec < 0: %g). */
+static void fmt_cell(FILE *fp, int prec, double v)
+{
+    char b[32];
+    if (prec < 0)
+        snprintf(b, sizeof(b), "%g", v);
+    else
+        snprintf(b, sizeof(b), "%.*f", prec, v);
+    num_cell(fp, v, b);
+}
+
+/* The per-op table of --profile steps, per process: bars for the share of the step and the
+ * fraction of the measured peak; sortable by any column. */
 static void html_op_table(FILE *fp, json_t *ps)
 {
     size_t i;
@@ -416,10 +483,10 @@ static void html_op_table(FILE *fp, json_t *ps)
         swift_an_html_esc(fp, swift_an_jstr(p, "label"));
         char b0[32];
         fprintf(fp,
-                ": %.0f profiled step%s, mean step %s, by self time</p>\n"
-                "<table><tr><th>op</th><th>phase</th><th>self per step</th>"
+                ": %.0f profiled step%s, mean step %s, by self time (click a heading to sort)</p>\n"
+                "<table class=\"sortable\"><tr><th>op</th><th>phase</th><th>self per step</th>"
                 "<th>total per step</th><th>share of step</th><th>calls per step</th>"
-                "<th>GFLOP/s</th></tr>\n",
+                "<th>GFLOP/s</th><th>of peak</th></tr>\n",
                 swift_an_jnum(ops, "steps"),
                 swift_an_jnum(ops, "steps") == 1 ? "" : "s",
                 swift_an_html_ms(b0, sizeof(b0), swift_an_jnum(ops, "step_us")));
@@ -429,23 +496,77 @@ static void html_op_table(FILE *fp, json_t *ps)
         {
             fputs("<tr><td><code>", fp);
             swift_an_html_esc(fp, swift_an_jstr(r, "name"));
-            double g = swift_an_jnum(r, "gflops");
-            char gf[32];
-            if (isfinite(g))
-                snprintf(gf, sizeof(gf), "%.2f", g);
-            else
-                snprintf(gf, sizeof(gf), "-");
-            char b1[32], b2[32];
+            fputs("</code></td><td>", fp);
+            swift_an_html_esc(fp, swift_an_jstr(r, "phase"));
+            fputs("</td>", fp);
+            ms_cell(fp, swift_an_jnum(r, "self_us_per_step"));
+            ms_cell(fp, swift_an_jnum(r, "total_us_per_step"));
+            bar_cell(fp, swift_an_jnum(r, "share"), "#4e79a7");
+            fmt_cell(fp, -1, swift_an_jnum(r, "calls_per_step"));
+            fmt_cell(fp, 2, swift_an_jnum(r, "gflops"));
+            bar_cell(fp, swift_an_jnum(r, "peak_fraction"), "#59a14f");
+            fputs("</tr>\n", fp);
+        }
+        fputs("</table>\n", fp);
+    }
+}
+
+/* The op roofline of Kineto traces with shapes (oproof.c): per op and input shape, device time,
+ * share of the steps, achieved TFLOP/s and TB/s, and the fraction of the device's roofline. */
+static void html_op_roofline(FILE *fp, json_t *ps)
+{
+    size_t i;
+    json_t *p;
+    int head = 0;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *orf = json_object_get(p, "op_roofline");
+        if (!json_array_size(json_object_get(orf, "rows")))
+            continue;
+        if (!head++)
+            fputs("<h2>Op roofline (per op and input shape)</h2>\n", fp);
+        fputs("<p>", fp);
+        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
+        fputs(": device ", fp);
+        swift_an_html_esc(fp,
+                          json_is_string(json_object_get(orf, "device"))
+                              ? swift_an_jstr(orf, "device")
+                              : "unknown (no roofline fraction)");
+        json_t *pk = json_object_get(orf, "peak");
+        if (json_is_object(pk))
             fprintf(fp,
-                    "</code></td><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
-                    "<td class=\"n\">%.2f%%</td><td class=\"n\">%g</td><td class=\"n\">%s</td>"
-                    "</tr>\n",
-                    swift_an_jstr(r, "phase"),
-                    swift_an_html_ms(b1, sizeof(b1), swift_an_jnum(r, "self_us_per_step")),
-                    swift_an_html_ms(b2, sizeof(b2), swift_an_jnum(r, "total_us_per_step")),
-                    100 * swift_an_jnum(r, "share"),
-                    swift_an_jnum(r, "calls_per_step"),
-                    gf);
+                    ", peak %.1f TFLOP/s (16-bit), %.1f TFLOP/s (fp32), %.0f GB/s",
+                    swift_an_jnum(pk, "tflops_16bit"),
+                    swift_an_jnum(pk, "tflops_fp32"),
+                    1e3 * swift_an_jnum(pk, "tbps"));
+        fputs(" (click a heading to sort)</p>\n<table class=\"sortable\"><tr><th>op</th>"
+              "<th>class</th><th>input dims</th><th>calls</th><th>device time</th><th>share</th>"
+              "<th>TFLOP/s</th><th>GB/s</th><th>FLOP/byte</th><th>bound</th><th>of roofline</th>"
+              "<th>lost</th></tr>\n",
+              fp);
+        size_t k;
+        json_t *r;
+        json_array_foreach(json_object_get(orf, "rows"), k, r)
+        {
+            fputs("<tr><td><code>", fp);
+            swift_an_html_esc(fp, swift_an_jstr(r, "name"));
+            fputs("</code></td><td>", fp);
+            swift_an_html_esc(fp, swift_an_jstr(r, "class"));
+            fputs("</td><td><code>", fp);
+            char *dims = json_dumps(json_object_get(r, "input_dims"), JSON_COMPACT);
+            swift_an_html_esc(fp, dims ? dims : "");
+            free(dims);
+            fputs("</code></td>", fp);
+            fmt_cell(fp, 0, swift_an_jnum(r, "calls"));
+            ms_cell(fp, swift_an_jnum(r, "device_us"));
+            bar_cell(fp, swift_an_jnum(r, "share"), "#4e79a7");
+            fmt_cell(fp, 2, swift_an_jnum(r, "tflops"));
+            fmt_cell(fp, 0, 1e3 * swift_an_jnum(r, "tbps"));
+            fmt_cell(fp, 1, swift_an_jnum(r, "intensity"));
+            fprintf(fp, "<td>%s</td>", swift_an_jstr(r, "bound"));
+            bar_cell(fp, swift_an_jnum(r, "roofline_fraction"), "#59a14f");
+            ms_cell(fp, swift_an_jnum(r, "lost_us"));
+            fputs("</tr>\n", fp);
         }
         fputs("</table>\n", fp);
     }
@@ -509,20 +630,37 @@ static void html_collectives(FILE *fp, json_t *cs)
 {
     if (!json_array_size(cs))
         return;
-    fputs("<h2>Collectives across ranks</h2>\n<table><tr><th>rank</th><th>matched</th>"
-          "<th>time</th><th>skew (waiting for the last rank)</th><th>transfer</th><th>algbw</th>"
-          "<th>busbw</th><th>arrived last</th><th>others waited</th></tr>\n",
-          fp);
     size_t i;
     json_t *c;
+    double mx = 0;
     json_array_foreach(cs, i, c)
     {
+        double v = swift_an_jnum(c, "comm_us");
+        mx = isfinite(v) && v > mx ? v : mx;
+    }
+    fputs("<h2>Collectives across ranks</h2>\n<p>Per rank, time in matched collectives: "
+          "<span class=\"bar\" style=\"width:10px;background:#e15759\"></span>skew (waiting for "
+          "the last rank) and <span class=\"bar\" style=\"width:10px;background:#4e79a7\"></span>"
+          "transfer, to one scale.</p>\n<table><tr><th>rank</th><th>skew | transfer</th>"
+          "<th>matched</th><th>time</th><th>skew (waiting for the last rank)</th><th>transfer</th>"
+          "<th>algbw</th><th>busbw</th><th>arrived last</th><th>others waited</th></tr>\n",
+          fp);
+    json_array_foreach(cs, i, c)
+    {
+        double ws = mx > 0 ? 200 * swift_an_jnum(c, "skew_us") / mx : 0;
+        double wt = mx > 0 ? 200 * swift_an_jnum(c, "transfer_us") / mx : 0;
+        fprintf(fp,
+                "<tr><td class=\"n\">%g</td><td><span class=\"bar sk\" style=\"width:%.1fpx;"
+                "margin:0;background:#e15759\"></span><span class=\"bar tr\" style=\"width:%.1fpx;"
+                "margin:0;background:#4e79a7\"></span></td>",
+                swift_an_jnum(c, "rank"),
+                isfinite(ws) ? ws : 0,
+                isfinite(wt) ? wt : 0);
         char t[32], sk[32], tr[32], cw[32];
         double alg = swift_an_jnum(c, "algbw_gbps"), bus = swift_an_jnum(c, "busbw_gbps");
         fprintf(fp,
-                "<tr><td class=\"n\">%g</td><td class=\"n\">%g</td><td class=\"n\">%s</td>"
+                "<td class=\"n\">%g</td><td class=\"n\">%s</td>"
                 "<td class=\"n\">%s (%.1f%%)</td><td class=\"n\">%s</td>",
-                swift_an_jnum(c, "rank"),
                 swift_an_jnum(c, "matched"),
                 swift_an_html_ms(t, sizeof(t), swift_an_jnum(c, "comm_us")),
                 swift_an_html_ms(sk, sizeof(sk), swift_an_jnum(c, "skew_us")),
@@ -546,7 +684,9 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
           "<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:1100px}"
           "h1,h2{font-weight:600}.crit{color:#b00}.warn{color:#a60}table{border-collapse:collapse}"
           "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
-          "td.n{text-align:right;white-space:nowrap}code{background:#f4f4f4;padding:1px 3px}"
+          "td.n{text-align:right;white-space:nowrap}table.sortable th{cursor:pointer}"
+          ".bar{display:inline-block;height:9px;margin-right:5px;vertical-align:middle}code{"
+          "background:#f4f4f4;padding:1px 3px}"
           "svg text{font:11px system-ui,sans-serif}"
           ".card{color:inherit;border:1px solid #ddd;border-left:5px solid #a60;border-radius:4px;"
           "padding:6px 12px;margin:8px 0}.card.crit{border-left-color:#b00}"
@@ -569,6 +709,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
         fputs("<h2>Worst steps per rank</h2>\n", fp);
     json_array_foreach(ps, i, p) swift_an_html_worst_steps(fp, p, top);
     html_op_table(fp, ps);
+    html_op_roofline(fp, ps);
     html_kernels(fp, ps, top);
     html_ops(fp, ps);
     fputs(html_script, fp);

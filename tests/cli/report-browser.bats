@@ -30,6 +30,17 @@ window.addEventListener('load', function () {
   document.querySelectorAll('svg.chart rect.sp').forEach(function (r) {
     var b = r.getBoundingClientRect(); if (b.width > 0 && b.height > 0) n++; });
   document.body.setAttribute('data-chart-rects', n);
+  // sort the first sortable table by its third column (a number): descending, then ascending
+  var t = document.querySelector('table.sortable'), sorted = 'no table';
+  if (t) {
+    var vals = function () { return Array.prototype.slice.call(t.rows, 1).map(function (r) {
+      return parseFloat(r.cells[2].getAttribute('data-v')); }); };
+    var mono = function (a, s) { for (var i = 1; i < a.length; i++) if (s * (a[i] - a[i - 1]) < 0) return false; return true; };
+    t.rows[0].cells[2].click(); var d = mono(vals(), -1);
+    t.rows[0].cells[2].click(); var a = mono(vals(), 1);
+    sorted = (d && a && t.rows.length > 2) ? 'yes' : 'no';
+  }
+  document.body.setAttribute('data-sorted', sorted);
   var btn = document.querySelector('.cp button');
   if (btn) btn.click();
   setTimeout(function () {
@@ -48,7 +59,7 @@ render() { # render FILE.html: the DOM after load on stdout
         --dump-dom "file://$1" 2>/dev/null
 }
 
-@test "chromium renders the HTML report of a real swift-train run: no JavaScript error, chart bars on screen, copy runs, screenshot" {
+@test "chromium renders the HTML report of a real swift-train run: no JavaScript error, chart bars on screen, sorting and copy run, screenshot" {
     cat >"$W/sft.yaml" <<YAML
 model: $R/tests/fixtures/model/llama
 max_steps: 6
@@ -57,7 +68,7 @@ save_steps: 100
 eval_steps: 100
 YAML
     (cd "$W" && "$SWIFT_BIN/swift-train" sft.yaml "$R/tests/fixtures/shards" -o run-t \
-        --trace t.jsonl -j 1 --data-delay-ms 20 >/dev/null 2>&1)
+        --trace t.jsonl -j 1 --data-delay-ms 20 --profile wait=1,warmup=1,active=2 >/dev/null 2>&1)
     run "$A" -f json -o "$W/r.json" "$W/t.jsonl"
     [ "$status" -eq 0 ]
     run "$A" -f html -o "$W/r.html" "$W/t.jsonl"
@@ -70,6 +81,7 @@ YAML
     [ "$n" -gt 0 ]
     grep -q "data-chart-rects=\"$n\"" "$W/dom.html"
     grep -Eq 'data-copy="(copied|select and copy)"' "$W/dom.html"
+    grep -q 'data-sorted="yes"' "$W/dom.html"
     # the probe itself catches errors: a page that throws is reported
     sed 's|</body>|<script>undefinedFunction();</script></body>|' "$W/r.html" >"$W/bad.html"
     probe "$W/bad.html" "$W/pbad.html"

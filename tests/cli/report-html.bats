@@ -42,7 +42,12 @@ pieces() {
     # a CPU run has no kernels: no heading for them
     ! grep -q 'Top kernels' "$W/r.html"
     grep -q '<th>self per step</th>' "$W/r.html"
-    grep -Eq '<td class="n">[0-9.]+ ms</td>' "$W/r.html"
+    # the per-op table: sortable, a bar for each row's share of the step
+    grep -q '<table class="sortable"><tr><th>op</th><th>phase</th>' "$W/r.html"
+    rows=$(jq '.processes[0].ops.rows | length' "$W/r.json")
+    [ "$(sed -n '/Per-op time/,/<\/table>/p' "$W/r.html" | grep -c '<span class="bar" style="width:[0-9.]*px;background:#4e79a7">')" = "$rows" ]
+    grep -q 'function sortBy(th)' "$W/r.html"
+    grep -Eq '<td class="n"( data-v="[-0-9.e+]*")?>[0-9.]+ ms</td>' "$W/r.html"
 }
 
 @test "html of two ranks: one line per rank in the step chart, with a legend" {
@@ -89,6 +94,15 @@ pieces() {
     [ "$output" = "$(pieces "$W/r.json")" ]
     [ "$output" -ge 30 ]
     grep -q '<h2>Top kernels</h2>' "$W/r.html"
+    # the op roofline table: one row per op and shape, bars for share and roofline fraction
+    rows=$(jq '.processes[0].op_roofline.rows | length' "$W/r.json")
+    [ "$rows" -ge 20 ]
+    grep -q '<h2>Op roofline (per op and input shape)</h2>' "$W/r.html"
+    grep -q 'device Tesla V100-DGXS-32GB, peak' "$W/r.html"
+    [ "$(sed -n '/Op roofline/,/<\/table>/p' "$W/r.html" | grep -c '^<tr><td><code>')" = "$rows" ]
+    fr=$(jq '[.processes[0].op_roofline.rows[] | select(.roofline_fraction != null)] | length' "$W/r.json")
+    [ "$fr" -gt 0 ]
+    [ "$(sed -n '/Op roofline/,/<\/table>/p' "$W/r.html" | grep -c 'background:#59a14f')" = "$fr" ]
     grep -q '<th>mean per launch</th>' "$W/r.html"
 }
 
@@ -128,4 +142,29 @@ print(html.unescape(re.search(r"<pre id=\"%s\">(.*?)</pre>" % sys.argv[2], t, re
     [ "$(pre "cmd$i")" = "$(jq -r ".bottlenecks[$i].command" "$W/r.json")" ]
     [ "$(pre "patch$i")" = "$(jq -r ".bottlenecks[$i].patch.diff" "$W/r.json")" ]
     [[ "$(pre "patch$i")" == *"+dataloader_num_workers: 2"* ]]
+}
+
+@test "html collectives (trace_filter, two ranks): skew and transfer bars per rank to one scale" {
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+    run "$A" -f json -o "$W/r.json" "$T/hta/trace_filter"
+    [ "$status" -eq 0 ]
+    run "$A" -f html -o "$W/r.html" "$T/hta/trace_filter"
+    [ "$status" -eq 0 ]
+    run $CHECK "$W/r.html"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    grep -q '<h2>Collectives across ranks</h2>' "$W/r.html"
+    [ "$(grep -c 'class="bar sk"' "$W/r.html")" = "$(jq '.collectives | length' "$W/r.json")" ]
+    # widths: 200 px for the longest time in collectives
+    exp=$(jq -r '(.collectives | map(.comm_us) | max) as $m | .collectives[]
+        | "\(200 * .skew_us / $m * 10 | round / 10) \(200 * .transfer_us / $m * 10 | round / 10)"' "$W/r.json")
+    got=$(grep -o 'class="bar sk" style="width:[0-9.]*px.*class="bar tr" style="width:[0-9.]*px' "$W/r.html" |
+        sed 's/.*sk" style="width:\([0-9.]*\)px.*tr" style="width:\([0-9.]*\)px/\1 \2/' | awk '{print $1 + 0, $2 + 0}')
+    echo "$exp / $got"
+    [ "$got" = "$(awk '{print $1 + 0, $2 + 0}' <<<"$exp")" ]
+    # rank 0 waited for rank 1 (skew 31.9 ms), rank 1 did not
+    grep -q '<td class="n">31.9 ms (14.7%)</td>' "$W/r.html"
 }
