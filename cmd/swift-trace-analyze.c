@@ -107,6 +107,9 @@ static const struct swift_option options[] = {
                   "rows in every table (per-op, phases, kernels, host operations) and worst-span "
                   "lists (default 5)",
                   .error = "--top: expected 1..1000, got '{arg}'"),
+    SWIFT_OPT_INT('j', "threads", F(threads), 0, 4096, "N",
+                  "analyse N processes (ranks) in parallel (default 1; 0: one per CPU)",
+                  .error = "--threads: expected 0..4096, got '{arg}'"),
     SWIFT_OPT_PATH(
         0, "merge", F(merge), "OUT.json[.gz]",
         "also write one Perfetto-loadable trace of every input (pids remapped per rank)"),

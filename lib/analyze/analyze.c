@@ -9,6 +9,7 @@
 #include "lib/analyze/rules.h"
 #include "lib/core/alloc.h"
 #include "lib/core/fileio.h"
+#include "lib/core/pool.h"
 #include "lib/core/trace.h"
 
 #include <math.h>
@@ -24,6 +25,7 @@ void swift_analyze_opts_default(struct swift_analyze_opts *o)
     memset(o, 0, sizeof(*o));
     o->format = SWIFT_FMT_TEXT;
     o->top = 5;
+    o->threads = 1;
     o->step_lo = o->step_hi = -1;
     o->window = -1;
     o->merge_warn_bytes = 256ull << 20;
@@ -312,39 +314,66 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
     step_stats(p);
 }
 
+struct build_ctx {
+    const struct swift_an_set *set;
+    const struct swift_analyze_opts *o;
+    struct swift_an_proc *ps;
+};
+
+/* Process i of the set (one pool task: it reads the set and writes only ps[i]). */
+static void proc_one(void *ctx, long i, int worker)
+{
+    (void)worker;
+    const struct build_ctx *c = ctx;
+    const struct swift_an_set *set = c->set;
+    const struct swift_analyze_opts *o = c->o;
+    struct swift_an_proc *p = &c->ps[i];
+    const struct swift_an_source *s = &set->src[i];
+    p->src = s;
+    p->rank = s->rank >= 0 ? s->rank : 0;
+    p->data_part = p->comm_part = -1;
+    if (s->kind == SWIFT_AN_SWIFT) {
+        if (s->process_name)
+            snprintf(p->label, sizeof(p->label), "%s", s->process_name);
+        else
+            snprintf(p->label,
+                     sizeof(p->label),
+                     "swift-%s rank %d @ %s",
+                     s->stage ? s->stage : "?",
+                     p->rank,
+                     s->host ? s->host : "?");
+        swift_proc(set, p, &o->kopts);
+    } else {
+        const char *base = strrchr(s->path, '/');
+        snprintf(p->label, sizeof(p->label), "%s rank %d", base ? base + 1 : s->path, p->rank);
+        kineto_proc(set, p, o);
+    }
+    for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
+        if (s->mem_peak[d] > p->mem_peak) {
+            p->mem_peak = s->mem_peak[d];
+            p->mem_total = s->mem_total[d];
+            p->mem_peak_ts = s->mem_peak_ts[d];
+        }
+    }
+}
+
 int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,
                          struct swift_an_proc **procs, size_t *nprocs)
 {
     struct swift_an_proc *ps = swift_xcalloc(set->n + 1, sizeof(*ps));
-    for (size_t i = 0; i < set->n; i++) {
-        struct swift_an_proc *p = &ps[i];
-        const struct swift_an_source *s = &set->src[i];
-        p->src = s;
-        p->rank = s->rank >= 0 ? s->rank : 0;
-        p->data_part = p->comm_part = -1;
-        if (s->kind == SWIFT_AN_SWIFT) {
-            if (s->process_name)
-                snprintf(p->label, sizeof(p->label), "%s", s->process_name);
-            else
-                snprintf(p->label,
-                         sizeof(p->label),
-                         "swift-%s rank %d @ %s",
-                         s->stage ? s->stage : "?",
-                         p->rank,
-                         s->host ? s->host : "?");
-            swift_proc(set, p, &o->kopts);
-        } else {
-            const char *base = strrchr(s->path, '/');
-            snprintf(p->label, sizeof(p->label), "%s rank %d", base ? base + 1 : s->path, p->rank);
-            kineto_proc(set, p, o);
-        }
-        for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
-            if (s->mem_peak[d] > p->mem_peak) {
-                p->mem_peak = s->mem_peak[d];
-                p->mem_total = s->mem_total[d];
-                p->mem_peak_ts = s->mem_peak_ts[d];
-            }
-        }
+    struct build_ctx c = {set, o, ps};
+    /* each process alone, in parallel with --threads: the results do not depend on the
+     * number of threads (tests/cli/trace-analyze-ranks.bats); the kernel-type patterns are
+     * compiled once here, before any thread uses them */
+    swift_an_kernel_type("a");
+    int nt = o->threads > 0 ? o->threads : swift_ncpus();
+    if (nt > 1 && set->n > 1) {
+        struct swift_pool *pool = swift_pool_new(nt);
+        swift_pool_for(pool, (long)set->n, 1, proc_one, &c);
+        swift_pool_free(pool);
+    } else {
+        for (size_t i = 0; i < set->n; i++)
+            proc_one(&c, (long)i, 0);
     }
     swift_an_collectives(set, ps, set->n);
     *procs = ps;
@@ -774,6 +803,7 @@ json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift
     json_object_set_new(r, "wall_us", n ? num(r3(t1 - t0)) : json_null());
     json_object_set_new(r, "processes", ps);
     json_object_set_new(r, "collectives", swift_an_collectives_json(procs, n));
+    json_object_set_new(r, "ranks", swift_an_ranks_json(procs, n, o->top));
     json_object_set_new(r, "bottlenecks", json_array());
     swift_an_rules_apply(r, set, procs, n, o);
     return r;

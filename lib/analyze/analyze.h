@@ -146,6 +146,7 @@ struct swift_analyze_opts {
     int fail_on;        /* SWIFT_SEV_WARN / _CRITICAL, 0: never */
     int strict;         /* a damaged input fails the run */
     int top;            /* rows in the kernel table and worst spans (default 5) */
+    int threads;        /* -j: processes analysed in parallel (default 1; 0: one per CPU) */
     struct swift_an_thresholds th;
     struct swift_an_kineto_opts kopts;
     /* --merge */

@@ -201,6 +201,27 @@ json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n);
  * unknown). */
 double swift_an_busbw_factor(const char *collective, int n);
 
+/* ---------- ranks.c: many ranks summarised ---------- */
+
+/* Above this many processes, text and Markdown show the ranks' summary (ranks.c) instead of
+ * every process in full. */
+#define SWIFT_AN_RANKS_DETAIL 16
+/* The report's "ranks" (docs/formats.md): busy time per step (outside communication, as the
+ * rule straggler compares) min/median/p90/max with their ranks, the `top` slowest ranks, and
+ * per_rank [rank, steps, step_us, busy_us] in process order; null with fewer than 2 processes
+ * with steps. */
+json_t *swift_an_ranks_json(const struct swift_an_proc *ps, size_t n, int top);
+/* Its text (md: Markdown) rendering, with the straggler found and a heatmap of one character
+ * per rank; nothing when r has no "ranks" or no more than SWIFT_AN_RANKS_DETAIL processes. */
+void swift_an_ranks_print(FILE *fp, json_t *r, int md);
+/* keep[i] (rows has n elements) set for the `top` rows with the largest number `key`, or for
+ * every row when there are no more than SWIFT_AN_RANKS_DETAIL of them. */
+void swift_an_ranks_pick(json_t *rows, const char *key, int top, char *keep);
+/* Many ranks' bottlenecks, one per rule: 1 when bs[i]'s rule came before it (the text shows
+ * only the first, the worst); else 0, and `more` says on which further ranks it also fired
+ * ("also on 31 more ranks: 0-4,6-31"; "" when none). */
+int swift_an_ranks_repeat(json_t *bs, size_t i, char *more, size_t n);
+
 /* ---------- oproof.c: the op roofline table of a Kineto trace with record_shapes ---------- */
 
 /* {"device" (deviceProperties name or null), "peak" ({tflops_16bit, tflops_fp32, tbps} or null

@@ -547,7 +547,7 @@ static void print_bottleneck(FILE *fp, json_t *b, int md, int idx)
 }
 
 /* Collectives matched across ranks: per rank, skew (waiting for the last rank) vs transfer. */
-static void print_collectives(FILE *fp, json_t *r, int md)
+static void print_collectives(FILE *fp, json_t *r, int md, int top)
 {
     json_t *cs = json_object_get(r, "collectives"), *c;
     if (!json_array_size(cs))
@@ -560,9 +560,13 @@ static void print_collectives(FILE *fp, json_t *r, int md)
            : "\nCollectives across ranks (skew: waiting for the last rank):\n"
              "  rank  matched       time       skew   transfer  skew%%        algbw        busbw  "
              "last  others waited\n");
-    size_t i;
+    size_t i, nc = json_array_size(cs);
+    char *keep = swift_xmalloc(nc + 1);
+    swift_an_ranks_pick(cs, "skew_caused_us", top, keep);
     json_array_foreach(cs, i, c)
     {
+        if (!keep[i])
+            continue;
         char t[32], sk[32], tr[32], cw[32], ab[32], bb[32];
         double alg = swift_an_jnum(c, "algbw_gbps"), bus = swift_an_jnum(c, "busbw_gbps");
         snprintf(ab, sizeof(ab), isfinite(alg) ? "%.2f GB/s" : "-", alg);
@@ -585,6 +589,13 @@ static void print_collectives(FILE *fp, json_t *r, int md)
                 swift_an_jnum(c, "arrived_last"),
                 cw);
     }
+    free(keep);
+    if (nc > SWIFT_AN_RANKS_DETAIL)
+        fprintf(fp,
+                "%s%zu more ranks (the %d that made the others wait longest shown)\n",
+                md ? "\n" : "  ",
+                nc - (size_t)(top < (int)nc ? top : (int)nc),
+                top);
 }
 
 static int print_text(FILE *fp, json_t *r, int md, int top)
@@ -609,8 +620,22 @@ static int print_text(FILE *fp, json_t *r, int md, int top)
         fprintf(fp, "\n%snone above the thresholds\n", md ? "" : "  ");
     size_t i;
     json_t *b;
-    json_array_foreach(bs, i, b) print_bottleneck(fp, b, md, (int)i + 1);
-    print_collectives(fp, r, md);
+    int many = json_array_size(ps) > SWIFT_AN_RANKS_DETAIL, k = 0;
+    json_array_foreach(bs, i, b)
+    {
+        char more[320] = "";
+        if (many && swift_an_ranks_repeat(bs, i, more, sizeof(more)))
+            continue; /* many ranks: each rule once, its worst, and where else it fired */
+        print_bottleneck(fp, b, md, ++k);
+        if (more[0])
+            fprintf(fp, md ? "\n%s\n" : "   %s\n", more);
+    }
+    print_collectives(fp, r, md, top);
+    swift_an_ranks_print(fp, r, md);
+    if (json_array_size(ps) > SWIFT_AN_RANKS_DETAIL) {
+        fprintf(fp, "\n%zu processes: every one in --format json\n", json_array_size(ps));
+        return ferror(fp) ? -1 : 0;
+    }
     fprintf(fp, md ? "\n## Processes\n" : "\nProcesses:\n");
     json_t *p;
     json_array_foreach(ps, i, p)
