@@ -218,6 +218,22 @@ json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_
 void swift_an_rule_low_efficiency(json_t *list, const struct swift_an_proc *p, json_t *proc,
                                   const struct swift_analyze_opts *o);
 
+/* ---------- memory.c: device memory over time ---------- */
+
+struct swift_an_source;
+/* One memory event of device dev at ts (trace clock): delta (Kineto "Bytes", NAN when absent),
+ * total (allocated after it: Kineto "Total Allocated" or our counter's "allocated", NAN when
+ * absent: the running sum of delta stands in), reserved ("Total Reserved", NAN when absent).
+ * Updates s->mem_peak/mem_peak_ts and the kept timeline (bounded). */
+void swift_an_mem_note(struct swift_an_source *s, int dev, double delta, double total,
+                       double reserved, double ts);
+void swift_an_mem_free(struct swift_an_source *s);
+/* Reserved bytes at device dev's peak, -1 when the trace does not say. */
+double swift_an_mem_reserved_at_peak(const struct swift_an_source *s, int dev);
+/* The report's memory "devices" array (docs/formats.md), times relative to t0 (trace clock);
+ * NULL when no device memory was recorded. */
+json_t *swift_an_memory_devices_json(const struct swift_an_source *s, double t0);
+
 /* ---------- cmdline.c: the command lines of remedies ---------- */
 
 /* A new argv array with --opt set to value (replaced in place, or appended); caller decrefs. */

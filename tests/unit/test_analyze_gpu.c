@@ -260,15 +260,16 @@ static void write_kineto(const char *path, int64_t host_tid)
         case A_ALLOC:
         case A_FREE:
             allocated += a->kind == A_ALLOC ? a->bytes : -a->bytes;
+            /* no "Total Reserved": CUPTI's memory records (ours) have no caching allocator's
+             * reserved bytes, so the report's reserved/fragmentation are null in both */
             fprintf(fp,
                     "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":%lld,\"tid\":%lld,"
                     "\"ts\":%s,\"args\":{\"Device Type\":1,\"Device Id\":0,\"Addr\":1,"
-                    "\"Bytes\":%lld,\"Total Allocated\":%lld,\"Total Reserved\":%lld}}",
+                    "\"Bytes\":%lld,\"Total Allocated\":%lld}}",
                     pid,
                     (long long)host_tid,
                     ts,
                     (long long)(a->kind == A_ALLOC ? a->bytes : -a->bytes),
-                    (long long)allocated,
                     (long long)allocated);
             break;
         }

@@ -1,0 +1,163 @@
+/*
+ * analyze/memory — device memory over time: Kineto's [memory] instants and our memory counters,
+ * per device. A Kineto instant carries "Bytes" (+ allocated, - freed) and, in newer traces,
+ * "Total Allocated" and "Total Reserved"; older ones (the TensorBoard plugin's resnet50 samples)
+ * carry only "Bytes", so the allocated curve is then the running sum of Bytes from the first
+ * event on: allocations made before the trace began are not in it (the TensorBoard plugin's
+ * memory view counts the same way). Our traces' counters carry "allocated" (and "total").
+ *
+ * The loader (load.c) calls swift_an_mem_note once per event; the report (analyze.c) calls
+ * swift_an_memory_json per process.
+ */
+#include "lib/analyze/internal.h"
+#include "lib/analyze/load.h"
+
+#include <math.h>
+
+#include "lib/core/banned.h"
+
+/* Points kept per device while reading: when full, pairs merge into the higher one, so the
+ * peak always survives and memory stays bounded however long the trace. */
+#define MEM_KEEP 4096
+/* Points of the report's timeline. */
+#define MEM_SHOWN 200
+
+struct swift_an_memdev {
+    int used;
+    int src;    /* SWIFT_AN_MEM_TOTAL or SWIFT_AN_MEM_SUM */
+    double sum; /* running sum of Bytes */
+    double res; /* last Total Reserved */
+    double peak, peak_ts, res_at_peak;
+    long nev;
+    double *pts; /* (ts, bytes) pairs */
+    size_t npts;
+};
+
+enum { SWIFT_AN_MEM_TOTAL = 1, SWIFT_AN_MEM_SUM = 2 };
+
+static void keep_point(struct swift_an_memdev *d, double ts, double v)
+{
+    if (!d->pts)
+        d->pts = swift_xmalloc(2 * MEM_KEEP * sizeof(double));
+    if (d->npts == MEM_KEEP) {
+        for (size_t i = 0; i < MEM_KEEP / 2; i++) {
+            size_t j = 2 * i + (d->pts[2 * (2 * i + 1) + 1] > d->pts[2 * (2 * i) + 1]);
+            d->pts[2 * i] = d->pts[2 * j];
+            d->pts[2 * i + 1] = d->pts[2 * j + 1];
+        }
+        d->npts = MEM_KEEP / 2;
+    }
+    d->pts[2 * d->npts] = ts;
+    d->pts[2 * d->npts + 1] = v;
+    d->npts++;
+}
+
+void swift_an_mem_note(struct swift_an_source *s, int dev, double delta, double total,
+                       double reserved, double ts)
+{
+    if (dev < 0 || dev >= SWIFT_AN_MAX_DEV)
+        return;
+    if (!s->memdev)
+        s->memdev = swift_xcalloc(SWIFT_AN_MAX_DEV, sizeof(*s->memdev));
+    struct swift_an_memdev *d = &s->memdev[dev];
+    d->used = 1;
+    d->nev++;
+    if (!isnan(delta))
+        d->sum += delta;
+    if (!isnan(reserved))
+        d->res = reserved;
+    double v;
+    if (!isnan(total)) {
+        d->src = SWIFT_AN_MEM_TOTAL;
+        v = total;
+    } else if (d->src == SWIFT_AN_MEM_TOTAL || isnan(delta)) {
+        return; /* a Bytes-only event in a trace with totals: the totals tell */
+    } else {
+        d->src = SWIFT_AN_MEM_SUM;
+        v = d->sum;
+    }
+    keep_point(d, ts, v);
+    if (v > d->peak || !d->peak_ts) {
+        d->peak = v;
+        d->peak_ts = ts;
+        d->res_at_peak = isnan(reserved) ? -1 : reserved;
+    }
+    if (v > s->mem_peak[dev]) {
+        s->mem_peak[dev] = v;
+        s->mem_peak_ts[dev] = ts;
+    }
+}
+
+void swift_an_mem_free(struct swift_an_source *s)
+{
+    if (!s->memdev)
+        return;
+    for (int i = 0; i < SWIFT_AN_MAX_DEV; i++)
+        free(s->memdev[i].pts);
+    free(s->memdev);
+    s->memdev = NULL;
+}
+
+double swift_an_mem_reserved_at_peak(const struct swift_an_source *s, int dev)
+{
+    if (!s->memdev || dev < 0 || dev >= SWIFT_AN_MAX_DEV || !s->memdev[dev].used)
+        return -1;
+    return s->memdev[dev].res_at_peak;
+}
+
+/* The kept points thinned to at most MEM_SHOWN by the highest per bucket, the peak kept. */
+static json_t *timeline(const struct swift_an_memdev *d, double t0)
+{
+    json_t *a = json_array();
+    size_t n = d->npts, per = (n + MEM_SHOWN - 1) / MEM_SHOWN;
+    if (!per)
+        per = 1;
+    for (size_t i = 0; i < n; i += per) {
+        size_t best = i;
+        for (size_t j = i + 1; j < i + per && j < n; j++)
+            if (d->pts[2 * j + 1] > d->pts[2 * best + 1])
+                best = j;
+        json_array_append_new(
+            a,
+            json_pack("[f,f]", round((d->pts[2 * best] - t0) * 1e3) / 1e3, d->pts[2 * best + 1]));
+    }
+    return a;
+}
+
+static json_t *device_json(const struct swift_an_source *s, int dev, double t0)
+{
+    const struct swift_an_memdev *d = &s->memdev[dev];
+    double total = s->mem_total[dev];
+    json_t *j = json_object();
+    json_object_set_new(j, "device", json_integer(dev));
+    json_object_set_new(
+        j, "source", json_string(d->src == SWIFT_AN_MEM_TOTAL ? "total_allocated" : "running_sum"));
+    json_object_set_new(j, "events", json_integer(d->nev));
+    json_object_set_new(j, "peak_bytes", json_real(d->peak));
+    json_object_set_new(j, "peak_ts_us", json_real(round((d->peak_ts - t0) * 1e3) / 1e3));
+    json_object_set_new(
+        j, "reserved_at_peak_bytes", d->res_at_peak >= 0 ? json_real(d->res_at_peak) : json_null());
+    json_object_set_new(j,
+                        "fragmentation_bytes",
+                        d->res_at_peak >= 0 ? json_real(d->res_at_peak - d->peak) : json_null());
+    json_object_set_new(j, "device_bytes", total > 0 ? json_real(total) : json_null());
+    json_object_set_new(
+        j, "peak_pct", total > 0 ? json_real(round(1e5 * d->peak / total) / 1e3) : json_null());
+    json_object_set_new(j, "timeline", timeline(d, t0));
+    return j;
+}
+
+json_t *swift_an_memory_devices_json(const struct swift_an_source *s, double t0)
+{
+    if (!s->memdev)
+        return NULL;
+    json_t *a = json_array();
+    for (int dev = 0; dev < SWIFT_AN_MAX_DEV; dev++)
+        if (s->memdev[dev].used && s->memdev[dev].src)
+            json_array_append_new(a, device_json(s, dev, t0));
+    if (!json_array_size(a)) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}

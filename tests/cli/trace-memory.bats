@@ -1,0 +1,83 @@
+#!/usr/bin/env bats
+# swift-trace-analyze's device memory ("memory" per process): Kineto [memory] instants, with
+# "Total Allocated"/"Total Reserved" (newer PyTorch) or only "Bytes" (the shared resnet50 traces,
+# whose peak is the running sum of Bytes, computed here in jq), and the memory_headroom rule.
+
+setup() {
+    A="$SWIFT_BIN/swift-trace-analyze"
+    T="$SHARED/data/traces"
+    W="$BATS_TEST_TMPDIR"
+}
+
+need_traces() {
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+}
+
+# A Kineto trace on one 40 GiB device: a kernel and [memory] instants with totals.
+# $1: "Total Allocated" at the peak, $2: "Total Reserved" there.
+kineto_mem() {
+    cat <<JSON
+{"deviceProperties":[{"id":0,"name":"NVIDIA A100-SXM4-40GB","totalGlobalMem":42949672960}],
+ "traceEvents":[
+ {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":100,"dur":50,"args":{"External id":1}},
+ {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":120,"dur":40,"args":{"device":0,"stream":7,"correlation":5}},
+ {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":101,"args":{"Device Type":1,"Device Id":0,"Addr":1,"Bytes":1073741824,"Total Allocated":1073741824,"Total Reserved":2147483648}},
+ {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":110,"args":{"Device Type":1,"Device Id":0,"Addr":2,"Bytes":1,"Total Allocated":$1,"Total Reserved":$2}},
+ {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":130,"args":{"Device Type":1,"Device Id":0,"Addr":2,"Bytes":-1,"Total Allocated":1073741824,"Total Reserved":$2}},
+ {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":131,"args":{"Device Type":0,"Device Id":-1,"Addr":3,"Bytes":99999999999}}
+]}
+JSON
+}
+
+@test "resnet50 traces (Bytes only): the peak is the running sum of Bytes per device, as jq computes it" {
+    need_traces
+    for f in "$T"/kineto-tb/resnet50_num_workers_*/*.pt.trace.json.gz; do
+        run "$A" --format json -o "$W/r.json" "$f"
+        [ "$status" -eq 0 ]
+        peak=$(gzip -dc "$f" | jq '[.traceEvents[] | select(.name == "[memory]" and .args["Device Type"] == 1
+                 and .args["Device Id"] == 0)] | sort_by(.ts)
+                 | reduce .[].args.Bytes as $b ({s: 0, m: 0}; .s += $b | .m = ([.m, .s] | max)) | .m')
+        total=$(gzip -dc "$f" | jq '.deviceProperties[0].totalGlobalMem')
+        [ "$peak" -gt 1000000000 ]
+        jq -e --argjson p "$peak" --argjson t "$total" '.processes[0].memory
+            | .peak_bytes == $p and .device_bytes == $t and .fragmentation_bytes == null
+            and (.devices | length) == 1 and .devices[0].source == "running_sum"
+            and .devices[0].peak_bytes == $p and .devices[0].device == 0
+            and (.devices[0].timeline | length) <= 200 and (.devices[0].timeline | length) > 50
+            and ([.devices[0].timeline[][1]] | max) == $p
+            and ([.devices[0].timeline[][0]] | . == sort)' "$W/r.json"
+    done
+}
+
+@test "Total Allocated and Total Reserved: reserved at the peak and fragmentation; CPU events left out" {
+    kineto_mem 3221225472 8589934592 >"$W/k.json"
+    run "$A" --format json -o "$W/r.json" "$W/k.json"
+    [ "$status" -eq 0 ]
+    jq -e '.processes[0].memory | .peak_bytes == 3221225472 and .reserved_at_peak_bytes == 8589934592
+        and .fragmentation_bytes == 5368709120 and .device_bytes == 42949672960 and .peak_pct == 7.5
+        and .devices[0].source == "total_allocated" and .devices[0].events == 3
+        and .devices[0].timeline == [[1,1073741824],[10,3221225472],[30,1073741824]]' "$W/r.json"
+    # 5 GiB of 8 GiB reserved unused at the peak: memory_headroom fires on fragmentation
+    jq -e '[.bottlenecks[] | select(.rule == "memory_headroom")] | length == 1 and .[0].value == 62.5
+        and .[0].threshold == 30 and .[0].evidence.fragmentation_bytes == 5368709120
+        and (.[0].remedy | test("expandable_segments"))' "$W/r.json"
+    run "$A" "$W/k.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"peak memory: 3.00 GiB (7.5% of device), 8.00 GiB reserved (5.00 GiB fragmentation)"* ]]
+}
+
+@test "memory_headroom: quiet with little fragmentation, fires near the device's capacity" {
+    kineto_mem 3221225472 3422552064 >"$W/k.json"
+    run "$A" --format json -o "$W/r.json" "$W/k.json"
+    [ "$status" -eq 0 ]
+    jq -e '[.bottlenecks[] | select(.rule == "memory_headroom")] | length == 0' "$W/r.json"
+    # 39 GiB of 40: 97.5 %
+    kineto_mem 41875931136 42000000000 >"$W/k.json"
+    run "$A" --format json -o "$W/r.json" "$W/k.json"
+    [ "$status" -eq 0 ]
+    jq -e '[.bottlenecks[] | select(.rule == "memory_headroom")] | length == 1 and .[0].value == 97.5
+        and .[0].severity == "warn" and .[0].evidence.reserved_at_peak_bytes == 42000000000' "$W/r.json"
+}
