@@ -233,6 +233,11 @@ double swift_an_mem_reserved_at_peak(const struct swift_an_source *s, int dev);
 /* The report's memory "devices" array (docs/formats.md), times relative to t0 (trace clock);
  * NULL when no device memory was recorded. */
 json_t *swift_an_memory_devices_json(const struct swift_an_source *s, double t0);
+/* 1 when path (gzip or plain) holds torch.profiler's export_memory_timeline raw list
+ * ([[ts_ns, action, bytes, category], ...]): told by its first bytes, not its name. */
+int swift_an_memtl_sniff(const char *path);
+/* Read that file into s (its device 0, HTA memory_analysis's definitions); -1 after saying why. */
+int swift_an_memtl_load(struct swift_an_source *s, const char *path);
 
 /* ---------- cmdline.c: the command lines of remedies ---------- */
 

@@ -600,6 +600,10 @@ static int load_file(struct swift_an_set *set, const char *path)
     struct swift_an_source *s = new_source(set, path);
     if (swift_an_name_is_jsonl(path))
         s->kind = SWIFT_AN_SWIFT;
+    if (!s->kind || s->kind == SWIFT_AN_KINETO) {
+        if (swift_an_memtl_sniff(path)) /* memory.c: torch's memory timeline, not events */
+            return finish_source(set, s, swift_an_memtl_load(s, path));
+    }
     struct loadctx c = {.set = set, .s = s};
     int rc = swift_an_stream_file_fast(path, on_event, on_fast_event, on_meta, &c, &s->damage);
     return finish_source(set, s, rc);

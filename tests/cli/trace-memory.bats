@@ -81,3 +81,39 @@ JSON
     jq -e '[.bottlenecks[] | select(.rule == "memory_headroom")] | length == 1 and .[0].value == 97.5
         and .[0].severity == "warn" and .[0].evidence.reserved_at_peak_bytes == 42000000000' "$W/r.json"
 }
+
+# HTA memory_analysis's _process_raw_events, summarised by tests/ref/gen_memory.py, against
+# memory.devices[0] of the same file; $1 the raw file, $2 the HTA fixture.
+same_as_hta() {
+    run "$A" --format json -o "$W/r.json" "$1"
+    [ "$status" -eq 0 ]
+    jq -e --slurpfile h "$2" '.processes[0].memory.devices[0] as $d | $h[0] as $h
+        | $d.source == "memory_timeline" and $d.events == $h.rows and $d.peak_bytes == $h.peak_bytes
+        and $d.peak_ts_us == $h.peak_ts_us and $d.categories_at_peak == $h.categories_at_peak
+        and $d.last_bytes == $h.last_bytes
+        and (.processes[0].memory.peak_bytes == $h.peak_bytes)' "$W/r.json"
+}
+
+@test "torch's memory_timeline.raw (told by content): HTA memory_analysis's rows, peak and categories at the peak" {
+    F="$BATS_TEST_DIRNAME/../ref/fixtures/memory"
+    same_as_hta "$F/small.raw.gz" "$F/small.hta.json"
+    # detected by its content, not its name
+    cp "$F/small.raw.gz" "$W/renamed.json.gz"
+    same_as_hta "$W/renamed.json.gz" "$F/small.hta.json"
+    gzip -dc "$F/small.raw.gz" >"$W/plain.json"
+    same_as_hta "$W/plain.json" "$F/small.hta.json"
+    run "$A" "$F/small.raw.gz"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"peak memory: 2.87 GiB; at the peak: Parameter 0.10 GiB, Optimizer state 0.10 GiB, "*"Activation 2.41 GiB"* ]]
+    # a bad entry names the file and the entry
+    printf '[[1, 1, 5, 0], [2, 1, 5, 9]]' >"$W/bad.raw"
+    run "$A" "$W/bad.raw"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"bad.raw: memory timeline entry 1 is not [ts, action, bytes, category 0-7]"* ]]
+}
+
+@test "HTA's own memory_analysis test file: the same numbers as HTA" {
+    need_traces
+    same_as_hta "$T/hta/memory_analysis/memory_timeline.raw.gz" \
+        "$BATS_TEST_DIRNAME/../ref/fixtures/memory/memory_timeline.hta.json"
+}
