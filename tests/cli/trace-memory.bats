@@ -117,3 +117,35 @@ same_as_hta() {
     same_as_hta "$T/hta/memory_analysis/memory_timeline.raw.gz" \
         "$BATS_TEST_DIRNAME/../ref/fixtures/memory/memory_timeline.hta.json"
 }
+
+@test "--compare: roofline deltas of the top ops (rows matched by name and input dims) and the memory peak delta" {
+    need_traces
+    c="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    t="$T/kineto-tb/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+    run "$A" --format json -o "$W/c.json" "$c"
+    [ "$status" -eq 0 ]
+    run "$A" --format json -o "$W/t.json" "$t"
+    [ "$status" -eq 0 ]
+    run "$A" --compare --format json -o "$W/d.json" "$c" "$t"
+    [ "$status" -eq 0 ]
+    # the memory peaks are each side's own; the delta their difference
+    jq -e --slurpfile c "$W/c.json" --slurpfile t "$W/t.json" '.memory
+        | .control_peak_bytes == $c[0].processes[0].memory.peak_bytes
+        and .test_peak_bytes == $t[0].processes[0].memory.peak_bytes
+        and .delta_bytes == (.test_peak_bytes - .control_peak_bytes) and .delta_bytes != 0' "$W/d.json"
+    # 10 rows, by the larger device time; each row's numbers are those of the same (name,
+    # input_dims) row in each side's own op_roofline
+    jq -e --slurpfile c "$W/c.json" --slurpfile t "$W/t.json" '
+        def find($rows; $r): [$rows[] | select(.name == $r.name and .input_dims == $r.input_dims)][0];
+        .roofline | length == 10 and all(.[];
+            (find($c[0].processes[0].op_roofline.rows; .) as $x
+             | find($t[0].processes[0].op_roofline.rows; .) as $y
+             | .control_tflops == $x.tflops and .test_tflops == $y.tflops
+             and .control_fraction == $x.roofline_fraction and .test_fraction == $y.roofline_fraction
+             and .delta_us == ($y.device_us - $x.device_us)))
+        and ([.[] | [.control_device_us, .test_device_us] | max] | . == (sort | reverse))' "$W/d.json"
+    run "$A" --compare "$c" "$t"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"Memory peak: 2.60 GiB -> 2.60 GiB (-0.01%)"* ]]
+    [[ "$output" == *"Roofline of the top ops (control -> test):"* ]]
+}
