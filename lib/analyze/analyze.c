@@ -748,7 +748,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
                       p->mem_reserved >= 0 ? num(p->mem_reserved) : json_null(),
                       "fragmentation_bytes",
                       p->mem_reserved >= 0 ? num(p->mem_reserved - p->mem_peak) : json_null());
-        json_t *devs = swift_an_memory_devices_json(p->src, p->t0 + p->src->clock_offset_us);
+        json_t *devs = swift_an_memory_devices_json(set, p->src, p->t0 + p->src->clock_offset_us);
         json_object_set_new(m, "devices", devs ? devs : json_array());
         json_object_set_new(j, "memory", m);
     }

@@ -275,7 +275,8 @@ static void on_memory(struct swift_an_source *s, const struct swift_an_fev *f, c
                                   fv_is_num(&A[AK_MBYTES]) ? fv_num(&A[AK_MBYTES]) : NAN,
                                   fv_is_num(&A[AK_TOTALLOC]) ? fv_num(&A[AK_TOTALLOC]) : NAN,
                                   fv_is_num(&A[AK_TOTRES]) ? fv_num(&A[AK_TOTRES]) : NAN,
-                                  ts);
+                                  ts,
+                                  fv_int(&f->tid, INT64_MIN));
         }
         return;
     }
@@ -284,7 +285,7 @@ static void on_memory(struct swift_an_source *s, const struct swift_an_fev *f, c
         (!strcmp(nm, "memory") || (f->cat.t == SWIFT_AN_FV_STR && !strcmp(f->cat.s, "memory")))) {
         int dev = (int)fv_int(&A[AK_DEVICE], 0);
         if (fv_is_num(&A[AK_ALLOCATED]))
-            swift_an_mem_note(s, dev, NAN, fv_num(&A[AK_ALLOCATED]), NAN, ts);
+            swift_an_mem_note(s, dev, NAN, fv_num(&A[AK_ALLOCATED]), NAN, ts, INT64_MIN);
         if (fv_is_num(&A[AK_TOTAL]) && dev >= 0 && dev < SWIFT_AN_MAX_DEV)
             s->mem_total[dev] = fv_num(&A[AK_TOTAL]);
     }

@@ -29,6 +29,7 @@ struct swift_an_memdev {
     double sum; /* running sum of Bytes */
     double res; /* last Total Reserved */
     double peak, peak_ts, res_at_peak;
+    int64_t peak_tid; /* host thread of the event that reached the peak, INT64_MIN: none */
     long nev;
     double cat_at_peak[8];   /* memory_timeline.raw: bytes per category at the peak */
     double last, last_bytes; /* memory_timeline.raw: the last row */
@@ -67,7 +68,7 @@ static void keep_point(struct swift_an_memdev *d, double ts, double v)
 }
 
 void swift_an_mem_note(struct swift_an_source *s, int dev, double delta, double total,
-                       double reserved, double ts)
+                       double reserved, double ts, int64_t tid)
 {
     if (dev < 0 || dev >= SWIFT_AN_MAX_DEV)
         return;
@@ -95,6 +96,7 @@ void swift_an_mem_note(struct swift_an_source *s, int dev, double delta, double 
         d->peak = v;
         d->peak_ts = ts;
         d->res_at_peak = isnan(reserved) ? -1 : reserved;
+        d->peak_tid = tid;
     }
     if (v > s->mem_peak[dev]) {
         s->mem_peak[dev] = v;
@@ -138,7 +140,40 @@ static json_t *timeline(const struct swift_an_memdev *d, double t0)
     return a;
 }
 
-static json_t *device_json(const struct swift_an_source *s, int dev, double t0)
+/* The CPU ops (Kineto cpu_op, user_annotation; "Operator" in older traces) on the peak's thread
+ * whose span holds its time, outermost first: the op that allocated is the deepest that is not the
+ * allocator's own (aten::empty ...). */
+static json_t *peak_ops(const struct swift_an_set *set, const struct swift_an_source *s,
+                        const struct swift_an_memdev *d)
+{
+    if (d->peak_tid == INT64_MIN || d->src == SWIFT_AN_MEM_RAW)
+        return json_null();
+    const struct swift_an_ev *in[16];
+    size_t n = 0;
+    for (size_t i = 0; i < s->n && n < 16; i++) {
+        const struct swift_an_ev *e = &s->ev[i];
+        if (e->tid != d->peak_tid || e->ts > d->peak_ts || e->ts + e->dur < d->peak_ts)
+            continue;
+        const char *cat = swift_an_str(&set->strs, e->cat);
+        if (strcmp(cat, "cpu_op") && strcmp(cat, "user_annotation") && strcmp(cat, "Operator"))
+            continue;
+        in[n++] = e;
+    }
+    /* outermost first: longer spans, then earlier starts */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && (in[j]->dur > in[j - 1]->dur); j--) {
+            const struct swift_an_ev *t = in[j];
+            in[j] = in[j - 1];
+            in[j - 1] = t;
+        }
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(swift_an_str(&set->strs, in[i]->name)));
+    return a;
+}
+
+static json_t *device_json(const struct swift_an_set *set, const struct swift_an_source *s, int dev,
+                           double t0)
 {
     const struct swift_an_memdev *d = &s->memdev[dev];
     double total = s->mem_total[dev];
@@ -167,18 +202,20 @@ static json_t *device_json(const struct swift_an_source *s, int dev, double t0)
     json_object_set_new(j, "device_bytes", total > 0 ? json_real(total) : json_null());
     json_object_set_new(
         j, "peak_pct", total > 0 ? json_real(round(1e5 * d->peak / total) / 1e3) : json_null());
+    json_object_set_new(j, "peak_ops", peak_ops(set, s, d));
     json_object_set_new(j, "timeline", timeline(d, t0));
     return j;
 }
 
-json_t *swift_an_memory_devices_json(const struct swift_an_source *s, double t0)
+json_t *swift_an_memory_devices_json(const struct swift_an_set *set,
+                                     const struct swift_an_source *s, double t0)
 {
     if (!s->memdev)
         return NULL;
     json_t *a = json_array();
     for (int dev = 0; dev < SWIFT_AN_MAX_DEV; dev++)
         if (s->memdev[dev].used && s->memdev[dev].src)
-            json_array_append_new(a, device_json(s, dev, t0));
+            json_array_append_new(a, device_json(set, s, dev, t0));
     if (!json_array_size(a)) {
         json_decref(a);
         return NULL;

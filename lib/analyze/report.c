@@ -181,6 +181,10 @@ static void print_gpu(FILE *fp, json_t *p, int md)
         const char *src = json_string_value(json_object_get(d0, "source"));
         if (src && !strcmp(src, "running_sum"))
             fputs(", counted from the trace's first allocation", fp);
+        json_t *ops = json_object_get(d0, "peak_ops"), *op;
+        size_t oi;
+        json_array_foreach(ops, oi, op)
+            fprintf(fp, "%s%s", oi ? " > " : ", reached in ", json_string_value(op));
         json_t *cats = json_object_get(d0, "categories_at_peak");
         if (json_is_object(cats)) {
             const char *k, *sep = "; at the peak: ";

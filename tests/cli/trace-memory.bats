@@ -49,6 +49,16 @@ JSON
             and (.devices[0].timeline | length) <= 200 and (.devices[0].timeline | length) > 50
             and ([.devices[0].timeline[][1]] | max) == $p
             and ([.devices[0].timeline[][0]] | . == sort)' "$W/r.json"
+        # the CPU ops around the allocation that reached the peak, outermost first, from jq
+        ops=$(gzip -dc "$f" | jq -c '[.traceEvents[] | select(.name == "[memory]" and .args["Device Type"] == 1
+                 and .args["Device Id"] == 0)] | sort_by(.ts)
+                 | reduce .[] as $e ({s: 0, m: 0, at: null}; .s += $e.args.Bytes
+                     | if .s > .m then .m = .s | .at = $e else . end) | .at as $p
+                 | [input.traceEvents[] | select(.ph == "X" and .cat == "Operator" and (.tid | tostring) == ($p.tid | tostring)
+                     and .ts <= $p.ts and .ts + .dur >= $p.ts)] | sort_by(-.dur) | map(.name)' \
+                 - <(gzip -dc "$f"))
+        [ "$(jq -c '.processes[0].memory.devices[0].peak_ops' "$W/r.json")" = "$ops" ]
+        [[ "$ops" == *'"aten::empty"'* ]]
     done
 }
 
@@ -59,14 +69,15 @@ JSON
     jq -e '.processes[0].memory | .peak_bytes == 3221225472 and .reserved_at_peak_bytes == 8589934592
         and .fragmentation_bytes == 5368709120 and .device_bytes == 42949672960 and .peak_pct == 7.5
         and .devices[0].source == "total_allocated" and .devices[0].events == 3
-        and .devices[0].timeline == [[1,1073741824],[10,3221225472],[30,1073741824]]' "$W/r.json"
+        and .devices[0].timeline == [[1,1073741824],[10,3221225472],[30,1073741824]]
+        and .devices[0].peak_ops == ["aten::mm"]' "$W/r.json"
     # 5 GiB of 8 GiB reserved unused at the peak: memory_headroom fires on fragmentation
     jq -e '[.bottlenecks[] | select(.rule == "memory_headroom")] | length == 1 and .[0].value == 62.5
         and .[0].threshold == 30 and .[0].evidence.fragmentation_bytes == 5368709120
         and (.[0].remedy | test("expandable_segments"))' "$W/r.json"
     run "$A" "$W/k.json"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"peak memory: 3.00 GiB (7.5% of device), 8.00 GiB reserved (5.00 GiB fragmentation)"* ]]
+    [[ "$output" == *"peak memory: 3.00 GiB (7.5% of device), 8.00 GiB reserved (5.00 GiB fragmentation), reached in aten::mm"* ]]
 }
 
 @test "memory_headroom: quiet with little fragmentation, fires near the device's capacity" {
