@@ -113,6 +113,16 @@ json_t *swift_an_compare_memory(double cpeak, double tpeak)
                                             : json_null());
 }
 
+/* v with prec decimals and unit, or "-" when v is not a number (a side without the row). */
+static const char *fmt(char *b, size_t n, int prec, const char *unit, double v)
+{
+    if (!isfinite(v))
+        snprintf(b, n, "-");
+    else
+        snprintf(b, n, "%.*f%s", prec, v, unit);
+    return b;
+}
+
 void swift_an_compare_print_mem(FILE *fp, json_t *d, int md, int top)
 {
     json_t *m = json_object_get(d, "memory");
@@ -151,16 +161,17 @@ void swift_an_compare_print_mem(FILE *fp, json_t *d, int md, int top)
         char a[32], b[32], tf[64], fr[64];
         swift_an_dur(a, sizeof(a), swift_an_jnum(x, "control_device_us"));
         swift_an_dur(b, sizeof(b), swift_an_jnum(x, "test_device_us"));
+        char c1[16], c2[16], f1[16], f2[16];
         snprintf(tf,
                  sizeof(tf),
-                 "%.2f -> %.2f",
-                 swift_an_jnum(x, "control_tflops"),
-                 swift_an_jnum(x, "test_tflops"));
+                 "%s -> %s",
+                 fmt(c1, sizeof(c1), 2, "", swift_an_jnum(x, "control_tflops")),
+                 fmt(c2, sizeof(c2), 2, "", swift_an_jnum(x, "test_tflops")));
         snprintf(fr,
                  sizeof(fr),
-                 "%.0f%% -> %.0f%%",
-                 100 * swift_an_jnum(x, "control_fraction"),
-                 100 * swift_an_jnum(x, "test_fraction"));
+                 "%s -> %s",
+                 fmt(f1, sizeof(f1), 0, "%", 100 * swift_an_jnum(x, "control_fraction")),
+                 fmt(f2, sizeof(f2), 0, "%", 100 * swift_an_jnum(x, "test_fraction")));
         if (md)
             fprintf(fp,
                     "| %s | %s | %s → %s | %s | %s |\n",

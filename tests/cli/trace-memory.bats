@@ -160,3 +160,12 @@ same_as_hta() {
     [[ "$output" == *"Memory peak: 2.60 GiB -> 2.60 GiB (-0.01%)"* ]]
     [[ "$output" == *"Roofline of the top ops (control -> test):"* ]]
 }
+
+@test "--compare against a side without the op rows: '-' where a side has no number" {
+    need_traces
+    c="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    run "$A" --compare --format md "$c" "$BATS_TEST_DIRNAME/../ref/fixtures/memory/small.raw.gz"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"| 28.13 ms → - | 8.42 -> - | 54% -> - |"* ]]
+    [[ "$output" != *"-> nan"* ]]
+}
