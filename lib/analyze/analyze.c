@@ -348,13 +348,17 @@ static void proc_one(void *ctx, long i, int worker)
         snprintf(p->label, sizeof(p->label), "%s rank %d", base ? base + 1 : s->path, p->rank);
         kineto_proc(set, p, o);
     }
+    p->mem_reserved = -1;
     for (int d = 0; d < SWIFT_AN_MAX_DEV; d++) {
         if (s->mem_peak[d] > p->mem_peak) {
             p->mem_peak = s->mem_peak[d];
             p->mem_total = s->mem_total[d];
             p->mem_peak_ts = s->mem_peak_ts[d];
+            p->mem_dev = d;
         }
     }
+    if (p->mem_peak > 0)
+        p->mem_reserved = swift_an_mem_reserved_at_peak(s, p->mem_dev);
 }
 
 int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,
@@ -760,17 +764,23 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
                                       num(r3(p->tok_busy_us)),
                                       "sum_us",
                                       num(r3(p->tok_sum_us))));
-    if (p->mem_peak > 0)
-        json_object_set_new(
-            j,
-            "memory",
-            json_pack("{s:o,s:o,s:o}",
+    if (p->mem_peak > 0) {
+        json_t *m =
+            json_pack("{s:o,s:o,s:o,s:o,s:o}",
                       "peak_bytes",
                       num(p->mem_peak),
                       "device_bytes",
                       p->mem_total > 0 ? num(p->mem_total) : json_null(),
                       "peak_pct",
-                      p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null()));
+                      p->mem_total > 0 ? num(r3(100 * p->mem_peak / p->mem_total)) : json_null(),
+                      "reserved_at_peak_bytes",
+                      p->mem_reserved >= 0 ? num(p->mem_reserved) : json_null(),
+                      "fragmentation_bytes",
+                      p->mem_reserved >= 0 ? num(p->mem_reserved - p->mem_peak) : json_null());
+        json_t *devs = swift_an_memory_devices_json(set, p->src, p->t0 + p->src->clock_offset_us);
+        json_object_set_new(m, "devices", devs ? devs : json_array());
+        json_object_set_new(j, "memory", m);
+    }
     if (p->has_kineto && p->k.has_gpu) {
         gpu_json(j, set, p, o);
     } else {

@@ -34,6 +34,8 @@
  *                  last rank) vs transfer, nccl-tests' algbw/busbw, skew charged to the late rank
  *   roofline.c     FLOPs and bytes per op class from input shapes, device peaks (roofline.h)
  *   oproof.c       the op roofline table of Kineto traces with record_shapes ("op_roofline")
+ *   memory.c       device memory per device: peak, reserved and fragmentation at the peak,
+ *                  a bounded timeline (Kineto [memory] instants, our memory counters)
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md); rule_roofline.c the
  *                  rule low_efficiency on the op roofline table
  *   cmdline.c      the exact new command line a remedy gives
@@ -135,6 +137,8 @@ struct swift_an_proc {
     double tok_busy_us, tok_sum_us;
     int tok_threads;
     double mem_peak, mem_total, mem_peak_ts;
+    double mem_reserved; /* reserved bytes at the peak (Kineto "Total Reserved"), -1 unknown */
+    int mem_dev;         /* the device of mem_peak */
     struct swift_an_coll_stats coll;
 };
 

@@ -762,6 +762,18 @@ json_t *swift_an_compare_build(const struct swift_an_side *control,
                                 : json_null());
         json_object_set_new(doc, "ops", ops_json(&so[0], &so[1]));
         json_object_set_new(doc, "bottlenecks", bottlenecks_json(control->report, test->report));
+        double peak[2] = {0, 0};
+        for (int i = 0; i < 2; i++)
+            for (size_t k = 0; k < np[i]; k++)
+                peak[i] = fmax(peak[i], sd[i]->procs[idx[i][k]].mem_peak);
+        json_object_set_new(doc, "memory", swift_an_compare_memory(peak[0], peak[1]));
+        json_object_set_new(
+            doc,
+            "roofline",
+            swift_an_compare_roofline(
+                json_array_get(json_object_get(control->report, "processes"), idx[0][0]),
+                json_array_get(json_object_get(test->report, "processes"), idx[1][0]),
+                o->top > 10 ? o->top : 10));
         json_t *reg = json_null();
         if (o->regress_pct >= 0) {
             double d =

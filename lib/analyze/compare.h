@@ -65,4 +65,13 @@ int swift_an_compare_print(FILE *fp, json_t *doc, int format, int top);
  * --fail-on gates. Returns 0, or SWIFT_FAILED after reporting (unreadable input, gate hit). */
 int swift_an_compare_run(const struct swift_analyze_opts *o);
 
+/* compare_mem.c: the document's "roofline" (the `top` op_roofline rows of the two processes'
+ * reports matched by name and input_dims, by the larger device time: control_/test_device_us,
+ * _tflops, _fraction, delta_us; null when neither has op_roofline) and "memory" (the peaks:
+ * control_/test_peak_bytes, delta_bytes, delta_pct; null when neither recorded memory). */
+json_t *swift_an_compare_roofline(json_t *cproc, json_t *tproc, int top);
+json_t *swift_an_compare_memory(double cpeak, double tpeak);
+/* Their text or Markdown sections. */
+void swift_an_compare_print_mem(FILE *fp, json_t *doc, int md, int top);
+
 #endif

@@ -268,6 +268,7 @@ static int print_text(FILE *fp, json_t *d, int md, int top)
     print_steps(fp, d, md);
     print_bottlenecks(fp, d, md);
     print_ops(fp, d, md, top);
+    swift_an_compare_print_mem(fp, d, md, top);
     print_gate(fp, d, md);
     return ferror(fp) ? -1 : 0;
 }

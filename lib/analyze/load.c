@@ -196,16 +196,6 @@ static void swift_meta(struct swift_an_source *s, json_t *a)
         set_str(&s->device, json_string_value(v));
 }
 
-static void note_memory(struct swift_an_source *s, int dev, double bytes, double ts)
-{
-    if (dev < 0 || dev >= SWIFT_AN_MAX_DEV)
-        return;
-    if (bytes > s->mem_peak[dev]) {
-        s->mem_peak[dev] = bytes;
-        s->mem_peak_ts[dev] = ts;
-    }
-}
-
 static int fv_num_of(const struct swift_an_fval *v, double *out)
 {
     if (v->t == SWIFT_AN_FV_INT) {
@@ -279,8 +269,14 @@ static void on_memory(struct swift_an_source *s, const struct swift_an_fev *f, c
     if (f->ph.s[0] == 'i' || f->ph.s[0] == 'I') {
         if (!strcmp(nm, "[memory]") && f->args == 1) {
             int64_t dt = fv_int(&A[AK_DEVTYPE], 0);
-            if (fv_is_num(&A[AK_TOTALLOC]) && dt == 1)
-                note_memory(s, (int)fv_int(&A[AK_DEVID], 0), fv_num(&A[AK_TOTALLOC]), ts);
+            if (dt == 1 && (fv_is_num(&A[AK_TOTALLOC]) || fv_is_num(&A[AK_MBYTES])))
+                swift_an_mem_note(s,
+                                  (int)fv_int(&A[AK_DEVID], 0),
+                                  fv_is_num(&A[AK_MBYTES]) ? fv_num(&A[AK_MBYTES]) : NAN,
+                                  fv_is_num(&A[AK_TOTALLOC]) ? fv_num(&A[AK_TOTALLOC]) : NAN,
+                                  fv_is_num(&A[AK_TOTRES]) ? fv_num(&A[AK_TOTRES]) : NAN,
+                                  ts,
+                                  fv_int(&f->tid, INT64_MIN));
         }
         return;
     }
@@ -289,7 +285,7 @@ static void on_memory(struct swift_an_source *s, const struct swift_an_fev *f, c
         (!strcmp(nm, "memory") || (f->cat.t == SWIFT_AN_FV_STR && !strcmp(f->cat.s, "memory")))) {
         int dev = (int)fv_int(&A[AK_DEVICE], 0);
         if (fv_is_num(&A[AK_ALLOCATED]))
-            note_memory(s, dev, fv_num(&A[AK_ALLOCATED]), ts);
+            swift_an_mem_note(s, dev, NAN, fv_num(&A[AK_ALLOCATED]), NAN, ts, INT64_MIN);
         if (fv_is_num(&A[AK_TOTAL]) && dev >= 0 && dev < SWIFT_AN_MAX_DEV)
             s->mem_total[dev] = fv_num(&A[AK_TOTAL]);
     }
@@ -503,6 +499,7 @@ static void source_release(struct swift_an_source *s)
     json_decref(s->meta);
     free(s->ev);
     free(s->comm);
+    swift_an_mem_free(s);
     memset(s, 0, sizeof(*s));
 }
 
@@ -604,6 +601,10 @@ static int load_file(struct swift_an_set *set, const char *path)
     struct swift_an_source *s = new_source(set, path);
     if (swift_an_name_is_jsonl(path))
         s->kind = SWIFT_AN_SWIFT;
+    if (!s->kind || s->kind == SWIFT_AN_KINETO) {
+        if (swift_an_memtl_sniff(path)) /* memory.c: torch's memory timeline, not events */
+            return finish_source(set, s, swift_an_memtl_load(s, path));
+    }
     struct loadctx c = {.set = set, .s = s};
     int rc = swift_an_stream_file_fast(path, on_event, on_fast_event, on_meta, &c, &s->damage);
     return finish_source(set, s, rc);

@@ -113,6 +113,7 @@ struct swift_an_source {
     /* memory: [memory] instants (Kineto) or memory counters (ours), per device */
     double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
     double mem_peak_ts[SWIFT_AN_MAX_DEV];
+    struct swift_an_memdev *memdev; /* memory.c: per device timeline, reserved; owned */
     double peak_gflops; /* our --profile traces: the counter "peak_gflops" (the peak MFU is
                            computed against: --peak-gflops, the device's, or measured sgemm); 0 */
     uint64_t bytes;     /* uncompressed bytes read */
@@ -202,7 +203,9 @@ enum {
     AK_DIMS,  /* Kineto record_shapes: "Input Dims", "Input type", "Concrete Inputs" (arrays: */
     AK_TYPES, /* the fast scanner's s/len is their JSON text; jansson's fval has none) */
     AK_CONC,
-    AK_PEAK, /* our --profile traces: the counter "peak_gflops" */
+    AK_PEAK,   /* our --profile traces: the counter "peak_gflops" */
+    AK_TOTRES, /* Kineto [memory]: "Total Reserved" */
+    AK_MBYTES, /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
     AK_N
 };
 struct swift_an_fev {

@@ -168,12 +168,37 @@ static void print_gpu(FILE *fp, json_t *p, int md)
                 swift_an_jnum(ln, "mean_delay_us"),
                 swift_an_jnum(ln, "short_kernels"));
     json_t *mem = json_object_get(p, "memory");
-    if (json_is_object(mem))
-        fprintf(fp,
-                "%speak memory: %.2f GiB (%.1f%% of device)\n",
-                li,
-                swift_an_jnum(mem, "peak_bytes") / 1073741824.0,
-                swift_an_jnum(mem, "peak_pct"));
+    if (json_is_object(mem)) {
+        fprintf(fp, "%speak memory: %.2f GiB", li, swift_an_jnum(mem, "peak_bytes") / 1073741824.0);
+        if (json_is_number(json_object_get(mem, "peak_pct")))
+            fprintf(fp, " (%.1f%% of device)", swift_an_jnum(mem, "peak_pct"));
+        if (json_is_number(json_object_get(mem, "reserved_at_peak_bytes")))
+            fprintf(fp,
+                    ", %.2f GiB reserved (%.2f GiB fragmentation)",
+                    swift_an_jnum(mem, "reserved_at_peak_bytes") / 1073741824.0,
+                    swift_an_jnum(mem, "fragmentation_bytes") / 1073741824.0);
+        json_t *d0 = json_array_get(json_object_get(mem, "devices"), 0);
+        const char *src = json_string_value(json_object_get(d0, "source"));
+        if (src && !strcmp(src, "running_sum"))
+            fputs(", counted from the trace's first allocation", fp);
+        json_t *ops = json_object_get(d0, "peak_ops"), *op;
+        size_t oi;
+        json_array_foreach(ops, oi, op)
+            fprintf(fp, "%s%s", oi ? " > " : ", reached in ", json_string_value(op));
+        json_t *cats = json_object_get(d0, "categories_at_peak");
+        if (json_is_object(cats)) {
+            const char *k, *sep = "; at the peak: ";
+            json_t *v;
+            json_object_foreach(cats, k, v)
+            {
+                if (json_number_value(v) > 0) {
+                    fprintf(fp, "%s%s %.2f GiB", sep, k, json_number_value(v) / 1073741824.0);
+                    sep = ", ";
+                }
+            }
+        }
+        fputc('\n', fp);
+    }
     json_t *nc = json_object_get(p, "nccl");
     if (json_is_object(nc) && swift_an_jnum(nc, "kernels") > 0)
         print_nccl(fp, nc, md);

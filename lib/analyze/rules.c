@@ -430,40 +430,63 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
                    NULL);
 }
 
+/* Fragmentation worth a finding: this share of the reserved bytes unused at the peak, and at
+ * least MEM_FRAG_MIN bytes of them. */
+#define MEM_FRAG_PCT 30.0
+#define MEM_FRAG_MIN 1073741824.0
+
 static void rule_memory(json_t *list, const struct swift_an_proc *p,
                         const struct swift_analyze_opts *o)
 {
-    if (p->mem_peak <= 0 || p->mem_total <= 0)
+    if (p->mem_peak <= 0)
         return;
-    double v = 100 * p->mem_peak / p->mem_total, th = o->th.memory_headroom_pct;
-    if (v <= th)
+    double v = p->mem_total > 0 ? 100 * p->mem_peak / p->mem_total : 0;
+    double th = o->th.memory_headroom_pct;
+    double frag = p->mem_reserved >= 0 ? p->mem_reserved - p->mem_peak : 0;
+    double fpct = p->mem_reserved > 0 ? 100 * frag / p->mem_reserved : 0;
+    int full = p->mem_total > 0 && v > th;
+    int fragmented = fpct >= MEM_FRAG_PCT && frag >= MEM_FRAG_MIN;
+    if (!full && !fragmented)
         return;
     char s[256];
-    snprintf(s,
-             sizeof(s),
-             "peak memory %.2f GiB is %.1f%% of the device's %.2f GiB",
-             p->mem_peak / 1073741824.0,
-             v,
-             p->mem_total / 1073741824.0);
+    if (full)
+        snprintf(s,
+                 sizeof(s),
+                 "peak memory %.2f GiB is %.1f%% of the device's %.2f GiB",
+                 p->mem_peak / 1073741824.0,
+                 v,
+                 p->mem_total / 1073741824.0);
+    else
+        snprintf(s,
+                 sizeof(s),
+                 "at the peak %.2f GiB of the %.2f GiB reserved (%.1f%%) hold no tensor "
+                 "(fragmentation)",
+                 frag / 1073741824.0,
+                 p->mem_reserved / 1073741824.0,
+                 fpct);
     json_t *b = add(list,
                     "memory_headroom",
-                    v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN,
+                    full && v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN,
                     p,
-                    v,
-                    th,
-                    "% of device memory",
+                    full ? v : fpct,
+                    full ? th : MEM_FRAG_PCT,
+                    full ? "% of device memory" : "% of reserved memory unused at the peak",
                     s);
-    json_object_set_new(b,
-                        "evidence",
-                        json_pack("{s:f,s:f,s:f}",
-                                  "peak_bytes",
-                                  p->mem_peak,
-                                  "device_bytes",
-                                  p->mem_total,
-                                  "peak_ts",
-                                  p->mem_peak_ts));
+    json_t *ev = json_pack("{s:f,s:f,s:f}",
+                           "peak_bytes",
+                           p->mem_peak,
+                           "device_bytes",
+                           p->mem_total,
+                           "peak_ts",
+                           p->mem_peak_ts);
+    json_object_set_new(ev,
+                        "reserved_at_peak_bytes",
+                        p->mem_reserved >= 0 ? json_real(p->mem_reserved) : json_null());
+    json_object_set_new(
+        ev, "fragmentation_bytes", p->mem_reserved >= 0 ? json_real(frag) : json_null());
+    json_object_set_new(b, "evidence", ev);
     char *cmd = NULL;
-    if (p->src->kind != SWIFT_AN_KINETO && p->src->argv) {
+    if (full && p->src->kind != SWIFT_AN_KINETO && p->src->argv) {
         long bs = swift_an_argv_long(p->src->argv, "per-device-train-batch-size", 0);
         if (bs > 1) {
             char val[32];
@@ -472,7 +495,10 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
         }
     }
     set_remedy(b,
-               p->src->kind == SWIFT_AN_KINETO
+               !full ? "let the caching allocator grow segments instead of splitting them: "
+                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or "
+                       "max_split_size_mb:128); allocate long-lived buffers first"
+               : p->src->kind == SWIFT_AN_KINETO
                    ? "keep 10% headroom: activation checkpointing "
                      "(torch.utils.checkpoint), mixed precision (torch.autocast), a smaller "
                      "micro-batch with gradient accumulation"

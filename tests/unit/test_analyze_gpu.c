@@ -260,15 +260,16 @@ static void write_kineto(const char *path, int64_t host_tid)
         case A_ALLOC:
         case A_FREE:
             allocated += a->kind == A_ALLOC ? a->bytes : -a->bytes;
+            /* no "Total Reserved": CUPTI's memory records (ours) have no caching allocator's
+             * reserved bytes, so the report's reserved/fragmentation are null in both */
             fprintf(fp,
                     "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":%lld,\"tid\":%lld,"
                     "\"ts\":%s,\"args\":{\"Device Type\":1,\"Device Id\":0,\"Addr\":1,"
-                    "\"Bytes\":%lld,\"Total Allocated\":%lld,\"Total Reserved\":%lld}}",
+                    "\"Bytes\":%lld,\"Total Allocated\":%lld}}",
                     pid,
                     (long long)host_tid,
                     ts,
                     (long long)(a->kind == A_ALLOC ? a->bytes : -a->bytes),
-                    (long long)allocated,
                     (long long)allocated);
             break;
         }
@@ -554,6 +555,15 @@ static void test_same_numbers(void **state)
                                        "nccl",
                                        "gpu_utilization",
                                        "memory"};
+    /* peak_ops: the Kineto [memory] instant sits on a host thread inside ProfilerStep#N; our
+     * memory counters come from CUPTI's driver-level records, with no host thread, so theirs is
+     * null. Checked apart, then left out of the key-by-key comparison. */
+    json_t *dk = json_array_get(json_object_get(json_object_get(pk, "memory"), "devices"), 0);
+    json_t *dv = json_array_get(json_object_get(json_object_get(po, "memory"), "devices"), 0);
+    assert_true(json_is_array(json_object_get(dk, "peak_ops")));
+    assert_true(json_is_null(json_object_get(dv, "peak_ops")));
+    json_object_del(dk, "peak_ops");
+    json_object_del(dv, "peak_ops");
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         expect_same(pk, po, keys[i]);
     assert_true(json_array_size(json_object_get(po, "kernels")) >= 3);
