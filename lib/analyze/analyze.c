@@ -367,9 +367,7 @@ int swift_an_procs_build(const struct swift_an_set *set, const struct swift_anal
     struct swift_an_proc *ps = swift_xcalloc(set->n + 1, sizeof(*ps));
     struct build_ctx c = {set, o, ps};
     /* each process alone, in parallel with --threads: the results do not depend on the
-     * number of threads (tests/cli/trace-analyze-ranks.bats); the kernel-type patterns are
-     * compiled once here, before any thread uses them */
-    swift_an_kernel_type("a");
+     * number of threads (tests/cli/trace-analyze-ranks.bats) */
     int nt = o->threads > 0 ? o->threads : swift_ncpus();
     if (nt > 1 && set->n > 1) {
         struct swift_pool *pool = swift_pool_new(nt);

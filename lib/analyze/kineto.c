@@ -9,6 +9,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <math.h>
+#include <pthread.h>
 #include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +51,11 @@ static const char *const re_src[3] = {
     "(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|"
     "(^collective_subgraph_execution)"};
 static pcre2_code *re_code[3];
+static pthread_once_t re_once = PTHREAD_ONCE_INIT;
 
-static int re_match(int i, const char *s)
+static void re_compile(void)
 {
-    if (!re_code[i]) {
+    for (int i = 0; i < 3; i++) {
         int err;
         PCRE2_SIZE eoff;
         re_code[i] = pcre2_compile(
@@ -62,6 +64,12 @@ static int re_match(int i, const char *s)
             abort();
         pcre2_jit_compile(re_code[i], PCRE2_JIT_COMPLETE);
     }
+}
+
+/* Thread-safe: the patterns are compiled once, by whichever thread comes first (-j). */
+static int re_match(int i, const char *s)
+{
+    pthread_once(&re_once, re_compile);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re_code[i], NULL);
     int rc = pcre2_match(re_code[i], (PCRE2_SPTR)s, strlen(s), 0, 0, md, NULL);
     pcre2_match_data_free(md);
