@@ -56,6 +56,15 @@ static int hub_error(struct dl *d, const char *url, const struct swift_http_resp
                        r->body ? r->body : "");
 }
 
+/* Under the lock: resume from the old manifest, run the jobs, write the new manifest. */
+static int jobs_and_manifest(struct dl *d)
+{
+    swift_dl_pick_manifest_name(d);
+    swift_dl_load_old_manifest(d);
+    int rc = swift_dl_run_jobs(d);
+    return rc == 0 ? swift_dl_write_manifest(d) : rc;
+}
+
 /* Fetch and parse the hub's file listing; a job per wanted file (from the resolved commit on
  * HF, so that a moving branch cannot mix two snapshots). */
 static int hub_list(struct dl *d)
@@ -171,11 +180,7 @@ int swift_dl_run_hub(struct dl *d)
     free(lockpath);
     if (lock < 0)
         return -1;
-    swift_dl_pick_manifest_name(d);
-    swift_dl_load_old_manifest(d);
-    int rc = swift_dl_run_jobs(d);
-    if (rc == 0)
-        rc = swift_dl_write_manifest(d);
+    int rc = jobs_and_manifest(d);
     if (rc == 0 && d->blobs && strcmp(d->rev, d->commit)) {
         /* refs/<revision> holds the commit, as in huggingface_hub's cache */
         char *repo = swift_hub_cache_repo_dir(d->kind, o->dataset, o->source);
@@ -206,11 +211,7 @@ static int into_output(struct dl *d, const char *what)
     free(lockpath);
     if (lock < 0)
         return -1;
-    swift_dl_pick_manifest_name(d);
-    swift_dl_load_old_manifest(d);
-    int rc = swift_dl_run_jobs(d);
-    if (rc == 0)
-        rc = swift_dl_write_manifest(d);
+    int rc = jobs_and_manifest(d);
     close(lock);
     return rc;
 }
