@@ -424,8 +424,12 @@ static int train_loop(struct run *r)
     int saved_last = 0;
     for (long step = r->step0; step < r->max_steps; step++) {
         enum swift_profile_action pa = swift_profile_action(&r->prof, step);
-        swift_trace_set_detail(pa == SWIFT_PROF_RECORD || pa == SWIFT_PROF_RECORD_AND_SAVE);
-        r->be.ops->device_trace(o->profile && swift_trace_detail());
+        /* per-op detail (and CUPTI) only in --profile's active steps; the device is synced and
+         * CUPTI stopped only after such a step, never on an ordinary one */
+        int detail = o->profile && (pa == SWIFT_PROF_RECORD || pa == SWIFT_PROF_RECORD_AND_SAVE);
+        swift_trace_set_detail(detail);
+        if (detail)
+            r->be.ops->device_trace(1);
         int64_t t0 = swift_trace_now();
         double lr =
             swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup, r->max_steps);
@@ -464,9 +468,10 @@ static int train_loop(struct run *r)
             return SWIFT_FAILED;
         int64_t te = swift_trace_now();
         swift_trace_span("optim", "optimizer", to, te, NULL, 0);
-        /* per-op detail covers the step only, not the eval or checkpoint after it */
-        swift_trace_set_detail(0);
-        r->be.ops->device_trace(0);
+        if (detail) { /* detail covers the step only, not the eval or checkpoint after it */
+            swift_trace_set_detail(0);
+            r->be.ops->device_trace(0);
+        }
 
         /* records, eval, checkpoint, signal */
         long gs = step + 1;
