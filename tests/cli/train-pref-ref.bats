@@ -15,7 +15,6 @@
 # cancellation in the margin makes 3e-5 of the margin here).
 # A case whose flags swift-train does not have yet is skipped, naming the flag.
 
-M=tests/fixtures/model/llama
 D=tests/fixtures/pairs-ref
 E=$D/expected.json
 T="$SWIFT_BIN/swift-train"
