@@ -224,6 +224,11 @@ int swift_an_ranks_repeat(json_t *bs, size_t i, char *more, size_t n);
 
 /* ---------- oproof.c: the op roofline table of a Kineto trace with record_shapes ---------- */
 
+/* While loading: keep event ev (record made, its fields f; e its jansson object or NULL when the
+ * fast scanner read it) in s->shape when it is a CPU op with shapes. */
+void swift_an_oproof_note(struct swift_an_source *s, const struct swift_an_ev *ev,
+                          const struct swift_an_fev *f, json_t *e);
+void swift_an_oproof_free(struct swift_an_source *s);
 /* {"device" (deviceProperties name or null), "peak" ({tflops_16bit, tflops_fp32, tbps} or null
  * for a device roofline.c does not know), "span_us" (the steps' time, or the wall time),
  * "ops_with_shapes", "n_rows", "rows": the `top` (op name, input shape) pairs by device time:

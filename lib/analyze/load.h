@@ -87,6 +87,17 @@ struct swift_an_damage {
 
 #define SWIFT_AN_MAX_DEV 16
 
+/* A CPU op with its input shapes, kept while loading for the op roofline (oproof.c): Kineto
+ * cpu_op / Operator events with record_shapes' "Input Dims" (dims, types and conc are the
+ * "Input Dims", "Input type" and "Concrete Inputs" arrays as JSON text, interned in the
+ * source's shape_strs; SWIFT_AN_NONE when absent). Times as in the file. */
+struct swift_an_shape {
+    double ts, dur;
+    int64_t tid, ext;           /* INT64_MIN when absent */
+    uint32_t name;              /* interned in the set's strs */
+    uint32_t dims, types, conc; /* interned in the source's shape_strs */
+};
+
 /* One input file: one process (one rank of one stage, or one Kineto trace). */
 struct swift_an_source {
     char *path;
@@ -120,6 +131,11 @@ struct swift_an_source {
     long nevents;       /* events seen (every ph) */
     long unknown_cat;   /* our traces: events with a category outside the set */
     struct swift_an_damage damage;
+
+    /* CPU ops with shapes (oproof.c), owned */
+    struct swift_an_shape *shape;
+    size_t nshape, capshape;
+    struct swift_an_strtab shape_strs;
 };
 
 struct swift_an_set {
