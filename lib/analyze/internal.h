@@ -239,6 +239,15 @@ void swift_an_oproof_free(struct swift_an_source *s);
 json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p,
                              int top);
 
+/* oproof_spans.c: the same table for our --profile traces, from the op spans' "shape" and
+ * "flops" args (docs/formats.md): per (span name, shape) in the steps, input_dims and
+ * input_types read from the shape (fp32), calls, device_us (the spans' time), share, gflop,
+ * gb (roofline.h's formula), gflops, tflops, tbps, intensity, bound (null: no memory roof),
+ * roofline_fraction (achieved GFLOP/s over the run's peak_gflops), lost_us; top level adds
+ * "peak_gflops" and "peak" {"gflops"}. null when no span carries a shape. */
+json_t *swift_an_oproof_spans_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                                   int top);
+
 /* rule_roofline.c: the rule low_efficiency on one process (its report object `proc`, with
  * "op_roofline"); appends to the bottlenecks `list` when it fires. */
 void swift_an_rule_low_efficiency(json_t *list, const struct swift_an_proc *p, json_t *proc,

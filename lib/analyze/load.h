@@ -90,10 +90,13 @@ struct swift_an_damage {
 /* A CPU op with its input shapes, kept while loading for the op roofline (oproof.c): Kineto
  * cpu_op / Operator events with record_shapes' "Input Dims" (dims, types and conc are the
  * "Input Dims", "Input type" and "Concrete Inputs" arrays as JSON text, interned in the
- * source's shape_strs; SWIFT_AN_NONE when absent). Times as in the file. */
+ * source's shape_strs; SWIFT_AN_NONE when absent), and our --profile op spans (cat compute)
+ * with a non-empty "shape" arg (dims: that string; types, conc SWIFT_AN_NONE). Times as in
+ * the file. */
 struct swift_an_shape {
     double ts, dur;
     int64_t tid, ext;           /* INT64_MIN when absent */
+    double flops;               /* our spans: args.flops (NAN when absent) */
     uint32_t name;              /* interned in the set's strs */
     uint32_t dims, types, conc; /* interned in the source's shape_strs */
 };
@@ -222,6 +225,7 @@ enum {
     AK_PEAK,   /* our --profile traces: the counter "peak_gflops" */
     AK_TOTRES, /* Kineto [memory]: "Total Reserved" */
     AK_MBYTES, /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
+    AK_SHAPE,  /* our --profile op spans: "shape" (a string, docs/trace-schema.md) */
     AK_N
 };
 struct swift_an_fev {

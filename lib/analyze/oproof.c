@@ -164,13 +164,23 @@ void swift_an_oproof_note(struct swift_an_source *s, const struct swift_an_ev *e
                           const struct swift_an_fev *f, json_t *e)
 {
     if (f->ph.t != SWIFT_AN_FV_STR || strcmp(f->ph.s, "X") || f->cat.t != SWIFT_AN_FV_STR ||
-        (strcmp(f->cat.s, "cpu_op") && strcmp(f->cat.s, "Operator")) ||
         f->name.t != SWIFT_AN_FV_STR)
         return;
-    json_t *args = e ? json_object_get(e, "args") : NULL;
-    uint32_t dims = arg_text(s, &f->a[AK_DIMS], args, "Input Dims");
-    if (dims == SWIFT_AN_NONE)
+    uint32_t dims;
+    json_t *args = NULL;
+    const struct swift_an_fval *sh = &f->a[AK_SHAPE], *fl = &f->a[AK_FLOPS];
+    if (!strcmp(f->cat.s, "compute")) { /* our --profile op spans */
+        if (sh->t != SWIFT_AN_FV_STR || !sh->len)
+            return;
+        dims = swift_an_intern(&s->shape_strs, sh->s, sh->len);
+    } else if (!strcmp(f->cat.s, "cpu_op") || !strcmp(f->cat.s, "Operator")) {
+        args = e ? json_object_get(e, "args") : NULL;
+        dims = arg_text(s, &f->a[AK_DIMS], args, "Input Dims");
+        if (dims == SWIFT_AN_NONE)
+            return;
+    } else {
         return;
+    }
     if (s->nshape == s->capshape) {
         s->capshape = s->capshape ? s->capshape * 2 : 1024;
         s->shape = swift_xrealloc(s->shape, s->capshape * sizeof(*s->shape));
@@ -184,8 +194,12 @@ void swift_an_oproof_note(struct swift_an_source *s, const struct swift_an_ev *e
         o->ext = fv_int(&f->a[AK_EXT_LC]);
     o->name = ev->name;
     o->dims = dims;
-    o->types = arg_text(s, &f->a[AK_TYPES], args, "Input type");
-    o->conc = arg_text(s, &f->a[AK_CONC], args, "Concrete Inputs");
+    o->flops = fl->t == SWIFT_AN_FV_INT ? (double)fl->i : fl->t == SWIFT_AN_FV_REAL ? fl->d : NAN;
+    o->types = o->conc = SWIFT_AN_NONE;
+    if (strcmp(f->cat.s, "compute")) {
+        o->types = arg_text(s, &f->a[AK_TYPES], args, "Input type");
+        o->conc = arg_text(s, &f->a[AK_CONC], args, "Concrete Inputs");
+    }
 }
 
 void swift_an_oproof_free(struct swift_an_source *s)
@@ -427,6 +441,8 @@ static int kernel_times(const struct swift_an_set *set, const struct swift_an_pr
 json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top)
 {
     const struct swift_an_source *s = p->src;
+    if (s->kind == SWIFT_AN_SWIFT)
+        return swift_an_oproof_spans_json(set, p, top);
     if (s->kind != SWIFT_AN_KINETO || !p->has_kineto || !p->k.has_gpu || !s->path)
         return json_null();
     struct swift_an_strtab keys = {0};
