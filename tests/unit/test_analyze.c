@@ -247,6 +247,10 @@ static void test_our_trace_end_to_end(void **state)
     json_t *r = swift_an_report_build(&set, procs, n, &o);
     json_t *ds = find_rule(r, "data_stall");
     assert_non_null(ds);
+    /* durations people read are in ms (the evidence keeps µs numbers) */
+    assert_string_equal(
+        json_string_value(json_object_get(ds, "summary")),
+        "30.00% of step time is spent waiting for data (30.0 ms of 100 ms per step)");
     assert_string_equal(json_string_value(json_object_get(ds, "severity")),
                         "critical"); /* 30% >= 2 x 10% */
     assert_string_equal(json_string_value(json_object_get(ds, "command")),
