@@ -197,6 +197,9 @@ int swift_an_same_job(const struct swift_an_proc *a, const struct swift_an_proc 
 void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *ps, size_t n);
 /* The report's "collectives": one row per process with matched collectives (docs/formats.md). */
 json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n);
+/* The link between the GPUs of s (by its deviceProperties name): its name and per-direction
+ * GB/s; 0, or -1 (nothing set) for a device the table in collectives.c does not know. */
+int swift_an_link_of(const struct swift_an_source *s, const char **name, double *gbps);
 /* nccl-tests' busbw/algbw factor of a collective named like "allreduce" for n ranks (NAN when
  * unknown). */
 double swift_an_busbw_factor(const char *collective, int n);

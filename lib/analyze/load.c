@@ -334,6 +334,7 @@ static void record_comm(struct swift_an_set *set, struct swift_an_source *s, str
     cm->in_nelems = int_arg(args, "In msg nelems", -1);
     cm->out_nelems = int_arg(args, "Out msg nelems", -1);
     cm->group_size = int_arg(args, "Group size", -1);
+    cm->seq = int_arg(args, "Seq", int_arg(args, "seq", -1));
     ev->comm = (uint32_t)s->ncomm++;
 }
 

@@ -47,6 +47,7 @@ static inline const char *swift_an_str(const struct swift_an_strtab *t, uint32_t
 struct swift_an_comm {
     uint32_t collective, dtype, in_split, out_split, pg_name, pg_desc, pg_ranks; /* interned */
     int64_t in_nelems, out_nelems, group_size;
+    int64_t seq; /* "Seq" / "seq": the collective's number in its process group, -1 if none */
 };
 
 enum { SWIFT_AN_NONE = UINT32_MAX };

@@ -590,11 +590,11 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
     fprintf(
         fp,
         md ? "\n## Collectives across ranks\n\n| rank | matched | time | skew | transfer | "
-             "skew %% | algbw | busbw | arrived last | others waited |\n"
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+             "skew %% | algbw | busbw | arrived last | others waited | busbw of link |\n"
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
            : "\nCollectives across ranks (skew: waiting for the last rank):\n"
              "  rank  matched       time       skew   transfer  skew%%        algbw        busbw  "
-             "last  others waited\n");
+             "last  others waited  busbw of link\n");
     size_t i, nc = json_array_size(cs);
     char *keep = swift_xmalloc(nc + 1);
     swift_an_ranks_pick(cs, "skew_caused_us", top, keep);
@@ -602,8 +602,16 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
     {
         if (!keep[i])
             continue;
-        char t[32], sk[32], tr[32], cw[32], ab[32], bb[32];
+        char t[32], sk[32], tr[32], cw[32], ab[32], bb[32], lk[128] = "-";
         double alg = swift_an_jnum(c, "algbw_gbps"), bus = swift_an_jnum(c, "busbw_gbps");
+        double lf = swift_an_jnum(c, "busbw_link_fraction");
+        if (isfinite(lf))
+            snprintf(lk,
+                     sizeof(lk),
+                     "%.1f%% of %g GB/s (%s)",
+                     100 * lf,
+                     swift_an_jnum(c, "link_gbps"),
+                     swift_an_jstr(c, "link"));
         snprintf(ab, sizeof(ab), isfinite(alg) ? "%.2f GB/s" : "-", alg);
         snprintf(bb, sizeof(bb), isfinite(bus) ? "%.2f GB/s" : "-", bus);
         swift_an_dur(t, sizeof(t), swift_an_jnum(c, "comm_us"));
@@ -611,8 +619,8 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
         swift_an_dur(tr, sizeof(tr), swift_an_jnum(c, "transfer_us"));
         swift_an_dur(cw, sizeof(cw), swift_an_jnum(c, "skew_caused_us"));
         fprintf(fp,
-                md ? "| %g | %g | %s | %s | %s | %.1f%% | %s | %s | %g | %s |\n"
-                   : "  %4g  %7g  %9s  %9s  %9s  %5.1f  %11s  %11s  %4g  %s\n",
+                md ? "| %g | %g | %s | %s | %s | %.1f%% | %s | %s | %g | %s | %s |\n"
+                   : "  %4g  %7g  %9s  %9s  %9s  %5.1f  %11s  %11s  %4g  %13s  %s\n",
                 swift_an_jnum(c, "rank"),
                 swift_an_jnum(c, "matched"),
                 t,
@@ -622,7 +630,8 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
                 ab,
                 bb,
                 swift_an_jnum(c, "arrived_last"),
-                cw);
+                cw,
+                lk);
     }
     free(keep);
     if (nc > SWIFT_AN_RANKS_DETAIL)

@@ -291,6 +291,16 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
     if (p->coll.n)
         json_object_set_new(ev, "skew_us", json_real(r2(waited)));
+    if (p->coll.bw_us > 0) { /* the transfer's bus bandwidth against the link (collectives.c) */
+        double bus = p->coll.bus_bytes / p->coll.bw_us / 1e3, lg;
+        const char *ln;
+        json_object_set_new(ev, "busbw_gbps", json_real(r2(bus)));
+        if (swift_an_link_of(p->src, &ln, &lg) == 0) {
+            json_object_set_new(ev, "link", json_string(ln));
+            json_object_set_new(ev, "link_gbps", json_real(lg));
+            json_object_set_new(ev, "busbw_link_fraction", json_real(round(bus / lg * 1e4) / 1e4));
+        }
+    }
     if (gpu)
         json_object_set_new(ev, "comm_comp_overlap_pct", json_real(p->k.overlap_pct));
     json_object_set_new(ev, "worst_spans", worst_spans(p, p->comm_part, o->top));
