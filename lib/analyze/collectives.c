@@ -10,16 +10,21 @@
  * NCCL args, else the stream; ours: the span name), along each rank's sequence in time order:
  *   ours:   the same (step, occurrence of that name within the step) on every rank (every rank
  *           runs the same collectives in the same order in a step);
- *   Kineto: the heads of all ranks are one collective when they are the same kind and all
- *           overlap in time (a collective ends on no rank before the last one arrived);
- *           otherwise the head that ends first can match nothing later and is dropped (this
- *           also skips the kernels a sampled trace has on one rank only).
+ *   Kineto with NCCL's sequence number ("Seq" or "seq" in the kernels' args, newer
+ *           PyTorch) on every collective of the key on every rank: the same (process group,
+ *           seq) on every rank, whatever the order or the times;
+ *   Kineto otherwise: the heads of all ranks are one collective when they are the same kind
+ *           and all overlap in time (a collective ends on no rank before the last one
+ *           arrived); otherwise the head that ends first can match nothing later and is
+ *           dropped (this also skips the kernels a sampled trace has on one rank only).
  * For a matched collective with start b_r and duration d_r on rank r: last = max b_r;
  * skew_r = min(last - b_r, d_r), transfer_r = d_r - skew_r; the rank that started last caused
  * the skew: it is charged the longest skew of the others. Bandwidth as nccl-tests reports it:
  * algbw = bytes / transfer, busbw = algbw * factor (allreduce 2(n-1)/n, allgather,
  * reducescatter and alltoall (n-1)/n, broadcast, reduce and send/recv 1), with bytes the
  * larger of the in and out message (Kineto args: nelems * dtype size; ours: args.bytes).
+ * busbw is set against the peak of the link between the GPUs (link_of: by the
+ * deviceProperties name; per direction, as nccl-tests' busbw compares to).
  */
 #include "lib/analyze/internal.h"
 #include "lib/analyze/kineto.h"
@@ -45,7 +50,8 @@ enum {
 
 struct citem {
     double b, e, bytes;
-    int64_t tag; /* ours: step * 4096 + occurrence; Kineto: -1 (match by overlap) */
+    int64_t tag; /* ours: step * 4096 + occurrence; Kineto: NCCL's Seq, or -1 (match by
+                    overlap) */
     uint32_t key;
     int kind, gsize;
 };
@@ -218,6 +224,8 @@ static void collect(const struct swift_an_set *set, const struct swift_an_proc *
                     it.kind = kind_of(swift_an_str(st, cm->collective));
                 if (cm->group_size > 0)
                     it.gsize = (int)cm->group_size;
+                if (cm->seq >= 0)
+                    it.tag = cm->seq;
                 int64_t ne = cm->in_nelems > cm->out_nelems ? cm->in_nelems : cm->out_nelems;
                 double ds =
                     cm->dtype != SWIFT_AN_NONE ? dtype_size(swift_an_str(st, cm->dtype)) : 0;
@@ -314,6 +322,32 @@ static void match_key(struct swift_an_proc **mem, size_t m, struct crank *rk, si
     }
 }
 
+static int cmp_tag(const void *a, const void *b, void *arg)
+{
+    (void)arg;
+    const struct citem *x = a, *y = b;
+    if (x->tag != y->tag)
+        return x->tag < y->tag ? -1 : 1;
+    return (x->b > y->b) - (x->b < y->b);
+}
+
+/* Kineto: a key whose collectives all carry NCCL's Seq on every rank is matched by it (each
+ * rank's range [h, end) in Seq order); otherwise by overlap in time (tags cleared). */
+static void kineto_tags(struct crank *rk, size_t m, const size_t *h, const size_t *end)
+{
+    int all = 1;
+    for (size_t r = 0; r < m && all; r++)
+        for (size_t i = h[r]; i < end[r] && all; i++)
+            all = rk[r].it[i].tag >= 0;
+    for (size_t r = 0; r < m; r++) {
+        if (all)
+            swift_an_sort_r(rk[r].it + h[r], end[r] - h[r], sizeof(*rk[r].it), cmp_tag, NULL);
+        else
+            for (size_t i = h[r]; i < end[r]; i++)
+                rk[r].it[i].tag = -1;
+    }
+}
+
 static void match_job(const struct swift_an_set *set, struct swift_an_proc **mem, size_t m)
 {
     struct crank *rk = swift_xcalloc(m, sizeof(*rk));
@@ -334,6 +368,8 @@ static void match_job(const struct swift_an_set *set, struct swift_an_proc **mem
             while (end[r] < rk[r].n && rk[r].it[end[r]].key == key)
                 end[r]++;
         }
+        if (mem[0]->src->kind == SWIFT_AN_KINETO)
+            kineto_tags(rk, m, h, end);
         match_key(mem, m, rk, h, end);
         for (size_t r = 0; r < m; r++)
             h[r] = end[r];
@@ -365,6 +401,51 @@ void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *
     free(mem);
 }
 
+/*
+ * The peak of the link between two GPUs of one node, per direction (the figure nccl-tests'
+ * busbw is compared to), by the deviceProperties name, the more specific first:
+ * - H100 SXM5 and H200: NVLink 4, 900 GB/s total bidirectional (NVIDIA H100 Tensor Core GPU
+ *   datasheet, "NVLink: 900GB/s"; H200 product page, "NVIDIA NVLink: 900GB/s"): 450 each way.
+ * - H100 NVL: NVLink bridge 600 GB/s bidirectional (H100 datasheet, H100 NVL column): 300.
+ * - A100 SXM4: NVLink 3, 600 GB/s bidirectional (NVIDIA A100 datasheet): 300.
+ * - V100 SXM2 (the DGX Station's "DGXS" too): NVLink 2, 300 GB/s bidirectional (NVIDIA V100
+ *   datasheet): 150.
+ * - PCIe cards without NVLink (H100 PCIe, A100 PCIe, L4, V100 PCIe): the x16 slot, PCI-SIG's
+ *   16 / 32 GT/s per lane for Gen4 / Gen5 with 128b/130b coding, 31.5 / 63 GB/s raw each way,
+ *   of which about 80% is data after TLP headers: ~25 GB/s (Gen4: A100 PCIe, L4), ~50 GB/s
+ *   (Gen5: H100 PCIe); Gen3 (V100 PCIe, 8 GT/s): ~12 GB/s.
+ * Across nodes the network is the link (not known from the trace): rows say which link they
+ * assumed ("link").
+ */
+static const struct {
+    const char *match, *link;
+    double gbps;
+} links[] = {
+    {"H100 PCIe", "PCIe Gen5 x16", 50},
+    {"H100 NVL", "NVLink bridge (H100 NVL)", 300},
+    {"H100", "NVLink 4 (H100 SXM)", 450},
+    {"H200", "NVLink 4 (H200)", 450},
+    {"A100 80GB PCIe", "PCIe Gen4 x16", 25},
+    {"A100-PCIE", "PCIe Gen4 x16", 25},
+    {"A100", "NVLink 3 (A100 SXM)", 300},
+    {"V100-PCIE", "PCIe Gen3 x16", 12},
+    {"V100", "NVLink 2 (V100 SXM2)", 150},
+    {"L4", "PCIe Gen4 x16", 25},
+};
+
+int swift_an_link_of(const struct swift_an_source *s, const char **name, double *gbps)
+{
+    json_t *props = json_object_get(s->meta, "deviceProperties");
+    const char *dev = json_string_value(json_object_get(json_array_get(props, 0), "name"));
+    for (size_t i = 0; dev && i < sizeof(links) / sizeof(links[0]); i++)
+        if (strstr(dev, links[i].match)) {
+            *name = links[i].link;
+            *gbps = links[i].gbps;
+            return 0;
+        }
+    return -1;
+}
+
 static json_t *num2(double v)
 {
     return isfinite(v) ? json_real(round(v * 100) / 100) : json_null();
@@ -391,6 +472,15 @@ json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n)
         json_object_set_new(o, "bytes", num2(c->bw_bytes));
         json_object_set_new(o, "algbw_gbps", num2(alg));
         json_object_set_new(o, "busbw_gbps", num2(bus));
+        const char *ln = NULL;
+        double lg = NAN;
+        swift_an_link_of(p->src, &ln, &lg);
+        json_object_set_new(o, "link", ln ? json_string(ln) : json_null());
+        json_object_set_new(o, "link_gbps", num2(lg));
+        json_object_set_new(o,
+                            "busbw_link_fraction",
+                            isfinite(bus) && lg > 0 ? json_real(round(bus / lg * 1e4) / 1e4)
+                                                    : json_null());
         json_object_set_new(o, "arrived_last", json_integer((json_int_t)c->last_n));
         json_object_set_new(o, "skew_caused_us", num2(c->caused_us));
         json_array_append_new(a, o);

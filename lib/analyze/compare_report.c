@@ -149,12 +149,15 @@ static void print_steps(FILE *fp, json_t *d, int md)
         json_array_foreach(tp, i, r) delta_line(fp, r, "part", md);
     }
     json_t *gu = json_object_get(d, "gpu_utilization");
-    if (json_is_object(gu))
-        fprintf(fp,
-                md ? "\nGPU utilization: %.2f%% → %.2f%%\n"
-                   : "  GPU utilization: %.2f%% -> %.2f%%\n",
-                100 * swift_an_jnum(gu, "control"),
-                100 * swift_an_jnum(gu, "test"));
+    if (json_is_object(gu)) {
+        char u[2][16]; /* a side without GPU: "-", as the roofline rows */
+        for (int k = 0; k < 2; k++) {
+            double v = swift_an_jnum(gu, k ? "test" : "control");
+            snprintf(u[k], sizeof(u[k]), isfinite(v) ? "%.2f%%" : "-", 100 * v);
+        }
+        fprintf(
+            fp, md ? "\nGPU utilization: %s → %s\n" : "  GPU utilization: %s -> %s\n", u[0], u[1]);
+    }
 }
 
 static void print_bottlenecks(FILE *fp, json_t *d, int md)

@@ -197,6 +197,9 @@ int swift_an_same_job(const struct swift_an_proc *a, const struct swift_an_proc 
 void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *ps, size_t n);
 /* The report's "collectives": one row per process with matched collectives (docs/formats.md). */
 json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n);
+/* The link between the GPUs of s (by its deviceProperties name): its name and per-direction
+ * GB/s; 0, or -1 (nothing set) for a device the table in collectives.c does not know. */
+int swift_an_link_of(const struct swift_an_source *s, const char **name, double *gbps);
 /* nccl-tests' busbw/algbw factor of a collective named like "allreduce" for n ranks (NAN when
  * unknown). */
 double swift_an_busbw_factor(const char *collective, int n);
@@ -224,6 +227,11 @@ int swift_an_ranks_repeat(json_t *bs, size_t i, char *more, size_t n);
 
 /* ---------- oproof.c: the op roofline table of a Kineto trace with record_shapes ---------- */
 
+/* While loading: keep event ev (record made, its fields f; e its jansson object or NULL when the
+ * fast scanner read it) in s->shape when it is a CPU op with shapes. */
+void swift_an_oproof_note(struct swift_an_source *s, const struct swift_an_ev *ev,
+                          const struct swift_an_fev *f, json_t *e);
+void swift_an_oproof_free(struct swift_an_source *s);
 /* {"device" (deviceProperties name or null), "peak" ({tflops_16bit, tflops_fp32, tbps} or null
  * for a device roofline.c does not know), "span_us" (the steps' time, or the wall time),
  * "ops_with_shapes", "n_rows", "rows": the `top` (op name, input shape) pairs by device time:
@@ -233,6 +241,15 @@ int swift_an_ranks_repeat(json_t *bs, size_t i, char *more, size_t n);
  * fits. null for our traces, traces without GPU work and traces without record_shapes. */
 json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p,
                              int top);
+
+/* oproof_spans.c: the same table for our --profile traces, from the op spans' "shape" and
+ * "flops" args (docs/formats.md): per (span name, shape) in the steps, input_dims and
+ * input_types read from the shape (fp32), calls, device_us (the spans' time), share, gflop,
+ * gb (roofline.h's formula), gflops, tflops, tbps, intensity, bound (null: no memory roof),
+ * roofline_fraction (achieved GFLOP/s over the run's peak_gflops), lost_us; top level adds
+ * "peak_gflops" and "peak" {"gflops"}. null when no span carries a shape. */
+json_t *swift_an_oproof_spans_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                                   int top);
 
 /* rule_roofline.c: the rule low_efficiency on one process (its report object `proc`, with
  * "op_roofline"); appends to the bottlenecks `list` when it fires. */

@@ -334,6 +334,7 @@ static void record_comm(struct swift_an_set *set, struct swift_an_source *s, str
     cm->in_nelems = int_arg(args, "In msg nelems", -1);
     cm->out_nelems = int_arg(args, "Out msg nelems", -1);
     cm->group_size = int_arg(args, "Group size", -1);
+    cm->seq = int_arg(args, "Seq", int_arg(args, "seq", -1));
     ev->comm = (uint32_t)s->ncomm++;
 }
 
@@ -413,6 +414,7 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
     if (f->args != 1)
         return 0;
     record_args(s, ev, f->a);
+    swift_an_oproof_note(s, ev, f, e);
     /* our comm spans: the bytes they moved (collectives.c's bandwidth) */
     if (s->kind == SWIFT_AN_SWIFT && has_cat && !strcmp(f->cat.s, "comm"))
         ev->aux = fv_int(&f->a[AK_BYTES], 0);
@@ -500,6 +502,7 @@ static void source_release(struct swift_an_source *s)
     free(s->ev);
     free(s->comm);
     swift_an_mem_free(s);
+    swift_an_oproof_free(s);
     memset(s, 0, sizeof(*s));
 }
 

@@ -47,6 +47,7 @@ static inline const char *swift_an_str(const struct swift_an_strtab *t, uint32_t
 struct swift_an_comm {
     uint32_t collective, dtype, in_split, out_split, pg_name, pg_desc, pg_ranks; /* interned */
     int64_t in_nelems, out_nelems, group_size;
+    int64_t seq; /* "Seq" / "seq": the collective's number in its process group, -1 if none */
 };
 
 enum { SWIFT_AN_NONE = UINT32_MAX };
@@ -87,6 +88,20 @@ struct swift_an_damage {
 
 #define SWIFT_AN_MAX_DEV 16
 
+/* A CPU op with its input shapes, kept while loading for the op roofline (oproof.c): Kineto
+ * cpu_op / Operator events with record_shapes' "Input Dims" (dims, types and conc are the
+ * "Input Dims", "Input type" and "Concrete Inputs" arrays as JSON text, interned in the
+ * source's shape_strs; SWIFT_AN_NONE when absent), and our --profile op spans (cat compute)
+ * with a non-empty "shape" arg (dims: that string; types, conc SWIFT_AN_NONE). Times as in
+ * the file. */
+struct swift_an_shape {
+    double ts, dur;
+    int64_t tid, ext;           /* INT64_MIN when absent */
+    double flops;               /* our spans: args.flops (NAN when absent) */
+    uint32_t name;              /* interned in the set's strs */
+    uint32_t dims, types, conc; /* interned in the source's shape_strs */
+};
+
 /* One input file: one process (one rank of one stage, or one Kineto trace). */
 struct swift_an_source {
     char *path;
@@ -120,6 +135,11 @@ struct swift_an_source {
     long nevents;       /* events seen (every ph) */
     long unknown_cat;   /* our traces: events with a category outside the set */
     struct swift_an_damage damage;
+
+    /* CPU ops with shapes (oproof.c), owned */
+    struct swift_an_shape *shape;
+    size_t nshape, capshape;
+    struct swift_an_strtab shape_strs;
 };
 
 struct swift_an_set {
@@ -206,6 +226,7 @@ enum {
     AK_PEAK,   /* our --profile traces: the counter "peak_gflops" */
     AK_TOTRES, /* Kineto [memory]: "Total Reserved" */
     AK_MBYTES, /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
+    AK_SHAPE,  /* our --profile op spans: "shape" (a string, docs/trace-schema.md) */
     AK_N
 };
 struct swift_an_fev {

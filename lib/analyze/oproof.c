@@ -10,9 +10,8 @@
  * or a convolution backward → its _input and _weight parts count once, with the FLOPs of
  * the op that owns the time.
  *
- * The loader keeps no "Input Dims", so the file is read once more (the fast scanner hands the
- * record_shapes arrays over as JSON text), only while its CPU ops carry shapes: a trace
- * without record_shapes stops after its first SHAPELESS_STOP ops.
+ * The shapes are kept while the file is loaded (swift_an_oproof_note: the fast scanner hands
+ * the record_shapes arrays over as JSON text, interned per source), so the file is read once.
  */
 #include "lib/analyze/breakdown.h"
 #include "lib/analyze/internal.h"
@@ -24,39 +23,18 @@
 
 #include "lib/core/banned.h"
 
-#define SHAPELESS_STOP 2000
 #define MAX_ARGS 32
 
 /* One CPU op with shapes. */
 struct cop {
     double ts, dur;
     int64_t tid, ext;
-    char *name, *key;    /* owned; key: "Input Dims" and "Input type" as compact JSON */
-    int cls, elt;        /* swift_rf_class; bytes per element of the first tensor input */
-    double flops, bytes; /* < 0: no formula fits the shapes */
-    long owner;          /* the op its kernels' time goes to (itself or an ancestor), -1 */
+    const char *name, *key; /* key: "Input Dims" and "Input type" as compact JSON */
+    int cls, elt;           /* swift_rf_class; bytes per element of the first tensor input */
+    double flops, bytes;    /* < 0: no formula fits the shapes */
+    long owner;             /* the op its kernels' time goes to (itself or an ancestor), -1 */
     double dev_us;
 };
-
-struct ctx {
-    struct cop *op;
-    size_t n, cap;
-    long seen, shaped; /* CPU ops read, those with "Input Dims" */
-};
-
-static int64_t int_of(json_t *v)
-{
-    if (json_is_integer(v))
-        return (int64_t)json_integer_value(v);
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        char *end;
-        long long x = strtoll(s, &end, 10);
-        if (end != s)
-            return (int64_t)x;
-    }
-    return INT64_MIN;
-}
 
 /* The index of is_causal in the op's arguments (Concrete Inputs), or -1. */
 static int causal_arg(const char *name)
@@ -145,69 +123,6 @@ static void cost_of(struct cop *o, json_t *dims, json_t *types, json_t *conc)
     }
 }
 
-/* One CPU op with its name, times, thread, External id and the three record_shapes arrays
- * (borrowed); returns 0, or -2 to stop reading a trace without shapes. */
-static int add_op(struct ctx *c, const char *name, double ts, double dur, int64_t tid, int64_t ext,
-                  json_t *dims, json_t *types, json_t *conc)
-{
-    c->seen++;
-    if (!json_is_array(dims) || !name) /* no record_shapes: stop (-2 is no error of the file) */
-        return c->seen >= SHAPELESS_STOP && !c->shaped ? -2 : 0;
-    c->shaped++;
-    if (c->n == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 1024;
-        c->op = swift_xrealloc(c->op, c->cap * sizeof(*c->op));
-    }
-    struct cop *o = &c->op[c->n++];
-    memset(o, 0, sizeof(*o));
-    o->ts = ts;
-    o->dur = dur;
-    o->tid = tid;
-    o->ext = ext;
-    o->name = swift_xstrdup(name);
-    json_t *k = json_pack("[OO]", dims, json_is_array(types) ? types : json_null());
-    o->key = k ? json_dumps(k, JSON_COMPACT) : NULL;
-    json_decref(k);
-    if (!o->key)
-        o->key = swift_xstrdup("");
-    cost_of(o, dims, types, conc);
-    o->owner = -1;
-    return 0;
-}
-
-static int is_op(const char *ph, const char *cat)
-{
-    return ph && cat && !strcmp(ph, "X") && (!strcmp(cat, "cpu_op") || !strcmp(cat, "Operator"));
-}
-
-/* Events the fast scanner leaves to jansson. */
-static int on_event(void *vctx, json_t *ev, uint64_t off, long line)
-{
-    (void)off;
-    (void)line;
-    if (!is_op(json_string_value(json_object_get(ev, "ph")),
-               json_string_value(json_object_get(ev, "cat"))))
-        return 0;
-    json_t *args = json_object_get(ev, "args");
-    int64_t ext = int_of(json_object_get(args, "External id"));
-    if (ext == INT64_MIN)
-        ext = int_of(json_object_get(args, "external id"));
-    return add_op(vctx,
-                  json_string_value(json_object_get(ev, "name")),
-                  json_number_value(json_object_get(ev, "ts")),
-                  json_number_value(json_object_get(ev, "dur")),
-                  int_of(json_object_get(ev, "tid")),
-                  ext,
-                  json_object_get(args, "Input Dims"),
-                  json_object_get(args, "Input type"),
-                  json_object_get(args, "Concrete Inputs"));
-}
-
-static double fv_num(const struct swift_an_fval *v)
-{
-    return v->t == SWIFT_AN_FV_INT ? (double)v->i : v->t == SWIFT_AN_FV_REAL ? v->d : NAN;
-}
-
 static int64_t fv_int(const struct swift_an_fval *v)
 {
     if (v->t == SWIFT_AN_FV_INT)
@@ -224,42 +139,149 @@ static int64_t fv_int(const struct swift_an_fval *v)
     return INT64_MIN;
 }
 
-/* An array arg's JSON text (the fast scanner's s/len) parsed, or NULL. */
-static json_t *fv_json(const struct swift_an_fval *v)
+/* An array arg as JSON text interned in s->shape_strs: the fast scanner's text, or the jansson
+ * value dumped; SWIFT_AN_NONE when it is no array. */
+static uint32_t arg_text(struct swift_an_source *s, const struct swift_an_fval *v, json_t *args,
+                         const char *key)
 {
+    if (args) {
+        json_t *a = json_object_get(args, key);
+        if (!json_is_array(a))
+            return SWIFT_AN_NONE;
+        char *d = json_dumps(a, JSON_COMPACT);
+        if (!d)
+            return SWIFT_AN_NONE;
+        uint32_t id = swift_an_intern(&s->shape_strs, d, strlen(d));
+        free(d);
+        return id;
+    }
     if (v->t != SWIFT_AN_FV_OTHER || !v->s || !v->len || v->s[0] != '[')
-        return NULL;
-    return json_loadb(v->s, v->len, 0, NULL);
+        return SWIFT_AN_NONE;
+    return swift_an_intern(&s->shape_strs, v->s, v->len);
 }
 
-/* Events the fast scanner read: ph, name and cat are NUL-terminated in place. */
-static int on_fast(void *vctx, const struct swift_an_fev *f, uint64_t off, long line)
+void swift_an_oproof_note(struct swift_an_source *s, const struct swift_an_ev *ev,
+                          const struct swift_an_fev *f, json_t *e)
 {
-    (void)off;
-    (void)line;
-    if (f->ph.t != SWIFT_AN_FV_STR || f->cat.t != SWIFT_AN_FV_STR || !is_op(f->ph.s, f->cat.s))
-        return 0;
-    int64_t ext = fv_int(&f->a[AK_EXT]);
-    if (ext == INT64_MIN)
-        ext = fv_int(&f->a[AK_EXT_LC]);
-    json_t *dims = fv_json(&f->a[AK_DIMS]), *types = NULL, *conc = NULL;
-    if (dims) {
-        types = fv_json(&f->a[AK_TYPES]);
-        conc = fv_json(&f->a[AK_CONC]);
+    if (f->ph.t != SWIFT_AN_FV_STR || strcmp(f->ph.s, "X") || f->cat.t != SWIFT_AN_FV_STR ||
+        f->name.t != SWIFT_AN_FV_STR)
+        return;
+    uint32_t dims;
+    json_t *args = NULL;
+    const struct swift_an_fval *sh = &f->a[AK_SHAPE], *fl = &f->a[AK_FLOPS];
+    if (!strcmp(f->cat.s, "compute")) { /* our --profile op spans */
+        if (sh->t != SWIFT_AN_FV_STR || !sh->len)
+            return;
+        dims = swift_an_intern(&s->shape_strs, sh->s, sh->len);
+    } else if (!strcmp(f->cat.s, "cpu_op") || !strcmp(f->cat.s, "Operator")) {
+        args = e ? json_object_get(e, "args") : NULL;
+        dims = arg_text(s, &f->a[AK_DIMS], args, "Input Dims");
+        if (dims == SWIFT_AN_NONE)
+            return;
+    } else {
+        return;
     }
-    int rc = add_op(vctx,
-                    f->name.t == SWIFT_AN_FV_STR ? f->name.s : NULL,
-                    fv_num(&f->ts),
-                    fv_num(&f->dur),
-                    fv_int(&f->tid),
-                    ext,
-                    dims,
-                    types,
-                    conc);
-    json_decref(dims);
-    json_decref(types);
-    json_decref(conc);
-    return rc;
+    if (s->nshape == s->capshape) {
+        s->capshape = s->capshape ? s->capshape * 2 : 1024;
+        s->shape = swift_xrealloc(s->shape, s->capshape * sizeof(*s->shape));
+    }
+    struct swift_an_shape *o = &s->shape[s->nshape++];
+    o->ts = ev->ts;
+    o->dur = ev->dur;
+    o->tid = fv_int(&f->tid);
+    o->ext = fv_int(&f->a[AK_EXT]);
+    if (o->ext == INT64_MIN)
+        o->ext = fv_int(&f->a[AK_EXT_LC]);
+    o->name = ev->name;
+    o->dims = dims;
+    o->flops = fl->t == SWIFT_AN_FV_INT ? (double)fl->i : fl->t == SWIFT_AN_FV_REAL ? fl->d : NAN;
+    o->types = o->conc = SWIFT_AN_NONE;
+    if (strcmp(f->cat.s, "compute")) {
+        o->types = arg_text(s, &f->a[AK_TYPES], args, "Input type");
+        o->conc = arg_text(s, &f->a[AK_CONC], args, "Concrete Inputs");
+    }
+}
+
+void swift_an_oproof_free(struct swift_an_source *s)
+{
+    struct swift_an_strtab *t = &s->shape_strs;
+    for (uint32_t i = 0; i < t->n; i++)
+        free(t->str[i]);
+    free(t->str);
+    free(t->slot);
+    free(s->shape);
+    memset(t, 0, sizeof(*t));
+    s->shape = NULL;
+    s->nshape = s->capshape = 0;
+}
+
+struct cop_set {
+    struct cop *op;
+    size_t n;
+};
+
+/* The shape table's JSON texts parsed, once per distinct text (NULL: not parsed yet). */
+struct texts {
+    const struct swift_an_strtab *t;
+    json_t **v;
+    char *done;
+};
+
+static json_t *text_json(struct texts *x, uint32_t id)
+{
+    if (id == SWIFT_AN_NONE || id >= x->t->n)
+        return NULL;
+    if (!x->done[id]) {
+        x->done[id] = 1;
+        x->v[id] = json_loads(x->t->str[id], 0, NULL);
+    }
+    return x->v[id];
+}
+
+/* The CPU ops with shapes of s, in file order, with their costs; *n the count. The keys are
+ * interned in keys (freed by the caller). */
+static struct cop *shaped_ops(const struct swift_an_set *set, const struct swift_an_source *s,
+                              size_t *n, struct swift_an_strtab *keys)
+{
+    struct texts x = {&s->shape_strs,
+                      swift_xcalloc(s->shape_strs.n + 1, sizeof(json_t *)),
+                      swift_xcalloc(s->shape_strs.n + 1, 1)};
+    struct cop *op = swift_xmalloc((s->nshape + 1) * sizeof(*op));
+    struct swift_an_imap kid = {0}; /* dims << 32 | types -> key id */
+    *n = 0;
+    for (size_t i = 0; i < s->nshape; i++) {
+        const struct swift_an_shape *e = &s->shape[i];
+        json_t *dims = text_json(&x, e->dims);
+        if (!json_is_array(dims))
+            continue;
+        json_t *types = text_json(&x, e->types), *conc = text_json(&x, e->conc);
+        struct cop *o = &op[(*n)++];
+        memset(o, 0, sizeof(*o));
+        o->ts = e->ts;
+        o->dur = e->dur;
+        o->tid = e->tid;
+        o->ext = e->ext;
+        o->name = swift_an_str(&set->strs, e->name);
+        int64_t kk = (int64_t)(((uint64_t)e->dims << 32) | e->types);
+        double k;
+        if (!swift_an_imap_get(&kid, kk, &k)) {
+            json_t *j = json_pack("[OO]", dims, json_is_array(types) ? types : json_null());
+            char *d = j ? json_dumps(j, JSON_COMPACT) : NULL;
+            json_decref(j);
+            k = (double)swift_an_intern(keys, d ? d : "", d ? strlen(d) : 0);
+            free(d);
+            swift_an_imap_put(&kid, kk, k);
+        }
+        o->key = swift_an_str(keys, (uint32_t)k);
+        cost_of(o, dims, json_is_array(types) ? types : NULL, conc);
+        o->owner = -1;
+    }
+    swift_an_imap_free(&kid);
+    for (uint32_t i = 0; i < s->shape_strs.n; i++)
+        json_decref(x.v[i]);
+    free(x.v);
+    free(x.done);
+    return op;
 }
 
 static int cmp_nest(const void *a, const void *b)
@@ -419,12 +441,15 @@ static int kernel_times(const struct swift_an_set *set, const struct swift_an_pr
 json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top)
 {
     const struct swift_an_source *s = p->src;
+    if (s->kind == SWIFT_AN_SWIFT)
+        return swift_an_oproof_spans_json(set, p, top);
     if (s->kind != SWIFT_AN_KINETO || !p->has_kineto || !p->k.has_gpu || !s->path)
         return json_null();
-    struct ctx c = {0};
-    int rc = swift_an_stream_file_fast(s->path, on_event, on_fast, NULL, &c, NULL);
+    struct swift_an_strtab keys = {0};
+    struct cop_set c = {0};
+    c.op = shaped_ops(set, s, &c.n, &keys);
     json_t *out = json_null();
-    if ((rc == 0 || c.shaped) && c.n) {
+    if (c.n) {
         swift_an_sort(c.op, c.n, sizeof(*c.op), cmp_nest);
         set_owners(c.op, c.n);
         double span_us;
@@ -477,7 +502,7 @@ json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_
                         "span_us",
                         num(span_us, 1e3),
                         "ops_with_shapes",
-                        json_integer((json_int_t)c.shaped),
+                        json_integer((json_int_t)c.n),
                         "n_rows",
                         (json_int_t)nr,
                         "rows",
@@ -485,10 +510,10 @@ json_t *swift_an_oproof_json(const struct swift_an_set *set, const struct swift_
         free(rows);
         free(by);
     }
-    for (size_t i = 0; i < c.n; i++) {
-        free(c.op[i].name);
-        free(c.op[i].key);
-    }
+    for (uint32_t i = 0; i < keys.n; i++)
+        free(keys.str[i]);
+    free(keys.str);
+    free(keys.slot);
     free(c.op);
     return out;
 }

@@ -371,8 +371,12 @@ static void print_op_roofline(FILE *fp, json_t *p, int md, int top)
     if (!json_array_size(json_object_get(rf, "rows")))
         return;
     json_t *pk = json_object_get(rf, "peak");
+    /* our --profile spans (oproof_spans.c): CPU time against the run's peak_gflops, GFLOP/s */
+    int spans = json_object_get(rf, "peak_gflops") != NULL;
     char peak[128] = "no peak known: no roofline fraction";
-    if (json_is_object(pk))
+    if (spans && json_is_object(pk))
+        snprintf(peak, sizeof(peak), "peak %.4g GFLOP/s", swift_an_jnum(pk, "gflops"));
+    else if (json_is_object(pk))
         snprintf(peak,
                  sizeof(peak),
                  "peak %.4g TFLOP/s 16-bit, %.4g fp32, %.3g TB/s",
@@ -380,26 +384,32 @@ static void print_op_roofline(FILE *fp, json_t *p, int md, int top)
                  swift_an_jnum(pk, "tflops_fp32"),
                  swift_an_jnum(pk, "tbps"));
     fprintf(fp,
-            "%sop roofline on %s (%s), by device time:\n",
+            "%sop roofline on %s (%s), by %s:\n",
             md ? "\n" : "  ",
             json_is_string(json_object_get(rf, "device")) ? swift_an_jstr(rf, "device") : "?",
-            peak);
+            peak,
+            spans ? "time" : "device time");
     if (md)
-        fputs("\n| op | input dims | calls | device | share | TFLOP/s | TB/s | FLOP/B | roofline "
-              "|\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-              fp);
+        fprintf(fp,
+                "\n| op | %s | calls | %s | share | %s | %s | FLOP/B | %s "
+                "|\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+                spans ? "shape" : "input dims",
+                spans ? "time" : "device",
+                spans ? "GFLOP/s" : "TFLOP/s",
+                spans ? "GB/s" : "TB/s",
+                spans ? "of peak" : "roofline");
     else
         fprintf(fp,
                 "    %-28s %-26s %5s %10s %6s %8s %6s %7s %8s\n",
                 "op",
-                "input dims",
+                spans ? "shape" : "input dims",
                 "calls",
-                "device",
+                spans ? "time" : "device",
                 "share",
-                "TFLOP/s",
-                "TB/s",
+                spans ? "GFLOP/s" : "TFLOP/s",
+                spans ? "GB/s" : "TB/s",
                 "FLOP/B",
-                "roofline");
+                spans ? "of peak" : "roofline");
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(rf, "rows"), i, r)
@@ -408,12 +418,12 @@ static void print_op_roofline(FILE *fp, json_t *p, int md, int top)
             break;
         char nm[64], dims[64], b1[32], f[3][16], fr[16];
         swift_an_trunc_name(nm, md ? 64 : 28, swift_an_jstr(r, "name"));
-        char *dj = json_dumps(json_object_get(r, "input_dims"), JSON_COMPACT);
-        swift_an_trunc_name(dims, md ? 64 : 26, dj ? dj : "");
+        char *dj = spans ? NULL : json_dumps(json_object_get(r, "input_dims"), JSON_COMPACT);
+        swift_an_trunc_name(dims, md ? 64 : 26, spans ? swift_an_jstr(r, "shape") : dj ? dj : "");
         free(dj);
-        const char *k[3] = {"tflops", "tbps", "intensity"};
+        const char *k[3] = {spans ? "gflops" : "tflops", "tbps", "intensity"};
         for (int j = 0; j < 3; j++) {
-            double v = swift_an_jnum(r, k[j]);
+            double v = swift_an_jnum(r, k[j]) * (spans && j == 1 ? 1e3 : 1);
             snprintf(f[j], sizeof(f[j]), isfinite(v) ? "%.3g" : "-", v);
         }
         double fv = swift_an_jnum(r, "roofline_fraction");
@@ -580,11 +590,11 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
     fprintf(
         fp,
         md ? "\n## Collectives across ranks\n\n| rank | matched | time | skew | transfer | "
-             "skew %% | algbw | busbw | arrived last | others waited |\n"
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+             "skew %% | algbw | busbw | arrived last | others waited | busbw of link |\n"
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
            : "\nCollectives across ranks (skew: waiting for the last rank):\n"
              "  rank  matched       time       skew   transfer  skew%%        algbw        busbw  "
-             "last  others waited\n");
+             "last  others waited  busbw of link\n");
     size_t i, nc = json_array_size(cs);
     char *keep = swift_xmalloc(nc + 1);
     swift_an_ranks_pick(cs, "skew_caused_us", top, keep);
@@ -592,8 +602,16 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
     {
         if (!keep[i])
             continue;
-        char t[32], sk[32], tr[32], cw[32], ab[32], bb[32];
+        char t[32], sk[32], tr[32], cw[32], ab[32], bb[32], lk[128] = "-";
         double alg = swift_an_jnum(c, "algbw_gbps"), bus = swift_an_jnum(c, "busbw_gbps");
+        double lf = swift_an_jnum(c, "busbw_link_fraction");
+        if (isfinite(lf))
+            snprintf(lk,
+                     sizeof(lk),
+                     "%.1f%% of %g GB/s (%s)",
+                     100 * lf,
+                     swift_an_jnum(c, "link_gbps"),
+                     swift_an_jstr(c, "link"));
         snprintf(ab, sizeof(ab), isfinite(alg) ? "%.2f GB/s" : "-", alg);
         snprintf(bb, sizeof(bb), isfinite(bus) ? "%.2f GB/s" : "-", bus);
         swift_an_dur(t, sizeof(t), swift_an_jnum(c, "comm_us"));
@@ -601,8 +619,8 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
         swift_an_dur(tr, sizeof(tr), swift_an_jnum(c, "transfer_us"));
         swift_an_dur(cw, sizeof(cw), swift_an_jnum(c, "skew_caused_us"));
         fprintf(fp,
-                md ? "| %g | %g | %s | %s | %s | %.1f%% | %s | %s | %g | %s |\n"
-                   : "  %4g  %7g  %9s  %9s  %9s  %5.1f  %11s  %11s  %4g  %s\n",
+                md ? "| %g | %g | %s | %s | %s | %.1f%% | %s | %s | %g | %s | %s |\n"
+                   : "  %4g  %7g  %9s  %9s  %9s  %5.1f  %11s  %11s  %4g  %13s  %s\n",
                 swift_an_jnum(c, "rank"),
                 swift_an_jnum(c, "matched"),
                 t,
@@ -612,7 +630,8 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
                 ab,
                 bb,
                 swift_an_jnum(c, "arrived_last"),
-                cw);
+                cw,
+                lk);
     }
     free(keep);
     if (nc > SWIFT_AN_RANKS_DETAIL)

@@ -60,6 +60,9 @@ void swift_an_rule_low_efficiency(json_t *list, const struct swift_an_proc *p, j
                                   const struct swift_analyze_opts *o)
 {
     json_t *rf = json_object_get(proc, "op_roofline");
+    /* device ops only: our CPU spans' table (peak_gflops) has no remedies of this kind */
+    if (json_object_get(rf, "peak_gflops"))
+        return;
     double span = swift_an_jnum(rf, "span_us"), lost = 0;
     json_t *rows = json_object_get(rf, "rows");
     if (!json_array_size(rows) || !(span > 0))

@@ -70,6 +70,26 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
 
 /* ---------- helpers ---------- */
 
+/* A duration people read in a summary, from µs: "1.25 s", "312 ms", "30.0 ms", "4.20 ms",
+ * "0.019 ms" (the report's units; evidence keeps µs numbers). Returns b. */
+static const char *ms_text(char *b, size_t n, double us)
+{
+    double ms = us / 1e3, a = fabs(ms);
+    if (!isfinite(us))
+        snprintf(b, n, "-");
+    else if (a >= 1e3)
+        snprintf(b, n, "%.2f s", ms / 1e3);
+    else
+        snprintf(b,
+                 n,
+                 a >= 100  ? "%.0f ms"
+                 : a >= 10 ? "%.1f ms"
+                 : a >= 1  ? "%.2f ms"
+                           : "%.3f ms",
+                 ms);
+    return b;
+}
+
 static const char *sev_name(int s)
 {
     return s == SWIFT_SEV_CRITICAL ? "critical" : s == SWIFT_SEV_WARN ? "warn" : "info";
@@ -178,13 +198,13 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
     double th = o->th.data_stall_pct;
     if (v <= th)
         return;
-    char s[512];
+    char s[512], d1[32], d2[32];
     snprintf(s,
              sizeof(s),
-             "%.2f%% of step time is spent waiting for data (%.0f of %.0f us per step)",
+             "%.2f%% of step time is spent waiting for data (%s of %s per step)",
              v,
-             p->part_avg[p->data_part],
-             p->step_avg);
+             ms_text(d1, sizeof(d1), p->part_avg[p->data_part]),
+             ms_text(d2, sizeof(d2), p->step_avg));
     json_t *b = add(list, "data_stall", sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f,s:I}",
                            "data_us_per_step",
@@ -271,6 +291,16 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
     if (p->coll.n)
         json_object_set_new(ev, "skew_us", json_real(r2(waited)));
+    if (p->coll.bw_us > 0) { /* the transfer's bus bandwidth against the link (collectives.c) */
+        double bus = p->coll.bus_bytes / p->coll.bw_us / 1e3, lg;
+        const char *ln;
+        json_object_set_new(ev, "busbw_gbps", json_real(r2(bus)));
+        if (swift_an_link_of(p->src, &ln, &lg) == 0) {
+            json_object_set_new(ev, "link", json_string(ln));
+            json_object_set_new(ev, "link_gbps", json_real(lg));
+            json_object_set_new(ev, "busbw_link_fraction", json_real(round(bus / lg * 1e4) / 1e4));
+        }
+    }
     if (gpu)
         json_object_set_new(ev, "comm_comp_overlap_pct", json_real(p->k.overlap_pct));
     json_object_set_new(ev, "worst_spans", worst_spans(p, p->comm_part, o->top));
@@ -309,14 +339,14 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
         p->step_avg > 0 && p->data_part >= 0 ? 100 * p->part_avg[p->data_part] / p->step_avg : 0;
     if (v <= th || idle <= 0 || host_wait < 0.5 * idle || data > o->th.data_stall_pct)
         return;
-    char s[512];
+    char s[512], d1[32];
     snprintf(s,
              sizeof(s),
              "%.2f%% of %ld kernel launches run shorter on the GPU than their launch call on the "
-             "CPU (mean launch %.1f us); host wait is %.1f%% of stream idle time",
+             "CPU (mean launch %s); host wait is %.1f%% of stream idle time",
              v,
              p->k.launches,
-             p->k.launch_cpu_us,
+             ms_text(d1, sizeof(d1), p->k.launch_cpu_us),
              idle > 0 ? 100 * host_wait / idle : 0);
     json_t *b = add(list, "launch_bound", sev_above(v, th), p, v, th, "% of launches", s);
     json_object_set_new(b,
@@ -389,14 +419,14 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
     for (int i = 0; i < 4; i++)
         if (vals[i] > best)
             best = vals[i], biggest = names[i];
-    char s[512];
+    char s[512], d1[32];
     snprintf(s,
              sizeof(s),
              "GPU busy %.2f%% of step time; the biggest share of the rest is %s "
-             "(%.0f us per step)",
+             "(%s per step)",
              v,
              biggest,
-             best);
+             ms_text(d1, sizeof(d1), best));
     json_t *b = add(list, "gpu_idle", sev_below(v, th), p, v, th, "% GPU busy", s);
     json_t *ev = json_pack("{s:f,s:f,s:f,s:f,s:f}",
                            "gpu_utilization_pct",
@@ -788,23 +818,23 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
                 if (p->part_avg[k] - pm > loss)
                     loss = p->part_avg[k] - pm, worst = k;
             }
-            char s[512], w[160] = "";
+            char s[512], w[160] = "", d1[32], d2[32], d3[32];
             double caused = p->coll.caused_us / (double)p->nsteps;
             if (caused > 0)
                 snprintf(w,
                          sizeof(w),
-                         "; the other ranks wait %.0f us per step for it in collectives",
-                         caused);
+                         "; the other ranks wait %s per step for it in collectives",
+                         ms_text(d1, sizeof(d1), caused));
             snprintf(s,
                      sizeof(s),
-                     "rank %d's steps take %.1f%% longer than the median rank (%.0f vs %.0f us "
-                     "outside communication); it loses most in %s (+%.0f us per step)%s",
+                     "rank %d's steps take %.1f%% longer than the median rank (%s vs %s "
+                     "outside communication); it loses most in %s (+%s per step)%s",
                      p->rank,
                      v,
-                     busy_avg(p),
-                     med,
+                     ms_text(d1, sizeof(d1), busy_avg(p)),
+                     ms_text(d2, sizeof(d2), med),
                      worst >= 0 ? p->part_names[worst] : "?",
-                     loss,
+                     ms_text(d3, sizeof(d3), loss),
                      w);
             json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
             json_t *ev = json_pack("{s:f,s:f,s:f,s:s,s:f}",
@@ -850,15 +880,15 @@ static void rule_straggler_skew(json_t *list, const struct swift_an_proc *ps, si
         double v = 100 * p->coll.caused_us / wall, th = o->th.straggler_pct;
         if (v <= th)
             continue;
-        char s[512];
+        char s[512], d1[32];
         snprintf(s,
                  sizeof(s),
                  "the other ranks wait for rank %d in collectives: it arrived last at %zu of "
-                 "%zu, %.0f us in all (%.1f%% of the wall time)",
+                 "%zu, %s in all (%.1f%% of the wall time)",
                  p->rank,
                  p->coll.last_n,
                  p->coll.n,
-                 p->coll.caused_us,
+                 ms_text(d1, sizeof(d1), p->coll.caused_us),
                  v);
         json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% of wall time", s);
         json_object_set_new(b,

@@ -49,7 +49,10 @@ void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
         OP_BEGIN();
         ops->matmul_bwd(
             a->dln, m->glm_head, NULL, a->logits, a->lnf, m->lm_head, N, H, V, 1.0f, 0.0f);
-        OP_END("lm_head.backward", swift_matmul_flops(N, H, V) * (m->glm_head ? 2 : 1), "");
+        char sh[96] = "";
+        if (op_t0)
+            snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]", N, V, V, H);
+        OP_END("lm_head.backward", swift_matmul_flops(N, H, V) * (m->glm_head ? 2 : 1), sh);
     }
     ops->zero(a->dres, (size_t)N * H);
     ops->rmsnorm_bwd(a->dres, m->gnorm, a->dln, last, m->norm, a->rstdf, N, H);
@@ -84,7 +87,10 @@ void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
                                NH,
                                NKV,
                                D);
-            OP_END("attention.backward", 4.0 * B * NH * (double)T * T * D, "");
+            char sh[96] = "";
+            if (op_t0)
+                snprintf(sh, sizeof(sh), "B=%d T=%d NH=%d NKV=%d D=%d", B, T, NH, NKV, D);
+            OP_END("attention.backward", 4.0 * B * NH * (double)T * T * D, sh);
         }
         ops->rope_bwd(a->dq, b->pos, m->inv_freq, N, NH, D);
         ops->rope_bwd(a->dk, b->pos, m->inv_freq, N, NKV, D);

@@ -176,7 +176,10 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b, stru
                        N,
                        V,
                        dscale);
-    OP_END("cross_entropy", 3.0 * N * V, "");
+    char sh[96] = "";
+    if (op_t0)
+        snprintf(sh, sizeof(sh), "[%d,%d]", N, V);
+    OP_END("cross_entropy", 3.0 * N * V, sh);
     return 0;
 }
 

@@ -185,6 +185,56 @@ kernels_vs_hta() { # kernels_vs_hta REPORT FIXTURE: rows that differ from HTA's 
     [ "$(json "$W/r.json" '.collectives[1] | [.arrived_last, .skew_caused_us, .algbw_gbps == .busbw_gbps] | map(tostring) | join(" ")')" = "15 1500 true" ]
 }
 
+# Two ranks' Kineto traces of newer PyTorch (NCCL args with "Seq"), made here: all-reduces of
+# process group "0", 25e6 floats (100 MB), on an H100. Rank 0's trace starts after seq 1 and
+# its events are listed out of order: by order and overlap in time, rank 0's seq 2 would pair
+# with rank 1's seq 1 and its seq 3 with seq 2.
+# kev RANK SEQ B D: one NCCL all-reduce kernel (process group "0", 25e6 floats) on stream 20
+kev() {
+    seq=""
+    [ "${NOSEQ:-}" = 1 ] || seq="\"Seq\": $2, "
+    printf '{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)","pid":0,"tid":20,"ts":%s,"dur":%s,"args":{"device":0,"stream":20,"correlation":%s,"Collective name":"allreduce",%s"Process Group Name":"0","Process Group Ranks":"[0, 1]","In msg nelems":25000000,"Out msg nelems":25000000,"dtype":"Float","Group size":2}}' \
+        $((1000000 + $3)) "$4" "$((100 + $2))" "$seq"
+}
+# two ranks: rank 0's trace starts after seq 1; listed out of order
+mk() {
+    d=$1; mkdir -p "$d"
+    {
+        printf '{"distributedInfo":{"rank":0,"world_size":2},"deviceProperties":[{"id":0,"name":"NVIDIA H100 80GB HBM3","totalGlobalMem":85520809984}],"traceEvents":[\n'
+        kev 0 3 2000 1000; printf ',\n'; kev 0 2 900 1100; printf '\n]}\n'
+    } >"$d/rank0.json"
+    {
+        printf '{"distributedInfo":{"rank":1,"world_size":2},"deviceProperties":[{"id":0,"name":"NVIDIA H100 80GB HBM3","totalGlobalMem":85520809984}],"traceEvents":[\n'
+        kev 1 2 1000 1000; printf ',\n'; kev 1 1 0 1000; printf ',\n'; kev 1 3 2000 1000; printf '\n]}\n'
+    } >"$d/rank1.json"
+}
+
+@test "collectives matched by (process group, Seq) when the NCCL args carry it; busbw against the link" {
+    mk "$W/seq"
+    run "$A" --format json -o "$W/r.json" "$W/seq"
+    [ "$status" -eq 0 ]
+    # by hand, seq 2: rank 0 [900, 2000], rank 1 [1000, 2000]: rank 0 waits 100 us, 1000 us
+    # transfer each; seq 3: both [2000, 3000], no skew. busbw = algbw = 100 MB / 1 ms = 100 GB/s
+    # (2(n-1)/n = 1 for n = 2), 22.2 % of NVLink 4's 450 GB/s per direction
+    jq -e '.collectives[0] | .rank == 0 and .matched == 2 and .skew_us == 100
+           and .transfer_us == 2000 and .busbw_gbps == 100 and .link_gbps == 450
+           and .link == "NVLink 4 (H100 SXM)" and .busbw_link_fraction == 0.2222' "$W/r.json"
+    jq -e '.collectives[1] | .rank == 1 and .matched == 2 and .skew_us == 0
+           and .transfer_us == 2000 and .arrived_last == 1 and .skew_caused_us == 100' "$W/r.json"
+    # comm_bound's evidence sets the bus bandwidth against the link
+    jq -e '[.bottlenecks[] | select(.rule == "comm_bound") | .evidence
+            | .busbw_gbps == 100 and .link_gbps == 450 and .busbw_link_fraction == 0.2222] | length == 2 and all' \
+        "$W/r.json"
+    run "$A" "$W/seq"
+    [[ "$output" == *"busbw of link"* ]]
+    [[ "$output" == *"22.2% of 450 GB/s (NVLink 4 (H100 SXM))"* ]]
+    # without Seq the order-based matching stays (and pairs these wrongly: 1900 us of skew)
+    NOSEQ=1 mk "$W/noseq"
+    run "$A" --format json -o "$W/r.json" "$W/noseq"
+    [ "$status" -eq 0 ]
+    jq -e '.collectives[1] | .skew_us == 1900 and .transfer_us == 100' "$W/r.json"
+}
+
 @test "text report names the bottleneck, the worst steps and the PyTorch remedy" {
     run "$A" "$NW0"
     [ "$status" -eq 0 ]

@@ -228,3 +228,20 @@ synth() {
     grep -q "^Regression gate (mean step time +5%): passed" "$W/c.txt"
     grep -q "^    data_wait" "$W/c.txt"
 }
+
+@test "--compare: GPU utilization of a side without GPU is '-' (was nan%), in text and Markdown" {
+    need_traces
+    c=$(echo "$T"/kineto-tb/resnet50_num_workers_0/*.pt.trace.json.gz)
+    t=$(echo "$T"/hta/cpu_only/*.json.gz)
+    run "$A" --compare "$c" "$t"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"GPU utilization: 55.51% -> -"* ]]
+    [[ "$output" != *"nan"* ]]
+    run "$A" --compare --format md "$t" "$c"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"GPU utilization: - → 55.51%"* ]]
+    [[ "$output" != *"nan"* ]]
+    run "$A" --compare --format json "$c" "$t"
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -e '.gpu_utilization | .control == 0.555141 and .test == null'
+}

@@ -113,3 +113,40 @@ GEMM='def prod: reduce .[] as $x (1; . * $x);
              | all)
         and ([.rows[] | select(.gflops == null) | .peak_fraction == null] | all)' "$W/r.json"
 }
+
+@test "--profile traces: op_roofline per op and shape from our spans' shape and flops args, against peak_gflops" {
+    run "$SWIFT_BIN/swift-train" --model tests/fixtures/model/llama -o "$W/run" --max-steps 4 \
+        --save-steps 100 --eval-steps 100 -j 1 --trace "$W/t.jsonl" \
+        --profile wait=1,warmup=1,active=2 tests/fixtures/shards
+    [ "$status" -eq 0 ]
+    # every per-op span records its shape (the backward ones and the loss too)
+    jq -s -e '[.[] | select(.cat == "compute" and .args.flops != null) | .args.shape]
+              | length > 0 and all(. != "" and . != null)' "$W/t.jsonl"
+    peak=$(jq -s '[.[] | select(.ph == "C" and .name == "peak_gflops") | .args.peak_gflops] | first' "$W/t.jsonl")
+    run "$A" -f json --top 100 -o "$W/r.json" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    # one row per (span name, shape); calls and FLOPs summed from the spans themselves
+    jq -s -e '[.[] | select(.cat == "compute" and .args.shape != null)
+               | {name, shape: .args.shape, flops: .args.flops}]
+              | group_by([.name, .shape]) | map({name: .[0].name, shape: .[0].shape,
+                calls: length, gflop: (map(.flops) | add / 1e9)})' "$W/t.jsonl" >"$W/want.json"
+    jq -e --slurpfile want "$W/want.json" --argjson pk "$peak" '.processes[0].op_roofline
+        | (.peak_gflops - $pk | fabs) < 0.001 and .n_rows == ($want[0] | length)
+          and ([.rows[] | . as $r | $want[0][] | select(.name == $r.name and .shape == $r.shape)
+                | .calls == $r.calls and (.gflop - $r.gflop | fabs) < 1e-9] | length) == ($want[0] | length)
+          and ([.rows[] | (.roofline_fraction - .gflop * 1e9 / .device_us / 1e3 / $pk | fabs)
+                < 0.0001 + .roofline_fraction * 1e-4] | all)' \
+        "$W/r.json"
+    # classes and bytes from the shape: a linear [32,32]x[64,32]^T reads x and W and writes
+    # [32,64], fp32; attention and its backward, the loss
+    jq -e '.processes[0].op_roofline.rows[] | select(.shape == "[32,32]x[64,32]^T")
+           | .class == "gemm" and .input_dims == [[32,32],[64,32]]
+             and (.gb * 1e9 - (32*32 + 64*32 + 32*64) * 4 * .calls | fabs) < 0.5' "$W/r.json"
+    jq -e '[.processes[0].op_roofline.rows[] | .class] | index("attention_fwd") and index("attention_bwd")
+           and index("cross_entropy")' "$W/r.json"
+    # text: GFLOP/s against the peak; low_efficiency stays a device rule
+    run "$A" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"op roofline on cpu (peak "*" GFLOP/s), by time:"* ]]
+    [[ "$output" != *"low_efficiency"* ]]
+}

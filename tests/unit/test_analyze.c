@@ -7,6 +7,7 @@
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -246,6 +247,10 @@ static void test_our_trace_end_to_end(void **state)
     json_t *r = swift_an_report_build(&set, procs, n, &o);
     json_t *ds = find_rule(r, "data_stall");
     assert_non_null(ds);
+    /* durations people read are in ms (the evidence keeps µs numbers) */
+    assert_string_equal(
+        json_string_value(json_object_get(ds, "summary")),
+        "30.00% of step time is spent waiting for data (30.0 ms of 100 ms per step)");
     assert_string_equal(json_string_value(json_object_get(ds, "severity")),
                         "critical"); /* 30% >= 2 x 10% */
     assert_string_equal(json_string_value(json_object_get(ds, "command")),
@@ -733,6 +738,69 @@ static void test_loader_positions(void **state)
     swift_an_set_release(&set);
 }
 
+/* The op roofline takes the shapes from the one read of the loader: a Kineto trace recorded
+ * with record_shapes (tests/ref/fixtures/roofline/kineto_shapes.json) still has its table when
+ * the file is gone before the analysis (it was read a second time for "Input Dims"). */
+static void test_oproof_one_read(void **state)
+{
+    (void)state;
+    static const char trace[] =
+        "{\"traceEvents\":[\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::linear\",\"pid\":12,\"tid\":\"12\","
+        "\"ts\":1623143089860,\"dur\":60,\"args\":{\"External id\":6,\"Input "
+        "Dims\":[[32,2048],[1000,2048],[1000]],\"Input "
+        "type\":[\"float\",\"float\",\"float\"],\"Concrete Inputs\":[\"\",\"\",\"\"]}},\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::addmm\",\"pid\":12,\"tid\":\"12\","
+        "\"ts\":1623143089861.25,\"dur\":35.5,\"args\":{\"External id\":7,\"Input "
+        "Dims\":[[1000],[32,2048],[2048,1000],[],[]],\"Input "
+        "type\":[\"float\",\"float\",\"float\",\"Scalar\",\"Scalar\"],\"Input "
+        "Strides\":[[1],[2048,1],[1,2048],[],[]],\"Concrete "
+        "Inputs\":[\"\",\"\",\"\",\"1\",\"1\"]}},\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::_scaled_dot_product_flash_attention\","
+        "\"pid\":12,\"tid\":\"12\",\"ts\":1623143089930,\"dur\":20,\"args\":{\"External "
+        "id\":8,\"Input Dims\":[[2,16,1024,64],[2,16,1024,64],[2,16,1024,64],[],[],[],[]],\"Input "
+        "type\":[\"c10::BFloat16\",\"c10::BFloat16\",\"c10::BFloat16\",\"Scalar\",\"Bool\","
+        "\"Bool\",\"\"],\"Concrete Inputs\":[\"\",\"\",\"\",\"0.\",\"True\",\"False\",\"\"]}},\n"
+        "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":12,\"tid\":"
+        "12,\"ts\":1623143089870,\"dur\":9,\"args\":{\"cbid\":211,\"correlation\":901,\"external "
+        "id\":7}},\n"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"volta_sgemm_128x64_nn\",\"pid\":0,\"tid\":"
+        "\"stream "
+        "7\",\"ts\":1623143089890.5,\"dur\":120.25,\"args\":{\"queued\":0,\"device\":0,\"context\":"
+        "1,\"stream\":7,\"correlation\":901,\"external id\":7,\"blocks per SM\":2.5}},\n"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"flash_fwd_kernel\",\"pid\":0,\"tid\":\"stream "
+        "7\",\"ts\":1623143089990,\"dur\":50,\"args\":{\"device\":0,\"stream\":7,\"correlation\":"
+        "902,\"external id\":8}}\n"
+        "],\"deviceProperties\":[{\"id\":0,\"name\":\"NVIDIA H100 80GB "
+        "HBM3\",\"totalGlobalMem\":85520809984}]}\n";
+    char path[] = "/tmp/test_oproof.XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, trace, sizeof(trace) - 1), (ssize_t)(sizeof(trace) - 1));
+    close(fd);
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    assert_int_equal(swift_an_load_path(&set, path, 0), 1);
+    unlink(path);
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *rf = json_object_get(json_array_get(json_object_get(r, "processes"), 0), "op_roofline");
+    assert_true(json_is_object(rf));
+    assert_int_equal(json_integer_value(json_object_get(rf, "ops_with_shapes")), 3);
+    json_t *rows = json_object_get(rf, "rows");
+    assert_int_equal(json_array_size(rows), 2);
+    json_t *lin = json_array_get(rows, 0);
+    assert_string_equal(json_string_value(json_object_get(lin, "name")), "aten::linear");
+    assert_true(fabs(json_number_value(json_object_get(lin, "gflop")) - 0.131072) < 1e-9);
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -748,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_loader_positions),
         cmocka_unit_test(test_more_rules),
         cmocka_unit_test(test_oversubscription),
+        cmocka_unit_test(test_oproof_one_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
