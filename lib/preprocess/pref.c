@@ -244,9 +244,14 @@ int swift_row_to_pref(json_t *obj, const struct swift_columns *cols, const char 
         json_t *l = json_object_get(r, "label");
         if (!l)
             return errf(err, errlen, "missing \"label\" (KTO rows need true or false)");
-        if (!json_is_boolean(l))
+        /* a CSV cell is a string: "true" / "false" (with --kind kto) */
+        const char *ls = json_string_value(l);
+        if (ls && (!strcmp(ls, "true") || !strcmp(ls, "false")))
+            *label = ls[0] == 't';
+        else if (json_is_boolean(l))
+            *label = json_is_true(l);
+        else
             return errf(err, errlen, "\"label\" must be true or false");
-        *label = json_is_true(l);
         if (to_conv(r, system, holder, chosen, err, errlen) < 0)
             return -1;
         if (chosen->is_text)

@@ -214,3 +214,17 @@ EOF
     run jq -r '[.version, (.kind // "none")] | @tsv' "$TMP/sft/index.json"
     [ "$output" = "$(printf '1\tnone')" ]
 }
+
+@test "csv: prompt/chosen/rejected columns make pairs; a label column is KTO with --kind kto" {
+    printf 'prompt,chosen,rejected\nhi,Hello!,Go away.\n"2+2?","4","5, maybe"\n' >"$TMP/p.csv"
+    run --separate-stderr "$P" --tokenizer "$Q" --render "$TMP/p.csv"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 2 ]
+    [[ "${lines[1]}" == *'"rejected":{"text":"<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n5, maybe<|im_end|>\n"'* ]]
+    printf 'prompt,completion,label\nhi,Hello!,true\nhi,Go away.,false\n' >"$TMP/k.csv"
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/k" --kind kto "$TMP/k.csv"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"kind":"kto"}' ]]
+    run --separate-stderr "$P" --tokenizer "$Q" --render --kind kto "$TMP/k.csv"
+    [ "$(printf '%s\n' "${lines[@]}" | jq -c .label | tr '\n' ' ')" = "true false " ]
+}
