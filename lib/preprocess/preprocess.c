@@ -116,11 +116,20 @@ static int do_pref(struct ctx *c, struct worker *w, struct item *it, json_t *obj
                                         it->err,
                                         ERR_LEN);
     size_t n0 = w->enc.tok.n, n1 = pair ? w->enc1.tok.n : 0;
-    if (rc == 0 && (rc = copy_out(it, w->enc.tok.ids, w->enc.mask, n0 + n1)) == 0) {
+    if (rc == 0 && n0 + n1 > UINT32_MAX) {
+        snprintf(it->err, ERR_LEN, "pair of %zu tokens is too long", n0 + n1);
+        rc = -1;
+    }
+    if (rc == 0) {
+        it->ids = swift_xmalloc((n0 + n1) * sizeof(uint32_t));
+        it->mask = swift_xmalloc(n0 + n1);
+        memcpy(it->ids, w->enc.tok.ids, n0 * sizeof(uint32_t));
+        memcpy(it->mask, w->enc.mask, n0);
         if (n1) {
             memcpy(it->ids + n0, w->enc1.tok.ids, n1 * sizeof(uint32_t));
             memcpy(it->mask + n0, w->enc1.mask, n1);
         }
+        it->n = (uint32_t)(n0 + n1);
         it->n0 = (uint32_t)n0;
         it->prompt = (uint32_t)prompt;
         it->trained = w->enc.trained + (pair ? w->enc1.trained : 0);
