@@ -117,10 +117,14 @@ static const struct swift_option options[] = {
                   .error = "--max-prompt-length: expected a positive integer, got '{arg}'"),
     SWIFT_OPT_ENUM(0, "kind", F(o.kind),
                    SWIFT_CHOICES({"auto", -1}, {"sft", SWIFT_KIND_SFT}, {"pairs", SWIFT_KIND_PAIRS},
-                                 {"dpo", SWIFT_KIND_PAIRS}, {"kto", SWIFT_KIND_KTO}),
+                                 {"kto", SWIFT_KIND_KTO}, {"dpo", SWIFT_KIND_PAIRS},
+                                 {"orpo", SWIFT_KIND_PAIRS}, {"simpo", SWIFT_KIND_PAIRS},
+                                 {"cpo", SWIFT_KIND_PAIRS}, {"rm", SWIFT_KIND_PAIRS}),
                    "KIND",
-                   "what the rows are: auto (default: from the first row), sft, pairs (= dpo: "
-                   "chosen/rejected preference pairs), kto (rows with a boolean label)",
+                   "what the rows are: auto (default: from the first row), sft, pairs "
+                   "(chosen/rejected preference pairs; ms-swift's rlhf_type dpo, orpo, simpo, cpo "
+                   "and rm mean pairs too), kto (rows with a boolean label)",
+                   .aliases = "rlhf_type",
                    .error = "--kind: expected auto, sft, pairs or kto, got '{arg}'"),
     SWIFT_OPT_LOOKUP(0, "loss", F(o.loss), swift_loss_parse, "POLICY",
                      "trained tokens: default (assistant turns), last_round, all",

@@ -205,6 +205,15 @@ EOF
         <<<'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}],"label":"yes"}'
     [ "$status" -eq 1 ]
     [ "$stderr" = 'swift-preprocess:<stdin>:1: "label" must be true or false' ]
+    # ms-swift's rlhf_type names the kind too, on the command line or in a config file
+    run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/m" --rlhf_type kto "$LF/dpo_en_demo.json"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "swift-preprocess:$LF/dpo_en_demo.json:2: missing \"label\" (KTO rows need true or false)" ]
+    printf 'rlhf_type: orpo\nmax_length: 4096\n' >"$TMP/rlhf.yaml"
+    run --separate-stderr "$P" "$TMP/rlhf.yaml" --tokenizer "$Q" -o "$TMP/orpo" "$LF/dpo_zh_demo.json"
+    [ "$status" -eq 0 ]
+    run jq -r '.kind, .max_length' "$TMP/orpo/index.json"
+    [ "${lines[0]}" = pairs ] && [ "${lines[1]}" = 4096 ]
     run "$P" --tokenizer "$Q" -o "$TMP/m" --kind nope "$LF/dpo_en_demo.json"
     [ "$status" -eq 2 ]
     [[ "${lines[0]}" == "swift-preprocess: --kind: expected auto, sft, pairs or kto, got 'nope'" ]]
