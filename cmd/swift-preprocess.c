@@ -6,6 +6,7 @@
 #include "lib/core/omp.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
+#include "lib/preprocess/dataset.h"
 #include "lib/preprocess/preprocess.h"
 #include "lib/preprocess/template.h"
 #include "lib/core/trace.h"
@@ -110,6 +111,21 @@ static const struct swift_option options[] = {
     SWIFT_OPT_INT(0, "max-length", F(o.max_length), 1, 1L << 30, "N",
                   "longest sample in tokens (default 2048)",
                   .error = "--max-length: expected a positive integer, got '{arg}'"),
+    SWIFT_OPT_INT(0, "max-prompt-length", F(o.max_prompt_length), 1, 1L << 30, "N",
+                  "pairs and KTO: a longer prompt keeps its last N tokens (default: no limit)",
+                  .aliases = "max_prompt_length",
+                  .error = "--max-prompt-length: expected a positive integer, got '{arg}'"),
+    SWIFT_OPT_ENUM(0, "kind", F(o.kind),
+                   SWIFT_CHOICES({"auto", -1}, {"sft", SWIFT_KIND_SFT}, {"pairs", SWIFT_KIND_PAIRS},
+                                 {"kto", SWIFT_KIND_KTO}, {"dpo", SWIFT_KIND_PAIRS},
+                                 {"orpo", SWIFT_KIND_PAIRS}, {"simpo", SWIFT_KIND_PAIRS},
+                                 {"cpo", SWIFT_KIND_PAIRS}, {"rm", SWIFT_KIND_PAIRS}),
+                   "KIND",
+                   "what the rows are: auto (default: from the first row), sft, pairs "
+                   "(chosen/rejected preference pairs; ms-swift's rlhf_type dpo, orpo, simpo, cpo "
+                   "and rm mean pairs too), kto (rows with a boolean label)",
+                   .aliases = "rlhf_type",
+                   .error = "--kind: expected auto, sft, pairs or kto, got '{arg}'"),
     SWIFT_OPT_LOOKUP(0, "loss", F(o.loss), swift_loss_parse, "POLICY",
                      "trained tokens: default (assistant turns), last_round, all",
                      .aliases = "loss_scale", .values = "default last_round all",
@@ -169,7 +185,9 @@ static const struct swift_command command = {
         "Reads JSON Lines, JSON arrays, CSV or text files (standard input when no FILE) in "
         "ms-swift's\n"
         "formats (messages, ShareGPT conversations, alpaca, query/response, text) and writes a\n"
-        "shard directory for swift-train: index.json and shard-NNNNN.bin (docs/formats.md). The\n"
+        "shard directory for swift-train: index.json and shard-NNNNN.bin (docs/formats.md).\n"
+        "Preference pairs (chosen/rejected, rejected_response) and KTO rows (a boolean label)\n"
+        "become pair or KTO shards for preference training (docs/preprocess.md). The\n"
         "same input gives byte-identical shards with any --threads. A summary goes to stderr and\n"
         "one JSON line to stdout.\n"
         "\n"
@@ -186,7 +204,10 @@ static const struct swift_command command = {
         "--render\n"
         "  swift-preprocess --tokenizer models/Qwen3-0.6B --template generation --truncation split "
         "\\\n"
-        "      --packing sequential -o pretrain input.txt"};
+        "      --packing sequential -o pretrain input.txt\n"
+        "  swift-preprocess --tokenizer models/Qwen3-0.6B --max-length 1024 --truncation right "
+        "-o pairs \\\n"
+        "      dpo_en_demo.json"};
 
 /* A ChatML template (the demo's tokenizer speaks it; swift_template_guess() names it "chatml"). */
 static const char chatml_jinja[] =
@@ -257,7 +278,7 @@ int main(int argc, char **argv)
 {
     swift_omp_defaults(argv); /* first: may start the program again, once */
     swift_set_progname(argv[0]);
-    struct cli c = {.o = {.max_length = 2048, .seed = 42, .shard_tokens = 1ull << 24}};
+    struct cli c = {.o = {.max_length = 2048, .seed = 42, .shard_tokens = 1ull << 24, .kind = -1}};
     int argi;
     int rc = swift_cli_parse(&command, argc, argv, &c, &argi);
     if (rc >= 0)

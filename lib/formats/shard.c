@@ -64,9 +64,10 @@ static uint32_t crc32_big(const unsigned char *p, uint64_t n)
 
 /* Section layout for given counts; offsets from the file start. Returns 0, -1 on overflow. */
 struct layout {
-    uint64_t sample_tok, sample_doc, doc_len, ids, mask, end;
+    uint64_t sample_tok, sample_doc, doc_len, ids, mask, label, end; /* label: 0 when none */
 };
-static int compute_layout(uint64_t hdr, uint64_t ns, uint64_t nd, uint64_t nt, struct layout *l)
+static int compute_layout(uint64_t hdr, uint64_t ns, uint64_t nd, uint64_t nt, int labels,
+                          struct layout *l)
 {
     if (ns > SHARD_MAX_TOKENS || nd > SHARD_MAX_TOKENS || nt > SHARD_MAX_TOKENS)
         return -1;
@@ -75,11 +76,13 @@ static int compute_layout(uint64_t hdr, uint64_t ns, uint64_t nd, uint64_t nt, s
     l->doc_len = l->sample_doc + 8 * (ns + 1);
     l->ids = align8(l->doc_len + 4 * nd);
     l->mask = l->ids + 4 * nt;
-    l->end = align8(l->mask + nt);
+    l->label = labels ? l->mask + nt : 0;
+    l->end = align8(labels ? l->label + ns : l->mask + nt);
     return 0;
 }
 
 /* ---- writer ---- */
+
 struct swift_shard_writer {
     char *path;
     uint32_t *ids;
@@ -89,6 +92,8 @@ struct swift_shard_writer {
     uint64_t nd, cap_d;
     uint64_t *sample_tok, *sample_doc; /* ns + 1 entries */
     uint64_t ns, cap_s;
+    uint8_t *labels; /* cap_s entries once a sample was added with a label */
+    int labeled;
 };
 
 static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
@@ -129,11 +134,12 @@ void swift_shard_writer_free(struct swift_shard_writer *w)
     free(w->doc_len);
     free(w->sample_tok);
     free(w->sample_doc);
+    free(w->labels);
     free(w);
 }
 
-int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
-                           uint32_t n, const uint32_t *doc_len, uint32_t n_docs)
+static int writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
+                      uint32_t n, const uint32_t *doc_len, uint32_t n_docs)
 {
     uint32_t one = n;
     if (!doc_len) {
@@ -155,6 +161,8 @@ int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, co
         return -1;
     if (cap_s != w->cap_s) {
         w->sample_doc = swift_xrealloc(w->sample_doc, cap_s * sizeof(uint64_t));
+        if (w->labels)
+            w->labels = swift_xrealloc(w->labels, cap_s);
         w->cap_s = cap_s;
     }
     if (grow((void **)&w->doc_len, &w->cap_d, w->nd + n_docs, sizeof(uint32_t)) < 0)
@@ -173,6 +181,30 @@ int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, co
     return 0;
 }
 
+int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
+                           uint32_t n, const uint32_t *doc_len, uint32_t n_docs)
+{
+    if (w->labeled)
+        return swift_error("shard: an unlabelled sample after labelled ones");
+    return writer_add(w, ids, mask, n, doc_len, n_docs);
+}
+
+int swift_shard_writer_add_labeled(struct swift_shard_writer *w, const uint32_t *ids,
+                                   const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                                   uint32_t n_docs, uint8_t label)
+{
+    if (!w->labeled && w->ns > 0)
+        return swift_error("shard: a labelled sample after %" PRIu64 " unlabelled ones", w->ns);
+    if (writer_add(w, ids, mask, n, doc_len, n_docs) < 0)
+        return -1;
+    if (!w->labeled) {
+        w->labels = swift_xcalloc(w->cap_s, 1);
+        w->labeled = 1;
+    }
+    w->labels[w->ns - 1] = label ? 1 : 0;
+    return 0;
+}
+
 uint64_t swift_shard_writer_samples(const struct swift_shard_writer *w)
 {
     return w->ns;
@@ -185,7 +217,7 @@ uint64_t swift_shard_writer_tokens(const struct swift_shard_writer *w)
 int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **out, size_t *outlen)
 {
     struct layout l;
-    if (compute_layout(SWIFT_SHARD_HEADER_SIZE, w->ns, w->nd, w->nt, &l) < 0)
+    if (compute_layout(SWIFT_SHARD_HEADER_SIZE, w->ns, w->nd, w->nt, w->labeled, &l) < 0)
         return swift_error("shard too large");
     unsigned char *b = swift_xcalloc(1, l.end);
     for (uint64_t i = 0; i <= w->ns; i++) {
@@ -198,9 +230,12 @@ int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **out, siz
         put_u32(b + l.ids + 4 * i, w->ids[i]);
     if (w->nt)
         memcpy(b + l.mask, w->mask, w->nt);
+    if (w->labeled && w->ns)
+        memcpy(b + l.label, w->labels, w->ns);
     uint64_t payload = l.end - SWIFT_SHARD_HEADER_SIZE;
     memcpy(b, SWIFT_SHARD_MAGIC, 8);
-    put_u32(b + 8, SWIFT_SHARD_VERSION);
+    put_u32(b + 8, w->labeled ? SWIFT_SHARD_VERSION_LABELS : SWIFT_SHARD_VERSION);
+    put_u32(b + 52, w->labeled ? SWIFT_SHARD_FLAG_LABELS : 0);
     put_u32(b + 12, SWIFT_SHARD_HEADER_SIZE);
     put_u64(b + 16, w->ns);
     put_u64(b + 24, w->nd);
@@ -231,6 +266,7 @@ int swift_shard_writer_commit(struct swift_shard_writer *w, uint32_t *crc)
 struct shard_view {
     const unsigned char *base;
     uint64_t ns, nd, nt;
+    int labels; /* the file has the label section */
     struct layout l;
 };
 
@@ -243,23 +279,29 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
     if (memcmp(b, SWIFT_SHARD_MAGIC, 8) != 0)
         return swift_error_at(name, 0, "offset 0: bad magic (not a swift shard)");
     uint32_t version = get_u32(b + 8);
-    if (version != SWIFT_SHARD_VERSION)
+    if (version != SWIFT_SHARD_VERSION && version != SWIFT_SHARD_VERSION_LABELS)
         return swift_error_at(name,
                               0,
-                              "offset 8: unsupported shard version %u (this build reads %d)",
+                              "offset 8: unsupported shard version %u (this build reads %d and %d)",
                               version,
-                              SWIFT_SHARD_VERSION);
+                              SWIFT_SHARD_VERSION,
+                              SWIFT_SHARD_VERSION_LABELS);
     uint32_t hdr = get_u32(b + 12);
     if (hdr < SWIFT_SHARD_HEADER_SIZE || hdr > (1u << 20) || hdr % 8)
         return swift_error_at(name, 0, "offset 12: bad header size %u", hdr);
     if (len < hdr)
         return swift_error_at(name, 0, "offset %zu: file ends inside the %u-byte header", len, hdr);
+    /* version 1 never had flags (they were written 0 and not read) */
+    uint32_t flags = version == SWIFT_SHARD_VERSION ? 0 : get_u32(b + 52);
+    if (version == SWIFT_SHARD_VERSION_LABELS && flags != SWIFT_SHARD_FLAG_LABELS)
+        return swift_error_at(name, 0, "offset 52: unknown flags %08x for version 2", flags);
+    v->labels = flags & SWIFT_SHARD_FLAG_LABELS ? 1 : 0;
     v->base = b;
     v->ns = get_u64(b + 16);
     v->nd = get_u64(b + 24);
     v->nt = get_u64(b + 32);
     uint64_t payload = get_u64(b + 40);
-    if (compute_layout(hdr, v->ns, v->nd, v->nt, &v->l) < 0)
+    if (compute_layout(hdr, v->ns, v->nd, v->nt, v->labels, &v->l) < 0)
         return swift_error_at(name,
                               0,
                               "offset 16: implausible counts (samples %" PRIu64
@@ -325,6 +367,15 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                                   sum,
                                   t1 - t0);
     }
+    for (uint64_t i = 0; v->labels && i < v->ns; i++)
+        if (b[v->l.label + i] > 1)
+            return swift_error_at(name,
+                                  0,
+                                  "offset %" PRIu64 ": label %u of sample %" PRIu64
+                                  " is not 0 or 1",
+                                  v->l.label + i,
+                                  b[v->l.label + i],
+                                  i);
     return 0;
 }
 
@@ -350,6 +401,7 @@ void swift_shard_index_release(struct swift_shard_index *ix)
     free(ix->truncation);
     free(ix->packing);
     free(ix->split);
+    free(ix->kind);
     for (size_t i = 0; i < ix->n_shards; i++)
         free(ix->shards[i].file);
     free(ix->shards);
@@ -378,7 +430,13 @@ int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir)
 {
     json_t *o = json_object();
     json_object_set_new(o, "format", json_string(SWIFT_SHARD_INDEX_FORMAT));
-    json_object_set_new(o, "version", json_integer(SWIFT_SHARD_INDEX_VERSION));
+    int sft = !strcmp(swift_shard_index_kind(ix), "sft");
+    json_object_set_new(
+        o,
+        "version",
+        json_integer(sft ? SWIFT_SHARD_INDEX_VERSION : SWIFT_SHARD_INDEX_VERSION_KIND));
+    if (!sft) /* SFT indexes stay as they were (no "kind", version 1) */
+        set_str(o, "kind", ix->kind);
     set_str(o, "split", ix->split);
     set_str(o, "tokenizer", ix->tokenizer);
     set_str(o, "tokenizer_sha256", ix->tokenizer_sha256);
@@ -468,13 +526,19 @@ static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
     uint64_t ver = 0;
     if (get_u64j(o, "version", &ver, name, 1) < 0)
         return -1;
-    if (ver != SWIFT_SHARD_INDEX_VERSION)
+    if (ver != SWIFT_SHARD_INDEX_VERSION && ver != SWIFT_SHARD_INDEX_VERSION_KIND)
         return swift_error_at(name,
                               0,
-                              "unsupported index version %" PRIu64 " (this build reads %d)",
+                              "unsupported index version %" PRIu64 " (this build reads %d and %d)",
                               ver,
-                              SWIFT_SHARD_INDEX_VERSION);
+                              SWIFT_SHARD_INDEX_VERSION,
+                              SWIFT_SHARD_INDEX_VERSION_KIND);
     ix->version = (int)ver;
+    if (get_str(o, "kind", &ix->kind, name) < 0)
+        return -1;
+    if (ix->kind && strcmp(ix->kind, "sft") && strcmp(ix->kind, "pairs") && strcmp(ix->kind, "kto"))
+        return swift_error_at(
+            name, 0, "unknown \"kind\" '%s' (this build reads sft, pairs and kto)", ix->kind);
     if (get_str(o, "split", &ix->split, name) < 0 ||
         get_str(o, "tokenizer", &ix->tokenizer, name) < 0 ||
         get_str(o, "tokenizer_sha256", &ix->tokenizer_sha256, name) < 0 ||
@@ -573,6 +637,38 @@ int swift_shard_index_read(struct swift_shard_index *ix, const char *dir)
     return rc;
 }
 
+const char *swift_shard_index_kind(const struct swift_shard_index *ix)
+{
+    if (ix->kind && (!strcmp(ix->kind, "pairs") || !strcmp(ix->kind, "kto")))
+        return ix->kind;
+    return "sft";
+}
+
+int swift_shard_index_check_kind(const struct swift_shard_index *ix, const char *want,
+                                 const char *what, const char *data_dir)
+{
+    const char *have = swift_shard_index_kind(ix);
+    if (!strcmp(have, want))
+        return 0;
+    static const char *const desc[][2] = {
+        {"sft", "SFT samples"}, {"pairs", "preference pairs"}, {"kto", "KTO's labelled samples"}};
+    const char *dh = have, *dw = want;
+    for (size_t i = 0; i < 3; i++) {
+        if (!strcmp(have, desc[i][0]))
+            dh = desc[i][1];
+        if (!strcmp(want, desc[i][0]))
+            dw = desc[i][1];
+    }
+    return swift_error("%s/index.json: the shards hold %s (kind \"%s\"), %s needs %s (make them "
+                       "with swift-preprocess --kind %s)",
+                       data_dir,
+                       dh,
+                       have,
+                       what,
+                       dw,
+                       want);
+}
+
 int swift_shard_index_check_tokenizer(const struct swift_shard_index *ix, const char *model_dir,
                                       const char *data_dir)
 {
@@ -640,6 +736,32 @@ static int map_file(const char *path, struct mapped *m, int flags)
         m->base ? m->base : empty, m->len, path, !(flags & SWIFT_SHARDS_NO_CRC), &m->v);
 }
 
+/* A file's samples fit index.json's kind: pairs have two documents each, kto files have labels
+ * (and only kto files do). */
+static int check_kind(const struct swift_shard_index *ix, const struct mapped *m, const char *path)
+{
+    const char *kind = swift_shard_index_kind(ix);
+    int kto = !strcmp(kind, "kto");
+    if (m->v.labels != kto)
+        return swift_error_at(path,
+                              0,
+                              "offset 8: %s the label section, but index.json's kind is \"%s\"",
+                              m->v.labels ? "has" : "lacks",
+                              kind);
+    if (strcmp(kind, "pairs"))
+        return 0;
+    const unsigned char *sd = m->base + m->v.l.sample_doc;
+    for (uint64_t i = 0; i < m->v.ns; i++)
+        if (get_u64(sd + 8 * (i + 1)) - get_u64(sd + 8 * i) != 2)
+            return swift_error_at(path,
+                                  0,
+                                  "offset %" PRIu64 ": sample %" PRIu64
+                                  " is not a pair (kind \"pairs\" needs two documents)",
+                                  m->v.l.sample_doc + 8 * i,
+                                  i);
+    return 0;
+}
+
 void swift_shards_close(struct swift_shards *s)
 {
     if (!s)
@@ -682,6 +804,8 @@ int swift_shards_open(struct swift_shards **out, const char *dir, int flags)
                                 "offset 48: CRC32 %08x differs from index.json's %08x",
                                 get_u32(m->base + 48),
                                 e->crc32);
+        if (rc == 0)
+            rc = check_kind(&s->ix, m, path);
         if (rc == 0 && s->ix.vocab_size) {
             const unsigned char *ids = m->base + m->v.l.ids;
             for (uint64_t t = 0; t < m->v.nt; t++)
@@ -744,5 +868,6 @@ int swift_shards_get(const struct swift_shards *s, uint64_t i, struct swift_samp
     out->len = (uint32_t)(t1 - t0);
     out->doc_len = (const uint32_t *)(const void *)(b + m->v.l.doc_len) + d0;
     out->n_docs = (uint32_t)(d1 - d0);
+    out->label = m->v.labels ? b[m->v.l.label + k] : 0;
     return 0;
 }

@@ -8,14 +8,14 @@
  *
  *     offset  size  field
  *     0       8     magic "SWSHARD\0"
- *     8       4     u32 version (1)
+ *     8       4     u32 version (1; 2 when the file has the label section)
  *     12      4     u32 header_size (64; readers skip to it, so later versions may grow it)
  *     16      8     u64 n_samples
  *     24      8     u64 n_docs        (documents over all samples; >= n_samples)
  *     32      8     u64 n_tokens
  *     40      8     u64 payload_size  (bytes after the header; file size = header + payload)
  *     48      4     u32 payload_crc32 (zlib crc32 of the payload)
- *     52      4     u32 flags (0)
+ *     52      4     u32 flags (0; version 2: bit 0 = SWIFT_SHARD_FLAG_LABELS, others 0)
  *     56      8     reserved (0)
  *     payload, each section starting at a multiple of 8 from the file start:
  *       u64 sample_tok[n_samples + 1]   token offset of each sample; [0] = 0, [n] = n_tokens
@@ -23,6 +23,18 @@
  *       u32 doc_len[n_docs]             tokens per document; a sample's documents sum to its length
  *       u32 ids[n_tokens]               token ids
  *       u8  mask[n_tokens]              1 = the token is a label (counts in the loss), 0 = not
+ *       u8  label[n_samples]            only with SWIFT_SHARD_FLAG_LABELS (version 2): KTO's
+ *                                       per-sample label, 1 desirable, 0 undesirable
+ * A version-1 reader refuses version 2 ("unsupported shard version 2"), so labelled (KTO) files
+ * cannot be read as plain SFT data by an old build; files without labels stay version 1.
+ *
+ * What the samples are is index.json's "kind" (swift_shard_index_kind):
+ *   "sft"   (or no "kind": index version 1)  documents of supervised fine-tuning, maybe packed;
+ *   "pairs" (index version 2)  one preference pair per sample, exactly two documents: document 0
+ *           = prompt + chosen response, document 1 = the same prompt tokens + rejected response;
+ *           mask is 1 on the response tokens only; max_length bounds each document;
+ *   "kto"   (index version 2)  one document per sample (prompt + completion, mask on the
+ *           completion) and its label in the label section.
  *
  * A sample is one training sequence: one document, or several when packed. Attention must not
  * cross documents: the trainer builds its block-diagonal mask (or position ids restarting at 0)
@@ -54,9 +66,12 @@
 #include <stdint.h>
 
 #define SWIFT_SHARD_MAGIC "SWSHARD"
-#define SWIFT_SHARD_VERSION 1
+#define SWIFT_SHARD_VERSION 1        /* files without labels */
+#define SWIFT_SHARD_VERSION_LABELS 2 /* files with the label section */
+#define SWIFT_SHARD_FLAG_LABELS 1u
 #define SWIFT_SHARD_HEADER_SIZE 64
-#define SWIFT_SHARD_INDEX_VERSION 1
+#define SWIFT_SHARD_INDEX_VERSION 1      /* kind "sft" (no "kind" key) */
+#define SWIFT_SHARD_INDEX_VERSION_KIND 2 /* kind "pairs" or "kto": version-1 readers refuse it */
 #define SWIFT_SHARD_INDEX_FORMAT "swift-shards"
 
 /* One sample as stored: all pointers borrowed (into the mmap, valid until swift_shards_close). */
@@ -66,6 +81,7 @@ struct swift_sample {
     uint32_t len;            /* tokens */
     const uint32_t *doc_len; /* n_docs document lengths, summing to len */
     uint32_t n_docs;
+    uint8_t label; /* kind "kto": 1 desirable, 0 undesirable; 0 for other kinds */
 };
 
 /* One shard file's entry in index.json. */
@@ -78,7 +94,8 @@ struct swift_shard_entry {
 
 /* index.json. Strings are owned (freed by swift_shard_index_release); NULL when absent. */
 struct swift_shard_index {
-    int version;            /* SWIFT_SHARD_INDEX_VERSION */
+    int version;            /* SWIFT_SHARD_INDEX_VERSION, or _KIND for pairs and kto */
+    char *kind;             /* "pairs", "kto"; NULL or "sft" for SFT (swift_shard_index_kind) */
     char *tokenizer;        /* tokenizer directory or name as given (informational) */
     char *tokenizer_sha256; /* sha256 hex of tokenizer.json */
     char *template_name;    /* chat template ("qwen3", "generation", ...) */
@@ -103,6 +120,14 @@ struct swift_shard_index {
     struct swift_shard_entry *shards;
     size_t n_shards;
 };
+
+/* What the samples are: "sft", "pairs" or "kto" (never NULL). */
+const char *swift_shard_index_kind(const struct swift_shard_index *ix);
+/* Refuse shards of another kind than `want` ("sft", "pairs", "kto") for `what` (the objective,
+ * e.g. "--rlhf dpo"), with a message naming "<data_dir>/index.json", the kind found and the
+ * swift-preprocess option that makes the right one. Returns 0 or -1 (reported). */
+int swift_shard_index_check_kind(const struct swift_shard_index *ix, const char *want,
+                                 const char *what, const char *data_dir);
 
 /* Zero an index (all strings NULL). */
 void swift_shard_index_init(struct swift_shard_index *ix);
@@ -135,6 +160,12 @@ struct swift_shard_writer *swift_shard_writer_new(const char *path);
  * must sum to n; doc_len NULL means one document). Copies the data. Returns 0 or -1. */
 int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
                            uint32_t n, const uint32_t *doc_len, uint32_t n_docs);
+/* The same with the sample's label (kind "kto"): the first labelled sample of a writer turns the
+ * label section on (the file becomes version 2); a writer's samples are all labelled or none
+ * (mixing is an error). Returns 0 or -1. */
+int swift_shard_writer_add_labeled(struct swift_shard_writer *w, const uint32_t *ids,
+                                   const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                                   uint32_t n_docs, uint8_t label);
 uint64_t swift_shard_writer_samples(const struct swift_shard_writer *w);
 uint64_t swift_shard_writer_tokens(const struct swift_shard_writer *w);
 /* Write the file atomically and free w. *crc (may be NULL) gets the payload CRC. Returns 0 or
@@ -159,7 +190,8 @@ enum {
 
 struct swift_shards; /* a shard directory */
 
-/* Open dir (index.json + every shard it lists, mmapped and checked). Returns 0 or -1. */
+/* Open dir (index.json + every shard it lists, mmapped and checked; with kind "pairs" every
+ * sample must have two documents, with "kto" every file must have labels). Returns 0 or -1. */
 int swift_shards_open(struct swift_shards **out, const char *dir, int flags);
 void swift_shards_close(struct swift_shards *s);
 /* Samples over all shards, in index order. */

@@ -557,8 +557,7 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
     return 0;
 }
 
-/* The row with --columns renames applied (a copy kept in holder), or the row itself. */
-static json_t *rename_columns(json_t *obj, const struct swift_columns *cols, json_t *holder)
+json_t *swift_row_rename(json_t *obj, const struct swift_columns *cols, json_t *holder)
 {
     if (!cols || !cols->n) {
         json_array_append(holder, obj);
@@ -747,7 +746,7 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
     conv->text_len = 0;
     json_t *holder = json_array();
     *owned = holder;
-    obj = rename_columns(obj, cols, holder);
+    obj = swift_row_rename(obj, cols, holder);
     static const char *const sys_keys[] = {"system", "system_prompt", NULL};
     json_t *sys = first_key(obj, sys_keys, NULL);
     const char *sys_s = NULL;

@@ -25,6 +25,18 @@
  * "system" may also be "system_prompt"; "tools" may be an array or a JSON string of one.
  * A ShareGPT function_call whose value is {"name", "arguments"} JSON becomes an assistant tool
  * call; observation / tool become tool messages.
+ *
+ * Preference rows (swift_row_kind, swift_row_to_pref; docs/preprocess.md "Preference data"):
+ *   ms-swift       any row above + "rejected_response" (the last assistant turn's rejected
+ *                  text), or "messages" + "rejected_messages" (the whole rejected conversation)
+ *   ShareGPT / LLaMA-Factory  "conversations" (or "messages") ending with the user turn +
+ *                  "chosen" and "rejected", one message each ({"from", "value"})
+ *   TRL            "prompt" + "chosen" + "rejected": strings (a user and an assistant turn) or
+ *                  message lists; without "prompt", two whole conversations (the prompt is all
+ *                  but their last message)
+ *   field prompts  instruction/input, query, question, ... + "chosen" + "rejected" strings
+ *   KTO            any SFT row + a boolean "label" (TRL's prompt/completion/label too)
+ * Chosen and rejected must share every message but the last, which must be an assistant turn.
  */
 #ifndef SWIFT_DATASET_H
 #define SWIFT_DATASET_H
@@ -77,5 +89,27 @@ void swift_columns_release(struct swift_columns *c);
  */
 int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char *system,
                       struct swift_conv *conv, json_t **owned, char *err, size_t errlen);
+
+/* The row with --columns renames applied (a copy appended to holder), or the row itself (a
+ * reference appended to holder). */
+json_t *swift_row_rename(json_t *obj, const struct swift_columns *cols, json_t *holder);
+
+/* What a row holds: SFT data, a preference pair, or a KTO row (SWIFT_KIND_*). */
+enum swift_row_kind { SWIFT_KIND_SFT, SWIFT_KIND_PAIRS, SWIFT_KIND_KTO };
+/* The names "sft", "pairs", "kto" (index.json's "kind", --kind). */
+const char *swift_row_kind_name(int kind);
+/* The kind of a row (after renames): "label" -> KTO; "chosen", "rejected", "rejected_response"
+ * or "rejected_messages" -> a pair; otherwise SFT. */
+int swift_row_kind(json_t *obj);
+
+/*
+ * A preference or KTO row as conversations (renames applied first, as swift_row_to_conv):
+ * kind SWIFT_KIND_PAIRS fills chosen and rejected (the same messages but the last, an assistant
+ * turn each); SWIFT_KIND_KTO fills chosen and *label (0/1). *owned receives what both borrow
+ * from (json_decref it). Returns 0, or -1 with a message in err (not printed).
+ */
+int swift_row_to_pref(json_t *obj, const struct swift_columns *cols, const char *system, int kind,
+                      struct swift_conv *chosen, struct swift_conv *rejected, int *label,
+                      json_t **owned, char *err, size_t errlen);
 
 #endif

@@ -211,13 +211,18 @@ void swift_tok_finish(struct swift_tokenizer *tok);
 /* ---- build mode of swift-preprocess (store.c) ---- */
 struct swift_template;
 
-/* Every kept document's ids and loss mask end to end; document d is [off[d], off[d + 1]). */
+/* Every kept document's ids and loss mask end to end; document d is [off[d], off[d + 1]). With
+ * kind SWIFT_KIND_PAIRS an entry is a whole pair: its chosen document is the first n0[d] tokens,
+ * the rejected one the rest; with SWIFT_KIND_KTO label[d] is the row's label. */
 struct pp_store {
+    int kind; /* SWIFT_KIND_* (dataset.h) */
     uint32_t *ids;
     uint8_t *mask;
     uint64_t ntok, cap;
     uint64_t *off; /* ndocs + 1 */
     uint64_t *trained;
+    uint32_t *n0;
+    uint8_t *label;
     uint64_t ndocs, capd;
 };
 
@@ -237,8 +242,14 @@ struct pp_split {
 /* Truncate a document of n tokens per --truncation (counting it in st) and add it to s. */
 int swift_pp_add_doc(const struct swift_preprocess_opts *o, struct pp_store *s, struct pp_stats *st,
                      const uint32_t *ids, const uint8_t *mask, uint64_t n);
+/* A pair (n1 > 0: chosen ids[0..n0), rejected ids[n0..n0+n1)) or a KTO row (n1 = 0) whose
+ * documents begin with the same `prompt` tokens: cut per --max-prompt-length, --max-length and
+ * --truncation (docs/preprocess.md) and add to s, or count it dropped. */
+int swift_pp_add_pref(const struct swift_preprocess_opts *o, struct pp_store *s,
+                      struct pp_stats *st, const uint32_t *ids, const uint8_t *mask, uint64_t n0,
+                      uint64_t n1, uint64_t prompt, int label);
 void swift_pp_store_free(struct pp_store *s);
-/* Mean, standard deviation, min and max of the document lengths. */
+/* Mean, standard deviation, min and max of the document lengths (a pair's two counted apart). */
 void swift_pp_len_stats(const struct pp_store *s, double lenstats[4]);
 /* Docs 0..n-1 into train[] and val[] (each room for n) per --val-ratio, --seed, --shuffle. */
 int swift_pp_split(const struct swift_preprocess_opts *o, uint64_t n, uint64_t *train,

@@ -36,14 +36,20 @@ struct item {
     uint64_t trained;
     char *text; /* render: rendered text; decode: decoded text */
     size_t textlen;
+    int kind;        /* SWIFT_KIND_* of the row (dataset.h) */
+    uint32_t n0;     /* pairs: tokens of the chosen document (ids[0..n0)), the rejected follows */
+    uint32_t prompt; /* pairs, kto: the prompt tokens at the start of each document */
+    int label;       /* kto */
+    char *text1;     /* render of a pair: the rejected side's text */
+    size_t textlen1;
     int bad;
     char err[ERR_LEN];
 };
 
 struct worker {
     struct swift_tok_state *st;
-    struct swift_encoded enc;
-    struct swift_conv conv;
+    struct swift_encoded enc, enc1; /* enc1: a pair's rejected side */
+    struct swift_conv conv, conv1;
     struct swift_tokens tk;
 };
 
@@ -74,11 +80,94 @@ static int copy_out(struct item *it, const uint32_t *ids, const uint8_t *mask, s
     return 0;
 }
 
+static char *dup_text(const struct swift_encoded *e, size_t *len)
+{
+    char *t = swift_xmalloc(e->len + 1);
+    memcpy(t, e->text, e->len + 1);
+    *len = e->len;
+    return t;
+}
+
+/* A preference pair or a KTO row: both sides into one item (chosen, then rejected). */
+static int do_pref(struct ctx *c, struct worker *w, struct item *it, json_t *obj)
+{
+    json_t *owned = NULL;
+    int pair = it->kind == SWIFT_KIND_PAIRS;
+    size_t prompt = 0;
+    int rc = swift_row_to_pref(obj,
+                               &c->cols,
+                               c->o->system,
+                               it->kind,
+                               &w->conv,
+                               &w->conv1,
+                               &it->label,
+                               &owned,
+                               it->err,
+                               ERR_LEN);
+    if (rc == 0)
+        rc = swift_template_encode_pair(c->tpl,
+                                        w->st,
+                                        c->tok,
+                                        &w->conv,
+                                        pair ? &w->conv1 : NULL,
+                                        &w->enc,
+                                        &w->enc1,
+                                        &prompt,
+                                        it->err,
+                                        ERR_LEN);
+    size_t n0 = w->enc.tok.n, n1 = pair ? w->enc1.tok.n : 0;
+    if (rc == 0 && n0 + n1 > UINT32_MAX) {
+        snprintf(it->err, ERR_LEN, "pair of %zu tokens is too long", n0 + n1);
+        rc = -1;
+    }
+    if (rc == 0) {
+        it->ids = swift_xmalloc((n0 + n1) * sizeof(uint32_t));
+        it->mask = swift_xmalloc(n0 + n1);
+        memcpy(it->ids, w->enc.tok.ids, n0 * sizeof(uint32_t));
+        memcpy(it->mask, w->enc.mask, n0);
+        if (n1) {
+            memcpy(it->ids + n0, w->enc1.tok.ids, n1 * sizeof(uint32_t));
+            memcpy(it->mask + n0, w->enc1.mask, n1);
+        }
+        it->n = (uint32_t)(n0 + n1);
+        it->n0 = (uint32_t)n0;
+        it->prompt = (uint32_t)prompt;
+        it->trained = w->enc.trained + (pair ? w->enc1.trained : 0);
+        if (c->o->mode == SWIFT_PP_RENDER) {
+            it->text = dup_text(&w->enc, &it->textlen);
+            if (pair)
+                it->text1 = dup_text(&w->enc1, &it->textlen1);
+        }
+    }
+    json_decref(owned);
+    return rc;
+}
+
+/* The row's kind: --kind, or what its fields say (after --columns). */
+static int row_kind(struct ctx *c, json_t *obj)
+{
+    if (c->o->kind >= 0)
+        return c->o->kind;
+    if (!c->cols.n)
+        return swift_row_kind(obj);
+    json_t *holder = json_array();
+    int k = swift_row_kind(swift_row_rename(obj, &c->cols, holder));
+    json_decref(holder);
+    return k;
+}
+
 static int do_sample(struct ctx *c, struct worker *w, struct item *it)
 {
     json_t *obj, *owned = NULL;
+    it->kind = -1;
     if (swift_row_parse(&it->row, &obj, it->err, ERR_LEN) < 0)
         return -1;
+    it->kind = row_kind(c, obj);
+    if (it->kind != SWIFT_KIND_SFT) {
+        int rc = do_pref(c, w, it, obj);
+        json_decref(obj);
+        return rc;
+    }
     int rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
     if (rc == 0)
         rc = swift_template_encode(
@@ -217,10 +306,57 @@ static void put_ids(FILE *fp, const uint32_t *ids, uint32_t n)
     fputc(']', fp);
 }
 
+/* {"text", "ids", "mask", "tokens", "trained_tokens"} of n tokens (without the braces). */
+static void put_rendered(const char *text, size_t textlen, const uint32_t *ids, const uint8_t *mask,
+                         uint32_t n)
+{
+    json_t *s = json_stringn(text ? text : "", textlen);
+    char *d = json_dumps(s, JSON_ENCODE_ANY);
+    fputs("\"text\":", stdout);
+    fputs(d ? d : "null", stdout);
+    free(d);
+    json_decref(s);
+    fputs(",\"ids\":", stdout);
+    put_ids(stdout, ids, n);
+    fputs(",\"mask\":[", stdout);
+    uint64_t trained = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i)
+            fputc(',', stdout);
+        fputc('0' + mask[i], stdout);
+        trained += mask[i];
+    }
+    fprintf(stdout, "],\"tokens\":%u,\"trained_tokens\":%" PRIu64, n, trained);
+}
+
+/* --render of a pair: {"kind", "prompt_tokens", "chosen": {...}, "rejected": {...}}; of a KTO
+ * row: the SFT record with "kind", "label" and "prompt_tokens". */
+static void emit_pref(const struct item *it)
+{
+    fprintf(stdout, "{\"kind\":\"%s\",", swift_row_kind_name(it->kind));
+    if (it->kind == SWIFT_KIND_KTO) {
+        put_rendered(it->text, it->textlen, it->ids, it->mask, it->n);
+        fprintf(stdout,
+                ",\"label\":%s,\"prompt_tokens\":%u}\n",
+                it->label ? "true" : "false",
+                it->prompt);
+        return;
+    }
+    fprintf(stdout, "\"prompt_tokens\":%u,\"chosen\":{", it->prompt);
+    put_rendered(it->text, it->textlen, it->ids, it->mask, it->n0);
+    fputs("},\"rejected\":{", stdout);
+    put_rendered(it->text1, it->textlen1, it->ids + it->n0, it->mask + it->n0, it->n - it->n0);
+    fputs("}}\n", stdout);
+}
+
 static void emit_line(const struct swift_preprocess_opts *o, const struct item *it)
 {
     if (it->bad) {
         fputs("null\n", stdout);
+        return;
+    }
+    if (o->mode == SWIFT_PP_RENDER && it->kind != SWIFT_KIND_SFT) {
+        emit_pref(it);
         return;
     }
     if (o->mode == SWIFT_PP_ENCODE) {
@@ -260,6 +396,8 @@ struct run {
     struct pp_store s;
     struct pp_stats st;
     uint64_t in_bytes, all_tokens;
+    int kind;        /* of the first good row (every row must have it); -1 before */
+    char first[600]; /* where that row is, for messages */
     int64_t t_start;
     struct swift_progress prog; /* rows read, on a terminal (building shards only) */
 };
@@ -271,6 +409,7 @@ static void free_items(struct item *items, size_t n)
         free(items[i].ids);
         free(items[i].mask);
         free(items[i].text);
+        free(items[i].text1);
     }
 }
 
@@ -365,6 +504,51 @@ static int read_batch(struct run *r, struct swift_dataset *ds, const char *fname
     return rc;
 }
 
+/* Every row of a run holds the kind of the first good one; pairs and KTO rows are neither
+ * packed nor split. A row of another kind becomes a bad row; -1 for options that do not fit. */
+static int same_kind(struct run *r, struct item *it)
+{
+    const struct swift_preprocess_opts *o = r->o;
+    if (r->kind < 0) {
+        if (it->bad)
+            return 0;
+        r->kind = it->kind;
+        r->s.kind = it->kind;
+        snprintf(r->first, sizeof(r->first), "%s:%ld", it->file, it->row.line);
+        if (it->kind != SWIFT_KIND_SFT && o->packing != SWIFT_PACK_NONE)
+            return swift_error_at(it->file,
+                                  it->row.line,
+                                  "%s rows are not packed (one per sample); drop --packing",
+                                  it->kind == SWIFT_KIND_PAIRS ? "preference" : "KTO");
+        if (it->kind != SWIFT_KIND_SFT && o->truncation == SWIFT_TRUNC_SPLIT)
+            return swift_error_at(it->file,
+                                  it->row.line,
+                                  "--truncation split cannot cut a preference pair or a KTO row "
+                                  "(use delete, left or right)");
+        return 0;
+    }
+    if (it->kind >= 0 && it->kind != r->kind) {
+        static const char *const what[] = {
+            "an SFT row",
+            "not a preference pair (no \"chosen\" and \"rejected\", or \"rejected_response\")",
+            "not a KTO row (no boolean \"label\")"};
+        snprintf(it->err,
+                 ERR_LEN,
+                 "%s, unlike the first row (%.300s); one kind per run (--kind %s)",
+                 r->kind == SWIFT_KIND_SFT
+                     ? (it->kind == SWIFT_KIND_PAIRS ? "a preference pair" : "a KTO row")
+                     : what[r->kind],
+                 r->first,
+                 swift_row_kind_name(r->kind));
+        it->bad = 1;
+        free(it->ids);
+        free(it->mask);
+        it->ids = NULL;
+        it->mask = NULL;
+    }
+    return 0;
+}
+
 /* Take the worked batch in input order: line tools print, build mode stores. */
 static int take_batch(struct run *r, size_t n)
 {
@@ -381,13 +565,25 @@ static int take_batch(struct run *r, size_t n)
                 emit_line(o, it);
             continue;
         }
+        if (same_kind(r, it) < 0)
+            return -1;
         if (it->bad) {
             if (take_bad(o, &r->st, it) < 0)
                 rc = -1;
             continue;
         }
-        if (swift_pp_add_doc(o, &r->s, &r->st, it->ids, it->mask, it->n) < 0)
-            rc = -1;
+        if (it->kind == SWIFT_KIND_SFT)
+            rc = swift_pp_add_doc(o, &r->s, &r->st, it->ids, it->mask, it->n);
+        else
+            rc = swift_pp_add_pref(o,
+                                   &r->s,
+                                   &r->st,
+                                   it->ids,
+                                   it->mask,
+                                   it->kind == SWIFT_KIND_PAIRS ? it->n0 : it->n,
+                                   it->kind == SWIFT_KIND_PAIRS ? it->n - it->n0 : 0,
+                                   it->prompt,
+                                   it->label);
     }
     return rc;
 }
@@ -463,7 +659,17 @@ static void describe_losses(const struct run *r, int invalid_too, char *buf, siz
     const struct pp_stats *st = &r->st;
     size_t k = 0;
     buf[0] = 0;
-    if (st->dropped)
+    if (st->dropped && r->kind > SWIFT_KIND_SFT)
+        k += (size_t)snprintf(buf,
+                              len,
+                              "%" PRIu64 " of %" PRIu64 " rows dropped as longer than "
+                              "--max-length %ld (use --truncation right or left to keep them, "
+                              "or a larger --max-length; with right or left, a row is dropped "
+                              "when no response token is left)",
+                              st->dropped,
+                              st->rows,
+                              r->o->max_length);
+    else if (st->dropped)
         k += (size_t)snprintf(buf,
                               len,
                               "%" PRIu64 " of %" PRIu64 " rows dropped as longer than "
@@ -503,10 +709,16 @@ static void report_build(const struct run *r, const double lenstats[4], const st
 {
     const struct swift_preprocess_opts *o = r->o;
     const struct pp_stats *st = &r->st;
-    swift_info("%" PRIu64 " rows: %" PRIu64 " documents, %" PRIu64 " invalid, %" PRIu64
-               " dropped, %" PRIu64 " truncated",
+    char what[64] = "";
+    if (r->kind == SWIFT_KIND_PAIRS)
+        snprintf(what, sizeof(what), " pairs (%" PRIu64 " documents)", 2 * r->s.ndocs);
+    else
+        snprintf(what, sizeof(what), "%s documents", r->kind == SWIFT_KIND_KTO ? " KTO" : "");
+    swift_info("%" PRIu64 " rows: %" PRIu64 "%s, %" PRIu64 " invalid, %" PRIu64 " dropped, %" PRIu64
+               " truncated",
                st->rows,
                r->s.ndocs,
+               what,
                st->invalid,
                st->dropped,
                st->truncated);
@@ -558,7 +770,7 @@ static int print_build(const struct run *r, const double lenstats[4], const stru
                   "rows",
                   (json_int_t)st->rows,
                   "documents",
-                  (json_int_t)r->s.ndocs,
+                  (json_int_t)(r->kind == SWIFT_KIND_PAIRS ? 2 * r->s.ndocs : r->s.ndocs),
                   "invalid",
                   (json_int_t)st->invalid,
                   "dropped",
@@ -596,6 +808,10 @@ static int print_build(const struct run *r, const double lenstats[4], const stru
                   (json_int_t)o->max_length,
                   "threads",
                   r->c.nw);
+    if (j && r->kind > SWIFT_KIND_SFT) /* SFT records stay as they were */
+        json_object_set_new(j, "kind", json_string(swift_row_kind_name(r->kind)));
+    if (j && r->kind == SWIFT_KIND_PAIRS)
+        json_object_set_new(j, "pairs", json_integer((json_int_t)r->s.ndocs));
     int rc = j && swift_record_print(stdout, j, SWIFT_RECORD_DIGITS) < 0 ? -1 : 0;
     json_decref(j);
     return rc;
@@ -619,7 +835,9 @@ static void release(struct run *r)
     for (int i = 0; c->w && i < c->nw; i++) {
         swift_tok_state_free(c->w[i].st);
         swift_encoded_release(&c->w[i].enc);
+        swift_encoded_release(&c->w[i].enc1);
         free(c->w[i].conv.msg);
+        free(c->w[i].conv1.msg);
         swift_tokens_release(&c->w[i].tk);
     }
     free(c->w);
@@ -631,7 +849,7 @@ static void release(struct run *r)
 
 int swift_preprocess_run(const struct swift_preprocess_opts *o)
 {
-    struct run r = {.o = o, .c = {.o = o}, .t_start = swift_trace_now()};
+    struct run r = {.o = o, .c = {.o = o}, .kind = -1, .t_start = swift_trace_now()};
     struct swift_tokenizer *tok = NULL;
     int64_t t0 = swift_trace_now();
     if (swift_tokenizer_load(&tok, o->tokenizer) < 0)

@@ -32,9 +32,11 @@ struct swift_preprocess_opts {
     const char *columns; /* SRC:DST,... */
     const char *system;  /* replaces every sample's system prompt */
     long max_length;
-    int loss;       /* enum swift_loss_policy */
-    int truncation; /* enum swift_truncation */
-    int packing;    /* enum swift_packing */
+    long max_prompt_length; /* pairs and KTO: longer prompts keep their end (0: no limit) */
+    int kind;               /* -1: from the rows; SWIFT_KIND_SFT, _PAIRS, _KTO (dataset.h) */
+    int loss;               /* enum swift_loss_policy */
+    int truncation;         /* enum swift_truncation */
+    int packing;            /* enum swift_packing */
     double val_ratio;
     unsigned long long seed;
     int shuffle;

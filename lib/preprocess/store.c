@@ -8,6 +8,7 @@
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 #include "lib/formats/shard.h"
+#include "lib/preprocess/dataset.h"
 #include "lib/preprocess/internal.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
@@ -24,8 +25,12 @@
 #define MAX_STORE_TOKENS ((uint64_t)1 << 36)
 
 /* ---- the token store ---- */
-static int store_add(struct pp_store *s, const uint32_t *ids, const uint8_t *mask, uint64_t n)
+/* One entry: ids[0..n), then (a pair's rejected side) ids2[0..n2). */
+static int store_add2(struct pp_store *s, const uint32_t *ids, const uint8_t *mask, uint64_t n,
+                      const uint32_t *ids2, const uint8_t *mask2, uint64_t n2, int label)
 {
+    uint64_t n1 = n;
+    n += n2;
     if (s->ntok + n > s->cap) {
         uint64_t nc = s->cap ? s->cap : 1 << 20;
         while (nc < s->ntok + n)
@@ -42,24 +47,39 @@ static int store_add(struct pp_store *s, const uint32_t *ids, const uint8_t *mas
             return swift_error("more than %" PRIu64 " documents", MAX_DOCS);
         s->off = swift_xrealloc(s->off, nc * sizeof(uint64_t));
         s->trained = swift_xrealloc(s->trained, nc * sizeof(uint64_t));
+        s->n0 = swift_xrealloc(s->n0, nc * sizeof(uint32_t));
+        s->label = swift_xrealloc(s->label, nc);
         if (s->capd == 0)
             s->off[0] = 0;
         s->capd = nc;
     }
-    memcpy(s->ids + s->ntok, ids, n * sizeof(uint32_t));
-    memcpy(s->mask + s->ntok, mask, n);
+    memcpy(s->ids + s->ntok, ids, n1 * sizeof(uint32_t));
+    memcpy(s->mask + s->ntok, mask, n1);
+    if (n2) {
+        memcpy(s->ids + s->ntok + n1, ids2, n2 * sizeof(uint32_t));
+        memcpy(s->mask + s->ntok + n1, mask2, n2);
+    }
     uint64_t tr = 0;
     for (uint64_t i = 0; i < n; i++)
-        tr += mask[i];
+        tr += s->mask[s->ntok + i];
     s->trained[s->ndocs] = tr;
+    s->n0[s->ndocs] = (uint32_t)(n2 ? n1 : 0);
+    s->label[s->ndocs] = (uint8_t)label;
     s->ntok += n;
     s->ndocs++;
     s->off[s->ndocs] = s->ntok;
     return 0;
 }
 
+static int store_add(struct pp_store *s, const uint32_t *ids, const uint8_t *mask, uint64_t n)
+{
+    return store_add2(s, ids, mask, n, NULL, NULL, 0, 0);
+}
+
 void swift_pp_store_free(struct pp_store *s)
 {
+    free(s->n0);
+    free(s->label);
     free(s->ids);
     free(s->mask);
     free(s->off);
@@ -94,6 +114,68 @@ int swift_pp_add_doc(const struct swift_preprocess_opts *o, struct pp_store *s, 
     }
 }
 
+static int any_trained(const uint8_t *m, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (m[i])
+            return 1;
+    return 0;
+}
+
+int swift_pp_add_pref(const struct swift_preprocess_opts *o, struct pp_store *s,
+                      struct pp_stats *st, const uint32_t *ids, const uint8_t *mask, uint64_t n0,
+                      uint64_t n1, uint64_t prompt, int label)
+{
+    uint64_t max = (uint64_t)o->max_length, mp = (uint64_t)o->max_prompt_length, k = 0;
+    int cut = 0;
+    if (mp && prompt > mp) { /* the prompt keeps its end (TRL's keep_end on the prompt) */
+        k = prompt - mp;
+        prompt = mp;
+        cut = 1;
+    }
+    uint64_t a = k, b = n0 + k; /* where each document starts in ids */
+    n0 -= k;
+    n1 = n1 ? n1 - k : 0;
+    uint64_t longest = n0 > n1 ? n0 : n1;
+    if (longest > max) {
+        switch (o->truncation) {
+        case SWIFT_TRUNC_DELETE:
+            st->dropped++;
+            return 0;
+        case SWIFT_TRUNC_LEFT: /* the same prompt tokens go from both: the prompt keeps its end */
+            k = longest - max;
+            if (k >= prompt) {
+                st->dropped++;
+                return 0;
+            }
+            a += k;
+            b += k;
+            n0 -= k;
+            n1 = n1 ? n1 - k : 0;
+            prompt -= k;
+            break;
+        case SWIFT_TRUNC_RIGHT: /* TRL's keep_start: each document keeps its first max tokens */
+            if (prompt >= max) {
+                st->dropped++;
+                return 0;
+            }
+            n0 = n0 < max ? n0 : max;
+            n1 = n1 < max ? n1 : max;
+            break;
+        default:
+            return swift_error("--truncation split cannot cut a preference pair or a KTO row (use "
+                               "delete, left or right)");
+        }
+        cut = 1;
+    }
+    if (!any_trained(mask + a, n0) || (n1 && !any_trained(mask + b, n1))) {
+        st->dropped++; /* the cut left a response without a trained token */
+        return 0;
+    }
+    st->truncated += (uint64_t)cut;
+    return store_add2(s, ids + a, mask + a, n0, ids + b, mask + b, n1, label);
+}
+
 static uint64_t splitmix(uint64_t *x)
 {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
@@ -109,16 +191,22 @@ void swift_pp_len_stats(const struct pp_store *s, double lenstats[4])
     double sum = 0, sq = 0;
     for (int i = 0; i < 4; i++)
         lenstats[i] = 0;
+    uint64_t nd = 0;
     for (uint64_t d = 0; d < s->ndocs; d++) {
-        uint64_t l = s->off[d + 1] - s->off[d];
-        sum += (double)l;
-        sq += (double)l * (double)l;
-        mn = l < mn ? l : mn;
-        mx = l > mx ? l : mx;
+        uint64_t len = s->off[d + 1] - s->off[d], n0 = s->n0[d];
+        uint64_t part[2] = {n0 ? n0 : len, len - n0};
+        for (int k = 0; k < (n0 ? 2 : 1); k++) {
+            uint64_t l = part[k];
+            sum += (double)l;
+            sq += (double)l * (double)l;
+            mn = l < mn ? l : mn;
+            mx = l > mx ? l : mx;
+            nd++;
+        }
     }
-    if (s->ndocs) {
-        lenstats[0] = sum / (double)s->ndocs;
-        double var = sq / (double)s->ndocs - lenstats[0] * lenstats[0];
+    if (nd) {
+        lenstats[0] = sum / (double)nd;
+        double var = sq / (double)nd - lenstats[0] * lenstats[0];
         lenstats[1] = var > 0 ? sqrt(var) : 0;
         lenstats[2] = (double)mn;
         lenstats[3] = (double)mx;
@@ -290,6 +378,7 @@ struct shard_out {
     uint32_t *ids, *dl;
     uint8_t *mask;
     uint64_t cap, capd;
+    int label; /* the sample's KTO label, or -1 */
 };
 
 static int grow(struct shard_out *so, uint64_t len, uint64_t nd)
@@ -335,7 +424,10 @@ static int put_sample(struct shard_out *so, uint64_t len, uint64_t nd)
         if (!so->w)
             rc = -1;
     }
-    if (rc == 0)
+    if (rc == 0 && so->label >= 0)
+        rc = swift_shard_writer_add_labeled(
+            so->w, so->ids, so->mask, (uint32_t)len, so->dl, (uint32_t)nd, (uint8_t)so->label);
+    else if (rc == 0)
         rc = swift_shard_writer_add(so->w, so->ids, so->mask, (uint32_t)len, so->dl, (uint32_t)nd);
     return rc;
 }
@@ -347,20 +439,25 @@ static int write_samples(struct shard_out *so, const struct pp_store *s, const u
 {
     int rc = 0;
     for (uint64_t k = 0; rc == 0 && k < nsamples; k++) {
-        uint64_t len = 0, nd = start[k + 1] - start[k];
+        uint64_t len = 0, nd = 0;
         for (uint64_t j = start[k]; j < start[k + 1]; j++)
             len += s->off[order[j] + 1] - s->off[order[j]];
-        if (grow(so, len, nd) < 0)
+        if (grow(so, len, 2 * (start[k + 1] - start[k])) < 0)
             return -1;
         uint64_t p = 0;
         for (uint64_t j = start[k]; j < start[k + 1]; j++) {
             uint64_t d = order[j], a = s->off[d], l = s->off[d + 1] - a;
             memcpy(so->ids + p, s->ids + a, l * sizeof(uint32_t));
             memcpy(so->mask + p, s->mask + a, l);
-            so->dl[j - start[k]] = (uint32_t)l;
+            if (s->n0[d]) { /* a pair: chosen, rejected */
+                so->dl[nd++] = s->n0[d];
+                so->dl[nd++] = (uint32_t)(l - s->n0[d]);
+            } else
+                so->dl[nd++] = (uint32_t)l;
             *trained += s->trained[d];
             p += l;
         }
+        so->label = s->kind == SWIFT_KIND_KTO ? s->label[order[start[k]]] : -1;
         rc = put_sample(so, len, nd);
         *tokens += len;
     }
@@ -373,17 +470,21 @@ static int write_samples(struct shard_out *so, const struct pp_store *s, const u
 static void describe(struct swift_shard_index *ix, const struct swift_preprocess_opts *o,
                      const struct swift_tokenizer *tok, const struct swift_template *tpl,
                      const struct pp_stats *st, const char *split, const double lenstats[4],
-                     const struct pp_split *res)
+                     const struct pp_split *res, int s_kind)
 {
     static const char *const pack_names[] = {"none", "binpack", "sequential"};
     static const char *const trunc_names[] = {"delete", "left", "right", "split"};
     ix->tokenizer = swift_xstrdup(o->tokenizer);
     ix->tokenizer_sha256 = swift_xstrdup(swift_tokenizer_sha256(tok));
     ix->template_name = swift_xstrdup(swift_template_name(tpl));
-    ix->loss = swift_xstrdup(swift_loss_name(o->loss));
+    /* pairs and KTO rows train their final response only, whatever --loss says */
+    ix->loss =
+        swift_xstrdup(swift_loss_name(s_kind != SWIFT_KIND_SFT ? SWIFT_LOSS_LAST_ROUND : o->loss));
     ix->truncation = swift_xstrdup(trunc_names[o->truncation]);
     ix->packing = swift_xstrdup(pack_names[o->packing]);
     ix->split = swift_xstrdup(split);
+    if (s_kind != SWIFT_KIND_SFT)
+        ix->kind = swift_xstrdup(swift_row_kind_name(s_kind));
     ix->max_length = (uint64_t)o->max_length;
     ix->vocab_size = swift_tokenizer_vocab_size(tok);
     ix->seed = o->seed;
@@ -432,14 +533,14 @@ int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swi
     free(order);
     free(start);
     res->samples = nsamples;
-    res->docs = n;
+    res->docs = s->kind == SWIFT_KIND_PAIRS ? 2 * n : n;
     res->tokens = tokens;
     res->trained = trained;
     res->efficiency = o->packing != SWIFT_PACK_NONE && nsamples
                           ? (double)tokens / ((double)nsamples * (double)o->max_length)
                           : 0.0;
     if (rc == 0) {
-        describe(&ix, o, tok, tpl, st, split, lenstats, res);
+        describe(&ix, o, tok, tpl, st, split, lenstats, res, s->kind);
         rc = swift_shard_index_write(&ix, dir);
     }
     swift_shard_index_release(&ix);

@@ -628,3 +628,58 @@ int swift_template_encode(const struct swift_template *t, struct swift_tok_state
     e->trained = tr;
     return 0;
 }
+
+/* Tokens that end before the first trained byte (where the final turn's response begins). */
+static size_t prompt_tokens(const struct swift_encoded *e)
+{
+    size_t b = 0, k = 0;
+    while (b < e->len && !e->bytemask[b])
+        b++;
+    while (k < e->tok.n && (k + 1 < e->tok.n ? e->tok.offsets[k + 1] : e->len) <= b)
+        k++;
+    return k;
+}
+
+static void mask_prompt(struct swift_encoded *e, size_t p)
+{
+    for (size_t i = 0; i < p && i < e->tok.n; i++) {
+        e->trained -= e->mask[i];
+        e->mask[i] = 0;
+    }
+}
+
+int swift_template_encode_pair(const struct swift_template *t, struct swift_tok_state *st,
+                               const struct swift_tokenizer *tok, struct swift_conv *chosen,
+                               struct swift_conv *rejected, struct swift_encoded *e0,
+                               struct swift_encoded *e1, size_t *prompt, char *err, size_t errlen)
+{
+    struct render r = {e0, tok, 0, err, errlen, 0};
+    if (t->kind == K_GENERATION)
+        return fail(&r, "preference data needs a chat template, not generation");
+    for (size_t i = 0; i < chosen->n; i++)
+        chosen->msg[i].loss = -1;
+    for (size_t i = 0; rejected && i < rejected->n; i++)
+        rejected->msg[i].loss = -1;
+    if (swift_template_encode(t, st, tok, chosen, SWIFT_LOSS_LAST_ROUND, e0, err, errlen) < 0)
+        return -1;
+    size_t p = prompt_tokens(e0);
+    if (rejected) {
+        if (swift_template_encode(t, st, tok, rejected, SWIFT_LOSS_LAST_ROUND, e1, err, errlen) < 0)
+            return -1;
+        size_t p1 = prompt_tokens(e1), q = 0;
+        while (q < e0->tok.n && q < e1->tok.n && e0->tok.ids[q] == e1->tok.ids[q])
+            q++;
+        p = p1 < p ? p1 : p;
+        p = q < p ? q : p;
+        mask_prompt(e1, p);
+    }
+    mask_prompt(e0, p);
+    if (e0->trained == 0)
+        return fail(&r,
+                    rejected ? "the chosen response has no token to train"
+                             : "the completion has no token to train");
+    if (rejected && e1->trained == 0)
+        return fail(&r, "the rejected response has no token to train");
+    *prompt = p;
+    return 0;
+}

@@ -95,4 +95,19 @@ int swift_template_encode(const struct swift_template *t, struct swift_tok_state
                           const struct swift_tokenizer *tok, const struct swift_conv *c, int loss,
                           struct swift_encoded *e, char *err, size_t errlen);
 
+/*
+ * A preference pair (rejected non-NULL) or a KTO row (rejected NULL) as SFT renders it: each
+ * conversation rendered and tokenized whole into e0 / e1 with the loss mask of its final assistant
+ * turn only (SWIFT_LOSS_LAST_ROUND; the messages' own "loss" is ignored, so they are modified).
+ * *prompt receives the prompt's length in tokens: the tokens that end before the final turn's
+ * response begins, and for a pair also that both sides share (their common prefix); the masks are
+ * 0 there. Equal to TRL's prompt_ids when the template renders the prompt alone the same way (see
+ * docs/preprocess.md). Returns 0, or -1 with a message in err (a response with no token to train,
+ * the generation template, anything swift_template_encode refuses).
+ */
+int swift_template_encode_pair(const struct swift_template *t, struct swift_tok_state *st,
+                               const struct swift_tokenizer *tok, struct swift_conv *chosen,
+                               struct swift_conv *rejected, struct swift_encoded *e0,
+                               struct swift_encoded *e1, size_t *prompt, char *err, size_t errlen);
+
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -192,7 +193,9 @@ static void test_index_errors(void **state)
     const char *cases[][2] = {
         {"[]", "index must be a JSON object"},
         {"{\"format\":\"x\"}", "not a shard index"},
-        {"{\"format\":\"swift-shards\",\"version\":2}", "unsupported index version 2"},
+        {"{\"format\":\"swift-shards\",\"version\":3}", "unsupported index version 3"},
+        {"{\"format\":\"swift-shards\",\"version\":2,\"kind\":\"grpo\"}",
+         "unknown \"kind\" 'grpo' (this build reads sft, pairs and kto)"},
         {"{\"format\":\"swift-shards\",\"version\":1,\"max_length\":4,\"counts\":{\"samples\":1,"
          "\"tokens\":2},\"shards\":[{\"file\":\"../x\",\"samples\":1,\"tokens\":2}]}",
          "must be a plain name"},
@@ -228,6 +231,170 @@ static void test_vocab_check(void **state)
     assert_non_null(strstr(msgbuf, "token id 99 >= vocab size 50"));
 }
 
+/* One shard "shard-00000.bin" of the given samples (two tokens per document) and its index of
+ * `kind` (NULL: SFT). labels NULL: no label section. */
+static void write_kind(const char *kind, const uint32_t *ndocs, const uint8_t *labels, int n)
+{
+    struct swift_shard_index ix;
+    swift_shard_index_init(&ix);
+    char *p0 = swift_path_join(dir, "shard-00000.bin");
+    struct swift_shard_writer *w = swift_shard_writer_new(p0);
+    uint32_t ids[4] = {1, 2, 3, 4}, dl[2] = {2, 2};
+    uint8_t mask[4] = {0, 1, 0, 1};
+    uint64_t tokens = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t nt = 2 * ndocs[i];
+        if (labels)
+            assert_int_equal(
+                swift_shard_writer_add_labeled(w, ids, mask, nt, dl, ndocs[i], labels[i]), 0);
+        else
+            assert_int_equal(swift_shard_writer_add(w, ids, mask, nt, dl, ndocs[i]), 0);
+        tokens += nt;
+    }
+    uint32_t crc;
+    assert_int_equal(swift_shard_writer_commit(w, &crc), 0);
+    assert_int_equal(swift_shard_index_add(&ix, "shard-00000.bin", (uint64_t)n, tokens, crc), 0);
+    ix.kind = kind ? strdup(kind) : NULL;
+    ix.max_length = 2;
+    ix.samples = (uint64_t)n;
+    ix.tokens = tokens;
+    assert_int_equal(swift_shard_index_write(&ix, dir), 0);
+    swift_shard_index_release(&ix);
+    free(p0);
+}
+
+static void open_expect(const char *want)
+{
+    struct swift_shards *s = NULL;
+    capture();
+    assert_int_equal(swift_shards_open(&s, dir, 0), -1);
+    release();
+    if (!strstr(msgbuf, want))
+        fail_msg("message '%s' lacks '%s'", msgbuf, want);
+}
+
+/* Pairs: two documents a sample, index version 2 with "kind"; KTO: the label section (file
+ * version 2) read back per sample; SFT keeps version 1 and no "kind"; a mismatch is refused. */
+static void test_kinds_and_labels(void **state)
+{
+    (void)state;
+    uint32_t two[3] = {2, 2, 2}, one[3] = {1, 1, 1};
+    uint8_t lab[3] = {1, 0, 1};
+    char *idx = swift_path_join(dir, "index.json");
+    char *bin = swift_path_join(dir, "shard-00000.bin");
+    char *text;
+    size_t len;
+
+    write_kind("pairs", two, NULL, 3);
+    assert_int_equal(swift_read_file(idx, 1 << 20, &text, &len), 0);
+    assert_non_null(strstr(text, "\"version\": 2,\n  \"kind\": \"pairs\""));
+    free(text);
+    struct swift_shards *s;
+    assert_int_equal(swift_shards_open(&s, dir, 0), 0);
+    const struct swift_shard_index *ix = swift_shards_index(s);
+    assert_string_equal(swift_shard_index_kind(ix), "pairs");
+    assert_int_equal(swift_shard_index_check_kind(ix, "pairs", "--rlhf dpo", "d"), 0);
+    capture();
+    assert_int_equal(swift_shard_index_check_kind(ix, "sft", "SFT", "d"), -1);
+    release();
+    assert_non_null(strstr(msgbuf,
+                           "d/index.json: the shards hold preference pairs (kind \"pairs\"), SFT "
+                           "needs SFT samples (make them with swift-preprocess --kind sft)"));
+    struct swift_sample x;
+    assert_int_equal(swift_shards_get(s, 2, &x), 0);
+    assert_int_equal(x.n_docs, 2);
+    assert_int_equal(x.label, 0);
+    swift_shards_close(s);
+
+    write_kind("pairs", one, NULL, 3); /* a sample of one document under kind "pairs" */
+    open_expect("sample 0 is not a pair (kind \"pairs\" needs two documents)");
+
+    write_kind("kto", one, lab, 3);
+    assert_int_equal(swift_read_file(bin, 1 << 20, &text, &len), 0);
+    assert_int_equal((unsigned char)text[8], SWIFT_SHARD_VERSION_LABELS);
+    assert_int_equal((unsigned char)text[52], SWIFT_SHARD_FLAG_LABELS);
+    free(text);
+    assert_int_equal(swift_shards_open(&s, dir, 0), 0);
+    assert_string_equal(swift_shard_index_kind(swift_shards_index(s)), "kto");
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(swift_shards_get(s, (uint64_t)i, &x), 0);
+        assert_int_equal(x.label, lab[i]);
+        assert_int_equal(x.len, 2);
+    }
+    capture();
+    assert_int_equal(
+        swift_shard_index_check_kind(swift_shards_index(s), "pairs", "--rlhf dpo", "d"), -1);
+    release();
+    assert_non_null(strstr(msgbuf,
+                           "hold KTO's labelled samples (kind \"kto\"), --rlhf dpo needs "
+                           "preference pairs (make them with swift-preprocess --kind pairs)"));
+    swift_shards_close(s);
+
+    write_kind(NULL, one, lab, 3); /* labels in an SFT directory */
+    open_expect("offset 8: has the label section, but index.json's kind is \"sft\"");
+    write_kind("kto", one, NULL, 3);
+    open_expect("offset 8: lacks the label section, but index.json's kind is \"kto\"");
+
+    write_kind(NULL, one, NULL, 3); /* SFT: as before (version 1 everywhere, no "kind") */
+    assert_int_equal(swift_read_file(idx, 1 << 20, &text, &len), 0);
+    assert_null(strstr(text, "kind"));
+    assert_non_null(strstr(text, "\"version\": 1,"));
+    free(text);
+    assert_int_equal(swift_read_file(bin, 1 << 20, &text, &len), 0);
+    assert_int_equal(text[8], 1);
+    free(text);
+
+    /* a labelled and an unlabelled sample do not mix in one file */
+    struct swift_shard_writer *w = swift_shard_writer_new(bin);
+    uint32_t ids[2] = {1, 2};
+    assert_int_equal(swift_shard_writer_add(w, ids, NULL, 2, NULL, 0), 0);
+    capture();
+    assert_int_equal(swift_shard_writer_add_labeled(w, ids, NULL, 2, NULL, 0, 1), -1);
+    release();
+    assert_non_null(strstr(msgbuf, "a labelled sample after 1 unlabelled ones"));
+    swift_shard_writer_free(w);
+    free(idx);
+    free(bin);
+}
+
+static void fix_crc(unsigned char *b, size_t len)
+{
+    uLong c = crc32(crc32(0L, Z_NULL, 0), b + 64, (uInt)(len - 64));
+    for (int i = 0; i < 4; i++)
+        b[48 + i] = (unsigned char)(c >> (8 * i));
+}
+
+/* A label byte other than 0/1 and unknown flags in a version-2 file are named with offsets. */
+static void test_label_corrupt(void **state)
+{
+    (void)state;
+    uint32_t one[2] = {1, 1};
+    uint8_t lab[2] = {1, 0};
+    write_kind("kto", one, lab, 2);
+    char *bin = swift_path_join(dir, "shard-00000.bin");
+    unsigned char *buf;
+    size_t len;
+    assert_int_equal(swift_read_file(bin, 1 << 20, (char **)&buf, &len), 0);
+    /* layout: 64 header, 3x8 sample_tok, 3x8 sample_doc, 2x4 doc_len -> ids at 120, 4x4 ids,
+     * mask at 136 (4), labels at 140 */
+    assert_int_equal(buf[140], 1);
+    buf[140] = 7;
+    fix_crc(buf, len);
+    capture();
+    assert_int_equal(swift_shard_check(buf, len, "k.bin"), -1);
+    release();
+    assert_non_null(strstr(msgbuf, "offset 140: label 7 of sample 0 is not 0 or 1"));
+    buf[140] = 1;
+    buf[52] = 3;
+    fix_crc(buf, len);
+    capture();
+    assert_int_equal(swift_shard_check(buf, len, "k.bin"), -1);
+    release();
+    assert_non_null(strstr(msgbuf, "offset 52: unknown flags 00000003 for version 2"));
+    free(buf);
+    free(bin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +403,8 @@ int main(void)
         cmocka_unit_test(test_bad_magic_message_exact),
         cmocka_unit_test(test_index_errors),
         cmocka_unit_test_setup_teardown(test_vocab_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_and_labels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_label_corrupt, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
