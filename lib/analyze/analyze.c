@@ -787,6 +787,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
     }
     json_object_set_new(j, "top_ops", top_ops(set, p, o->top));
     json_object_set_new(j, "step_list", step_list_json(p));
+    json_object_set_new(j, "worst_step", swift_an_lanes_json(set, p));
     return j;
 }
 

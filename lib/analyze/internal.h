@@ -188,6 +188,13 @@ json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- lanes.c: the worst step per thread and stream ---------- */
+
+/* The report's "worst_step" (docs/formats.md): the longest step's spans per host thread and GPU
+ * stream, with their nesting depth, bounded (lanes, depth, boxes per lane; tiny runs merged);
+ * null without steps. */
+json_t *swift_an_lanes_json(const struct swift_an_set *set, const struct swift_an_proc *p);
+
 /* ---------- collectives.c: collectives matched across ranks, skew vs transfer ---------- */
 
 /* Processes of one job: same format, stage and world size (>= 2); Kineto traces also in the
@@ -315,5 +322,10 @@ void swift_an_html_top_rows(json_t *a, const char *key, size_t *idx, size_t n, s
  * steps on a time axis (report_svg.c). */
 void swift_an_html_step_chart(FILE *fp, json_t *ps);
 void swift_an_html_worst_steps(FILE *fp, json_t *p, int top);
+/* One process's longest step lane by lane ("worst_step": threads and streams, on a time axis)
+ * and every process's device memory over time with the peak marked (report_svg.c); nothing
+ * where the report has no such data. */
+void swift_an_html_lanes(FILE *fp, json_t *p);
+void swift_an_html_memory(FILE *fp, json_t *ps);
 
 #endif

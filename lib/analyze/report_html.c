@@ -708,6 +708,13 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
     if (nstep)
         fputs("<h2>Worst steps per rank</h2>\n", fp);
     json_array_foreach(ps, i, p) swift_an_html_worst_steps(fp, p, top);
+    size_t nlane = 0;
+    json_array_foreach(ps, i, p) nlane +=
+        json_array_size(json_object_get(json_object_get(p, "worst_step"), "lanes")) > 0;
+    if (nlane)
+        fputs("<h2>Longest step per thread and stream</h2>\n", fp);
+    json_array_foreach(ps, i, p) swift_an_html_lanes(fp, p);
+    swift_an_html_memory(fp, ps);
     html_op_table(fp, ps);
     html_op_roofline(fp, ps);
     html_kernels(fp, ps, top);
