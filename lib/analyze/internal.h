@@ -318,6 +318,22 @@ void swift_an_html_esc(FILE *fp, const char *s);
 const char *swift_an_html_ms(char *b, size_t n, double us);
 extern const char *const swift_an_html_palette[9];
 void swift_an_html_top_rows(json_t *a, const char *key, size_t *idx, size_t n, size_t m);
+/* report_table.c, the pieces both HTML pages (report, compare) share: the page's head (title
+ * as <title> and <h1>, the shared CSS plus extra_css) and end (the copy and sort script; returns
+ * 0 or -1 on a write error); a table's opening with its headings (HTML, NULL-terminated;
+ * sortable: a click on a heading sorts); cells: text (escaped, in <code> with code), a number
+ * shown as `shown` with data-v for sorting and an extra class (may be NULL; "-" when not
+ * finite), a fraction as a bar and %, a duration in ms, a number with prec decimals (< 0: %g);
+ * a per-process section: its <h2> once (*head counts), then "<p>label" left open. */
+void swift_an_html_page_head(FILE *fp, const char *title, const char *extra_css);
+int swift_an_html_page_end(FILE *fp);
+void swift_an_html_table(FILE *fp, int sortable, const char *head, ...) __attribute__((sentinel));
+void swift_an_html_text_cell(FILE *fp, const char *s, int code);
+void swift_an_html_num_cell(FILE *fp, double v, const char *shown, const char *cls);
+void swift_an_html_bar_cell(FILE *fp, double fr, const char *colour);
+void swift_an_html_ms_cell(FILE *fp, double us);
+void swift_an_html_fmt_cell(FILE *fp, int prec, double v);
+void swift_an_html_proc_head(FILE *fp, json_t *p, int *head, const char *title);
 /* The step-time chart over the run (every process with steps) and one process's `top` worst
  * steps on a time axis (report_svg.c). */
 void swift_an_html_step_chart(FILE *fp, json_t *ps);

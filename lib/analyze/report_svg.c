@@ -41,6 +41,31 @@ static double chart_ymax(json_t *ps, json_t *p0, json_t *parts)
     return mx / 1e3;
 }
 
+/* The two axis lines of a chart (plot pw x ph from (L, T)) and their titles, y turned up. */
+static void axes_frame(FILE *fp, int L, int T, double pw, double ph, const char *ylabel,
+                       const char *xlabel)
+{
+    fprintf(fp,
+            "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
+            "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n"
+            "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\">"
+            "%s</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+            L,
+            L,
+            T,
+            T + ph,
+            L,
+            L + pw,
+            T + ph,
+            T + ph,
+            T + ph / 2,
+            T + ph / 2,
+            ylabel,
+            L + pw / 2,
+            T + ph + 32,
+            xlabel);
+}
+
 /* The axes: y in ms with round ticks and grid lines, x by step number. */
 static void chart_axes(FILE *fp, json_t *sl, double ymax, int L, int T, double pw, double ph)
 {
@@ -74,24 +99,7 @@ static void chart_axes(FILE *fp, json_t *sl, double ymax, int L, int T, double p
                 T + ph + 16,
                 swift_an_jnum(json_array_get(sl, i), "step"));
     }
-    fprintf(
-        fp,
-        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
-        "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n"
-        "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\">"
-        "step time (ms)</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">step</text>\n",
-        L,
-        L,
-        T,
-        T + ph,
-        L,
-        L + pw,
-        T + ph,
-        T + ph,
-        T + ph / 2,
-        T + ph / 2,
-        L + pw / 2,
-        T + ph + 32);
+    axes_frame(fp, L, T, pw, ph, "step time (ms)", "step");
 }
 
 static const char *const rank_colour[] = {
@@ -575,26 +583,9 @@ static void mem_axes(FILE *fp, double ymax, double unit, const char *uname, doub
                 T + ph + 16,
                 v);
     }
-    fprintf(fp,
-            "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
-            "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n"
-            "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\">"
-            "%s</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s from the "
-            "process's first event</text>\n",
-            L,
-            L,
-            T,
-            T + ph,
-            L,
-            L + pw,
-            T + ph,
-            T + ph,
-            T + ph / 2,
-            T + ph / 2,
-            uname,
-            L + pw / 2,
-            T + ph + 32,
-            tu == 1e6 ? "s" : "ms");
+    char xl[64];
+    snprintf(xl, sizeof(xl), "%s from the process's first event", tu == 1e6 ? "s" : "ms");
+    axes_frame(fp, L, T, pw, ph, uname, xl);
 }
 
 /* The peak of one device: a marker and its value and time. */
