@@ -140,3 +140,25 @@ YAML
     [ "$(echo "$w" | cut -d' ' -f2)" -ge 100 ]
     grep -q 'data-mem-peak="8x8"' "$W/dom.html"
 }
+
+@test "chromium renders the --compare page: the paired bars have a size on screen, sorting runs, no JavaScript error" {
+    T="$SHARED/data/traces"
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+    C="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    X="$T/kineto-tb/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+    run "$A" --compare -f json -o "$W/c.json" "$C" "$X"
+    [ "$status" -eq 0 ]
+    run "$A" --compare -f html -o "$W/c.html" "$C" "$X"
+    [ "$status" -eq 0 ]
+    probe "$W/c.html" "$W/p.html"
+    render "$W/p.html" >"$W/dom.html"
+    grep -o 'data-[a-z-]*="[^"]*"' "$W/dom.html"
+    grep -q 'data-js-errors="none"' "$W/dom.html"
+    n=$(jq '[.breakdown[] | .control_us, .test_us | select(. > 0)] | length' "$W/c.json")
+    [ "$n" -ge 10 ]
+    grep -q "data-compare-rects=\"$n\"" "$W/dom.html"
+    grep -q 'data-sorted="yes"' "$W/dom.html"
+}

@@ -284,3 +284,47 @@ JSON
         tr ' ' '\n' | grep , | cut -d, -f2 | sort -g | head -1)
     [ "$cy" = "$top" ]
 }
+
+@test "html --compare: paired stacked bars per part with deltas, a sortable coloured ops diff, bottleneck cards, roofline and memory deltas" {
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+    C="$T/kineto-tb/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    X="$T/kineto-tb/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+    run "$A" --compare -f json -o "$W/c.json" "$C" "$X"
+    [ "$status" -eq 0 ]
+    run "$A" --compare -f html -o "$W/c.html" "$C" "$X"
+    [ "$status" -eq 0 ]
+    run $CHECK "$W/c.html"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # step time: one stacked bar per run, a rect per part with time on that side, a legend with deltas
+    grep -q '<h3>Mean step by part</h3>' "$W/c.html"
+    [ "$(grep -c '<rect class="cb"' "$W/c.html")" = "$(jq '[.breakdown[] | .control_us, .test_us | select(. > 0)] | length' "$W/c.json")" ]
+    grep -q '>control</text>' "$W/c.html"
+    grep -q '>test</text>' "$W/c.html"
+    grep -q 'data_loading <tspan class="down" fill="#080">-58.1 ms (-98.00%)</tspan>' "$W/c.html"
+    # the ops diff: sortable, one coloured row per shown change, its class the HTA bucket
+    grep -q '<table class="sortable"><tr><th>change</th><th>name</th>' "$W/c.html"
+    n=$(jq '[.ops.rows[0:30][]] | length' "$W/c.json")
+    [ "$(grep -c '<tr class="ch-' "$W/c.html")" = "$n" ]
+    for ch in added deleted increased decreased; do
+        [ "$(grep -c "<tr class=\"ch-$ch\">" "$W/c.html")" = "$(jq --arg c $ch '[.ops.rows[0:30][] | select(.change == $c)] | length' "$W/c.json")" ]
+    done
+    grep -q 'tr.ch-increased td{background:' "$W/c.html"
+    grep -Eq '<td class="n up" data-v="[0-9.e+]+">\+[0-9.]+ ms</td>' "$W/c.html"
+    grep -Eq '<td class="n down" data-v="-[0-9.e+]+">-[0-9.]+ ms</td>' "$W/c.html"
+    # bottlenecks as cards: data_stall resolved, launch_bound new
+    grep -q '<div class="card resolved"><div><span class="sev">resolved</span> <b>data_stall</b>' "$W/c.html"
+    grep -q '<div class="card new"><div><span class="sev">new</span> <b>launch_bound</b>' "$W/c.html"
+    [ "$(grep -c '<div class="card ' "$W/c.html")" = "$(jq '[.bottlenecks[][]] | length' "$W/c.json")" ]
+    # roofline deltas: a row per matched op, bars for both sides' fractions
+    grep -q '<h2>Roofline of the top ops</h2>' "$W/c.html"
+    rows=$(jq '.roofline | length' "$W/c.json")
+    [ "$rows" -ge 5 ]
+    [ "$(sed -n '/Roofline of the top ops/,/<\/table>/p' "$W/c.html" | grep -c '^<tr><td><code>')" = "$rows" ]
+    # memory: both peaks in GiB and the change
+    grep -q '<h2>Device memory</h2>' "$W/c.html"
+    grep -q 'peak 2.60 GiB in control, 2.60 GiB in test <span class="down">-0.01%</span>' "$W/c.html"
+}
