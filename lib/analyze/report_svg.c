@@ -449,7 +449,7 @@ void swift_an_html_lanes(FILE *fp, json_t *p)
             swift_an_jnum(ws, "lanes_shown"),
             swift_an_jnum(ws, "lanes_seen"),
             HTML_W,
-            h + 80 + 16.0 * ((json_array_size(cats) + 5) / 6));
+            h + 60 + 16.0 * ((json_array_size(cats) + 5) / 6));
     json_array_foreach(lanes, i, l)
     {
         double lh = swift_an_jnum(l, "depth") * LANE_ROW;
