@@ -194,6 +194,11 @@ size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out
  * stream, with their nesting depth, bounded (lanes, depth, boxes per lane; tiny runs merged);
  * null without steps. */
 json_t *swift_an_lanes_json(const struct swift_an_set *set, const struct swift_an_proc *p);
+/* Which of n processes get lanes (malloc'ed flags, caller frees): every process with steps, or
+ * with more than SWIFT_AN_RANKS_DETAIL processes the SWIFT_AN_LANES_PROCS whose longest step is
+ * the longest (many ranks: the slow ones, not hundreds of timelines). */
+#define SWIFT_AN_LANES_PROCS 4
+char *swift_an_lanes_pick(const struct swift_an_proc *ps, size_t n);
 
 /* ---------- collectives.c: collectives matched across ranks, skew vs transfer ---------- */
 

@@ -350,3 +350,29 @@ json_t *swift_an_lanes_json(const struct swift_an_set *set, const struct swift_a
     free(bx);
     return o;
 }
+
+static int cmp_step_max(const void *a, const void *b, void *arg)
+{
+    const struct swift_an_proc *ps = arg;
+    double x = ps[*(const size_t *)a].step_max, y = ps[*(const size_t *)b].step_max;
+    return (x < y) - (x > y);
+}
+
+char *swift_an_lanes_pick(const struct swift_an_proc *ps, size_t n)
+{
+    char *keep = swift_xcalloc(n + 1, 1);
+    if (n <= SWIFT_AN_RANKS_DETAIL) {
+        for (size_t i = 0; i < n; i++)
+            keep[i] = ps[i].nsteps > 0;
+        return keep;
+    }
+    size_t *idx = swift_xmalloc((n + 1) * sizeof(*idx)), m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].nsteps)
+            idx[m++] = i;
+    swift_an_sort_r(idx, m, sizeof(*idx), cmp_step_max, (void *)ps);
+    for (size_t i = 0; i < m && i < SWIFT_AN_LANES_PROCS; i++)
+        keep[idx[i]] = 1;
+    free(idx);
+    return keep;
+}

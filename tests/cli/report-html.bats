@@ -328,3 +328,58 @@ JSON
     grep -q '<h2>Device memory</h2>' "$W/c.html"
     grep -q 'peak 2.60 GiB in control, 2.60 GiB in test <span class="down">-0.01%</span>' "$W/c.html"
 }
+
+# One process of our format: step spans of $2 µs from ts $3 on thread 7, rank $1 of $4.
+rank_trace() {
+    printf '{"ph":"M","name":"swift_meta","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,"stage":"train","rank":%d,"world_size":%d,"host":"n","clock_offset_us":0}}\n' "$1" "$4"
+    for s in 1 2; do
+        printf '{"ph":"X","cat":"step","name":"step","pid":7,"tid":7,"ts":%d,"dur":%d,"args":{"step":%d}}\n' $(($3 + s * 1000000)) "$2" $s
+        printf '{"ph":"X","cat":"compute","name":"forward","pid":7,"tid":7,"ts":%d,"dur":%d}\n' $(($3 + s * 1000000)) $(($2 / 2))
+    done
+}
+
+@test "worst_step lanes stay bounded: nesting cut at 6 levels, runs of tiny spans merged, at most 300 boxes a lane, every span counted" {
+    {
+        rank_trace 0 100000 0 1
+        t=1000000
+        # thread 7: ten nested spans inside the step (levels 0-9)
+        for d in 0 1 2 3 4 5 6 7 8 9; do
+            printf '{"ph":"X","cat":"compute","name":"nest%d","pid":7,"tid":7,"ts":%d,"dur":%d}\n' $d $((t + 60000 + d * 10)) $((30000 - d * 20))
+        done
+        # thread 8: 3000 spans of 5 us, names alternating, 10 us apart (tiny: under 50 us)
+        for i in $(seq 0 2999); do
+            printf '{"ph":"X","cat":"data","name":"tiny%d","pid":7,"tid":8,"ts":%d,"dur":5}\n' $((i % 2)) $((t + 100 + i * 10))
+        done
+        # thread 9: 1000 spans of 70 us, 90 us apart: not tiny, too many for one lane
+        for i in $(seq 0 999); do
+            printf '{"ph":"X","cat":"compute","name":"op","pid":7,"tid":9,"ts":%d,"dur":70}\n' $((t + 50 + i * 90))
+        done
+    } >"$W/b.trace.jsonl"
+    run "$A" -f json -o "$W/r.json" "$W/b.trace.jsonl"
+    [ "$status" -eq 0 ]
+    jq -c '.processes[0].worst_step.lanes[] | [.label, .depth, .spans, .merged, .too_deep, .dropped, (.boxes | length)]' "$W/r.json"
+    jq -e '.processes[0].worst_step.lanes | length == 3
+        and all(.[]; (.boxes | length) <= 300 and ([.boxes[][5]] | add) + .too_deep + .dropped == .spans)' "$W/r.json"
+    L='.processes[0].worst_step.lanes[] | select(.label == $l)'
+    # thread 7: the step's forward and ten nested spans: 11 spans, 6 levels drawn, 4 too deep
+    jq -e --arg l "CPU thread 7" "$L"' | .spans == 11 and .depth == 6 and .too_deep == 4' "$W/r.json"
+    # thread 8: 3000 tiny spans merged into a few boxes named by their count
+    jq -e --arg l "CPU thread 8" "$L"' | .spans == 3000 and (.boxes | length) < 300
+        and .merged > 2000 and ([.boxes[] | select(.[3] | test("^[0-9]+ short spans$"))] | length) > 0' "$W/r.json"
+    jq -e --arg l "CPU thread 9" "$L"' | .spans == 1000 and (.boxes | length) <= 300' "$W/r.json"
+    run "$A" -f html -o "$W/r.html" "$W/b.trace.jsonl"
+    [ "$status" -eq 0 ]
+    grep -q '>11 spans, 4 not drawn</text>' "$W/r.html"
+}
+
+@test "worst_step lanes with many processes: only the 4 ranks with the longest steps get lanes" {
+    for r in $(seq 0 19); do
+        rank_trace "$r" $((50000 + r * 1000)) 0 20 >"$W/r$r.trace.jsonl"
+    done
+    run "$A" -f json -o "$W/r.json" "$W"/r*.trace.jsonl
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.processes[] | select(.worst_step != null) | .rank] | sort' "$W/r.json")" = "[16,17,18,19]" ]
+    run "$A" -f html -o "$W/r.html" "$W"/r*.trace.jsonl
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '<svg class="lanes"' "$W/r.html")" = 4 ]
+}
