@@ -608,7 +608,7 @@ static void mem_peak(FILE *fp, json_t *dv, double unit, const char *un, double s
             un,
             swift_an_html_ms(b1, sizeof(b1), pt),
             x > L + 0.7 * pw ? x - 7 : x + 7,
-            y < 24 ? y + 14 : y - 6,
+            y - 8,
             x > L + 0.7 * pw ? "end" : "start",
             pb / unit,
             un,
@@ -634,7 +634,7 @@ void swift_an_html_memory(FILE *fp, json_t *ps)
         double unit = ymax >= 1073741824.0 ? 1073741824.0 : 1048576.0;
         const char *un = unit > 1048576.0 ? "GiB" : "MiB";
         ymax = ceil(ymax / unit / nice_tick(ymax / unit, 5)) * nice_tick(ymax / unit, 5) * unit;
-        int L = 70, T = 14;
+        int L = 70, T = 28; /* room above the plot for the peak's label */
         double pw = HTML_W - L - 20, ph = 180;
         int has_res = 0;
         json_array_foreach(devs, d, dv) has_res |=
