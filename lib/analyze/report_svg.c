@@ -218,7 +218,7 @@ void swift_an_html_step_chart(FILE *fp, json_t *ps)
             y -= h;
             char b1[32];
             fprintf(fp,
-                    "<rect class=\"sp\" x=\"%.2f\" y=\"%.3f\" width=\"%.2f\" height=\"%.3f\" "
+                    "<rect class=\"sp\" x=\"%.2f\" y=\"%.3f\" width=\"%.2f\" height=\"%.4g\" "
                     "fill=\"%s\"><title>step %.0f %s: %s</title></rect>\n",
                     x,
                     y,

@@ -383,3 +383,17 @@ rank_trace() {
     [ "$status" -eq 0 ]
     [ "$(grep -c '<svg class="lanes"' "$W/r.html")" = 4 ]
 }
+
+@test "html of HTA's critical_path and triton_example traces: a part of a few ns still gets a step-chart rect of non-zero height" {
+    if [ ! -d "$T" ]; then
+        [ "${CI:-}" = true ] && { echo "missing $T" >&2; return 1; }
+        skip "shared traces not found at $T"
+    fi
+    for d in critical_path triton_example; do
+        run "$A" -f html -o "$W/$d.html" "$T/hta/$d"
+        [ "$status" -eq 0 ]
+        run $CHECK --count-chart "$W/$d.html"
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+}
