@@ -37,7 +37,8 @@ struct lane {
     int dev;      /* the stream's device, -1 */
     double busy;  /* span time at depth 0 */
     double first; /* first start */
-    long spans, shown, merged, deep, dropped;
+    long spans, merged, deep, dropped;
+    long shown; /* while choosing the lanes shown: the lane's index before sorting */
     int depth;
 };
 
