@@ -280,7 +280,8 @@ static const char cmp_css[] =
     "tr.ch-deleted td{background:#e8f0fa}tr.ch-increased td{background:#fdecea}"
     "tr.ch-decreased td{background:#e9f6ec}.card.new{border-left-color:#b00}"
     ".card.resolved{border-left-color:#080}.card.persisting{border-left-color:#999}"
-    ".sw{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}";
+    ".sw{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}"
+    "td code{word-break:break-all}";
 
 /* "up" for a larger time (slower), "down" for a smaller one, "" otherwise. */
 static const char *updown(double d)
