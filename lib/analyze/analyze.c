@@ -717,7 +717,7 @@ static json_t *step_list_json(const struct swift_an_proc *p)
 }
 
 static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
-                         const struct swift_analyze_opts *o)
+                         const struct swift_analyze_opts *o, int lanes)
 {
     const struct swift_an_source *s = p->src;
     json_t *j = json_object();
@@ -787,6 +787,7 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
     }
     json_object_set_new(j, "top_ops", top_ops(set, p, o->top));
     json_object_set_new(j, "step_list", step_list_json(p));
+    json_object_set_new(j, "worst_step", lanes ? swift_an_lanes_json(set, p) : json_null());
     return j;
 }
 
@@ -799,13 +800,15 @@ json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift
     json_object_set_new(r, "version", json_string(SWIFT_VERSION));
     json_t *ps = json_array();
     double t0 = INFINITY, t1 = -INFINITY;
+    char *lanes = swift_an_lanes_pick(procs, n);
     for (size_t i = 0; i < n; i++) {
-        json_array_append_new(ps, proc_json(set, &procs[i], o));
+        json_array_append_new(ps, proc_json(set, &procs[i], o, lanes[i]));
         if (procs[i].t0 < t0)
             t0 = procs[i].t0;
         if (procs[i].t1 > t1)
             t1 = procs[i].t1;
     }
+    free(lanes);
     json_object_set_new(r, "inputs_failed", json_integer(set->nfailed));
     json_object_set_new(r, "bad_lines", json_integer(set->bad_lines));
     json_object_set_new(r, "wall_us", n ? num(r3(t1 - t0)) : json_null());

@@ -41,7 +41,11 @@
  *   cmdline.c      the exact new command line a remedy gives
  *   patch.c        --emit-patch: a remedy's command as a unified diff of the run's config
  *                  file (swift_meta.config, checked by sha256) or of command.sh
- *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page
+ *   lanes.c        the longest step's spans per host thread and GPU stream, bounded
+ *                  ("worst_step": the HTML report's lanes)
+ *   report.c       text and Markdown, and the atomic write (report.h); report_html.c the page,
+ *                  report_svg.c its charts, report_table.c what it shares with the compare
+ *                  page (head, script, tables and cells)
  *   merge.c        --merge: one Perfetto-loadable trace of every input (merge.h)
  *   compare.c      --compare CONTROL TEST: HTA TraceDiff per op, step time by part,
  *                  bottlenecks resolved and new, the regression gate (compare.h);

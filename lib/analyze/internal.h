@@ -188,6 +188,18 @@ json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- lanes.c: the worst step per thread and stream ---------- */
+
+/* The report's "worst_step" (docs/formats.md): the longest step's spans per host thread and GPU
+ * stream, with their nesting depth, bounded (lanes, depth, boxes per lane; tiny runs merged);
+ * null without steps. */
+json_t *swift_an_lanes_json(const struct swift_an_set *set, const struct swift_an_proc *p);
+/* Which of n processes get lanes (malloc'ed flags, caller frees): every process with steps, or
+ * with more than SWIFT_AN_RANKS_DETAIL processes the SWIFT_AN_LANES_PROCS whose longest step is
+ * the longest (many ranks: the slow ones, not hundreds of timelines). */
+#define SWIFT_AN_LANES_PROCS 4
+char *swift_an_lanes_pick(const struct swift_an_proc *ps, size_t n);
+
 /* ---------- collectives.c: collectives matched across ranks, skew vs transfer ---------- */
 
 /* Processes of one job: same format, stage and world size (>= 2); Kineto traces also in the
@@ -328,9 +340,30 @@ void swift_an_html_esc(FILE *fp, const char *s);
 const char *swift_an_html_ms(char *b, size_t n, double us);
 extern const char *const swift_an_html_palette[9];
 void swift_an_html_top_rows(json_t *a, const char *key, size_t *idx, size_t n, size_t m);
+/* report_table.c, the pieces both HTML pages (report, compare) share: the page's head (title
+ * as <title> and <h1>, the shared CSS plus extra_css) and end (the copy and sort script; returns
+ * 0 or -1 on a write error); a table's opening with its headings (HTML, NULL-terminated;
+ * sortable: a click on a heading sorts); cells: text (escaped, in <code> with code), a number
+ * shown as `shown` with data-v for sorting and an extra class (may be NULL; "-" when not
+ * finite), a fraction as a bar and %, a duration in ms, a number with prec decimals (< 0: %g);
+ * a per-process section: its <h2> once (*head counts), then "<p>label" left open. */
+void swift_an_html_page_head(FILE *fp, const char *title, const char *extra_css);
+int swift_an_html_page_end(FILE *fp);
+void swift_an_html_table(FILE *fp, int sortable, const char *head, ...) __attribute__((sentinel));
+void swift_an_html_text_cell(FILE *fp, const char *s, int code);
+void swift_an_html_num_cell(FILE *fp, double v, const char *shown, const char *cls);
+void swift_an_html_bar_cell(FILE *fp, double fr, const char *colour);
+void swift_an_html_ms_cell(FILE *fp, double us);
+void swift_an_html_fmt_cell(FILE *fp, int prec, double v);
+void swift_an_html_proc_head(FILE *fp, json_t *p, int *head, const char *title);
 /* The step-time chart over the run (every process with steps) and one process's `top` worst
  * steps on a time axis (report_svg.c). */
 void swift_an_html_step_chart(FILE *fp, json_t *ps);
 void swift_an_html_worst_steps(FILE *fp, json_t *p, int top);
+/* One process's longest step lane by lane ("worst_step": threads and streams, on a time axis)
+ * and every process's device memory over time with the peak marked (report_svg.c); nothing
+ * where the report has no such data. */
+void swift_an_html_lanes(FILE *fp, json_t *p);
+void swift_an_html_memory(FILE *fp, json_t *ps);
 
 #endif

@@ -33,7 +33,7 @@ struct swift_an_memdev {
     long nev;
     double cat_at_peak[8];   /* memory_timeline.raw: bytes per category at the peak */
     double last, last_bytes; /* memory_timeline.raw: the last row */
-    double *pts;             /* (ts, bytes) pairs */
+    double *pts;             /* (ts, bytes, reserved or NAN) triples */
     size_t npts;
 };
 
@@ -50,20 +50,20 @@ static const char *const raw_cat[8] = {"Parameter",
                                        "Autograd",
                                        "Unknown"};
 
-static void keep_point(struct swift_an_memdev *d, double ts, double v)
+static void keep_point(struct swift_an_memdev *d, double ts, double v, double res)
 {
     if (!d->pts)
-        d->pts = swift_xmalloc(2 * MEM_KEEP * sizeof(double));
+        d->pts = swift_xmalloc(3 * MEM_KEEP * sizeof(double));
     if (d->npts == MEM_KEEP) {
         for (size_t i = 0; i < MEM_KEEP / 2; i++) {
-            size_t j = 2 * i + (d->pts[2 * (2 * i + 1) + 1] > d->pts[2 * (2 * i) + 1]);
-            d->pts[2 * i] = d->pts[2 * j];
-            d->pts[2 * i + 1] = d->pts[2 * j + 1];
+            size_t j = 2 * i + (d->pts[3 * (2 * i + 1) + 1] > d->pts[3 * (2 * i) + 1]);
+            memmove(&d->pts[3 * i], &d->pts[3 * j], 3 * sizeof(double));
         }
         d->npts = MEM_KEEP / 2;
     }
-    d->pts[2 * d->npts] = ts;
-    d->pts[2 * d->npts + 1] = v;
+    d->pts[3 * d->npts] = ts;
+    d->pts[3 * d->npts + 1] = v;
+    d->pts[3 * d->npts + 2] = res;
     d->npts++;
 }
 
@@ -91,7 +91,7 @@ void swift_an_mem_note(struct swift_an_source *s, int dev, double delta, double 
         d->src = SWIFT_AN_MEM_SUM;
         v = d->sum;
     }
-    keep_point(d, ts, v);
+    keep_point(d, ts, v, reserved);
     if (v > d->peak || !d->peak_ts) {
         d->peak = v;
         d->peak_ts = ts;
@@ -121,22 +121,32 @@ double swift_an_mem_reserved_at_peak(const struct swift_an_source *s, int dev)
     return s->memdev[dev].res_at_peak;
 }
 
-/* The kept points thinned to at most MEM_SHOWN by the highest per bucket, the peak kept. */
-static json_t *timeline(const struct swift_an_memdev *d, double t0)
+/* The kept points thinned to at most MEM_SHOWN by the highest per bucket, the peak kept; with
+ * res, the reserved bytes at those points (null where unknown) into *res (NULL: none known). */
+static json_t *timeline(const struct swift_an_memdev *d, double t0, json_t **res)
 {
-    json_t *a = json_array();
+    json_t *a = json_array(), *r = json_array();
     size_t n = d->npts, per = (n + MEM_SHOWN - 1) / MEM_SHOWN;
+    int known = 0;
     if (!per)
         per = 1;
     for (size_t i = 0; i < n; i += per) {
         size_t best = i;
         for (size_t j = i + 1; j < i + per && j < n; j++)
-            if (d->pts[2 * j + 1] > d->pts[2 * best + 1])
+            if (d->pts[3 * j + 1] > d->pts[3 * best + 1])
                 best = j;
         json_array_append_new(
             a,
-            json_pack("[f,f]", round((d->pts[2 * best] - t0) * 1e3) / 1e3, d->pts[2 * best + 1]));
+            json_pack("[f,f]", round((d->pts[3 * best] - t0) * 1e3) / 1e3, d->pts[3 * best + 1]));
+        double rv = d->pts[3 * best + 2];
+        known |= !isnan(rv);
+        json_array_append_new(r, isnan(rv) ? json_null() : json_real(rv));
     }
+    if (!known) {
+        json_decref(r);
+        r = json_null();
+    }
+    *res = r;
     return a;
 }
 
@@ -203,7 +213,9 @@ static json_t *device_json(const struct swift_an_set *set, const struct swift_an
     json_object_set_new(
         j, "peak_pct", total > 0 ? json_real(round(1e5 * d->peak / total) / 1e3) : json_null());
     json_object_set_new(j, "peak_ops", peak_ops(set, s, d));
-    json_object_set_new(j, "timeline", timeline(d, t0));
+    json_t *res;
+    json_object_set_new(j, "timeline", timeline(d, t0, &res));
+    json_object_set_new(j, "reserved_timeline", res);
     return j;
 }
 
@@ -291,7 +303,7 @@ static void raw_row(struct swift_an_memdev *d, double t, const double *cat)
     for (int i = 0; i < 8; i++)
         tot += cat[i];
     d->nev++;
-    keep_point(d, t, tot);
+    keep_point(d, t, tot, NAN);
     if (tot > d->peak || d->nev == 1) {
         d->peak = tot;
         d->peak_ts = t;

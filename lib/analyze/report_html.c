@@ -14,28 +14,6 @@
 
 #define HTML_W 1000 /* width of every SVG */
 
-void swift_an_html_esc(FILE *fp, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", fp);
-            break;
-        case '>':
-            fputs("&gt;", fp);
-            break;
-        case '&':
-            fputs("&amp;", fp);
-            break;
-        case '"':
-            fputs("&quot;", fp);
-            break;
-        default:
-            fputc(*s, fp);
-        }
-    }
-}
-
 const char *const swift_an_html_palette[9] = {"#4e79a7",
                                               "#f28e2b",
                                               "#e15759",
@@ -181,49 +159,6 @@ static void html_bottlenecks(FILE *fp, json_t *bs)
     }
 }
 
-/* Copy a <pre>'s text: the Clipboard API where the page may use it (https, localhost), else
- * a selected textarea and execCommand (pages opened from file://). */
-static const char html_script[] =
-    "<script>\n"
-    "function copyPre(id, btn) {\n"
-    "  var text = document.getElementById(id).textContent;\n"
-    "  function done() { btn.textContent = 'copied'; }\n"
-    "  function fallback() {\n"
-    "    var t = document.createElement('textarea');\n"
-    "    t.value = text; document.body.appendChild(t); t.select();\n"
-    "    try { document.execCommand('copy'); done(); } catch (e) { btn.textContent = 'select "
-    "and copy'; }\n"
-    "    document.body.removeChild(t);\n"
-    "  }\n"
-    "  if (navigator.clipboard && window.isSecureContext)\n"
-    "    navigator.clipboard.writeText(text).then(done, fallback);\n"
-    "  else fallback();\n"
-    "}\n"
-    "// sortable tables: a click on a heading sorts by that column (data-v: the number), again\n"
-    "// the other way\n"
-    "function sortBy(th) {\n"
-    "  var table = th.closest('table'), col = th.cellIndex, body = table.tBodies[0];\n"
-    "  var rows = Array.prototype.slice.call(table.rows, 1);\n"
-    "  var desc = th.getAttribute('data-dir') !== 'desc';\n"
-    "  th.setAttribute('data-dir', desc ? 'desc' : 'asc');\n"
-    "  function key(r) {\n"
-    "    var c = r.cells[col], v = c.getAttribute('data-v');\n"
-    "    if (v === null) return c.textContent;\n"
-    "    v = parseFloat(v); return isNaN(v) ? -Infinity : v;\n"
-    "  }\n"
-    "  rows.sort(function (a, b) {\n"
-    "    var x = key(a), y = key(b);\n"
-    "    var d = typeof x === 'number' ? (x < y ? -1 : x > y ? 1 : 0) : "
-    "String(x).localeCompare(y);\n"
-    "    return desc ? -d : d;\n"
-    "  });\n"
-    "  rows.forEach(function (r) { body.appendChild(r); });\n"
-    "}\n"
-    "document.querySelectorAll('table.sortable th').forEach(function (th) {\n"
-    "  th.addEventListener('click', function () { sortBy(th); });\n"
-    "});\n"
-    "</script>\n";
-
 /* Stacked breakdown bars, one per process: shares of the mean step, step time at the end;
  * the legend names the parts of the first process. */
 static void html_breakdown(FILE *fp, json_t *ps)
@@ -315,28 +250,22 @@ static void html_kernels(FILE *fp, json_t *ps, int top)
         size_t n = json_array_size(kr);
         if (!n)
             continue; /* CPU runs have none: no heading either */
-        if (!head++)
-            fputs("<h2>Top kernels</h2>\n", fp);
-        fputs("<p>", fp);
-        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
-        fputs("</p><table><tr><th>kernel</th><th>type</th><th>count</th><th>total</th>"
-              "<th>mean per launch</th></tr>\n",
-              fp);
+        swift_an_html_proc_head(fp, p, &head, "Top kernels");
+        fputs("</p>", fp);
+        swift_an_html_table(
+            fp, 0, "kernel", "type", "count", "total", "mean per launch", (const char *)NULL);
         size_t *idx = swift_xmalloc(n * sizeof(*idx));
         size_t m = n < (size_t)top ? n : (size_t)top;
         swift_an_html_top_rows(kr, "sum_us", idx, n, m);
         for (size_t a = 0; a < m; a++) {
             json_t *row = json_array_get(kr, idx[a]);
-            char b1[32], b2[32];
-            fputs("<tr><td><code>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(row, "name"));
-            fprintf(fp,
-                    "</code></td><td>%s</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td>"
-                    "<td class=\"n\">%s</td></tr>\n",
-                    swift_an_jstr(row, "type"),
-                    swift_an_jnum(row, "count"),
-                    swift_an_html_ms(b1, sizeof(b1), swift_an_jnum(row, "sum_us")),
-                    swift_an_html_ms(b2, sizeof(b2), swift_an_jnum(row, "launch_mean_us")));
+            fputs("<tr>", fp);
+            swift_an_html_text_cell(fp, swift_an_jstr(row, "name"), 1);
+            swift_an_html_text_cell(fp, swift_an_jstr(row, "type"), 0);
+            swift_an_html_fmt_cell(fp, 0, swift_an_jnum(row, "count"));
+            swift_an_html_ms_cell(fp, swift_an_jnum(row, "sum_us"));
+            swift_an_html_ms_cell(fp, swift_an_jnum(row, "launch_mean_us"));
+            fputs("</tr>\n", fp);
         }
         fputs("</table>\n", fp);
         free(idx);
@@ -355,12 +284,9 @@ static void html_phases(FILE *fp, json_t *ps)
         json_t *ph = json_object_get(p, "phases");
         if (!json_is_object(ph))
             continue;
-        if (!head++)
-            fputs("<h2>Wall time by phase (processes without steps)</h2>\n", fp);
+        swift_an_html_proc_head(fp, p, &head, "Wall time by phase (processes without steps)");
         char b1[32];
         double wall = swift_an_jnum(ph, "wall_us"), x = 0, span = HTML_W - 10;
-        fputs("<p>", fp);
-        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
         fprintf(fp,
                 ": no steps, wall %s</p>\n<svg width=\"%d\" height=\"24\" "
                 "xmlns=\"http://www.w3.org/2000/svg\">\n",
@@ -388,24 +314,23 @@ static void html_phases(FILE *fp, json_t *ps)
                     100 * fr);
             x += w / span;
         }
-        fputs("</svg>\n<table><tr><th>phase</th><th>category</th><th>count</th><th>time</th>"
-              "<th>share of wall</th></tr>\n",
-              fp);
+        fputs("</svg>\n", fp);
+        swift_an_html_table(
+            fp, 0, "phase", "category", "count", "time", "share of wall", (const char *)NULL);
         json_array_foreach(rows, k, r)
         {
             fprintf(fp,
                     "<tr><td><span style=\"color:%s\">&#9632;</span> <code>",
                     swift_an_html_palette[k % 9]);
             swift_an_html_esc(fp, swift_an_jstr(r, "name"));
-            fputs("</code></td><td>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(r, "cat"));
+            fputs("</code></td>", fp);
+            swift_an_html_text_cell(fp, swift_an_jstr(r, "cat"), 0);
             char b2[32];
-            fprintf(fp,
-                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td>"
-                    "<td class=\"n\">%.2f%%</td></tr>\n",
-                    swift_an_jnum(r, "count"),
-                    swift_an_html_ms(b2, sizeof(b2), swift_an_jnum(r, "us")),
-                    100 * swift_an_jnum(r, "share"));
+            swift_an_html_fmt_cell(fp, 0, swift_an_jnum(r, "count"));
+            swift_an_html_ms_cell(fp, swift_an_jnum(r, "us"));
+            snprintf(b2, sizeof(b2), "%.2f%%", 100 * swift_an_jnum(r, "share"));
+            swift_an_html_num_cell(fp, swift_an_jnum(r, "share"), b2, NULL);
+            fputs("</tr>\n", fp);
         }
         double un = swift_an_jnum(ph, "untraced_us");
         fprintf(fp,
@@ -422,49 +347,6 @@ static void html_phases(FILE *fp, json_t *ps)
     }
 }
 
-/* A numeric cell: data-v holds the value the sort compares (empty when there is none). */
-static void num_cell(FILE *fp, double v, const char *shown)
-{
-    if (isfinite(v))
-        fprintf(fp, "<td class=\"n\" data-v=\"%.9g\">%s</td>", v, shown);
-    else
-        fputs("<td class=\"n\" data-v=\"\">-</td>", fp);
-}
-
-/* A fraction as a bar (80 px at 1, capped there) and a percentage. */
-static void bar_cell(FILE *fp, double fr, const char *colour)
-{
-    if (!isfinite(fr)) {
-        fputs("<td class=\"n\" data-v=\"\">-</td>", fp);
-        return;
-    }
-    double w = fr > 1 ? 80 : fr > 0 ? 80 * fr : 0;
-    fprintf(fp,
-            "<td class=\"n\" data-v=\"%.9g\"><span class=\"bar\" style=\"width:%.1fpx;"
-            "background:%s\"></span>%.2f%%</td>",
-            fr,
-            w,
-            colour,
-            100 * fr);
-}
-
-static void ms_cell(FILE *fp, double us)
-{
-    char b[32];
-    num_cell(fp, us, swift_an_html_ms(b, sizeof(b), us));
-}
-
-/* A number with prec decimals (prec < 0: %g). */
-static void fmt_cell(FILE *fp, int prec, double v)
-{
-    char b[32];
-    if (prec < 0)
-        snprintf(b, sizeof(b), "%g", v);
-    else
-        snprintf(b, sizeof(b), "%.*f", prec, v);
-    num_cell(fp, v, b);
-}
-
 /* The per-op table of --profile steps, per process: bars for the share of the step and the
  * fraction of the measured peak; sortable by any column. */
 static void html_op_table(FILE *fp, json_t *ps)
@@ -477,34 +359,38 @@ static void html_op_table(FILE *fp, json_t *ps)
         json_t *ops = json_object_get(p, "ops");
         if (!json_is_object(ops))
             continue;
-        if (!head++)
-            fputs("<h2>Per-op time of profiled steps</h2>\n", fp);
-        fputs("<p>", fp);
-        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
+        swift_an_html_proc_head(fp, p, &head, "Per-op time of profiled steps");
         char b0[32];
-        fprintf(fp,
-                ": %.0f profiled step%s, mean step %s, by self time (click a heading to sort)</p>\n"
-                "<table class=\"sortable\"><tr><th>op</th><th>phase</th><th>self per step</th>"
-                "<th>total per step</th><th>share of step</th><th>calls per step</th>"
-                "<th>GFLOP/s</th><th>of peak</th></tr>\n",
-                swift_an_jnum(ops, "steps"),
-                swift_an_jnum(ops, "steps") == 1 ? "" : "s",
-                swift_an_html_ms(b0, sizeof(b0), swift_an_jnum(ops, "step_us")));
+        fprintf(
+            fp,
+            ": %.0f profiled step%s, mean step %s, by self time (click a heading to sort)</p>\n",
+            swift_an_jnum(ops, "steps"),
+            swift_an_jnum(ops, "steps") == 1 ? "" : "s",
+            swift_an_html_ms(b0, sizeof(b0), swift_an_jnum(ops, "step_us")));
+        swift_an_html_table(fp,
+                            1,
+                            "op",
+                            "phase",
+                            "self per step",
+                            "total per step",
+                            "share of step",
+                            "calls per step",
+                            "GFLOP/s",
+                            "of peak",
+                            (const char *)NULL);
         size_t k;
         json_t *r;
         json_array_foreach(json_object_get(ops, "rows"), k, r)
         {
-            fputs("<tr><td><code>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(r, "name"));
-            fputs("</code></td><td>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(r, "phase"));
-            fputs("</td>", fp);
-            ms_cell(fp, swift_an_jnum(r, "self_us_per_step"));
-            ms_cell(fp, swift_an_jnum(r, "total_us_per_step"));
-            bar_cell(fp, swift_an_jnum(r, "share"), "#4e79a7");
-            fmt_cell(fp, -1, swift_an_jnum(r, "calls_per_step"));
-            fmt_cell(fp, 2, swift_an_jnum(r, "gflops"));
-            bar_cell(fp, swift_an_jnum(r, "peak_fraction"), "#59a14f");
+            fputs("<tr>", fp);
+            swift_an_html_text_cell(fp, swift_an_jstr(r, "name"), 1);
+            swift_an_html_text_cell(fp, swift_an_jstr(r, "phase"), 0);
+            swift_an_html_ms_cell(fp, swift_an_jnum(r, "self_us_per_step"));
+            swift_an_html_ms_cell(fp, swift_an_jnum(r, "total_us_per_step"));
+            swift_an_html_bar_cell(fp, swift_an_jnum(r, "share"), "#4e79a7");
+            swift_an_html_fmt_cell(fp, -1, swift_an_jnum(r, "calls_per_step"));
+            swift_an_html_fmt_cell(fp, 2, swift_an_jnum(r, "gflops"));
+            swift_an_html_bar_cell(fp, swift_an_jnum(r, "peak_fraction"), "#59a14f");
             fputs("</tr>\n", fp);
         }
         fputs("</table>\n", fp);
@@ -523,10 +409,7 @@ static void html_op_roofline(FILE *fp, json_t *ps)
         json_t *orf = json_object_get(p, "op_roofline");
         if (!json_array_size(json_object_get(orf, "rows")))
             continue;
-        if (!head++)
-            fputs("<h2>Op roofline (per op and input shape)</h2>\n", fp);
-        fputs("<p>", fp);
-        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
+        swift_an_html_proc_head(fp, p, &head, "Op roofline (per op and input shape)");
         fputs(": device ", fp);
         swift_an_html_esc(fp,
                           json_is_string(json_object_get(orf, "device"))
@@ -539,33 +422,41 @@ static void html_op_roofline(FILE *fp, json_t *ps)
                     swift_an_jnum(pk, "tflops_16bit"),
                     swift_an_jnum(pk, "tflops_fp32"),
                     1e3 * swift_an_jnum(pk, "tbps"));
-        fputs(" (click a heading to sort)</p>\n<table class=\"sortable\"><tr><th>op</th>"
-              "<th>class</th><th>input dims</th><th>calls</th><th>device time</th><th>share</th>"
-              "<th>TFLOP/s</th><th>GB/s</th><th>FLOP/byte</th><th>bound</th><th>of roofline</th>"
-              "<th>lost</th></tr>\n",
-              fp);
+        fputs(" (click a heading to sort)</p>\n", fp);
+        swift_an_html_table(fp,
+                            1,
+                            "op",
+                            "class",
+                            "input dims",
+                            "calls",
+                            "device time",
+                            "share",
+                            "TFLOP/s",
+                            "GB/s",
+                            "FLOP/byte",
+                            "bound",
+                            "of roofline",
+                            "lost",
+                            (const char *)NULL);
         size_t k;
         json_t *r;
         json_array_foreach(json_object_get(orf, "rows"), k, r)
         {
-            fputs("<tr><td><code>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(r, "name"));
-            fputs("</code></td><td>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(r, "class"));
-            fputs("</td><td><code>", fp);
+            fputs("<tr>", fp);
+            swift_an_html_text_cell(fp, swift_an_jstr(r, "name"), 1);
+            swift_an_html_text_cell(fp, swift_an_jstr(r, "class"), 0);
             char *dims = json_dumps(json_object_get(r, "input_dims"), JSON_COMPACT);
-            swift_an_html_esc(fp, dims ? dims : "");
+            swift_an_html_text_cell(fp, dims ? dims : "", 1);
             free(dims);
-            fputs("</code></td>", fp);
-            fmt_cell(fp, 0, swift_an_jnum(r, "calls"));
-            ms_cell(fp, swift_an_jnum(r, "device_us"));
-            bar_cell(fp, swift_an_jnum(r, "share"), "#4e79a7");
-            fmt_cell(fp, 2, swift_an_jnum(r, "tflops"));
-            fmt_cell(fp, 0, 1e3 * swift_an_jnum(r, "tbps"));
-            fmt_cell(fp, 1, swift_an_jnum(r, "intensity"));
-            fprintf(fp, "<td>%s</td>", swift_an_jstr(r, "bound"));
-            bar_cell(fp, swift_an_jnum(r, "roofline_fraction"), "#59a14f");
-            ms_cell(fp, swift_an_jnum(r, "lost_us"));
+            swift_an_html_fmt_cell(fp, 0, swift_an_jnum(r, "calls"));
+            swift_an_html_ms_cell(fp, swift_an_jnum(r, "device_us"));
+            swift_an_html_bar_cell(fp, swift_an_jnum(r, "share"), "#4e79a7");
+            swift_an_html_fmt_cell(fp, 2, swift_an_jnum(r, "tflops"));
+            swift_an_html_fmt_cell(fp, 0, 1e3 * swift_an_jnum(r, "tbps"));
+            swift_an_html_fmt_cell(fp, 1, swift_an_jnum(r, "intensity"));
+            swift_an_html_text_cell(fp, swift_an_jstr(r, "bound"), 0);
+            swift_an_html_bar_cell(fp, swift_an_jnum(r, "roofline_fraction"), "#59a14f");
+            swift_an_html_ms_cell(fp, swift_an_jnum(r, "lost_us"));
             fputs("</tr>\n", fp);
         }
         fputs("</table>\n", fp);
@@ -582,26 +473,20 @@ static void html_ops(FILE *fp, json_t *ps)
         json_t *ops = json_object_get(p, "top_ops");
         if (!json_array_size(ops) || json_is_object(json_object_get(p, "ops")))
             continue; /* the per-op table of --profile steps says more */
-        if (!head++)
-            fputs("<h2>Top host operations</h2>\n", fp);
-        fputs("<p>", fp);
-        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
-        fputs("</p><table><tr><th>operation</th><th>category</th><th>count</th>"
-              "<th>total (inclusive)</th></tr>\n",
-              fp);
+        swift_an_html_proc_head(fp, p, &head, "Top host operations");
+        fputs("</p>", fp);
+        swift_an_html_table(
+            fp, 0, "operation", "category", "count", "total (inclusive)", (const char *)NULL);
         size_t a;
         json_t *row;
         json_array_foreach(ops, a, row)
         {
-            fputs("<tr><td><code>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(row, "name"));
-            fputs("</code></td><td>", fp);
-            swift_an_html_esc(fp, swift_an_jstr(row, "cat"));
-            char b1[32];
-            fprintf(fp,
-                    "</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td></tr>\n",
-                    swift_an_jnum(row, "count"),
-                    swift_an_html_ms(b1, sizeof(b1), swift_an_jnum(row, "sum_us")));
+            fputs("<tr>", fp);
+            swift_an_html_text_cell(fp, swift_an_jstr(row, "name"), 1);
+            swift_an_html_text_cell(fp, swift_an_jstr(row, "cat"), 0);
+            swift_an_html_fmt_cell(fp, 0, swift_an_jnum(row, "count"));
+            swift_an_html_ms_cell(fp, swift_an_jnum(row, "sum_us"));
+            fputs("</tr>\n", fp);
         }
         fputs("</table>\n", fp);
     }
@@ -679,23 +564,7 @@ static void html_collectives(FILE *fp, json_t *cs)
 int swift_an_print_html(FILE *fp, json_t *r, int top)
 {
     json_t *ps = json_object_get(r, "processes"), *bs = json_object_get(r, "bottlenecks");
-    fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>swift-trace-analyze "
-          "report</title>\n"
-          "<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:1100px}"
-          "h1,h2{font-weight:600}.crit{color:#b00}.warn{color:#a60}table{border-collapse:collapse}"
-          "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
-          "td.n{text-align:right;white-space:nowrap}table.sortable th{cursor:pointer}"
-          ".bar{display:inline-block;height:9px;margin-right:5px;vertical-align:middle}code{"
-          "background:#f4f4f4;padding:1px 3px}"
-          "svg text{font:11px system-ui,sans-serif}"
-          ".card{color:inherit;border:1px solid #ddd;border-left:5px solid #a60;border-radius:4px;"
-          "padding:6px 12px;margin:8px 0}.card.crit{border-left-color:#b00}"
-          ".sev{font-weight:600;text-transform:uppercase;font-size:12px}ul.ev{margin:2px 0;"
-          "color:#444}.cp{position:relative}.cp pre{background:#f4f4f4;padding:6px 60px 6px 8px;"
-          "overflow-x:auto;margin:4px 0}.cp button{position:absolute;right:4px;top:4px}"
-          "</style></head><body>\n"
-          "<h1>swift-trace-analyze report</h1>\n",
-          fp);
+    swift_an_html_page_head(fp, "swift-trace-analyze report", NULL);
     html_damage(fp, ps);
     html_bottlenecks(fp, bs);
     html_collectives(fp, json_object_get(r, "collectives"));
@@ -708,11 +577,16 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
     if (nstep)
         fputs("<h2>Worst steps per rank</h2>\n", fp);
     json_array_foreach(ps, i, p) swift_an_html_worst_steps(fp, p, top);
+    size_t nlane = 0;
+    json_array_foreach(ps, i, p) nlane +=
+        json_array_size(json_object_get(json_object_get(p, "worst_step"), "lanes")) > 0;
+    if (nlane)
+        fputs("<h2>Longest step per thread and stream</h2>\n", fp);
+    json_array_foreach(ps, i, p) swift_an_html_lanes(fp, p);
+    swift_an_html_memory(fp, ps);
     html_op_table(fp, ps);
     html_op_roofline(fp, ps);
     html_kernels(fp, ps, top);
     html_ops(fp, ps);
-    fputs(html_script, fp);
-    fputs("</body></html>\n", fp);
-    return ferror(fp) ? -1 : 0;
+    return swift_an_html_page_end(fp);
 }
