@@ -36,7 +36,7 @@
  *   - Dropout masks come from m->dropout_seed, which the loop sets per micro-batch; the
  *     optimizer, clipping, schedule, checkpoints and the ranks' sync stay the loop's.
  *
- * Adding one (say DPO): write lib/train/dpo.c with a constructor
+ * Adding one (DPO was added so): write lib/train/dpo.c with a constructor
  * `int swift_objective_dpo(struct swift_objective *, const struct swift_train_opts *,
  * struct swift_model *)` and add it to the table in lib/train/objective.c.
  *   - DPO: rows_per_sample 2 (the chosen and the rejected response of a pair; fill masks the
@@ -65,8 +65,8 @@
 #include "lib/train/train.h"
 
 /* Objective-specific sums per step beyond loss/count/correct (the ranks' check-in carries at
- * most 8 doubles: these 5 and the loss' 3). */
-#define SWIFT_OBJECTIVE_EXTRA 5
+ * most 16 doubles: these 12 and the loss' 3). */
+#define SWIFT_OBJECTIVE_EXTRA 12
 
 /* What a step (or an evaluation) adds up over its micro-batches, then over the ranks. */
 struct swift_objective_sums {
@@ -79,6 +79,16 @@ struct swift_objective {
     int rows_per_sample; /* rows a sample fills in a micro-batch: 1 (sft), 2 (pairs) */
     int nextra;          /* sums used in extra[] (0 .. SWIFT_OBJECTIVE_EXTRA) */
     const char *item;    /* what loss.count counts: "tokens" (the eval record's eval_tokens) */
+    const char *kind;    /* the shards it takes: NULL (SFT samples) or "pairs" (index.json
+                          * "kind"); the loader refuses the other kind */
+    /* NULL, or why sample x does not fit the objective ("is not a pair: ..."), checked when the
+     * shards are opened. */
+    const char *(*check)(const struct swift_objective *obj, const struct swift_sample *x);
+    /* NULL, or the reference model's pass over micro-batch b, run by the loop just before
+     * forward (its own trace span, "reference_forward"); forward runs it itself when it was
+     * not (evaluation). Returns 0 or -1 (reported). */
+    int (*reference)(struct swift_objective *obj, struct swift_model *m,
+                     const struct swift_batch *b);
     /* One sample into rows_per_sample rows of T tokens at tok/tgt/pos (row after row); x NULL:
      * padding rows. Returns the sample's items. Called by several loader threads at once. */
     long (*fill)(const struct swift_objective *obj, const struct swift_sample *x, int T,
@@ -108,5 +118,14 @@ void swift_objective_free(struct swift_objective *obj);
 /* The constructors objective.c's table names. */
 int swift_objective_sft(struct swift_objective *obj, const struct swift_train_opts *o,
                         struct swift_model *m);
+/* lib/train/dpo.c: preference pairs (docs/preference.md) */
+int swift_objective_dpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
+int swift_objective_cpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
+int swift_objective_simpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                          struct swift_model *m);
+int swift_objective_orpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                         struct swift_model *m);
 
 #endif
