@@ -104,6 +104,23 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
     done
 }
 
+@test "dpo and orpo on the strict backend (no host access to backend memory), with gradient checkpointing: the same records bit for bit" {
+    for o in dpo orpo; do
+        args=(--model $M --rlhf $o --max-steps 3 --logging-steps 1 --eval-steps 3
+            --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1)
+        run "$T" "${args[@]}" -o "$W/c$o" $P
+        [ "$status" -eq 0 ]
+        run env SWIFT_CPU_STRICT_HOST=1 "$T" "${args[@]}" -o "$W/s$o" $P
+        [ "$status" -eq 0 ]
+        run "$T" "${args[@]}" --gradient-checkpointing -o "$W/g$o" $P
+        [ "$status" -eq 0 ]
+        for k in loss grad_norm rewards/margins logits/chosen eval_loss; do
+            diff <(key "$k" "$W/c$o/logging.jsonl") <(key "$k" "$W/s$o/logging.jsonl")
+            diff <(key "$k" "$W/c$o/logging.jsonl") <(key "$k" "$W/g$o/logging.jsonl")
+        done
+    done
+}
+
 @test "trace: the reference's forward is a span of its own (dpo), none without one (simpo)" {
     run "$T" --model $M -o "$W/d" --rlhf dpo --max-steps 2 --per-device-train-batch-size 2 \
         -j 1 --trace "$W/d.jsonl" $P
@@ -156,7 +173,7 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
     [[ $output == *"--beta must be > 0"* ]]
 }
 
-@test "dpo under mpirun: 2 ranks give 1 rank's losses and metrics" {
+@test "dpo under mpirun: 2 ranks (ZeRO-0 and ZeRO-1) give 1 rank's losses and metrics" {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -167,13 +184,15 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
         --per-device-train-batch-size 1 -j 1)
     run "$T" "${args[@]}" --gradient-accumulation-steps 2 -o "$W/one" $P
     [ "$status" -eq 0 ]
-    run timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
-        "$T" "${args[@]}" -o "$W/two" $P </dev/null
-    [ "$status" -eq 0 ]
-    for k in loss rewards/margins rewards/accuracies logps/chosen eval_loss eval_rewards/chosen; do
-        paste <(key "$k" "$W/one/logging.jsonl") <(key "$k" "$W/two/logging.jsonl") | awk -v k="$k" '
-            { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (d > 1e-6 * (a + 1e-3)) bad = 1; c++ }
-            END { if (bad || c < 4 && k !~ /eval/ || c == 0) { print k " differs"; exit 1 } }'
+    for z in 0 1; do
+        run timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
+            "$T" "${args[@]}" --zero $z -o "$W/two$z" $P </dev/null
+        [ "$status" -eq 0 ]
+        for k in loss rewards/margins rewards/accuracies logps/chosen eval_loss eval_rewards/chosen; do
+            paste <(key "$k" "$W/one/logging.jsonl") <(key "$k" "$W/two$z/logging.jsonl") | awk -v k="$k" '
+                { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (d > 1e-6 * (a + 1e-3)) bad = 1; c++ }
+                END { if (bad || c < 4 && k !~ /eval/ || c == 0) { print k " differs"; exit 1 } }'
+        done
     done
 }
 
