@@ -212,3 +212,17 @@ YAML
     grep -q '"nll_loss":' "$W/run/logging.jsonl"
     grep -q '"rlhf_type": "dpo"\|"rlhf": "dpo"' "$W/run/args.json"
 }
+
+@test "--resume refuses a checkpoint of another objective" {
+    run "$T" --model $M -o "$W/a" --rlhf dpo --max-steps 1 --per-device-train-batch-size 2 -j 1 $P
+    [ "$status" -eq 0 ]
+    grep -q '"objective": "dpo"' "$W/a/checkpoint-1/trainer_state.json"
+    run "$T" --model $M -o "$W/b" --rlhf orpo --max-steps 2 --per-device-train-batch-size 2 \
+        --resume "$W/a/checkpoint-1" -j 1 $P
+    [ "$status" -eq 1 ]
+    [[ $output == *"checkpoint-1/trainer_state.json: checkpoint was trained with --rlhf dpo, not --rlhf orpo"* ]]
+    run "$T" --model $M -o "$W/c" --max-steps 2 --per-device-train-batch-size 2 \
+        --resume "$W/a/checkpoint-1" -j 1 tests/fixtures/shards
+    [ "$status" -eq 1 ]
+    [[ $output == *"checkpoint was trained with --rlhf dpo, not SFT"* ]]
+}
