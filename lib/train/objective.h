@@ -39,20 +39,20 @@
  * Adding one (DPO was added so): write lib/train/dpo.c with a constructor
  * `int swift_objective_dpo(struct swift_objective *, const struct swift_train_opts *,
  * struct swift_model *)` and add it to the table in lib/train/objective.c.
- *   - DPO: rows_per_sample 2 (the chosen and the rejected response of a pair; fill masks the
- *     prompt), items = pairs. The constructor keeps a reference: with LoRA the same model with
- *     the adapter switched off, else a frozen copy loaded from --model into `state`. forward
- *     runs the reference (scale 0) and the policy, takes each row's summed log-prob of its
- *     response, adds -log sigmoid(beta ((pc - rc) - (pr - rr))) per pair to s->loss, chosen >
- *     rejected reward to s->loss.correct, and the chosen/rejected rewards to s->extra (logged
- *     as "rewards/chosen", "rewards/rejected", "rewards/margins" by `log`); it then writes the
- *     logits' gradient for backward. ORPO and KTO are the same shape with another per-pair loss.
+ *   - DPO (lib/train/dpo.c; ORPO, SimPO and CPO share it): rows_per_sample 2 (the chosen and the
+ *     rejected response of a pair; fill masks the prompt), items = pairs, kind "pairs". The
+ *     constructor keeps a reference: with LoRA the same model with the adapters switched off
+ *     (m->lora_off), else a frozen copy loaded from --model into `state`. `reference` runs it
+ *     (scale 0) before the policy's forward, which takes each row's summed log-prob of its
+ *     response (swift_model_token_nll over the row), adds the per-pair losses
+ *     (lib/train/pref_loss.h) to s->loss, chosen > rejected reward to s->loss.correct and
+ *     TRL's metrics to s->extra, then scales each row's logits' gradient by
+ *     d loss / d (-log-prob) (swift_model_scale_dlogits) for the ordinary backward.
+ *   - KTO is the same shape with one row per sample and a label.
  *   - A reward model: rows_per_sample 2, a scalar score per row (the last token's hidden state
  *     through a score head, as transformers' SequenceClassification models), per-pair loss
- *     -log sigmoid(r_chosen - r_rejected).
- *   What lib/model does not give yet and these need: each row's summed log-prob of its targets,
- *   a backward from logits' gradients the objective writes, and (reward model) a score head as a
- *   trainable parameter. Those are lib/model additions; the loop stays as it is.
+ *     -log sigmoid(r_chosen - r_rejected). What lib/model does not give yet and it needs: a
+ *     score head as a trainable parameter and a backward from the hidden states' gradient.
  */
 #ifndef SWIFT_OBJECTIVE_H
 #define SWIFT_OBJECTIVE_H
