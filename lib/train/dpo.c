@@ -355,6 +355,8 @@ static int pref_init(struct swift_objective *obj, const char *name, int kind,
         return swift_error(
             "--rlhf %s does not take --loss-type %s", name, swift_pref_loss_name(loss));
     }
+    if (!m) /* rows and checks only (tests): no model, no reference */
+        return 0;
     m->lora_dropout = 0; /* trl's disable_dropout (default true) */
     if (kind == SWIFT_PREF_DPO) {
         if (m->lora_params) {

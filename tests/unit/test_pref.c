@@ -148,6 +148,46 @@ static void test_derivatives(void **s)
         }
 }
 
+/* A pair (prompt 2 tokens, chosen 2, rejected 1) into two rows of 5: positions restart per row,
+ * targets on the response only (ORPO: the chosen row's prompt targets as -2 - id); padding. */
+static void test_fill(void **s)
+{
+    (void)s;
+    struct swift_train_opts o;
+    swift_train_opts_init(&o);
+    const uint32_t ids[] = {5, 6, 7, 8, 5, 6, 9}, docs[] = {4, 3};
+    const uint8_t mask[] = {0, 0, 1, 1, 0, 0, 1};
+    struct swift_sample x = {.ids = ids, .mask = mask, .len = 7, .doc_len = docs, .n_docs = 2};
+    for (int orpo = 0; orpo < 2; orpo++) {
+        struct swift_objective obj;
+        assert_int_equal(swift_objective_init(&obj, orpo ? "orpo" : "dpo", &o, NULL), 0);
+        assert_string_equal(obj.kind, "pairs");
+        assert_string_equal(obj.item, "pairs");
+        assert_null(obj.check(&obj, &x));
+        int32_t tok[10], tgt[10], pos[10];
+        assert_int_equal(obj.fill(&obj, &x, 5, tok, tgt, pos), 1);
+        const int32_t etok[] = {5, 6, 7, 8, 0, 5, 6, 9, 0, 0};
+        const int32_t epos[] = {0, 1, 2, 3, 0, 0, 1, 2, 0, 1};
+        const int32_t etgt[] = {orpo ? -8 : -1, 7, 8, -1, -1, -1, 9, -1, -1, -1};
+        assert_memory_equal(tok, etok, sizeof(tok));
+        assert_memory_equal(pos, epos, sizeof(pos));
+        assert_memory_equal(tgt, etgt, sizeof(tgt));
+        assert_int_equal(obj.fill(&obj, NULL, 5, tok, tgt, pos), 0);
+        for (int t = 0; t < 10; t++)
+            assert_int_equal(tgt[t], -1);
+        swift_objective_free(&obj);
+    }
+    /* not a pair; a pair without a rejected response */
+    struct swift_objective obj;
+    assert_int_equal(swift_objective_init(&obj, "dpo", &o, NULL), 0);
+    struct swift_sample one = {.ids = ids, .mask = mask, .len = 4, .doc_len = docs, .n_docs = 1};
+    assert_non_null(strstr(obj.check(&obj, &one), "is not a pair"));
+    const uint8_t nomask[] = {0, 0, 1, 1, 0, 0, 0};
+    x.mask = nomask;
+    assert_non_null(strstr(obj.check(&obj, &x), "no response tokens in its rejected document"));
+    swift_objective_free(&obj);
+}
+
 /* ---- through the model ---- */
 
 /* Two pairs over a shared prompt of 5 tokens (vocabulary 128), rows of T = 16. */
@@ -282,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_cpo_cases),
         cmocka_unit_test(test_orpo_case),
         cmocka_unit_test(test_derivatives),
+        cmocka_unit_test(test_fill),
         cmocka_unit_test(test_dpo_lora_grad),
         cmocka_unit_test(test_dpo_full_grad),
         cmocka_unit_test(test_ref_free_grads),
