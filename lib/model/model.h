@@ -167,10 +167,11 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b, stru
                         float dscale);
 /* Forward to the logits only (no loss): train 1 turns LoRA dropout on for a backward to follow.
  * Then, per range of tokens [n0,n1) of the B*T (several disjoint ranges, each with its own
- * targets array of B*T entries, -1 = not trained): swift_model_token_nll adds the sum of
- * -log p(target) over the range, its trained tokens and argmax hits into *loss and, with grad,
- * writes the range's logits' gradient of that sum (softmax - onehot; 0 on untrained tokens) in
- * place of its logits; every token must be in some range with grad before backward. An
+ * targets array of B*T entries, -1 = not trained, host or backend memory as kernels/ops.h
+ * allows; backend memory saves the CUDA backend an upload per call): swift_model_token_nll adds
+ * the sum of -log p(target) over the range, its trained tokens and argmax hits into *loss and,
+ * with grad, writes the range's logits' gradient of that sum (softmax - onehot; 0 on untrained
+ * tokens) in place of its logits; every token must be in some range with grad before backward. An
  * objective that is not a mean of token losses (DPO: a function of each row's summed log-prob)
  * then scales a range's gradient by d loss / d (-sum log p) with swift_model_scale_dlogits. */
 int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *b, int train);

@@ -46,7 +46,9 @@ struct dpo_state {
     double *ref_logp;                 /* (rows) */
     struct swift_loss *resp, *prompt; /* (rows) the NLL of the response and of the prompt */
     int32_t *dec;                     /* (N) targets with the prompt's decoded */
-    float *lsum;                      /* (N) per-token sums of the logits */
+    int32_t *ddec; /* (N) dec in backend memory: one upload per pass, not one per row's run */
+    const struct swift_ops *ops; /* ddec's */
+    float *lsum;                 /* (N) per-token sums of the logits */
 };
 
 /* ---- rows ---- */
@@ -94,7 +96,7 @@ static const char *dpo_check(const struct swift_objective *obj, const struct swi
     return NULL;
 }
 
-static int grow(struct dpo_state *st, int rows, int N)
+static int grow(struct dpo_state *st, const struct swift_ops *ops, int rows, int N)
 {
     if (rows <= st->cap && (size_t)N <= st->capn)
         return 0;
@@ -103,14 +105,29 @@ static int grow(struct dpo_state *st, int rows, int N)
     free(st->prompt);
     free(st->dec);
     free(st->lsum);
+    if (st->ddec)
+        st->ops->free(st->ddec);
     st->ref_logp = swift_xcalloc((size_t)rows, sizeof(double));
     st->resp = swift_xcalloc((size_t)rows, sizeof(struct swift_loss));
     st->prompt = swift_xcalloc((size_t)rows, sizeof(struct swift_loss));
     st->dec = swift_xcalloc((size_t)N, sizeof(int32_t));
     st->lsum = swift_xcalloc((size_t)N, sizeof(float));
-    st->cap = rows;
-    st->capn = (size_t)N;
-    return 0;
+    st->ops = ops;
+    st->ddec = ops->alloc((size_t)N * sizeof(int32_t));
+    st->cap = st->ddec ? rows : 0;
+    st->capn = st->ddec ? (size_t)N : 0;
+    return st->ddec ? 0 : swift_error("out of memory for %d targets on %s", N, ops->name);
+}
+
+/* b's targets, the prompt's (-2 - id, ORPO) decoded, into st->dec and backend memory */
+static void upload_targets(struct dpo_state *st, const struct swift_batch *b)
+{
+    int N = b->B * b->T;
+    for (int n = 0; n < N; n++) {
+        int32_t t = b->targets[n];
+        st->dec[n] = t >= 0 ? t : t <= -2 ? -2 - t : -1;
+    }
+    st->ops->upload(st->ddec, st->dec, (size_t)N * sizeof(int32_t));
 }
 
 /* 0: not trained, 1: response, 2: prompt (ORPO's NLL) */
@@ -127,7 +144,9 @@ static int dpo_reference(struct swift_objective *obj, struct swift_model *m,
     if (st->ref == REF_NONE)
         return 0;
     struct swift_model *rm = st->ref == REF_COPY ? &st->refm : m;
-    grow(st, b->B, b->B * b->T);
+    if (grow(st, m->ops, b->B, b->B * b->T) < 0)
+        return -1;
+    upload_targets(st, b);
     rm->lora_off = 1;
     int rc = swift_model_forward_logits(rm, b, 0);
     rm->lora_off = 0;
@@ -135,7 +154,7 @@ static int dpo_reference(struct swift_objective *obj, struct swift_model *m,
         return -1;
     for (int r = 0; r < b->B; r++) {
         struct swift_loss l = {0};
-        swift_model_token_nll(rm, b->targets, r * b->T, (r + 1) * b->T, &l, 0);
+        swift_model_token_nll(rm, st->ddec, r * b->T, (r + 1) * b->T, &l, 0);
         st->ref_logp[r] = -l.sum;
     }
     st->ref_ready = 1;
@@ -156,7 +175,7 @@ static void row_nll(struct dpo_state *st, struct swift_model *m, const struct sw
             while (n1 < (r + 1) * T && tclass(b->targets[n1]) == c)
                 n1++;
             struct swift_loss *l = c == 1 ? &st->resp[r] : c == 2 ? &st->prompt[r] : &junk;
-            swift_model_token_nll(m, st->dec, n0, n1, l, grad);
+            swift_model_token_nll(m, st->ddec, n0, n1, l, grad);
             n0 = n1;
         }
     }
@@ -250,13 +269,9 @@ static int dpo_forward(struct swift_objective *obj, struct swift_model *m,
     if (st->ref != REF_NONE && !st->ref_ready && dpo_reference(obj, m, b) < 0)
         return -1;
     st->ref_ready = 0;
-    grow(st, b->B, N);
-    if (swift_model_forward_logits(m, b, grad) < 0)
+    if (grow(st, m->ops, b->B, N) < 0 || swift_model_forward_logits(m, b, grad) < 0)
         return -1;
-    for (int n = 0; n < N; n++) {
-        int32_t t = b->targets[n];
-        st->dec[n] = t >= 0 ? t : t <= -2 ? -2 - t : -1;
-    }
+    upload_targets(st, b);
     row_nll(st, m, b, grad);
     if (swift_model_logit_sums(m, N, st->lsum) < 0)
         return -1;
@@ -316,6 +331,8 @@ static void dpo_free(struct swift_objective *obj)
     free(st->prompt);
     free(st->dec);
     free(st->lsum);
+    if (st->ddec)
+        st->ops->free(st->ddec);
     free(st);
     obj->state = NULL;
 }
