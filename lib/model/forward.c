@@ -6,6 +6,7 @@
 #include "lib/model/kv.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/core/error.h"
@@ -40,7 +41,7 @@ static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, in
     int N = cx->N;
     OP_BEGIN();
     ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
-    struct swift_lora_ad *ad = L->lora;
+    struct swift_lora_ad *ad = m->lora_off ? NULL : L->lora;
     if (ad) {
         const float *xin = x;
         float *xa = cx->xa ? cx->xa : ad->xa;
@@ -135,8 +136,7 @@ void swift_model_layer_train(struct swift_model *m, int l, const struct swift_ba
     layer_fwd(m, l, &cx, res, res + NH, la);
 }
 
-int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
-                        float dscale)
+int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *b, int train)
 {
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
@@ -153,33 +153,96 @@ int swift_model_forward(struct swift_model *m, const struct swift_batch *b, stru
             return swift_error("position %d of token %d runs before its row", b->pos[n], n);
     }
     struct swift_model_acts *a = m->acts;
-    m->training = dscale != 0.0f; /* dropout only when a backward pass follows */
+    m->training = train; /* dropout only when a backward pass follows */
     ops->embed_fwd(a->res, b->tokens, m->embed, N, H);
     for (int l = 0; l < c->num_layers; l++)
         swift_model_layer_train(m, l, b, &a->la[m->act_ckpt ? 0 : l]);
     float *last = a->res + (size_t)c->num_layers * N * H;
     ops->rmsnorm_fwd(a->lnf, a->rstdf, last, m->norm, N, H, c->rms_norm_eps);
-    {
-        OP_BEGIN();
-        ops->matmul_fwd(a->logits, a->lnf, m->lm_head, NULL, N, H, V, 1.0f, 0.0f);
-        char sh[96];
-        snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]^T", N, H, V, H);
-        OP_END("lm_head", swift_matmul_flops(N, H, V), sh);
-    }
     OP_BEGIN();
-    ops->cross_entropy(dscale != 0.0f ? a->logits : NULL,
-                       &loss->sum,
-                       &loss->count,
-                       &loss->correct,
-                       a->logits,
-                       b->targets,
-                       N,
-                       V,
-                       dscale);
-    char sh[96] = "";
+    ops->matmul_fwd(a->logits, a->lnf, m->lm_head, NULL, N, H, V, 1.0f, 0.0f);
+    char sh[96];
+    snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]^T", N, H, V, H);
+    OP_END("lm_head", swift_matmul_flops(N, H, V), sh);
+    return 0;
+}
+
+int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
+                        float dscale)
+{
+    if (swift_model_forward_logits(m, b, dscale != 0.0f) < 0)
+        return -1;
+    int N = b->B * b->T, V = m->cfg.vocab_size;
+    float *lg = m->acts->logits;
+    OP_BEGIN();
+    m->ops->cross_entropy(dscale != 0.0f ? lg : NULL,
+                          &loss->sum,
+                          &loss->count,
+                          &loss->correct,
+                          lg,
+                          b->targets,
+                          N,
+                          V,
+                          dscale);
+    char ce[48] = "";
     if (op_t0)
-        snprintf(sh, sizeof(sh), "[%d,%d]", N, V);
-    OP_END("cross_entropy", 3.0 * N * V, sh);
+        snprintf(ce, sizeof(ce), "[%d,%d]", N, V);
+    OP_END("cross_entropy", 3.0 * N * V, ce);
+    return 0;
+}
+
+void swift_model_token_nll(struct swift_model *m, const int32_t *targets, int n0, int n1,
+                           struct swift_loss *loss, int grad)
+{
+    int V = m->cfg.vocab_size;
+    if (n1 <= n0)
+        return;
+    float *lg = m->acts->logits + (size_t)n0 * V;
+    OP_BEGIN();
+    m->ops->cross_entropy(grad ? lg : NULL,
+                          &loss->sum,
+                          &loss->count,
+                          &loss->correct,
+                          lg,
+                          targets + n0,
+                          n1 - n0,
+                          V,
+                          1.0f);
+    char ce[48] = "";
+    if (op_t0)
+        snprintf(ce, sizeof(ce), "[%d,%d]", n1 - n0, V);
+    OP_END("cross_entropy", 3.0 * (n1 - n0) * V, ce);
+}
+
+void swift_model_scale_dlogits(struct swift_model *m, int n0, int n1, float f)
+{
+    size_t V = (size_t)m->cfg.vocab_size;
+    if (n1 > n0 && f != 1.0f)
+        m->ops->scale(m->acts->logits + (size_t)n0 * V, f, (size_t)(n1 - n0) * V);
+}
+
+int swift_model_logit_sums(struct swift_model *m, int N, float *out)
+{
+    const struct swift_ops *ops = m->ops;
+    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    float *ones = malloc((size_t)V * sizeof(float));
+    float *dev = ops->alloc(((size_t)V + (size_t)H + (size_t)N) * sizeof(float));
+    if (!ones || !dev) {
+        free(ones);
+        if (dev)
+            ops->free(dev);
+        return swift_error("out of memory for the logits' sums of %d tokens", N);
+    }
+    for (int v = 0; v < V; v++)
+        ones[v] = 1.0f;
+    float *dones = dev, *colsum = dev + V, *sums = dev + V + H;
+    ops->upload(dones, ones, (size_t)V * sizeof(float));
+    /* colsum (1,H) = ones (1,V) @ lm_head (V,H); the sums (N,1) = lnf (N,H) @ colsum^T */
+    ops->matmul_bwd(colsum, NULL, NULL, dones, NULL, m->lm_head, 1, H, V, 1.0f, 0.0f);
+    ops->matmul_fwd(sums, m->acts->lnf, colsum, NULL, N, H, 1, 1.0f, 0.0f);
+    ops->download(out, sums, (size_t)N * sizeof(float));
+    ops->free(dev);
+    free(ones);
     return 0;
 }
 

@@ -141,6 +141,7 @@ struct swift_model {
     uint64_t dropout_seed; /* set per step by the trainer */
     int training;          /* set by forward: dscale != 0 (LoRA dropout on) */
     int act_ckpt;          /* activation checkpointing: set before swift_model_reserve */
+    int lora_off;          /* forward skips the LoRA adapters (the base model: DPO's reference) */
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;
@@ -164,6 +165,23 @@ void swift_model_zero_grad(struct swift_model *m);
  * stay readable through swift_model_logits() until backward. Returns 0 or -1 (bad token id). */
 int swift_model_forward(struct swift_model *m, const struct swift_batch *b, struct swift_loss *loss,
                         float dscale);
+/* Forward to the logits only (no loss): train 1 turns LoRA dropout on for a backward to follow.
+ * Then, per range of tokens [n0,n1) of the B*T (several disjoint ranges, each with its own
+ * targets array of B*T entries, -1 = not trained, host or backend memory as kernels/ops.h
+ * allows; backend memory saves the CUDA backend an upload per call): swift_model_token_nll adds
+ * the sum of -log p(target) over the range, its trained tokens and argmax hits into *loss and,
+ * with grad, writes the range's logits' gradient of that sum (softmax - onehot; 0 on untrained
+ * tokens) in place of its logits; every token must be in some range with grad before backward. An
+ * objective that is not a mean of token losses (DPO: a function of each row's summed log-prob)
+ * then scales a range's gradient by d loss / d (-sum log p) with swift_model_scale_dlogits. */
+int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *b, int train);
+void swift_model_token_nll(struct swift_model *m, const int32_t *targets, int n0, int n1,
+                           struct swift_loss *loss, int grad);
+void swift_model_scale_dlogits(struct swift_model *m, int n0, int n1, float f);
+/* The sum over the vocabulary of each of the first N tokens' logits of the last forward into
+ * out (N, host), computed from the final norm's output (valid after token_nll overwrote the
+ * logits: lnf . column sums of lm_head). Returns 0 or -1 (out of memory, reported). */
+int swift_model_logit_sums(struct swift_model *m, int N, float *out);
 /* Logits (B*T, V) of the last forward, backend memory (read them with ops->download); valid
  * until backward. */
 const float *swift_model_logits(const struct swift_model *m);

@@ -209,6 +209,7 @@ static int save_state(struct run *r, const char *dir, long step)
     if (!st)
         abort();
     json_object_set_new(st, "world_size", json_integer(r->dist.world));
+    json_object_set_new(st, "objective", json_string(o->rlhf ? o->rlhf : "sft"));
     char *txt = json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(st);
     if (!txt)
@@ -388,10 +389,19 @@ int train_read_state(const char *ckpt, long *step, const struct swift_train_opts
     } else {
         json_t *gs = json_object_get(st, "global_step");
         const char *tu = json_string_value(json_object_get(st, "tuner"));
+        const char *obj = json_string_value(json_object_get(st, "objective"));
         if (!json_is_integer(gs))
             rc = swift_error_at(p, 0, "missing global_step");
         else if (!tu || strcmp(tu, o->tuner == SWIFT_TUNER_LORA ? "lora" : "full"))
             rc = swift_error_at(p, 0, "checkpoint was trained with --tuner %s", tu ? tu : "?");
+        else if (strcmp(obj ? obj : "sft", o->rlhf ? o->rlhf : "sft"))
+            rc = swift_error_at(p,
+                                0,
+                                "checkpoint was trained with %s%s, not %s%s",
+                                obj && strcmp(obj, "sft") ? "--rlhf " : "",
+                                obj && strcmp(obj, "sft") ? obj : "SFT",
+                                o->rlhf ? "--rlhf " : "",
+                                o->rlhf ? o->rlhf : "SFT");
         else if (json_integer_value(json_object_get(st, "batch_size")) != o->batch_size ||
                  json_integer_value(json_object_get(st, "grad_accum")) *
                          (json_is_integer(json_object_get(st, "world_size"))

@@ -20,23 +20,57 @@
 
 /* ---- data checks ---- */
 
+/* index.json's "kind" (preference pairs: "pairs"; absent: SFT samples) against the objective's */
+static int check_kind(const struct run *r, const char *dir)
+{
+    char *path = swift_path_join(dir, "index.json");
+    json_t *root = json_load_file(path, 0, NULL);
+    free(path);
+    const char *kind = json_string_value(json_object_get(root, "kind"));
+    const char *want = r->obj.kind;
+    int pairs = kind && !strcmp(kind, "pairs");
+    int rc = 0;
+    if (want && !strcmp(want, "pairs") && !pairs)
+        rc = swift_error("%s: --rlhf %s trains on preference pairs (index.json \"kind\": "
+                         "\"pairs\"); these shards hold %s%s%s",
+                         dir,
+                         r->obj.name,
+                         kind ? "\"" : "SFT samples",
+                         kind ? kind : "",
+                         kind ? "\" samples" : "");
+    else if (!want && pairs)
+        rc = swift_error("%s: the shards hold preference pairs (index.json \"kind\": \"pairs\"); "
+                         "train them with --rlhf dpo|orpo|simpo|cpo",
+                         dir);
+    json_decref(root);
+    return rc;
+}
+
 int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
 {
     if (swift_shards_open(s, dir, 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(*s);
-    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0)
+    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0 || check_kind(r, dir) < 0)
         return -1;
     uint64_t n = swift_shards_count(*s);
     for (uint64_t i = 0; i < n; i++) {
         struct swift_sample x;
         if (swift_shards_get(*s, i, &x) < 0)
             return -1;
-        if ((int)x.len > r->T)
-            return swift_error("%s: sample %llu has %u tokens, longer than --max-length %d",
+        const char *why = r->obj.check ? r->obj.check(&r->obj, &x) : NULL;
+        if (why)
+            return swift_error("%s: sample %llu %s", dir, (unsigned long long)i, why);
+        uint32_t row = x.len; /* a pair's documents are rows of their own */
+        if (r->obj.rows_per_sample > 1)
+            for (uint32_t d = row = 0; d < x.n_docs; d++)
+                row = x.doc_len[d] > row ? x.doc_len[d] : row;
+        if ((int)row > r->T)
+            return swift_error("%s: sample %llu has %u tokens%s, longer than --max-length %d",
                                dir,
                                (unsigned long long)i,
-                               x.len,
+                               row,
+                               r->obj.rows_per_sample > 1 ? " in a document" : "",
                                r->T);
         for (uint32_t t = 0; t < x.len; t++)
             if (x.ids[t] >= (uint32_t)r->m.cfg.vocab_size)

@@ -3,6 +3,7 @@
  * counters of the trace, the peak rate MFU is measured against, and on a terminal the progress
  * line on stderr (lib/core/progress.h). Rank 0 alone writes files, stdout and the line. */
 #include "lib/train/internal.h"
+#include "lib/train/pref_loss.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,18 @@ int train_write_args(const struct swift_train_opts *o)
     if (!a)
         abort();
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
+    if (o->rlhf) { /* ms-swift's keys, with the defaults the objective resolves */
+        int simpo = !strcmp(o->rlhf, "simpo"), orpo = !strcmp(o->rlhf, "orpo");
+        int lt = o->loss_type >= 0 ? o->loss_type : simpo ? SWIFT_PREF_SIMPO : SWIFT_PREF_SIGMOID;
+        json_object_set_new(a, "rlhf_type", json_string(o->rlhf));
+        json_object_set_new(a, "beta", json_real(o->beta > 0 ? o->beta : simpo ? 2.0 : 0.1));
+        json_object_set_new(
+            a, "loss_type", orpo ? json_null() : json_string(swift_pref_loss_name(lt)));
+        json_object_set_new(a, "label_smoothing", json_real(o->label_smoothing));
+        json_object_set_new(a, "rpo_alpha", json_real(o->rpo_alpha));
+        json_object_set_new(a, "simpo_gamma", json_real(o->simpo_gamma));
+        json_object_set_new(a, "cpo_alpha", json_real(o->cpo_alpha));
+    }
     json_object_set_new(a, "swift_tools_version", json_string(SWIFT_VERSION));
     char *txt = json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(a);

@@ -11,6 +11,10 @@ static const struct {
     int (*init)(struct swift_objective *, const struct swift_train_opts *, struct swift_model *);
 } objectives[] = {
     {"sft", swift_objective_sft},
+    {"dpo", swift_objective_dpo},
+    {"cpo", swift_objective_cpo},
+    {"simpo", swift_objective_simpo},
+    {"orpo", swift_objective_orpo},
 };
 
 int swift_objective_init(struct swift_objective *obj, const char *name,

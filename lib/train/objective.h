@@ -36,23 +36,23 @@
  *   - Dropout masks come from m->dropout_seed, which the loop sets per micro-batch; the
  *     optimizer, clipping, schedule, checkpoints and the ranks' sync stay the loop's.
  *
- * Adding one (say DPO): write lib/train/dpo.c with a constructor
+ * Adding one (DPO was added so): write lib/train/dpo.c with a constructor
  * `int swift_objective_dpo(struct swift_objective *, const struct swift_train_opts *,
  * struct swift_model *)` and add it to the table in lib/train/objective.c.
- *   - DPO: rows_per_sample 2 (the chosen and the rejected response of a pair; fill masks the
- *     prompt), items = pairs. The constructor keeps a reference: with LoRA the same model with
- *     the adapter switched off, else a frozen copy loaded from --model into `state`. forward
- *     runs the reference (scale 0) and the policy, takes each row's summed log-prob of its
- *     response, adds -log sigmoid(beta ((pc - rc) - (pr - rr))) per pair to s->loss, chosen >
- *     rejected reward to s->loss.correct, and the chosen/rejected rewards to s->extra (logged
- *     as "rewards/chosen", "rewards/rejected", "rewards/margins" by `log`); it then writes the
- *     logits' gradient for backward. ORPO and KTO are the same shape with another per-pair loss.
+ *   - DPO (lib/train/dpo.c; ORPO, SimPO and CPO share it): rows_per_sample 2 (the chosen and the
+ *     rejected response of a pair; fill masks the prompt), items = pairs, kind "pairs". The
+ *     constructor keeps a reference: with LoRA the same model with the adapters switched off
+ *     (m->lora_off), else a frozen copy loaded from --model into `state`. `reference` runs it
+ *     (scale 0) before the policy's forward, which takes each row's summed log-prob of its
+ *     response (swift_model_token_nll over the row), adds the per-pair losses
+ *     (lib/train/pref_loss.h) to s->loss, chosen > rejected reward to s->loss.correct and
+ *     TRL's metrics to s->extra, then scales each row's logits' gradient by
+ *     d loss / d (-log-prob) (swift_model_scale_dlogits) for the ordinary backward.
+ *   - KTO is the same shape with one row per sample and a label.
  *   - A reward model: rows_per_sample 2, a scalar score per row (the last token's hidden state
  *     through a score head, as transformers' SequenceClassification models), per-pair loss
- *     -log sigmoid(r_chosen - r_rejected).
- *   What lib/model does not give yet and these need: each row's summed log-prob of its targets,
- *   a backward from logits' gradients the objective writes, and (reward model) a score head as a
- *   trainable parameter. Those are lib/model additions; the loop stays as it is.
+ *     -log sigmoid(r_chosen - r_rejected). What lib/model does not give yet and it needs: a
+ *     score head as a trainable parameter and a backward from the hidden states' gradient.
  */
 #ifndef SWIFT_OBJECTIVE_H
 #define SWIFT_OBJECTIVE_H
@@ -65,8 +65,8 @@
 #include "lib/train/train.h"
 
 /* Objective-specific sums per step beyond loss/count/correct (the ranks' check-in carries at
- * most 8 doubles: these 5 and the loss' 3). */
-#define SWIFT_OBJECTIVE_EXTRA 5
+ * most 16 doubles: these 12 and the loss' 3). */
+#define SWIFT_OBJECTIVE_EXTRA 12
 
 /* What a step (or an evaluation) adds up over its micro-batches, then over the ranks. */
 struct swift_objective_sums {
@@ -79,6 +79,16 @@ struct swift_objective {
     int rows_per_sample; /* rows a sample fills in a micro-batch: 1 (sft), 2 (pairs) */
     int nextra;          /* sums used in extra[] (0 .. SWIFT_OBJECTIVE_EXTRA) */
     const char *item;    /* what loss.count counts: "tokens" (the eval record's eval_tokens) */
+    const char *kind;    /* the shards it takes: NULL (SFT samples) or "pairs" (index.json
+                          * "kind"); the loader refuses the other kind */
+    /* NULL, or why sample x does not fit the objective ("is not a pair: ..."), checked when the
+     * shards are opened. */
+    const char *(*check)(const struct swift_objective *obj, const struct swift_sample *x);
+    /* NULL, or the reference model's pass over micro-batch b, run by the loop just before
+     * forward (its own trace span, "reference_forward"); forward runs it itself when it was
+     * not (evaluation). Returns 0 or -1 (reported). */
+    int (*reference)(struct swift_objective *obj, struct swift_model *m,
+                     const struct swift_batch *b);
     /* One sample into rows_per_sample rows of T tokens at tok/tgt/pos (row after row); x NULL:
      * padding rows. Returns the sample's items. Called by several loader threads at once. */
     long (*fill)(const struct swift_objective *obj, const struct swift_sample *x, int T,
@@ -108,5 +118,14 @@ void swift_objective_free(struct swift_objective *obj);
 /* The constructors objective.c's table names. */
 int swift_objective_sft(struct swift_objective *obj, const struct swift_train_opts *o,
                         struct swift_model *m);
+/* lib/train/dpo.c: preference pairs (docs/preference.md) */
+int swift_objective_dpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
+int swift_objective_cpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
+int swift_objective_simpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                          struct swift_model *m);
+int swift_objective_orpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                         struct swift_model *m);
 
 #endif

@@ -51,6 +51,10 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->delay_rank = -1;
     o->num_workers = 1;
     o->prefetch = 3;
+    o->loss_type = -1;
+    o->beta = -1;
+    o->simpo_gamma = 0.5; /* trl CPOConfig */
+    o->cpo_alpha = 1.0;
 }
 
 /* ---- signals: SIGTERM/SIGUSR1 and a first SIGINT finish the step, write a checkpoint, return
@@ -181,7 +185,7 @@ static int load_model(struct run *r)
         r->tp = r->m.p;
         r->ntp = r->m.np;
     }
-    return swift_objective_init(&r->obj, "sft", o, &r->m);
+    return swift_objective_init(&r->obj, o->rlhf ? o->rlhf : "sft", o, &r->m);
 }
 
 /* The row length T (--max-length or the shards') checked against the model, the training and
@@ -356,6 +360,17 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
     /* the global micro-batch index: the same dropout masks on any number of ranks */
     uint64_t gmb = (uint64_t)r->dist.rank * (uint64_t)o->grad_accum + (uint64_t)a;
     r->m.dropout_seed = train_mix((uint64_t)o->seed ^ train_mix((uint64_t)step * 64 + gmb));
+    if (r->obj.reference) { /* the reference's forward, a span of its own */
+        int64_t tr = swift_trace_now();
+        if (r->obj.reference(&r->obj, &r->m, &bt) < 0)
+            return -1;
+        swift_trace_span("compute",
+                         "reference_forward",
+                         tr,
+                         swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)},
+                         1);
+    }
     int64_t tf = swift_trace_now();
     if (r->obj.forward(&r->obj, &r->m, &bt, scale, s) < 0)
         return -1;
