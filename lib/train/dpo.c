@@ -311,8 +311,11 @@ static void dpo_log(const struct swift_objective *obj, const struct swift_object
     put(rec, prefix, "logps/rejected", x[X_LOGP_R] / n);
     put(rec, prefix, "logits/chosen", x[X_TOKENS_C] > 0 ? x[X_LOGITS_C] / x[X_TOKENS_C] : 0.0);
     put(rec, prefix, "logits/rejected", x[X_TOKENS_R] > 0 ? x[X_LOGITS_R] / x[X_TOKENS_R] : 0.0);
+    /* CPO and SimPO log it always, 0 with --cpo-alpha 0 (TRL's CPOTrainer does) */
     if (st->nll_w != 0 || st->prompt_nll)
         put(rec, prefix, "nll_loss", x[X_NLL] / n);
+    else if (st->pp.obj == SWIFT_PREF_CPO)
+        put(rec, prefix, "nll_loss", 0.0);
     if (st->pp.obj == SWIFT_PREF_ORPO) {
         put(rec, prefix, "log_odds_ratio", x[X_ODDS_RATIO] / n);
         put(rec, prefix, "log_odds_chosen", x[X_LOG_ODDS] / n);

@@ -20,30 +20,17 @@
 
 /* ---- data checks ---- */
 
-/* index.json's "kind" (preference pairs: "pairs"; absent: SFT samples) against the objective's */
-static int check_kind(const struct run *r, const char *dir)
+/* The shards' kind (index.json "kind") against the objective's: pairs for --rlhf, SFT samples
+ * otherwise; the message names the swift-preprocess option that makes the right ones. */
+static int check_kind(const struct run *r, const struct swift_shard_index *ix, const char *dir)
 {
-    char *path = swift_path_join(dir, "index.json");
-    json_t *root = json_load_file(path, 0, NULL);
-    free(path);
-    const char *kind = json_string_value(json_object_get(root, "kind"));
-    const char *want = r->obj.kind;
-    int pairs = kind && !strcmp(kind, "pairs");
-    int rc = 0;
-    if (want && !strcmp(want, "pairs") && !pairs)
-        rc = swift_error("%s: --rlhf %s trains on preference pairs (index.json \"kind\": "
-                         "\"pairs\"); these shards hold %s%s%s",
-                         dir,
-                         r->obj.name,
-                         kind ? "\"" : "SFT samples",
-                         kind ? kind : "",
-                         kind ? "\" samples" : "");
-    else if (!want && pairs)
-        rc = swift_error("%s: the shards hold preference pairs (index.json \"kind\": \"pairs\"); "
-                         "train them with --rlhf dpo|orpo|simpo|cpo",
-                         dir);
-    json_decref(root);
-    return rc;
+    const char *want = r->obj.kind ? r->obj.kind : "sft";
+    char what[64];
+    if (r->obj.kind)
+        snprintf(what, sizeof(what), "--rlhf %s", r->obj.name);
+    else
+        snprintf(what, sizeof(what), "swift-train without --rlhf");
+    return swift_shard_index_check_kind(ix, want, what, dir);
 }
 
 int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
@@ -51,7 +38,7 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
     if (swift_shards_open(s, dir, 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(*s);
-    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0 || check_kind(r, dir) < 0)
+    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0 || check_kind(r, ix, dir) < 0)
         return -1;
     uint64_t n = swift_shards_count(*s);
     for (uint64_t i = 0; i < n; i++) {

@@ -136,11 +136,11 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
 @test "shard kinds: SFT shards are refused for --rlhf, pair shards for SFT" {
     run "$T" --model $M -o "$W/a" --rlhf dpo --max-steps 1 tests/fixtures/shards
     [ "$status" -eq 1 ]
-    [[ $output == *"tests/fixtures/shards: --rlhf dpo trains on preference pairs (index.json \"kind\": \"pairs\"); these shards hold SFT samples"* ]]
+    [[ $output == *"tests/fixtures/shards/index.json: the shards hold SFT samples (kind \"sft\"), --rlhf dpo needs preference pairs (make them with swift-preprocess --kind pairs)"* ]]
     [ ! -e "$W/a/logging.jsonl" ]
     run "$T" --model $M -o "$W/b" --max-steps 1 $P
     [ "$status" -eq 1 ]
-    [[ $output == *"tests/fixtures/pairs: the shards hold preference pairs"* ]]
+    [[ $output == *"tests/fixtures/pairs/index.json: the shards hold preference pairs (kind \"pairs\"), swift-train without --rlhf needs SFT samples"* ]]
     # a "pairs" shard whose samples are not pairs
     mkdir "$W/bad"
     cp tests/fixtures/shards/shard-00000.bin "$W/bad/"
@@ -148,7 +148,7 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
         >"$W/bad/index.json"
     run "$T" --model $M -o "$W/c" --rlhf orpo --max-steps 1 "$W/bad"
     [ "$status" -eq 1 ]
-    [[ $output == *"/bad: sample 0 is not a pair: a pair sample has two documents"* ]]
+    [[ $output == *"/bad/shard-00000.bin: offset 840: sample 0 is not a pair (kind \"pairs\" needs two documents)"* ]]
 }
 
 @test "--rlhf usage errors: kto and rm not yet, loss types per objective, ranges" {
