@@ -2,7 +2,8 @@
 # Many ranks: a job of 32 ranks made from one real rank's Kineto trace (tests/bench/gen_ranks.py:
 # shifted clocks, rank 5's timeline stretched 1.3x) is analysed in parallel threads with the
 # same results as one thread, the slow rank is found, and the text report stays compact (one
-# summary of the ranks and a heatmap instead of 32 processes in full).
+# summary of the ranks and a heatmap instead of 32 processes in full). Above 16 files each rank is
+# read, analysed and freed in turn, so memory stays near one rank's working set per thread.
 
 setup_file() {
     T="$SHARED/data/traces"
@@ -95,6 +96,18 @@ json() { # json FILE JQ-EXPR: evaluate on a report file
     run "$A" -j 2 --format json -o "$W/r64j2.json" "$W/r64"
     [ "$status" -eq 0 ]
     cmp "$W/r64.json" "$W/r64j2.json"
+}
+
+@test "read one rank at a time or every file first (--merge): the same report, on files unlike each other" {
+    # every shared trace at once (more than 16 files of different runs, formats and strings): the
+    # per-rank reading merges each file's strings in file order, so ids and orders are unchanged
+    [ "$(find "$T" -name '*.json' -o -name '*.json.gz' | wc -l)" -gt 16 ]
+    run "$A" -j 2 --format json -o "$W/each.json" "$T"
+    [ "$status" -eq 0 ]
+    run "$A" -j 1 --format json --merge "$W/m.json.gz" -o "$W/all.json" "$T"
+    [ "$status" -eq 0 ]
+    cmp "$W/each.json" "$W/all.json"
+    [ "$(json "$W/each.json" '.processes | length')" -gt 16 ]
 }
 
 @test "two ranks still show every process; --threads rejects a bad count" {
