@@ -314,20 +314,9 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
     step_stats(p);
 }
 
-struct build_ctx {
-    const struct swift_an_set *set;
-    const struct swift_analyze_opts *o;
-    struct swift_an_proc *ps;
-};
-
-/* Process i of the set (one pool task: it reads the set and writes only ps[i]). */
-static void proc_one(void *ctx, long i, int worker)
+void swift_an_proc_one(const struct swift_an_set *set, const struct swift_analyze_opts *o, size_t i,
+                       struct swift_an_proc *p)
 {
-    (void)worker;
-    const struct build_ctx *c = ctx;
-    const struct swift_an_set *set = c->set;
-    const struct swift_analyze_opts *o = c->o;
-    struct swift_an_proc *p = &c->ps[i];
     const struct swift_an_source *s = &set->src[i];
     p->src = s;
     p->rank = s->rank >= 0 ? s->rank : 0;
@@ -359,6 +348,20 @@ static void proc_one(void *ctx, long i, int worker)
     }
     if (p->mem_peak > 0)
         p->mem_reserved = swift_an_mem_reserved_at_peak(s, p->mem_dev);
+}
+
+struct build_ctx {
+    const struct swift_an_set *set;
+    const struct swift_analyze_opts *o;
+    struct swift_an_proc *ps;
+};
+
+/* Process i of the set (one pool task: it reads the set and writes only ps[i]). */
+static void proc_one(void *ctx, long i, int worker)
+{
+    (void)worker;
+    const struct build_ctx *c = ctx;
+    swift_an_proc_one(c->set, c->o, (size_t)i, &c->ps[i]);
 }
 
 int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,
@@ -716,8 +719,8 @@ static json_t *step_list_json(const struct swift_an_proc *p)
     return steps;
 }
 
-static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
-                         const struct swift_analyze_opts *o, int lanes)
+json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                           const struct swift_analyze_opts *o, int lanes)
 {
     const struct swift_an_source *s = p->src;
     json_t *j = json_object();
@@ -794,6 +797,13 @@ static json_t *proc_json(const struct swift_an_set *set, const struct swift_an_p
 json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift_an_proc *procs,
                               size_t n, const struct swift_analyze_opts *o)
 {
+    return swift_an_report_build_procs(set, procs, n, NULL, NULL, o);
+}
+
+json_t *swift_an_report_build_procs(const struct swift_an_set *set,
+                                    const struct swift_an_proc *procs, size_t n, json_t **pjs,
+                                    json_t *const *plane, const struct swift_analyze_opts *o)
+{
     json_t *r = json_object();
     json_object_set_new(r, "schema_version", json_integer(SWIFT_REPORT_SCHEMA_VERSION));
     json_object_set_new(r, "tool", json_string("swift-trace-analyze"));
@@ -802,7 +812,17 @@ json_t *swift_an_report_build(const struct swift_an_set *set, const struct swift
     double t0 = INFINITY, t1 = -INFINITY;
     char *lanes = swift_an_lanes_pick(procs, n);
     for (size_t i = 0; i < n; i++) {
-        json_array_append_new(ps, proc_json(set, &procs[i], o, lanes[i]));
+        json_t *pj;
+        if (pjs) {
+            pj = pjs[i];
+            json_object_set_new(pj,
+                                "worst_step",
+                                lanes[i] && plane && plane[i] ? json_incref(plane[i])
+                                                              : json_null());
+        } else {
+            pj = swift_an_proc_json(set, &procs[i], o, lanes[i]);
+        }
+        json_array_append_new(ps, pj);
         if (procs[i].t0 < t0)
             t0 = procs[i].t0;
         if (procs[i].t1 > t1)
@@ -837,46 +857,79 @@ static int max_severity(json_t *report)
     return sev;
 }
 
+int swift_an_loaded_check(const struct swift_an_set *set, const struct swift_analyze_opts *o)
+{
+    if (set->bad_lines && o->strict) {
+        swift_an_damage_strict(set);
+        return SWIFT_FAILED;
+    }
+    if (set->nfailed && o->strict) {
+        swift_error(
+            "%d input%s could not be read (--strict)", set->nfailed, set->nfailed > 1 ? "s" : "");
+        return SWIFT_FAILED;
+    }
+    if (!set->n) {
+        swift_error("no trace could be read");
+        return SWIFT_FAILED;
+    }
+    if (set->nfailed)
+        swift_warn(
+            "%d input%s skipped, %zu analysed", set->nfailed, set->nfailed > 1 ? "s" : "", set->n);
+    return 0;
+}
+
+/* Every file into set (upto[i]: the files of paths[0..i]), then every process analysed. */
+static int load_and_build(struct swift_an_set *set, char **files, const size_t *upto,
+                          const struct swift_analyze_opts *o, struct swift_an_proc **procs,
+                          size_t *n, json_t **report)
+{
+    size_t f = 0;
+    for (int i = 0; i < o->npaths; i++) {
+        int64_t t0 = swift_trace_now();
+        for (; f < upto[i]; f++)
+            swift_an_load_path(set, files[f], SWIFT_AN_LOAD_RECURSE);
+        struct swift_targ a[] = {SWIFT_TARG_S("path", o->paths[i]),
+                                 SWIFT_TARG_I("events", (int64_t)set->kept)};
+        swift_trace_span("io", "load", t0, swift_trace_now(), a, 2);
+    }
+    if (swift_an_loaded_check(set, o) < 0)
+        return SWIFT_FAILED;
+    int64_t t0 = swift_trace_now();
+    swift_an_procs_build(set, o, procs, n);
+    *report = swift_an_report_build(set, *procs, *n, o);
+    swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
+    return 0;
+}
+
 int swift_analyze_run(const struct swift_analyze_opts *o)
 {
     if (o->compare)
         return swift_an_compare_run(o);
     struct swift_an_set set;
     swift_an_set_init(&set);
-    int rc = 0;
+    /* the input files first: how many decides how they are read */
+    char **files = NULL;
+    size_t nf = 0, cap = 0, *upto = swift_xcalloc((size_t)o->npaths + 1, sizeof(*upto));
     for (int i = 0; i < o->npaths; i++) {
-        int64_t t0 = swift_trace_now();
-        if (swift_an_load_path(&set, o->paths[i], SWIFT_AN_LOAD_RECURSE) < 0)
+        if (swift_an_list_path(o->paths[i], SWIFT_AN_LOAD_RECURSE, &files, &nf, &cap) < 0)
             set.nfailed++;
-        struct swift_targ a[] = {SWIFT_TARG_S("path", o->paths[i]),
-                                 SWIFT_TARG_I("events", (int64_t)set.kept)};
-        swift_trace_span("io", "load", t0, swift_trace_now(), a, 2);
+        upto[i] = nf;
     }
-    if (set.bad_lines && o->strict) {
-        swift_an_damage_strict(&set);
+    struct swift_an_proc *procs = NULL;
+    size_t n = 0;
+    json_t *report = NULL;
+    int rc = !o->merge && nf >= SWIFT_AN_PER_RANK_MIN
+                 ? swift_an_per_rank_run(&set, files, nf, o, &procs, &n, &report)
+                 : load_and_build(&set, files, upto, o, &procs, &n, &report);
+    for (size_t i = 0; i < nf; i++)
+        free(files[i]);
+    free(files);
+    free(upto);
+    if (rc < 0) {
+        swift_an_procs_free(procs, n);
         swift_an_set_release(&set);
         return SWIFT_FAILED;
     }
-    if (set.nfailed && o->strict) {
-        swift_error(
-            "%d input%s could not be read (--strict)", set.nfailed, set.nfailed > 1 ? "s" : "");
-        swift_an_set_release(&set);
-        return SWIFT_FAILED;
-    }
-    if (!set.n) {
-        swift_error("no trace could be read");
-        swift_an_set_release(&set);
-        return SWIFT_FAILED;
-    }
-    if (set.nfailed)
-        swift_warn(
-            "%d input%s skipped, %zu analysed", set.nfailed, set.nfailed > 1 ? "s" : "", set.n);
-    struct swift_an_proc *procs;
-    size_t n;
-    int64_t t0 = swift_trace_now();
-    swift_an_procs_build(&set, o, &procs, &n);
-    json_t *report = swift_an_report_build(&set, procs, n, o);
-    swift_trace_span("stage", "analyze", t0, swift_trace_now(), NULL, 0);
     if (o->merge && swift_an_merge_write(&set, procs, n, report, o) < 0)
         rc = SWIFT_FAILED;
     if (rc == 0 && o->emit_patch && swift_an_patch_write(report, o->output, o->emit_patch) < 0)

@@ -27,6 +27,8 @@
  *                  each step claimed by the roles in order, GPU utilization
  *   analyze.c      per process: our phases (data_wait, forward, ...) or the Kineto roles; the
  *                  report document; swift_analyze_run
+ *   perrank.c      many ranks (more than 16 files, no --merge): each file read, analysed and
+ *                  reduced to its report object and summaries in the -j pool, its events freed
  *   ops.c          the per-op table of --profile steps (op, phase by containment, time per
  *                  step, share, calls, GFLOP/s) and the wall time by phase of a process
  *                  without steps (its top-level spans)
@@ -154,7 +156,8 @@ struct swift_analyze_opts {
     int fail_on;        /* SWIFT_SEV_WARN / _CRITICAL, 0: never */
     int strict;         /* a damaged input fails the run */
     int top;            /* rows in the kernel table and worst spans (default 5) */
-    int threads;        /* -j: processes analysed in parallel (default 1; 0: one per CPU) */
+    int threads;        /* -j: processes analysed (and, above 16 files, read) in parallel
+                           (default 1; 0: one per CPU) */
     struct swift_an_thresholds th;
     struct swift_an_kineto_opts kopts;
     /* --merge */

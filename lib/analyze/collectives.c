@@ -56,7 +56,7 @@ struct citem {
     int kind, gsize;
 };
 
-struct crank {
+struct swift_an_crank {
     struct citem *it;
     size_t n;
 };
@@ -155,7 +155,7 @@ int swift_an_same_job(const struct swift_an_proc *a, const struct swift_an_proc 
     return 1;
 }
 
-static void push(struct crank *r, size_t *cap, struct citem it)
+static void push(struct swift_an_crank *r, size_t *cap, struct citem it)
 {
     if (r->n == *cap) {
         *cap = *cap ? *cap * 2 : 64;
@@ -179,7 +179,8 @@ static int is_comm_kernel(const char *nm)
 }
 
 /* One process's collectives, sorted by key then start. */
-static void collect(const struct swift_an_set *set, const struct swift_an_proc *p, struct crank *r)
+static void collect(const struct swift_an_set *set, const struct swift_an_proc *p,
+                    struct swift_an_crank *r)
 {
     const struct swift_an_source *s = p->src;
     const struct swift_an_strtab *st = &set->strs;
@@ -249,7 +250,7 @@ static void collect(const struct swift_an_set *set, const struct swift_an_proc *
 }
 
 /* Charge one matched collective (heads h[] of the m ranks) to the ranks' stats. */
-static void charge(struct swift_an_proc **mem, size_t m, struct crank *rk, const size_t *h)
+static void charge(struct swift_an_proc **mem, size_t m, struct swift_an_crank *rk, const size_t *h)
 {
     size_t last = 0;
     for (size_t r = 1; r < m; r++)
@@ -280,7 +281,7 @@ static void charge(struct swift_an_proc **mem, size_t m, struct crank *rk, const
 }
 
 /* Match the collectives of one key along the m ranks' sequences (see the top). */
-static void match_key(struct swift_an_proc **mem, size_t m, struct crank *rk, size_t *h,
+static void match_key(struct swift_an_proc **mem, size_t m, struct swift_an_crank *rk, size_t *h,
                       const size_t *end)
 {
     for (;;) {
@@ -333,7 +334,7 @@ static int cmp_tag(const void *a, const void *b, void *arg)
 
 /* Kineto: a key whose collectives all carry NCCL's Seq on every rank is matched by it (each
  * rank's range [h, end) in Seq order); otherwise by overlap in time (tags cleared). */
-static void kineto_tags(struct crank *rk, size_t m, const size_t *h, const size_t *end)
+static void kineto_tags(struct swift_an_crank *rk, size_t m, const size_t *h, const size_t *end)
 {
     int all = 1;
     for (size_t r = 0; r < m && all; r++)
@@ -348,12 +349,13 @@ static void kineto_tags(struct crank *rk, size_t m, const size_t *h, const size_
     }
 }
 
-static void match_job(const struct swift_an_set *set, struct swift_an_proc **mem, size_t m)
+/* The m members of one job, mem[r]'s collectives rk0[r] (borrowed). */
+static void match_job(struct swift_an_proc **mem, size_t m, struct swift_an_crank *const *rk0)
 {
-    struct crank *rk = swift_xcalloc(m, sizeof(*rk));
+    struct swift_an_crank *rk = swift_xcalloc(m, sizeof(*rk));
     size_t *h = swift_xcalloc(m, sizeof(*h)), *end = swift_xcalloc(m, sizeof(*end));
     for (size_t r = 0; r < m; r++)
-        collect(set, mem[r], &rk[r]);
+        rk[r] = *rk0[r];
     /* walk the keys in order on every rank at once */
     for (;;) {
         uint32_t key = UINT32_MAX;
@@ -374,16 +376,32 @@ static void match_job(const struct swift_an_set *set, struct swift_an_proc **mem
         for (size_t r = 0; r < m; r++)
             h[r] = end[r];
     }
-    for (size_t r = 0; r < m; r++)
-        free(rk[r].it);
     free(rk);
     free(h);
     free(end);
 }
 
-void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *ps, size_t n)
+struct swift_an_crank *swift_an_coll_collect(const struct swift_an_set *set,
+                                             const struct swift_an_proc *p)
+{
+    struct swift_an_crank *r = swift_xcalloc(1, sizeof(*r));
+    if (p->src->world_size >= 2) /* swift_an_same_job: alone, nothing to match */
+        collect(set, p, r);
+    return r;
+}
+
+void swift_an_crank_free(struct swift_an_crank *c)
+{
+    struct swift_an_crank *r = c;
+    if (r)
+        free(r->it);
+    free(r);
+}
+
+void swift_an_coll_match(struct swift_an_proc *ps, size_t n, struct swift_an_crank *const *items)
 {
     struct swift_an_proc **mem = swift_xcalloc(n + 1, sizeof(*mem));
+    struct swift_an_crank **rk = swift_xcalloc(n + 1, sizeof(*rk));
     for (size_t g = 0; g < n; g++) {
         int lead = 1;
         for (size_t q = 0; q < g && lead; q++)
@@ -393,12 +411,26 @@ void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *
             continue;
         size_t m = 0;
         for (size_t q = 0; q < n; q++)
-            if (swift_an_same_job(&ps[q], &ps[g]))
+            if (swift_an_same_job(&ps[q], &ps[g])) {
+                rk[m] = items[q];
                 mem[m++] = &ps[q];
+            }
         if (m >= 2)
-            match_job(set, mem, m);
+            match_job(mem, m, rk);
     }
+    free(rk);
     free(mem);
+}
+
+void swift_an_collectives(const struct swift_an_set *set, struct swift_an_proc *ps, size_t n)
+{
+    struct swift_an_crank **items = swift_xcalloc(n + 1, sizeof(*items));
+    for (size_t i = 0; i < n; i++)
+        items[i] = swift_an_coll_collect(set, &ps[i]);
+    swift_an_coll_match(ps, n, items);
+    for (size_t i = 0; i < n; i++)
+        swift_an_crank_free(items[i]);
+    free(items);
 }
 
 /*

@@ -46,6 +46,9 @@ int swift_an_stream_buffer_fast(const char *name, const void *data, size_t len,
  * were. Returns 0 (the caller goes on with the next line). */
 int swift_an_damage_note(struct swift_an_damage *d, const char *path, long line, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
+/* on: the calling thread's reads parse on it alone (no OpenMP team of their own), for
+ * threads of a pool that each read one file. */
+void swift_an_stream_serial(int on);
 /* A ".jsonl" name: one event per line (our traces). */
 int swift_an_name_is_jsonl(const char *name);
 
@@ -55,6 +58,28 @@ int swift_an_name_is_jsonl(const char *name);
  * too (JSONL). */
 int swift_an_fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *used, long *nl,
                         int one_line);
+
+/* ---------- load.c: one file at a time (perrank.c) ---------- */
+
+/* Append to *files (n used, cap allocated; each malloc'ed) the trace files swift_an_load_path
+ * would load for path, in its order. Returns how many, or -1 when path itself is unusable
+ * (said why; an unusable entry inside a directory is said and skipped). */
+int swift_an_list_path(const char *path, int flags, char ***files, size_t *n, size_t *cap);
+/* Intern every string of src into dst in src's id order: map[i] = dst's id of src's i. Loading
+ * files one after the other into one table or each into its own and merging those in the same
+ * order gives the same ids. */
+void swift_an_strtab_merge(struct swift_an_strtab *dst, const struct swift_an_strtab *src,
+                           uint32_t *map);
+/* v: a table of n ids that holds src's strings at their ids map[i] (borrowed; every other id
+ * reads ""), for analysing src's file with the ids of the merged table while other threads
+ * grow it. Release with swift_an_strtab_view_release. */
+void swift_an_strtab_view(struct swift_an_strtab *v, const struct swift_an_strtab *src,
+                          const uint32_t *map, uint32_t n);
+void swift_an_strtab_view_release(struct swift_an_strtab *v);
+/* Rewrite s's interned ids (names, categories, string pids/tids, collective args) by map[0..n). */
+void swift_an_source_remap(struct swift_an_source *s, const uint32_t *map, uint32_t n);
+/* Free s's events, collective args and memory timeline, keeping what describes it. */
+void swift_an_source_drop_events(struct swift_an_source *s);
 
 /* ---------- load.c: damaged lines in the report ---------- */
 
@@ -172,6 +197,38 @@ extern const char *const swift_an_phase_names[];
  * into swift_an_phase_names, or -1 (per-op and other spans: their phase is where they lie). */
 int swift_an_phase_of(const char *name, const char *cat);
 
+/* Process i of the set into *p (its part layout, steps, GPU analyses; p->src = &set->src[i]). */
+void swift_an_proc_one(const struct swift_an_set *set, const struct swift_analyze_opts *o, size_t i,
+                       struct swift_an_proc *p);
+/* A process's object of the report's "processes" (docs/formats.md); reads its events; its
+ * "worst_step" lanes (lanes.c) when `lanes`, else null. */
+json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an_proc *p,
+                           const struct swift_analyze_opts *o, int lanes);
+/* swift_an_report_build with the processes' objects already built (pjs[i] for procs[i], the
+ * references are taken; NULL: built here from the events); their "worst_step" is then set from
+ * plane[i] (borrowed; NULL entries: null) for the processes swift_an_lanes_pick keeps. */
+json_t *swift_an_report_build_procs(const struct swift_an_set *set,
+                                    const struct swift_an_proc *procs, size_t n, json_t **pjs,
+                                    json_t *const *plane, const struct swift_analyze_opts *o);
+
+/* ---------- perrank.c: many ranks, each loaded and analysed alone ---------- */
+
+/* Above this many input files (and without --merge) each file is read, analysed and reduced to
+ * what the report keeps of it inside the -j pool, one file per task, so memory holds about -j
+ * files' events at once (perrank.c); up to it every file is loaded first, as --merge needs. */
+#define SWIFT_AN_PER_RANK_MIN (SWIFT_AN_RANKS_DETAIL + 1)
+/* Read, analyse and reduce each of files[0..nfiles) (swift_an_list_path's, in load order) in
+ * the -j pool, into set (its strings, merged in file order, so every id is the one loading all
+ * files into set gives; its sources without their events), procs and the report, as
+ * swift_an_procs_build and swift_an_report_build give on the whole set. Returns 0, or
+ * SWIFT_FAILED after saying why (swift_an_loaded_check); *procs is then NULL. */
+int swift_an_per_rank_run(struct swift_an_set *set, char **files, size_t nfiles,
+                          const struct swift_analyze_opts *o, struct swift_an_proc **procs,
+                          size_t *nprocs, json_t **report);
+/* After loading: --strict with bad lines or failed inputs, or nothing read, fails (said why:
+ * SWIFT_FAILED); inputs left out are warned about; else 0. */
+int swift_an_loaded_check(const struct swift_an_set *set, const struct swift_analyze_opts *o);
+
 /* ---------- ops.c: the op table of --profile steps, wall time by phase ---------- */
 
 /* Our traces' --profile steps: {"steps": profiled steps, "step_us": their mean, "n_rows":
@@ -212,6 +269,16 @@ json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n);
 /* The link between the GPUs of s (by its deviceProperties name): its name and per-direction
  * GB/s; 0, or -1 (nothing set) for a device the table in collectives.c does not know. */
 int swift_an_link_of(const struct swift_an_source *s, const char **name, double *gbps);
+/* One process's collectives (what the matching reads: start, end, bytes, kind, group size and
+ * the key, an id of set's strings, so keys compare across ranks only when they share one string
+ * table: the set's, or views of it, see perrank.c); empty unless its world size is >= 2.
+ * Caller frees with swift_an_crank_free. */
+struct swift_an_crank;
+struct swift_an_crank *swift_an_coll_collect(const struct swift_an_set *set,
+                                             const struct swift_an_proc *p);
+void swift_an_crank_free(struct swift_an_crank *c);
+/* swift_an_collectives from what was collected: items[i] are ps[i]'s (borrowed). */
+void swift_an_coll_match(struct swift_an_proc *ps, size_t n, struct swift_an_crank *const *items);
 /* nccl-tests' busbw/algbw factor of a collective named like "allreduce" for n ranks (NAN when
  * unknown). */
 double swift_an_busbw_factor(const char *collective, int n);

@@ -355,8 +355,11 @@ json_t *swift_an_lanes_json(const struct swift_an_set *set, const struct swift_a
 static int cmp_step_max(const void *a, const void *b, void *arg)
 {
     const struct swift_an_proc *ps = arg;
-    double x = ps[*(const size_t *)a].step_max, y = ps[*(const size_t *)b].step_max;
-    return (x < y) - (x > y);
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    double x = ps[i].step_max, y = ps[j].step_max;
+    if (x != y)
+        return (x < y) - (x > y);
+    return (i > j) - (i < j); /* ties: the earlier process (qsort_r need not be stable) */
 }
 
 char *swift_an_lanes_pick(const struct swift_an_proc *ps, size_t n)

@@ -630,6 +630,38 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The entries of directory path a load takes (trace files, and subdirectories with
+ * SWIFT_AN_LOAD_RECURSE), joined to path and sorted by name, into *names; -1 after saying why. */
+static int dir_names(const char *path, int flags, char ***names, size_t *nnames)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return swift_error_errno("cannot open directory '%s'", path);
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    *names = NULL;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char *full = swift_path_join(path, de->d_name);
+        int isdir = swift_is_dir(full);
+        if ((isdir && (flags & SWIFT_AN_LOAD_RECURSE)) ||
+            (!isdir && swift_an_is_trace_name(de->d_name))) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                *names = swift_xrealloc(*names, cap * sizeof(**names));
+            }
+            (*names)[n++] = full;
+        } else {
+            free(full);
+        }
+    }
+    closedir(d);
+    swift_an_sort(*names, n, sizeof(**names), cmp_str);
+    *nnames = n;
+    return 0;
+}
+
 int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
 {
     struct stat st;
@@ -641,30 +673,10 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
         set->src[set->n - 1].bytes = (uint64_t)st.st_size;
         return 1;
     }
-    DIR *d = opendir(path);
-    if (!d)
-        return swift_error_errno("cannot open directory '%s'", path);
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char *full = swift_path_join(path, de->d_name);
-        int isdir = swift_is_dir(full);
-        if ((isdir && (flags & SWIFT_AN_LOAD_RECURSE)) ||
-            (!isdir && swift_an_is_trace_name(de->d_name))) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                names = swift_xrealloc(names, cap * sizeof(*names));
-            }
-            names[n++] = full;
-        } else {
-            free(full);
-        }
-    }
-    closedir(d);
-    swift_an_sort(names, n, sizeof(*names), cmp_str);
+    char **names;
+    size_t n;
+    if (dir_names(path, flags, &names, &n) < 0)
+        return -1;
     int total = 0;
     for (size_t i = 0; i < n; i++) {
         int r = swift_an_load_path(set, names[i], flags);
@@ -674,6 +686,121 @@ int swift_an_load_path(struct swift_an_set *set, const char *path, int flags)
     }
     free(names);
     return total;
+}
+
+int swift_an_list_path(const char *path, int flags, char ***files, size_t *n, size_t *cap)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return swift_error_errno("cannot open '%s'", path);
+    if (!S_ISDIR(st.st_mode)) {
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 16;
+            *files = swift_xrealloc(*files, *cap * sizeof(**files));
+        }
+        (*files)[(*n)++] = swift_xstrdup(path);
+        return 1;
+    }
+    char **names;
+    size_t nn;
+    if (dir_names(path, flags, &names, &nn) < 0)
+        return -1;
+    int total = 0;
+    for (size_t i = 0; i < nn; i++) {
+        int r = swift_an_list_path(names[i], flags, files, n, cap);
+        if (r > 0)
+            total += r;
+        free(names[i]);
+    }
+    free(names);
+    return total;
+}
+
+/* ---------- one file's strings and events against a set's strings (perrank.c) ---------- */
+
+void swift_an_strtab_merge(struct swift_an_strtab *dst, const struct swift_an_strtab *src,
+                           uint32_t *map)
+{
+    for (uint32_t i = 0; i < src->n; i++)
+        map[i] = swift_an_intern(dst, src->str[i], strlen(src->str[i]));
+}
+
+void swift_an_strtab_view(struct swift_an_strtab *v, const struct swift_an_strtab *src,
+                          const uint32_t *map, uint32_t n)
+{
+    static char none[1];
+    memset(v, 0, sizeof(*v));
+    v->str = swift_xmalloc(((size_t)n + 1) * sizeof(*v->str));
+    for (uint32_t i = 0; i < n; i++)
+        v->str[i] = none;
+    v->n = v->cap = n;
+    v->nslot = 1024;
+    while (v->nslot < src->n * 2 + 2)
+        v->nslot *= 2;
+    v->slot = swift_xcalloc(v->nslot, sizeof(*v->slot));
+    for (uint32_t i = 0; i < src->n; i++) {
+        v->str[map[i]] = src->str[i];
+        uint32_t h = hash_str(src->str[i], strlen(src->str[i])) & (v->nslot - 1);
+        while (v->slot[h])
+            h = (h + 1) & (v->nslot - 1);
+        v->slot[h] = map[i] + 1;
+    }
+}
+
+void swift_an_strtab_view_release(struct swift_an_strtab *v)
+{
+    free(v->str);
+    free(v->slot);
+    memset(v, 0, sizeof(*v));
+}
+
+static uint32_t remap_id(uint32_t id, const uint32_t *map, uint32_t n)
+{
+    return id < n ? map[id] : id;
+}
+
+/* fv_id's string ids: -1000000 - id */
+static int64_t remap_sid(int64_t v, const uint32_t *map, uint32_t n)
+{
+    if (v > -1000000 || v < -1000000 - (int64_t)n + 1)
+        return v;
+    return -1000000 - (int64_t)map[-1000000 - v];
+}
+
+void swift_an_source_remap(struct swift_an_source *s, const uint32_t *map, uint32_t n)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct swift_an_ev *e = &s->ev[i];
+        e->name = remap_id(e->name, map, n);
+        e->cat = remap_id(e->cat, map, n);
+        e->pid = remap_sid(e->pid, map, n);
+        e->tid = remap_sid(e->tid, map, n);
+    }
+    for (size_t i = 0; i < s->ncomm; i++) {
+        struct swift_an_comm *c = &s->comm[i];
+        uint32_t *f[] = {&c->collective,
+                         &c->dtype,
+                         &c->in_split,
+                         &c->out_split,
+                         &c->pg_name,
+                         &c->pg_desc,
+                         &c->pg_ranks};
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+            *f[k] = remap_id(*f[k], map, n);
+    }
+    for (size_t i = 0; i < s->nshape; i++) /* the op roofline's ops (their shapes stay) */
+        s->shape[i].name = remap_id(s->shape[i].name, map, n);
+}
+
+void swift_an_source_drop_events(struct swift_an_source *s)
+{
+    free(s->ev);
+    free(s->comm);
+    swift_an_mem_free(s);
+    swift_an_oproof_free(s);
+    s->ev = NULL;
+    s->comm = NULL;
+    s->n = s->cap = s->ncomm = s->capcomm = 0;
 }
 
 int swift_an_looks_like_trace(const char *path)

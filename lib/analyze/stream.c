@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,14 @@ static int bad_event(struct walker *w, long line, const char *fmt, ...)
     return swift_error_at(w->r->name, line, "%s", msg);
 }
 
+/* perrank.c's pool workers read one file each: no threads of their own inside */
+static _Thread_local int stream_serial;
+
+void swift_an_stream_serial(int on)
+{
+    stream_serial = on;
+}
+
 /* Parse every pending event, then deliver them in order. */
 static int flush_events(struct walker *w)
 {
@@ -323,9 +332,13 @@ static int flush_events(struct walker *w)
     const char *base = w->bbuf;
     long i;
     /* threads pay off only with cores to spare (2-core CI runs single-threaded) */
-    static int par = -1;
-    if (par < 0)
+    static atomic_int cores4 = -1;
+    int par = atomic_load(&cores4);
+    if (par < 0) {
         par = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+        atomic_store(&cores4, par);
+    }
+    par = par && !stream_serial;
 #pragma omp parallel for schedule(dynamic, 64) if (par && n >= 256)
     for (i = 0; i < (long)n; i++) {
         pd[i].fast =

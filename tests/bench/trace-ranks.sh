@@ -25,14 +25,14 @@ for j in 1 2; do
 done
 cmp -s "$DIR/j1.json" "$DIR/j2.json" && echo "reports: identical" || echo "reports: DIFFER"
 jq -r '"straggler: rank " + ([.bottlenecks[] | select(.rule == "straggler") | .rank | tostring] | join(","))' "$DIR/j2.json"
-cat > "$DIR/hta.py" <<'PY'
+cat > "$DIR/run_hta.py" <<'PY'
 import sys
 from hta.trace_analysis import TraceAnalysis
 df = TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)
 print("HTA ranks:", len(df))
 PY
 if "$PY" -c 'import hta' 2>/dev/null; then
-    /usr/bin/time -v timeout "${HTA_TIMEOUT:-600}" "$PY" "$DIR/hta.py" "$DIR/ranks" > "$DIR/hta.out" 2> "$DIR/hta.time"
+    /usr/bin/time -v timeout "${HTA_TIMEOUT:-600}" "$PY" "$DIR/run_hta.py" "$DIR/ranks" > "$DIR/hta.out" 2> "$DIR/hta.time"
     tail -1 "$DIR/hta.out"
     fig "HTA" "$DIR/hta.time"
 else
