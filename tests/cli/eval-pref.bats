@@ -111,3 +111,18 @@ dpo() { # OUT STEPS: a DPO LoRA run on the fixture pairs, checkpoint at the last
     run --separate-stderr "$EVAL" "$M" --task pref --dataset "$P/val" --beta -1
     [ "$status" -eq 2 ]
 }
+
+@test "pref: a DPO adapter swift-train saved scores in swift-eval as peft scores it" {
+    # tests/ref/gen_pref_eval.py: peft.PeftModel.from_pretrained loads the committed adapter (made
+    # by swift-train --rlhf dpo) and computes each demo pair's log-probs with and without it
+    E=$ROOT/tests/fixtures/pairs-eval
+    run --separate-stderr "$EVAL" "$M" --adapters "$E/adapter" --task pref \
+        --dataset "$ROOT/tests/fixtures/pairs-ref" --quiet
+    [ "$status" -eq 0 ]
+    echo "$output"
+    jq -e --slurpfile e "$E/expected.json" '
+        .metrics as $m | $e[0].metrics | to_entries | all(
+            (($m[.key] - .value) | fabs) <= 1e-5 * ([(.value | fabs), 1] | max))' <<<"$output"
+    [ "$(jq -r '.metrics | [.accuracy, .pairs] | @csv' <<<"$output")" = '1,4' ]
+    jq -e '.metrics.margin > 0.1' <<<"$output"
+}
