@@ -38,19 +38,25 @@ static int dataset(const struct swift_option *opt, void *opts, const char *arg)
 
 static const struct swift_option options[] = {
     SWIFT_OPT_LOOKUP(0, "task", F(o.task), swift_eval_task_parse, "TASK",
-                     "loss, ppl, mc, mmlu, gsm8k or exact",
-                     .values = "loss ppl mc mmlu gsm8k exact",
-                     .error = "unknown task '{arg}' (loss, ppl, mc, mmlu, gsm8k, exact)"),
-    SWIFT_OPT_CALLBACK(0, "dataset", dataset, "PATH",
-                       "shards or a raw JSONL/JSON/CSV/text file (loss, ppl), MMLU CSV file or "
-                       "folder (mmlu), JSONL (mc, gsm8k, exact); repeat it for one record per "
-                       "dataset",
-                       .aliases = "val_dataset"),
+                     "loss, ppl, mc, mmlu, gsm8k, exact or pref",
+                     .values = "loss ppl mc mmlu gsm8k exact pref",
+                     .error = "unknown task '{arg}' (loss, ppl, mc, mmlu, gsm8k, exact, pref)"),
+    SWIFT_OPT_CALLBACK(
+        0, "dataset", dataset, "PATH",
+        "shards or a raw JSONL/JSON/CSV/text file (loss, ppl), MMLU CSV file or "
+        "folder (mmlu), JSONL (mc, gsm8k, exact), pair shards (pref); repeat it for one record per "
+        "dataset",
+        .aliases = "val_dataset"),
     SWIFT_OPT_PATH(0, "adapters", F(o.adapters), "DIR", "LoRA adapters in PEFT's layout",
                    .aliases = "adapter"),
     SWIFT_OPT_FLAG(0, "merge-adapters", F(o.merge_adapters),
                    "fold the adapters into the weights (default: run them aside)",
                    .aliases = "merge_lora"),
+    SWIFT_OPT_PATH(0, "ref-model", F(o.ref_model), "DIR",
+                   "pref: the reference model (default: MODEL_DIR without its --adapters)",
+                   .aliases = "ref_model"),
+    SWIFT_OPT_DOUBLE(0, "beta", F(o.beta), 0, 1e6, "B",
+                     "pref: the implicit reward's scale, beta (logp - logp_ref) (default 0.1)"),
     SWIFT_OPT_STRING(0, "template", F(o.template_name), "NAME",
                      "chat template for prompts and raw loss data (none: plain text; default "
                      "none, for loss the tokenizer's)",
@@ -98,7 +104,8 @@ static const struct swift_command command = {
         "  swift-eval out/ckpt --task mmlu --dataset ../shared/data/datasets/mmlu --few-shot 5\n"
         "  swift-eval out/ckpt --task gsm8k --dataset test.jsonl --limit 100 --max-new-tokens 256\n"
         "  swift-eval base --adapters out/checkpoint-50 --task ppl --dataset shards/val\n"
-        "  swift-eval out/ckpt --task mmlu --dataset mmlu --baseline before.json --max-drop 0.01\n",
+        "  swift-eval out/ckpt --task mmlu --dataset mmlu --baseline before.json --max-drop 0.01\n"
+        "  swift-eval base --adapters out/dpo/checkpoint-100 --task pref --dataset pairs/val\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
 

@@ -41,6 +41,7 @@ enum swift_eval_task {
     SWIFT_EVAL_MMLU,     /* MMLU CSV, scored by the log-likelihood of " A".." D" */
     SWIFT_EVAL_GSM8K,    /* generation, number extraction */
     SWIFT_EVAL_EXACT,    /* generation, exact match after whitespace normalisation */
+    SWIFT_EVAL_PREF,     /* preference accuracy and margin on pair shards (run.h) */
 };
 
 /* "loss" -> SWIFT_EVAL_LOSS ...; -1 when unknown. */
@@ -151,8 +152,8 @@ int swift_eval_record_write(const json_t *rec, const char *path);
 void swift_eval_record_table(const json_t *rec, FILE *fp);
 
 /* How a metric is gated: -1 lower is better (loss, ppl, perplexity, *_loss, *_ppl), 1 higher is
- * better (accuracy, accuracy_*, token_acc, *_acc, exact_match, em, f1, ...), 0 not a quality
- * metric (counts such as tokens: shown, never gated). */
+ * better (accuracy, accuracy_*, token_acc, *_acc, exact_match, em, f1, margin, ...), 0 not a
+ * quality metric (counts such as tokens: shown, never gated). */
 int swift_eval_metric_direction(const char *name);
 
 /*

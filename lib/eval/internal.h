@@ -27,6 +27,8 @@ struct swift_eval_runner {
     const struct swift_eval_opts *o;
     struct swift_model m;
     int have_model;
+    struct swift_model ref; /* pref: --ref-model */
+    int have_ref;
     struct swift_tokenizer *tok;
     struct swift_tok_state *st;
     struct swift_kv kv;
@@ -96,6 +98,7 @@ void swift_eval_left_truncate(struct swift_eval_ids *x, int keep);
 int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
 int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, json_t *rec,
                       long *n_out);
+int swift_eval_run_pref(struct swift_eval_runner *r, json_t *rec, long *n_out);
 int swift_eval_run_gen(struct swift_eval_runner *r, struct swift_eval_set *setp, json_t *rec,
                        long *n_out);
 

@@ -110,7 +110,7 @@ int swift_eval_metric_direction(const char *name)
 {
     static const char *const lower[] = {"loss", "ppl", "perplexity"};
     static const char *const higher[] = {
-        "accuracy", "acc", "acc_norm", "token_acc", "exact_match", "em", "f1"};
+        "accuracy", "acc", "acc_norm", "token_acc", "exact_match", "em", "f1", "margin"};
     for (size_t i = 0; i < sizeof(lower) / sizeof(lower[0]); i++)
         if (!strcmp(name, lower[i]))
             return -1;

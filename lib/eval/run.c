@@ -29,6 +29,7 @@ void swift_eval_opts_init(struct swift_eval_opts *o)
     o->batch_size = 8;
     o->max_length = 0;
     o->max_drop = 0.01;
+    o->beta = 0.1;
 }
 
 /* ---- setup ---- */
@@ -53,6 +54,29 @@ static void find_eos(struct swift_eval_runner *r)
         swift_eval_add_eos(r, swift_tokenizer_token_id(r->tok, eos));
 }
 
+/* pref: the reference (--ref-model) and --max-length; no tokenizer (pair shards hold ids). */
+static int load_pref(struct swift_eval_runner *r, struct swift_eval_opts *oo,
+                     const struct swift_ops *ops)
+{
+    if (oo->ref_model) {
+        if (swift_model_load(&r->ref, oo->ref_model, ops, 1) < 0)
+            return -1;
+        r->have_ref = 1;
+        if (r->ref.cfg.vocab_size != r->V)
+            return swift_error("--ref-model '%s' has %d ids in its vocabulary, the model %d",
+                               oo->ref_model,
+                               r->ref.cfg.vocab_size,
+                               r->V);
+    } else if (!oo->adapters || oo->merge_adapters) {
+        swift_warn("no --adapters (or merged) and no --ref-model: the reference is the model "
+                   "itself, every reward is 0");
+    }
+    int mp = r->m.cfg.max_position_embeddings;
+    if (oo->max_length <= 0)
+        oo->max_length = mp > 0 && mp < 4096 ? mp : 4096;
+    return 0;
+}
+
 /* Load the model (with its adapters), the tokenizer, the stop ids and the prompter into r, and
  * settle --max-length (0: the model's max_position_embeddings, at most 4096). Returns 0, -1, or
  * SWIFT_MISUSED for a usage error (--device). Whatever was loaded is freed by runner_release. */
@@ -75,6 +99,8 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
         if (o->merge_adapters && swift_kv_merge_adapters(&r->m) < 0)
             return -1;
     }
+    if (o->task == SWIFT_EVAL_PREF)
+        return load_pref(r, oo, be.ops);
     if (swift_tokenizer_load(&r->tok, o->model) < 0)
         return -1;
     if (swift_tokenizer_vocab_size(r->tok) > (uint32_t)r->V)
@@ -108,6 +134,8 @@ static void runner_release(struct swift_eval_runner *r)
         swift_tokenizer_free(r->tok);
     if (r->have_model)
         swift_model_free(&r->m);
+    if (r->have_ref)
+        swift_model_free(&r->ref);
 }
 
 /* The record's fields after the metrics: n, the settings, times and token counts (the task ran
@@ -123,7 +151,16 @@ static void record_finish(struct swift_eval_runner *r, json_t *rec, long n, doub
     json_object_set_new(cfg, "batch_size", json_integer(o->batch_size));
     json_object_set_new(cfg, "max_length", json_integer(o->max_length));
     json_object_set_new(cfg, "merge_adapters", json_boolean(o->merge_adapters));
-    json_object_set_new(cfg, "template", json_string(swift_eval_prompter_name(r->pr)));
+    if (r->pr)
+        json_object_set_new(cfg, "template", json_string(swift_eval_prompter_name(r->pr)));
+    if (o->task == SWIFT_EVAL_PREF) {
+        json_object_set_new(cfg, "beta", json_real(o->beta));
+        json_object_set_new(cfg,
+                            "ref_model",
+                            o->ref_model                        ? json_string(o->ref_model)
+                            : o->adapters && !o->merge_adapters ? json_string("adapters off")
+                                                                : json_string("the model"));
+    }
     if (swift_eval_task_generates(o->task)) {
         json_object_set_new(cfg, "max_new_tokens", json_integer(o->max_new_tokens));
         json_object_set_new(cfg, "temperature", json_real(o->temperature));
@@ -162,15 +199,20 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     long n = 0;
     json_t *rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
     double t1 = swift_eval_now();
-    int trc, scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
+    int trc, scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL ||
+                      o->task == SWIFT_EVAL_PREF;
     snprintf(r->prog_title, sizeof(r->prog_title), "eval %s", swift_eval_task_name(o->task));
     swift_progress_start(&r->prog,
                          r->prog_title,
                          0,
-                         scored ? "samples" : "items",
+                         o->task == SWIFT_EVAL_PREF ? "pairs"
+                         : scored                   ? "samples"
+                                                    : "items",
                          o->quiet && o->progress != SWIFT_PROGRESS_ON ? SWIFT_PROGRESS_OFF
                                                                       : o->progress);
-    if (scored)
+    if (o->task == SWIFT_EVAL_PREF)
+        trc = swift_eval_run_pref(r, rec, &n);
+    else if (scored)
         trc = swift_eval_run_loss(r, rec, &n);
     else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
         trc = swift_eval_run_mc(r, set, rec, &n);
@@ -189,8 +231,9 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
 }
 
 /* Shards for loss/ppl must come from the model's tokenizer: refused as swift-train refuses them
- * (one check, lib/formats/shard.h), before the model loads. Raw files need no check. */
-static int check_shards(const char *model, const char *dataset)
+ * (one check, lib/formats/shard.h), before the model loads. Raw files need no check. pref needs
+ * a pair shard directory (kind "pairs"). */
+static int check_shards(const char *model, const char *dataset, int pref)
 {
     char *index = swift_path_join(dataset, "index.json");
     int rc = 0;
@@ -199,7 +242,13 @@ static int check_shards(const char *model, const char *dataset)
         rc = swift_shard_index_read(&ix, dataset);
         if (rc == 0)
             rc = swift_shard_index_check_tokenizer(&ix, model, dataset);
+        if (rc == 0 && pref)
+            rc = swift_shard_index_check_kind(&ix, "pairs", "--task pref", dataset);
         swift_shard_index_release(&ix);
+    } else if (pref) {
+        rc = swift_error("'%s' is not a shard directory: --task pref reads pair shards (make "
+                         "them with swift-preprocess --kind pairs)",
+                         dataset);
     }
     free(index);
     return rc;
@@ -259,12 +308,13 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     if (!recs)
         abort();
     struct swift_eval_set *sets = swift_xcalloc((size_t)nd, sizeof(*sets));
-    int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL;
+    int pref = o->task == SWIFT_EVAL_PREF;
+    int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL || pref;
     for (int i = 0; i < nd; i++) {
         swift_eval_set_init(&sets[i]);
         if (!scored && swift_eval_read(o->task, ds[i], &sets[i]) < 0)
             goto out;
-        if (scored && check_shards(o->model, ds[i]) < 0)
+        if (scored && check_shards(o->model, ds[i], pref) < 0)
             goto out;
         if (o->baseline &&
             swift_eval_baseline_check(o->baseline, swift_eval_task_name(o->task), ds[i]) < 0)

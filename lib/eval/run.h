@@ -19,6 +19,14 @@
  *              --seed and the item's index, so results do not depend on --batch-size), stopped
  *              at eos or a stop word ("\n\n", "Question:"); gsm8k compares numbers
  *              (lib/eval/eval.h), exact the whole answer.
+ *   pref       on a pair shard directory (swift-preprocess --kind pairs): each pair's
+ *              chosen and rejected rows go through the policy (the model with its adapters) and
+ *              the reference (--ref-model, else the model with the adapters switched off) as
+ *              one batch; per row the summed log-prob of the response tokens
+ *              (swift_model_row_logps), reward = beta (logp_policy - logp_ref) (DPO's implicit
+ *              reward); accuracy is the fraction of pairs with reward_chosen > reward_rejected,
+ *              margin the mean of reward_chosen - reward_rejected (TRL's rewards/accuracies and
+ *              rewards/margins). Needs no tokenizer.
  * Several datasets give one record each, in order (one line each on stdout and in --output);
  * the gate compares each with the baseline record of the same task and dataset.
  * Few-shot: MMLU draws the first K questions of the subject's dev file; the other tasks use
@@ -52,10 +60,13 @@ struct swift_eval_opts {
     const char *output;   /* also write the record here (atomic), or NULL */
     const char *baseline; /* regression gate against this record, or NULL */
     double max_drop;
-    int quiet;          /* no table on stderr (and no progress line unless progress is ON) */
-    int progress;       /* the progress line: enum swift_progress_mode (0: a terminal) */
-    const char *device; /* auto (NULL), cpu, cuda[:N]; auto means the cpu (the cache runs on
-                           any backend, but the GPU path is not yet verified on a GPU) */
+    int quiet;             /* no table on stderr (and no progress line unless progress is ON) */
+    int progress;          /* the progress line: enum swift_progress_mode (0: a terminal) */
+    const char *device;    /* auto (NULL), cpu, cuda[:N]; auto means the cpu (the cache runs on
+                              any backend, but the GPU path is not yet verified on a GPU) */
+    const char *ref_model; /* pref: the reference model directory (NULL: the model without its
+                              adapters) */
+    double beta;           /* pref: the implicit reward's scale (default 0.1, TRL's) */
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);

@@ -17,7 +17,7 @@
 #define MAX_FIELD ((size_t)1 << 20) /* one CSV field */
 #define MAX_ITEMS ((size_t)10 << 20)
 
-static const char *const task_names[] = {"loss", "ppl", "mc", "mmlu", "gsm8k", "exact"};
+static const char *const task_names[] = {"loss", "ppl", "mc", "mmlu", "gsm8k", "exact", "pref"};
 
 int swift_eval_task_parse(const char *name)
 {

@@ -221,6 +221,21 @@ void swift_model_scale_dlogits(struct swift_model *m, int n0, int n1, float f)
         m->ops->scale(m->acts->logits + (size_t)n0 * V, f, (size_t)(n1 - n0) * V);
 }
 
+int swift_model_row_logps(struct swift_model *m, const struct swift_batch *b, double *logp,
+                          long *count)
+{
+    if (swift_model_forward_logits(m, b, 0) < 0)
+        return -1;
+    for (int r = 0; r < b->B; r++) {
+        struct swift_loss l = {0};
+        swift_model_token_nll(m, b->targets, r * b->T, (r + 1) * b->T, &l, 0);
+        logp[r] = -l.sum;
+        if (count)
+            count[r] = l.count;
+    }
+    return 0;
+}
+
 int swift_model_logit_sums(struct swift_model *m, int N, float *out)
 {
     const struct swift_ops *ops = m->ops;

@@ -178,6 +178,12 @@ int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *
 void swift_model_token_nll(struct swift_model *m, const int32_t *targets, int n0, int n1,
                            struct swift_loss *loss, int grad);
 void swift_model_scale_dlogits(struct swift_model *m, int n0, int n1, float f);
+/* Forward without gradient or dropout, then each row's summed log-prob of its trained targets
+ * (b->targets >= 0, host memory) into logp[r] and their number into count[r] (count may be NULL):
+ * log p(response | prompt) of a preference pair's row, as swift-eval --task pref scores it and
+ * DPO's implicit reward uses it. Honours m->lora_off. Returns 0 or -1 (bad token id, reported). */
+int swift_model_row_logps(struct swift_model *m, const struct swift_batch *b, double *logp,
+                          long *count);
 /* The sum over the vocabulary of each of the first N tokens' logits of the last forward into
  * out (N, host), computed from the final norm's output (valid after token_nll overwrote the
  * logits: lnf . column sums of lm_head). Returns 0 or -1 (out of memory, reported). */

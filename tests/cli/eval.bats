@@ -39,7 +39,7 @@ need_shared() {
 @test "usage errors exit 2" {
     run "$EVAL" "$M" --task bleu --dataset x
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "swift-eval: unknown task 'bleu' (loss, ppl, mc, mmlu, gsm8k, exact)" ]
+    [ "${lines[0]}" = "swift-eval: unknown task 'bleu' (loss, ppl, mc, mmlu, gsm8k, exact, pref)" ]
     run "$EVAL" --task mc --dataset x
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "swift-eval: missing MODEL_DIR" ]

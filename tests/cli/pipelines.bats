@@ -33,3 +33,24 @@ setup() {
     [ ! -e "$W/sft/eval-before.json" ]
     [ ! -e "$W/sft/eval-after.json" ]
 }
+
+@test "dpo.sh: SFT then DPO on a slice of the demo data, preference eval before and after" {
+    if [ ! -f "$SHARED/data/datasets/llama-factory-demo/dpo_en_demo.json" ]; then
+        [ "${CI:-}" != true ] || { echo "missing $SHARED/data/datasets/llama-factory-demo" >&2; false; }
+        skip "shared data missing: $SHARED/data/datasets/llama-factory-demo"
+    fi
+    run env SWIFT_BIN="$SWIFT_BIN" SHARED="$SHARED" DPO_DIR="$W/dpo" ROWS=40 SFT_STEPS=4 \
+        DPO_STEPS=6 GATE=0 sh pipelines/dpo.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for f in sft/checkpoint-4/config.json pairs/index.json pairs/val/index.json \
+        dpo/checkpoint-6/adapter_model.safetensors pref-before.json pref-after.json; do
+        [ -s "$W/dpo/$f" ] || { echo "missing $f"; false; }
+    done
+    [ "$(jq -r .kind "$W/dpo/pairs/val/index.json")" = pairs ]
+    # before: the SFT model against itself; after: the adapters moved the held-out rewards
+    [ "$(jq -c '.metrics | [.pairs, .accuracy, .margin]' "$W/dpo/pref-before.json")" = '[4,0,0]' ]
+    jq -e '.task == "pref" and .metrics.pairs == 4 and .metrics.margin != 0 and
+        .config.ref_model == "adapters off"' "$W/dpo/pref-after.json"
+    [[ $output == *"before  {\"pairs\":4,\"accuracy\":0,\"margin\":0}"* ]]
+}

@@ -55,6 +55,9 @@ static void test_task_names(void **state)
     assert_int_equal(swift_eval_task_parse("gsm8k"), SWIFT_EVAL_GSM8K);
     assert_int_equal(swift_eval_task_parse("MMLU"), -1);
     assert_int_equal(swift_eval_task_parse("bleu"), -1);
+    assert_int_equal(swift_eval_task_parse("pref"), SWIFT_EVAL_PREF);
+    assert_string_equal(swift_eval_task_name(SWIFT_EVAL_PREF), "pref");
+    assert_false(swift_eval_task_generates(SWIFT_EVAL_PREF));
     assert_string_equal(swift_eval_task_name(SWIFT_EVAL_PPL), "ppl");
     assert_true(swift_eval_task_generates(SWIFT_EVAL_EXACT));
     assert_false(swift_eval_task_generates(SWIFT_EVAL_MC));
@@ -421,6 +424,9 @@ static void test_gate(void **state)
         json_object_get(json_object_get(json_object_get(fewer, "baseline"), "metrics"), "tokens"));
     assert_int_equal(swift_eval_metric_direction("tokens"), 0);
     assert_int_equal(swift_eval_metric_direction("token_acc"), 1);
+    assert_int_equal(swift_eval_metric_direction("margin"), 1); /* pref: gated upwards */
+    assert_int_equal(swift_eval_metric_direction("rewards/chosen"), 0);
+    assert_int_equal(swift_eval_metric_direction("logps/chosen"), 0);
     assert_int_equal(swift_eval_metric_direction("accuracy_norm"), 1);
     assert_int_equal(swift_eval_metric_direction("ppl"), -1);
     assert_int_equal(swift_eval_metric_direction("eval_loss"), -1);

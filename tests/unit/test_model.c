@@ -450,6 +450,54 @@ static void test_act_ckpt(void **s)
     }
 }
 
+/* swift_model_row_logps (swift-eval --task pref): per row, minus the token NLL of the row's trained
+ * targets, adding up to the forward's loss over the batch; with adapters that are not zero,
+ * lora_off gives the base model's numbers (the reference), lora on others */
+static void test_row_logps(void **s)
+{
+    (void)s;
+    struct swift_model m;
+    assert_int_equal(swift_model_load(&m, FIX "llama", &swift_cpu_ops, 1), 0);
+    struct fx f;
+    fx_open(&f, FIX "llama/ref.safetensors");
+    struct swift_batch b = {.B = f.B, .T = f.T, .tokens = f.tok, .targets = f.tgt, .pos = f.pos};
+    struct swift_loss l = {0};
+    assert_int_equal(swift_model_forward(&m, &b, &l, 0.0f), 0);
+    double *lp = calloc((size_t)f.B * 3, sizeof(double));
+    long *cnt = calloc((size_t)f.B, sizeof(long));
+    assert_int_equal(swift_model_row_logps(&m, &b, lp, cnt), 0);
+    double sum = 0;
+    long n = 0;
+    for (int r = 0; r < f.B; r++) {
+        long k = 0;
+        for (int t = 0; t < f.T; t++)
+            k += f.tgt[r * f.T + t] >= 0;
+        assert_int_equal(cnt[r], k);
+        assert_true(k == 0 || lp[r] < 0);
+        sum += lp[r];
+        n += cnt[r];
+    }
+    assert_int_equal(n, l.count);
+    assert_true(fabs(sum + l.sum) <= 1e-6 * fabs(l.sum));
+    struct swift_lora_opts lo = {
+        .rank = 4, .alpha = 8, .dropout = 0.2f, .targets = "all-linear", .seed = 3};
+    assert_int_equal(swift_lora_attach(&m, &lo), 0);
+    for (size_t i = 0; i < m.nlora; i++)
+        m.lora_params[i] += 0.01f * (float)((i * 7919) % 13);
+    m.lora_off = 1;
+    assert_int_equal(swift_model_row_logps(&m, &b, lp + f.B, NULL), 0);
+    m.lora_off = 0;
+    assert_int_equal(swift_model_row_logps(&m, &b, lp + 2 * f.B, NULL), 0);
+    for (int r = 0; r < f.B; r++) {
+        assert_true(fabs(lp[f.B + r] - lp[r]) <= 1e-9 * fabs(lp[r]));
+        assert_true(cnt[r] == 0 || fabs(lp[2 * f.B + r] - lp[r]) > 1e-4);
+    }
+    free(lp);
+    free(cnt);
+    fx_close(&f);
+    swift_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_ours_full),
         cmocka_unit_test(test_config_layouts),
         cmocka_unit_test(test_act_ckpt),
+        cmocka_unit_test(test_row_logps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
