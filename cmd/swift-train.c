@@ -123,8 +123,9 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_FLAG(0, "gradient-checkpointing", F(o.gradient_checkpointing),
                    "recompute activations in backward (less memory, ~1/3 more compute)",
                    .aliases = "activation_checkpointing"),
-    SWIFT_OPT_STRING(0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo",
-                     "preference training on pair shards instead of SFT (docs/preference.md)",
+    SWIFT_OPT_STRING(0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo|rm",
+                     "preference training on pair shards instead of SFT; rm: a reward model "
+                     "(docs/preference.md)",
                      .aliases = "rlhf_type"),
     SWIFT_OPT_DOUBLE(0, "beta", F(o.beta), 0, HUGE_VAL, "X",
                      "--rlhf: temperature of the preference loss (default 0.1; simpo 2.0)",
@@ -246,11 +247,11 @@ int main(int argc, char **argv)
         return swift_usage("--force replaces the run in -o; --resume continues it: not both");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
-    if (c.o.rlhf && (!strcmp(c.o.rlhf, "kto") || !strcmp(c.o.rlhf, "rm")))
-        return swift_usage("--rlhf %s: not yet (this version trains dpo, orpo, simpo and cpo)",
+    if (c.o.rlhf && !strcmp(c.o.rlhf, "kto"))
+        return swift_usage("--rlhf %s: not yet (this version trains dpo, orpo, simpo, cpo and rm)",
                            c.o.rlhf);
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
-        strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo"))
-        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo or cpo", c.o.rlhf);
+        strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "rm"))
+        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo or rm", c.o.rlhf);
     return swift_close_stdout(swift_exit_code(train(&c.o)));
 }

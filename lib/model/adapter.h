@@ -39,6 +39,7 @@ struct swift_adapter_config {
     char targets[1024];
     int targets_regex;
     int patterns; /* rank_pattern or alpha_pattern is not empty */
+    int seq_cls;  /* written: a reward model's (task_type SEQ_CLS, modules_to_save ["score"]) */
 };
 
 /* One module's adapter: lora_A (r,in) and lora_B (out,r), tensors of the adapter's file. */
@@ -52,7 +53,9 @@ struct swift_adapter {
     struct swift_adapter_config cfg;
     json_t *json; /* the whole adapter_config.json */
     struct swift_safetensors st;
-    struct swift_adapter_pair *pairs; /* every module of the file, in file order */
+    struct swift_adapter_pair *pairs;    /* every module of the file, in file order */
+    const struct swift_st_tensor *score; /* "base_model.model.score.weight" (a reward model's
+                                          * modules_to_save), or NULL */
     size_t n;
     char *cfg_path, *st_path;
 };
