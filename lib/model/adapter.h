@@ -17,8 +17,9 @@
  * writes ...lora_A.default.weight; both are read). Refused when reading: a peft_type other than
  * LORA, a missing or non-numeric r or lora_alpha, DoRA, fan_in_fan_out (GPT-2's Conv1D), a bias
  * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
- * types). What a caller cannot do (rank_pattern for an attached model, a regular expression in
- * target_modules) the caller refuses.
+ * types) except a reward model's head "base_model.model.score.weight" (ad->score; lora.c loads
+ * it into a model with a score head, swift-export's merge refuses it). What a caller cannot do
+ * (rank_pattern for an attached model, a regular expression in target_modules) the caller refuses.
  */
 #ifndef SWIFT_MODEL_ADAPTER_H
 #define SWIFT_MODEL_ADAPTER_H

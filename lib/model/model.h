@@ -25,7 +25,8 @@
  *
  * The wing: config.c (config.json), weights.c (parameters, load, init, save), acts.c
  * (activations), forward.c (the one layer forward, run by training here and by generation over
- * a key/value cache, kv.h), backward.c; LoRA adapters in lora.h, PEFT's files in adapter.h.
+ * a key/value cache, kv.h), backward.c, score.c (a reward model's score head: transformers'
+ * *ForSequenceClassification); LoRA adapters in lora.h, PEFT's files in adapter.h.
  */
 #ifndef SWIFT_MODEL_H
 #define SWIFT_MODEL_H

@@ -145,7 +145,6 @@ static void rm_free(struct swift_objective *obj)
 int swift_objective_rm(struct swift_objective *obj, const struct swift_train_opts *o,
                        struct swift_model *m)
 {
-    (void)o;
     struct rm_state *st = swift_xcalloc(1, sizeof(*st));
     st->pad = -1;
     *obj = (struct swift_objective){.name = "rm",
@@ -160,6 +159,13 @@ int swift_objective_rm(struct swift_objective *obj, const struct swift_train_opt
                                     .log = rm_log,
                                     .free = rm_free,
                                     .state = st};
+    if (o->loss_type >= 0) {
+        rm_free(obj);
+        return swift_error(
+            "--rlhf rm does not take --loss-type %s (its loss is -log sigmoid(r_chosen "
+            "- r_rejected))",
+            swift_pref_loss_name(o->loss_type));
+    }
     if (!m) /* rows and checks only (tests) */
         return 0;
     if (!m->score) {

@@ -91,7 +91,7 @@ close() {
     awk 'NR <= 8 { a += $1 } NR > 24 { b += $1 } END { print a / 8, b / 8; exit !(NR == 32 && b < 0.8 * a) }' "$W/l"
 }
 
-@test "rm: an SFT shard is refused; an adapter with a score head is not merged as a causal LM" {
+@test "rm: an SFT shard and --loss-type are refused; an adapter with a score head is not merged" {
     run "$T" --model $M -o "$W/r" --rlhf rm --max-steps 1 tests/fixtures/shards
     [ "$status" -eq 1 ]
     [[ $output == *"--rlhf rm"* ]]
@@ -99,6 +99,9 @@ close() {
     echo "$output"
     [ "$status" -eq 1 ]
     [[ $output == *"tests/fixtures/rm/lora/adapter_model.safetensors"*"score head"* ]]
+    run "$T" --model $M -o "$W/r2" --rlhf rm --loss-type hinge --max-steps 1 $P
+    [ "$status" -eq 1 ]
+    [[ $output == *"--rlhf rm does not take --loss-type hinge"* ]]
 }
 
 @test "rm on the strict backend and with gradient checkpointing: the same records bit for bit" {
