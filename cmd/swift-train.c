@@ -149,6 +149,11 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_DOUBLE(0, "cpo-alpha", F(o.cpo_alpha), 0, HUGE_VAL, "X",
                      "--rlhf cpo|simpo: weight of the NLL of the chosen responses (default 1)",
                      .range_error = "--cpo-alpha must be >= 0"),
+    SWIFT_OPT_DOUBLE(0, "center-rewards-coefficient", F(o.center_rewards_coefficient), 0, HUGE_VAL,
+                     "X",
+                     "--rlhf rm: weight of the mean squared sum of a pair's scores (TRL's; "
+                     "default 0: off)",
+                     .range_error = "--center-rewards-coefficient must be >= 0"),
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model runs (default auto: a GPU when there is one)"),
     SWIFT_OPT_INT('j', "threads", F(o.threads), 1, BIG, "N", "CPU threads (default all)"),
@@ -253,5 +258,7 @@ int main(int argc, char **argv)
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
         strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "rm"))
         return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo or rm", c.o.rlhf);
+    if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
+        return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));
 }

@@ -1,10 +1,11 @@
 /* rm — reward models (see objective.h and docs/preference.md): a scalar score per sequence, the
  * final norm's output at the row's last token that is not the padding token through a score
  * head (1,H) (transformers' *ForSequenceClassification, num_labels 1), trained on pairs with
- * the Bradley-Terry loss of TRL's RewardTrainer, -log sigmoid(r_chosen - r_rejected) per pair,
- * a mean over pairs. A pair sample fills rows 2p (prompt+chosen) and 2p+1 (prompt+rejected), as
- * DPO's, so both go through the model in one batch; no token is trained (targets -1 on padding,
- * -2 on the document's tokens: forward reads the row's length from them). */
+ * the Bradley-Terry loss of TRL's RewardTrainer, -log sigmoid(r_chosen - r_rejected) per pair
+ * (+ center_rewards_coefficient (r_chosen + r_rejected)^2), a mean over pairs. A pair sample fills
+ * rows 2p (prompt+chosen) and 2p+1 (prompt+rejected), as DPO's, so both go through the model in one
+ * batch; no token is trained (targets -1 on padding, -2 on the document's tokens: forward reads the
+ * row's length from them). */
 #include "lib/train/objective.h"
 
 #include <math.h>
@@ -21,7 +22,8 @@
 enum { X_MARGIN, X_REWARDS, X_COUNT };
 
 struct rm_state {
-    int pad; /* the token a score skips (the model's pad_token_id) */
+    int pad;       /* the token a score skips (the model's pad_token_id) */
+    double center; /* center_rewards_coefficient */
     int cap;
     int32_t *idx;  /* (rows) the token each row's score reads */
     float *score;  /* (rows) */
@@ -91,16 +93,17 @@ static int rm_forward(struct swift_objective *obj, struct swift_model *m,
         st->dscore[c] = st->dscore[r] = 0;
         if (row_len(b, c) == 0 && row_len(b, r) == 0)
             continue; /* a padding pair (evaluation's last batch) */
-        double rc = st->score[c], rr = st->score[r], z = rc - rr;
-        s->loss.sum += -swift_log_sigmoid(z);
+        double rc = st->score[c], rr = st->score[r], z = rc - rr, sum = rc + rr;
+        /* TRL adds center x mean over the pairs of (r_c + r_r)^2: per pair, the same mean */
+        s->loss.sum += -swift_log_sigmoid(z) + st->center * sum * sum;
         s->loss.count++;
         s->loss.correct += rc > rr;
         s->extra[X_MARGIN] += z;
         s->extra[X_REWARDS] += rc + rr;
         /* d (-log s(z)) / d z = -s(-z) */
         double g = -exp(swift_log_sigmoid(-z));
-        st->dscore[c] = (float)(scale * g);
-        st->dscore[r] = (float)(scale * -g);
+        st->dscore[c] = (float)(scale * (g + 2 * st->center * sum));
+        st->dscore[r] = (float)(scale * (-g + 2 * st->center * sum));
     }
     return 0;
 }
@@ -147,6 +150,7 @@ int swift_objective_rm(struct swift_objective *obj, const struct swift_train_opt
 {
     struct rm_state *st = swift_xcalloc(1, sizeof(*st));
     st->pad = -1;
+    st->center = o->center_rewards_coefficient;
     *obj = (struct swift_objective){.name = "rm",
                                     .rows_per_sample = 2,
                                     .nextra = X_COUNT,

@@ -18,11 +18,12 @@ teardown() {
     rm -rf "$W"
 }
 
-# close KEY: the first record's KEY within 1e-5 relative of expected.json's trl_full.KEY
+# close KEY [CASE]: the first record's KEY within 1e-5 relative of expected.json's CASE.KEY
+# (CASE trl_full unless given)
 close() {
     local ours ref
     ours=$(head -1 "$W/r/logging.jsonl" | jq ".\"$1\"")
-    ref=$(jq ".trl_full.\"$1\"" $E)
+    ref=$(jq ".${2:-trl_full}.\"$1\"" $E)
     echo "$1: ours $ours TRL $ref"
     awk -v a="$ours" -v b="$ref" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b;
         if (m < 0.01) m = 0.01; exit !(a != "null" && d <= 1e-5 * m) }'
@@ -37,6 +38,21 @@ close() {
         close $k
     done
     ! grep -q '"token_acc"\|"rewards/' "$W/r/logging.jsonl"
+}
+
+@test "rm full --center-rewards-coefficient 0.01: TRL's loss and gradient norm with its centering term" {
+    run "$T" --model tests/fixtures/rm/full --tuner full -o "$W/r" --rlhf rm --max-steps 1 \
+        --logging-steps 1 --per-device-train-batch-size 4 -j 1 \
+        --center-rewards-coefficient "$(jq .trl_full_center.center_rewards_coefficient $E)" \
+        tests/fixtures/pairs-ref
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for k in loss accuracy margin mean_reward grad_norm; do
+        close $k trl_full_center
+    done
+    run "$T" --model $M -o "$W/d" --rlhf dpo --center-rewards-coefficient 0.01 $P
+    [ "$status" -eq 2 ]
+    [[ $output == *"--center-rewards-coefficient is for --rlhf rm"* ]]
 }
 
 @test "rm full: saved as transformers' LlamaForSequenceClassification (score.weight, no lm_head)" {

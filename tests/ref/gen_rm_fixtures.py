@@ -15,7 +15,8 @@ Writes tests/fixtures/rm/:
                  batch); "trl_full": TRL 1.16 RewardTrainer.compute_loss on one batch of the 4
                  pairs (DataCollatorForPreference) at the full model: loss and the metrics it logs
                  (accuracy, margin, mean_reward) and grad_norm, the norm of autograd's gradient
-                 of that loss over every parameter.
+                 of that loss over every parameter; "trl_full_center": the same with
+                 center_rewards_coefficient 0.01.
 
 Run from the repository root after `make`:
     /work/venv-trl/bin/python tests/ref/gen_rm_fixtures.py [--bin build/bin]
@@ -68,11 +69,12 @@ class Acc:
         return x
 
 
-def trl_loss(model, pairs, pad):
+def trl_loss(model, pairs, pad, center=None):
     """RewardTrainer.compute_loss as TRL runs it, on one batch (gradient accumulation 1)."""
     tr = object.__new__(RewardTrainer)
     tr.model = model
-    tr.args = RewardConfig(output_dir=tempfile.mkdtemp(), report_to=[], bf16=False, use_cpu=True)
+    tr.args = RewardConfig(output_dir=tempfile.mkdtemp(), report_to=[], bf16=False, use_cpu=True,
+                           center_rewards_coefficient=center)
     tr.accelerator = Acc()
     tr._metrics = {"train": collections.defaultdict(list), "eval": collections.defaultdict(list)}
     tr._total_train_tokens = 0
@@ -123,10 +125,12 @@ def main():
     exp["lora"] = scores(lm, rows, pad)
 
     exp["trl_full"] = trl_loss(fm, pairs, pad)
+    exp["trl_full_center"] = trl_loss(fm, pairs, pad, center=0.01)
+    exp["trl_full_center"]["center_rewards_coefficient"] = 0.01
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
         f.write("\n")
-    print(json.dumps({k: exp[k] for k in ("full", "lora", "trl_full")}, indent=1))
+    print(json.dumps({k: exp[k] for k in ("full", "lora", "trl_full", "trl_full_center")}, indent=1))
 
 
 if __name__ == "__main__":
