@@ -123,8 +123,9 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_FLAG(0, "gradient-checkpointing", F(o.gradient_checkpointing),
                    "recompute activations in backward (less memory, ~1/3 more compute)",
                    .aliases = "activation_checkpointing"),
-    SWIFT_OPT_STRING(0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo",
-                     "preference training on pair shards instead of SFT (docs/preference.md)",
+    SWIFT_OPT_STRING(0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo|rm",
+                     "preference training on pair shards instead of SFT; rm: a reward model "
+                     "(docs/preference.md)",
                      .aliases = "rlhf_type"),
     SWIFT_OPT_DOUBLE(0, "beta", F(o.beta), 0, HUGE_VAL, "X",
                      "--rlhf: temperature of the preference loss (default 0.1; simpo 2.0)",
@@ -148,6 +149,11 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_DOUBLE(0, "cpo-alpha", F(o.cpo_alpha), 0, HUGE_VAL, "X",
                      "--rlhf cpo|simpo: weight of the NLL of the chosen responses (default 1)",
                      .range_error = "--cpo-alpha must be >= 0"),
+    SWIFT_OPT_DOUBLE(0, "center-rewards-coefficient", F(o.center_rewards_coefficient), 0, HUGE_VAL,
+                     "X",
+                     "--rlhf rm: weight of the mean squared sum of a pair's scores (TRL's; "
+                     "default 0: off)",
+                     .range_error = "--center-rewards-coefficient must be >= 0"),
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model runs (default auto: a GPU when there is one)"),
     SWIFT_OPT_INT('j', "threads", F(o.threads), 1, BIG, "N", "CPU threads (default all)"),
@@ -246,11 +252,13 @@ int main(int argc, char **argv)
         return swift_usage("--force replaces the run in -o; --resume continues it: not both");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
-    if (c.o.rlhf && (!strcmp(c.o.rlhf, "kto") || !strcmp(c.o.rlhf, "rm")))
-        return swift_usage("--rlhf %s: not yet (this version trains dpo, orpo, simpo and cpo)",
+    if (c.o.rlhf && !strcmp(c.o.rlhf, "kto"))
+        return swift_usage("--rlhf %s: not yet (this version trains dpo, orpo, simpo, cpo and rm)",
                            c.o.rlhf);
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
-        strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo"))
-        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo or cpo", c.o.rlhf);
+        strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "rm"))
+        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo or rm", c.o.rlhf);
+    if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
+        return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));
 }

@@ -294,6 +294,18 @@ static void print_summary(const struct merge_job *j, double t0)
     swift_export_summary(r);
 }
 
+/* A reward model's adapter (its score head in modules_to_save) does not merge into a causal LM. */
+static int no_score(const struct swift_adapter *ad)
+{
+    if (!ad->score)
+        return 1;
+    swift_error_at(ad->st_path,
+                   0,
+                   "holds a reward model's score head (modules_to_save): merging "
+                   "it is not supported");
+    return 0;
+}
+
 int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
 {
     if (o->quant)
@@ -306,7 +318,7 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
         return -1;
     /* Without --merge-lora this is a plain conversion: dtype, shards, side files. */
     int rc = -1;
-    if ((!o->merge_lora || swift_adapter_open(&j.ad, o->merge_lora) == 0) &&
+    if ((!o->merge_lora || (swift_adapter_open(&j.ad, o->merge_lora) == 0 && no_score(&j.ad))) &&
         swift_st_set_open(&j.set, o->model_dir) == 0 && pick_dtype(&j) == 0 &&
         convert_all(&j) == 0 && write_dir(&j, out_dir) == 0) {
         if (strcmp(o->to ? o->to : "hf", "gguf"))

@@ -117,6 +117,10 @@ static int read_pairs(struct swift_adapter *ad)
     for (size_t i = 0; i < ad->st.ntensors; i++) {
         const struct swift_st_tensor *t = &ad->st.tensors[i];
         char which;
+        if (!strcmp(t->name, "base_model.model.score.weight")) {
+            ad->score = t; /* a reward model's head (modules_to_save): lora.c loads it */
+            continue;
+        }
         char *mod = lora_module(t->name, &which);
         if (!mod)
             return swift_error("%s: tensor '%s' is not a LoRA A/B weight (modules_to_save and "
@@ -254,7 +258,11 @@ static int write_config(const char *dir, const struct swift_adapter_config *c,
         "lora_bias",
         0);
     if (!root)
-        abort(); /* a bad pack format */
+        abort();      /* a bad pack format */
+    if (c->seq_cls) { /* the score head trained in full beside the adapters, as PEFT saves it */
+        json_object_set_new(root, "task_type", json_string("SEQ_CLS"));
+        json_object_set_new(root, "modules_to_save", json_pack("[s]", "score"));
+    }
     char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!txt)
         abort();

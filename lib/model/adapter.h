@@ -17,8 +17,9 @@
  * writes ...lora_A.default.weight; both are read). Refused when reading: a peft_type other than
  * LORA, a missing or non-numeric r or lora_alpha, DoRA, fan_in_fan_out (GPT-2's Conv1D), a bias
  * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
- * types). What a caller cannot do (rank_pattern for an attached model, a regular expression in
- * target_modules) the caller refuses.
+ * types) except a reward model's head "base_model.model.score.weight" (ad->score; lora.c loads
+ * it into a model with a score head, swift-export's merge refuses it). What a caller cannot do
+ * (rank_pattern for an attached model, a regular expression in target_modules) the caller refuses.
  */
 #ifndef SWIFT_MODEL_ADAPTER_H
 #define SWIFT_MODEL_ADAPTER_H
@@ -39,6 +40,7 @@ struct swift_adapter_config {
     char targets[1024];
     int targets_regex;
     int patterns; /* rank_pattern or alpha_pattern is not empty */
+    int seq_cls;  /* written: a reward model's (task_type SEQ_CLS, modules_to_save ["score"]) */
 };
 
 /* One module's adapter: lora_A (r,in) and lora_B (out,r), tensors of the adapter's file. */
@@ -52,7 +54,9 @@ struct swift_adapter {
     struct swift_adapter_config cfg;
     json_t *json; /* the whole adapter_config.json */
     struct swift_safetensors st;
-    struct swift_adapter_pair *pairs; /* every module of the file, in file order */
+    struct swift_adapter_pair *pairs;    /* every module of the file, in file order */
+    const struct swift_st_tensor *score; /* "base_model.model.score.weight" (a reward model's
+                                          * modules_to_save), or NULL */
     size_t n;
     char *cfg_path, *st_path;
 };

@@ -36,15 +36,13 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
     }
 }
 
-/* One decoder layer: res[l] -> res[l+1], activations into la. */
+/* lm_head's backward into the final norm's output, then the rest. */
 void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
 {
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
-    int B = b->B, T = b->T, N = B * T, H = c->hidden_size, I = c->intermediate_size;
-    int NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim, V = c->vocab_size;
+    int N = b->B * b->T, H = c->hidden_size, V = c->vocab_size;
     struct swift_model_acts *a = m->acts;
-    float *last = a->res + (size_t)c->num_layers * N * H;
     {
         OP_BEGIN();
         ops->matmul_bwd(
@@ -54,6 +52,17 @@ void swift_model_backward(struct swift_model *m, const struct swift_batch *b)
             snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]", N, V, V, H);
         OP_END("lm_head.backward", swift_matmul_flops(N, H, V) * (m->glm_head ? 2 : 1), sh);
     }
+    swift_model_backward_from_lnf(m, b);
+}
+
+void swift_model_backward_from_lnf(struct swift_model *m, const struct swift_batch *b)
+{
+    const struct swift_model_config *c = &m->cfg;
+    const struct swift_ops *ops = m->ops;
+    int B = b->B, T = b->T, N = B * T, H = c->hidden_size, I = c->intermediate_size;
+    int NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim;
+    struct swift_model_acts *a = m->acts;
+    float *last = a->res + (size_t)c->num_layers * N * H;
     ops->zero(a->dres, (size_t)N * H);
     ops->rmsnorm_bwd(a->dres, m->gnorm, a->dln, last, m->norm, a->rstdf, N, H);
     for (int l = c->num_layers - 1; l >= 0; l--) {

@@ -128,6 +128,25 @@ static int parse_gptq(struct swift_model_config *c, json_t *root, const char *pa
     return 0;
 }
 
+/* A reward model's head and the token it reads: architectures "...ForSequenceClassification"
+ * (num_labels 1), pad_token_id or else the (first) eos_token_id, initializer_range. */
+static void parse_score(struct swift_model_config *c, json_t *root)
+{
+    json_t *ar = json_object_get(root, "architectures");
+    const char *a0 = json_string_value(json_array_get(ar, 0));
+    const char *suf = "ForSequenceClassification";
+    c->score = a0 && strlen(a0) > strlen(suf) && !strcmp(a0 + strlen(a0) - strlen(suf), suf);
+    json_t *pad = json_object_get(root, "pad_token_id");
+    if (!json_is_integer(pad)) {
+        pad = json_object_get(root, "eos_token_id");
+        if (json_is_array(pad))
+            pad = json_array_get(pad, 0);
+    }
+    c->pad_token_id = json_is_integer(pad) ? (int)json_integer_value(pad) : -1;
+    json_t *ir = json_object_get(root, "initializer_range");
+    c->initializer_range = json_is_number(ir) ? json_number_value(ir) : 0.02;
+}
+
 int swift_model_config_parse(struct swift_model_config *c, json_t *root, const char *path)
 {
     memset(c, 0, sizeof(*c));
@@ -217,6 +236,7 @@ int swift_model_config_parse(struct swift_model_config *c, json_t *root, const c
         if (json_is_integer(sw))
             c->sliding_window = (int)json_integer_value(sw);
     }
+    parse_score(c, root);
     return parse_gptq(c, root, path);
 }
 

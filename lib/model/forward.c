@@ -138,6 +138,21 @@ void swift_model_layer_train(struct swift_model *m, int l, const struct swift_ba
 
 int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *b, int train)
 {
+    if (swift_model_forward_hidden(m, b, train) < 0)
+        return -1;
+    const struct swift_model_config *c = &m->cfg;
+    int N = b->B * b->T, H = c->hidden_size, V = c->vocab_size;
+    struct swift_model_acts *a = m->acts;
+    OP_BEGIN();
+    m->ops->matmul_fwd(a->logits, a->lnf, m->lm_head, NULL, N, H, V, 1.0f, 0.0f);
+    char sh[96];
+    snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]^T", N, H, V, H);
+    OP_END("lm_head", swift_matmul_flops(N, H, V), sh);
+    return 0;
+}
+
+int swift_model_forward_hidden(struct swift_model *m, const struct swift_batch *b, int train)
+{
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
     int B = b->B, T = b->T, N = B * T, H = c->hidden_size, V = c->vocab_size;
@@ -159,11 +174,6 @@ int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *
         swift_model_layer_train(m, l, b, &a->la[m->act_ckpt ? 0 : l]);
     float *last = a->res + (size_t)c->num_layers * N * H;
     ops->rmsnorm_fwd(a->lnf, a->rstdf, last, m->norm, N, H, c->rms_norm_eps);
-    OP_BEGIN();
-    ops->matmul_fwd(a->logits, a->lnf, m->lm_head, NULL, N, H, V, 1.0f, 0.0f);
-    char sh[96];
-    snprintf(sh, sizeof(sh), "[%d,%d]x[%d,%d]^T", N, H, V, H);
-    OP_END("lm_head", swift_matmul_flops(N, H, V), sh);
     return 0;
 }
 

@@ -46,6 +46,10 @@ struct swift_model_acts {
 void swift_model_layer_train(struct swift_model *m, int l, const struct swift_batch *b,
                              struct layer_acts *la);
 
+/* The backward from the final norm's output: its gradient in m->acts->dln (N,H), set by
+ * lm_head's backward (backward.c) or the score head's (score.c). */
+void swift_model_backward_from_lnf(struct swift_model *m, const struct swift_batch *b);
+
 /* Free the activations (acts.c); the model's adapters forget their activation pointers. */
 void swift_model_acts_free(struct swift_model *m);
 

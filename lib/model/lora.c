@@ -39,6 +39,24 @@ static int targeted(const char *targets, const char *full)
     return 0;
 }
 
+/* PEFT's modules_to_save for a reward model's score head: a trainable copy at offset off of
+ * the adapters' buffer, saved as "base_model.model.score.weight"; the model reads the copy. */
+static void score_copy(struct swift_model *m, size_t off)
+{
+    struct swift_param *p = &m->lp[m->nlp++];
+    p->name = swift_xstrdup("base_model.model.score.weight");
+    p->ndim = 2;
+    p->shape[0] = 1;
+    p->shape[1] = m->cfg.hidden_size;
+    p->numel = (size_t)m->cfg.hidden_size;
+    p->w = m->lora_params + off;
+    p->g = m->lora_grads + off;
+    p->decay = 1;
+    m->ops->copy(p->w, m->score, p->numel);
+    m->score = p->w;
+    m->gscore = p->g;
+}
+
 int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
 {
     const struct swift_model_config *c = &m->cfg;
@@ -62,10 +80,12 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
     m->lora_alpha = o->alpha;
     m->lora_scale = swift_lora_scale(o->alpha, o->rank, o->use_rslora);
     m->lora_dropout = o->dropout;
+    if (m->score) /* a reward model's head: trainable beside the adapters (modules_to_save) */
+        total += (size_t)c->hidden_size;
     m->nlora = total;
     m->lora_params = m->ops->alloc(total * sizeof(float));
     m->lora_grads = m->ops->alloc(total * sizeof(float));
-    m->lp = swift_xcalloc((size_t)nt * 2, sizeof(*m->lp));
+    m->lp = swift_xcalloc((size_t)nt * 2 + 1, sizeof(*m->lp));
     if (!m->lora_params || !m->lora_grads) /* backend memory */
         return swift_error("out of memory");
     uint64_t seed = o->seed;
@@ -108,6 +128,8 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
                 }
             }
         }
+    if (m->score)
+        score_copy(m, off);
     /* activations are per adapter: reallocate on the next reserve */
     int B = m->capB, T = m->capT;
     if (m->acts) {
@@ -153,6 +175,11 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
                             0,
                             "target_modules must be a list or \"all-linear\" (regular "
                             "expressions are not supported)");
+    if (rc == 0 && ad.score && !m->score)
+        rc = swift_error_at(ad.st_path,
+                            0,
+                            "holds a reward model's score head (modules_to_save): the model "
+                            "was not loaded as a reward model");
     if (rc == 0) {
         o->rank = ad.cfg.r;
         o->alpha = (float)ad.cfg.alpha;
@@ -184,8 +211,11 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
         e[i].data = host + (m->lp[i].w - m->lora_params);
     }
     /* target_modules: the short names in use, as PEFT writes them for ms-swift's all-linear */
-    struct swift_adapter_config c = {
-        .r = o->rank, .alpha = o->alpha, .dropout = o->dropout, .use_rslora = o->use_rslora};
+    struct swift_adapter_config c = {.r = o->rank,
+                                     .alpha = o->alpha,
+                                     .dropout = o->dropout,
+                                     .use_rslora = o->use_rslora,
+                                     .seq_cls = m->cfg.score};
     size_t used = 0;
     for (int k = 0; k < SWIFT_LIN_COUNT; k++)
         for (int l = 0; l < m->cfg.num_layers; l++)

@@ -25,7 +25,8 @@
  *
  * The wing: config.c (config.json), weights.c (parameters, load, init, save), acts.c
  * (activations), forward.c (the one layer forward, run by training here and by generation over
- * a key/value cache, kv.h), backward.c; LoRA adapters in lora.h, PEFT's files in adapter.h.
+ * a key/value cache, kv.h), backward.c, score.c (a reward model's score head: transformers'
+ * *ForSequenceClassification); LoRA adapters in lora.h, PEFT's files in adapter.h.
  */
 #ifndef SWIFT_MODEL_H
 #define SWIFT_MODEL_H
@@ -49,6 +50,12 @@ struct swift_model_config {
     int rope_original_max;
     int qkv_bias, o_bias, mlp_bias, qk_norm, tie_embeddings;
     int gptq; /* quantization_config gptq: 1 (zeros stored minus one), 2 (gptq_v2); 0: none */
+    /* reward models: architectures *ForSequenceClassification (a score head, "score.weight"
+     * (1, hidden)); the padding token the score skips (pad_token_id, else eos_token_id, else
+     * -1); initializer_range (default 0.02) */
+    int score;
+    int pad_token_id;
+    double initializer_range;
 };
 enum { SWIFT_ROPE_DEFAULT = 0, SWIFT_ROPE_LINEAR, SWIFT_ROPE_LLAMA3 };
 
@@ -129,6 +136,8 @@ struct swift_model {
     struct swift_param *p; /* base parameters by name, HF order */
     int np;
     float *embed, *norm, *lm_head, *gembed, *gnorm, *glm_head; /* lm_head == embed when tied */
+    float *score, *gscore; /* (1,H) a reward model's head (cfg.score), else NULL; with LoRA
+                            * the adapters' trainable copy (PEFT's modules_to_save) */
     struct swift_layer *layers;
     float *inv_freq; /* head_dim/2 */
     /* LoRA (lib/model/lora.h) */
@@ -153,6 +162,11 @@ struct swift_model {
  * `frozen`. Returns 0 or -1. */
 int swift_model_load(struct swift_model *m, const char *dir, const struct swift_ops *ops,
                      int frozen);
+/* The same for a reward model (transformers' *ForSequenceClassification, num_labels 1): the
+ * score head "score.weight" (1, hidden) is read from dir when there (a saved reward model), else
+ * drawn N(0, initializer_range) from seed as transformers initialises a new head. */
+int swift_model_load_score(struct swift_model *m, const char *dir, const struct swift_ops *ops,
+                           int frozen, uint64_t seed);
 /* Build a model with random N(0, 0.02) weights (norms 1) from a config, for benchmarks. */
 int swift_model_init_random(struct swift_model *m, const struct swift_model_config *c,
                             const struct swift_ops *ops, uint64_t seed);
@@ -188,6 +202,19 @@ int swift_model_row_logps(struct swift_model *m, const struct swift_batch *b, do
  * out (N, host), computed from the final norm's output (valid after token_nll overwrote the
  * logits: lnf . column sums of lm_head). Returns 0 or -1 (out of memory, reported). */
 int swift_model_logit_sums(struct swift_model *m, int N, float *out);
+/* Reward models (cfg.score): the forward without lm_head (train as above), then the score of n
+ * tokens idx[0..n) of the B*T (host; each row's last token that is not the padding token: see
+ * swift_model_score_pos) into out (n, host): the final norm's output there . score. Then
+ * swift_model_score_backward takes d loss / d score of each (host) and runs the backward from
+ * the final norm's output (gscore and every trainable parameter accumulate); no lm_head
+ * gradient. Return 0 or -1 (reported). */
+int swift_model_forward_hidden(struct swift_model *m, const struct swift_batch *b, int train);
+int swift_model_score(struct swift_model *m, const int32_t *idx, int n, float *out);
+int swift_model_score_backward(struct swift_model *m, const struct swift_batch *b,
+                               const int32_t *idx, int n, const float *dscore);
+/* The token a score reads in a row of tok[0..L): the last one that is not pad (transformers'
+ * argmax of position x (token != pad_token_id); 0 when all are). */
+int swift_model_score_pos(const int32_t *tok, int L, int pad);
 /* Logits (B*T, V) of the last forward, backend memory (read them with ops->download); valid
  * until backward. */
 const float *swift_model_logits(const struct swift_model *m);

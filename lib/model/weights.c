@@ -92,6 +92,8 @@ static int build_specs(struct swift_model *m, struct pspec **out)
     ADD("model.norm.weight", 1, H, 0, &m->norm, &m->gnorm, 0);
     if (!c->tie_embeddings)
         ADD("lm_head.weight", 2, c->vocab_size, H, &m->lm_head, &m->glm_head, 1);
+    if (c->score)
+        ADD("score.weight", 2, 1, H, &m->score, &m->gscore, 1);
 #undef ADD
     *out = s;
     return n;
@@ -154,8 +156,10 @@ struct swift_param *swift_model_param(struct swift_model *m, const char *name)
     return NULL;
 }
 
-int swift_model_load(struct swift_model *m, const char *dir, const struct swift_ops *ops,
-                     int frozen)
+static float randn(uint64_t *s);
+
+static int load(struct swift_model *m, const char *dir, const struct swift_ops *ops, int frozen,
+                int score, uint64_t seed)
 {
     memset(m, 0, sizeof(*m));
     m->ops = ops;
@@ -164,6 +168,7 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
     free(cp);
     if (rc < 0)
         return -1;
+    m->cfg.score |= score;
     if (alloc_params(m, !frozen) < 0) {
         swift_model_free(m);
         return -1;
@@ -189,6 +194,16 @@ int swift_model_load(struct swift_model *m, const char *dir, const struct swift_
             m->ops->upload(p->w, host, p->numel * sizeof(float));
             continue;
         }
+        if (!t && score && p->w == m->score) { /* a new head: transformers' normal_ init */
+            for (size_t j = 0; j < p->numel; j++)
+                host[j] = (float)m->cfg.initializer_range * randn(&seed);
+            m->ops->upload(p->w, host, p->numel * sizeof(float));
+            continue;
+        }
+        if (!t && m->cfg.score && p->w == m->lm_head) { /* a saved reward model: unused */
+            m->ops->zero(p->w, p->numel);
+            continue;
+        }
         if (!t) {
             swift_error("%s: missing tensor '%s'", dir, p->name);
             goto fail;
@@ -206,6 +221,18 @@ fail:
     swift_st_set_close(&set);
     swift_model_free(m);
     return -1;
+}
+
+int swift_model_load(struct swift_model *m, const char *dir, const struct swift_ops *ops,
+                     int frozen)
+{
+    return load(m, dir, ops, frozen, 0, 0);
+}
+
+int swift_model_load_score(struct swift_model *m, const char *dir, const struct swift_ops *ops,
+                           int frozen, uint64_t seed)
+{
+    return load(m, dir, ops, frozen, 1, seed);
 }
 
 static float randn(uint64_t *s)
@@ -244,6 +271,30 @@ int swift_model_init_random(struct swift_model *m, const struct swift_model_conf
 
 /* ---- save ---- */
 
+/* The saved config: dequantized weights have no quantization_config; a reward model is
+ * transformers' <Arch>ForSequenceClassification with one label and the padding token its score
+ * skips (AutoModelForSequenceClassification reads the last token that is not pad_token_id). */
+static void edit_config(const struct swift_model_config *c, json_t *root)
+{
+    if (c->gptq)
+        json_object_del(root, "quantization_config");
+    if (!c->score)
+        return;
+    const char *a0 = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    char arch[128] = "LlamaForSequenceClassification";
+    if (a0) {
+        const char *cut = strstr(a0, "For");
+        int n = cut ? (int)(cut - a0) : (int)strlen(a0);
+        snprintf(arch, sizeof(arch), "%.*sForSequenceClassification", n, a0);
+    }
+    json_object_set_new(root, "architectures", json_pack("[s]", arch));
+    json_object_set_new(root, "id2label", json_pack("{s:s}", "0", "LABEL_0"));
+    json_object_set_new(root, "label2id", json_pack("{s:i}", "LABEL_0", 0));
+    json_object_set_new(root, "num_labels", json_integer(1));
+    if (c->pad_token_id >= 0)
+        json_object_set_new(root, "pad_token_id", json_integer(c->pad_token_id));
+}
+
 int swift_model_save(const struct swift_model *m, const char *dir, const char *src_config)
 {
     int dt = !strcmp(m->cfg.dtype, "bfloat16")  ? SWIFT_DTYPE_BF16
@@ -260,17 +311,21 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
             half[i] =
                 dt == SWIFT_DTYPE_BF16 ? swift_f32_to_bf16(host[i]) : swift_f32_to_f16(host[i]);
     }
+    size_t ne = 0;
     for (int i = 0; i < m->np; i++) {
-        e[i].name = m->p[i].name;
-        e[i].dtype = (enum swift_dtype)dt;
-        e[i].ndim = m->p[i].ndim;
-        e[i].shape[0] = m->p[i].shape[0];
-        e[i].shape[1] = m->p[i].shape[1];
+        if (m->cfg.score && m->p[i].w == m->lm_head && !m->cfg.tie_embeddings)
+            continue; /* a reward model has no lm_head (transformers' layout) */
+        size_t k = ne++;
+        e[k].name = m->p[i].name;
+        e[k].dtype = (enum swift_dtype)dt;
+        e[k].ndim = m->p[i].ndim;
+        e[k].shape[0] = m->p[i].shape[0];
+        e[k].shape[1] = m->p[i].shape[1];
         size_t off = (size_t)(m->p[i].w - m->params);
-        e[i].data = half ? (const void *)(half + off) : (const void *)(host + off);
+        e[k].data = half ? (const void *)(half + off) : (const void *)(host + off);
     }
     char *path = swift_path_join(dir, "model.safetensors");
-    int rc = swift_safetensors_write(path, e, (size_t)m->np, NULL);
+    int rc = swift_safetensors_write(path, e, ne, NULL);
     free(path);
     free(half);
     free(host);
@@ -282,12 +337,12 @@ int swift_model_save(const struct swift_model *m, const char *dir, const char *s
         size_t len;
         if (swift_read_file(src_config, 16 << 20, &txt, &len) < 0)
             return -1;
-        if (m->cfg.gptq) { /* the weights written are dequantized: no quantization_config */
+        if (m->cfg.gptq || m->cfg.score) {
             json_t *root = json_loadb(txt, len, 0, NULL);
             free(txt);
             txt = NULL;
             if (root) {
-                json_object_del(root, "quantization_config");
+                edit_config(&m->cfg, root);
                 txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 json_decref(root);
             }

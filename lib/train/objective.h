@@ -49,10 +49,10 @@
  *     TRL's metrics to s->extra, then scales each row's logits' gradient by
  *     d loss / d (-log-prob) (swift_model_scale_dlogits) for the ordinary backward.
  *   - KTO is the same shape with one row per sample and a label.
- *   - A reward model: rows_per_sample 2, a scalar score per row (the last token's hidden state
- *     through a score head, as transformers' SequenceClassification models), per-pair loss
- *     -log sigmoid(r_chosen - r_rejected). What lib/model does not give yet and it needs: a
- *     score head as a trainable parameter and a backward from the hidden states' gradient.
+ *   - A reward model (lib/train/rm.c): rows_per_sample 2, a scalar score per row (the last
+ *     token's hidden state through a score head, as transformers' SequenceClassification
+ *     models: swift_model_forward_hidden, swift_model_score), per-pair loss
+ *     -log sigmoid(r_chosen - r_rejected); backward is swift_model_score_backward.
  */
 #ifndef SWIFT_OBJECTIVE_H
 #define SWIFT_OBJECTIVE_H
@@ -127,5 +127,8 @@ int swift_objective_simpo(struct swift_objective *obj, const struct swift_train_
                           struct swift_model *m);
 int swift_objective_orpo(struct swift_objective *obj, const struct swift_train_opts *o,
                          struct swift_model *m);
+/* lib/train/rm.c: reward models on pairs (the model loaded with swift_model_load_score) */
+int swift_objective_rm(struct swift_objective *obj, const struct swift_train_opts *o,
+                       struct swift_model *m);
 
 #endif

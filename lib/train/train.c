@@ -163,7 +163,10 @@ static int load_model(struct run *r)
     const struct swift_train_opts *o = r->o;
     const char *wdir = r->resume && o->tuner == SWIFT_TUNER_FULL ? r->resume : o->model;
     r->config_path = swift_path_join(o->model, "config.json");
-    if (swift_model_load(&r->m, wdir, r->be.ops, o->tuner == SWIFT_TUNER_LORA) < 0)
+    int frozen = o->tuner == SWIFT_TUNER_LORA;
+    if ((o->rlhf && !strcmp(o->rlhf, "rm")
+             ? swift_model_load_score(&r->m, wdir, r->be.ops, frozen, (uint64_t)o->seed)
+             : swift_model_load(&r->m, wdir, r->be.ops, frozen)) < 0)
         return -1;
     r->m.act_ckpt = o->gradient_checkpointing;
     if (o->tuner == SWIFT_TUNER_LORA) {
