@@ -15,6 +15,7 @@ static const struct {
     {"cpo", swift_objective_cpo},
     {"simpo", swift_objective_simpo},
     {"orpo", swift_objective_orpo},
+    {"kto", swift_objective_kto},
 };
 
 int swift_objective_init(struct swift_objective *obj, const char *name,

@@ -128,4 +128,8 @@ int swift_objective_simpo(struct swift_objective *obj, const struct swift_train_
 int swift_objective_orpo(struct swift_objective *obj, const struct swift_train_opts *o,
                          struct swift_model *m);
 
+/* lib/train/kto.c: unpaired labelled samples (docs/preference.md "KTO") */
+int swift_objective_kto(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
+
 #endif
