@@ -123,18 +123,20 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_FLAG(0, "gradient-checkpointing", F(o.gradient_checkpointing),
                    "recompute activations in backward (less memory, ~1/3 more compute)",
                    .aliases = "activation_checkpointing"),
-    SWIFT_OPT_STRING(0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo|rm",
-                     "preference training on pair shards instead of SFT; rm: a reward model "
-                     "(docs/preference.md)",
-                     .aliases = "rlhf_type"),
+    SWIFT_OPT_STRING(
+        0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo|kto|rm",
+        "preference training on pair (kto: labelled) shards instead of SFT; rm: a reward model "
+        "(docs/preference.md)",
+        .aliases = "rlhf_type"),
     SWIFT_OPT_DOUBLE(0, "beta", F(o.beta), 0, HUGE_VAL, "X",
                      "--rlhf: temperature of the preference loss (default 0.1; simpo 2.0)",
                      .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--beta must be > 0"),
     SWIFT_OPT_LOOKUP(0, "loss-type", F(o.loss_type), swift_pref_loss_parse, "NAME",
                      "--rlhf dpo: sigmoid (default), hinge, ipo, robust; cpo: sigmoid, hinge, "
-                     "ipo, simpo (simpo's default)",
-                     .values = "sigmoid hinge ipo robust simpo",
-                     .error = "--loss-type: '{arg}' is not sigmoid, hinge, ipo, robust or simpo"),
+                     "ipo, simpo (simpo's default); kto: kto (default), apo_zero_unpaired",
+                     .values = "sigmoid hinge ipo robust simpo kto apo_zero_unpaired",
+                     .error = "--loss-type: '{arg}' is not sigmoid, hinge, ipo, robust, simpo, kto "
+                              "or apo_zero_unpaired"),
     SWIFT_OPT_DOUBLE(0, "label-smoothing", F(o.label_smoothing), 0, 0.5, "X",
                      "--rlhf: probability that a pair's labels are flipped (cDPO, robust; "
                      "default 0)",
@@ -154,6 +156,12 @@ static const struct swift_option opts[] = {
                      "--rlhf rm: weight of the mean squared sum of a pair's scores (TRL's; "
                      "default 0: off)",
                      .range_error = "--center-rewards-coefficient must be >= 0"),
+    SWIFT_OPT_DOUBLE(0, "desirable-weight", F(o.desirable_weight), 0, HUGE_VAL, "X",
+                     "--rlhf kto: weight of the desirable samples' losses (default 1)",
+                     .range_error = "--desirable-weight must be >= 0"),
+    SWIFT_OPT_DOUBLE(0, "undesirable-weight", F(o.undesirable_weight), 0, HUGE_VAL, "X",
+                     "--rlhf kto: weight of the undesirable samples' losses (default 1)",
+                     .range_error = "--undesirable-weight must be >= 0"),
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model runs (default auto: a GPU when there is one)"),
     SWIFT_OPT_INT('j', "threads", F(o.threads), 1, BIG, "N", "CPU threads (default all)"),
@@ -252,12 +260,10 @@ int main(int argc, char **argv)
         return swift_usage("--force replaces the run in -o; --resume continues it: not both");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
-    if (c.o.rlhf && !strcmp(c.o.rlhf, "kto"))
-        return swift_usage("--rlhf %s: not yet (this version trains dpo, orpo, simpo, cpo and rm)",
-                           c.o.rlhf);
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
-        strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "rm"))
-        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo or rm", c.o.rlhf);
+        strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "kto") &&
+        strcmp(c.o.rlhf, "rm"))
+        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo, kto or rm", c.o.rlhf);
     if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
         return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));

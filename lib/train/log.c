@@ -158,7 +158,11 @@ int train_write_args(const struct swift_train_opts *o)
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
     if (o->rlhf) { /* ms-swift's keys, with the defaults the objective resolves */
         int simpo = !strcmp(o->rlhf, "simpo"), orpo = !strcmp(o->rlhf, "orpo");
-        int lt = o->loss_type >= 0 ? o->loss_type : simpo ? SWIFT_PREF_SIMPO : SWIFT_PREF_SIGMOID;
+        int kto = !strcmp(o->rlhf, "kto");
+        int lt = o->loss_type >= 0 ? o->loss_type
+                 : simpo           ? SWIFT_PREF_SIMPO
+                 : kto             ? SWIFT_PREF_KTO
+                                   : SWIFT_PREF_SIGMOID;
         json_object_set_new(a, "rlhf_type", json_string(o->rlhf));
         json_object_set_new(a, "beta", json_real(o->beta > 0 ? o->beta : simpo ? 2.0 : 0.1));
         json_object_set_new(
@@ -167,6 +171,8 @@ int train_write_args(const struct swift_train_opts *o)
         json_object_set_new(a, "rpo_alpha", json_real(o->rpo_alpha));
         json_object_set_new(a, "simpo_gamma", json_real(o->simpo_gamma));
         json_object_set_new(a, "cpo_alpha", json_real(o->cpo_alpha));
+        json_object_set_new(a, "desirable_weight", json_real(o->desirable_weight));
+        json_object_set_new(a, "undesirable_weight", json_real(o->undesirable_weight));
     }
     json_object_set_new(a, "swift_tools_version", json_string(SWIFT_VERSION));
     char *txt = json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

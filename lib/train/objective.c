@@ -16,6 +16,7 @@ static const struct {
     {"simpo", swift_objective_simpo},
     {"orpo", swift_objective_orpo},
     {"rm", swift_objective_rm},
+    {"kto", swift_objective_kto},
 };
 
 int swift_objective_init(struct swift_objective *obj, const char *name,

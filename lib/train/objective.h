@@ -48,7 +48,11 @@
  *     (lib/train/pref_loss.h) to s->loss, chosen > rejected reward to s->loss.correct and
  *     TRL's metrics to s->extra, then scales each row's logits' gradient by
  *     d loss / d (-log-prob) (swift_model_scale_dlogits) for the ordinary backward.
- *   - KTO is the same shape with one row per sample and a label.
+ *   - KTO (lib/train/kto.c): rows_per_sample 1 (prompt + completion; fill carries the label in
+ *     the targets: an undesirable row's are -2 - id), items = rows, kind "kto". The KL rows
+ *     (each row's prompt with the previous row's completion) are built in forward from the
+ *     micro-batch; policy and reference run over them without gradient before the policy's
+ *     forward over the rows, and the per-row losses (kto.h) scale each row's gradient as DPO.
  *   - A reward model (lib/train/rm.c): rows_per_sample 2, a scalar score per row (the last
  *     token's hidden state through a score head, as transformers' SequenceClassification
  *     models: swift_model_forward_hidden, swift_model_score), per-pair loss
@@ -130,5 +134,9 @@ int swift_objective_orpo(struct swift_objective *obj, const struct swift_train_o
 /* lib/train/rm.c: reward models on pairs (the model loaded with swift_model_load_score) */
 int swift_objective_rm(struct swift_objective *obj, const struct swift_train_opts *o,
                        struct swift_model *m);
+
+/* lib/train/kto.c: unpaired labelled samples (docs/preference.md "KTO") */
+int swift_objective_kto(struct swift_objective *obj, const struct swift_train_opts *o,
+                        struct swift_model *m);
 
 #endif

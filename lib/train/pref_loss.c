@@ -22,16 +22,17 @@ static double log1mexp(double x)
     return x < -0.6931471805599453 ? log1p(-exp(x)) : log(-expm1(x));
 }
 
-static const char *const loss_names[] = {"sigmoid", "hinge", "ipo", "robust", "simpo"};
+static const char *const loss_names[] = {
+    "sigmoid", "hinge", "ipo", "robust", "simpo", "kto", "apo_zero_unpaired"};
 
 const char *swift_pref_loss_name(int loss)
 {
-    return loss >= 0 && loss <= SWIFT_PREF_SIMPO ? loss_names[loss] : "?";
+    return loss >= 0 && loss <= SWIFT_PREF_APO_ZERO_UNPAIRED ? loss_names[loss] : "?";
 }
 
 int swift_pref_loss_parse(const char *name)
 {
-    for (int i = 0; i <= SWIFT_PREF_SIMPO; i++)
+    for (int i = 0; i <= SWIFT_PREF_APO_ZERO_UNPAIRED; i++)
         if (!strcmp(name, loss_names[i]))
             return i;
     return -1;

@@ -40,7 +40,9 @@ enum swift_pref_loss {
     SWIFT_PREF_HINGE,
     SWIFT_PREF_IPO,
     SWIFT_PREF_ROBUST,
-    SWIFT_PREF_SIMPO
+    SWIFT_PREF_SIMPO,
+    SWIFT_PREF_KTO,              /* --rlhf kto (lib/train/kto.h) */
+    SWIFT_PREF_APO_ZERO_UNPAIRED /* --rlhf kto */
 };
 
 struct swift_pref_params {
@@ -63,7 +65,8 @@ struct swift_pref_out {
     double log_odds, odds_ratio; /* ORPO: log_odds_chosen, log_odds_ratio; else 0 */
 };
 
-/* "sigmoid", "hinge", "ipo", "robust", "simpo"; parse: the enum, or -1 for another word. */
+/* "sigmoid", "hinge", "ipo", "robust", "simpo", "kto", "apo_zero_unpaired"; parse: the enum, or -1
+ * for another word. */
 const char *swift_pref_loss_name(int loss);
 int swift_pref_loss_parse(const char *name);
 /* Whether the objective takes that loss type: 1 or 0. */

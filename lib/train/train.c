@@ -55,6 +55,8 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->beta = -1;
     o->simpo_gamma = 0.5; /* trl CPOConfig */
     o->cpo_alpha = 1.0;
+    o->desirable_weight = 1.0; /* trl KTOConfig */
+    o->undesirable_weight = 1.0;
 }
 
 /* ---- signals: SIGTERM/SIGUSR1 and a first SIGINT finish the step, write a checkpoint, return

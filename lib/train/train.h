@@ -90,11 +90,12 @@ struct swift_train_opts {
     int delay_rank;      /* testing only: rank delay_rank sleeps delay_rank_ms per step */
     long delay_rank_ms;
     /* preference training (docs/preference.md): objective and TRL's parameters */
-    const char *rlhf; /* NULL: SFT; dpo, orpo, simpo, cpo, rm */
+    const char *rlhf; /* NULL: SFT; dpo, orpo, simpo, cpo, kto, rm */
     int loss_type;    /* enum swift_pref_loss (lib/train/pref_loss.h); -1: the objective's */
     double beta;      /* <= 0: 0.1 (simpo 2.0) */
     double label_smoothing, rpo_alpha, simpo_gamma, cpo_alpha;
     double center_rewards_coefficient; /* rm: TRL's, weight of mean (r_c + r_r)^2; 0: off */
+    double desirable_weight, undesirable_weight; /* --rlhf kto (default 1) */
     int argc;
     char **argv;
 };

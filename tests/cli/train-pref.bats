@@ -151,15 +151,19 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
     [[ $output == *"/bad/shard-00000.bin: offset 840: sample 0 is not a pair (kind \"pairs\" needs two documents)"* ]]
 }
 
-@test "--rlhf usage errors: kto not yet, loss types per objective, ranges" {
-    for o in kto; do
-        run "$T" --model $M -o "$W/a" --rlhf $o $P
-        [ "$status" -eq 2 ]
-        [[ $output == *"--rlhf $o: not yet"* ]]
-    done
+@test "--rlhf usage errors: kto refuses pair shards, loss types per objective, ranges" {
+    run "$T" --model $M -o "$W/a" --rlhf kto --max-steps 1 $P
+    [ "$status" -eq 1 ]
+    [[ $output == *"$P/index.json"*"kto"* ]]
+    run "$T" --model $M -o "$W/a" --rlhf kto --loss-type sigmoid --max-steps 1 $P
+    [ "$status" -eq 1 ]
+    [[ $output == *"--rlhf kto does not take --loss-type sigmoid"* ]]
+    run "$T" --model $M -o "$W/a" --rlhf kto --desirable-weight -1 $P
+    [ "$status" -eq 2 ]
+    [[ $output == *"--desirable-weight must be >= 0"* ]]
     run "$T" --model $M -o "$W/a" --rlhf grpo $P
     [ "$status" -eq 2 ]
-    [[ $output == *"--rlhf: 'grpo' is not dpo, orpo, simpo, cpo or rm"* ]]
+    [[ $output == *"--rlhf: 'grpo' is not dpo, orpo, simpo, cpo, kto or rm"* ]]
     run "$T" --model $M -o "$W/a" --rlhf dpo --loss-type simpo --max-steps 1 $P
     [ "$status" -eq 1 ]
     [[ $output == *"--rlhf dpo does not take --loss-type simpo"* ]]

@@ -87,7 +87,12 @@ static void test_cpo_cases(void **s)
     assert_int_equal(swift_pref_loss_ok(SWIFT_PREF_CPO, SWIFT_PREF_ROBUST), 0);
     assert_int_equal(swift_pref_loss_ok(SWIFT_PREF_DPO, SWIFT_PREF_SIMPO), 0);
     assert_int_equal(swift_pref_loss_parse("robust"), SWIFT_PREF_ROBUST);
-    assert_int_equal(swift_pref_loss_parse("kto"), -1);
+    /* kto and apo_zero_unpaired are --rlhf kto's (lib/train/kto.c), no pair objective's */
+    assert_int_equal(swift_pref_loss_parse("kto"), SWIFT_PREF_KTO);
+    assert_int_equal(swift_pref_loss_parse("apo_zero_unpaired"), SWIFT_PREF_APO_ZERO_UNPAIRED);
+    assert_int_equal(swift_pref_loss_ok(SWIFT_PREF_DPO, SWIFT_PREF_KTO), 0);
+    assert_int_equal(swift_pref_loss_ok(SWIFT_PREF_CPO, SWIFT_PREF_APO_ZERO_UNPAIRED), 0);
+    assert_int_equal(swift_pref_loss_parse("nca_pair"), -1);
 }
 
 static void test_orpo_case(void **s)
