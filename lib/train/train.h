@@ -94,6 +94,7 @@ struct swift_train_opts {
     int loss_type;    /* enum swift_pref_loss (lib/train/pref_loss.h); -1: the objective's */
     double beta;      /* <= 0: 0.1 (simpo 2.0) */
     double label_smoothing, rpo_alpha, simpo_gamma, cpo_alpha;
+    int precompute_ref_logps; /* dpo: reference log-probs once, stored next to the shards */
     int argc;
     char **argv;
 };
