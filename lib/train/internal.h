@@ -7,6 +7,8 @@
  *                   pref_loss.c: DPO, ORPO, SimPO, CPO on pair shards)
  *     sync.c        the loop's side of the ranks: step totals, gradients, norm, parameters
  *     eval.c        eval loss over the validation set
+ *     reflogps.c    --precompute-ref-logps: the reference's log-probs once, stored next to
+ *                   the shards
  *     checkpoint.c  checkpoint-N/ written and read, --save-total-limit, --resume
  *     rundir.c      the run directory: refused when not empty, --add-version, --force
  *     log.c         args.json, logging.jsonl and stdout records, trace counters, MFU peak
