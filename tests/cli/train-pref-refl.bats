@@ -56,6 +56,8 @@ ARGS=(--rlhf dpo --max-steps 6 --logging-steps 1 --eval-steps 3 --per-device-tra
         [ "$(ls "$P"/ref_logps-*.bin | wc -l)" -eq 1 ]
         [ "$(ls "$P"/val/ref_logps-*.bin | wc -l)" -eq 1 ]
         same "$W/a$tuner" "$W/b$tuner"
+        grep -q '"precompute_ref_log_probs": true' "$W/b$tuner/args.json"
+        grep -q '"precompute_ref_log_probs": false' "$W/a$tuner/args.json"
         ! grep -q '"name":"reference_forward"' "$W/$tuner.jsonl"
         [ "$(grep -c '"name":"ref_logps"' "$W/$tuner.jsonl")" -eq 2 ]
         [ "$(grep -c '"name":"forward"' "$W/$tuner.jsonl")" -eq 6 ]
