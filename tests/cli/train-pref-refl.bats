@@ -44,10 +44,10 @@ ARGS=(--rlhf dpo --max-steps 6 --logging-steps 1 --eval-steps 3 --per-device-tra
 
 @test "precomputed reference log-probs: the same records bit for bit (LoRA and full), no reference_forward span, one ref_logps span per split" {
     for tuner in lora full; do
-        run "$T" --model $M --tuner $tuner "${ARGS[@]}" -o "$W/a$tuner" $P
+        run "$T" --model $M --tuner $tuner "${ARGS[@]}" -j 1 -o "$W/a$tuner" $P
         [ "$status" -eq 0 ]
         rm -f "$P"/ref_logps-*.bin "$P"/val/ref_logps-*.bin
-        run "$T" --model $M --tuner $tuner "${ARGS[@]}" --precompute-ref-logps \
+        run "$T" --model $M --tuner $tuner "${ARGS[@]}" -j 1 --precompute-ref-logps \
             --trace "$W/$tuner.jsonl" -o "$W/b$tuner" $P
         [ "$status" -eq 0 ]
         [[ $output == *"computing the reference log-probs of 64 pairs of $P (--precompute-ref-logps)"* ]]
@@ -62,6 +62,14 @@ ARGS=(--rlhf dpo --max-steps 6 --logging-steps 1 --eval-steps 3 --per-device-tra
         [ "$(grep -c '"name":"ref_logps"' "$W/$tuner.jsonl")" -eq 2 ]
         [ "$(grep -c '"name":"forward"' "$W/$tuner.jsonl")" -eq 6 ]
     done
+    # CPU: a table made with 2 pairs per batch and -j 1 serves 4 per batch and -j 2, bit for bit
+    run "$T" --model $M "${ARGS[@]}" --per-device-train-batch-size 4 -j 2 -o "$W/d4" $P
+    [ "$status" -eq 0 ]
+    run "$T" --model $M "${ARGS[@]}" --per-device-train-batch-size 4 -j 2 --precompute-ref-logps \
+        -o "$W/e4" $P
+    [ "$status" -eq 0 ]
+    [[ $output == *"reference log-probs from $P/ref_logps-"* ]]
+    same "$W/d4" "$W/e4"
     # ms-swift's / TRL's spelling in a YAML file
     printf 'precompute_ref_log_probs: true\n' >"$W/c.yaml"
     run "$T" "$W/c.yaml" --model $M "${ARGS[@]}" -o "$W/c" $P
