@@ -189,7 +189,7 @@ open(p, 'wb').write(b)" "$f"
     [[ $output == *"reference log-probs from $W/out/a/ref_logps-"* ]]
 }
 
-@test "precomputed reference log-probs under mpirun: 2 ranks give 1 rank's records" {
+@test "precomputed reference log-probs under mpirun: 2 ranks (ZeRO-0 computing, ZeRO-1 reusing) give 1 rank's records" {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -200,9 +200,11 @@ open(p, 'wb').write(b)" "$f"
         --per-device-train-batch-size 1 -j 1)
     run "$T" "${args[@]}" --gradient-accumulation-steps 2 -o "$W/one" $P
     [ "$status" -eq 0 ]
-    for pass in compute reuse; do
+    for pass in compute reuse; do # the second with ZeRO-1
+        z=0
+        [ $pass = compute ] || z=1
         run timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
-            "$T" "${args[@]}" --precompute-ref-logps -o "$W/two$pass" $P </dev/null
+            "$T" "${args[@]}" --zero $z --precompute-ref-logps -o "$W/two$pass" $P </dev/null
         [ "$status" -eq 0 ]
         [ "$(ls "$P"/ref_logps-*.bin | wc -l)" -eq 1 ]
         for k in loss rewards/margins rewards/accuracies logps/chosen eval_loss eval_rewards/chosen; do
@@ -212,4 +214,12 @@ open(p, 'wb').write(b)" "$f"
         done
     done
     [[ $output == *"reference log-probs from $P/ref_logps-"* ]]
+}
+
+@test "--precompute-ref-logps is ignored, with a warning, by the objectives without a reference" {
+    run "$T" --model $M --rlhf orpo --max-steps 1 --per-device-train-batch-size 2 -j 1 \
+        --precompute-ref-logps -o "$W/a" $P
+    [ "$status" -eq 0 ]
+    [[ $output == *"warning: --precompute-ref-logps: ignored; only --rlhf dpo has a reference model"* ]]
+    ! ls "$P"/ref_logps-*.bin
 }
