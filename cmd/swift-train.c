@@ -162,6 +162,10 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_DOUBLE(0, "undesirable-weight", F(o.undesirable_weight), 0, HUGE_VAL, "X",
                      "--rlhf kto: weight of the undesirable samples' losses (default 1)",
                      .range_error = "--undesirable-weight must be >= 0"),
+    SWIFT_OPT_FLAG(0, "precompute-ref-logps", F(o.precompute_ref_logps),
+                   "--rlhf dpo: the reference's log-probs once before training, stored next to "
+                   "the shards and reused (no reference model during steps)",
+                   .aliases = "precompute_ref_log_probs"),
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model runs (default auto: a GPU when there is one)"),
     SWIFT_OPT_INT('j', "threads", F(o.threads), 1, BIG, "N", "CPU threads (default all)"),

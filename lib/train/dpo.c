@@ -17,7 +17,8 @@
 #include "lib/train/pref_loss.h"
 #include "lib/core/banned.h"
 
-enum { REF_NONE = 0, REF_ADAPTERS_OFF, REF_COPY };
+/* REF_GIVEN: --precompute-ref-logps, the loop gives each batch's reference (use_reference) */
+enum { REF_NONE = 0, REF_ADAPTERS_OFF, REF_COPY, REF_GIVEN };
 /* the sums in s->extra */
 enum {
     X_REWARD_C,
@@ -136,15 +137,11 @@ static int tclass(int32_t t)
     return t >= 0 ? 1 : t <= -2 ? 2 : 0;
 }
 
-/* The reference's summed log-prob of each row's response, into st->ref_logp. */
-static int dpo_reference(struct swift_objective *obj, struct swift_model *m,
-                         const struct swift_batch *b)
+/* The summed log-prob of each row's response under model rm with its adapters off, into out. */
+static int ref_pass(struct dpo_state *st, struct swift_model *rm, const struct swift_ops *ops,
+                    const struct swift_batch *b, double *out)
 {
-    struct dpo_state *st = obj->state;
-    if (st->ref == REF_NONE)
-        return 0;
-    struct swift_model *rm = st->ref == REF_COPY ? &st->refm : m;
-    if (grow(st, m->ops, b->B, b->B * b->T) < 0)
+    if (grow(st, ops, b->B, b->B * b->T) < 0)
         return -1;
     upload_targets(st, b);
     rm->lora_off = 1;
@@ -155,8 +152,39 @@ static int dpo_reference(struct swift_objective *obj, struct swift_model *m,
     for (int r = 0; r < b->B; r++) {
         struct swift_loss l = {0};
         swift_model_token_nll(rm, st->ddec, r * b->T, (r + 1) * b->T, &l, 0);
-        st->ref_logp[r] = -l.sum;
+        out[r] = -l.sum;
     }
+    return 0;
+}
+
+/* The reference's summed log-prob of each row's response, into st->ref_logp. */
+static int dpo_reference(struct swift_objective *obj, struct swift_model *m,
+                         const struct swift_batch *b)
+{
+    struct dpo_state *st = obj->state;
+    if (st->ref == REF_NONE || st->ref == REF_GIVEN)
+        return 0;
+    struct swift_model *rm = st->ref == REF_COPY ? &st->refm : m;
+    if (grow(st, m->ops, b->B, b->B * b->T) < 0 || ref_pass(st, rm, m->ops, b, st->ref_logp) < 0)
+        return -1;
+    st->ref_ready = 1;
+    return 0;
+}
+
+/* --precompute-ref-logps: model ref (--model's weights; adapters off) over b into out. */
+static int dpo_reference_rows(struct swift_objective *obj, struct swift_model *ref,
+                              const struct swift_batch *b, double *out)
+{
+    return ref_pass(obj->state, ref, ref->ops, b, out);
+}
+
+static int dpo_use_reference(struct swift_objective *obj, struct swift_model *m,
+                             const struct swift_batch *b, const double *ref)
+{
+    struct dpo_state *st = obj->state;
+    if (grow(st, m->ops, b->B, b->B * b->T) < 0)
+        return -1;
+    memcpy(st->ref_logp, ref, (size_t)b->B * sizeof(double));
     st->ref_ready = 1;
     return 0;
 }
@@ -266,6 +294,8 @@ static int dpo_forward(struct swift_objective *obj, struct swift_model *m,
 {
     struct dpo_state *st = obj->state;
     int N = b->B * b->T, V = m->cfg.vocab_size, grad = scale != 0.0f;
+    if (st->ref == REF_GIVEN && !st->ref_ready)
+        return swift_error("--precompute-ref-logps: no reference log-probs for this batch");
     if (st->ref != REF_NONE && !st->ref_ready && dpo_reference(obj, m, b) < 0)
         return -1;
     st->ref_ready = 0;
@@ -379,7 +409,12 @@ static int pref_init(struct swift_objective *obj, const char *name, int kind,
         return 0;
     m->lora_dropout = 0; /* trl's disable_dropout (default true) */
     if (kind == SWIFT_PREF_DPO) {
-        if (m->lora_params) {
+        obj->reference_rows = dpo_reference_rows;
+        obj->use_reference = dpo_use_reference;
+        if (o->precompute_ref_logps) { /* the loop gives them: no copy, no reference pass */
+            st->ref = REF_GIVEN;
+            obj->reference = NULL;
+        } else if (m->lora_params) {
             st->ref = REF_ADAPTERS_OFF;
         } else {
             st->ref = REF_COPY;

@@ -28,7 +28,8 @@ int train_eval(struct run *r, long step)
             obj->fill(obj, have ? &x : NULL, r->T, u.tok + row, u.tgt + row, u.pos + row);
         }
         struct swift_batch bt = {o->batch_size * rows, r->T, u.tok, u.tgt, u.pos};
-        if (obj->forward(obj, &r->m, &bt, 0.0f, &s) < 0) {
+        if ((r->ref_val && train_ref_logps_val(r, &bt, i) < 0) ||
+            obj->forward(obj, &r->m, &bt, 0.0f, &s) < 0) {
             train_ubatch_free(&u);
             return -1;
         }

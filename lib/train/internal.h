@@ -7,6 +7,8 @@
  *                   pref_loss.c: DPO, ORPO, SimPO, CPO on pair shards)
  *     sync.c        the loop's side of the ranks: step totals, gradients, norm, parameters
  *     eval.c        eval loss over the validation set
+ *     reflogps.c    --precompute-ref-logps: the reference's log-probs once, stored next to
+ *                   the shards
  *     checkpoint.c  checkpoint-N/ written and read, --save-total-limit, --resume
  *     rundir.c      the run directory: refused when not empty, --add-version, --force
  *     log.c         args.json, logging.jsonl and stdout records, trace counters, MFU peak
@@ -140,6 +142,10 @@ struct run {
     double lr;
     char *config_path;
     long step0; /* first step of this process (after resume) */
+    /* --precompute-ref-logps (reflogps.c): the reference's log-prob of each row (2 per pair)
+     * of the training and validation shards; ref_perm: the epoch order for their lookup */
+    double *ref_train, *ref_val;
+    struct train_perm ref_perm;
     struct train_log log;
 };
 
@@ -162,6 +168,19 @@ int train_sync_grads(struct run *r, long gs, struct swift_objective_sums *s, int
 int train_grad_norm(struct run *r, long gs, double *norm);
 /* ZeRO-1: every rank's updated range of the parameters to every rank. */
 int train_sync_params(struct run *r, long gs);
+
+/* ---- reflogps.c: --precompute-ref-logps ---- */
+
+/* Before the first step: the reference log-probs of the training and validation shards, read
+ * from DIR/ref_logps-<key>.bin (or the run directory's) when their key matches, else computed
+ * (span "ref_logps") and stored there by rank 0. Returns 0 or -1. */
+int train_ref_logps(struct run *r);
+/* Hand the stored reference of micro-batch a of 0-based step `step` to the objective. */
+int train_ref_logps_step(struct run *r, const struct swift_batch *b, long step, int a);
+/* The same for an eval batch: samples first .. first + B - 1 of the validation set (padding
+ * rows past its end). */
+int train_ref_logps_val(struct run *r, const struct swift_batch *b, uint64_t first);
+void train_ref_logps_free(struct run *r);
 
 /* ---- eval.c ---- */
 

@@ -173,6 +173,7 @@ int train_write_args(const struct swift_train_opts *o)
         json_object_set_new(a, "cpo_alpha", json_real(o->cpo_alpha));
         json_object_set_new(a, "desirable_weight", json_real(o->desirable_weight));
         json_object_set_new(a, "undesirable_weight", json_real(o->undesirable_weight));
+        json_object_set_new(a, "precompute_ref_log_probs", json_boolean(o->precompute_ref_logps));
     }
     json_object_set_new(a, "swift_tools_version", json_string(SWIFT_VERSION));
     char *txt = json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -93,6 +93,14 @@ struct swift_objective {
      * not (evaluation). Returns 0 or -1 (reported). */
     int (*reference)(struct swift_objective *obj, struct swift_model *m,
                      const struct swift_batch *b);
+    /* NULL, or (--precompute-ref-logps, lib/train/reflogps.c) the reference's summed log-prob
+     * of each row of b under model ref (--model's weights, adapters switched off) into out
+     * (b->B values), before training; then use_reference hands the stored values of a batch's
+     * rows to the next forward, which runs no reference pass (reference is NULL then). */
+    int (*reference_rows)(struct swift_objective *obj, struct swift_model *ref,
+                          const struct swift_batch *b, double *out);
+    int (*use_reference)(struct swift_objective *obj, struct swift_model *m,
+                         const struct swift_batch *b, const double *ref);
     /* One sample into rows_per_sample rows of T tokens at tok/tgt/pos (row after row); x NULL:
      * padding rows. Returns the sample's items. Called by several loader threads at once. */
     long (*fill)(const struct swift_objective *obj, const struct swift_sample *x, int T,

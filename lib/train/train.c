@@ -320,7 +320,7 @@ static int prepare(struct run *r)
     if (r->resume && train_read_state(r->resume, &r->step0, r->o, r->dist.world) < 0)
         return -1;
     if (load_model(r) < 0 || open_data(r) < 0 || init_optimizer(r) < 0 || open_run_dir(r) < 0 ||
-        start_loader(r) < 0)
+        train_ref_logps(r) < 0 || start_loader(r) < 0)
         return -1;
     r->log.flops_tok = swift_model_flops_per_token(&r->m, r->T);
     r->log.t_start = train_now_s();
@@ -347,6 +347,7 @@ static int finish(struct run *r, int rc)
     if (r->val)
         swift_shards_close(r->val);
     swift_objective_free(&r->obj);
+    train_ref_logps_free(r);
     swift_model_free(&r->m);
     free(r->config_path);
     free(r->resume);
@@ -365,7 +366,10 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
     /* the global micro-batch index: the same dropout masks on any number of ranks */
     uint64_t gmb = (uint64_t)r->dist.rank * (uint64_t)o->grad_accum + (uint64_t)a;
     r->m.dropout_seed = train_mix((uint64_t)o->seed ^ train_mix((uint64_t)step * 64 + gmb));
-    if (r->obj.reference) { /* the reference's forward, a span of its own */
+    if (r->ref_train) { /* --precompute-ref-logps: the stored values, no reference pass */
+        if (train_ref_logps_step(r, &bt, step, a) < 0)
+            return -1;
+    } else if (r->obj.reference) { /* the reference's forward, a span of its own */
         int64_t tr = swift_trace_now();
         if (r->obj.reference(&r->obj, &r->m, &bt) < 0)
             return -1;

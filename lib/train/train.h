@@ -96,6 +96,7 @@ struct swift_train_opts {
     double label_smoothing, rpo_alpha, simpo_gamma, cpo_alpha;
     double center_rewards_coefficient; /* rm: TRL's, weight of mean (r_c + r_r)^2; 0: off */
     double desirable_weight, undesirable_weight; /* --rlhf kto (default 1) */
+    int precompute_ref_logps; /* dpo: reference log-probs once, stored next to the shards */
     int argc;
     char **argv;
 };
