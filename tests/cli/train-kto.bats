@@ -4,7 +4,8 @@
 # demo kto_en_demo.json as byte ids, with their labels; val/: 16 more): the first step is exactly
 # 0.5 (fresh adapters: policy = reference, every row's loss 1 - s(0) = 1/2), TRL's keys are logged,
 # a few LoRA steps lower the loss and separate the rewards, full tuning has a frozen reference,
-# the weights and loss types apply, and the shard kinds are checked both ways.
+# the weights and loss types apply, the shard kinds are checked both ways, and 2 MPI ranks give
+# 1 rank's records over the same micro-batches (each micro-batch's kl is its own).
 # The values themselves against TRL: tests/cli/train-kto-ref.bats.
 
 M=tests/fixtures/model/llama
@@ -132,4 +133,42 @@ key() { # KEY FILE: the values of "KEY" in the train records of FILE
     [ "$status" -eq 0 ]
     [ "$(grep -c '"name":"reference_forward"' "$W/d.jsonl")" -eq 2 ]
     [ "$(grep -c '"name":"forward"' "$W/d.jsonl")" -eq 2 ]
+}
+
+@test "kto under mpirun: 2 ranks (ZeRO-0 and ZeRO-1) give 1 rank's records over the same micro-batches" {
+    # docs/preference.md: each micro-batch's kl is its own (clamped on its own), so 2 ranks of
+    # batch 2 equal 1 rank of batch 2 with 2 accumulation steps (the same micro-batches), not
+    # 1 rank of batch 4 (one micro-batch of 4 rows, another kl)
+    command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    # lr 0.1: the policy moves enough that step 4's kl is > 0 (not clamped)
+    args=(--model $M --rlhf kto --max-steps 4 --logging-steps 1 --eval-steps 4 --learning-rate 0.1
+        --per-device-train-batch-size 2 -j 1)
+    run "$T" "${args[@]}" --gradient-accumulation-steps 2 -o "$W/one" $K
+    [ "$status" -eq 0 ]
+    for z in 0 1; do
+        run timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
+            "$T" "${args[@]}" --zero $z -o "$W/two$z" $K </dev/null
+        [ "$status" -eq 0 ]
+        for k in loss grad_norm kl rewards/chosen rewards/rejected logps/chosen logps/rejected; do
+            paste <(key "$k" "$W/one/logging.jsonl") <(key "$k" "$W/two$z/logging.jsonl") | awk -v k="$k" '
+                { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (d > 1e-6 * (a + 1e-3)) bad = 1; c++ }
+                END { if (bad || c < 4) { print k " differs"; exit 1 } }'
+        done
+        for k in eval_loss eval_kl; do # the val split over the ranks: the same sums
+            a=$(grep -o "\"$k\":[^,}]*" "$W/one/logging.jsonl")
+            [ -n "$a" ] && [ "$a" = "$(grep -o "\"$k\":[^,}]*" "$W/two$z/logging.jsonl")" ]
+        done
+    done
+    kl4=$(key kl "$W/one/logging.jsonl" | sed -n 4p)
+    awk -v k="$kl4" 'BEGIN { exit !(k > 0.1) }'
+    # the kl is the micro-batch's: one micro-batch of 4 rows (the same rows) logs another kl
+    run "$T" --model $M --rlhf kto --max-steps 4 --logging-steps 1 --learning-rate 0.1 \
+        --per-device-train-batch-size 4 -j 1 -o "$W/four" $K
+    [ "$status" -eq 0 ]
+    [ "$(key kl "$W/four/logging.jsonl" | sed -n 4p)" != "$kl4" ]
 }
