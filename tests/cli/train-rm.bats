@@ -55,6 +55,29 @@ close() {
     [[ $output == *"--center-rewards-coefficient is for --rlhf rm"* ]]
 }
 
+@test "rm lora: one batch's loss, metrics and gradient norm at the lora/ adapter equal TRL's RewardTrainer" {
+    # the adapter (with its score head) goes in through --resume: a one-step run's checkpoint-1
+    # gets tests/fixtures/rm/lora's weights; step 2 logs the loss and gradient norm at them
+    # (over the 4 pairs of pairs-ref, one batch; their order does not change the mean)
+    args=(--model $M -o "$W/r" --rlhf rm --lora-dropout 0 --logging-steps 1 --save-steps 1
+        --per-device-train-batch-size 4 -j 1)
+    run "$T" "${args[@]}" --max-steps 1 tests/fixtures/pairs-ref
+    [ "$status" -eq 0 ]
+    cmp -s tests/fixtures/rm/lora/adapter_config.json "$W/r/checkpoint-1/adapter_config.json" ||
+        diff <(jq 'del(.lora_dropout, .inference_mode)' tests/fixtures/rm/lora/adapter_config.json) \
+            <(jq 'del(.lora_dropout, .inference_mode)' "$W/r/checkpoint-1/adapter_config.json")
+    cp tests/fixtures/rm/lora/adapter_model.safetensors "$W/r/checkpoint-1/"
+    run "$T" "${args[@]}" --max-steps 2 --resume latest tests/fixtures/pairs-ref
+    echo "$output"
+    [ "$status" -eq 0 ]
+    grep '"loss"' "$W/r/logging.jsonl" | sed -n 2p >"$W/r/rec"
+    grep -q '"global_step/max_steps":"2/2"' "$W/r/rec"
+    mv "$W/r/rec" "$W/r/logging.jsonl"
+    for k in loss accuracy margin mean_reward grad_norm; do
+        close $k trl_lora
+    done
+}
+
 @test "rm full: saved as transformers' LlamaForSequenceClassification (score.weight, no lm_head)" {
     run "$T" --model $M --tuner full -o "$W/r" --rlhf rm --max-steps 2 --logging-steps 1 \
         --per-device-train-batch-size 2 -j 1 $P

@@ -16,7 +16,9 @@ Writes tests/fixtures/rm/:
                  pairs (DataCollatorForPreference) at the full model: loss and the metrics it logs
                  (accuracy, margin, mean_reward) and grad_norm, the norm of autograd's gradient
                  of that loss over every parameter; "trl_full_center": the same with
-                 center_rewards_coefficient 0.01.
+                 center_rewards_coefficient 0.01; "trl_lora": the same at the lora/ adapter
+                 (PeftModel, LoRA dropout off as --lora-dropout 0), grad_norm over what peft
+                 trains (the LoRA A and B and the score head's modules_to_save copy).
 
 Run from the repository root after `make`:
     /work/venv-trl/bin/python tests/ref/gen_rm_fixtures.py [--bin build/bin]
@@ -94,6 +96,18 @@ def trl_loss(model, pairs, pad, center=None):
             "mean_reward": m["mean_reward"][0], "grad_norm": gn}
 
 
+def trl_lora(pairs, pad):
+    """trl_loss at the lora/ adapter, trainable as peft trains it, dropout off."""
+    base = AutoModelForSequenceClassification.from_pretrained(BASE, num_labels=1, pad_token_id=pad,
+                                                              dtype=torch.float32)
+    lm = PeftModel.from_pretrained(base, os.path.join(OUT, "lora"), is_trainable=True)
+    for mod in lm.modules():
+        if hasattr(mod, "lora_dropout"):
+            for k in list(mod.lora_dropout.keys()):
+                mod.lora_dropout[k] = torch.nn.Identity()
+    return trl_loss(lm, pairs, pad)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="build/bin")
@@ -127,10 +141,12 @@ def main():
     exp["trl_full"] = trl_loss(fm, pairs, pad)
     exp["trl_full_center"] = trl_loss(fm, pairs, pad, center=0.01)
     exp["trl_full_center"]["center_rewards_coefficient"] = 0.01
+    exp["trl_lora"] = trl_lora(pairs, pad)
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
         f.write("\n")
-    print(json.dumps({k: exp[k] for k in ("full", "lora", "trl_full", "trl_full_center")}, indent=1))
+    print(json.dumps({k: exp[k] for k in ("full", "lora", "trl_full", "trl_full_center", "trl_lora")},
+                     indent=1))
 
 
 if __name__ == "__main__":
