@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -421,6 +422,37 @@ static int prog_fail(struct prog *pr, const struct swift_reward_row *row, size_t
     return -1;
 }
 
+/* s as a JSON string; invalid UTF-8 (a completion cut inside a character) becomes U+FFFD, as
+ * Python's decode(errors="replace") does, so a program always gets the key. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    if (j)
+        return j;
+    size_t n = strlen(s), k = 0;
+    char *fix = malloc(3 * n + 1);
+    if (!fix)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t len =
+            utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (len <= 0 || cp == 0) {
+            memcpy(fix + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+            i++;
+        } else {
+            memcpy(fix + k, s + i, (size_t)len);
+            k += (size_t)len;
+            i += (size_t)len;
+        }
+    }
+    fix[k] = 0;
+    j = json_string(fix);
+    free(fix);
+    return j;
+}
+
 /* The batch as JSON lines into *out (malloc'd); -1 after reporting. */
 static int batch_lines(const struct swift_reward_row *rows, size_t n, char **out, size_t *len)
 {
@@ -432,9 +464,8 @@ static int batch_lines(const struct swift_reward_row *rows, size_t n, char **out
         json_t *o = json_object();
         if (rows[r].extra && json_is_object(rows[r].extra))
             json_object_update(o, rows[r].extra);
-        json_object_set_new(o, "prompt", json_string(rows[r].prompt ? rows[r].prompt : ""));
-        json_object_set_new(
-            o, "completion", json_string(rows[r].completion ? rows[r].completion : ""));
+        json_object_set_new(o, "prompt", json_text(rows[r].prompt));
+        json_object_set_new(o, "completion", json_text(rows[r].completion));
         char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
         json_decref(o);
         if (!s) {
@@ -562,6 +593,15 @@ static int prog_score(struct prog *pr, double timeout_s, const struct swift_rewa
 {
     if (pr->failed || pr->pid <= 0)
         return swift_error("reward program '%s' has stopped after an earlier error", pr->command);
+    /* between batches the program must be silent and alive */
+    struct pollfd pf = {pr->out, POLLIN, 0};
+    if (poll(&pf, 1, 0) > 0) {
+        int r = read_some(pr);
+        if (r == 0)
+            return prog_fail(pr, &rows[0], 0, NULL);
+    }
+    if (pr->len)
+        return prog_fail(pr, &rows[0], 0, "wrote before the batch (more lines than rows?)");
     char *req = NULL;
     size_t reqlen = 0;
     if (batch_lines(rows, n, &req, &reqlen) < 0)

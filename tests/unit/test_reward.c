@@ -431,16 +431,17 @@ static void test_cmd_protocol(void **state)
     pid_t p0 = swift_reward_pid(rs, 0), p1 = swift_reward_pid(rs, 1);
     assert_true(p0 > 0 && p1 > 0);
     json_t *x = json_pack("{s:s, s:i}", "answer", "42", "id", 7);
-    struct swift_reward_row rows[3] = {
-        {.prompt = "q", .completion = "yes 42", .extra = x},
-        {.prompt = "q", .completion = "no 41", .extra = x},
-        {.prompt = "p", .completion = "\"quoted\" 42\n", .extra = x}};
-    double total[3], per[6];
+    /* row 3: invalid UTF-8 (a completion cut inside a character) reaches it as U+FFFD */
+    struct swift_reward_row rows[4] = {{.prompt = "q", .completion = "yes 42", .extra = x},
+                                       {.prompt = "q", .completion = "no 41", .extra = x},
+                                       {.prompt = "p", .completion = "\"quoted\" 42\n", .extra = x},
+                                       {.prompt = "q", .completion = "\xe2\x82 42", .extra = x}};
+    double total[4], per[8];
     for (int batch = 0; batch < 2; batch++) {
-        assert_int_equal(swift_reward_score(rs, rows, 3, total, per), 0);
-        assert_true(per[0] == 1 && per[1] == 0 && per[2] == 0);
-        assert_true(per[3] == 1 && per[4] == 0.25 && per[5] == 0.25);
-        assert_true(total[0] == 3 && total[1] == 0.25 && total[2] == 0.25);
+        assert_int_equal(swift_reward_score(rs, rows, 4, total, per), 0);
+        assert_true(per[0] == 1 && per[1] == 0 && per[2] == 0 && per[3] == 1);
+        assert_true(per[4] == 1 && per[5] == 0.25 && per[6] == 0.25 && per[7] == 0.25);
+        assert_true(total[0] == 3 && total[1] == 0.25 && total[2] == 0.25 && total[3] == 2.25);
     }
     json_decref(x);
     swift_reward_set_free(rs);
@@ -501,6 +502,18 @@ static void test_cmd_crash(void **state)
     assert_int_equal(swift_reward_pid(rs, 0), 0);
     assert_int_equal(swift_reward_score(rs, rows, 1, total, NULL), -1);
     assert_said("has stopped after an earlier error");
+    release();
+    free_and_check_reaped(rs, pid);
+
+    /* exits between two batches: the next batch says so, with the status */
+    rs = new_set(30);
+    assert_int_equal(swift_reward_add_cmd(rs, "read -r l; echo 1", 1), 0);
+    pid = swift_reward_pid(rs, 0);
+    assert_int_equal(swift_reward_score(rs, rows, 1, total, NULL), 0);
+    assert_true(total[0] == 1);
+    capture();
+    assert_int_equal(swift_reward_score(rs, rows, 1, total, NULL), -1);
+    assert_said("row 0 (data.jsonl:1): exited with status 0");
     release();
     free_and_check_reaped(rs, pid);
 
