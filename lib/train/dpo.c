@@ -55,22 +55,12 @@ static long dpo_fill(const struct swift_objective *obj, const struct swift_sampl
     for (int d = 0; d < 2; d++) {
         int32_t *tk = tok + (size_t)d * T, *tg = tgt + (size_t)d * T, *ps = pos + (size_t)d * T;
         uint32_t start = x && d ? x->doc_len[0] : 0, L = x ? x->doc_len[d] : 0;
-        for (int t = 0; t < T; t++) {
-            if ((uint32_t)t < L) {
-                const uint32_t *ids = x->ids + start;
-                tk[t] = (int32_t)ids[t];
-                ps[t] = t;
-                tg[t] = -1;
-                if ((uint32_t)t + 1 < L)
-                    tg[t] = x->mask[start + t + 1]     ? (int32_t)ids[t + 1]
-                            : st->prompt_nll && d == 0 ? -2 - (int32_t)ids[t + 1]
-                                                       : -1;
-            } else {
-                tk[t] = 0;
-                ps[t] = t - (int32_t)L;
-                tg[t] = -1;
-            }
-        }
+        const uint32_t *ids = x ? x->ids + start : NULL;
+        swift_pref_row(ids, L, T, tk, tg, ps);
+        for (uint32_t t = 0; t + 1 < L; t++)
+            tg[t] = x->mask[start + t + 1]     ? (int32_t)ids[t + 1]
+                    : st->prompt_nll && d == 0 ? -2 - (int32_t)ids[t + 1]
+                                               : -1;
     }
     return x ? 1 : 0;
 }

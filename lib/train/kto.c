@@ -94,19 +94,10 @@ static long kto_fill(const struct swift_objective *obj, const struct swift_sampl
 {
     (void)obj;
     uint32_t L = x ? x->doc_len[0] : 0;
-    for (int t = 0; t < T; t++) {
-        if ((uint32_t)t < L) {
-            tok[t] = (int32_t)x->ids[t];
-            pos[t] = t;
-            tgt[t] = -1;
-            if ((uint32_t)t + 1 < L && x->mask[t + 1])
-                tgt[t] = x->label ? (int32_t)x->ids[t + 1] : -2 - (int32_t)x->ids[t + 1];
-        } else {
-            tok[t] = 0;
-            pos[t] = t - (int32_t)L;
-            tgt[t] = -1;
-        }
-    }
+    swift_pref_row(x ? x->ids : NULL, L, T, tok, tgt, pos);
+    for (uint32_t t = 0; t + 1 < L; t++)
+        if (x->mask[t + 1])
+            tgt[t] = x->label ? (int32_t)x->ids[t + 1] : -2 - (int32_t)x->ids[t + 1];
     return x ? 1 : 0;
 }
 

@@ -1,5 +1,6 @@
 /* pref_rows — what the preference objectives share: the reference model, the per-pass token
- * buffers, the rows' summed log-probs, the log keys and the plain backward (pref_rows.h). */
+ * buffers, a document's row, the rows' summed log-probs, the log keys and the plain backward
+ * (pref_rows.h). */
 #include "lib/train/pref_rows.h"
 
 #include <stdio.h>
@@ -87,6 +88,17 @@ void swift_pref_rows_free(struct swift_pref_rows *pr)
     if (pr->ddec)
         pr->ops->free(pr->ddec);
     *pr = (struct swift_pref_rows){0};
+}
+
+void swift_pref_row(const uint32_t *ids, uint32_t L, int T, int32_t *tok, int32_t *tgt,
+                    int32_t *pos)
+{
+    for (int t = 0; t < T; t++) {
+        int in = (uint32_t)t < L;
+        tok[t] = in ? (int32_t)ids[t] : 0;
+        pos[t] = in ? t : t - (int32_t)L;
+        tgt[t] = -1;
+    }
 }
 
 void swift_pref_put(json_t *rec, const char *prefix, const char *key, double v)

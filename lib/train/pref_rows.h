@@ -69,6 +69,11 @@ int swift_pref_rows_logps(struct swift_pref_rows *pr, struct swift_model *m,
                           const struct swift_batch *b, double *out, int lora_off);
 void swift_pref_rows_free(struct swift_pref_rows *pr);
 
+/* One row of T from a document's L tokens ids (NULL when L is 0): tok, pos, targets -1; past L
+ * padding (token 0, positions t - L). The caller sets the targets it trains. */
+void swift_pref_row(const uint32_t *ids, uint32_t L, int T, int32_t *tok, int32_t *tgt,
+                    int32_t *pos);
+
 /* rec[prefix key] = v */
 void swift_pref_put(json_t *rec, const char *prefix, const char *key, double v);
 /* the objectives' backward when forward only scaled the logits' gradient */

@@ -39,12 +39,9 @@ static long rm_fill(const struct swift_objective *obj, const struct swift_sample
     for (int d = 0; d < 2; d++) {
         int32_t *tk = tok + (size_t)d * T, *tg = tgt + (size_t)d * T, *ps = pos + (size_t)d * T;
         uint32_t start = x && d ? x->doc_len[0] : 0, L = x ? x->doc_len[d] : 0;
-        for (int t = 0; t < T; t++) {
-            int in = (uint32_t)t < L;
-            tk[t] = in ? (int32_t)x->ids[start + t] : 0;
-            ps[t] = in ? t : t - (int32_t)L;
-            tg[t] = in ? -2 : -1;
-        }
+        swift_pref_row(x ? x->ids + start : NULL, L, T, tk, tg, ps);
+        for (uint32_t t = 0; t < L; t++)
+            tg[t] = -2;
     }
     return x ? 1 : 0;
 }
