@@ -15,10 +15,9 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/train/pref_loss.h"
+#include "lib/train/pref_rows.h"
 #include "lib/core/banned.h"
 
-/* REF_GIVEN: --precompute-ref-logps, the loop gives each batch's reference (use_reference) */
-enum { REF_NONE = 0, REF_ADAPTERS_OFF, REF_COPY, REF_GIVEN };
 /* the sums in s->extra */
 enum {
     X_REWARD_C,
@@ -37,19 +36,14 @@ enum {
 
 struct dpo_state {
     struct swift_pref_params pp;
-    int ref;                 /* REF_* */
-    struct swift_model refm; /* REF_COPY: the frozen model of --model */
-    double nll_w;   /* weight of the NLL on the chosen rows (rpo_alpha, cpo_alpha, ORPO 1) */
-    int prompt_nll; /* ORPO: the NLL covers the prompt too (fill marks it -2 - id) */
-    int ref_ready;  /* ref_logp holds the reference of the batch forward is given next */
-    int cap;        /* rows and tokens the buffers below hold */
-    size_t capn;
-    double *ref_logp;                 /* (rows) */
+    struct swift_pref_ref ref; /* GIVEN: --precompute-ref-logps (use_reference gives it) */
+    double nll_w;     /* weight of the NLL on the chosen rows (rpo_alpha, cpo_alpha, ORPO 1) */
+    int prompt_nll;   /* ORPO: the NLL covers the prompt too (fill marks it -2 - id) */
+    int ref_ready;    /* ref_logp holds the reference of the batch forward is given next */
+    int cap;          /* rows the buffers below hold */
+    double *ref_logp; /* (rows) */
     struct swift_loss *resp, *prompt; /* (rows) the NLL of the response and of the prompt */
-    int32_t *dec;                     /* (N) targets with the prompt's decoded */
-    int32_t *ddec; /* (N) dec in backend memory: one upload per pass, not one per row's run */
-    const struct swift_ops *ops; /* ddec's */
-    float *lsum;                 /* (N) per-token sums of the logits */
+    struct swift_pref_rows pr;        /* the pass's targets (the prompt's decoded), logit sums */
 };
 
 /* ---- rows ---- */
@@ -61,22 +55,12 @@ static long dpo_fill(const struct swift_objective *obj, const struct swift_sampl
     for (int d = 0; d < 2; d++) {
         int32_t *tk = tok + (size_t)d * T, *tg = tgt + (size_t)d * T, *ps = pos + (size_t)d * T;
         uint32_t start = x && d ? x->doc_len[0] : 0, L = x ? x->doc_len[d] : 0;
-        for (int t = 0; t < T; t++) {
-            if ((uint32_t)t < L) {
-                const uint32_t *ids = x->ids + start;
-                tk[t] = (int32_t)ids[t];
-                ps[t] = t;
-                tg[t] = -1;
-                if ((uint32_t)t + 1 < L)
-                    tg[t] = x->mask[start + t + 1]     ? (int32_t)ids[t + 1]
-                            : st->prompt_nll && d == 0 ? -2 - (int32_t)ids[t + 1]
-                                                       : -1;
-            } else {
-                tk[t] = 0;
-                ps[t] = t - (int32_t)L;
-                tg[t] = -1;
-            }
-        }
+        const uint32_t *ids = x ? x->ids + start : NULL;
+        swift_pref_row(ids, L, T, tk, tg, ps);
+        for (uint32_t t = 0; t + 1 < L; t++)
+            tg[t] = x->mask[start + t + 1]     ? (int32_t)ids[t + 1]
+                    : st->prompt_nll && d == 0 ? -2 - (int32_t)ids[t + 1]
+                                               : -1;
     }
     return x ? 1 : 0;
 }
@@ -99,36 +83,18 @@ static const char *dpo_check(const struct swift_objective *obj, const struct swi
 
 static int grow(struct dpo_state *st, const struct swift_ops *ops, int rows, int N)
 {
-    if (rows <= st->cap && (size_t)N <= st->capn)
+    if (swift_pref_rows_grow(&st->pr, ops, N) < 0)
+        return -1;
+    if (rows <= st->cap)
         return 0;
     free(st->ref_logp);
     free(st->resp);
     free(st->prompt);
-    free(st->dec);
-    free(st->lsum);
-    if (st->ddec)
-        st->ops->free(st->ddec);
     st->ref_logp = swift_xcalloc((size_t)rows, sizeof(double));
     st->resp = swift_xcalloc((size_t)rows, sizeof(struct swift_loss));
     st->prompt = swift_xcalloc((size_t)rows, sizeof(struct swift_loss));
-    st->dec = swift_xcalloc((size_t)N, sizeof(int32_t));
-    st->lsum = swift_xcalloc((size_t)N, sizeof(float));
-    st->ops = ops;
-    st->ddec = ops->alloc((size_t)N * sizeof(int32_t));
-    st->cap = st->ddec ? rows : 0;
-    st->capn = st->ddec ? (size_t)N : 0;
-    return st->ddec ? 0 : swift_error("out of memory for %d targets on %s", N, ops->name);
-}
-
-/* b's targets, the prompt's (-2 - id, ORPO) decoded, into st->dec and backend memory */
-static void upload_targets(struct dpo_state *st, const struct swift_batch *b)
-{
-    int N = b->B * b->T;
-    for (int n = 0; n < N; n++) {
-        int32_t t = b->targets[n];
-        st->dec[n] = t >= 0 ? t : t <= -2 ? -2 - t : -1;
-    }
-    st->ops->upload(st->ddec, st->dec, (size_t)N * sizeof(int32_t));
+    st->cap = rows;
+    return 0;
 }
 
 /* 0: not trained, 1: response, 2: prompt (ORPO's NLL) */
@@ -143,18 +109,7 @@ static int ref_pass(struct dpo_state *st, struct swift_model *rm, const struct s
 {
     if (grow(st, ops, b->B, b->B * b->T) < 0)
         return -1;
-    upload_targets(st, b);
-    rm->lora_off = 1;
-    int rc = swift_model_forward_logits(rm, b, 0);
-    rm->lora_off = 0;
-    if (rc < 0)
-        return -1;
-    for (int r = 0; r < b->B; r++) {
-        struct swift_loss l = {0};
-        swift_model_token_nll(rm, st->ddec, r * b->T, (r + 1) * b->T, &l, 0);
-        out[r] = -l.sum;
-    }
-    return 0;
+    return swift_pref_rows_logps(&st->pr, rm, b, out, 1);
 }
 
 /* The reference's summed log-prob of each row's response, into st->ref_logp. */
@@ -162,9 +117,9 @@ static int dpo_reference(struct swift_objective *obj, struct swift_model *m,
                          const struct swift_batch *b)
 {
     struct dpo_state *st = obj->state;
-    if (st->ref == REF_NONE || st->ref == REF_GIVEN)
+    if (st->ref.kind == SWIFT_PREF_REF_NONE || st->ref.kind == SWIFT_PREF_REF_GIVEN)
         return 0;
-    struct swift_model *rm = st->ref == REF_COPY ? &st->refm : m;
+    struct swift_model *rm = swift_pref_ref_model(&st->ref, m);
     if (grow(st, m->ops, b->B, b->B * b->T) < 0 || ref_pass(st, rm, m->ops, b, st->ref_logp) < 0)
         return -1;
     st->ref_ready = 1;
@@ -203,7 +158,7 @@ static void row_nll(struct dpo_state *st, struct swift_model *m, const struct sw
             while (n1 < (r + 1) * T && tclass(b->targets[n1]) == c)
                 n1++;
             struct swift_loss *l = c == 1 ? &st->resp[r] : c == 2 ? &st->prompt[r] : &junk;
-            swift_model_token_nll(m, st->ddec, n0, n1, l, grad);
+            swift_model_token_nll(m, st->pr.ddec, n0, n1, l, grad);
             n0 = n1;
         }
     }
@@ -231,7 +186,7 @@ static double resp_logits(const struct dpo_state *st, const struct swift_batch *
     double sum = 0;
     for (int n = r * b->T; n < (r + 1) * b->T; n++)
         if (b->targets[n] >= 0)
-            sum += (double)st->lsum[n] / V;
+            sum += (double)st->pr.lsum[n] / V;
     return sum;
 }
 
@@ -260,8 +215,8 @@ static void pairs(struct dpo_state *st, const struct swift_batch *b, int V, floa
             continue;
         struct swift_pref_in in = {.pc = -st->resp[c].sum,
                                    .pr = -st->resp[r].sum,
-                                   .rc = st->ref == REF_NONE ? 0 : st->ref_logp[c],
-                                   .rr = st->ref == REF_NONE ? 0 : st->ref_logp[r],
+                                   .rc = st->ref.kind == SWIFT_PREF_REF_NONE ? 0 : st->ref_logp[c],
+                                   .rr = st->ref.kind == SWIFT_PREF_REF_NONE ? 0 : st->ref_logp[r],
                                    .nc = st->resp[c].count,
                                    .nr = st->resp[r].count};
         struct swift_pref_out o;
@@ -294,16 +249,16 @@ static int dpo_forward(struct swift_objective *obj, struct swift_model *m,
 {
     struct dpo_state *st = obj->state;
     int N = b->B * b->T, V = m->cfg.vocab_size, grad = scale != 0.0f;
-    if (st->ref == REF_GIVEN && !st->ref_ready)
+    if (st->ref.kind == SWIFT_PREF_REF_GIVEN && !st->ref_ready)
         return swift_error("--precompute-ref-logps: no reference log-probs for this batch");
-    if (st->ref != REF_NONE && !st->ref_ready && dpo_reference(obj, m, b) < 0)
+    if (st->ref.kind != SWIFT_PREF_REF_NONE && !st->ref_ready && dpo_reference(obj, m, b) < 0)
         return -1;
     st->ref_ready = 0;
     if (grow(st, m->ops, b->B, N) < 0 || swift_model_forward_logits(m, b, grad) < 0)
         return -1;
-    upload_targets(st, b);
+    swift_pref_rows_upload(&st->pr, b->targets, N);
     row_nll(st, m, b, grad);
-    if (swift_model_logit_sums(m, N, st->lsum) < 0)
+    if (swift_model_logit_sums(m, N, st->pr.lsum) < 0)
         return -1;
     double *fr = swift_xcalloc((size_t)b->B * 2, sizeof(double)), *fp = fr + b->B;
     pairs(st, b, V, scale, s, fr, fp);
@@ -313,42 +268,30 @@ static int dpo_forward(struct swift_objective *obj, struct swift_model *m,
     return 0;
 }
 
-static void dpo_backward(struct swift_objective *obj, struct swift_model *m,
-                         const struct swift_batch *b)
-{
-    (void)obj;
-    swift_model_backward(m, b);
-}
-
-static void put(json_t *rec, const char *prefix, const char *key, double v)
-{
-    char k[64];
-    snprintf(k, sizeof(k), "%s%s", prefix, key);
-    json_object_set_new(rec, k, json_real(v));
-}
-
 static void dpo_log(const struct swift_objective *obj, const struct swift_objective_sums *s,
                     const char *prefix, json_t *rec)
 {
     const struct dpo_state *st = obj->state;
     const double *x = s->extra;
     double n = s->loss.count ? (double)s->loss.count : 1.0;
-    put(rec, prefix, "rewards/chosen", x[X_REWARD_C] / n);
-    put(rec, prefix, "rewards/rejected", x[X_REWARD_R] / n);
-    put(rec, prefix, "rewards/accuracies", (double)s->loss.correct / n);
-    put(rec, prefix, "rewards/margins", (x[X_REWARD_C] - x[X_REWARD_R]) / n);
-    put(rec, prefix, "logps/chosen", x[X_LOGP_C] / n);
-    put(rec, prefix, "logps/rejected", x[X_LOGP_R] / n);
-    put(rec, prefix, "logits/chosen", x[X_TOKENS_C] > 0 ? x[X_LOGITS_C] / x[X_TOKENS_C] : 0.0);
-    put(rec, prefix, "logits/rejected", x[X_TOKENS_R] > 0 ? x[X_LOGITS_R] / x[X_TOKENS_R] : 0.0);
+    swift_pref_put(rec, prefix, "rewards/chosen", x[X_REWARD_C] / n);
+    swift_pref_put(rec, prefix, "rewards/rejected", x[X_REWARD_R] / n);
+    swift_pref_put(rec, prefix, "rewards/accuracies", (double)s->loss.correct / n);
+    swift_pref_put(rec, prefix, "rewards/margins", (x[X_REWARD_C] - x[X_REWARD_R]) / n);
+    swift_pref_put(rec, prefix, "logps/chosen", x[X_LOGP_C] / n);
+    swift_pref_put(rec, prefix, "logps/rejected", x[X_LOGP_R] / n);
+    swift_pref_put(
+        rec, prefix, "logits/chosen", x[X_TOKENS_C] > 0 ? x[X_LOGITS_C] / x[X_TOKENS_C] : 0.0);
+    swift_pref_put(
+        rec, prefix, "logits/rejected", x[X_TOKENS_R] > 0 ? x[X_LOGITS_R] / x[X_TOKENS_R] : 0.0);
     /* CPO and SimPO log it always, 0 with --cpo-alpha 0 (TRL's CPOTrainer does) */
     if (st->nll_w != 0 || st->prompt_nll)
-        put(rec, prefix, "nll_loss", x[X_NLL] / n);
+        swift_pref_put(rec, prefix, "nll_loss", x[X_NLL] / n);
     else if (st->pp.obj == SWIFT_PREF_CPO)
-        put(rec, prefix, "nll_loss", 0.0);
+        swift_pref_put(rec, prefix, "nll_loss", 0.0);
     if (st->pp.obj == SWIFT_PREF_ORPO) {
-        put(rec, prefix, "log_odds_ratio", x[X_ODDS_RATIO] / n);
-        put(rec, prefix, "log_odds_chosen", x[X_LOG_ODDS] / n);
+        swift_pref_put(rec, prefix, "log_odds_ratio", x[X_ODDS_RATIO] / n);
+        swift_pref_put(rec, prefix, "log_odds_chosen", x[X_LOG_ODDS] / n);
     }
 }
 
@@ -357,15 +300,11 @@ static void dpo_free(struct swift_objective *obj)
     struct dpo_state *st = obj->state;
     if (!st)
         return;
-    if (st->ref == REF_COPY)
-        swift_model_free(&st->refm);
+    swift_pref_ref_free(&st->ref);
+    swift_pref_rows_free(&st->pr);
     free(st->ref_logp);
     free(st->resp);
     free(st->prompt);
-    free(st->dec);
-    free(st->lsum);
-    if (st->ddec)
-        st->ops->free(st->ddec);
     free(st);
     obj->state = NULL;
 }
@@ -396,7 +335,7 @@ static int pref_init(struct swift_objective *obj, const char *name, int kind,
                                     .check = dpo_check,
                                     .reference = kind == SWIFT_PREF_DPO ? dpo_reference : NULL,
                                     .forward = dpo_forward,
-                                    .backward = dpo_backward,
+                                    .backward = swift_pref_backward,
                                     .log = dpo_log,
                                     .free = dpo_free,
                                     .state = st};
@@ -412,18 +351,11 @@ static int pref_init(struct swift_objective *obj, const char *name, int kind,
         obj->reference_rows = dpo_reference_rows;
         obj->use_reference = dpo_use_reference;
         if (o->precompute_ref_logps) { /* the loop gives them: no copy, no reference pass */
-            st->ref = REF_GIVEN;
+            st->ref.kind = SWIFT_PREF_REF_GIVEN;
             obj->reference = NULL;
-        } else if (m->lora_params) {
-            st->ref = REF_ADAPTERS_OFF;
-        } else {
-            st->ref = REF_COPY;
-            if (swift_model_load(&st->refm, o->model, m->ops, 1) < 0) {
-                st->ref = REF_NONE;
-                dpo_free(obj);
-                return -1;
-            }
-            st->refm.act_ckpt = 1; /* forward only: one layer's activations */
+        } else if (swift_pref_ref_init(&st->ref, o, m) < 0) {
+            dpo_free(obj);
+            return -1;
         }
     }
     return 0;

@@ -4,7 +4,8 @@
  *     train.c       swift_train_run: setup, the step loop, teardown
  *     loader.c      the shards opened and checked, epoch orders, the prefetch threads' ring
  *     objective.c   the objectives' table (objective.h: the interface; sft.c: SFT; dpo.c and
- *                   pref_loss.c: DPO, ORPO, SimPO, CPO on pair shards)
+ *                   pref_loss.c: DPO, ORPO, SimPO, CPO on pair shards; kto.c, rm.c;
+ *                   pref_rows.c: what the preference objectives share)
  *     sync.c        the loop's side of the ranks: step totals, gradients, norm, parameters
  *     eval.c        eval loss over the validation set
  *     reflogps.c    --precompute-ref-logps: the reference's log-probs once, stored next to

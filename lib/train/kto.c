@@ -16,6 +16,7 @@
 #include "lib/core/error.h"
 #include "lib/train/objective.h"
 #include "lib/train/pref_loss.h"
+#include "lib/train/pref_rows.h"
 #include "lib/core/banned.h"
 
 /* ---- the math (kto.h) ---- */
@@ -58,7 +59,6 @@ double swift_kto_kl(const double *kl_logp, const double *ref_kl_logp, int n)
 
 /* ---- the objective ---- */
 
-enum { REF_ADAPTERS_OFF = 1, REF_COPY };
 /* the sums in s->extra */
 enum {
     X_REWARD_C,
@@ -78,19 +78,15 @@ enum {
 
 struct kto_state {
     struct swift_kto_params kp;
-    int use_kl;              /* kto: 1; apo_zero_unpaired: 0 (TRL's calculate_KL) */
-    int ref;                 /* REF_* */
-    struct swift_model refm; /* REF_COPY: the frozen model of --model */
+    int use_kl; /* kto: 1; apo_zero_unpaired: 0 (TRL's calculate_KL) */
+    struct swift_pref_ref ref;
     int ref_ready;
     int cap;
     size_t capn;
     double *ref_logp, *ref_kl, *kl_logp, *logp; /* (rows) */
     int *valid;                                 /* (rows) the row holds a sample */
     int32_t *kt, *ktg, *kpos;                   /* (N) the KL rows' tokens, targets, positions */
-    int32_t *dec;                               /* (N) the rows' targets, label decoded */
-    int32_t *ddec;                              /* (N) backend memory */
-    const struct swift_ops *ops;
-    float *lsum; /* (N) */
+    struct swift_pref_rows pr;                  /* the pass's targets (label decoded), logit sums */
 };
 
 static long kto_fill(const struct swift_objective *obj, const struct swift_sample *x, int T,
@@ -98,19 +94,10 @@ static long kto_fill(const struct swift_objective *obj, const struct swift_sampl
 {
     (void)obj;
     uint32_t L = x ? x->doc_len[0] : 0;
-    for (int t = 0; t < T; t++) {
-        if ((uint32_t)t < L) {
-            tok[t] = (int32_t)x->ids[t];
-            pos[t] = t;
-            tgt[t] = -1;
-            if ((uint32_t)t + 1 < L && x->mask[t + 1])
-                tgt[t] = x->label ? (int32_t)x->ids[t + 1] : -2 - (int32_t)x->ids[t + 1];
-        } else {
-            tok[t] = 0;
-            pos[t] = t - (int32_t)L;
-            tgt[t] = -1;
-        }
-    }
+    swift_pref_row(x ? x->ids : NULL, L, T, tok, tgt, pos);
+    for (uint32_t t = 0; t + 1 < L; t++)
+        if (x->mask[t + 1])
+            tgt[t] = x->label ? (int32_t)x->ids[t + 1] : -2 - (int32_t)x->ids[t + 1];
     return x ? 1 : 0;
 }
 
@@ -127,29 +114,24 @@ static const char *kto_check(const struct swift_objective *obj, const struct swi
 
 static int grow(struct kto_state *st, const struct swift_ops *ops, int rows, int N)
 {
+    if (swift_pref_rows_grow(&st->pr, ops, N) < 0)
+        return -1;
     if (rows <= st->cap && (size_t)N <= st->capn)
         return 0;
     free(st->ref_logp);
     free(st->valid);
     free(st->kt);
-    free(st->lsum);
-    if (st->ddec)
-        st->ops->free(st->ddec);
     st->ref_logp = swift_xcalloc((size_t)rows * 4, sizeof(double));
     st->ref_kl = st->ref_logp + rows;
     st->kl_logp = st->ref_kl + rows;
     st->logp = st->kl_logp + rows;
     st->valid = swift_xcalloc((size_t)rows, sizeof(int));
-    st->kt = swift_xcalloc((size_t)N * 4, sizeof(int32_t));
+    st->kt = swift_xcalloc((size_t)N * 3, sizeof(int32_t));
     st->ktg = st->kt + N;
     st->kpos = st->ktg + N;
-    st->dec = st->kpos + N;
-    st->lsum = swift_xcalloc((size_t)N, sizeof(float));
-    st->ops = ops;
-    st->ddec = ops->alloc((size_t)N * sizeof(int32_t));
-    st->cap = st->ddec ? rows : 0;
-    st->capn = st->ddec ? (size_t)N : 0;
-    return st->ddec ? 0 : swift_error("out of memory for %d targets on %s", N, ops->name);
+    st->cap = rows;
+    st->capn = (size_t)N;
+    return 0;
 }
 
 /* Row r's length, and where its completion starts (the first token a target predicts; L if
@@ -208,49 +190,16 @@ static struct swift_batch kl_rows(struct kto_state *st, const struct swift_batch
         .B = b->B, .T = T, .tokens = st->kt, .targets = st->ktg, .pos = st->kpos};
 }
 
-/* targets (label decoded) into backend memory */
-static void upload(struct kto_state *st, const int32_t *tg, int N)
-{
-    for (int n = 0; n < N; n++)
-        st->dec[n] = tg[n] >= 0 ? tg[n] : tg[n] <= -2 ? -2 - tg[n] : -1;
-    st->ops->upload(st->ddec, st->dec, (size_t)N * sizeof(int32_t));
-}
-
-/* m's summed log-prob of each row's targets (after its forward) into out. */
-static void row_logps(struct kto_state *st, struct swift_model *m, const struct swift_batch *b,
-                      double *out, int grad)
-{
-    for (int r = 0; r < b->B; r++) {
-        struct swift_loss l = {0};
-        swift_model_token_nll(m, st->ddec, r * b->T, (r + 1) * b->T, &l, grad);
-        out[r] = -l.sum;
-    }
-}
-
-/* One forward of m (no gradient) over b: its rows' log-probs into out. */
-static int logps_of(struct kto_state *st, struct swift_model *m, const struct swift_batch *b,
-                    double *out, int lora_off)
-{
-    m->lora_off = lora_off;
-    int rc = swift_model_forward_logits(m, b, 0);
-    m->lora_off = 0;
-    if (rc < 0)
-        return -1;
-    upload(st, b->targets, b->B * b->T);
-    row_logps(st, m, b, out, 0);
-    return 0;
-}
-
 static int kto_reference(struct swift_objective *obj, struct swift_model *m,
                          const struct swift_batch *b)
 {
     struct kto_state *st = obj->state;
-    struct swift_model *rm = st->ref == REF_COPY ? &st->refm : m;
+    struct swift_model *rm = swift_pref_ref_model(&st->ref, m);
     if (grow(st, m->ops, b->B, b->B * b->T) < 0)
         return -1;
     struct swift_batch kb = kl_rows(st, b);
-    if ((st->use_kl && logps_of(st, rm, &kb, st->ref_kl, 1) < 0) ||
-        logps_of(st, rm, b, st->ref_logp, 1) < 0)
+    if ((st->use_kl && swift_pref_rows_logps(&st->pr, rm, &kb, st->ref_kl, 1) < 0) ||
+        swift_pref_rows_logps(&st->pr, rm, b, st->ref_logp, 1) < 0)
         return -1;
     st->ref_ready = 1;
     return 0;
@@ -263,7 +212,7 @@ static double resp_logits(const struct kto_state *st, const struct swift_batch *
     double sum = 0;
     for (int n = r * b->T; n < (r + 1) * b->T; n++)
         if (b->targets[n] != -1) {
-            sum += (double)st->lsum[n] / V;
+            sum += (double)st->pr.lsum[n] / V;
             (*ntok)++;
         }
     return sum;
@@ -317,7 +266,7 @@ static int kto_forward(struct swift_objective *obj, struct swift_model *m,
     int n = 0;
     double kl = 0;
     if (st->use_kl) { /* the policy on the KL rows: no gradient (TRL: torch.no_grad) */
-        if (logps_of(st, m, &kb, st->kl_logp, 0) < 0)
+        if (swift_pref_rows_logps(&st->pr, m, &kb, st->kl_logp, 0) < 0)
             return -1;
         for (int r = 0; r < b->B; r++)
             if (st->valid[r]) {
@@ -329,9 +278,9 @@ static int kto_forward(struct swift_objective *obj, struct swift_model *m,
     }
     if (swift_model_forward_logits(m, b, grad) < 0)
         return -1;
-    upload(st, b->targets, N);
-    row_logps(st, m, b, st->logp, grad);
-    if (swift_model_logit_sums(m, N, st->lsum) < 0)
+    swift_pref_rows_upload(&st->pr, b->targets, N);
+    swift_pref_rows_sum(&st->pr, m, b, st->logp, grad);
+    if (swift_model_logit_sums(m, N, st->pr.lsum) < 0)
         return -1;
     double *f = swift_xcalloc((size_t)b->B, sizeof(double));
     samples(st, b, V, scale, kl, s, f);
@@ -342,20 +291,6 @@ static int kto_forward(struct swift_objective *obj, struct swift_model *m,
     return 0;
 }
 
-static void kto_backward(struct swift_objective *obj, struct swift_model *m,
-                         const struct swift_batch *b)
-{
-    (void)obj;
-    swift_model_backward(m, b);
-}
-
-static void put(json_t *rec, const char *prefix, const char *key, double v)
-{
-    char k[64];
-    snprintf(k, sizeof(k), "%s%s", prefix, key);
-    json_object_set_new(rec, k, json_real(v));
-}
-
 /* TRL's keys; those of a label the step had no sample of are left out, as TRL does. */
 static void kto_log(const struct swift_objective *obj, const struct swift_objective_sums *s,
                     const char *prefix, json_t *rec)
@@ -363,21 +298,21 @@ static void kto_log(const struct swift_objective *obj, const struct swift_object
     (void)obj;
     const double *x = s->extra;
     double nc = x[X_NC], nr = x[X_NR];
-    put(rec, prefix, "kl", x[X_KLN] > 0 ? x[X_KL] / x[X_KLN] : 0.0);
+    swift_pref_put(rec, prefix, "kl", x[X_KLN] > 0 ? x[X_KL] / x[X_KLN] : 0.0);
     if (x[X_TOKENS_C] > 0)
-        put(rec, prefix, "logits/chosen", x[X_LOGITS_C] / x[X_TOKENS_C]);
+        swift_pref_put(rec, prefix, "logits/chosen", x[X_LOGITS_C] / x[X_TOKENS_C]);
     if (x[X_TOKENS_R] > 0)
-        put(rec, prefix, "logits/rejected", x[X_LOGITS_R] / x[X_TOKENS_R]);
+        swift_pref_put(rec, prefix, "logits/rejected", x[X_LOGITS_R] / x[X_TOKENS_R]);
     if (nc > 0) {
-        put(rec, prefix, "rewards/chosen", x[X_REWARD_C] / nc);
-        put(rec, prefix, "logps/chosen", x[X_LOGP_C] / nc);
+        swift_pref_put(rec, prefix, "rewards/chosen", x[X_REWARD_C] / nc);
+        swift_pref_put(rec, prefix, "logps/chosen", x[X_LOGP_C] / nc);
     }
     if (nr > 0) {
-        put(rec, prefix, "rewards/rejected", x[X_REWARD_R] / nr);
-        put(rec, prefix, "logps/rejected", x[X_LOGP_R] / nr);
+        swift_pref_put(rec, prefix, "rewards/rejected", x[X_REWARD_R] / nr);
+        swift_pref_put(rec, prefix, "logps/rejected", x[X_LOGP_R] / nr);
     }
     if (nc > 0 && nr > 0)
-        put(rec, prefix, "rewards/margins", x[X_REWARD_C] / nc - x[X_REWARD_R] / nr);
+        swift_pref_put(rec, prefix, "rewards/margins", x[X_REWARD_C] / nc - x[X_REWARD_R] / nr);
 }
 
 static void kto_free(struct swift_objective *obj)
@@ -385,14 +320,11 @@ static void kto_free(struct swift_objective *obj)
     struct kto_state *st = obj->state;
     if (!st)
         return;
-    if (st->ref == REF_COPY)
-        swift_model_free(&st->refm);
+    swift_pref_ref_free(&st->ref);
+    swift_pref_rows_free(&st->pr);
     free(st->ref_logp);
     free(st->valid);
     free(st->kt);
-    free(st->lsum);
-    if (st->ddec)
-        st->ops->free(st->ddec);
     free(st);
     obj->state = NULL;
 }
@@ -418,7 +350,7 @@ int swift_objective_kto(struct swift_objective *obj, const struct swift_train_op
                                     .check = kto_check,
                                     .reference = kto_reference,
                                     .forward = kto_forward,
-                                    .backward = kto_backward,
+                                    .backward = swift_pref_backward,
                                     .log = kto_log,
                                     .free = kto_free,
                                     .state = st};
@@ -430,16 +362,9 @@ int swift_objective_kto(struct swift_objective *obj, const struct swift_train_op
     if (!m) /* rows and checks only (tests) */
         return 0;
     m->lora_dropout = 0; /* trl's disable_dropout (default true) */
-    if (m->lora_params) {
-        st->ref = REF_ADAPTERS_OFF;
-    } else {
-        st->ref = REF_COPY;
-        if (swift_model_load(&st->refm, o->model, m->ops, 1) < 0) {
-            st->ref = 0;
-            kto_free(obj);
-            return -1;
-        }
-        st->refm.act_ckpt = 1;
+    if (swift_pref_ref_init(&st->ref, o, m) < 0) {
+        kto_free(obj);
+        return -1;
     }
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/train/pref_loss.h"
+#include "lib/train/pref_rows.h"
 #include "lib/core/banned.h"
 
 /* the sums in s->extra */
@@ -38,12 +39,9 @@ static long rm_fill(const struct swift_objective *obj, const struct swift_sample
     for (int d = 0; d < 2; d++) {
         int32_t *tk = tok + (size_t)d * T, *tg = tgt + (size_t)d * T, *ps = pos + (size_t)d * T;
         uint32_t start = x && d ? x->doc_len[0] : 0, L = x ? x->doc_len[d] : 0;
-        for (int t = 0; t < T; t++) {
-            int in = (uint32_t)t < L;
-            tk[t] = in ? (int32_t)x->ids[start + t] : 0;
-            ps[t] = in ? t : t - (int32_t)L;
-            tg[t] = in ? -2 : -1;
-        }
+        swift_pref_row(x ? x->ids + start : NULL, L, T, tk, tg, ps);
+        for (uint32_t t = 0; t < L; t++)
+            tg[t] = -2;
     }
     return x ? 1 : 0;
 }
@@ -115,22 +113,15 @@ static void rm_backward(struct swift_objective *obj, struct swift_model *m,
     swift_model_score_backward(m, b, st->idx, st->n, st->dscore);
 }
 
-static void put(json_t *rec, const char *prefix, const char *key, double v)
-{
-    char k[64];
-    snprintf(k, sizeof(k), "%s%s", prefix, key);
-    json_object_set_new(rec, k, json_real(v));
-}
-
 /* TRL RewardTrainer's names (its min_reward and max_reward are not sums: not logged) */
 static void rm_log(const struct swift_objective *obj, const struct swift_objective_sums *s,
                    const char *prefix, json_t *rec)
 {
     (void)obj;
     double n = s->loss.count ? (double)s->loss.count : 1.0;
-    put(rec, prefix, "accuracy", (double)s->loss.correct / n);
-    put(rec, prefix, "margin", s->extra[X_MARGIN] / n);
-    put(rec, prefix, "mean_reward", s->extra[X_REWARDS] / (2 * n));
+    swift_pref_put(rec, prefix, "accuracy", (double)s->loss.correct / n);
+    swift_pref_put(rec, prefix, "margin", s->extra[X_MARGIN] / n);
+    swift_pref_put(rec, prefix, "mean_reward", s->extra[X_REWARDS] / (2 * n));
 }
 
 static void rm_free(struct swift_objective *obj)
