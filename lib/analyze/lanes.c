@@ -297,7 +297,8 @@ json_t *swift_an_lanes_json(const struct swift_an_set *set, const struct swift_a
     /* the lanes kept: the busiest LANES_MAX, shown in lane order; map old index -> new */
     size_t *rank = swift_xmalloc((nl + 1) * sizeof(*rank));
     struct lane *sorted = swift_xmalloc((nl + 1) * sizeof(*sorted));
-    memcpy(sorted, ls, nl * sizeof(*ls));
+    if (nl) /* ls is NULL when the step holds no span */
+        memcpy(sorted, ls, nl * sizeof(*ls));
     for (size_t i = 0; i < nl; i++)
         sorted[i].shown = (long)i; /* remember the old index */
     swift_an_sort(sorted, nl, sizeof(*sorted), cmp_lane_busy);
