@@ -45,6 +45,25 @@ void swift_model_acts_free(struct swift_model *m)
         }
 }
 
+float *swift_model_acts_lsum(struct swift_model *m)
+{
+    struct swift_model_acts *a = m->acts;
+    if (a->lsum)
+        return a->lsum;
+    size_t V = (size_t)m->cfg.vocab_size, H = (size_t)m->cfg.hidden_size;
+    float *p = act_alloc(m, V + H + (size_t)m->capB * m->capT);
+    if (!p) {
+        swift_error("out of memory for the logits' sums of %d tokens", m->capB * m->capT);
+        return NULL;
+    }
+    float *ones = swift_xmalloc(V * sizeof(float));
+    for (size_t v = 0; v < V; v++)
+        ones[v] = 1.0f;
+    m->ops->upload(p, ones, V * sizeof(float));
+    free(ones);
+    return a->lsum = p;
+}
+
 int swift_model_reserve(struct swift_model *m, int B, int T)
 {
     if (m->acts && B <= m->capB && T == m->capT)

@@ -250,24 +250,14 @@ int swift_model_logit_sums(struct swift_model *m, int N, float *out)
 {
     const struct swift_ops *ops = m->ops;
     int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
-    float *ones = malloc((size_t)V * sizeof(float));
-    float *dev = ops->alloc(((size_t)V + (size_t)H + (size_t)N) * sizeof(float));
-    if (!ones || !dev) {
-        free(ones);
-        if (dev)
-            ops->free(dev);
-        return swift_error("out of memory for the logits' sums of %d tokens", N);
-    }
-    for (int v = 0; v < V; v++)
-        ones[v] = 1.0f;
-    float *dones = dev, *colsum = dev + V, *sums = dev + V + H;
-    ops->upload(dones, ones, (size_t)V * sizeof(float));
+    float *dones = swift_model_acts_lsum(m);
+    if (!dones)
+        return -1;
+    float *colsum = dones + V, *sums = dones + V + H;
     /* colsum (1,H) = ones (1,V) @ lm_head (V,H); the sums (N,1) = lnf (N,H) @ colsum^T */
     ops->matmul_bwd(colsum, NULL, NULL, dones, NULL, m->lm_head, 1, H, V, 1.0f, 0.0f);
     ops->matmul_fwd(sums, m->acts->lnf, colsum, NULL, N, H, 1, 1.0f, 0.0f);
     ops->download(out, sums, (size_t)N * sizeof(float));
-    ops->free(dev);
-    free(ones);
     return 0;
 }
 

@@ -36,6 +36,7 @@ struct swift_model_acts {
     float *res; /* (L+1, N, H) */
     struct layer_acts *la;
     float *lnf, *rstdf, *logits;
+    float *lsum; /* swift_model_logit_sums: ones (V), colsum (H), sums (capB*capT); on first use */
     float *dres, *dln, *datt, *dq, *dk, *dv, *dqraw, *dkraw, *dgate, *dup, *dact, *dxa, *dtmp;
     void **blocks; /* everything allocated, for free */
     int nblocks, capblocks;
@@ -49,6 +50,10 @@ void swift_model_layer_train(struct swift_model *m, int l, const struct swift_ba
 /* The backward from the final norm's output: its gradient in m->acts->dln (N,H), set by
  * lm_head's backward (backward.c) or the score head's (score.c). */
 void swift_model_backward_from_lnf(struct swift_model *m, const struct swift_batch *b);
+
+/* The logit sums' backend buffer (acts.c): V ones, uploaded once, then room for H + capB*capT
+ * floats; allocated on first use, freed with the activations. NULL: out of memory (reported). */
+float *swift_model_acts_lsum(struct swift_model *m);
 
 /* Free the activations (acts.c); the model's adapters forget their activation pointers. */
 void swift_model_acts_free(struct swift_model *m);
