@@ -17,13 +17,7 @@ setup() {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
     W=$(mktemp -d)
     export DIST_TEST_ID=$W # marks this test's ranks for rank_pid
-    # CI runs as root, in a container without network interfaces
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-    # ASan builds: OpenMPI's own start-up allocations are never freed; full stacks to match them
-    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan
 }
 teardown() {
     rm -rf "$W"

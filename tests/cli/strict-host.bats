@@ -125,11 +125,7 @@ same_record() { # swift-eval ARGS...: the strict backend's record equals the cpu
 
 @test "2 MPI ranks with ZeRO-1 on the strict backend: the cpu's losses and checkpoint" {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan
     args=(--model $M --tuner full --max-steps 4 --logging-steps 1 --save-steps 2 --eval-steps 2
         --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1 --zero 1 --device cpu)
     mpi2() {

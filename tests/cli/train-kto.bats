@@ -140,11 +140,7 @@ key() { # KEY FILE: the values of "KEY" in the train records of FILE
     # batch 2 equal 1 rank of batch 2 with 2 accumulation steps (the same micro-batches), not
     # 1 rank of batch 4 (one micro-batch of 4 rows, another kl)
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan
     # lr 0.1: the policy moves enough that step 4's kl is > 0 (not clamped)
     args=(--model $M --rlhf kto --max-steps 4 --logging-steps 1 --eval-steps 4 --learning-rate 0.1
         --per-device-train-batch-size 2 -j 1)

@@ -160,11 +160,7 @@ close() {
 
 @test "rm under mpirun: 2 ranks (ZeRO-0 and ZeRO-1) give 1 rank's losses and metrics" {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan
     args=(--model $M --tuner full --rlhf rm --max-steps 4 --logging-steps 1 --eval-steps 4
         --learning-rate 1e-3 --per-device-train-batch-size 1 -j 1)
     run "$T" "${args[@]}" --gradient-accumulation-steps 2 -o "$W/one" $P

@@ -192,12 +192,7 @@ wait_for() { # PATTERN FILE: until FILE has a line matching PATTERN (at most 60 
 
 @test "under mpirun: rank 0 decides, one refusal for all ranks, one version directory for all" {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
-    # as tests/cli/dist.bats: root in CI, no network interfaces, ASan's view of OpenMPI
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-    export LSAN_OPTIONS="suppressions=$BATS_TEST_DIRNAME/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan
     mpi2() { timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$@" </dev/null; }
     run mpi2 "$T" "${quick[@]}" --max-steps 2 -o "$W/r" --add-version $D
     [ "$status" -eq 0 ]
