@@ -12,12 +12,15 @@
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
 #include "lib/train/optim.h"
+#include "lib/train/grpo_loss.h"
 #include "lib/train/pref_loss.h"
 #include "lib/core/banned.h"
 
 struct cli {
     struct swift_train_opts o;
     int init_model;
+    char names[1024]; /* --reward-funcs' words, NUL-separated */
+    size_t names_used;
 };
 #define F(m) SWIFT_FIELD(struct cli, m)
 
@@ -28,6 +31,71 @@ static int capped(const struct swift_option *opt, void *opts, const char *arg)
     if (swift_parse_long(arg, 1, 1L << 40, &l) < 0)
         return swift_usage("--%s: '%s' is not an integer >= 1", opt->name, arg);
     *(int *)swift_option_field(opt, opts) = (int)(l < opt->value ? l : opt->value);
+    return 0;
+}
+
+/* --loss-type: a preference objective's (lib/train/pref_loss.h) or GRPO's (grpo_loss.h) */
+static int loss_type(const struct swift_option *opt, void *opts, const char *arg)
+{
+    (void)opt;
+    struct swift_train_opts *o = &((struct cli *)opts)->o;
+    int v = swift_pref_loss_parse(arg);
+    if (v >= 0) {
+        o->loss_type = v;
+        o->grpo_loss_type = -2; /* given, but not one of GRPO's */
+        return 0;
+    }
+    if ((v = swift_grpo_loss_parse(arg)) >= 0) {
+        o->grpo_loss_type = v;
+        o->loss_type = -2; /* given, but not a preference loss */
+        return 0;
+    }
+    return swift_usage("--loss-type: '%s' is not sigmoid, hinge, ipo, robust, simpo, kto, "
+                       "apo_zero_unpaired, grpo, bnpo, dr_grpo or dapo",
+                       arg);
+}
+
+/* --reward-funcs NAME[,NAME...] (repeatable; ms-swift's --reward_funcs A B) and --reward-cmd */
+static int reward_list(const struct swift_option *opt, void *opts, const char *arg)
+{
+    struct swift_train_opts *o = &((struct cli *)opts)->o;
+    if (opt->value) { /* --reward-cmd: one program */
+        if (o->nreward_cmds >= 16)
+            return swift_usage("at most 16 --reward-cmd programs");
+        if (!*arg)
+            return swift_usage("--reward-cmd: an empty command");
+        o->reward_cmds[o->nreward_cmds++] = arg;
+        return 0;
+    }
+    struct cli *c = opts;
+    size_t n = strlen(arg) + 1;
+    if (c->names_used + n > sizeof(c->names))
+        return swift_usage("--reward-funcs: too long");
+    char *w = c->names + c->names_used;
+    memcpy(w, arg, n);
+    c->names_used += n;
+    for (char *p = w; *p;) { /* words between commas and blanks */
+        while (*p == ',' || *p == ' ')
+            *p++ = 0;
+        if (!*p)
+            break;
+        if (o->nreward_funcs >= 16)
+            return swift_usage("at most 16 --reward-funcs");
+        o->reward_funcs[o->nreward_funcs++] = p;
+        while (*p && *p != ',' && *p != ' ')
+            p++;
+    }
+    return 0;
+}
+
+/* --scale-rewards group|batch|none (true = group, false = none, as TRL) */
+static int scale_rewards(const struct swift_option *opt, void *opts, const char *arg)
+{
+    (void)opt;
+    int v = swift_grpo_scale_parse(arg);
+    if (v < 0)
+        return swift_usage("--scale-rewards: '%s' is not group, batch or none", arg);
+    ((struct cli *)opts)->o.scale_rewards = v;
     return 0;
 }
 
@@ -124,19 +192,62 @@ static const struct swift_option opts[] = {
                    "recompute activations in backward (less memory, ~1/3 more compute)",
                    .aliases = "activation_checkpointing"),
     SWIFT_OPT_STRING(
-        0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo|kto|rm",
+        0, "rlhf", F(o.rlhf), "dpo|orpo|simpo|cpo|kto|rm|grpo",
         "preference training on pair (kto: labelled) shards instead of SFT; rm: a reward model "
-        "(docs/preference.md)",
+        "(docs/preference.md); grpo: online RL on prompt shards (docs/grpo.md)",
         .aliases = "rlhf_type"),
     SWIFT_OPT_DOUBLE(0, "beta", F(o.beta), 0, HUGE_VAL, "X",
-                     "--rlhf: temperature of the preference loss (default 0.1; simpo 2.0)",
-                     .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--beta must be > 0"),
-    SWIFT_OPT_LOOKUP(0, "loss-type", F(o.loss_type), swift_pref_loss_parse, "NAME",
-                     "--rlhf dpo: sigmoid (default), hinge, ipo, robust; cpo: sigmoid, hinge, "
-                     "ipo, simpo (simpo's default); kto: kto (default), apo_zero_unpaired",
-                     .values = "sigmoid hinge ipo robust simpo kto apo_zero_unpaired",
-                     .error = "--loss-type: '{arg}' is not sigmoid, hinge, ipo, robust, simpo, kto "
-                              "or apo_zero_unpaired"),
+                     "--rlhf: temperature of the preference loss (default 0.1; simpo 2.0); "
+                     "grpo: weight of the KL term (default 0: no reference model)",
+                     .range_error = "--beta must be >= 0"),
+    SWIFT_OPT_CALLBACK(0, "loss-type", loss_type, "NAME",
+                       "--rlhf dpo: sigmoid (default), hinge, ipo, robust; cpo: sigmoid, hinge, "
+                       "ipo, simpo (simpo's default); kto: kto (default), apo_zero_unpaired; "
+                       "grpo: dapo (default), grpo, bnpo, dr_grpo",
+                       .values = "sigmoid hinge ipo robust simpo kto apo_zero_unpaired grpo bnpo "
+                                 "dr_grpo dapo"),
+    SWIFT_OPT_INT(0, "num-generations", F(o.num_generations), 2, BIG, "G",
+                  "--rlhf grpo: completions sampled per prompt, a group (default 8)"),
+    SWIFT_OPT_INT(0, "max-completion-length", F(o.max_completion_length), 1, BIG, "N",
+                  "--rlhf grpo: tokens a completion may have (default 256)"),
+    SWIFT_OPT_DOUBLE(0, "temperature", F(o.temperature), 0, HUGE_VAL, "T",
+                     "--rlhf grpo: sampling temperature (default 1)",
+                     .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--temperature must be > 0"),
+    SWIFT_OPT_DOUBLE(0, "top-p", F(o.top_p), 0, 1, "P",
+                     "--rlhf grpo: nucleus sampling (default 1: off)",
+                     .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--top-p must be in (0, 1]"),
+    SWIFT_OPT_DOUBLE(0, "epsilon", F(o.epsilon), 0, HUGE_VAL, "X",
+                     "--rlhf grpo: the ratio is clipped to [1 - X, 1 + epsilon-high] "
+                     "(default 0.2)",
+                     .range_error = "--epsilon must be >= 0"),
+    SWIFT_OPT_DOUBLE(0, "epsilon-high", F(o.epsilon_high), 0, HUGE_VAL, "X",
+                     "--rlhf grpo: upper clip (default: --epsilon; DAPO uses 0.28)",
+                     .range_error = "--epsilon-high must be >= 0"),
+    SWIFT_OPT_INT(0, "num-iterations", F(o.num_iterations), 1, BIG, "MU",
+                  "--rlhf grpo: optimizer steps on each generation batch (default 1)"),
+    SWIFT_OPT_CALLBACK(0, "scale-rewards", scale_rewards, "HOW",
+                       "--rlhf grpo: divide advantages by the std of the group (default), the "
+                       "batch, or none",
+                       .values = "group batch none"),
+    SWIFT_OPT_CALLBACK(0, "reward-funcs", reward_list, "LIST",
+                       "--rlhf grpo: built-in rewards accuracy, format, length (comma-separated "
+                       "or repeated)",
+                       .values = "accuracy format length", .aliases = "reward_func"),
+    SWIFT_OPT_CALLBACK(0, "reward-cmd", reward_list, "'PROG ARGS'",
+                       "--rlhf grpo: a reward program: JSON rows in, one number per line out "
+                       "(repeatable; docs/grpo.md)",
+                       .value = 1),
+    SWIFT_OPT_STRING(0, "reward-weights", F(o.reward_weights), "LIST",
+                     "--rlhf grpo: one weight per reward, funcs then programs (default 1 each)"),
+    SWIFT_OPT_STRING(0, "format-pattern", F(o.format_pattern), "REGEX",
+                     "--rlhf grpo: the format reward's pattern (PCRE2, anchored at the start; "
+                     "default ms-swift's <think>...</think><answer>...</answer>)"),
+    SWIFT_OPT_DOUBLE(0, "reward-timeout", F(o.reward_timeout), 0, HUGE_VAL, "SEC",
+                     "--rlhf grpo: fail when a reward program is silent SEC (default 60)",
+                     .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--reward-timeout must be > 0"),
+    SWIFT_OPT_INT(0, "soft-cache-length", F(o.soft_cache_length), 1, BIG, "N",
+                  "--rlhf grpo: the length reward's penalty ramp (default max-completion-length "
+                  "/ 4)"),
     SWIFT_OPT_DOUBLE(0, "label-smoothing", F(o.label_smoothing), 0, 0.5, "X",
                      "--rlhf: probability that a pair's labels are flipped (cDPO, robust; "
                      "default 0)",
@@ -266,8 +377,18 @@ int main(int argc, char **argv)
         return swift_usage("--lora-dropout must be in [0, 1)");
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
         strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "kto") &&
-        strcmp(c.o.rlhf, "rm"))
-        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo, kto or rm", c.o.rlhf);
+        strcmp(c.o.rlhf, "rm") && strcmp(c.o.rlhf, "grpo"))
+        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo, kto, rm or grpo",
+                           c.o.rlhf);
+    int grpo = c.o.rlhf && !strcmp(c.o.rlhf, "grpo");
+    if (c.o.beta == 0 && !grpo)
+        return swift_usage("--beta must be > 0");
+    if (grpo && c.o.grpo_loss_type == -2)
+        return swift_usage("--loss-type: --rlhf grpo takes dapo, grpo, bnpo or dr_grpo");
+    if (!grpo && c.o.loss_type == -2)
+        return swift_usage("--loss-type: dapo, grpo, bnpo and dr_grpo are for --rlhf grpo");
+    if (!grpo && (c.o.nreward_funcs || c.o.nreward_cmds || c.o.reward_weights))
+        return swift_usage("--reward-funcs, --reward-cmd and --reward-weights are for --rlhf grpo");
     if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
         return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));

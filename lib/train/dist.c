@@ -207,7 +207,7 @@ void swift_dist_finalize(struct swift_dist *d)
 
 struct ckmsg {
     int32_t seq, flag, missing, pad;
-    double v[16];
+    double v[48];
 };
 
 static int report_missing(struct swift_dist *d, int k, const char *what, long step)
@@ -235,8 +235,8 @@ static int checkin_impl(struct swift_dist *d, const char *what, long step, int *
 {
     if (d->world == 1)
         return 0;
-    if (nv > 16)
-        nv = 16;
+    if (nv > 48)
+        nv = 48;
     int64_t t0 = swift_trace_now();
     int tag = diag ? TAG_DIAG : TAG_CHECKIN + (int)(d->seq++ % 16384u);
     int rtag = diag ? TAG_DIAG_RELEASE : TAG_RELEASE;

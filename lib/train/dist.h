@@ -87,7 +87,7 @@ int swift_dist_init(struct swift_dist *d, double timeout_s);
 void swift_dist_finalize(struct swift_dist *d);
 
 /* A point-to-point gather at rank 0 and release. *flag is OR-ed over ranks, v[0..nv) summed
- * (nv <= 16), both returned to every rank. `what` and step name the point in messages.
+ * (nv <= 48), both returned to every rank. `what` and step name the point in messages.
  * Returns 0, or -1 when a rank did not arrive within the timeout (reported, d->failed set). */
 int swift_dist_checkin(struct swift_dist *d, const char *what, long step, int *flag, double *v,
                        int nv);

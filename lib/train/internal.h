@@ -43,6 +43,7 @@
 /* One micro-batch: rows of T tokens (samples x the objective's rows_per_sample). */
 struct train_ubatch {
     int32_t *tok, *tgt, *pos; /* (rows*T) */
+    struct swift_sample *xs;  /* (samples) what filled the rows, for an objective's rollout */
     long nitems;              /* what the loss averages over (objective.h: fill's return) */
     long ntokens;             /* tokens of the samples (the step span's "tokens") */
 };
@@ -72,7 +73,8 @@ struct train_loader {
     int B, T, GA;                      /* samples per micro-batch, tokens per row, micro-batches */
     int rank, world;                   /* this rank's slice of each global step */
     long seed;
-    long steps_per_epoch; /* floor(n / (B x GA x world)): global steps per epoch */
+    long steps_per_epoch; /* floor(n / (B x GA x world)): global data steps per epoch */
+    int repeat;           /* optimizer steps per data step (objective.h repeat; >= 1) */
     long delay_ms;
     int nworkers, depth;
     struct train_step *ring;  /* depth slots */
@@ -100,7 +102,8 @@ uint64_t train_mix(uint64_t x);
  * (perm of n entries, epoch -1 when empty) and is rebuilt when step moves to another epoch. */
 uint32_t train_loader_sample(const struct train_loader *L, struct train_perm *pc, long step, int a,
                              int row);
-void train_ubatch_alloc(struct train_ubatch *u, int rows, int T);
+/* rows of T tokens made of `samples` samples */
+void train_ubatch_alloc(struct train_ubatch *u, int rows, int T, int samples);
 void train_ubatch_free(struct train_ubatch *u);
 /* Start the workers on steps [start_step, end_step). Returns 0 or -1. */
 int train_loader_start(struct train_loader *L, long start_step, long end_step);
@@ -139,6 +142,8 @@ struct run {
     struct train_loader loader;
     char *resume; /* the checkpoint resumed from, or NULL */
     int T;
+    int mbs; /* samples per micro-batch: --per-device-train-batch-size, or its rows / the
+              * objective's rows_per_sample when it counts rows (objective.h batch_rows) */
     long steps_per_epoch, max_steps, warmup, eval_steps;
     double lr;
     char *config_path;

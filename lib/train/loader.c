@@ -100,6 +100,7 @@ uint32_t train_loader_sample(const struct train_loader *L, struct train_perm *pc
                              int row)
 {
     uint64_t G = (uint64_t)L->B * (uint64_t)L->GA * (uint64_t)L->world;
+    step /= L->repeat > 1 ? L->repeat : 1; /* GRPO's --num-iterations: the same prompts again */
     long epoch = step / L->steps_per_epoch, within = step % L->steps_per_epoch;
     if (epoch != pc->epoch)
         make_perm(L, pc, epoch);
@@ -120,6 +121,7 @@ static void fill_step(struct train_loader *L, struct train_perm *pc, struct trai
         for (int r = 0; r < L->B; r++) {
             struct swift_sample x;
             swift_shards_get(L->s, train_loader_sample(L, pc, step, a, r), &x);
+            u->xs[r] = x;
             size_t row = (size_t)r * (size_t)rows * (size_t)L->T;
             u->nitems += L->obj->fill(L->obj, &x, L->T, u->tok + row, u->tgt + row, u->pos + row);
             u->ntokens += x.len;
@@ -170,15 +172,17 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-void train_ubatch_alloc(struct train_ubatch *u, int rows, int T)
+void train_ubatch_alloc(struct train_ubatch *u, int rows, int T, int samples)
 {
     size_t n = (size_t)rows * T;
     u->tok = swift_xcalloc(n, 4);
     u->tgt = swift_xcalloc(n, 4);
     u->pos = swift_xcalloc(n, 4);
+    u->xs = swift_xcalloc((size_t)samples, sizeof(*u->xs));
 }
 void train_ubatch_free(struct train_ubatch *u)
 {
+    free(u->xs);
     free(u->tok);
     free(u->tgt);
     free(u->pos);
@@ -200,7 +204,7 @@ int train_loader_start(struct train_loader *L, long start_step, long end_step)
     for (int i = 0; i < L->depth; i++) {
         L->ring[i].ub = swift_xcalloc((size_t)L->GA, sizeof(struct train_ubatch));
         for (int a = 0; a < L->GA; a++)
-            train_ubatch_alloc(&L->ring[i].ub[a], L->B * L->obj->rows_per_sample, L->T);
+            train_ubatch_alloc(&L->ring[i].ub[a], L->B * L->obj->rows_per_sample, L->T, L->B);
     }
     L->next_claim = L->next_take = start_step;
     L->end_step = end_step;

@@ -88,6 +88,38 @@ void train_emit(struct run *r, json_t *rec)
     json_decref(rec);
 }
 
+/* args.json's GRPO keys (TRL's GRPOConfig names), with the defaults resolved */
+static void train_grpo_args(const struct swift_train_opts *o, json_t *a)
+{
+    static const char *const lt[] = {"grpo", "bnpo", "dr_grpo", "dapo"};
+    static const char *const sc[] = {"group", "batch", "none"};
+    json_object_set_new(a, "rlhf_type", json_string("grpo"));
+    json_object_set_new(a, "beta", json_real(o->beta >= 0 ? o->beta : 0.0));
+    json_object_set_new(
+        a, "loss_type", json_string(lt[o->grpo_loss_type >= 0 ? o->grpo_loss_type : 3]));
+    json_object_set_new(a, "num_generations", json_integer(o->num_generations));
+    json_object_set_new(a, "max_completion_length", json_integer(o->max_completion_length));
+    json_object_set_new(a, "temperature", json_real(o->temperature));
+    json_object_set_new(a, "top_p", json_real(o->top_p));
+    json_object_set_new(a, "epsilon", json_real(o->epsilon));
+    json_object_set_new(
+        a, "epsilon_high", json_real(o->epsilon_high >= 0 ? o->epsilon_high : o->epsilon));
+    json_object_set_new(a, "num_iterations", json_integer(o->num_iterations));
+    json_object_set_new(
+        a, "scale_rewards", json_string(sc[o->scale_rewards >= 0 ? o->scale_rewards : 0]));
+    json_t *f = json_array();
+    for (int i = 0; i < o->nreward_funcs; i++)
+        json_array_append_new(f, json_string(o->reward_funcs[i]));
+    json_object_set_new(a, "reward_funcs", f);
+    json_t *c = json_array();
+    for (int i = 0; i < o->nreward_cmds; i++)
+        json_array_append_new(c, json_string(o->reward_cmds[i]));
+    json_object_set_new(a, "reward_cmds", c);
+    json_object_set_new(
+        a, "reward_weights", o->reward_weights ? json_string(o->reward_weights) : json_null());
+    json_object_set_new(a, "reward_timeout", json_real(o->reward_timeout));
+}
+
 int train_write_args(const struct swift_train_opts *o)
 {
     json_t *a = json_pack(
@@ -156,7 +188,9 @@ int train_write_args(const struct swift_train_opts *o)
     if (!a)
         abort();
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
-    if (o->rlhf) { /* ms-swift's keys, with the defaults the objective resolves */
+    if (o->rlhf && !strcmp(o->rlhf, "grpo")) {
+        train_grpo_args(o, a);
+    } else if (o->rlhf) { /* ms-swift's keys, with the defaults the objective resolves */
         int simpo = !strcmp(o->rlhf, "simpo"), orpo = !strcmp(o->rlhf, "orpo");
         int kto = !strcmp(o->rlhf, "kto");
         int lt = o->loss_type >= 0 ? o->loss_type

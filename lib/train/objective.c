@@ -17,6 +17,7 @@ static const struct {
     {"orpo", swift_objective_orpo},
     {"rm", swift_objective_rm},
     {"kto", swift_objective_kto},
+    {"grpo", swift_objective_grpo},
 };
 
 int swift_objective_init(struct swift_objective *obj, const char *name,

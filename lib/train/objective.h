@@ -69,8 +69,8 @@
 #include "lib/train/train.h"
 
 /* Objective-specific sums per step beyond loss/count/correct (the ranks' check-in carries at
- * most 16 doubles: these 12 and the loss' 3). */
-#define SWIFT_OBJECTIVE_EXTRA 12
+ * most 48 doubles: these 44 and the loss' 3). */
+#define SWIFT_OBJECTIVE_EXTRA 44
 
 /* What a step (or an evaluation) adds up over its micro-batches, then over the ranks. */
 struct swift_objective_sums {
@@ -85,6 +85,11 @@ struct swift_objective {
     const char *item;    /* what loss.count counts: "tokens" (the eval record's eval_tokens) */
     const char *kind;    /* the shards it takes: NULL (SFT samples) or "pairs" (index.json
                           * "kind"); the loader refuses the other kind */
+    /* 1: --per-device-train-batch-size counts rows (GRPO: completions), so a micro-batch holds
+     * batch / rows_per_sample samples; 0: it counts samples */
+    int batch_rows;
+    int repeat;  /* optimizer steps each step's samples serve (GRPO --num-iterations); 0 = 1 */
+    int extra_T; /* tokens a row holds beyond the shards' max_length (GRPO: the completion) */
     /* NULL, or why sample x does not fit the objective ("is not a pair: ..."), checked when the
      * shards are opened. */
     const char *(*check)(const struct swift_objective *obj, const struct swift_sample *x);
@@ -101,6 +106,19 @@ struct swift_objective {
                           const struct swift_batch *b, double *out);
     int (*use_reference)(struct swift_objective *obj, struct swift_model *m,
                          const struct swift_batch *b, const double *ref);
+    /* NULL, or (GRPO, lib/train/grpo.c) the step's rollout, run by the loop once per step after
+     * the data arrived and before the micro-batches: mb[0..n) are the step's micro-batches as
+     * fill made them (prompts), xs[a] micro-batch a's samples (the shards' own: their meta);
+     * the objective generates, scores and keeps what its forward calls (in micro-batch order)
+     * need. step: the 0-based step, or -1 for an evaluation batch (n 1, forward with scale 0
+     * next). Returns the step's items on this rank (in place of fill's counts), or -1
+     * (reported). */
+    long (*rollout)(struct swift_objective *obj, struct swift_model *m,
+                    const struct swift_batch *mb, const struct swift_sample *const *xs, int n,
+                    long step);
+    /* NULL, or a sample of the last step's rows appended to RUN_DIR/completions.jsonl by rank 0
+     * after each logged step (gs: the 1-based step). Returns 0 or -1 (reported). */
+    int (*log_samples)(struct swift_objective *obj, const char *run_dir, long gs);
     /* One sample into rows_per_sample rows of T tokens at tok/tgt/pos (row after row); x NULL:
      * padding rows. Returns the sample's items. Called by several loader threads at once. */
     long (*fill)(const struct swift_objective *obj, const struct swift_sample *x, int T,
@@ -146,5 +164,8 @@ int swift_objective_rm(struct swift_objective *obj, const struct swift_train_opt
 /* lib/train/kto.c: unpaired labelled samples (docs/preference.md "KTO") */
 int swift_objective_kto(struct swift_objective *obj, const struct swift_train_opts *o,
                         struct swift_model *m);
+/* lib/train/grpo.c: online RL on prompt shards (docs/grpo.md) */
+int swift_objective_grpo(struct swift_objective *obj, const struct swift_train_opts *o,
+                         struct swift_model *m);
 
 #endif

@@ -236,7 +236,7 @@ static int compute(struct run *r, struct swift_shards *s, double *tab, struct sw
     int B = r->o->batch_size, rows = obj->rows_per_sample;
     uint64_t n = swift_shards_count(s);
     struct train_ubatch u;
-    train_ubatch_alloc(&u, B * rows, r->T);
+    train_ubatch_alloc(&u, B * rows, r->T, B);
     double *out = swift_xcalloc((size_t)B * (size_t)rows, sizeof(double));
     int rc = 0;
     for (uint64_t i = 0; i < n && rc == 0; i += (uint64_t)B) {

@@ -20,6 +20,7 @@
 #include <pcre2.h>
 
 #include "lib/core/error.h"
+#include "lib/core/trace.h"
 
 #include "lib/core/banned.h"
 
@@ -829,8 +830,18 @@ int swift_reward_score(struct swift_reward_set *rs, const struct swift_reward_ro
         total[r] = 0;
     for (int i = 0; i < rs->n; i++) {
         struct func *f = &rs->f[i];
+        int64_t t0 = swift_trace_now();
         int rc = f->kind == R_CMD ? prog_score(&f->prog, rs->timeout_s, rows, n, score)
                                   : builtin_score(rs, f->kind, rows, n, score);
+        char span[48];
+        snprintf(span, sizeof(span), "reward.%s", f->name);
+        swift_trace_span("compute",
+                         span,
+                         t0,
+                         swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_S("function", f->name),
+                                               SWIFT_TARG_I("program", f->kind == R_CMD)},
+                         2);
         if (rc < 0) {
             free(score);
             return -1;

@@ -57,6 +57,17 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->cpo_alpha = 1.0;
     o->desirable_weight = 1.0; /* trl KTOConfig */
     o->undesirable_weight = 1.0;
+    o->grpo_loss_type = -1; /* trl GRPOConfig */
+    o->num_generations = 8;
+    o->max_completion_length = 256;
+    o->temperature = 1.0;
+    o->top_p = 1.0;
+    o->epsilon = 0.2;
+    o->epsilon_high = -1;
+    o->num_iterations = 1;
+    o->scale_rewards = -1;
+    o->reward_timeout = 60;
+    o->soft_cache_length = -1;
 }
 
 /* ---- signals: SIGTERM/SIGUSR1 and a first SIGINT finish the step, write a checkpoint, return
@@ -198,12 +209,19 @@ static int load_model(struct run *r)
 static int open_data(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
+    r->mbs = r->obj.batch_rows ? o->batch_size / r->obj.rows_per_sample : o->batch_size;
+    if (r->mbs < 1 || (r->obj.batch_rows && o->batch_size % r->obj.rows_per_sample))
+        return swift_error("--per-device-train-batch-size %d counts completions: it must be a "
+                           "multiple of --num-generations %d (whole groups per micro-batch)",
+                           o->batch_size,
+                           r->obj.rows_per_sample);
     if (swift_shards_open(&r->train, o->dataset, 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(r->train);
     r->T = o->max_length > 0 ? o->max_length : (int)ix->max_length;
     if (r->T <= 0)
         return swift_error("%s: no max_length; give --max-length", o->dataset);
+    r->T += r->obj.extra_T; /* GRPO: room for the completion after the prompt */
     if (r->T > r->m.cfg.max_position_embeddings)
         return swift_error("--max-length %d exceeds the model's max_position_embeddings %d",
                            r->T,
@@ -226,15 +244,16 @@ static int open_data(struct run *r)
     }
     free(vdir);
     uint64_t n = swift_shards_count(r->train);
-    long mbpe = (long)(n / (uint64_t)o->batch_size);
+    long mbpe = (long)(n / (uint64_t)r->mbs);
     r->steps_per_epoch = mbpe / ((long)o->grad_accum * r->dist.world);
     if (r->steps_per_epoch <= 0)
         return swift_error("%s: %llu samples make no full step of %d x %d x %d ranks samples",
                            o->dataset,
                            (unsigned long long)n,
-                           o->batch_size,
+                           r->mbs,
                            o->grad_accum,
                            r->dist.world);
+    r->steps_per_epoch *= r->obj.repeat > 1 ? r->obj.repeat : 1;
     r->max_steps = o->max_steps > 0 ? o->max_steps
                                     : (long)ceil(o->num_train_epochs * (double)r->steps_per_epoch);
     r->warmup =
@@ -278,7 +297,7 @@ static int init_optimizer(struct run *r)
                    D->shard ? ", ZeRO-1" : "");
     if (r->resume && train_load_optimizer(r, r->resume) < 0)
         return -1;
-    return swift_model_reserve(&r->m, o->batch_size * r->obj.rows_per_sample, r->T);
+    return swift_model_reserve(&r->m, r->mbs * r->obj.rows_per_sample, r->T);
 }
 
 /* The run directory, written by rank 0: args.json, no stale temporary checkpoint,
@@ -301,13 +320,14 @@ static int start_loader(struct run *r)
     L->s = r->train;
     L->obj = &r->obj;
     L->n = swift_shards_count(r->train);
-    L->B = o->batch_size;
+    L->B = r->mbs;
+    L->repeat = r->obj.repeat;
     L->T = r->T;
     L->GA = o->grad_accum;
     L->rank = r->dist.rank;
     L->world = r->dist.world;
     L->seed = o->seed;
-    L->steps_per_epoch = r->steps_per_epoch;
+    L->steps_per_epoch = r->steps_per_epoch / (r->obj.repeat > 1 ? r->obj.repeat : 1);
     L->delay_ms = o->data_delay_ms;
     L->nworkers = o->num_workers;
     L->depth = o->prefetch;
@@ -362,7 +382,7 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
                       struct swift_objective_sums *s)
 {
     const struct swift_train_opts *o = r->o;
-    struct swift_batch bt = {o->batch_size * r->obj.rows_per_sample, r->T, u->tok, u->tgt, u->pos};
+    struct swift_batch bt = {r->mbs * r->obj.rows_per_sample, r->T, u->tok, u->tgt, u->pos};
     /* the global micro-batch index: the same dropout masks on any number of ranks */
     uint64_t gmb = (uint64_t)r->dist.rank * (uint64_t)o->grad_accum + (uint64_t)a;
     r->m.dropout_seed = train_mix((uint64_t)o->seed ^ train_mix((uint64_t)step * 64 + gmb));
@@ -400,6 +420,23 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
     return 0;
 }
 
+/* GRPO: the objective's rollout over the step's micro-batches (prompts); its items. */
+static long rollout(struct run *r, const struct train_step *sb, long step)
+{
+    int GA = r->o->grad_accum;
+    struct swift_batch *bt = swift_xcalloc((size_t)GA, sizeof(*bt));
+    const struct swift_sample **xs = swift_xcalloc((size_t)GA, sizeof(*xs));
+    for (int a = 0; a < GA; a++) {
+        const struct train_ubatch *u = &sb->ub[a];
+        bt[a] = (struct swift_batch){r->mbs * r->obj.rows_per_sample, r->T, u->tok, u->tgt, u->pos};
+        xs[a] = u->xs;
+    }
+    long items = r->obj.rollout(&r->obj, &r->m, bt, xs, GA, step);
+    free(xs);
+    free(bt);
+    return items;
+}
+
 /* All micro-batches of the step; the loss is a mean over the items (trained tokens) of the
  * whole step on all ranks, so that is the scale of every micro-batch's gradient. */
 static int micro_batches(struct run *r, const struct train_step *sb, long step, long *ntokens,
@@ -411,12 +448,17 @@ static int micro_batches(struct run *r, const struct train_step *sb, long step, 
         nitems += sb->ub[a].nitems;
         *ntokens += sb->ub[a].ntokens;
     }
+    if (r->obj.rollout && (nitems = rollout(r, sb, step)) < 0)
+        return -1;
     if (train_sync_items(r, step + 1, &nitems, ntokens) < 0)
         return -1;
     float scale = nitems ? 1.0f / (float)nitems : 0.0f;
+    int64_t t0 = swift_trace_now();
     for (int a = 0; a < r->o->grad_accum; a++)
         if (micro_step(r, &sb->ub[a], step, a, scale, s) < 0)
             return -1;
+    if (r->obj.rollout) /* an RL step: generate, reward, ..., then this */
+        swift_trace_span("compute", "train", t0, swift_trace_now(), NULL, 0);
     return 0;
 }
 
@@ -500,6 +542,10 @@ static int train_loop(struct run *r)
         /* records, eval, checkpoint, signal */
         long gs = step + 1;
         train_log_step(r, &(struct train_step_stats){gs, t0, te, ntokens, loss, gnorm, lr, &s});
+        if (r->obj.log_samples && r->dist.rank == 0 &&
+            (gs % o->logging_steps == 0 || gs == r->max_steps || gs == 1) &&
+            r->obj.log_samples(&r->obj, o->output_dir, gs) < 0)
+            return SWIFT_FAILED;
         saved_last = 0;
         if (r->val && r->eval_steps > 0 && gs % r->eval_steps == 0 && train_eval(r, gs) < 0)
             return SWIFT_FAILED;
