@@ -141,6 +141,11 @@ render() { # the --render lines of the fixture into $TMP/render.jsonl
     [[ $output == *'"rows":5,"documents":3,"invalid":2,'* ]]
     [[ $stderr == *"skipped $TMP/bad.jsonl:5: empty conversation"* ]]
     [ "$(jq .counts.dropped "$TMP/k/index.json")" -eq 2 ]
+    # SFT's field rows read their query the same way: a response without one is named
+    echo '{"answer":"#### 3"}' >"$TMP/sft.jsonl"
+    run --separate-stderr "$P" --tokenizer $TOK --render "$TMP/sft.jsonl"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "swift-preprocess:$TMP/sft.jsonl:1: missing the query (\"query\", \"instruction\" or \"question\")" ]
 }
 
 @test "prompts: --system, --columns and CSV rows" {
