@@ -39,6 +39,24 @@ render() { # the --render lines of the fixture into $TMP/render.jsonl
     [ "$output" = "ok 24" ]
 }
 
+@test "prompts: Qwen3 and Llama 3 prompts equal TRL GRPOTrainer's (apply_chat_template, add_generation_prompt)" {
+    DATA="$SHARED/data"
+    if [ ! -d "$DATA/tokenizers/qwen3" ]; then
+        [ "${CI:-}" = true ] && { echo "shared data missing under $SHARED" >&2; return 1; }
+        skip "shared data missing under $SHARED"
+    fi
+    for t in qwen3 llama3; do
+        tok=$DATA/tokenizers/qwen3
+        [ "$t" = llama3 ] && tok=$DATA/tokenizers/llama3-instruct
+        run --separate-stderr "$P" --tokenizer "$tok" --template $t --kind prompts --render $ROWS
+        [ "$status" -eq 0 ]
+        printf '%s\n' "${lines[@]}" >"$TMP/render-$t.jsonl"
+        run python3 "$CHECK" ref "tests/ref/fixtures/prompts/$t.jsonl" "$TMP/render-$t.jsonl"
+        echo "$output"
+        [ "$output" = "ok 24" ]
+    done
+}
+
 @test "prompts: shards (kind prompts, metadata section) hold the rendered rows in order" {
     render
     run --separate-stderr "$P" --tokenizer $TOK --kind prompts -o "$TMP/s" $ROWS

@@ -8,6 +8,10 @@
       tests/fixtures/eval/llama (a byte is its own id; <|endoftext|>, <|im_start|>, <|im_end|>
       and <|pad|> are 256..259), a mask of zeros, and the metadata {"prompt": the last user
       message, then the row's other columns in order}.
+  prompts_check.py ref FIXTURE RENDER
+      --render output (the rows of FIXTURE, in order) against tests/ref/fixtures/prompts/*.jsonl
+      (TRL's GRPOTrainer tokenization with the vendor's Jinja template, from
+      tests/ref/gen_prompt_data.py): the same text and ids, mask 0.
   prompts_check.py ids RENDER ENCODED
       each rendered row's ids equal the line of ENCODED (swift-preprocess --encode of its text).
   prompts_check.py shards DIR RENDER [VAL]
@@ -103,6 +107,20 @@ def check_expect(fixture, render):
         if o["meta"] != meta or list(o["meta"]) != list(meta):
             fail(f"row {k}: meta {o['meta']!r}, want {meta!r}")
     print("ok", len(rows))
+
+
+def check_ref(fixture, render):
+    fx, out = read_jsonl(fixture), read_jsonl(render)
+    if len(fx) != len(out):
+        fail(f"{len(out)} rendered rows, {len(fx)} in the fixture")
+    for k, (f, o) in enumerate(zip(fx, out)):
+        if o["text"] != f["text"]:
+            fail(f"row {k}: text {o['text']!r}, TRL's {f['text']!r}")
+        if o["ids"] != f["ids"]:
+            fail(f"row {k}: ids {o['ids']}, TRL's {f['ids']}")
+        if any(o["mask"]):
+            fail(f"row {k}: a token is trained")
+    print("ok", len(fx))
 
 
 def check_ids(render, encoded):
@@ -208,6 +226,8 @@ def main():
     a = sys.argv[1:]
     if a and a[0] == "expect" and len(a) == 3:
         check_expect(a[1], a[2])
+    elif a and a[0] == "ref" and len(a) == 3:
+        check_ref(a[1], a[2])
     elif a and a[0] == "ids" and len(a) == 3:
         check_ids(a[1], a[2])
     elif a and a[0] == "shards" and len(a) in (3, 4):
