@@ -112,20 +112,23 @@ static const struct swift_option options[] = {
                   "longest sample in tokens (default 2048)",
                   .error = "--max-length: expected a positive integer, got '{arg}'"),
     SWIFT_OPT_INT(0, "max-prompt-length", F(o.max_prompt_length), 1, 1L << 30, "N",
-                  "pairs and KTO: a longer prompt keeps its last N tokens (default: no limit)",
+                  "pairs, KTO and prompts: a longer prompt keeps its last N tokens (default: no "
+                  "limit)",
                   .aliases = "max_prompt_length",
                   .error = "--max-prompt-length: expected a positive integer, got '{arg}'"),
     SWIFT_OPT_ENUM(0, "kind", F(o.kind),
                    SWIFT_CHOICES({"auto", -1}, {"sft", SWIFT_KIND_SFT}, {"pairs", SWIFT_KIND_PAIRS},
                                  {"kto", SWIFT_KIND_KTO}, {"dpo", SWIFT_KIND_PAIRS},
                                  {"orpo", SWIFT_KIND_PAIRS}, {"simpo", SWIFT_KIND_PAIRS},
-                                 {"cpo", SWIFT_KIND_PAIRS}, {"rm", SWIFT_KIND_PAIRS}),
+                                 {"cpo", SWIFT_KIND_PAIRS}, {"rm", SWIFT_KIND_PAIRS},
+                                 {"prompts", SWIFT_KIND_PROMPTS}, {"grpo", SWIFT_KIND_PROMPTS}),
                    "KIND",
                    "what the rows are: auto (default: from the first row), sft, pairs "
                    "(chosen/rejected preference pairs; ms-swift's rlhf_type dpo, orpo, simpo, cpo "
-                   "and rm mean pairs too), kto (rows with a boolean label)",
+                   "and rm mean pairs too), kto (rows with a boolean label), prompts (GRPO's "
+                   "prompts ending with a user turn, other columns kept as metadata; = grpo)",
                    .aliases = "rlhf_type",
-                   .error = "--kind: expected auto, sft, pairs or kto, got '{arg}'"),
+                   .error = "--kind: expected auto, sft, pairs, kto or prompts, got '{arg}'"),
     SWIFT_OPT_LOOKUP(0, "loss", F(o.loss), swift_loss_parse, "POLICY",
                      "trained tokens: default (assistant turns), last_round, all",
                      .aliases = "loss_scale", .values = "default last_round all",
@@ -187,9 +190,9 @@ static const struct swift_command command = {
         "formats (messages, ShareGPT conversations, alpaca, query/response, text) and writes a\n"
         "shard directory for swift-train: index.json and shard-NNNNN.bin (docs/formats.md).\n"
         "Preference pairs (chosen/rejected, rejected_response) and KTO rows (a boolean label)\n"
-        "become pair or KTO shards for preference training (docs/preprocess.md). The\n"
-        "same input gives byte-identical shards with any --threads. A summary goes to stderr and\n"
-        "one JSON line to stdout.\n"
+        "become pair or KTO shards for preference training; --kind prompts makes GRPO's prompt\n"
+        "shards (docs/preprocess.md). The same input gives byte-identical shards with any\n"
+        "--threads. A summary goes to stderr and one JSON line to stdout.\n"
         "\n"
         "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.",
     .examples =
@@ -207,7 +210,9 @@ static const struct swift_command command = {
         "      --packing sequential -o pretrain input.txt\n"
         "  swift-preprocess --tokenizer models/Qwen3-0.6B --max-length 1024 --truncation right "
         "-o pairs \\\n"
-        "      dpo_en_demo.json"};
+        "      dpo_en_demo.json\n"
+        "  swift-preprocess --tokenizer models/Qwen3-0.6B --kind prompts --max-length 512 -o "
+        "prompts gsm8k.jsonl"};
 
 /* A ChatML template (the demo's tokenizer speaks it; swift_template_guess() names it "chatml"). */
 static const char chatml_jinja[] =

@@ -1,16 +1,14 @@
-/* shard — binary token shards and index.json (see shard.h for the layout). */
+/* shard — binary token shards: the writer, the checker and the directory reader (see shard.h for
+ * the layout; index.json is shard_index.c). */
 #include "lib/formats/shard.h"
 #include "lib/core/alloc.h"
 
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
-#include "lib/core/record.h"
-#include "lib/core/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,7 +22,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "swift_shards_get returns pointers into little-endian files");
 
 #define SHARD_MAX_TOKENS ((uint64_t)1 << 36) /* per file: 256 GiB of ids is surely corrupt */
-#define INDEX_MAX_BYTES ((size_t)256 << 20)
 
 /* ---- little-endian helpers ---- */
 static void put_u32(unsigned char *p, uint32_t v)
@@ -62,14 +59,18 @@ static uint32_t crc32_big(const unsigned char *p, uint64_t n)
     return (uint32_t)c;
 }
 
-/* Section layout for given counts; offsets from the file start. Returns 0, -1 on overflow. */
+/* Section layout for given counts (meta_bytes: the metadata blob's size); offsets from the file
+ * start. Returns 0, -1 on overflow. */
 struct layout {
-    uint64_t sample_tok, sample_doc, doc_len, ids, mask, label, end; /* label: 0 when none */
+    uint64_t sample_tok, sample_doc, doc_len, ids, mask;
+    uint64_t label, meta_off, meta; /* 0 when the section is absent */
+    uint64_t end;
 };
-static int compute_layout(uint64_t hdr, uint64_t ns, uint64_t nd, uint64_t nt, int labels,
-                          struct layout *l)
+static int compute_layout(uint64_t hdr, uint64_t ns, uint64_t nd, uint64_t nt, int labels, int meta,
+                          uint64_t meta_bytes, struct layout *l)
 {
-    if (ns > SHARD_MAX_TOKENS || nd > SHARD_MAX_TOKENS || nt > SHARD_MAX_TOKENS)
+    if (ns > SHARD_MAX_TOKENS || nd > SHARD_MAX_TOKENS || nt > SHARD_MAX_TOKENS ||
+        meta_bytes > SHARD_MAX_TOKENS)
         return -1;
     l->sample_tok = align8(hdr);
     l->sample_doc = l->sample_tok + 8 * (ns + 1);
@@ -77,7 +78,10 @@ static int compute_layout(uint64_t hdr, uint64_t ns, uint64_t nd, uint64_t nt, i
     l->ids = align8(l->doc_len + 4 * nd);
     l->mask = l->ids + 4 * nt;
     l->label = labels ? l->mask + nt : 0;
-    l->end = align8(labels ? l->label + ns : l->mask + nt);
+    uint64_t end = labels ? l->label + ns : l->mask + nt;
+    l->meta_off = meta ? align8(end) : 0;
+    l->meta = meta ? l->meta_off + 8 * (ns + 1) : 0;
+    l->end = align8(meta ? l->meta + meta_bytes : end);
     return 0;
 }
 
@@ -94,6 +98,10 @@ struct swift_shard_writer {
     uint64_t ns, cap_s;
     uint8_t *labels; /* cap_s entries once a sample was added with a label */
     int labeled;
+    uint64_t *meta_off; /* cap_s entries once a sample was added with metadata */
+    char *meta;
+    uint64_t meta_n, meta_cap;
+    int has_meta;
 };
 
 static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
@@ -135,6 +143,8 @@ void swift_shard_writer_free(struct swift_shard_writer *w)
     free(w->sample_tok);
     free(w->sample_doc);
     free(w->labels);
+    free(w->meta_off);
+    free(w->meta);
     free(w);
 }
 
@@ -163,6 +173,8 @@ static int writer_add(struct swift_shard_writer *w, const uint32_t *ids, const u
         w->sample_doc = swift_xrealloc(w->sample_doc, cap_s * sizeof(uint64_t));
         if (w->labels)
             w->labels = swift_xrealloc(w->labels, cap_s);
+        if (w->meta_off)
+            w->meta_off = swift_xrealloc(w->meta_off, cap_s * sizeof(uint64_t));
         w->cap_s = cap_s;
     }
     if (grow((void **)&w->doc_len, &w->cap_d, w->nd + n_docs, sizeof(uint32_t)) < 0)
@@ -181,28 +193,83 @@ static int writer_add(struct swift_shard_writer *w, const uint32_t *ids, const u
     return 0;
 }
 
+/* What check_image accepts as one sample's metadata: empty, or "{...}" without a NUL byte. */
+static int meta_ok(const char *m, uint64_t n)
+{
+    return n == 0 || (m[0] == '{' && m[n - 1] == '}' && !memchr(m, 0, n));
+}
+
+/* A sample with a label (label >= 0) and metadata (meta non-NULL) or without: a writer's samples
+ * all have each section or none. */
+static int add_sample(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
+                      uint32_t n, const uint32_t *doc_len, uint32_t n_docs, int label,
+                      const char *meta, uint32_t meta_len)
+{
+    if (w->labeled && label < 0)
+        return swift_error("shard: an unlabelled sample after labelled ones");
+    if (!w->labeled && label >= 0 && w->ns > 0)
+        return swift_error("shard: a labelled sample after %" PRIu64 " unlabelled ones", w->ns);
+    if (w->has_meta && !meta)
+        return swift_error("shard: a sample without metadata after samples with it");
+    if (!w->has_meta && meta && w->ns > 0)
+        return swift_error("shard: a sample with metadata after %" PRIu64 " without", w->ns);
+    if (meta && !meta_ok(meta, meta_len))
+        return swift_error("shard: sample metadata must be a JSON object's text without NUL bytes");
+    if (meta && w->meta_n + meta_len > SHARD_MAX_TOKENS)
+        return swift_error("shard: more than %" PRIu64 " bytes of metadata", SHARD_MAX_TOKENS);
+    if (writer_add(w, ids, mask, n, doc_len, n_docs) < 0)
+        return -1;
+    if (label >= 0) {
+        if (!w->labeled)
+            w->labels = swift_xcalloc(w->cap_s, 1);
+        w->labeled = 1;
+        w->labels[w->ns - 1] = label ? 1 : 0;
+    }
+    if (meta) {
+        if (!w->has_meta) {
+            w->meta_off = swift_xcalloc(w->cap_s, sizeof(uint64_t));
+            w->has_meta = 1;
+        }
+        if (w->meta_n + meta_len > w->meta_cap) {
+            uint64_t nc = w->meta_cap ? w->meta_cap : 4096;
+            while (nc < w->meta_n + meta_len)
+                nc *= 2;
+            w->meta = swift_xrealloc(w->meta, nc);
+            w->meta_cap = nc;
+        }
+        memcpy(w->meta + w->meta_n, meta, meta_len);
+        w->meta_n += meta_len;
+        w->meta_off[w->ns] = w->meta_n;
+    }
+    return 0;
+}
+
 int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, const uint8_t *mask,
                            uint32_t n, const uint32_t *doc_len, uint32_t n_docs)
 {
-    if (w->labeled)
-        return swift_error("shard: an unlabelled sample after labelled ones");
-    return writer_add(w, ids, mask, n, doc_len, n_docs);
+    return add_sample(w, ids, mask, n, doc_len, n_docs, -1, NULL, 0);
 }
 
 int swift_shard_writer_add_labeled(struct swift_shard_writer *w, const uint32_t *ids,
                                    const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
                                    uint32_t n_docs, uint8_t label)
 {
-    if (!w->labeled && w->ns > 0)
-        return swift_error("shard: a labelled sample after %" PRIu64 " unlabelled ones", w->ns);
-    if (writer_add(w, ids, mask, n, doc_len, n_docs) < 0)
-        return -1;
-    if (!w->labeled) {
-        w->labels = swift_xcalloc(w->cap_s, 1);
-        w->labeled = 1;
-    }
-    w->labels[w->ns - 1] = label ? 1 : 0;
-    return 0;
+    return add_sample(w, ids, mask, n, doc_len, n_docs, label ? 1 : 0, NULL, 0);
+}
+
+int swift_shard_writer_add_meta(struct swift_shard_writer *w, const uint32_t *ids,
+                                const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                                uint32_t n_docs, const char *meta, uint32_t meta_len)
+{
+    return add_sample(w, ids, mask, n, doc_len, n_docs, -1, meta ? meta : "", meta_len);
+}
+
+int swift_shard_writer_add_labeled_meta(struct swift_shard_writer *w, const uint32_t *ids,
+                                        const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                                        uint32_t n_docs, uint8_t label, const char *meta,
+                                        uint32_t meta_len)
+{
+    return add_sample(w, ids, mask, n, doc_len, n_docs, label ? 1 : 0, meta ? meta : "", meta_len);
 }
 
 uint64_t swift_shard_writer_samples(const struct swift_shard_writer *w)
@@ -217,7 +284,9 @@ uint64_t swift_shard_writer_tokens(const struct swift_shard_writer *w)
 int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **out, size_t *outlen)
 {
     struct layout l;
-    if (compute_layout(SWIFT_SHARD_HEADER_SIZE, w->ns, w->nd, w->nt, w->labeled, &l) < 0)
+    if (compute_layout(
+            SWIFT_SHARD_HEADER_SIZE, w->ns, w->nd, w->nt, w->labeled, w->has_meta, w->meta_n, &l) <
+        0)
         return swift_error("shard too large");
     unsigned char *b = swift_xcalloc(1, l.end);
     for (uint64_t i = 0; i <= w->ns; i++) {
@@ -232,10 +301,16 @@ int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **out, siz
         memcpy(b + l.mask, w->mask, w->nt);
     if (w->labeled && w->ns)
         memcpy(b + l.label, w->labels, w->ns);
+    for (uint64_t i = 0; w->has_meta && i <= w->ns; i++)
+        put_u64(b + l.meta_off + 8 * i, w->meta_off[i]);
+    if (w->has_meta && w->meta_n)
+        memcpy(b + l.meta, w->meta, w->meta_n);
     uint64_t payload = l.end - SWIFT_SHARD_HEADER_SIZE;
+    uint32_t flags =
+        (w->labeled ? SWIFT_SHARD_FLAG_LABELS : 0) | (w->has_meta ? SWIFT_SHARD_FLAG_META : 0);
     memcpy(b, SWIFT_SHARD_MAGIC, 8);
-    put_u32(b + 8, w->labeled ? SWIFT_SHARD_VERSION_LABELS : SWIFT_SHARD_VERSION);
-    put_u32(b + 52, w->labeled ? SWIFT_SHARD_FLAG_LABELS : 0);
+    put_u32(b + 8, flags ? SWIFT_SHARD_VERSION_LABELS : SWIFT_SHARD_VERSION);
+    put_u32(b + 52, flags);
     put_u32(b + 12, SWIFT_SHARD_HEADER_SIZE);
     put_u64(b + 16, w->ns);
     put_u64(b + 24, w->nd);
@@ -267,8 +342,68 @@ struct shard_view {
     const unsigned char *base;
     uint64_t ns, nd, nt;
     int labels; /* the file has the label section */
+    int meta;   /* the file has the metadata section */
     struct layout l;
 };
+
+/* The metadata blob's size is meta_off[n_samples], inside the payload: v->l gets the layout
+ * with it once the whole file is there and the size fits the payload exactly. */
+static int check_meta_size(const unsigned char *b, size_t len, const char *name, uint64_t hdr,
+                           uint64_t payload, struct shard_view *v)
+{
+    uint64_t last = v->l.meta_off + 8 * v->ns; /* &meta_off[n_samples] */
+    if (payload < v->l.end - hdr)
+        return 0; /* the caller says the payload does not match the counts */
+    uint64_t want = payload > UINT64_MAX - hdr ? UINT64_MAX : hdr + payload;
+    if ((uint64_t)len != want)
+        return swift_error_at(name,
+                              0,
+                              "offset %zu: file size %zu, header says %" PRIu64
+                              " (truncated or trailing data)",
+                              (uint64_t)len < want ? len : (size_t)want,
+                              len,
+                              want);
+    uint64_t bytes = get_u64(b + last);
+    if (bytes > payload ||
+        compute_layout(hdr, v->ns, v->nd, v->nt, v->labels, 1, bytes, &v->l) < 0 ||
+        v->l.end != hdr + payload)
+        return swift_error_at(name,
+                              0,
+                              "offset %" PRIu64 ": metadata size %" PRIu64
+                              " does not fit the payload (%" PRIu64 " bytes)",
+                              last,
+                              bytes,
+                              payload);
+    return 0;
+}
+
+/* Metadata offsets start at 0 and never decrease (the last one was checked against the payload);
+ * each sample's entry is empty or "{...}" without NUL bytes. */
+static int check_meta(const unsigned char *b, const char *name, const struct shard_view *v)
+{
+    const unsigned char *mo = b + v->l.meta_off;
+    uint64_t total = get_u64(mo + 8 * v->ns);
+    if (get_u64(mo) != 0)
+        return swift_error_at(
+            name, 0, "offset %" PRIu64 ": first metadata offset is not 0", v->l.meta_off);
+    for (uint64_t i = 0; i < v->ns; i++) {
+        uint64_t a = get_u64(mo + 8 * i), e = get_u64(mo + 8 * (i + 1));
+        if (e < a || e > total || e - a > UINT32_MAX)
+            return swift_error_at(name,
+                                  0,
+                                  "offset %" PRIu64 ": bad metadata offsets for sample %" PRIu64,
+                                  v->l.meta_off + 8 * (i + 1),
+                                  i);
+        if (!meta_ok((const char *)b + v->l.meta + a, e - a))
+            return swift_error_at(name,
+                                  0,
+                                  "offset %" PRIu64 ": metadata of sample %" PRIu64
+                                  " is not a JSON object's text (or holds a NUL byte)",
+                                  v->l.meta + a,
+                                  i);
+    }
+    return 0;
+}
 
 static int check_image(const unsigned char *b, size_t len, const char *name, int verify_crc,
                        struct shard_view *v)
@@ -293,15 +428,17 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
         return swift_error_at(name, 0, "offset %zu: file ends inside the %u-byte header", len, hdr);
     /* version 1 never had flags (they were written 0 and not read) */
     uint32_t flags = version == SWIFT_SHARD_VERSION ? 0 : get_u32(b + 52);
-    if (version == SWIFT_SHARD_VERSION_LABELS && flags != SWIFT_SHARD_FLAG_LABELS)
+    if (version == SWIFT_SHARD_VERSION_LABELS &&
+        (flags == 0 || (flags & ~(SWIFT_SHARD_FLAG_LABELS | SWIFT_SHARD_FLAG_META))))
         return swift_error_at(name, 0, "offset 52: unknown flags %08x for version 2", flags);
     v->labels = flags & SWIFT_SHARD_FLAG_LABELS ? 1 : 0;
+    v->meta = flags & SWIFT_SHARD_FLAG_META ? 1 : 0;
     v->base = b;
     v->ns = get_u64(b + 16);
     v->nd = get_u64(b + 24);
     v->nt = get_u64(b + 32);
     uint64_t payload = get_u64(b + 40);
-    if (compute_layout(hdr, v->ns, v->nd, v->nt, v->labels, &v->l) < 0)
+    if (compute_layout(hdr, v->ns, v->nd, v->nt, v->labels, v->meta, 0, &v->l) < 0)
         return swift_error_at(name,
                               0,
                               "offset 16: implausible counts (samples %" PRIu64
@@ -309,6 +446,8 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                               v->ns,
                               v->nd,
                               v->nt);
+    if (v->meta && check_meta_size(b, len, name, hdr, payload, v) < 0)
+        return -1;
     if (payload != v->l.end - hdr)
         return swift_error_at(name,
                               0,
@@ -376,319 +515,13 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                                   v->l.label + i,
                                   b[v->l.label + i],
                                   i);
-    return 0;
+    return v->meta ? check_meta(b, name, v) : 0;
 }
 
 int swift_shard_check(const unsigned char *buf, size_t len, const char *name)
 {
     struct shard_view v;
     return check_image(buf, len, name, 1, &v);
-}
-
-/* ---- index.json ---- */
-void swift_shard_index_init(struct swift_shard_index *ix)
-{
-    memset(ix, 0, sizeof(*ix));
-    ix->version = SWIFT_SHARD_INDEX_VERSION;
-}
-
-void swift_shard_index_release(struct swift_shard_index *ix)
-{
-    free(ix->tokenizer);
-    free(ix->tokenizer_sha256);
-    free(ix->template_name);
-    free(ix->loss);
-    free(ix->truncation);
-    free(ix->packing);
-    free(ix->split);
-    free(ix->kind);
-    for (size_t i = 0; i < ix->n_shards; i++)
-        free(ix->shards[i].file);
-    free(ix->shards);
-    memset(ix, 0, sizeof(*ix));
-}
-
-int swift_shard_index_add(struct swift_shard_index *ix, const char *file, uint64_t samples,
-                          uint64_t tokens, uint32_t crc)
-{
-    ix->shards = swift_xrealloc(ix->shards, (ix->n_shards + 1) * sizeof(*ix->shards));
-    struct swift_shard_entry *e = &ix->shards[ix->n_shards];
-    e->file = swift_xstrdup(file);
-    e->samples = samples;
-    e->tokens = tokens;
-    e->crc32 = crc;
-    ix->n_shards++;
-    return 0;
-}
-
-static void set_str(json_t *o, const char *k, const char *v)
-{
-    json_object_set_new(o, k, v ? json_string(v) : json_null());
-}
-
-int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "format", json_string(SWIFT_SHARD_INDEX_FORMAT));
-    int sft = !strcmp(swift_shard_index_kind(ix), "sft");
-    json_object_set_new(
-        o,
-        "version",
-        json_integer(sft ? SWIFT_SHARD_INDEX_VERSION : SWIFT_SHARD_INDEX_VERSION_KIND));
-    if (!sft) /* SFT indexes stay as they were (no "kind", version 1) */
-        set_str(o, "kind", ix->kind);
-    set_str(o, "split", ix->split);
-    set_str(o, "tokenizer", ix->tokenizer);
-    set_str(o, "tokenizer_sha256", ix->tokenizer_sha256);
-    set_str(o, "template", ix->template_name);
-    set_str(o, "loss", ix->loss);
-    set_str(o, "truncation", ix->truncation);
-    set_str(o, "packing", ix->packing);
-    json_object_set_new(o, "max_length", json_integer((json_int_t)ix->max_length));
-    json_object_set_new(o, "vocab_size", json_integer((json_int_t)ix->vocab_size));
-    json_object_set_new(o, "seed", json_integer((json_int_t)ix->seed));
-    json_t *c = json_object();
-    json_object_set_new(c, "samples", json_integer((json_int_t)ix->samples));
-    json_object_set_new(c, "documents", json_integer((json_int_t)ix->documents));
-    json_object_set_new(c, "dropped", json_integer((json_int_t)ix->dropped));
-    json_object_set_new(c, "truncated", json_integer((json_int_t)ix->truncated));
-    json_object_set_new(c, "tokens", json_integer((json_int_t)ix->tokens));
-    json_object_set_new(c, "trained_tokens", json_integer((json_int_t)ix->trained_tokens));
-    json_object_set_new(o, "counts", c);
-    json_object_set_new(o, "packing_efficiency", json_real(ix->packing_efficiency));
-    json_t *ls = json_object();
-    json_object_set_new(ls, "mean", json_real(ix->len_mean));
-    json_object_set_new(ls, "std", json_real(ix->len_std));
-    json_object_set_new(ls, "min", json_integer((json_int_t)ix->len_min));
-    json_object_set_new(ls, "max", json_integer((json_int_t)ix->len_max));
-    json_object_set_new(o, "length", ls);
-    json_t *sh = json_array();
-    for (size_t i = 0; i < ix->n_shards; i++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "file", json_string(ix->shards[i].file));
-        json_object_set_new(e, "samples", json_integer((json_int_t)ix->shards[i].samples));
-        json_object_set_new(e, "tokens", json_integer((json_int_t)ix->shards[i].tokens));
-        json_object_set_new(e, "crc32", json_integer((json_int_t)ix->shards[i].crc32));
-        json_array_append_new(sh, e);
-    }
-    json_object_set_new(o, "shards", sh);
-    char *path = swift_path_join(dir, "index.json");
-    int rc = swift_json_write_file(path, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    free(path);
-    return rc;
-}
-
-static int get_str(json_t *o, const char *k, char **dst, const char *name)
-{
-    json_t *v = json_object_get(o, k);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return swift_error_at(name, 0, "\"%s\" must be a string", k);
-    *dst = swift_xstrdup(json_string_value(v));
-    return 0;
-}
-
-static int get_u64j(json_t *o, const char *k, uint64_t *dst, const char *name, int required)
-{
-    json_t *v = json_object_get(o, k);
-    if (!v) {
-        if (required)
-            return swift_error_at(name, 0, "missing \"%s\"", k);
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return swift_error_at(name, 0, "\"%s\" must be a non-negative integer", k);
-    *dst = (uint64_t)json_integer_value(v);
-    return 0;
-}
-
-static int get_dbl(json_t *o, const char *k, double *dst, const char *name)
-{
-    json_t *v = json_object_get(o, k);
-    if (!v)
-        return 0;
-    if (!json_is_number(v))
-        return swift_error_at(name, 0, "\"%s\" must be a number", k);
-    *dst = json_number_value(v);
-    return 0;
-}
-
-static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
-{
-    if (!json_is_object(o))
-        return swift_error_at(name, 0, "index must be a JSON object");
-    json_t *f = json_object_get(o, "format");
-    if (!json_is_string(f) || strcmp(json_string_value(f), SWIFT_SHARD_INDEX_FORMAT))
-        return swift_error_at(
-            name, 0, "not a shard index (\"format\" is not \"%s\")", SWIFT_SHARD_INDEX_FORMAT);
-    uint64_t ver = 0;
-    if (get_u64j(o, "version", &ver, name, 1) < 0)
-        return -1;
-    if (ver != SWIFT_SHARD_INDEX_VERSION && ver != SWIFT_SHARD_INDEX_VERSION_KIND)
-        return swift_error_at(name,
-                              0,
-                              "unsupported index version %" PRIu64 " (this build reads %d and %d)",
-                              ver,
-                              SWIFT_SHARD_INDEX_VERSION,
-                              SWIFT_SHARD_INDEX_VERSION_KIND);
-    ix->version = (int)ver;
-    if (get_str(o, "kind", &ix->kind, name) < 0)
-        return -1;
-    if (ix->kind && strcmp(ix->kind, "sft") && strcmp(ix->kind, "pairs") && strcmp(ix->kind, "kto"))
-        return swift_error_at(
-            name, 0, "unknown \"kind\" '%s' (this build reads sft, pairs and kto)", ix->kind);
-    if (get_str(o, "split", &ix->split, name) < 0 ||
-        get_str(o, "tokenizer", &ix->tokenizer, name) < 0 ||
-        get_str(o, "tokenizer_sha256", &ix->tokenizer_sha256, name) < 0 ||
-        get_str(o, "template", &ix->template_name, name) < 0 ||
-        get_str(o, "loss", &ix->loss, name) < 0 ||
-        get_str(o, "truncation", &ix->truncation, name) < 0 ||
-        get_str(o, "packing", &ix->packing, name) < 0 ||
-        get_u64j(o, "max_length", &ix->max_length, name, 1) < 0 ||
-        get_u64j(o, "vocab_size", &ix->vocab_size, name, 0) < 0 ||
-        get_u64j(o, "seed", &ix->seed, name, 0) < 0 ||
-        get_dbl(o, "packing_efficiency", &ix->packing_efficiency, name) < 0)
-        return -1;
-    json_t *c = json_object_get(o, "counts");
-    if (!json_is_object(c))
-        return swift_error_at(name, 0, "missing \"counts\" object");
-    if (get_u64j(c, "samples", &ix->samples, name, 1) < 0 ||
-        get_u64j(c, "documents", &ix->documents, name, 0) < 0 ||
-        get_u64j(c, "dropped", &ix->dropped, name, 0) < 0 ||
-        get_u64j(c, "truncated", &ix->truncated, name, 0) < 0 ||
-        get_u64j(c, "tokens", &ix->tokens, name, 1) < 0 ||
-        get_u64j(c, "trained_tokens", &ix->trained_tokens, name, 0) < 0)
-        return -1;
-    json_t *ls = json_object_get(o, "length");
-    if (ls) {
-        if (!json_is_object(ls))
-            return swift_error_at(name, 0, "\"length\" must be an object");
-        if (get_dbl(ls, "mean", &ix->len_mean, name) < 0 ||
-            get_dbl(ls, "std", &ix->len_std, name) < 0 ||
-            get_u64j(ls, "min", &ix->len_min, name, 0) < 0 ||
-            get_u64j(ls, "max", &ix->len_max, name, 0) < 0)
-            return -1;
-    }
-    json_t *sh = json_object_get(o, "shards");
-    if (!json_is_array(sh))
-        return swift_error_at(name, 0, "missing \"shards\" array");
-    uint64_t tot_s = 0, tot_t = 0;
-    for (size_t i = 0; i < json_array_size(sh); i++) {
-        json_t *e = json_array_get(sh, i);
-        json_t *file = json_object_get(e, "file");
-        uint64_t s = 0, t = 0, crc = 0;
-        if (!json_is_object(e) || !json_is_string(file))
-            return swift_error_at(name, 0, "shards[%zu]: expected {\"file\": ...}", i);
-        const char *fn = json_string_value(file);
-        if (!*fn || strchr(fn, '/') || !strcmp(fn, ".") || !strcmp(fn, ".."))
-            return swift_error_at(
-                name, 0, "shards[%zu]: file name '%s' must be a plain name", i, fn);
-        if (get_u64j(e, "samples", &s, name, 1) < 0 || get_u64j(e, "tokens", &t, name, 1) < 0 ||
-            get_u64j(e, "crc32", &crc, name, 0) < 0)
-            return -1;
-        if (crc > UINT32_MAX)
-            return swift_error_at(name, 0, "shards[%zu]: crc32 out of range", i);
-        if (swift_shard_index_add(ix, fn, s, t, (uint32_t)crc) < 0)
-            return -1;
-        tot_s += s;
-        tot_t += t;
-    }
-    if (tot_s != ix->samples || tot_t != ix->tokens)
-        return swift_error_at(name,
-                              0,
-                              "shard list holds %" PRIu64 " samples / %" PRIu64
-                              " tokens, counts say %" PRIu64 " / %" PRIu64,
-                              tot_s,
-                              tot_t,
-                              ix->samples,
-                              ix->tokens);
-    return 0;
-}
-
-int swift_shard_index_parse(struct swift_shard_index *ix, const char *text, size_t len,
-                            const char *name)
-{
-    swift_shard_index_init(ix);
-    json_error_t err;
-    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    if (!o)
-        return swift_error_at(name, err.line, "%s", err.text);
-    int rc = parse_obj(ix, o, name);
-    json_decref(o);
-    if (rc < 0)
-        swift_shard_index_release(ix);
-    return rc;
-}
-
-int swift_shard_index_read(struct swift_shard_index *ix, const char *dir)
-{
-    swift_shard_index_init(ix);
-    char *path = swift_path_join(dir, "index.json");
-    char *text;
-    size_t len;
-    int rc = swift_read_file(path, INDEX_MAX_BYTES, &text, &len);
-    if (rc == 0) {
-        rc = swift_shard_index_parse(ix, text, len, path);
-        free(text);
-    }
-    free(path);
-    return rc;
-}
-
-const char *swift_shard_index_kind(const struct swift_shard_index *ix)
-{
-    if (ix->kind && (!strcmp(ix->kind, "pairs") || !strcmp(ix->kind, "kto")))
-        return ix->kind;
-    return "sft";
-}
-
-int swift_shard_index_check_kind(const struct swift_shard_index *ix, const char *want,
-                                 const char *what, const char *data_dir)
-{
-    const char *have = swift_shard_index_kind(ix);
-    if (!strcmp(have, want))
-        return 0;
-    static const char *const desc[][2] = {
-        {"sft", "SFT samples"}, {"pairs", "preference pairs"}, {"kto", "KTO's labelled samples"}};
-    const char *dh = have, *dw = want;
-    for (size_t i = 0; i < 3; i++) {
-        if (!strcmp(have, desc[i][0]))
-            dh = desc[i][1];
-        if (!strcmp(want, desc[i][0]))
-            dw = desc[i][1];
-    }
-    return swift_error("%s/index.json: the shards hold %s (kind \"%s\"), %s needs %s (make them "
-                       "with swift-preprocess --kind %s)",
-                       data_dir,
-                       dh,
-                       have,
-                       what,
-                       dw,
-                       want);
-}
-
-int swift_shard_index_check_tokenizer(const struct swift_shard_index *ix, const char *model_dir,
-                                      const char *data_dir)
-{
-    if (!ix->tokenizer_sha256)
-        return 0;
-    char *tj = swift_path_join(model_dir, "tokenizer.json");
-    if (access(tj, R_OK) < 0) {
-        free(tj);
-        return 0;
-    }
-    char hex[65];
-    int rc = swift_sha256_file(tj, hex);
-    if (rc == 0 && strcmp(hex, ix->tokenizer_sha256))
-        rc = swift_error("%s/index.json: shards were made with another tokenizer (sha256 %.12s…, "
-                         "the model's tokenizer.json is %.12s…)",
-                         data_dir,
-                         ix->tokenizer_sha256,
-                         hex);
-    free(tj);
-    return rc;
 }
 
 /* ---- the directory reader ---- */
@@ -737,28 +570,30 @@ static int map_file(const char *path, struct mapped *m, int flags)
 }
 
 /* A file's samples fit index.json's kind: pairs have two documents each, kto files have labels
- * (and only kto files do). */
+ * (and only kto files do), prompts files have metadata (and only they do) and one document a
+ * sample. */
 static int check_kind(const struct swift_shard_index *ix, const struct mapped *m, const char *path)
 {
     const char *kind = swift_shard_index_kind(ix);
-    int kto = !strcmp(kind, "kto");
-    if (m->v.labels != kto)
+    int kto = !strcmp(kind, "kto"), prompts = !strcmp(kind, "prompts");
+    if (m->v.labels != kto || m->v.meta != prompts)
         return swift_error_at(path,
                               0,
-                              "offset 8: %s the label section, but index.json's kind is \"%s\"",
-                              m->v.labels ? "has" : "lacks",
+                              "offset 8: %s the %s section, but index.json's kind is \"%s\"",
+                              (m->v.labels != kto ? m->v.labels : m->v.meta) ? "has" : "lacks",
+                              m->v.labels != kto ? "label" : "metadata",
                               kind);
-    if (strcmp(kind, "pairs"))
-        return 0;
+    uint64_t docs = !strcmp(kind, "pairs") ? 2 : prompts ? 1 : 0;
     const unsigned char *sd = m->base + m->v.l.sample_doc;
-    for (uint64_t i = 0; i < m->v.ns; i++)
-        if (get_u64(sd + 8 * (i + 1)) - get_u64(sd + 8 * i) != 2)
+    for (uint64_t i = 0; docs && i < m->v.ns; i++)
+        if (get_u64(sd + 8 * (i + 1)) - get_u64(sd + 8 * i) != docs)
             return swift_error_at(path,
                                   0,
-                                  "offset %" PRIu64 ": sample %" PRIu64
-                                  " is not a pair (kind \"pairs\" needs two documents)",
+                                  "offset %" PRIu64 ": sample %" PRIu64 " %s",
                                   m->v.l.sample_doc + 8 * i,
-                                  i);
+                                  i,
+                                  docs == 2 ? "is not a pair (kind \"pairs\" needs two documents)"
+                                            : "is not one document (kind \"prompts\" needs one)");
     return 0;
 }
 
@@ -869,5 +704,12 @@ int swift_shards_get(const struct swift_shards *s, uint64_t i, struct swift_samp
     out->doc_len = (const uint32_t *)(const void *)(b + m->v.l.doc_len) + d0;
     out->n_docs = (uint32_t)(d1 - d0);
     out->label = m->v.labels ? b[m->v.l.label + k] : 0;
+    out->meta = NULL;
+    out->meta_len = 0;
+    if (m->v.meta) {
+        uint64_t a = get_u64(b + m->v.l.meta_off + 8 * k);
+        out->meta = (const char *)b + m->v.l.meta + a;
+        out->meta_len = (uint32_t)(get_u64(b + m->v.l.meta_off + 8 * (k + 1)) - a);
+    }
     return 0;
 }

@@ -8,14 +8,15 @@
  *
  *     offset  size  field
  *     0       8     magic "SWSHARD\0"
- *     8       4     u32 version (1; 2 when the file has the label section)
+ *     8       4     u32 version (1; 2 when the file has the label or the metadata section)
  *     12      4     u32 header_size (64; readers skip to it, so later versions may grow it)
  *     16      8     u64 n_samples
  *     24      8     u64 n_docs        (documents over all samples; >= n_samples)
  *     32      8     u64 n_tokens
  *     40      8     u64 payload_size  (bytes after the header; file size = header + payload)
  *     48      4     u32 payload_crc32 (zlib crc32 of the payload)
- *     52      4     u32 flags (0; version 2: bit 0 = SWIFT_SHARD_FLAG_LABELS, others 0)
+ *     52      4     u32 flags (0; version 2: bit 0 = SWIFT_SHARD_FLAG_LABELS, bit 1 =
+ *                       SWIFT_SHARD_FLAG_META, at least one set, others 0)
  *     56      8     reserved (0)
  *     payload, each section starting at a multiple of 8 from the file start:
  *       u64 sample_tok[n_samples + 1]   token offset of each sample; [0] = 0, [n] = n_tokens
@@ -25,8 +26,15 @@
  *       u8  mask[n_tokens]              1 = the token is a label (counts in the loss), 0 = not
  *       u8  label[n_samples]            only with SWIFT_SHARD_FLAG_LABELS (version 2): KTO's
  *                                       per-sample label, 1 desirable, 0 undesirable
- * A version-1 reader refuses version 2 ("unsupported shard version 2"), so labelled (KTO) files
- * cannot be read as plain SFT data by an old build; files without labels stay version 1.
+ *       u64 meta_off[n_samples + 1]     only with SWIFT_SHARD_FLAG_META (version 2): byte offset
+ *                                       of each sample's metadata in meta; [0] = 0, monotonic
+ *       u8  meta[meta_off[n_samples]]   per sample one compact JSON object as UTF-8 text (no
+ *                                       NUL, no terminator; empty = no metadata): GRPO's
+ *                                       {"prompt": ..., the row's other columns}
+ * A version-1 reader refuses version 2 ("unsupported shard version 2"), and a reader that knows
+ * only the label flag refuses the metadata flag ("unknown flags 00000002 for version 2"), so
+ * labelled (KTO) and prompt files cannot be read as plain SFT data by an old build; files without
+ * either section stay version 1. A file may have both sections (labels first).
  *
  * What the samples are is index.json's "kind" (swift_shard_index_kind):
  *   "sft"   (or no "kind": index version 1)  documents of supervised fine-tuning, maybe packed;
@@ -34,7 +42,10 @@
  *           = prompt + chosen response, document 1 = the same prompt tokens + rejected response;
  *           mask is 1 on the response tokens only; max_length bounds each document;
  *   "kto"   (index version 2)  one document per sample (prompt + completion, mask on the
- *           completion) and its label in the label section.
+ *           completion) and its label in the label section;
+ *   "prompts" (index version 2)  GRPO's prompts: one document per sample, the conversation
+ *           rendered with the generation prompt (what the model continues), mask all 0;
+ *           max_length bounds the prompt; the sample's metadata section holds the row's JSON.
  *
  * A sample is one training sequence: one document, or several when packed. Attention must not
  * cross documents: the trainer builds its block-diagonal mask (or position ids restarting at 0)
@@ -66,12 +77,13 @@
 #include <stdint.h>
 
 #define SWIFT_SHARD_MAGIC "SWSHARD"
-#define SWIFT_SHARD_VERSION 1        /* files without labels */
-#define SWIFT_SHARD_VERSION_LABELS 2 /* files with the label section */
+#define SWIFT_SHARD_VERSION 1        /* files without labels or metadata */
+#define SWIFT_SHARD_VERSION_LABELS 2 /* files with the label and/or the metadata section */
 #define SWIFT_SHARD_FLAG_LABELS 1u
+#define SWIFT_SHARD_FLAG_META 2u
 #define SWIFT_SHARD_HEADER_SIZE 64
 #define SWIFT_SHARD_INDEX_VERSION 1      /* kind "sft" (no "kind" key) */
-#define SWIFT_SHARD_INDEX_VERSION_KIND 2 /* kind "pairs" or "kto": version-1 readers refuse it */
+#define SWIFT_SHARD_INDEX_VERSION_KIND 2 /* pairs, kto, prompts: version-1 readers refuse it */
 #define SWIFT_SHARD_INDEX_FORMAT "swift-shards"
 
 /* One sample as stored: all pointers borrowed (into the mmap, valid until swift_shards_close). */
@@ -81,7 +93,10 @@ struct swift_sample {
     uint32_t len;            /* tokens */
     const uint32_t *doc_len; /* n_docs document lengths, summing to len */
     uint32_t n_docs;
-    uint8_t label; /* kind "kto": 1 desirable, 0 undesirable; 0 for other kinds */
+    uint8_t label;    /* kind "kto": 1 desirable, 0 undesirable; 0 for other kinds */
+    const char *meta; /* kind "prompts": the sample's JSON object text, meta_len bytes, NOT
+                         NUL-terminated; NULL (and meta_len 0) without the metadata section */
+    uint32_t meta_len;
 };
 
 /* One shard file's entry in index.json. */
@@ -94,9 +109,9 @@ struct swift_shard_entry {
 
 /* index.json. Strings are owned (freed by swift_shard_index_release); NULL when absent. */
 struct swift_shard_index {
-    int version;            /* SWIFT_SHARD_INDEX_VERSION, or _KIND for pairs and kto */
-    char *kind;             /* "pairs", "kto"; NULL or "sft" for SFT (swift_shard_index_kind) */
-    char *tokenizer;        /* tokenizer directory or name as given (informational) */
+    int version;     /* SWIFT_SHARD_INDEX_VERSION, or _KIND for pairs, kto, prompts */
+    char *kind;      /* "pairs", "kto", "prompts"; NULL or "sft" for SFT (swift_shard_index_kind) */
+    char *tokenizer; /* tokenizer directory or name as given (informational) */
     char *tokenizer_sha256; /* sha256 hex of tokenizer.json */
     char *template_name;    /* chat template ("qwen3", "generation", ...) */
     char *loss;             /* loss mask policy: "default", "last_round", "all" */
@@ -121,11 +136,11 @@ struct swift_shard_index {
     size_t n_shards;
 };
 
-/* What the samples are: "sft", "pairs" or "kto" (never NULL). */
+/* What the samples are: "sft", "pairs", "kto" or "prompts" (never NULL). */
 const char *swift_shard_index_kind(const struct swift_shard_index *ix);
-/* Refuse shards of another kind than `want` ("sft", "pairs", "kto") for `what` (the objective,
- * e.g. "--rlhf dpo"), with a message naming "<data_dir>/index.json", the kind found and the
- * swift-preprocess option that makes the right one. Returns 0 or -1 (reported). */
+/* Refuse shards of another kind than `want` ("sft", "pairs", "kto", "prompts") for `what` (the
+ * objective, e.g. "--rlhf dpo"), with a message naming "<data_dir>/index.json", the kind found and
+ * the swift-preprocess option that makes the right one. Returns 0 or -1 (reported). */
 int swift_shard_index_check_kind(const struct swift_shard_index *ix, const char *want,
                                  const char *what, const char *data_dir);
 
@@ -166,6 +181,17 @@ int swift_shard_writer_add(struct swift_shard_writer *w, const uint32_t *ids, co
 int swift_shard_writer_add_labeled(struct swift_shard_writer *w, const uint32_t *ids,
                                    const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
                                    uint32_t n_docs, uint8_t label);
+/* The same with the sample's metadata (kind "prompts"): meta_len bytes of one JSON object's
+ * text (no NUL; meta_len 0: none), copied. The first sample with metadata turns the metadata
+ * section on (version 2); a writer's samples all have it or none (mixing is an error). */
+int swift_shard_writer_add_meta(struct swift_shard_writer *w, const uint32_t *ids,
+                                const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                                uint32_t n_docs, const char *meta, uint32_t meta_len);
+/* A label and metadata both (a file with both sections). */
+int swift_shard_writer_add_labeled_meta(struct swift_shard_writer *w, const uint32_t *ids,
+                                        const uint8_t *mask, uint32_t n, const uint32_t *doc_len,
+                                        uint32_t n_docs, uint8_t label, const char *meta,
+                                        uint32_t meta_len);
 uint64_t swift_shard_writer_samples(const struct swift_shard_writer *w);
 uint64_t swift_shard_writer_tokens(const struct swift_shard_writer *w);
 /* Write the file atomically and free w. *crc (may be NULL) gets the payload CRC. Returns 0 or
@@ -180,8 +206,9 @@ int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **buf, siz
 /* ---- reading ---- */
 struct swift_shard; /* one mapped file */
 
-/* Check a whole shard image in memory (header, sizes, CRC, offsets). name is for messages.
- * Returns 0 or -1. */
+/* Check a whole shard image in memory (header, sizes, CRC, offsets; labels 0/1; metadata
+ * offsets monotonic within the payload, each entry empty or "{...}" without NUL). name is for
+ * messages, which give the byte offset. Returns 0 or -1. */
 int swift_shard_check(const unsigned char *buf, size_t len, const char *name);
 
 enum {
@@ -191,7 +218,9 @@ enum {
 struct swift_shards; /* a shard directory */
 
 /* Open dir (index.json + every shard it lists, mmapped and checked; with kind "pairs" every
- * sample must have two documents, with "kto" every file must have labels). Returns 0 or -1. */
+ * sample must have two documents, with "kto" every file must have labels (and only then), with
+ * "prompts" every file must have the metadata section (and only then) and every sample one
+ * document). Returns 0 or -1. */
 int swift_shards_open(struct swift_shards **out, const char *dir, int flags);
 void swift_shards_close(struct swift_shards *s);
 /* Samples over all shards, in index order. */

@@ -25,8 +25,9 @@
  *
  * The wing: config.c (config.json), weights.c (parameters, load, init, save), acts.c
  * (activations), forward.c (the one layer forward, run by training here and by generation over
- * a key/value cache, kv.h), backward.c, score.c (a reward model's score head: transformers'
- * *ForSequenceClassification); LoRA adapters in lora.h, PEFT's files in adapter.h.
+ * a key/value cache, kv.h), logps.c (per-token log-probs for GRPO), backward.c, score.c (a reward
+ * model's score head: transformers' *ForSequenceClassification); LoRA adapters in lora.h, PEFT's
+ * files in adapter.h.
  */
 #ifndef SWIFT_MODEL_H
 #define SWIFT_MODEL_H
@@ -192,6 +193,29 @@ int swift_model_forward_logits(struct swift_model *m, const struct swift_batch *
 void swift_model_token_nll(struct swift_model *m, const int32_t *targets, int n0, int n1,
                            struct swift_loss *loss, int grad);
 void swift_model_scale_dlogits(struct swift_model *m, int n0, int n1, float f);
+/* GRPO (lib/train/grpo_loss.h) needs every token's log-prob, not a sum. After
+ * swift_model_forward_logits, per range [n0,n1) of the B*T (targets host memory, B*T entries as
+ * token_nll's, -1 = not trained):
+ * swift_model_token_logps writes logp[i - n0] = log softmax(logits_i)[targets[i]] in double (0
+ * where targets[i] < 0); no gradient, the logits untouched.
+ * swift_model_token_grad writes the logits' gradient of sum_i w[i - n0] logp_i over the range
+ * (w[i - n0] (onehot - softmax) per trained token, 0 on untrained ones) in place of the range's
+ * logits, so that swift_model_backward accumulates d (sum w logp) / d parameters. For a loss with
+ * d loss / d logp_i = dlogp_i pass w = dlogp (times the step's normalisation, e.g. 1 / items of
+ * grpo_loss.h): the parameters' gradient is then d loss / d parameters, which the optimizer
+ * descends. (cross_entropy's softmax - onehot is the gradient of -logp: the sign is flipped here.)
+ * Every token of the batch must be in some range given to token_grad (or to token_nll with grad)
+ * before backward.
+ * Sampling temperature (TRL divides the logits by it before the log-softmax): scale the range's
+ * logits by 1/temperature with swift_model_scale_dlogits before token_logps, and again after
+ * token_grad (the chain rule's 1/temperature).
+ * Both loop over the tokens (cross_entropy on one row per token for the log-probs, one scale per
+ * token for the gradient): on the CPU that costs little, on CUDA it is a call per token; a fused op
+ * (log-probs of N rows in one kernel, a per-row scale) would avoid them. */
+void swift_model_token_logps(struct swift_model *m, const int32_t *targets, int n0, int n1,
+                             double *logp);
+void swift_model_token_grad(struct swift_model *m, const int32_t *targets, int n0, int n1,
+                            const float *w);
 /* Forward without gradient or dropout, then each row's summed log-prob of its trained targets
  * (b->targets >= 0, host memory) into logp[r] and their number into count[r] (count may be NULL):
  * log p(response | prompt) of a preference pair's row, as swift-eval --task pref scores it and

@@ -690,17 +690,44 @@ static int push_history(json_t *hist, struct swift_conv *conv, char *err, size_t
     return 0;
 }
 
-/* Rows of fields: alpaca (instruction/input/output), query/response with history, or text. */
-static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *holder,
-                       struct swift_conv *conv, char *err, size_t errlen)
+static const char *const q_keys[] = {"query", "prompt", "question", "problem", NULL};
+
+int swift_row_query(json_t *obj, json_t *holder, const char **qs, size_t *qn, const char *used[3],
+                    char *err, size_t errlen)
 {
-    static const char *const q_keys[] = {"query", "prompt", "question", "problem", NULL};
-    static const char *const r_keys[] = {
-        "response", "answer", "output", "completion", "solution", "target", NULL};
     json_t *inst = json_object_get(obj, "instruction");
     json_t *input = json_object_get(obj, "input");
     const char *qk = NULL;
     json_t *q = first_key(obj, q_keys, &qk);
+    int k = 0;
+    used[0] = NULL;
+    if (!inst && !q && !input)
+        return 0;
+    if (inst || (input && !q)) {
+        if (alpaca_query(inst, input, holder, qs, qn, err, errlen) < 0)
+            return -1;
+        if (inst)
+            used[k++] = "instruction";
+        if (input)
+            used[k++] = "input";
+    } else {
+        if (get_text(q, qk, qs, qn, err, errlen) < 0)
+            return -1;
+        used[k++] = qk;
+    }
+    used[k] = NULL;
+    return 1;
+}
+
+/* Rows of fields: alpaca (instruction/input/output), query/response with history, or text. */
+static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *holder,
+                       struct swift_conv *conv, char *err, size_t errlen)
+{
+    static const char *const r_keys[] = {
+        "response", "answer", "output", "completion", "solution", "target", NULL};
+    json_t *inst = json_object_get(obj, "instruction");
+    json_t *input = json_object_get(obj, "input");
+    json_t *q = first_key(obj, q_keys, NULL);
     json_t *resp = first_key(obj, r_keys, NULL);
     json_t *text = json_object_get(obj, "text");
     if (!inst && !q && !resp && !input) {
@@ -717,15 +744,15 @@ static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *hol
     }
     if (!resp)
         return errf(err, errlen, "missing response (\"output\", \"response\" or \"answer\")");
-    const char *qs = "", *rs = "";
+    const char *qs = "", *rs = "", *used[3];
     size_t qn = 0, rn = 0;
     if (get_text(resp, "the response", &rs, &rn, err, errlen) < 0)
         return -1;
-    if (inst || (input && !q)) {
-        if (alpaca_query(inst, input, holder, &qs, &qn, err, errlen) < 0)
-            return -1;
-    } else if (get_text(q, qk, &qs, &qn, err, errlen) < 0)
+    int k = swift_row_query(obj, holder, &qs, &qn, used, err, errlen);
+    if (k < 0)
         return -1;
+    if (k == 0)
+        return errf(err, errlen, "missing the query (\"query\", \"instruction\" or \"question\")");
     if (sys_s && push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
         return errf(err, errlen, "too many messages");
     if (push_history(json_object_get(obj, "history"), conv, err, errlen) < 0)

@@ -37,6 +37,12 @@
  *   field prompts  instruction/input, query, question, ... + "chosen" + "rejected" strings
  *   KTO            any SFT row + a boolean "label" (TRL's prompt/completion/label too)
  * Chosen and rejected must share every message but the last, which must be an assistant turn.
+ *
+ * Prompt rows (--kind prompts, swift_row_to_prompt; docs/preprocess.md "Prompt data"):
+ *   ms-swift       "messages" ending with a user turn (a system message first, optional)
+ *   TRL            "prompt": a string (one user message) or a list of messages
+ *   fields         query / question / problem / instruction(+input), as SFT reads them
+ * and any other columns (GSM8K's "answer", ...), which go to the sample's metadata.
  */
 #ifndef SWIFT_DATASET_H
 #define SWIFT_DATASET_H
@@ -94,9 +100,17 @@ int swift_row_to_conv(json_t *obj, const struct swift_columns *cols, const char 
  * reference appended to holder). */
 json_t *swift_row_rename(json_t *obj, const struct swift_columns *cols, json_t *holder);
 
-/* What a row holds: SFT data, a preference pair, or a KTO row (SWIFT_KIND_*). */
-enum swift_row_kind { SWIFT_KIND_SFT, SWIFT_KIND_PAIRS, SWIFT_KIND_KTO };
-/* The names "sft", "pairs", "kto" (index.json's "kind", --kind). */
+/* The user query of a row of fields, as SFT reads it: alpaca's instruction + "\n" + input (or
+ * whichever is set), else the first of "query", "prompt", "question", "problem" that is set.
+ * Returns 1 with *qs / *qn (borrowed from obj or holder) and the keys it read in used[] (at most
+ * two, NULL-terminated), 0 when the row has none of these keys, -1 with a message in err. */
+int swift_row_query(json_t *obj, json_t *holder, const char **qs, size_t *qn, const char *used[3],
+                    char *err, size_t errlen);
+
+/* What a row holds: SFT data, a preference pair, a KTO row, or a GRPO prompt (SWIFT_KIND_*;
+ * prompts only with --kind prompts, never detected). */
+enum swift_row_kind { SWIFT_KIND_SFT, SWIFT_KIND_PAIRS, SWIFT_KIND_KTO, SWIFT_KIND_PROMPTS };
+/* The names "sft", "pairs", "kto", "prompts" (index.json's "kind", --kind). */
 const char *swift_row_kind_name(int kind);
 /* The kind of a row (after renames): "label" -> KTO; "chosen", "rejected", "rejected_response"
  * or "rejected_messages" -> a pair; otherwise SFT. */
@@ -111,5 +125,20 @@ int swift_row_kind(json_t *obj);
 int swift_row_to_pref(json_t *obj, const struct swift_columns *cols, const char *system, int kind,
                       struct swift_conv *chosen, struct swift_conv *rejected, int *label,
                       json_t **owned, char *err, size_t errlen);
+
+/*
+ * A GRPO prompt row (docs/preprocess.md "Prompt data"; renames applied first) as a conversation
+ * that ends with a user turn: ms-swift's "messages" (or ShareGPT "conversations"), TRL's
+ * "prompt" (a string: one user message; a list of messages), or a query column as
+ * swift_row_query reads it (with "history"). *meta receives the compact JSON text (malloc'ed,
+ * *meta_len bytes, NUL-terminated) {"prompt": the last user message's content, then the row's
+ * other columns in order}; the columns that built the conversation (messages, conversations,
+ * conversation, prompt, system, system_prompt, tools, history and the query's) are left out.
+ * *owned receives what conv borrows from (json_decref it). Returns 0, or -1 with a message in
+ * err (not printed).
+ */
+int swift_row_to_prompt(json_t *obj, const struct swift_columns *cols, const char *system,
+                        struct swift_conv *conv, char **meta, size_t *meta_len, json_t **owned,
+                        char *err, size_t errlen);
 
 #endif

@@ -213,7 +213,8 @@ struct swift_template;
 
 /* Every kept document's ids and loss mask end to end; document d is [off[d], off[d + 1]). With
  * kind SWIFT_KIND_PAIRS an entry is a whole pair: its chosen document is the first n0[d] tokens,
- * the rejected one the rest; with SWIFT_KIND_KTO label[d] is the row's label. */
+ * the rejected one the rest; with SWIFT_KIND_KTO label[d] is the row's label; with
+ * SWIFT_KIND_PROMPTS document d's metadata (JSON text) is meta[meta_off[d], meta_off[d + 1]). */
 struct pp_store {
     int kind; /* SWIFT_KIND_* (dataset.h) */
     uint32_t *ids;
@@ -224,6 +225,9 @@ struct pp_store {
     uint32_t *n0;
     uint8_t *label;
     uint64_t ndocs, capd;
+    char *meta;         /* prompts */
+    uint64_t *meta_off; /* prompts: capd entries, [0] = 0 */
+    uint64_t meta_n, meta_cap;
 };
 
 #define PP_NBAD 5 /* skipped rows quoted in the summary */
@@ -248,6 +252,12 @@ int swift_pp_add_doc(const struct swift_preprocess_opts *o, struct pp_store *s, 
 int swift_pp_add_pref(const struct swift_preprocess_opts *o, struct pp_store *s,
                       struct pp_stats *st, const uint32_t *ids, const uint8_t *mask, uint64_t n0,
                       uint64_t n1, uint64_t prompt, int label);
+/* A GRPO prompt of n tokens (mask 0) and its metadata: longer than --max-prompt-length or
+ * --max-length, it keeps its end (--truncation left; --max-prompt-length always) or is dropped
+ * (--truncation delete); counted in st. */
+int swift_pp_add_prompt(const struct swift_preprocess_opts *o, struct pp_store *s,
+                        struct pp_stats *st, const uint32_t *ids, const uint8_t *mask, uint64_t n,
+                        const char *meta, size_t meta_len);
 void swift_pp_store_free(struct pp_store *s);
 /* Mean, standard deviation, min and max of the document lengths (a pair's two counted apart). */
 void swift_pp_len_stats(const struct pp_store *s, double lenstats[4]);

@@ -23,7 +23,10 @@ static int errf(char *err, size_t errlen, const char *fmt, ...)
 
 const char *swift_row_kind_name(int kind)
 {
-    return kind == SWIFT_KIND_PAIRS ? "pairs" : kind == SWIFT_KIND_KTO ? "kto" : "sft";
+    return kind == SWIFT_KIND_PAIRS     ? "pairs"
+           : kind == SWIFT_KIND_KTO     ? "kto"
+           : kind == SWIFT_KIND_PROMPTS ? "prompts"
+                                        : "sft";
 }
 
 static const char *const pair_keys[] = {

@@ -42,6 +42,8 @@ struct item {
     int label;       /* kto */
     char *text1;     /* render of a pair: the rejected side's text */
     size_t textlen1;
+    char *meta; /* prompts: the sample's metadata (JSON text) */
+    size_t meta_len;
     int bad;
     char err[ERR_LEN];
 };
@@ -163,15 +165,31 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
     if (swift_row_parse(&it->row, &obj, it->err, ERR_LEN) < 0)
         return -1;
     it->kind = row_kind(c, obj);
-    if (it->kind != SWIFT_KIND_SFT) {
+    if (it->kind == SWIFT_KIND_PAIRS || it->kind == SWIFT_KIND_KTO) {
         int rc = do_pref(c, w, it, obj);
         json_decref(obj);
         return rc;
     }
-    int rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
-    if (rc == 0)
-        rc = swift_template_encode(
-            c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err, ERR_LEN);
+    int rc;
+    if (it->kind == SWIFT_KIND_PROMPTS) {
+        rc = swift_row_to_prompt(obj,
+                                 &c->cols,
+                                 c->o->system,
+                                 &w->conv,
+                                 &it->meta,
+                                 &it->meta_len,
+                                 &owned,
+                                 it->err,
+                                 ERR_LEN);
+        if (rc == 0)
+            rc = swift_template_encode_prompt(
+                c->tpl, w->st, c->tok, &w->conv, &w->enc, it->err, ERR_LEN);
+    } else {
+        rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
+        if (rc == 0)
+            rc = swift_template_encode(
+                c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err, ERR_LEN);
+    }
     if (rc == 0)
         rc = copy_out(it, w->enc.tok.ids, w->enc.mask, w->enc.tok.n);
     if (rc == 0) {
@@ -355,6 +373,14 @@ static void emit_line(const struct swift_preprocess_opts *o, const struct item *
         fputs("null\n", stdout);
         return;
     }
+    if (o->mode == SWIFT_PP_RENDER && it->kind == SWIFT_KIND_PROMPTS) {
+        fputs("{\"kind\":\"prompts\",", stdout); /* the SFT record and the sample's metadata */
+        put_rendered(it->text, it->textlen, it->ids, it->mask, it->n);
+        fputs(",\"meta\":", stdout);
+        fwrite(it->meta, 1, it->meta_len, stdout);
+        fputs("}\n", stdout);
+        return;
+    }
     if (o->mode == SWIFT_PP_RENDER && it->kind != SWIFT_KIND_SFT) {
         emit_pref(it);
         return;
@@ -410,6 +436,7 @@ static void free_items(struct item *items, size_t n)
         free(items[i].mask);
         free(items[i].text);
         free(items[i].text1);
+        free(items[i].meta);
     }
 }
 
@@ -519,7 +546,16 @@ static int same_kind(struct run *r, struct item *it)
             return swift_error_at(it->file,
                                   it->row.line,
                                   "%s rows are not packed (one per sample); drop --packing",
-                                  it->kind == SWIFT_KIND_PAIRS ? "preference" : "KTO");
+                                  it->kind == SWIFT_KIND_PAIRS ? "preference"
+                                  : it->kind == SWIFT_KIND_KTO ? "KTO"
+                                                               : "prompt");
+        if (it->kind == SWIFT_KIND_PROMPTS &&
+            (o->truncation == SWIFT_TRUNC_RIGHT || o->truncation == SWIFT_TRUNC_SPLIT))
+            return swift_error_at(it->file,
+                                  it->row.line,
+                                  "--truncation %s would cut the generation prompt off a prompt "
+                                  "(use delete or left)",
+                                  o->truncation == SWIFT_TRUNC_RIGHT ? "right" : "split");
         if (it->kind != SWIFT_KIND_SFT && o->truncation == SWIFT_TRUNC_SPLIT)
             return swift_error_at(it->file,
                                   it->row.line,
@@ -531,7 +567,8 @@ static int same_kind(struct run *r, struct item *it)
         static const char *const what[] = {
             "an SFT row",
             "not a preference pair (no \"chosen\" and \"rejected\", or \"rejected_response\")",
-            "not a KTO row (no boolean \"label\")"};
+            "not a KTO row (no boolean \"label\")",
+            "not a prompt"};
         snprintf(it->err,
                  ERR_LEN,
                  "%s, unlike the first row (%.300s); one kind per run (--kind %s)",
@@ -574,6 +611,9 @@ static int take_batch(struct run *r, size_t n)
         }
         if (it->kind == SWIFT_KIND_SFT)
             rc = swift_pp_add_doc(o, &r->s, &r->st, it->ids, it->mask, it->n);
+        else if (it->kind == SWIFT_KIND_PROMPTS)
+            rc = swift_pp_add_prompt(
+                o, &r->s, &r->st, it->ids, it->mask, it->n, it->meta, it->meta_len);
         else
             rc = swift_pp_add_pref(o,
                                    &r->s,
@@ -659,7 +699,16 @@ static void describe_losses(const struct run *r, int invalid_too, char *buf, siz
     const struct pp_stats *st = &r->st;
     size_t k = 0;
     buf[0] = 0;
-    if (st->dropped && r->kind > SWIFT_KIND_SFT)
+    if (st->dropped && r->kind == SWIFT_KIND_PROMPTS)
+        k += (size_t)snprintf(buf,
+                              len,
+                              "%" PRIu64 " of %" PRIu64 " rows dropped as prompts longer than "
+                              "--max-length %ld (use --truncation left to keep their end, or a "
+                              "larger --max-length)",
+                              st->dropped,
+                              st->rows,
+                              r->o->max_length);
+    else if (st->dropped && r->kind > SWIFT_KIND_SFT)
         k += (size_t)snprintf(buf,
                               len,
                               "%" PRIu64 " of %" PRIu64 " rows dropped as longer than "
@@ -713,7 +762,12 @@ static void report_build(const struct run *r, const double lenstats[4], const st
     if (r->kind == SWIFT_KIND_PAIRS)
         snprintf(what, sizeof(what), " pairs (%" PRIu64 " documents)", 2 * r->s.ndocs);
     else
-        snprintf(what, sizeof(what), "%s documents", r->kind == SWIFT_KIND_KTO ? " KTO" : "");
+        snprintf(what,
+                 sizeof(what),
+                 "%s",
+                 r->kind == SWIFT_KIND_KTO       ? " KTO documents"
+                 : r->kind == SWIFT_KIND_PROMPTS ? " prompts"
+                                                 : " documents");
     swift_info("%" PRIu64 " rows: %" PRIu64 "%s, %" PRIu64 " invalid, %" PRIu64 " dropped, %" PRIu64
                " truncated",
                st->rows,

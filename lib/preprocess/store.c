@@ -78,6 +78,8 @@ static int store_add(struct pp_store *s, const uint32_t *ids, const uint8_t *mas
 
 void swift_pp_store_free(struct pp_store *s)
 {
+    free(s->meta);
+    free(s->meta_off);
     free(s->n0);
     free(s->label);
     free(s->ids);
@@ -174,6 +176,44 @@ int swift_pp_add_pref(const struct swift_preprocess_opts *o, struct pp_store *s,
     }
     st->truncated += (uint64_t)cut;
     return store_add2(s, ids + a, mask + a, n0, ids + b, mask + b, n1, label);
+}
+
+int swift_pp_add_prompt(const struct swift_preprocess_opts *o, struct pp_store *s,
+                        struct pp_stats *st, const uint32_t *ids, const uint8_t *mask, uint64_t n,
+                        const char *meta, size_t meta_len)
+{
+    uint64_t max = (uint64_t)o->max_length, mp = (uint64_t)o->max_prompt_length, keep = n;
+    if (mp && keep > mp) /* TRL's max_prompt_length: the prompt keeps its end */
+        keep = mp;
+    if (keep > max) {
+        if (o->truncation != SWIFT_TRUNC_LEFT) { /* delete (right and split are refused) */
+            st->dropped++;
+            return 0;
+        }
+        keep = max;
+    }
+    if (s->meta_n + meta_len > MAX_STORE_TOKENS)
+        return swift_error("more than %" PRIu64 " bytes of prompt metadata", MAX_STORE_TOKENS);
+    uint64_t capd = s->capd;
+    if (store_add(s, ids + (n - keep), mask + (n - keep), keep) < 0)
+        return -1;
+    st->truncated += keep < n;
+    if (capd != s->capd || !s->meta_off) {
+        s->meta_off = swift_xrealloc(s->meta_off, s->capd * sizeof(uint64_t));
+        if (!capd)
+            s->meta_off[0] = 0;
+    }
+    if (s->meta_n + meta_len > s->meta_cap) {
+        uint64_t nc = s->meta_cap ? s->meta_cap : 1 << 16;
+        while (nc < s->meta_n + meta_len)
+            nc *= 2;
+        s->meta = swift_xrealloc(s->meta, nc);
+        s->meta_cap = nc;
+    }
+    memcpy(s->meta + s->meta_n, meta, meta_len);
+    s->meta_n += meta_len;
+    s->meta_off[s->ndocs] = s->meta_n;
+    return 0;
 }
 
 static uint64_t splitmix(uint64_t *x)
@@ -378,7 +418,9 @@ struct shard_out {
     uint32_t *ids, *dl;
     uint8_t *mask;
     uint64_t cap, capd;
-    int label; /* the sample's KTO label, or -1 */
+    int label;        /* the sample's KTO label, or -1 */
+    const char *meta; /* the sample's prompt metadata, or NULL */
+    uint32_t meta_len;
 };
 
 static int grow(struct shard_out *so, uint64_t len, uint64_t nd)
@@ -424,7 +466,10 @@ static int put_sample(struct shard_out *so, uint64_t len, uint64_t nd)
         if (!so->w)
             rc = -1;
     }
-    if (rc == 0 && so->label >= 0)
+    if (rc == 0 && so->meta)
+        rc = swift_shard_writer_add_meta(
+            so->w, so->ids, so->mask, (uint32_t)len, so->dl, (uint32_t)nd, so->meta, so->meta_len);
+    else if (rc == 0 && so->label >= 0)
         rc = swift_shard_writer_add_labeled(
             so->w, so->ids, so->mask, (uint32_t)len, so->dl, (uint32_t)nd, (uint8_t)so->label);
     else if (rc == 0)
@@ -458,6 +503,12 @@ static int write_samples(struct shard_out *so, const struct pp_store *s, const u
             p += l;
         }
         so->label = s->kind == SWIFT_KIND_KTO ? s->label[order[start[k]]] : -1;
+        so->meta = NULL;
+        if (s->kind == SWIFT_KIND_PROMPTS) { /* one document a sample */
+            uint64_t d = order[start[k]], a = s->meta_off[d];
+            so->meta = s->meta + a;
+            so->meta_len = (uint32_t)(s->meta_off[d + 1] - a);
+        }
         rc = put_sample(so, len, nd);
         *tokens += len;
     }
@@ -477,9 +528,11 @@ static void describe(struct swift_shard_index *ix, const struct swift_preprocess
     ix->tokenizer = swift_xstrdup(o->tokenizer);
     ix->tokenizer_sha256 = swift_xstrdup(swift_tokenizer_sha256(tok));
     ix->template_name = swift_xstrdup(swift_template_name(tpl));
-    /* pairs and KTO rows train their final response only, whatever --loss says */
-    ix->loss =
-        swift_xstrdup(swift_loss_name(s_kind != SWIFT_KIND_SFT ? SWIFT_LOSS_LAST_ROUND : o->loss));
+    /* pairs and KTO rows train their final response only, whatever --loss says; prompts train
+     * nothing ("loss": null) */
+    if (s_kind != SWIFT_KIND_PROMPTS)
+        ix->loss = swift_xstrdup(
+            swift_loss_name(s_kind != SWIFT_KIND_SFT ? SWIFT_LOSS_LAST_ROUND : o->loss));
     ix->truncation = swift_xstrdup(trunc_names[o->truncation]);
     ix->packing = swift_xstrdup(pack_names[o->packing]);
     ix->split = swift_xstrdup(split);

@@ -683,3 +683,59 @@ int swift_template_encode_pair(const struct swift_template *t, struct swift_tok_
     *prompt = p;
     return 0;
 }
+
+int swift_template_encode_prompt(const struct swift_template *t, struct swift_tok_state *st,
+                                 const struct swift_tokenizer *tok, const struct swift_conv *c,
+                                 struct swift_encoded *e, char *err, size_t errlen)
+{
+    struct render r = {e, tok, 0, err, errlen, 0};
+    if (c->is_text || c->n == 0 || c->msg[c->n - 1].role != SWIFT_ROLE_USER)
+        return fail(&r, "a prompt must end with a user message");
+    int rc;
+    if (t->kind == K_GENERATION) {
+        /* no chat template: the user's text itself, opened as swift-eval opens a plain prompt */
+        if (c->n != 1)
+            return fail(&r,
+                        "the generation template takes one user message (no system or "
+                        "earlier turns); use a chat template");
+        struct swift_conv tc = {
+            .is_text = 1, .text = c->msg[0].content, .text_len = c->msg[0].len, .open_end = 1};
+        rc = swift_template_encode(t, st, tok, &tc, SWIFT_LOSS_DEFAULT, e, err, errlen);
+    } else {
+        /* the conversation plus an empty assistant turn: the prompt is what precedes the turn's
+         * first trained byte (its header: HF's add_generation_prompt) */
+        struct swift_message *m = swift_xmalloc((c->n + 1) * sizeof(*m));
+        memcpy(m, c->msg, c->n * sizeof(*m));
+        for (size_t i = 0; i < c->n; i++)
+            m[i].loss = 0;
+        m[c->n] = (struct swift_message){SWIFT_ROLE_ASSISTANT, "", 0, NULL, 1};
+        struct swift_conv ac = *c;
+        ac.msg = m;
+        ac.n = ac.cap = c->n + 1;
+        rc = swift_template_encode(t, st, tok, &ac, SWIFT_LOSS_LAST_ROUND, e, err, errlen);
+        free(m);
+        if (rc == 0) {
+            size_t b = 0;
+            while (b < e->len && !e->bytemask[b])
+                b++;
+            e->len = b;
+            e->text[b] = 0;
+            e->tok.n = 0;
+            if (swift_tokenizer_encode(
+                    st, e->text, b, SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_NO_NORMALIZE, &e->tok) < 0)
+                return fail(&r, "cannot tokenize the rendered prompt");
+            if (e->tok.n > e->maskcap) {
+                e->mask = swift_xrealloc(e->mask, e->tok.n);
+                e->maskcap = e->tok.n;
+            }
+        }
+    }
+    if (rc < 0)
+        return -1;
+    if (e->tok.n)
+        memset(e->mask, 0, e->tok.n);
+    if (e->len)
+        memset(e->bytemask, 0, e->len);
+    e->trained = 0;
+    return 0;
+}

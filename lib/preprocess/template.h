@@ -110,4 +110,17 @@ int swift_template_encode_pair(const struct swift_template *t, struct swift_tok_
                                struct swift_conv *rejected, struct swift_encoded *e0,
                                struct swift_encoded *e1, size_t *prompt, char *err, size_t errlen);
 
+/*
+ * A GRPO prompt: conversation c, which must end with a user message, rendered with the
+ * generation prompt (the assistant header the model continues, as HF's
+ * apply_chat_template(add_generation_prompt=True): ChatML's "<|im_start|>assistant\n", Llama 3's
+ * "<|start_header_id|>assistant<|end_header_id|>\n\n") and tokenized as that text alone. Under
+ * the generation template c must be one user message, encoded as swift-eval's plain prompts
+ * (the start token, the text, no eos). e->mask is all 0 and e->trained 0. Returns 0, or -1 with
+ * a message in err (not printed).
+ */
+int swift_template_encode_prompt(const struct swift_template *t, struct swift_tok_state *st,
+                                 const struct swift_tokenizer *tok, const struct swift_conv *c,
+                                 struct swift_encoded *e, char *err, size_t errlen);
+
 #endif

@@ -216,7 +216,7 @@ EOF
     [ "${lines[0]}" = pairs ] && [ "${lines[1]}" = 4096 ]
     run "$P" --tokenizer "$Q" -o "$TMP/m" --kind nope "$LF/dpo_en_demo.json"
     [ "$status" -eq 2 ]
-    [[ "${lines[0]}" == "swift-preprocess: --kind: expected auto, sft, pairs or kto, got 'nope'" ]]
+    [[ "${lines[0]}" == "swift-preprocess: --kind: expected auto, sft, pairs, kto or prompts, got 'nope'" ]]
     # --kind sft keeps SFT shards exactly as before: version 1, no "kind"
     run --separate-stderr "$P" --tokenizer "$Q" -o "$TMP/sft" --kind sft "$LF/alpaca_en_demo.json"
     [ "$status" -eq 0 ]
