@@ -211,11 +211,11 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_INT(0, "max-completion-length", F(o.max_completion_length), 1, BIG, "N",
                   "--rlhf grpo: tokens a completion may have (default 256)"),
     SWIFT_OPT_DOUBLE(0, "temperature", F(o.temperature), 0, HUGE_VAL, "T",
-                     "--rlhf grpo: sampling temperature (default 1)",
-                     .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--temperature must be > 0"),
+                     "--rlhf grpo: sampling temperature (default 1)", .flags = SWIFT_OPT_OPEN_MIN,
+                     .range_error = "--temperature must be > 0"),
     SWIFT_OPT_DOUBLE(0, "top-p", F(o.top_p), 0, 1, "P",
-                     "--rlhf grpo: nucleus sampling (default 1: off)",
-                     .flags = SWIFT_OPT_OPEN_MIN, .range_error = "--top-p must be in (0, 1]"),
+                     "--rlhf grpo: nucleus sampling (default 1: off)", .flags = SWIFT_OPT_OPEN_MIN,
+                     .range_error = "--top-p must be in (0, 1]"),
     SWIFT_OPT_DOUBLE(0, "epsilon", F(o.epsilon), 0, HUGE_VAL, "X",
                      "--rlhf grpo: the ratio is clipped to [1 - X, 1 + epsilon-high] "
                      "(default 0.2)",
@@ -378,8 +378,7 @@ int main(int argc, char **argv)
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
         strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "kto") &&
         strcmp(c.o.rlhf, "rm") && strcmp(c.o.rlhf, "grpo"))
-        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo, kto, rm or grpo",
-                           c.o.rlhf);
+        return swift_usage("--rlhf: '%s' is not dpo, orpo, simpo, cpo, kto, rm or grpo", c.o.rlhf);
     int grpo = c.o.rlhf && !strcmp(c.o.rlhf, "grpo");
     if (c.o.beta == 0 && !grpo)
         return swift_usage("--beta must be > 0");

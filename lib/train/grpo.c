@@ -205,8 +205,7 @@ static void grpo_log(const struct swift_objective *obj, const struct swift_objec
         swift_pref_put(rec, prefix, "kl", mean_of(x[GX_KL], x[GX_TOKENS]));
     swift_pref_put(rec, prefix, "clip_ratio/low_mean", mean_of(x[GX_CLIP_LOW], x[GX_TOKENS]));
     swift_pref_put(rec, prefix, "clip_ratio/high_mean", mean_of(x[GX_CLIP_HIGH], x[GX_TOKENS]));
-    swift_pref_put(
-        rec, prefix, "clip_ratio/region_mean", mean_of(x[GX_CLIP_REGION], x[GX_TOKENS]));
+    swift_pref_put(rec, prefix, "clip_ratio/region_mean", mean_of(x[GX_CLIP_REGION], x[GX_TOKENS]));
 }
 
 /* ---- construction ---- */
@@ -287,8 +286,8 @@ static int add_rewards(struct grpo_state *st, const struct swift_train_opts *o)
 {
     struct swift_reward_config cfg = SWIFT_REWARD_CONFIG_INIT;
     cfg.max_completion_length = o->max_completion_length;
-    cfg.cache_length = o->soft_cache_length > 0 ? o->soft_cache_length
-                                                : (o->max_completion_length + 3) / 4;
+    cfg.cache_length =
+        o->soft_cache_length > 0 ? o->soft_cache_length : (o->max_completion_length + 3) / 4;
     if (cfg.cache_length > cfg.max_completion_length)
         return swift_error("--soft-cache-length %ld exceeds --max-completion-length %d",
                            cfg.cache_length,

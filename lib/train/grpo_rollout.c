@@ -159,8 +159,9 @@ static int generate(struct grpo_state *st, struct swift_model *m, struct grpo_mb
         for (int t = 0; t < T; t++) {
             tk[t] = t < P ? pr[t] : t < P + n ? seqs[r].out[t - P] : 0;
             ps[t] = t < P + n ? t : t - (P + n);
-            tg[t] = t >= P - 1 && t < P + n - 1 ? tk[t + 1] : -1;
         }
+        for (int t = 0; t < T; t++) /* token t predicts t + 1: the completion's tokens */
+            tg[t] = t >= P - 1 && t < P + n - 1 ? tk[t + 1] : -1;
         g->off[r] = r * T + P - 1;
         g->len[r] = n;
         g->clipped[r] = rc == 0 && seqs[r].stopped == 0;
@@ -173,7 +174,8 @@ static int generate(struct grpo_state *st, struct swift_model *m, struct grpo_mb
 
 /* The completions as text (special tokens left out, as TRL's batch_decode), the prompts'
  * metadata, and the rewards. */
-static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sample *xs, int a)
+static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sample *xs, long step,
+                 int a)
 {
     int R = g->R, P = R / st->G;
     for (int p = 0; p < P; p++) {
@@ -184,7 +186,10 @@ static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sa
     }
     struct swift_reward_row *rows = swift_xcalloc((size_t)R, sizeof(*rows));
     char where[64];
-    snprintf(where, sizeof(where), "micro-batch %d", a);
+    if (step >= 0)
+        snprintf(where, sizeof(where), "step %ld, micro-batch %d", step + 1, a);
+    else
+        snprintf(where, sizeof(where), "evaluation");
     for (int r = 0; r < R; r++) {
         size_t len;
         const uint32_t *ids = (const uint32_t *)(g->tok + g->off[r] + 1);
@@ -203,13 +208,12 @@ static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sa
     }
     int64_t t0 = swift_trace_now();
     int rc = swift_reward_score(st->rs, rows, (size_t)R, g->reward, g->per);
-    swift_trace_span(
-        "compute",
-        "reward",
-        t0,
-        swift_trace_now(),
-        (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a), SWIFT_TARG_I("rows", R)},
-        2);
+    swift_trace_span("compute",
+                     "reward",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a), SWIFT_TARG_I("rows", R)},
+                     2);
     free(rows);
     if (rc < 0)
         return -1;
@@ -218,8 +222,8 @@ static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sa
 }
 
 /* A span around a log-prob pass of model mm over g (no gradient). */
-static int logps_span(struct grpo_state *st, struct swift_model *mm, struct grpo_mb *g,
-                      double *out, int lora_off, const char *name, int a)
+static int logps_span(struct grpo_state *st, struct swift_model *mm, struct grpo_mb *g, double *out,
+                      int lora_off, const char *name, int a)
 {
     int64_t t0 = swift_trace_now();
     if (grpo_logps(st, mm, g, out, lora_off) < 0)
@@ -239,7 +243,7 @@ static int rollout_mb(struct grpo_state *st, struct swift_model *m, struct grpo_
     mb_alloc(g, R, st->T, st->nfun, st->mu > 1, st->beta > 0);
     if (!R)
         return 0;
-    if (generate(st, m, g, xs, step, a) < 0 || score(st, g, xs, a) < 0)
+    if (generate(st, m, g, xs, step, a) < 0 || score(st, g, xs, step, a) < 0)
         return -1;
     if (st->mu > 1 && step >= 0 && logps_span(st, m, g, g->old, 0, "old_logps", a) < 0)
         return -1;

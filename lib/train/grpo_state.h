@@ -43,10 +43,10 @@ enum {
 
 struct grpo_mb {
     int R;
-    int32_t *tok, *tgt, *pos; /* (R*T) */
-    int *off, *len, *plen;    /* (R) completion start, its tokens, prompt tokens */
-    int *clipped;             /* (R) no stop token within --max-completion-length */
-    double *old, *ref;        /* (R*T) per-token log-probs, or NULL */
+    int32_t *tok, *tgt, *pos;          /* (R*T) */
+    int *off, *len, *plen;             /* (R) completion start, its tokens, prompt tokens */
+    int *clipped;                      /* (R) no stop token within --max-completion-length */
+    double *old, *ref;                 /* (R*T) per-token log-probs, or NULL */
     double *reward, *adv, *gstd, *per; /* (R), (R), (R), (nfun*R) */
     char **text;                       /* (R) completions as text */
     json_t **meta;                     /* (R/G) the prompts' metadata (owned) */

@@ -158,6 +158,9 @@ struct run {
 /* Open the shards of dir and check every sample against the model: the tokenizer's sha256,
  * lengths against r->T, token ids against the vocabulary. Returns 0 or -1. */
 int train_open_shards(struct run *r, struct swift_shards **s, const char *dir);
+/* The shards' kind (index.json) against the objective's (reported, naming the swift-preprocess
+ * option that makes the right ones). Returns 0 or -1. */
+int train_check_kind(const struct run *r, const struct swift_shard_index *ix, const char *dir);
 
 /* ---- sync.c: on one rank each leaves its inputs as they are (no collective); gs is the
  * 1-based step, for messages ---- */

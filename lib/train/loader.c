@@ -22,7 +22,7 @@
 
 /* The shards' kind (index.json "kind") against the objective's: pairs for --rlhf, SFT samples
  * otherwise; the message names the swift-preprocess option that makes the right ones. */
-static int check_kind(const struct run *r, const struct swift_shard_index *ix, const char *dir)
+int train_check_kind(const struct run *r, const struct swift_shard_index *ix, const char *dir)
 {
     const char *want = r->obj.kind ? r->obj.kind : "sft";
     char what[64];
@@ -38,7 +38,8 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
     if (swift_shards_open(s, dir, 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(*s);
-    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0 || check_kind(r, ix, dir) < 0)
+    if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0 ||
+        train_check_kind(r, ix, dir) < 0)
         return -1;
     uint64_t n = swift_shards_count(*s);
     for (uint64_t i = 0; i < n; i++) {

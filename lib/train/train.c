@@ -209,15 +209,11 @@ static int load_model(struct run *r)
 static int open_data(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
-    r->mbs = r->obj.batch_rows ? o->batch_size / r->obj.rows_per_sample : o->batch_size;
-    if (r->mbs < 1 || (r->obj.batch_rows && o->batch_size % r->obj.rows_per_sample))
-        return swift_error("--per-device-train-batch-size %d counts completions: it must be a "
-                           "multiple of --num-generations %d (whole groups per micro-batch)",
-                           o->batch_size,
-                           r->obj.rows_per_sample);
     if (swift_shards_open(&r->train, o->dataset, 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(r->train);
+    if (train_check_kind(r, ix, o->dataset) < 0) /* before lengths: the likelier mistake */
+        return -1;
     r->T = o->max_length > 0 ? o->max_length : (int)ix->max_length;
     if (r->T <= 0)
         return swift_error("%s: no max_length; give --max-length", o->dataset);
@@ -234,6 +230,12 @@ static int open_data(struct run *r)
     r->train = NULL;
     if (train_open_shards(r, &r->train, o->dataset) < 0)
         return -1;
+    r->mbs = r->obj.batch_rows ? o->batch_size / r->obj.rows_per_sample : o->batch_size;
+    if (r->mbs < 1 || (r->obj.batch_rows && o->batch_size % r->obj.rows_per_sample))
+        return swift_error("--per-device-train-batch-size %d counts completions: it must be a "
+                           "multiple of --num-generations %d (whole groups per micro-batch)",
+                           o->batch_size,
+                           r->obj.rows_per_sample);
     char *vdir =
         o->val_dataset ? swift_xstrdup(o->val_dataset) : swift_path_join(o->dataset, "val");
     if (vdir && (o->val_dataset || swift_is_dir(vdir))) {

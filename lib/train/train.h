@@ -98,10 +98,10 @@ struct swift_train_opts {
     double desirable_weight, undesirable_weight; /* --rlhf kto (default 1) */
     int precompute_ref_logps; /* dpo: reference log-probs once, stored next to the shards */
     /* --rlhf grpo (docs/grpo.md): TRL's GRPOConfig names and defaults */
-    int grpo_loss_type;        /* enum swift_grpo_loss (lib/train/grpo_loss.h); -1: dapo */
-    int num_generations;       /* completions per prompt (8) */
-    int max_completion_length; /* tokens a completion may have (256) */
-    double temperature, top_p; /* sampling (1, 1) */
+    int grpo_loss_type;           /* enum swift_grpo_loss (lib/train/grpo_loss.h); -1: dapo */
+    int num_generations;          /* completions per prompt (8) */
+    int max_completion_length;    /* tokens a completion may have (256) */
+    double temperature, top_p;    /* sampling (1, 1) */
     double epsilon, epsilon_high; /* clip range (0.2; epsilon_high < 0: epsilon) */
     int num_iterations;           /* updates per generation batch (1) */
     int scale_rewards;            /* enum swift_grpo_scale; -1: group */
@@ -109,11 +109,11 @@ struct swift_train_opts {
     int nreward_funcs;
     const char *reward_cmds[16]; /* --reward-cmd programs, after the built-ins */
     int nreward_cmds;
-    const char *reward_model;    /* a --rlhf rm model directory, scored last ("rm") */
-    const char *reward_weights;  /* "1,0.5,..." one per function in that order */
-    const char *format_pattern;  /* the format reward's regex (NULL: ms-swift's) */
-    double reward_timeout;       /* seconds a program may take per reply line (60) */
-    long soft_cache_length;      /* the length reward's C (ms-swift's default 128...) */
+    const char *reward_model;   /* a --rlhf rm model directory, scored last ("rm") */
+    const char *reward_weights; /* "1,0.5,..." one per function in that order */
+    const char *format_pattern; /* the format reward's regex (NULL: ms-swift's) */
+    double reward_timeout;      /* seconds a program may take per reply line (60) */
+    long soft_cache_length;     /* the length reward's C (ms-swift's default 128...) */
     int argc;
     char **argv;
 };
