@@ -237,8 +237,12 @@ static const struct swift_option opts[] = {
                        "--rlhf grpo: a reward program: JSON rows in, one number per line out "
                        "(repeatable; docs/grpo.md)",
                        .value = 1),
+    SWIFT_OPT_PATH(0, "reward-model", F(o.reward_model), "DIR",
+                   "--rlhf grpo: a reward model (--rlhf rm, full) scoring each completion, "
+                   "after the other rewards"),
     SWIFT_OPT_STRING(0, "reward-weights", F(o.reward_weights), "LIST",
-                     "--rlhf grpo: one weight per reward, funcs then programs (default 1 each)"),
+                     "--rlhf grpo: one weight per reward: funcs, programs, then the reward model "
+                     "(default 1 each)"),
     SWIFT_OPT_STRING(0, "format-pattern", F(o.format_pattern), "REGEX",
                      "--rlhf grpo: the format reward's pattern (PCRE2, anchored at the start; "
                      "default ms-swift's <think>...</think><answer>...</answer>)"),
@@ -386,8 +390,9 @@ int main(int argc, char **argv)
         return swift_usage("--loss-type: --rlhf grpo takes dapo, grpo, bnpo or dr_grpo");
     if (!grpo && c.o.loss_type == -2)
         return swift_usage("--loss-type: dapo, grpo, bnpo and dr_grpo are for --rlhf grpo");
-    if (!grpo && (c.o.nreward_funcs || c.o.nreward_cmds || c.o.reward_weights))
-        return swift_usage("--reward-funcs, --reward-cmd and --reward-weights are for --rlhf grpo");
+    if (!grpo && (c.o.nreward_funcs || c.o.nreward_cmds || c.o.reward_weights || c.o.reward_model))
+        return swift_usage("--reward-funcs, --reward-cmd, --reward-model and --reward-weights are "
+                           "for --rlhf grpo");
     if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
         return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));

@@ -192,7 +192,7 @@ static void grpo_log(const struct swift_objective *obj, const struct swift_objec
     swift_pref_put(rec, prefix, "reward_std", mean_of(x[GX_GROUP_STD], n));
     for (int f = 0; f < st->nfun; f++) {
         char key[96];
-        const char *name = swift_reward_name(st->rs, f);
+        const char *name = grpo_fun_name(st, f);
         snprintf(key, sizeof(key), "rewards/%s/mean", name);
         swift_pref_put(rec, prefix, key, mean_of(x[GX_FUNCS + 2 * f], n));
         snprintf(key, sizeof(key), "rewards/%s/std", name);
@@ -222,6 +222,8 @@ static void grpo_free(struct swift_objective *obj)
         swift_kv_release(&st->kv);
     swift_pref_ref_free(&st->ref);
     swift_reward_set_free(st->rs);
+    if (st->have_rm)
+        swift_model_free(&st->rm);
     swift_tokenizer_free(st->tok);
     free(st->logp);
     free(st->dlogp);
@@ -281,6 +283,68 @@ static int find_stops(struct grpo_state *st, const struct swift_train_opts *o)
     return 0;
 }
 
+const char *grpo_fun_name(const struct grpo_state *st, int f)
+{
+    return f < st->nset ? swift_reward_name(st->rs, f) : "rm";
+}
+
+/* --reward-weights: one per function, the set's then the reward model's (the last). */
+static int reward_weights(struct grpo_state *st, const struct swift_train_opts *o)
+{
+    st->w_rm = 1.0;
+    if (!o->reward_weights)
+        return 0;
+    char *list = swift_xstrdup(o->reward_weights);
+    int rc = 0;
+    if (o->reward_model) {
+        char *last = strrchr(list, ',');
+        char *w = last ? last + 1 : list, *end;
+        st->w_rm = strtod(w, &end);
+        if (end == w || *end || !isfinite(st->w_rm))
+            rc = swift_error("--reward-weights: '%s' is not a number", w);
+        if (last)
+            *last = 0;
+        else
+            *list = 0;
+    }
+    if (rc == 0 && st->nset && swift_reward_set_weights(st->rs, list) < 0)
+        rc = -1;
+    else if (rc == 0 && !st->nset && *list)
+        rc = swift_error("--reward-weights: %d weights for 1 reward (the reward model)",
+                         1 + (int)(strchr(o->reward_weights, ',') != NULL));
+    free(list);
+    return rc;
+}
+
+/* --reward-model DIR: a model with a score head (swift-train --rlhf rm, full tuning, or
+ * transformers' *ForSequenceClassification) over the same vocabulary. */
+static int load_reward_model(struct grpo_state *st, const struct swift_train_opts *o,
+                             const struct swift_model *m)
+{
+    if (!o->reward_model)
+        return 0;
+    struct swift_model_config c;
+    char *cp = swift_path_join(o->reward_model, "config.json");
+    int rc = swift_model_config_load(&c, cp);
+    free(cp);
+    if (rc < 0)
+        return -1;
+    if (!c.score) /* loading it would give it a new, random head */
+        return swift_error("--reward-model %s: no score head (config.json's architectures is "
+                           "not *ForSequenceClassification: a swift-train --rlhf rm model?)",
+                           o->reward_model);
+    if (swift_model_load_score(&st->rm, o->reward_model, m->ops, 1, (uint64_t)o->seed) < 0)
+        return -1;
+    st->have_rm = 1;
+    st->rm.act_ckpt = 1; /* forward only: one layer's activations */
+    if (st->rm.cfg.vocab_size != m->cfg.vocab_size)
+        return swift_error("--reward-model %s: vocabulary of %d tokens, the policy's is %d",
+                           o->reward_model,
+                           st->rm.cfg.vocab_size,
+                           m->cfg.vocab_size);
+    return 0;
+}
+
 /* The reward functions in order: --reward-funcs, then the --reward-cmd programs. */
 static int add_rewards(struct grpo_state *st, const struct swift_train_opts *o)
 {
@@ -303,16 +367,15 @@ static int add_rewards(struct grpo_state *st, const struct swift_train_opts *o)
     for (int i = 0; i < o->nreward_cmds; i++)
         if (swift_reward_add_cmd(st->rs, o->reward_cmds[i], 1.0) < 0)
             return -1;
-    st->nfun = swift_reward_count(st->rs);
+    st->nset = swift_reward_count(st->rs);
+    st->nfun = st->nset + (o->reward_model != NULL);
     if (!st->nfun)
-        return swift_error("--rlhf grpo needs a reward: --reward-funcs accuracy|format|length or "
-                           "--reward-cmd 'PROGRAM ARGS'");
+        return swift_error("--rlhf grpo needs a reward: --reward-funcs accuracy|format|length, "
+                           "--reward-cmd 'PROGRAM ARGS' or --reward-model DIR");
     if (GX_FUNCS + 2 * st->nfun > SWIFT_OBJECTIVE_EXTRA)
         return swift_error("--rlhf grpo: at most %d reward functions",
                            (SWIFT_OBJECTIVE_EXTRA - GX_FUNCS) / 2);
-    if (o->reward_weights && swift_reward_set_weights(st->rs, o->reward_weights) < 0)
-        return -1;
-    return 0;
+    return reward_weights(st, o);
 }
 
 static long grpo_rollout_hook(struct swift_objective *obj, struct swift_model *m,
@@ -345,7 +408,7 @@ static int grpo_init_state(struct grpo_state *st, const struct swift_train_opts 
     if (!(st->temperature > 0))
         return swift_error("--temperature must be > 0 for --rlhf grpo (sampling)");
     if (swift_tokenizer_load(&st->tok, o->model) < 0 || find_stops(st, o) < 0 ||
-        add_rewards(st, o) < 0)
+        add_rewards(st, o) < 0 || load_reward_model(st, o, m) < 0)
         return -1;
     if (st->beta > 0 && swift_pref_ref_init(&st->ref, o, m) < 0)
         return -1;

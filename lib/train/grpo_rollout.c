@@ -172,6 +172,40 @@ static int generate(struct grpo_state *st, struct swift_model *m, struct grpo_mb
     return rc;
 }
 
+/* --reward-model: each row's score (the last completion token's hidden state through the score
+ * head), weighted into the rewards; a span "reward.rm" as the set's functions have. */
+static int rm_score(struct grpo_state *st, struct grpo_mb *g)
+{
+    int R = g->R;
+    int64_t t0 = swift_trace_now();
+    struct swift_batch bt = {R, st->T, g->tok, g->tgt, g->pos};
+    if (swift_model_reserve(&st->rm, R, st->T) < 0 ||
+        swift_model_forward_hidden(&st->rm, &bt, 0) < 0)
+        return -1;
+    int32_t *idx = swift_xcalloc((size_t)R, sizeof(int32_t));
+    float *out = swift_xcalloc((size_t)R, sizeof(float));
+    for (int r = 0; r < R; r++)
+        idx[r] = g->off[r] + g->len[r]; /* the row's last token */
+    int rc = swift_model_score(&st->rm, idx, R, out);
+    double *per = g->per + (size_t)st->nset * R;
+    for (int r = 0; rc == 0 && r < R; r++) {
+        per[r] = out[r];
+        if (!st->nset)
+            g->reward[r] = 0;
+        g->reward[r] += st->w_rm * out[r];
+    }
+    free(idx);
+    free(out);
+    swift_trace_span(
+        "compute",
+        "reward.rm",
+        t0,
+        swift_trace_now(),
+        (struct swift_targ[]){SWIFT_TARG_S("function", "rm"), SWIFT_TARG_I("program", 0)},
+        2);
+    return rc;
+}
+
 /* The completions as text (special tokens left out, as TRL's batch_decode), the prompts'
  * metadata, and the rewards. */
 static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sample *xs, long step,
@@ -207,7 +241,9 @@ static int score(struct grpo_state *st, struct grpo_mb *g, const struct swift_sa
                                             .where = where};
     }
     int64_t t0 = swift_trace_now();
-    int rc = swift_reward_score(st->rs, rows, (size_t)R, g->reward, g->per);
+    int rc = st->nset ? swift_reward_score(st->rs, rows, (size_t)R, g->reward, g->per) : 0;
+    if (rc == 0 && st->have_rm)
+        rc = rm_score(st, g);
     swift_trace_span("compute",
                      "reward",
                      t0,
@@ -313,8 +349,7 @@ static json_t *sample_row(const struct grpo_state *st, const struct grpo_mb *g, 
     json_object_set_new(o, "reward", json_real(g->reward[r]));
     json_t *per = json_object();
     for (int f = 0; f < st->nfun; f++)
-        json_object_set_new(
-            per, swift_reward_name(st->rs, f), json_real(g->per[(size_t)f * g->R + r]));
+        json_object_set_new(per, grpo_fun_name(st, f), json_real(g->per[(size_t)f * g->R + r]));
     json_object_set_new(o, "rewards", per);
     json_object_set_new(o, "advantage", json_real(g->adv[r]));
     json_object_set_new(o, "length", json_integer(g->len[r]));

@@ -54,7 +54,12 @@ struct grpo_mb {
 
 struct grpo_state {
     struct swift_grpo_params gp;
-    int G, scale, mu, max_new, nfun;
+    int G, scale, mu, max_new;
+    int nfun; /* reward functions: the set's, then the reward model ("rm") when there is one */
+    int nset; /* the set's (lib/train/reward.h) */
+    struct swift_model rm; /* --reward-model: a --rlhf rm model (score head), frozen */
+    int have_rm;
+    double w_rm;
     double temperature, top_p, beta;
     uint64_t seed;
     struct swift_reward_set *rs;
@@ -75,6 +80,9 @@ struct grpo_state {
     float *dlogp, *w;
     struct swift_grpo_stats last; /* of the last forward, for the log */
 };
+
+/* function f's name for records: the set's names, then "rm" */
+const char *grpo_fun_name(const struct grpo_state *st, int f);
 
 /* lib/train/grpo_rollout.c */
 long grpo_rollout(struct swift_objective *obj, struct swift_model *m, const struct swift_batch *mb,

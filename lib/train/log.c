@@ -116,6 +116,8 @@ static void train_grpo_args(const struct swift_train_opts *o, json_t *a)
         json_array_append_new(c, json_string(o->reward_cmds[i]));
     json_object_set_new(a, "reward_cmds", c);
     json_object_set_new(
+        a, "reward_model", o->reward_model ? json_string(o->reward_model) : json_null());
+    json_object_set_new(
         a, "reward_weights", o->reward_weights ? json_string(o->reward_weights) : json_null());
     json_object_set_new(a, "reward_timeout", json_real(o->reward_timeout));
 }

@@ -146,7 +146,7 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
 @test "grpo: --beta adds the KL to the reference (adapters off); --num-iterations reuses a generation batch" {
     # the first character a lowercase letter: about 1 in 7, so the first steps move the policy
     run "$T" --model $M -o "$W/k" "${TASK[@]}" --format-pattern '[a-z]' --max-steps 3 \
-        --beta 0.04 --learning-rate 1e-2 "$P"
+        --per-device-train-batch-size 32 --beta 0.04 --learning-rate 1e-2 "$P"
     [ "$status" -eq 0 ]
     L="$W/k/logging.jsonl"
     [ "$(key kl "$L" | head -1)" = "0.0" ] # fresh adapters: policy = reference
@@ -154,7 +154,7 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
     grep -q '"beta": 0.04' "$W/k/args.json"
     # mu 2: steps 1-2 and 3-4 share their completions (the same rewards); step 2's ratio moved
     run "$T" --model $M -o "$W/m" "${TASK[@]}" --format-pattern '[a-z]' --max-steps 4 \
-        --num-iterations 2 --learning-rate 1e-2 "$P"
+        --per-device-train-batch-size 32 --num-iterations 2 --learning-rate 1e-2 "$P"
     [ "$status" -eq 0 ]
     L="$W/m/logging.jsonl"
     [ "$(key reward "$L" | sed -n 1p)" = "$(key reward "$L" | sed -n 2p)" ]
@@ -163,6 +163,7 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
     key clip_ratio/region_mean "$L" | sed -n 2p | awk '{ exit !($1 > 0) }'
     diff <(grep '"step":1,' "$W/m/completions.jsonl" | cut -d, -f2-3) \
         <(grep '"step":2,' "$W/m/completions.jsonl" | cut -d, -f2-3)
+    [ "$(grep -c '"step":2,' "$W/m/completions.jsonl")" -eq 32 ]
 }
 
 @test "grpo under mpirun: 2 ranks give 1 rank's records (prompts split by whole groups)" {
@@ -200,7 +201,7 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
     [ "$status" -eq 2 ]
     run "$T" --model $M -o "$W/a" --reward-funcs accuracy "$P"
     [ "$status" -eq 2 ]
-    [[ $output == *"--reward-funcs, --reward-cmd and --reward-weights are for --rlhf grpo"* ]]
+    [[ $output == *"--reward-funcs, --reward-cmd, --reward-model and --reward-weights are for --rlhf grpo"* ]]
     run "$T" --model $M -o "$W/a" --rlhf grpo --reward-funcs format --num-generations 1 "$P"
     [ "$status" -eq 2 ]
     run "$T" --model $M -o "$W/a" --rlhf grpo --reward-funcs format,length --reward-weights 1 "$P"
@@ -213,4 +214,29 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
     run "$T" --model $M -o "$W/b" --rlhf grpo --reward-funcs format "$W/sft"
     [ "$status" -eq 1 ]
     [[ $output == *"--kind prompts"* ]]
+}
+
+@test "grpo --reward-model: a reward model trained with --rlhf rm scores the completions" {
+    # an rm taught that answers with an e are better (tests/fixtures/grpo-train/pairs.jsonl)
+    "$SWIFT_BIN/swift-preprocess" --kind pairs --tokenizer $M --template chatml --max-length 64 \
+        -o "$W/pairs" $D/pairs.jsonl >/dev/null 2>&1
+    run "$T" --model $M -o "$W/rm" --rlhf rm --tuner full --max-steps 16 \
+        --per-device-train-batch-size 8 --learning-rate 1e-3 -j 1 "$W/pairs"
+    [ "$status" -eq 0 ]
+    run "$T" --model $M -o "$W/g" "${TASK[@]}" --reward-model "$W/rm/checkpoint-16" \
+        --reward-weights 1,0.5 --max-completion-length 8 --max-steps 20 --learning-rate 1e-2 "$P"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    L="$W/g/logging.jsonl"
+    key rewards/rm/std "$L" | awk '$1 > 0.1 { n++ } END { exit n < 20 }' # it tells rows apart
+    # each row's reward: format + 0.5 x rm
+    grep -o '"reward":[^,]*,"rewards":{"format":[^,]*,"rm":[^}]*' "$W/g/completions.jsonl" |
+        sed 's/"reward"://; s/,"rewards":{"format":/ /; s/,"rm":/ /' |
+        awk '{ d = $1 - ($2 + 0.5 * $3); if (d > 1e-6 || d < -1e-6) bad = 1; n++ }
+             END { exit bad || n < 16 }'
+    grep -q "\"reward_model\": \"$W/rm/checkpoint-16\"" "$W/g/args.json"
+    # a model without a score head is refused
+    run "$T" --model $M -o "$W/h" "${TASK[@]}" --reward-model $M --max-steps 1 "$P"
+    [ "$status" -eq 1 ]
+    [[ $output == *"no score head"* ]]
 }
