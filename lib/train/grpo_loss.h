@@ -14,8 +14,11 @@
  *     struct swift_grpo_stats st = {0};            // per optimizer step
  *     for each micro-batch of R rows:
  *         swift_grpo_loss(&p, R, off, len, logp, NULL, NULL, adv + r0, dlogp, &st);
- *         ... token_grad with w[i] = dlogp[i] / items_of_the_step, backward
+ *         ... token_grad with w[i] = dlogp[i] / items, backward
  *     loss = st.contrib / st.items (after summing both over ranks)
+ * where items, the step's rows (grpo, bnpo, dr_grpo) or completion tokens (dapo) over every
+ * micro-batch and rank, is known once the step's completions are generated (dapo: an allreduce
+ * of the token counts).
  *
  * Advantages (trl/trainer/grpo_trainer.py:2762-2810, _generate_and_score_completions, the default
  * multi_objective_aggregation "sum_then_normalize"): rows come in groups of G consecutive
@@ -35,12 +38,12 @@
  *     c    = exp(logp - old)
  *     kl   = c (exp(ref - logp) - (ref - logp) - 1)      (only when beta != 0)
  *     l_rt = -min(c A, clamp(c, 1 - epsilon_low, 1 + epsilon_high) A) + beta kl
- * The factor c on the KL is TRL's use_bias_correction_kl (default true in TRL 1.16: the
- * importance-sampling correction that makes the KL's gradient the unbiased reverse-KL gradient,
- * DeepSeek-V3.2); kl_uncorrected = 1 drops it (TRL's use_bias_correction_kl=False, and TRL before
- * 1.x, ms-swift's formula). It also enters the logged kl.
- * aggregated by loss_type over one micro-batch of R rows, len_r completion tokens each
- * (TRL's mask sums; L = sum_r len_r):
+ * The factor c on the KL is TRL's use_bias_correction_kl (grpo_trainer.py:3104; on by default in
+ * TRL 1.16: the importance-sampling correction that makes the KL's gradient the unbiased
+ * reverse-KL gradient, DeepSeek-V3.2); it also enters the logged kl. kl_uncorrected = 1 drops it
+ * (TRL's use_bias_correction_kl=False: the plain k3 estimator).
+ * The l_rt are aggregated by loss_type over one micro-batch of R rows, len_r completion tokens
+ * each (TRL's mask sums; L = sum_r len_r):
  *     grpo     TRL: mean_r (sum_t l_rt / max(len_r, 1)) / GA
  *     bnpo     TRL: (sum l / max(L, 1)) / GA
  *     dr_grpo  TRL: sum l / (R * max_completion_length) / GA
@@ -59,14 +62,14 @@
  * mean over the whole step, which is TRL's when steps_per_generation = GA (TRL's default: one
  * generation batch per optimizer step). With micro-batches of different R, grpo/bnpo/dr_grpo
  * weight rows equally where TRL weights micro-batches equally.
- * dlogp[i] = d contrib / d logp_i: for a token whose min takes the unclipped term -c A (plus
- * beta c (kl' + 1 - exp(ref - logp)) for the KL, kl' the uncorrected kl; beta (1 - exp(ref - logp))
- * with kl_uncorrected), times the aggregation's factor (1/max(len_r,1),
- * R/max(L,1), 1/max_completion_length, 1); 0 from the policy term where the clamp is active and
- * chosen (low: c < 1 - epsilon_low and A < 0; high: c > 1 + epsilon_high and A > 0); at ties of
- * the two terms the gradient is split as torch.minimum's is.
+ * dlogp[i] = d contrib / d logp_i, the aggregation's factor (1/max(len_r, 1), R/max(L, 1),
+ * 1/max_completion_length, 1) times d l_rt / d logp: from the policy term -c A where the min
+ * takes the unclipped term, 0 where it takes the active clamp (low: c < 1 - epsilon_low and
+ * A < 0; high: c > 1 + epsilon_high and A > 0), split as torch.minimum's gradient at ties; from
+ * the KL beta c (k + 1 - exp(ref - logp)), k the uncorrected kl (beta (1 - exp(ref - logp)) with
+ * kl_uncorrected).
  *
- * Logging (st; TRL's metrics, grpo_trainer.py:3258-3282): kl = kl_sum / tokens,
+ * Logging (st; TRL's metrics, grpo_trainer.py:3254-3283): kl = kl_sum / tokens,
  * clip_ratio/low_mean = clip_low / tokens, clip_ratio/high_mean = clip_high / tokens,
  * clip_ratio/region_mean = clip_region / tokens (low or high); clip_ratio/low_min and
  * clip_ratio/high_max: the smallest (largest) per-row fraction of low (high) clipped tokens over
@@ -75,9 +78,9 @@
  *
  * Not implemented (TRL options outside the default): importance_sampling_level "sequence" (GSPO),
  * delta (two-sided clipping's cap on c), the vLLM importance-sampling correction, entropy masking
- * (top_entropy_quantile) and the entropy bonus, off_policy_mask_threshold, use_bias_correction_kl,
- * the loss types cispo, sapo, luspo and vespo, multi_objective_aggregation "normalize_then_sum",
- * and unscorable rows (NaN rewards: every reward here is a number or the run stops).
+ * (top_entropy_quantile) and the entropy bonus, off_policy_mask_threshold, the loss types cispo,
+ * sapo, luspo and vespo, multi_objective_aggregation "normalize_then_sum", and unscorable rows (NaN
+ * rewards: every reward here is a number or the run stops).
  */
 #ifndef SWIFT_GRPO_LOSS_H
 #define SWIFT_GRPO_LOSS_H

@@ -18,16 +18,17 @@ Writes tests/fixtures/grpo/:
 
 How TRL is run: a real trl.GRPOTrainer per case (GRPOConfig: output_dir in a temp dir, use_cpu,
 bf16 False (GRPOConfig's default True would run the forward under bfloat16 autocast; the
-fixture is float32 throughout), report_to none, the case's loss_type / scale_rewards / beta / epsilon / epsilon_high /
-temperature / use_bias_correction_kl, num_generations G, max_completion_length), a dummy reward function and a tiny
-Dataset. Generation is replaced by hand-made inputs laid out as _generate_and_score_completions
-returns them (grpo_trainer.py:2897): prompt_ids/prompt_mask left-padded with the pad token (259),
-completion_ids/completion_mask right-padded (mask 1 up to and including the first EOS, 256),
-advantages from fixed rewards by TRL's lines (advantages() below), old_per_token_logps and
-ref_per_token_logps = TRL's own per-token log-probs plus fixed perturbations (so that clipping
-happens on both sides), num_items_in_batch = completion_mask.sum() (grpo_trainer.py:2498, one
-process). Then the trainer's real `_compute_loss(model, inputs)` (grpo_trainer.py:3020) in train
-mode with current_gradient_accumulation_steps = 1, and loss.backward(); the per_token_logps of
+fixture is float32 throughout), report_to none, the case's loss_type / scale_rewards / beta /
+epsilon / epsilon_high / temperature / use_bias_correction_kl, num_generations G,
+max_completion_length), a dummy reward function and a tiny Dataset. Generation is replaced by
+hand-made inputs laid out as _generate_and_score_completions returns them (grpo_trainer.py:2897):
+prompt_ids/prompt_mask left-padded with the pad token (259), completion_ids/completion_mask
+right-padded (mask 1 up to and including the first EOS, 256), advantages from fixed rewards by
+TRL's lines (advantages() below), old_per_token_logps and ref_per_token_logps = TRL's own
+per-token log-probs plus fixed perturbations (so that clipping happens on both sides),
+num_items_in_batch = completion_mask.sum() (grpo_trainer.py:2498, one process). Then the
+trainer's real `_compute_loss(model, inputs)` (grpo_trainer.py:3020) in train mode with
+current_gradient_accumulation_steps = 1, and loss.backward(); the per_token_logps of
 _get_per_token_logps_and_entropies are kept with retain_grad() for d loss / d logps.
 
 Run from the repository root: /work/venv-trl/bin/python tests/ref/gen_grpo_fixtures.py
@@ -123,7 +124,8 @@ def trainer(cfg):
     kw = {k: cfg[k] for k in ("loss_type", "scale_rewards", "beta", "epsilon", "epsilon_high",
                               "temperature", "use_bias_correction_kl") if k in cfg}
     args = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="grpo-ref-"), report_to="none",
-                      use_cpu=True, bf16=False, num_generations=G, per_device_train_batch_size=G * len(PROMPTS),
+                      use_cpu=True, bf16=False, num_generations=G,
+                      per_device_train_batch_size=G * len(PROMPTS),
                       max_completion_length=MAX_COMPLETION_LENGTH, gradient_checkpointing=False,
                       **kw)
     tr = GRPOTrainer(model=model, reward_funcs=lambda completions, **k: [0.0] * len(completions),

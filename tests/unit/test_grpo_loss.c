@@ -6,7 +6,8 @@
  *     loss_type, scale, beta and epsilon of the fixture: contrib / items = TRL's loss (1e-5
  *     relative), kl and the clip_ratio metrics = TRL's, dlogp / items = autograd's d loss / d
  *     per_token_logps (1e-5 of the largest);
- * (c) the model: tests/fixtures/eval/llama fully trainable, the rows prompt + completion
+ * (c) the model: tests/fixtures/eval/llama fully trainable on swift_cpu_strict_ops (the host never
+ *     reads backend memory but through download, as on CUDA), the rows prompt + completion
  *     right-padded, swift_model_token_logps = TRL's per-token log-probs (1e-5; at temperature 0.7
  *     through swift_model_scale_dlogits), the loss on them = TRL's, then swift_model_token_grad
  *     with w = dlogp / items and swift_model_backward: every parameter's gradient = TRL's autograd
@@ -272,7 +273,7 @@ static void test_loss(void **s)
 static double model_case(const char *cname, json_t *c)
 {
     struct swift_model m;
-    assert_int_equal(swift_model_load(&m, MODEL, &swift_cpu_ops, 0), 0);
+    assert_int_equal(swift_model_load(&m, MODEL, &swift_cpu_strict_ops, 0), 0);
     json_t *pr = json_object_get(ex, "prompt_ids"), *co = json_object_get(ex, "completion_ids");
     int pad = (int)num(ex, "pad"), T = 0;
     for (int r = 0; r < R; r++) {
@@ -345,13 +346,15 @@ static double model_case(const char *cname, json_t *c)
         snprintf(what, sizeof(what), "grad.%s", m.p[p].name);
         double *gw = vec(cname, what, m.p[p].numel, 1);
         assert_non_null(m.p[p].g);
+        float *g = malloc(m.p[p].numel * sizeof(float)); /* backend memory: download */
+        m.ops->download(g, m.p[p].g, m.p[p].numel * sizeof(float));
         double mx = 0, err = 0;
         size_t at = 0;
         for (size_t i = 0; i < m.p[p].numel; i++)
             mx = fmax(mx, fabs(gw[i]));
         for (size_t i = 0; i < m.p[p].numel; i++)
-            if (fabs(m.p[p].g[i] - gw[i]) > err) {
-                err = fabs(m.p[p].g[i] - gw[i]);
+            if (fabs(g[i] - gw[i]) > err) {
+                err = fabs(g[i] - gw[i]);
                 at = i;
             }
         double rel = mx > 0 ? err / mx : err;
@@ -361,10 +364,11 @@ static double model_case(const char *cname, json_t *c)
                      cname,
                      m.p[p].name,
                      at,
-                     (double)m.p[p].g[at],
+                     (double)g[at],
                      gw[at],
                      mx);
         free(gw);
+        free(g);
     }
     /* the fixture holds a gradient for every parameter, no more */
     char pre[200];
