@@ -215,9 +215,8 @@ static void grpo_free(struct swift_objective *obj)
     struct grpo_state *st = obj->state;
     if (!st)
         return;
-    for (int a = 0; a < st->nmb; a++)
-        grpo_mb_free(&st->mb[a]);
-    free(st->mb);
+    grpo_mbs_free(st->mb, st->nmb);
+    grpo_mbs_free(st->kept, st->nkept);
     if (st->kv_rows)
         swift_kv_release(&st->kv);
     swift_pref_ref_free(&st->ref);
@@ -397,6 +396,7 @@ static int grpo_init_state(struct grpo_state *st, const struct swift_train_opts 
     st->scale = o->scale_rewards >= 0 ? o->scale_rewards : SWIFT_GRPO_SCALE_GROUP;
     st->seed = (uint64_t)o->seed;
     st->gen_step = -1;
+    st->kept_step = -1;
     st->gp = (struct swift_grpo_params){
         .loss_type = o->grpo_loss_type >= 0 ? o->grpo_loss_type : SWIFT_GRPO_LOSS_DAPO,
         .beta = st->beta,

@@ -52,6 +52,13 @@ void grpo_mb_free(struct grpo_mb *g)
     memset(g, 0, sizeof(*g));
 }
 
+void grpo_mbs_free(struct grpo_mb *mb, int n)
+{
+    for (int a = 0; a < n; a++)
+        grpo_mb_free(&mb[a]);
+    free(mb);
+}
+
 static void mb_alloc(struct grpo_mb *g, int R, int T, int nfun, int old, int ref)
 {
     size_t N = (size_t)R * (size_t)T;
@@ -312,15 +319,29 @@ long grpo_rollout(struct swift_objective *obj, struct swift_model *m, const stru
 {
     struct grpo_state *st = obj->state;
     st->next = 0;
+    if (step < 0 && !st->evaluating) { /* keep the training rollout aside */
+        st->kept = st->mb;
+        st->nkept = st->nmb;
+        st->kept_step = st->gen_step;
+        st->mb = NULL;
+        st->nmb = 0;
+        st->evaluating = 1;
+    } else if (step >= 0 && st->evaluating) { /* back from an evaluation */
+        grpo_mbs_free(st->mb, st->nmb);
+        st->mb = st->kept;
+        st->nmb = st->nkept;
+        st->gen_step = st->kept_step;
+        st->kept = NULL;
+        st->nkept = 0;
+        st->evaluating = 0;
+    }
     /* --num-iterations: the generation batch of step k*mu serves steps k*mu .. k*mu + mu - 1
      * (the loader gives them the same prompts); after a resume inside such a window the
      * prompts are generated again */
     if (step >= 0 && st->mu > 1 && st->gen_step >= 0 && step / st->mu == st->gen_step / st->mu &&
         st->nmb == n)
         return items_of(st);
-    for (int a = 0; a < st->nmb; a++)
-        grpo_mb_free(&st->mb[a]);
-    free(st->mb);
+    grpo_mbs_free(st->mb, st->nmb);
     st->mb = swift_xcalloc((size_t)n, sizeof(*st->mb));
     st->nmb = n;
     st->gen_step = -1;

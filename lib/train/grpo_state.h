@@ -73,7 +73,12 @@ struct grpo_state {
     struct grpo_mb *mb;        /* the last rollout's micro-batches */
     int nmb;
     long gen_step; /* the step those were generated at; -1: none */
-    int next;      /* the micro-batch forward takes next */
+    /* during evaluations the training rollout waits here (an evaluation inside a
+     * --num-iterations window must not make the window generate again) */
+    struct grpo_mb *kept;
+    int nkept, evaluating;
+    long kept_step;
+    int next; /* the micro-batch forward takes next */
     /* scratch of one micro-batch (R*T) */
     size_t capn;
     double *logp;
@@ -89,6 +94,7 @@ long grpo_rollout(struct swift_objective *obj, struct swift_model *m, const stru
                   const struct swift_sample *const *xs, int n, long step);
 int grpo_log_samples(struct swift_objective *obj, const char *run_dir, long gs);
 void grpo_mb_free(struct grpo_mb *g);
+void grpo_mbs_free(struct grpo_mb *mb, int n); /* each, then the array */
 /* Forward of m (no gradient; lora_off as given) over micro-batch g's rows, each token's
  * log-prob (at the sampling temperature) into out (R*T). Returns 0 or -1. */
 int grpo_logps(struct grpo_state *st, struct swift_model *m, const struct grpo_mb *g, double *out,

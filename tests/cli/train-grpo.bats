@@ -240,3 +240,24 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
     [ "$status" -eq 1 ]
     [[ $output == *"no score head"* ]]
 }
+
+@test "grpo: evaluation generates on the val prompts (eval_reward, ...) and leaves training as it was" {
+    "$SWIFT_BIN/swift-preprocess" --kind prompts --tokenizer $M --template chatml --max-length 64 \
+        --val-ratio 0.25 -o "$W/pv" $D/prompts.jsonl >/dev/null 2>&1
+    args=(--model $M "${TASK[@]}" --format-pattern '[a-z]' --max-steps 4 --num-iterations 2
+        --learning-rate 1e-2)
+    run "$T" "${args[@]}" -o "$W/e" --eval-steps 1 "$W/pv"
+    [ "$status" -eq 0 ]
+    L="$W/e/logging.jsonl"
+    [ "$(grep -c '"eval_reward":' "$L")" -eq 4 ]
+    for k in eval_loss eval_rewards/format/mean eval_completions/mean_length eval_frac_reward_zero_std; do
+        grep -q "\"$k\":" "$L" || { echo "missing $k"; false; }
+    done
+    # the same run without evaluations: the same training records (an evaluation inside a
+    # --num-iterations window does not make the window generate again)
+    run "$T" "${args[@]}" -o "$W/n" --eval-steps 100 --val-dataset "$W/pv/val" "$W/pv"
+    [ "$status" -eq 0 ]
+    for k in loss grad_norm reward; do
+        diff <(key "$k" "$L") <(key "$k" "$W/n/logging.jsonl")
+    done
+}
