@@ -296,7 +296,9 @@ static json_t *share(double part, double whole)
 
 json_t *swift_an_rl_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top)
 {
-    if (p->src->kind != SWIFT_AN_SWIFT || !p->nsteps)
+    /* no generate span anywhere (every SFT trace): nothing to read */
+    if (p->src->kind != SWIFT_AN_SWIFT || !p->nsteps ||
+        swift_an_lookup(&set->strs, "generate") == UINT32_MAX)
         return json_null();
     struct rlacc a = {0};
     json_t *out = json_null();
