@@ -51,7 +51,8 @@ static void grpo_trace(void)
 {
     meta("[\"swift-train\",\"--rlhf\",\"grpo\",\"-o\",\"runs/g\",\"p.jsonl\"]");
     ev("data", "data_wait", 0, 10, NULL);
-    ev("compute", "prefill", 20, 50, "{\"tokens\":40}");
+    /* cat eval, as lib/eval/generate.c writes them (the view goes by name) */
+    ev("eval", "prefill", 20, 50, "{\"tokens\":40,\"sequences\":4}");
     ev("compute", "decode", 70, 530, "{\"tokens\":53}");
     ev("compute",
        "generate",
