@@ -157,23 +157,33 @@ static void swift_scan(const struct swift_an_set *set, struct swift_an_proc *p,
  * is its own phase; any other span (--profile's per-layer and per-op spans, lm_head.backward
  * or layer.3.backward inside backward) belongs to the innermost phase span that contains it and
  * adds no time of its own, so it leaves ph; a compute span inside no phase span counts as
- * forward. part[i] is the phase of what stays in ph. */
+ * forward, but for the RL spans (rl.c) and what generate, reward, ref_logps and old_logps hold.
+ * part[i] is the phase of what stays in ph. */
 static void swift_attribute(const struct swift_an_set *set, const struct swift_an_ev **ph,
                             size_t *nph, int *part)
 {
     const struct swift_an_strtab *st = &set->strs;
-    size_t n = *nph, nphase = 0, keep = 0;
+    size_t n = *nph, nphase = 0, nrl = 0, keep = 0;
     struct swift_an_ival *iv = swift_xmalloc((n + 1) * sizeof(*iv));
+    struct swift_an_ival *rl = swift_xmalloc((n + 1) * sizeof(*rl));
     for (size_t i = 0; i < n; i++) {
         part[i] = swift_an_phase_of(swift_an_str(st, ph[i]->name), swift_an_str(st, ph[i]->cat));
         if (part[i] >= 0)
             iv[nphase++] = (struct swift_an_ival){ph[i]->ts, ph[i]->ts + ph[i]->dur};
+        else if (swift_an_rl_container(swift_an_rl_kind(swift_an_str(st, ph[i]->name))))
+            rl[nrl++] = (struct swift_an_ival){ph[i]->ts, ph[i]->ts + ph[i]->dur};
     }
     for (size_t i = 0; i < n; i++) {
         if (part[i] < 0) {
             double b = ph[i]->ts, e = b + ph[i]->dur;
             if (swift_an_ival_enclosing(iv, nphase, b, e, SWIFT_AN_NEST_TOL) >= 0)
                 continue; /* inside a phase span: its time is that span's */
+            /* RL steps (rl.c): generate, reward, ref_logps, old_logps and what they hold are
+             * not forward (the "rl" view splits them; here they are "other"), and train only
+             * holds the step's forward and backward */
+            if (swift_an_rl_kind(swift_an_str(st, ph[i]->name)) >= 0 ||
+                swift_an_ival_enclosing(rl, nrl, b, e, SWIFT_AN_NEST_TOL) >= 0)
+                continue;
             part[i] = SP_FWD;
         }
         ph[keep] = ph[i];
@@ -181,6 +191,7 @@ static void swift_attribute(const struct swift_an_set *set, const struct swift_a
     }
     *nph = keep;
     free(iv);
+    free(rl);
 }
 
 /* Each step's time claimed by the phases ph (sorted by start, part[i] the phase of ph[i]) in
@@ -750,6 +761,7 @@ json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an
     json_object_set_new(j, "breakdown", p->nsteps ? breakdown_json(p) : json_null());
     json_object_set_new(j, "phases", swift_an_phases_json(set, p, o->top));
     json_object_set_new(j, "ops", swift_an_ops_json(set, p, o->top));
+    json_object_set_new(j, "rl", swift_an_rl_json(set, p, o->top));
     json_object_set_new(j, "op_roofline", swift_an_oproof_json(set, p, o->top < 20 ? 20 : o->top));
     json_object_set_new(
         j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());

@@ -39,7 +39,9 @@
  *   memory.c       device memory per device: peak, reserved and fragmentation at the peak,
  *                  a bounded timeline (Kineto [memory] instants, our memory counters)
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md); rule_roofline.c the
- *                  rule low_efficiency on the op roofline table
+ *                  rule low_efficiency on the op roofline table; rule_rl.c the RL rules
+ *   rl.c           the view of an RL (GRPO) step: generate (prefill, decode), reward (per
+ *                  function), ref_logps, old_logps, train per step; decode rate ("rl")
  *   cmdline.c      the exact new command line a remedy gives
  *   patch.c        --emit-patch: a remedy's command as a unified diff of the run's config
  *                  file (swift_meta.config, checked by sha256) or of command.sh
@@ -92,6 +94,9 @@ struct swift_an_thresholds {
     double serial_preprocess_pct; /* 50: tokenization share of wall time on one thread */
     double oversubscription_x;    /* 3: a host phase's p90 over its median across steps */
     double low_efficiency_pct;    /* 20: device time lost against the ops' roofline, of steps */
+    double generation_bound_pct;  /* 50: RL: generate share of the generating steps' time */
+    double reward_stall_pct;      /* 10: RL: reward share of the generating steps' time */
+    double ref_logps_cost_pct;    /* 20: RL: reference log-probs share of the same */
 };
 void swift_an_thresholds_default(struct swift_an_thresholds *t);
 /* "data_stall=15" → sets one threshold; returns 0 or -1 (unknown rule or bad number). */

@@ -245,6 +245,43 @@ json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- rl.c + rule_rl.c: the view of an RL (GRPO) step ---------- */
+
+/* The RL spans of our traces' step thread (docs/trace-schema.md, docs/grpo.md), by name:
+ * generate (with prefill and decode inside), reward (with one reward.NAME per function),
+ * ref_logps, old_logps, and train (around the step's forward and backward); -1 for any other
+ * name. */
+enum {
+    SWIFT_AN_RL_GENERATE,
+    SWIFT_AN_RL_PREFILL,
+    SWIFT_AN_RL_DECODE,
+    SWIFT_AN_RL_REWARD,
+    SWIFT_AN_RL_REWARD_FN,
+    SWIFT_AN_RL_REF,
+    SWIFT_AN_RL_OLD,
+    SWIFT_AN_RL_TRAIN
+};
+int swift_an_rl_kind(const char *name);
+/* 1 for the kinds whose inner spans are theirs (generate, reward, ref_logps, old_logps): not
+ * forward in the step's phase breakdown, not ops in the op table. */
+int swift_an_rl_container(int kind);
+/* The report's "rl" (docs/formats.md): per-step means of generate (prefill, decode), reward,
+ * ref_logps, old_logps, train, data_wait, optimizer, grad_sync and other over the steps that
+ * generated and over all steps, the reward functions (slowest first), the decode rate and
+ * rows per generate, shares of the generating steps' time, and the `top` worst steps by
+ * generate, reward and ref_logps; null when no step holds a generate span. */
+json_t *swift_an_rl_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top);
+/* rule_rl.c: the rules generation_bound, reward_stall and ref_logps_cost on one process (its
+ * report object `proc`, with "rl"); appends to the bottlenecks `list` when they fire. */
+void swift_an_rules_rl(json_t *list, const struct swift_an_proc *p, json_t *proc,
+                       const struct swift_analyze_opts *o);
+/* rl_report.c: the "rl" table of one process's report object in text (md: Markdown); nothing
+ * without one. */
+void swift_an_rl_print(FILE *fp, json_t *proc, int md);
+/* The same table in HTML for every process of ps (the report's "processes") with one
+ * (rl_report.c, with report_table.c's cells). */
+void swift_an_html_rl(FILE *fp, json_t *ps);
+
 /* ---------- lanes.c: the worst step per thread and stream ---------- */
 
 /* The report's "worst_step" (docs/formats.md): the longest step's spans per host thread and GPU

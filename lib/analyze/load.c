@@ -305,7 +305,8 @@ static void record_args(struct swift_an_source *s, struct swift_an_ev *ev,
     ev->ext = fv_int(&A[AK_EXT], fv_int(&A[AK_EXT_LC], -1));
     if (s->kind == SWIFT_AN_SWIFT) {
         ev->step = (int32_t)fv_int(&A[AK_STEP], -1);
-        ev->aux = fv_int(&A[AK_TOKENS], fv_int(&A[AK_FLOPS], 0));
+        ev->aux = fv_int(&A[AK_TOKENS],
+                         fv_int(&A[AK_FLOPS], fv_int(&A[AK_ROWS], fv_int(&A[AK_PROGRAM], 0))));
     } else {
         ev->aux = fv_int(&A[AK_BYTES], 0);
     }

@@ -58,8 +58,10 @@ struct swift_an_ev {
     int64_t pid, tid;   /* string ids ("stream 7", "Spans") map to their number or to -1000000-id */
     int64_t corr;       /* args.correlation, -1 if none */
     int64_t ext;        /* args["External id"|"external id"], -1 if none */
-    int64_t aux;        /* our traces: args.tokens (steps), args.bytes (comm spans) or args.flops
-                           (--profile op spans); Kineto: bytes of a memcpy */
+    int64_t aux;        /* our traces: args.tokens (steps, prefill and decode spans), args.bytes
+                           (comm spans), args.flops (--profile op spans), else args.rows
+                           (generate spans), else args.program (reward.NAME spans); Kineto:
+                           bytes of a memcpy */
     uint32_t name, cat; /* interned */
     int32_t stream;     /* args.stream as HTA reads it, -1 if none or not a number */
     int32_t step;       /* our traces: args.step, else -1 */
@@ -223,10 +225,12 @@ enum {
     AK_DIMS,  /* Kineto record_shapes: "Input Dims", "Input type", "Concrete Inputs" (arrays: */
     AK_TYPES, /* the fast scanner's s/len is their JSON text; jansson's fval has none) */
     AK_CONC,
-    AK_PEAK,   /* our --profile traces: the counter "peak_gflops" */
-    AK_TOTRES, /* Kineto [memory]: "Total Reserved" */
-    AK_MBYTES, /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
-    AK_SHAPE,  /* our --profile op spans: "shape" (a string, docs/trace-schema.md) */
+    AK_PEAK,    /* our --profile traces: the counter "peak_gflops" */
+    AK_TOTRES,  /* Kineto [memory]: "Total Reserved" */
+    AK_MBYTES,  /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
+    AK_SHAPE,   /* our --profile op spans: "shape" (a string, docs/trace-schema.md) */
+    AK_ROWS,    /* our GRPO spans: "rows" (generate: completions decoded together) */
+    AK_PROGRAM, /* our GRPO spans: "program" (reward.NAME: 1 for a --reward-cmd program) */
     AK_N
 };
 struct swift_an_fev {

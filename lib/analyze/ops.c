@@ -106,7 +106,8 @@ static void op_spans(const struct swift_an_set *set, const struct swift_an_proc 
         const char *nm = swift_an_str(st, e->name), *cat = swift_an_str(st, e->cat);
         if (swift_an_phase_of(nm, cat) >= 0)
             ph[n++] = e;
-        else if (!strcmp(cat, "compute") && step_at(p, e->ts - off) >= 0)
+        else if (!strcmp(cat, "compute") && swift_an_rl_kind(nm) < 0 &&
+                 step_at(p, e->ts - off) >= 0) /* RL spans are phases of their own (rl.c) */
             (*ops)[(*nops)++] = e;
     }
     swift_an_sort(ph, n, sizeof(*ph), cmp_ev_ts_dur);

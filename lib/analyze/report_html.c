@@ -571,6 +571,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
     swift_an_html_step_chart(fp, ps);
     html_breakdown(fp, ps);
     html_phases(fp, ps);
+    swift_an_html_rl(fp, ps);
     size_t i, nstep = 0;
     json_t *p;
     json_array_foreach(ps, i, p) nstep += swift_an_jnum(p, "steps") > 0;

@@ -25,6 +25,9 @@ const char *const swift_an_rule_ids[] = {"data_stall",
                                          "serial_preprocess",
                                          "oversubscription",
                                          "low_efficiency",
+                                         "generation_bound",
+                                         "reward_stall",
+                                         "ref_logps_cost",
                                          NULL};
 
 void swift_an_thresholds_default(struct swift_an_thresholds *t)
@@ -39,6 +42,13 @@ void swift_an_thresholds_default(struct swift_an_thresholds *t)
     t->serial_preprocess_pct = 50;
     t->oversubscription_x = 3;
     t->low_efficiency_pct = 20;
+    /* RL steps (rule_rl.c): generation above half the step makes the step generation-bound
+     * (training is the smaller part); rewards are meant to be cheap next to generation, so a
+     * tenth of the step is already a stall; the reference's forward is about a third of the
+     * policy's forward and backward, so above a fifth of the step it is a large share */
+    t->generation_bound_pct = 50;
+    t->reward_stall_pct = 10;
+    t->ref_logps_cost_pct = 20;
 }
 
 int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
@@ -59,7 +69,10 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
                        &t->ckpt_stall_pct,
                        &t->serial_preprocess_pct,
                        &t->oversubscription_x,
-                       &t->low_efficiency_pct};
+                       &t->low_efficiency_pct,
+                       &t->generation_bound_pct,
+                       &t->reward_stall_pct,
+                       &t->ref_logps_cost_pct};
     for (int i = 0; swift_an_rule_ids[i]; i++)
         if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
             *slots[i] = v;
@@ -88,6 +101,11 @@ static const char *ms_text(char *b, size_t n, double us)
                            : "%.3f ms",
                  ms);
     return b;
+}
+
+const char *swift_an_ms_text(char *b, size_t n, double us)
+{
+    return ms_text(b, n, us);
 }
 
 static const char *sev_name(int s)
@@ -952,8 +970,9 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         if (is_stage(p, "preprocess") || p->tok_threads)
             rule_serial_preprocess(list, p, o);
         rule_oversubscription(list, p, o);
-        swift_an_rule_low_efficiency(
-            list, p, json_array_get(json_object_get(report, "processes"), i), o);
+        json_t *pj = json_array_get(json_object_get(report, "processes"), i);
+        swift_an_rule_low_efficiency(list, p, pj, o);
+        swift_an_rules_rl(list, p, pj, o);
         swift_an_patch_attach(list, from, p->src); /* --emit-patch: remedies as diffs */
     }
     rule_straggler(list, procs, n, o);

@@ -24,6 +24,9 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
  * present as "--opt V", "--opt=V" or with '_' instead of '-', appended otherwise), and with a
  * new output (-o) and --trace that do not exist yet (never the traced run's). malloc'ed. */
 char *swift_an_argv_with(json_t *argv, const char *opt, const char *value);
+/* A duration as the rules' summaries write it, from µs: "1.25 s", "312 ms", "30.0 ms",
+ * "4.20 ms", "0.019 ms" ("-" when not finite), into b; returns b. */
+const char *swift_an_ms_text(char *b, size_t n, double us);
 /* The argv array as it is but for the new output and --trace, shell-quoted (malloc'ed). */
 char *swift_an_argv_command(json_t *argv);
 

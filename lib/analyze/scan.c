@@ -25,22 +25,36 @@
  * give the same fields on every input it makes. */
 
 static const char *const arg_keys[AK_N] = {
-    "stream",          "correlation",
-    "device",          "External id",
-    "external id",     "step",
-    "tokens",          "bytes",
-    "blocks per SM",   "est. achieved occupancy %",
-    "allocated",       "total",
-    "Device Type",     "Device Id",
-    "Total Allocated", "Collective name",
-    "flops",           "Input Dims",
-    "Input type",      "Concrete Inputs",
-    "peak_gflops",     "Total Reserved",
-    "Bytes",           "shape",
+    "stream",
+    "correlation",
+    "device",
+    "External id",
+    "external id",
+    "step",
+    "tokens",
+    "bytes",
+    "blocks per SM",
+    "est. achieved occupancy %",
+    "allocated",
+    "total",
+    "Device Type",
+    "Device Id",
+    "Total Allocated",
+    "Collective name",
+    "flops",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
+    "peak_gflops",
+    "Total Reserved",
+    "Bytes",
+    "shape",
+    "rows",
+    "program",
 };
 
-static const unsigned char arg_len[AK_N] = {6,  11, 6,  11, 11, 4,  6,  5,  13, 25, 9, 5,
-                                            11, 9,  15, 15, 5,  10, 10, 15, 11, 14, 5, 5};
+static const unsigned char arg_len[AK_N] = {6, 11, 6,  11, 11, 4,  6,  5,  13, 25, 9, 5, 11,
+                                            9, 15, 15, 5,  10, 10, 15, 11, 14, 5,  5, 4, 7};
 
 struct fp {
     char *p, *end;
