@@ -135,20 +135,7 @@ static int generate(struct grpo_state *st, struct swift_model *m, struct grpo_mb
     int rc = swift_generate(&st->kv, seqs, R, &go, NULL, NULL, &gst);
     int64_t t1 = swift_trace_now();
     m->lora_off = before;
-    int64_t tp = t0 + (int64_t)(gst.prefill_s * 1e9);
-    tp = tp > t1 ? t1 : tp;
-    swift_trace_span("compute",
-                     "prefill",
-                     t0,
-                     tp,
-                     (struct swift_targ[]){SWIFT_TARG_I("tokens", gst.prefill_tokens)},
-                     1);
-    swift_trace_span("compute",
-                     "decode",
-                     tp,
-                     t1,
-                     (struct swift_targ[]){SWIFT_TARG_I("tokens", gst.decode_tokens)},
-                     1);
+    /* swift_generate writes its own prefill and decode spans (cat eval) inside this one */
     swift_trace_span("compute",
                      "generate",
                      t0,

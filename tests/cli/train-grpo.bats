@@ -261,3 +261,49 @@ TASK=(--rlhf grpo --reward-funcs format --format-pattern '.*e' --num-generations
         diff <(key "$k" "$L") <(key "$k" "$W/n/logging.jsonl")
     done
 }
+
+@test "grpo traces: swift-trace-analyze's RL view and rules on real runs (a slow reward program, generation-bound)" {
+    A="$SWIFT_BIN/swift-trace-analyze"
+    # a program that sleeps 5 ms a row: 80 ms of a step's ~150 ms
+    run "$T" --model $M -o "$W/s" --rlhf grpo --reward-cmd "python3 $D/slow.py e 0.005" \
+        --num-generations 8 --per-device-train-batch-size 16 --max-completion-length 16 \
+        --logging-steps 1 -j 1 --max-steps 3 --trace "$W/s.json" "$P"
+    [ "$status" -eq 0 ]
+    run "$A" --format json "$W/s.json"
+    [ "$status" -eq 0 ]
+    echo "$output" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rl = d["processes"][0]["rl"]
+g = rl["generating"]
+assert rl["steps"] == 3 and rl["generating_steps"] == 3, rl
+assert g["generate_us"] > 0 and g["prefill_us"] > 0 and g["decode_us"] > 0, g
+assert g["reward_us"] > 3 * 16 * 5000 * 0.9 / 3, g  # 16 rows x 5 ms per step at least
+rules = [b["rule"] for b in d["bottlenecks"]]
+assert "reward_stall" in rules, rules
+b = [b for b in d["bottlenecks"] if b["rule"] == "reward_stall"][0]
+assert "cmd" in b["summary"] and "--reward-cmd" in b["summary"], b["summary"]
+'
+    # built-in rewards: the parts add up to the step, and generation_bound is there exactly when
+    # generate is over half of it (on this tiny model training usually costs more)
+    run "$T" --model $M -o "$W/g" "${TASK[@]}" --max-completion-length 48 --max-steps 2 \
+        --trace "$W/g.json" "$P"
+    [ "$status" -eq 0 ]
+    run "$A" --format json "$W/g.json"
+    [ "$status" -eq 0 ]
+    echo "$output" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+g = d["processes"][0]["rl"]["generating"]
+parts = sum(g[k] for k in ("generate_us", "reward_us", "ref_logps_us", "old_logps_us", "train_us",
+                           "data_wait_us", "optimizer_us", "grad_sync_us", "other_us"))
+assert abs(parts - g["step_us"]) < 1e-3 * g["step_us"] + 1, (parts, g)
+assert abs(g["prefill_us"] + g["decode_us"] - g["generate_us"]) < 0.05 * g["generate_us"], g
+rules = [b["rule"] for b in d["bottlenecks"]]
+assert ("generation_bound" in rules) == (g["generate_us"] > 0.5 * g["step_us"]), (rules, g)
+assert "reward_stall" not in rules, rules
+'
+    run "$A" "$W/g.json"
+    [ "$status" -eq 0 ]
+    [[ $output == *"RL steps (2 of 2 steps generate)"* ]]
+}
