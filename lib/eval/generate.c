@@ -147,6 +147,13 @@ static int gen_init(struct gen *g, const struct swift_gen_opts *o)
                                seqs[i].prompt_len,
                                o->max_new,
                                g->kv->cap);
+        int sh = seqs[i].share - 1;
+        if (seqs[i].share &&
+            (sh < 0 || sh >= i || seqs[sh].share || seqs[sh].prompt_len != seqs[i].prompt_len))
+            return swift_error("sequence %d shares the prompt of sequence %d, which is not an "
+                               "earlier one of the same length that prefills its own",
+                               i,
+                               sh);
         seqs[i].out = swift_xmalloc((size_t)o->max_new * sizeof(int32_t));
         swift_rng_seed(g->rng[i], seqs[i].seed);
     }
@@ -161,6 +168,8 @@ static long prefill(struct gen *g)
     int V = g->V;
     long ptoks = 0;
     int si = 0, sp = 0; /* sequence and position of the next prompt token */
+    while (si < g->n && seqs[si].share)
+        si++;
     while (si < g->n) {
         int N = 0, nw = 0;
         while (si < g->n && N < g->M) {
@@ -174,6 +183,8 @@ static long prefill(struct gen *g)
             if (++sp == seqs[si].prompt_len) {
                 si++;
                 sp = 0;
+                while (si < g->n && seqs[si].share) /* copied below */
+                    si++;
             }
         }
         float *lg = swift_xmalloc((size_t)(nw > 0 ? nw : 1) * V * sizeof(float));
@@ -187,6 +198,13 @@ static long prefill(struct gen *g)
         free(lg);
         ptoks += N;
     }
+    for (int i = 0; i < g->n; i++) /* the shared prompts: the prefilled row and its logits */
+        if (seqs[i].share) {
+            swift_kv_copy_row(g->kv, i, seqs[i].share - 1);
+            memcpy(g->logits + (size_t)i * V,
+                   g->logits + (size_t)(seqs[i].share - 1) * V,
+                   (size_t)V * sizeof(float));
+        }
     return ptoks;
 }
 

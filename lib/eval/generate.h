@@ -10,6 +10,10 @@
  *     swift_generate(&kv, seqs, B, &o, NULL, NULL, &st);
  *     ... seqs[i].out[0..seqs[i].n_out) ...; free(seqs[i].out);
  *
+ * Sequences with one prompt (GRPO's groups) can share its prefill: seqs[i].share = 1 + j for an
+ * earlier j with the same prompt copies j's cache row (swift_kv_copy_row) and logits instead of
+ * running the prompt again.
+ *
  * Each sequence draws from its own RNG (xoshiro256** seeded by splitmix64 from seq.seed), so a
  * sequence's text does not depend on what it is batched with. temperature 0 is greedy (ties to
  * the lowest id, as torch.argmax).
@@ -25,6 +29,9 @@ struct swift_gen_seq {
     const int32_t *prompt; /* borrowed */
     int prompt_len;        /* >= 1 */
     uint64_t seed;
+    /* 0, or 1 + the index of an earlier sequence with this very prompt: its cache row is copied
+     * (swift_kv_copy_row) instead of a prefill of its own (GRPO's G completions of a prompt) */
+    int share;
     int32_t *out; /* malloc'ed by swift_generate (max_new ids); caller frees */
     int n_out;    /* tokens generated, the stop token included */
     int stopped;  /* 1: stop token, 2: stop callback, 0: max_new reached */

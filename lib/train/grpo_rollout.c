@@ -120,7 +120,8 @@ static int generate(struct grpo_state *st, struct swift_model *m, struct grpo_mb
         }
         seqs[r] = (struct swift_gen_seq){.prompt = p,
                                          .prompt_len = (int)x->len,
-                                         .seed = mix64(h ^ mix64((uint64_t)(r % st->G) + 1))};
+                                         .seed = mix64(h ^ mix64((uint64_t)(r % st->G) + 1)),
+                                         .share = r % st->G ? r - r % st->G + 1 : 0};
         g->plen[r] = (int)x->len;
     }
     struct swift_gen_opts go = {.max_new = st->max_new,

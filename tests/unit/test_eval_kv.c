@@ -384,6 +384,43 @@ static void test_sampling(void **state)
     assert_int_equal(cnt[1], 1000);
 }
 
+/* Sequences sharing a prompt (GRPO's group): one prefill, the row copied; the same completions
+ * as prefilling each, with a G-th of the prefill tokens; a bad share is refused. */
+static void test_shared_prompt(void **state)
+{
+    (void)state;
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_kv kv;
+    assert_int_equal(swift_kv_init(&kv, &m, 4, 64, 64), 0);
+    int32_t p0[5] = {72, 105, 33, 10, 65}, p1[3] = {66, 67, 10};
+    struct swift_gen_opts o = {.max_new = 12, .temperature = 1.0, .top_p = 1.0};
+    struct swift_gen_seq a[4] = {{.prompt = p0, .prompt_len = 5, .seed = 1},
+                                 {.prompt = p0, .prompt_len = 5, .seed = 2},
+                                 {.prompt = p1, .prompt_len = 3, .seed = 3},
+                                 {.prompt = p1, .prompt_len = 3, .seed = 4}};
+    struct swift_gen_seq b[4];
+    memcpy(b, a, sizeof(a));
+    b[1].share = 1;
+    b[3].share = 3;
+    struct swift_gen_stats sa = {0}, sb = {0};
+    assert_int_equal(swift_generate(&kv, a, 4, &o, NULL, NULL, &sa), 0);
+    assert_int_equal(swift_generate(&kv, b, 4, &o, NULL, NULL, &sb), 0);
+    assert_int_equal(sa.prefill_tokens, 16);
+    assert_int_equal(sb.prefill_tokens, 8);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(a[i].n_out, b[i].n_out);
+        assert_memory_equal(a[i].out, b[i].out, (size_t)a[i].n_out * 4);
+        free(a[i].out);
+        free(b[i].out);
+    }
+    b[1].share = 3; /* a later sequence */
+    b[3].share = 0;
+    assert_int_equal(swift_generate(&kv, b, 4, &o, NULL, NULL, NULL), -1);
+    swift_kv_release(&kv);
+    swift_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_shared_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
