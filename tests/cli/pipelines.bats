@@ -54,3 +54,25 @@ setup() {
         .config.ref_model == "adapters off"' "$W/dpo/pref-after.json"
     [[ $output == *"before  {\"pairs\":4,\"accuracy\":0,\"margin\":0}"* ]]
 }
+
+@test "grpo.sh: GRPO on a slice of GSM8K: prompts, three rewards (one a program), the analyzer, gsm8k eval" {
+    if [ ! -f "$SHARED/data/datasets/gsm8k/train.jsonl" ]; then
+        [ "${CI:-}" != true ] || { echo "missing $SHARED/data/datasets/gsm8k" >&2; false; }
+        skip "shared data missing: $SHARED/data/datasets/gsm8k"
+    fi
+    run env SWIFT_BIN="$SWIFT_BIN" SHARED="$SHARED" GRPO_DIR="$W/grpo" ROWS=40 EVAL_ROWS=4 \
+        STEPS=3 sh pipelines/grpo.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for f in prompts/index.json run/checkpoint-3/adapter_model.safetensors trace.json \
+        report.html eval-before.json eval-after.json run/completions.jsonl; do
+        [ -s "$W/grpo/$f" ] || { echo "missing $f"; false; }
+    done
+    [ "$(jq -r .kind "$W/grpo/prompts/index.json")" = prompts ]
+    # the answers reached the accuracy reward; the program and the length penalty were scored
+    jq -s -e 'map(select(.reward != null)) | length == 2 and all(."rewards/accuracy/mean" != null
+        and ."rewards/cmd/mean" != null and ."rewards/length/mean" != null)' \
+        "$W/grpo/run/logging.jsonl"
+    [[ $output == *"RL steps (3 of 3 steps generate)"* ]]
+    jq -e '.task == "gsm8k" and .metrics.accuracy != null' "$W/grpo/eval-after.json"
+}
