@@ -1,5 +1,5 @@
 /*
- * reward — the rewards GRPO (issue 19; not built yet) will score its completions with: a set of
+ * reward — the rewards GRPO (lib/train/grpo.c) scores its completions with: a set of
  * reward functions, each with a weight, that turns a batch of rows (prompt, completion, the
  * dataset row's extra columns) into one weighted total per row and the per-function scores for
  * logging (rewards/NAME/mean|std).
@@ -107,8 +107,9 @@ int swift_reward_count(const struct swift_reward_set *rs);
 /* Function i's name ("accuracy", "format", "length", "cmd", "cmd2", ...) and weight. */
 const char *swift_reward_name(const struct swift_reward_set *rs, int i);
 double swift_reward_weight(const struct swift_reward_set *rs, int i);
-/* Score n rows: total[r] = sum over i of w_i per[i * n + r]; per may be NULL. 0, or -1 after
- * reporting the row and the function that failed (total and per then undefined). */
+/* Score n rows: total[r] = sum over i of w_i per[i * n + r]; per may be NULL. Each function's
+ * time is a trace span "reward.NAME" (args function, program). 0, or -1 after reporting the row
+ * and the function that failed (total and per then undefined). */
 int swift_reward_score(struct swift_reward_set *rs, const struct swift_reward_row *rows, size_t n,
                        double *total, double *per);
 /* Stop the programs (stdin closed, SIGTERM, SIGKILL after a grace period; all reaped) and free.
