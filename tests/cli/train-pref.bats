@@ -161,9 +161,9 @@ key() { # KEY FILE: the values of "KEY" in the records of FILE
     run "$T" --model $M -o "$W/a" --rlhf kto --desirable-weight -1 $P
     [ "$status" -eq 2 ]
     [[ $output == *"--desirable-weight must be >= 0"* ]]
-    run "$T" --model $M -o "$W/a" --rlhf grpo $P
+    run "$T" --model $M -o "$W/a" --rlhf ppo $P
     [ "$status" -eq 2 ]
-    [[ $output == *"--rlhf: 'grpo' is not dpo, orpo, simpo, cpo, kto or rm"* ]]
+    [[ $output == *"--rlhf: 'ppo' is not dpo, orpo, simpo, cpo, kto, rm or grpo"* ]]
     run "$T" --model $M -o "$W/a" --rlhf dpo --loss-type simpo --max-steps 1 $P
     [ "$status" -eq 1 ]
     [[ $output == *"--rlhf dpo does not take --loss-type simpo"* ]]
