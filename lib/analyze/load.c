@@ -305,8 +305,7 @@ static void record_args(struct swift_an_source *s, struct swift_an_ev *ev,
     ev->ext = fv_int(&A[AK_EXT], fv_int(&A[AK_EXT_LC], -1));
     if (s->kind == SWIFT_AN_SWIFT) {
         ev->step = (int32_t)fv_int(&A[AK_STEP], -1);
-        ev->aux = fv_int(&A[AK_TOKENS],
-                         fv_int(&A[AK_FLOPS], fv_int(&A[AK_ROWS], fv_int(&A[AK_PROGRAM], 0))));
+        ev->aux = fv_int(&A[AK_TOKENS], fv_int(&A[AK_FLOPS], 0));
     } else {
         ev->aux = fv_int(&A[AK_BYTES], 0);
     }
@@ -419,6 +418,15 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
     /* our comm spans: the bytes they moved (collectives.c's bandwidth) */
     if (s->kind == SWIFT_AN_SWIFT && has_cat && !strcmp(f->cat.s, "comm"))
         ev->aux = fv_int(&f->a[AK_BYTES], 0);
+    /* our RL spans (rl.c): the rows a generate decoded together, whether a reward.NAME is a
+     * program (the first letter spares the name compares on every other event) */
+    if (s->kind == SWIFT_AN_SWIFT && (nm[0] == 'g' || nm[0] == 'r')) {
+        int k = swift_an_rl_kind(nm);
+        if (k == SWIFT_AN_RL_GENERATE)
+            ev->aux = fv_int(&f->a[AK_ROWS], 0);
+        else if (k == SWIFT_AN_RL_REWARD_FN)
+            ev->aux = fv_int(&f->a[AK_PROGRAM], 0);
+    }
     if (f->a[AK_COLL].t != SWIFT_AN_FV_NONE && e)
         record_comm(set, s, ev, json_object_get(e, "args"));
     return 0;

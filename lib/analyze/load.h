@@ -59,9 +59,9 @@ struct swift_an_ev {
     int64_t corr;       /* args.correlation, -1 if none */
     int64_t ext;        /* args["External id"|"external id"], -1 if none */
     int64_t aux;        /* our traces: args.tokens (steps, prefill and decode spans), args.bytes
-                           (comm spans), args.flops (--profile op spans), else args.rows
-                           (generate spans), else args.program (reward.NAME spans); Kineto:
-                           bytes of a memcpy */
+                           (comm spans), args.flops (--profile op spans), args.rows (generate
+                           spans) or args.program (reward.NAME spans); Kineto: bytes of a
+                           memcpy */
     uint32_t name, cat; /* interned */
     int32_t stream;     /* args.stream as HTA reads it, -1 if none or not a number */
     int32_t step;       /* our traces: args.step, else -1 */
