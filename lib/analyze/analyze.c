@@ -325,6 +325,21 @@ static void kineto_proc(const struct swift_an_set *set, struct swift_an_proc *p,
     step_stats(p);
 }
 
+long swift_an_step_of(const struct swift_an_proc *p, double ts)
+{
+    size_t lo = 0, hi = p->nsteps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->steps[mid].ts <= ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo || ts >= p->steps[lo - 1].ts + p->steps[lo - 1].dur)
+        return -1;
+    return (long)lo - 1;
+}
+
 void swift_an_proc_one(const struct swift_an_set *set, const struct swift_analyze_opts *o, size_t i,
                        struct swift_an_proc *p)
 {

@@ -185,6 +185,8 @@ void swift_analyze_opts_default(struct swift_analyze_opts *o);
  * or SWIFT_FAILED after reporting (lib/core/error.h). */
 int swift_analyze_run(const struct swift_analyze_opts *o);
 
+/* The step of p whose span holds ts (p->steps in time order, as built), or -1. */
+long swift_an_step_of(const struct swift_an_proc *p, double ts);
 /* The pieces, for tests: analyse a loaded set into procs (caller frees with
  * swift_an_procs_free), and build the report document (a new reference). */
 int swift_an_procs_build(const struct swift_an_set *set, const struct swift_analyze_opts *o,

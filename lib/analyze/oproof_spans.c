@@ -194,13 +194,10 @@ static json_t *row_json(const struct srow *r, const char *name, const char *shap
     return o;
 }
 
-/* 1 when ts (trace clock) lies in one of p's steps (all of them when it has none). */
+/* The step ts (trace clock) lies in, -1 when none (step 0 when p has no steps: all of it). */
 static long step_of(const struct swift_an_proc *p, double ts)
 {
-    for (size_t j = 0; j < p->nsteps; j++)
-        if (ts >= p->steps[j].ts && ts < p->steps[j].ts + p->steps[j].dur)
-            return (long)j;
-    return p->nsteps ? -1 : 0;
+    return p->nsteps ? swift_an_step_of(p, ts) : 0;
 }
 
 json_t *swift_an_oproof_spans_json(const struct swift_an_set *set, const struct swift_an_proc *p,

@@ -65,22 +65,6 @@ static struct oprow *row_of(struct oprow **rows, size_t *n, uint32_t name, int p
     return &(*rows)[(*n)++];
 }
 
-/* The step of the span starting at ts (steps in time order), or -1. */
-static long step_at(const struct swift_an_proc *p, double ts)
-{
-    size_t lo = 0, hi = p->nsteps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->steps[mid].ts <= ts)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (!lo || ts >= p->steps[lo - 1].ts + p->steps[lo - 1].dur)
-        return -1;
-    return (long)lo - 1;
-}
-
 /* The step thread's phase spans (sorted) and, within steps, its other compute spans: the
  * per-layer and per-op spans of --profile steps (sorted, parents first). */
 static void op_spans(const struct swift_an_set *set, const struct swift_an_proc *p,
@@ -107,7 +91,8 @@ static void op_spans(const struct swift_an_set *set, const struct swift_an_proc 
         if (swift_an_phase_of(nm, cat) >= 0)
             ph[n++] = e;
         else if (!strcmp(cat, "compute") && swift_an_rl_kind(nm) < 0 &&
-                 step_at(p, e->ts - off) >= 0) /* RL spans are phases of their own (rl.c) */
+                 swift_an_step_of(p, e->ts - off) >=
+                     0) /* RL spans are phases of their own (rl.c) */
             (*ops)[(*nops)++] = e;
     }
     swift_an_sort(ph, n, sizeof(*ph), cmp_ev_ts_dur);
@@ -142,7 +127,7 @@ json_t *swift_an_ops_json(const struct swift_an_set *set, const struct swift_an_
         if (ns)
             child[stack[ns - 1]] += ops[i]->dur;
         stack[ns++] = i;
-        profiled[step_at(p, ops[i]->ts - p->src->clock_offset_us)] = 1;
+        profiled[swift_an_step_of(p, ops[i]->ts - p->src->clock_offset_us)] = 1;
     }
     for (size_t i = 0; i < nops; i++) {
         const struct swift_an_ev *e = ops[i];

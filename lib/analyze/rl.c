@@ -84,22 +84,6 @@ static json_t *num(double v)
     return isfinite(v) ? json_real(round(v * 1000) / 1000) : json_null();
 }
 
-/* The step whose span holds ts (steps in time order), or -1. */
-static long step_of(const struct swift_an_proc *p, double ts)
-{
-    size_t lo = 0, hi = p->nsteps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->steps[mid].ts <= ts)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (!lo || ts >= p->steps[lo - 1].ts + p->steps[lo - 1].dur)
-        return -1;
-    return (long)lo - 1;
-}
-
 /* The column of a span of the step thread, or -1 (not one of the view's). */
 static int field_of(const char *nm, const char *cat)
 {
@@ -168,7 +152,7 @@ static int collect(const struct swift_an_set *set, const struct swift_an_proc *p
         const char *nm = swift_an_str(st, e->name), *cat = swift_an_str(st, e->cat);
         int f = field_of(nm, cat);
         int k = swift_an_rl_kind(nm);
-        long si = f >= 0 || k >= 0 ? step_of(p, e->ts - off) : -1;
+        long si = f >= 0 || k >= 0 ? swift_an_step_of(p, e->ts - off) : -1;
         if (si < 0)
             continue;
         if (k == SWIFT_AN_RL_REWARD_FN) {

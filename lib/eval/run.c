@@ -37,18 +37,10 @@ void swift_eval_opts_init(struct swift_eval_opts *o)
 /* eos ids: generation_config.json and config.json (an int or a list), tokenizer's eos_token. */
 static void find_eos(struct swift_eval_runner *r)
 {
-    static const char *const files[] = {"generation_config.json", "config.json"};
-    for (int f = 0; f < 2; f++) {
-        char *p = swift_path_join(r->o->model, files[f]);
-        json_t *j = json_load_file(p, 0, NULL);
-        free(p);
-        json_t *e = json_object_get(j, "eos_token_id");
-        if (json_is_integer(e))
-            swift_eval_add_eos(r, (long)json_integer_value(e));
-        for (size_t k = 0; json_is_array(e) && k < json_array_size(e); k++)
-            swift_eval_add_eos(r, (long)json_integer_value(json_array_get(e, k)));
-        json_decref(j);
-    }
+    long ids[16];
+    int n = swift_model_eos_ids(r->o->model, ids, 16);
+    for (int k = 0; k < n; k++)
+        swift_eval_add_eos(r, ids[k]);
     const char *eos = swift_tokenizer_config_str(r->tok, "eos_token");
     if (eos)
         swift_eval_add_eos(r, swift_tokenizer_token_id(r->tok, eos));

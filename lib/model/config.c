@@ -3,11 +3,13 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
 #include "lib/core/error.h"
+#include "lib/core/fileio.h"
 #include "lib/core/banned.h"
 
 #define MAX_LAYERS 4096 /* the largest models have a few hundred */
@@ -273,4 +275,24 @@ void swift_model_inv_freq(const struct swift_model_config *c, float *out)
         }
         out[i] = (float)f;
     }
+}
+
+int swift_model_eos_ids(const char *model_dir, long *ids, int cap)
+{
+    static const char *const files[] = {"generation_config.json", "config.json"};
+    int n = 0;
+    for (int f = 0; f < 2; f++) {
+        char *p = swift_path_join(model_dir, files[f]);
+        json_t *j = json_load_file(p, 0, NULL);
+        free(p);
+        json_t *e = json_object_get(j, "eos_token_id");
+        size_t m = json_is_array(e) ? json_array_size(e) : json_is_integer(e) ? 1 : 0;
+        for (size_t k = 0; k < m && n < cap; k++) {
+            json_t *v = json_is_array(e) ? json_array_get(e, k) : e;
+            if (json_is_integer(v))
+                ids[n++] = (long)json_integer_value(v);
+        }
+        json_decref(j);
+    }
+    return n;
 }

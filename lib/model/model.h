@@ -66,6 +66,10 @@ int swift_model_config_load(struct swift_model_config *c, const char *path);
 /* Parse from an already loaded JSON object (path for messages). */
 struct json_t;
 int swift_model_config_parse(struct swift_model_config *c, struct json_t *root, const char *path);
+/* The eos ids a model's files name: eos_token_id of generation_config.json, then of config.json
+ * (an int or a list; missing files and keys give none), at most cap into ids, repeats kept. Returns
+ * how many. Generation (swift-eval, GRPO) stops at them and the tokenizer's eos_token. */
+int swift_model_eos_ids(const char *model_dir, long *ids, int cap);
 /* RoPE inverse frequencies (head_dim/2 floats) with the configured scaling. */
 void swift_model_inv_freq(const struct swift_model_config *c, float *out);
 

@@ -1,5 +1,6 @@
 /* dataset — data files to rows, rows to conversations (see dataset.h). */
 #include "lib/preprocess/dataset.h"
+#include "lib/preprocess/internal.h"
 
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
@@ -363,9 +364,7 @@ int swift_dataset_next(struct swift_dataset *ds, struct swift_row *row)
 }
 
 /* ---- rows to conversations ---- */
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t errlen, const char *fmt, ...)
+int swift_row_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -383,11 +382,11 @@ int swift_row_parse(struct swift_row *row, json_t **obj, char *err, size_t errle
     json_error_t je;
     json_t *v = json_loadb(row->text, row->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!v)
-        return errf(err, errlen, "invalid JSON: %s (column %d)", je.text, je.column);
+        return swift_row_errf(err, errlen, "invalid JSON: %s (column %d)", je.text, je.column);
     if (!json_is_object(v)) {
         const char *k = json_is_array(v) ? "array" : json_is_string(v) ? "string" : "scalar";
         json_decref(v);
-        return errf(err, errlen, "expected an object, got %s", k);
+        return swift_row_errf(err, errlen, "expected an object, got %s", k);
     }
     *obj = v;
     return 0;
@@ -484,7 +483,7 @@ static int get_text(json_t *v, const char *what, const char **s, size_t *n, char
                     size_t errlen)
 {
     if (!json_is_string(v))
-        return errf(err, errlen, "%s must be a string", what);
+        return swift_row_errf(err, errlen, "%s must be a string", what);
     *s = json_string_value(v);
     *n = json_string_length(v);
     return 0;
@@ -498,7 +497,7 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
     json_array_foreach(arr, i, m)
     {
         if (!json_is_object(m))
-            return errf(err, errlen, "message %zu: expected an object", i + 1);
+            return swift_row_errf(err, errlen, "message %zu: expected an object", i + 1);
         json_t *role = json_object_get(m, rk);
         json_t *content = json_object_get(m, ck);
         if (!role && !content) { /* the other key style */
@@ -506,24 +505,26 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
             content = json_object_get(m, !strcmp(ck, "content") ? "value" : "content");
         }
         if (!json_is_string(role))
-            return errf(err, errlen, "message %zu: missing \"%s\"", i + 1, rk);
+            return swift_row_errf(err, errlen, "message %zu: missing \"%s\"", i + 1, rk);
         enum swift_role r;
         int is_call;
         if (role_of(json_string_value(role), &r, &is_call) < 0)
-            return errf(
+            return swift_row_errf(
                 err, errlen, "message %zu: unknown role '%s'", i + 1, json_string_value(role));
         json_t *calls = json_object_get(m, "tool_calls");
         if (calls && !json_is_null(calls) && !json_is_array(calls))
-            return errf(err, errlen, "message %zu: \"tool_calls\" must be an array", i + 1);
+            return swift_row_errf(
+                err, errlen, "message %zu: \"tool_calls\" must be an array", i + 1);
         if (json_is_null(calls))
             calls = NULL;
         const char *s = "";
         size_t n = 0;
         if (content && !json_is_null(content)) {
             if (get_text(content, "content", &s, &n, err, errlen) < 0)
-                return errf(err, errlen, "message %zu: \"%s\" must be a string", i + 1, ck);
+                return swift_row_errf(
+                    err, errlen, "message %zu: \"%s\" must be a string", i + 1, ck);
         } else if (!calls)
-            return errf(err, errlen, "message %zu: missing \"%s\"", i + 1, ck);
+            return swift_row_errf(err, errlen, "message %zu: missing \"%s\"", i + 1, ck);
         if (is_call) {
             /* ShareGPT function_call: {"name", "arguments"} JSON */
             json_t *call = json_loadb(s, n, 0, NULL);
@@ -552,7 +553,7 @@ static int conv_messages(json_t *arr, const char *rk, const char *ck, json_t *ho
             continue;
         }
         if (push_msg(conv, r, s, n, calls, loss) < 0)
-            return errf(err, errlen, "too many messages");
+            return swift_row_errf(err, errlen, "too many messages");
     }
     return 0;
 }
@@ -589,13 +590,13 @@ static int row_tools(json_t *obj, json_t *holder, struct swift_conv *conv, char 
             json_t *parsed = json_loads(json_string_value(tools), 0, NULL);
             if (!json_is_array(parsed)) {
                 json_decref(parsed);
-                return errf(err, errlen, "\"tools\" is not a JSON array");
+                return swift_row_errf(err, errlen, "\"tools\" is not a JSON array");
             }
             json_array_append_new(holder, parsed);
             tools = parsed;
         }
     } else if (tools && !json_is_null(tools) && !json_is_array(tools))
-        return errf(err, errlen, "\"tools\" must be an array");
+        return swift_row_errf(err, errlen, "\"tools\" must be an array");
     if (json_is_array(tools) && json_array_size(tools)) {
         /* ms-swift's hermes agent template wraps plain definitions as OpenAI tools */
         json_t *wrapped = json_array();
@@ -623,7 +624,8 @@ static int from_messages(json_t *msgs, json_t *convs, const char *system, const 
 {
     json_t *arr = msgs ? msgs : convs;
     if (!json_is_array(arr))
-        return errf(err, errlen, "\"%s\" must be an array", msgs ? "messages" : "conversations");
+        return swift_row_errf(
+            err, errlen, "\"%s\" must be an array", msgs ? "messages" : "conversations");
     if (conv_messages(
             arr, msgs ? "role" : "from", msgs ? "content" : "value", holder, conv, err, errlen) < 0)
         return -1;
@@ -634,13 +636,13 @@ static int from_messages(json_t *msgs, json_t *convs, const char *system, const 
         }
     } else if (sys_s) {
         if (push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
-            return errf(err, errlen, "too many messages");
+            return swift_row_errf(err, errlen, "too many messages");
         struct swift_message m = conv->msg[conv->n - 1];
         memmove(&conv->msg[1], &conv->msg[0], (conv->n - 1) * sizeof(m));
         conv->msg[0] = m;
     }
     if (conv->n == 0 || (conv->n == 1 && conv->msg[0].role == SWIFT_ROLE_SYSTEM))
-        return errf(err, errlen, "empty conversation");
+        return swift_row_errf(err, errlen, "empty conversation");
     return 0;
 }
 
@@ -657,7 +659,7 @@ static int alpaca_query(json_t *inst, json_t *input, json_t *holder, const char 
     if (an && bn) {
         json_t *joined = json_sprintf("%s\n%s", a, b);
         if (!joined) /* embedded NUL: concatenate by hand */
-            return errf(err, errlen, "instruction/input contain NUL characters");
+            return swift_row_errf(err, errlen, "instruction/input contain NUL characters");
         json_array_append_new(holder, joined);
         *qs = json_string_value(joined);
         *qn = json_string_length(joined);
@@ -674,7 +676,7 @@ static int push_history(json_t *hist, struct swift_conv *conv, char *err, size_t
     if (!hist || json_is_null(hist))
         return 0;
     if (!json_is_array(hist))
-        return errf(err, errlen, "\"history\" must be an array of [query, response]");
+        return swift_row_errf(err, errlen, "\"history\" must be an array of [query, response]");
     size_t i;
     json_t *h;
     json_array_foreach(hist, i, h)
@@ -682,7 +684,8 @@ static int push_history(json_t *hist, struct swift_conv *conv, char *err, size_t
         json_t *hq = json_array_get(h, 0), *hr = json_array_get(h, 1);
         if (!json_is_array(h) || json_array_size(h) != 2 || !json_is_string(hq) ||
             !json_is_string(hr))
-            return errf(err, errlen, "history[%zu]: expected [query, response] strings", i);
+            return swift_row_errf(
+                err, errlen, "history[%zu]: expected [query, response] strings", i);
         push_msg(conv, SWIFT_ROLE_USER, json_string_value(hq), json_string_length(hq), NULL, -1);
         push_msg(
             conv, SWIFT_ROLE_ASSISTANT, json_string_value(hr), json_string_length(hr), NULL, -1);
@@ -737,13 +740,14 @@ static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *hol
             conv->is_text = 1;
             return 0;
         }
-        return errf(err,
-                    errlen,
-                    "no known fields (expected messages, conversations, "
-                    "instruction/output, query/response or text)");
+        return swift_row_errf(err,
+                              errlen,
+                              "no known fields (expected messages, conversations, "
+                              "instruction/output, query/response or text)");
     }
     if (!resp)
-        return errf(err, errlen, "missing response (\"output\", \"response\" or \"answer\")");
+        return swift_row_errf(
+            err, errlen, "missing response (\"output\", \"response\" or \"answer\")");
     const char *qs = "", *rs = "", *used[3];
     size_t qn = 0, rn = 0;
     if (get_text(resp, "the response", &rs, &rn, err, errlen) < 0)
@@ -752,14 +756,15 @@ static int from_fields(json_t *obj, const char *sys_s, size_t sys_n, json_t *hol
     if (k < 0)
         return -1;
     if (k == 0)
-        return errf(err, errlen, "missing the query (\"query\", \"instruction\" or \"question\")");
+        return swift_row_errf(
+            err, errlen, "missing the query (\"query\", \"instruction\" or \"question\")");
     if (sys_s && push_msg(conv, SWIFT_ROLE_SYSTEM, sys_s, sys_n, NULL, -1) < 0)
-        return errf(err, errlen, "too many messages");
+        return swift_row_errf(err, errlen, "too many messages");
     if (push_history(json_object_get(obj, "history"), conv, err, errlen) < 0)
         return -1;
     if (push_msg(conv, SWIFT_ROLE_USER, qs, qn, NULL, -1) < 0 ||
         push_msg(conv, SWIFT_ROLE_ASSISTANT, rs, rn, NULL, -1) < 0)
-        return errf(err, errlen, "too many messages");
+        return swift_row_errf(err, errlen, "too many messages");
     return 0;
 }
 

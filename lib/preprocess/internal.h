@@ -25,6 +25,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* err (errlen bytes) = the formatted message; returns -1 (the row readers' errors: dataset.c,
+ * pref.c, prompts.c) */
+int swift_row_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- tokenizer ---- */
 #define TOK_MAX_REGEX 4
 #define TOK_MAX_VOCAB (1u << 24)

@@ -1,5 +1,6 @@
 /* pref — preference pairs and KTO rows to conversations (see dataset.h, "Preference rows"). */
 #include "lib/preprocess/dataset.h"
+#include "lib/preprocess/internal.h"
 
 #include "lib/core/alloc.h"
 
@@ -9,17 +10,6 @@
 #include <string.h>
 
 #include "lib/core/banned.h"
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 const char *swift_row_kind_name(int kind)
 {
@@ -110,24 +100,27 @@ static int check_shared(const struct swift_conv *c, const struct swift_conv *j, 
                         size_t errlen)
 {
     if (c->is_text || j->is_text)
-        return errf(err, errlen, "a preference pair needs a prompt, not a plain \"text\"");
+        return swift_row_errf(
+            err, errlen, "a preference pair needs a prompt, not a plain \"text\"");
     if (c->msg[c->n - 1].role != SWIFT_ROLE_ASSISTANT)
-        return errf(err, errlen, "the chosen response is not an assistant message");
+        return swift_row_errf(err, errlen, "the chosen response is not an assistant message");
     if (j->msg[j->n - 1].role != SWIFT_ROLE_ASSISTANT)
-        return errf(err, errlen, "the rejected response is not an assistant message");
+        return swift_row_errf(err, errlen, "the rejected response is not an assistant message");
     if (c->n != j->n)
-        return errf(err,
-                    errlen,
-                    "chosen and rejected do not share the prompt (%zu and %zu messages before "
-                    "the response)",
-                    c->n - 1,
-                    j->n - 1);
+        return swift_row_errf(
+            err,
+            errlen,
+            "chosen and rejected do not share the prompt (%zu and %zu messages before "
+            "the response)",
+            c->n - 1,
+            j->n - 1);
     for (size_t i = 0; i + 1 < c->n; i++)
         if (!same_msg(&c->msg[i], &j->msg[i]))
-            return errf(err,
-                        errlen,
-                        "chosen and rejected do not share the prompt (message %zu differs)",
-                        i + 1);
+            return swift_row_errf(
+                err,
+                errlen,
+                "chosen and rejected do not share the prompt (message %zu differs)",
+                i + 1);
     return 0;
 }
 
@@ -136,12 +129,12 @@ static int replace_last(const struct swift_conv *c, json_t *text, struct swift_c
                         size_t errlen)
 {
     if (!json_is_string(text))
-        return errf(err, errlen, "\"rejected_response\" must be a string");
+        return swift_row_errf(err, errlen, "\"rejected_response\" must be a string");
     if (c->is_text || c->msg[c->n - 1].role != SWIFT_ROLE_ASSISTANT)
-        return errf(err,
-                    errlen,
-                    "\"rejected_response\" needs a conversation ending with the chosen "
-                    "assistant response");
+        return swift_row_errf(err,
+                              errlen,
+                              "\"rejected_response\" needs a conversation ending with the chosen "
+                              "assistant response");
     if (j->cap < c->n) {
         j->msg = swift_xrealloc(j->msg, c->n * sizeof(*j->msg));
         j->cap = c->n;
@@ -168,7 +161,7 @@ static int swift_pair(json_t *r, const char *system, json_t *holder, struct swif
     if (rr)
         return replace_last(c, rr, j, err, errlen);
     if (!json_is_array(rm))
-        return errf(err, errlen, "\"rejected_messages\" must be an array of messages");
+        return swift_row_errf(err, errlen, "\"rejected_messages\" must be an array of messages");
     json_t *cp = strip(r, holder, 1);
     json_object_set(cp, "messages", rm);
     if (to_conv(cp, system, holder, j, err, errlen) < 0)
@@ -204,7 +197,7 @@ static int side(json_t *r, json_t *resp, const char *which, const char *system, 
     if (prompt || (json_is_array(resp) && json_is_array(other))) {
         json_t *msgs = as_msgs(resp);
         if (!msgs)
-            return errf(
+            return swift_row_errf(
                 err, errlen, "\"%s\" must be a string, a message or a list of messages", which);
         json_t *all = json_array();
         if (prompt)
@@ -221,13 +214,14 @@ static int side(json_t *r, json_t *resp, const char *which, const char *system, 
         for (int i = 0; q_keys[i]; i++)
             has_q |= json_is_string(json_object_get(r, q_keys[i]));
         if (!has_q)
-            return errf(err,
-                        errlen,
-                        "missing the prompt (\"prompt\", \"conversations\", \"messages\", "
-                        "\"instruction\" or \"query\")");
+            return swift_row_errf(
+                err,
+                errlen,
+                "missing the prompt (\"prompt\", \"conversations\", \"messages\", "
+                "\"instruction\" or \"query\")");
         json_t *text = resp_text(resp);
         if (!text)
-            return errf(err, errlen, "\"%s\" must be a string or a message", which);
+            return swift_row_errf(err, errlen, "\"%s\" must be a string or a message", which);
         cp = strip(r, holder, 0);
         json_object_set(cp, "response", text);
     }
@@ -246,7 +240,7 @@ int swift_row_to_pref(json_t *obj, const struct swift_columns *cols, const char 
     if (kind == SWIFT_KIND_KTO) {
         json_t *l = json_object_get(r, "label");
         if (!l)
-            return errf(err, errlen, "missing \"label\" (KTO rows need true or false)");
+            return swift_row_errf(err, errlen, "missing \"label\" (KTO rows need true or false)");
         /* a CSV cell is a string: "true" / "false" (with --kind kto) */
         const char *ls = json_string_value(l);
         if (ls && (!strcmp(ls, "true") || !strcmp(ls, "false")))
@@ -254,25 +248,27 @@ int swift_row_to_pref(json_t *obj, const struct swift_columns *cols, const char 
         else if (json_is_boolean(l))
             *label = json_is_true(l);
         else
-            return errf(err, errlen, "\"label\" must be true or false");
+            return swift_row_errf(err, errlen, "\"label\" must be true or false");
         if (to_conv(r, system, holder, chosen, err, errlen) < 0)
             return -1;
         if (chosen->is_text)
-            return errf(err, errlen, "a KTO row needs a prompt and a completion, not a \"text\"");
+            return swift_row_errf(
+                err, errlen, "a KTO row needs a prompt and a completion, not a \"text\"");
         return 0;
     }
     if (json_object_get(r, "rejected_response") || json_object_get(r, "rejected_messages"))
         return swift_pair(r, system, holder, chosen, rejected, err, errlen);
     json_t *c = json_object_get(r, "chosen"), *j = json_object_get(r, "rejected");
     if (!c && !j)
-        return errf(err,
-                    errlen,
-                    "missing \"chosen\" and \"rejected\" (or \"rejected_response\"): not a "
-                    "preference pair");
+        return swift_row_errf(
+            err,
+            errlen,
+            "missing \"chosen\" and \"rejected\" (or \"rejected_response\"): not a "
+            "preference pair");
     if (!c)
-        return errf(err, errlen, "missing \"chosen\"");
+        return swift_row_errf(err, errlen, "missing \"chosen\"");
     if (!j)
-        return errf(err, errlen, "missing \"rejected\"");
+        return swift_row_errf(err, errlen, "missing \"rejected\"");
     if (side(r, c, "chosen", system, holder, chosen, err, errlen) < 0 ||
         side(r, j, "rejected", system, holder, rejected, err, errlen) < 0)
         return -1;

@@ -1,5 +1,6 @@
 /* prompts — GRPO prompt rows to conversations and metadata (see dataset.h, "Prompt rows"). */
 #include "lib/preprocess/dataset.h"
+#include "lib/preprocess/internal.h"
 
 #include "lib/core/alloc.h"
 
@@ -9,17 +10,6 @@
 #include <string.h>
 
 #include "lib/core/banned.h"
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Columns that make the conversation (never copied to the metadata; the query's are added). */
 static const char *const conv_keys[] = {"messages",
@@ -57,13 +47,14 @@ static int history(json_t *r, json_t *arr, char *err, size_t errlen)
     if (!h || json_is_null(h))
         return 0;
     if (!json_is_array(h))
-        return errf(err, errlen, "\"history\" must be an array of [query, response]");
+        return swift_row_errf(err, errlen, "\"history\" must be an array of [query, response]");
     json_array_foreach(h, i, p)
     {
         json_t *q = json_array_get(p, 0), *a = json_array_get(p, 1);
         if (!json_is_array(p) || json_array_size(p) != 2 || !json_is_string(q) ||
             !json_is_string(a))
-            return errf(err, errlen, "history[%zu]: expected [query, response] strings", i);
+            return swift_row_errf(
+                err, errlen, "history[%zu]: expected [query, response] strings", i);
         json_array_append_new(arr, msg("user", json_string_value(q), json_string_length(q)));
         json_array_append_new(arr, msg("assistant", json_string_value(a), json_string_length(a)));
     }
@@ -87,7 +78,7 @@ static json_t *as_messages(json_t *r, json_t *holder, const char *used[3], char 
         } else if (json_is_array(p))
             msgs = json_incref(p);
         else {
-            errf(err, errlen, "\"prompt\" must be a string or a list of messages");
+            swift_row_errf(err, errlen, "\"prompt\" must be a string or a list of messages");
             return NULL;
         }
     } else {
@@ -96,10 +87,11 @@ static json_t *as_messages(json_t *r, json_t *holder, const char *used[3], char 
         int k = swift_row_query(r, holder, &qs, &qn, used, err, errlen);
         if (k <= 0) {
             if (k == 0)
-                errf(err,
-                     errlen,
-                     "missing the prompt (\"messages\", \"prompt\", \"query\", \"question\", "
-                     "\"problem\" or \"instruction\")");
+                swift_row_errf(
+                    err,
+                    errlen,
+                    "missing the prompt (\"messages\", \"prompt\", \"query\", \"question\", "
+                    "\"problem\" or \"instruction\")");
             return NULL;
         }
         msgs = json_array();
@@ -157,12 +149,13 @@ int swift_row_to_prompt(json_t *obj, const struct swift_columns *cols, const cha
     const struct swift_message *last = &conv->msg[conv->n - 1];
     if (last->role != SWIFT_ROLE_USER) {
         static const char *const names[] = {"system", "user", "assistant", "tool"};
-        return errf(err,
-                    errlen,
-                    "the conversation ends with a%s %s message; a prompt must end with a user "
-                    "turn (the model writes the reply)",
-                    last->role == SWIFT_ROLE_ASSISTANT ? "n" : "",
-                    names[last->role]);
+        return swift_row_errf(
+            err,
+            errlen,
+            "the conversation ends with a%s %s message; a prompt must end with a user "
+            "turn (the model writes the reply)",
+            last->role == SWIFT_ROLE_ASSISTANT ? "n" : "",
+            names[last->role]);
     }
     *meta = meta_json(r, last->content, last->len, used, meta_len);
     return 0;

@@ -246,18 +246,10 @@ static void add_stop(struct grpo_state *st, long id)
  * prompt shards were made with (index.json "template"). */
 static int find_stops(struct grpo_state *st, const struct swift_train_opts *o)
 {
-    static const char *const files[] = {"generation_config.json", "config.json"};
-    for (int f = 0; f < 2; f++) {
-        char *p = swift_path_join(o->model, files[f]);
-        json_t *j = json_load_file(p, 0, NULL);
-        free(p);
-        json_t *e = json_object_get(j, "eos_token_id");
-        if (json_is_integer(e))
-            add_stop(st, (long)json_integer_value(e));
-        for (size_t k = 0; json_is_array(e) && k < json_array_size(e); k++)
-            add_stop(st, (long)json_integer_value(json_array_get(e, k)));
-        json_decref(j);
-    }
+    long eos_ids[16];
+    int neos = swift_model_eos_ids(o->model, eos_ids, 16);
+    for (int k = 0; k < neos; k++)
+        add_stop(st, eos_ids[k]);
     const char *eos = swift_tokenizer_config_str(st->tok, "eos_token");
     if (eos)
         add_stop(st, swift_tokenizer_token_id(st->tok, eos));
