@@ -33,15 +33,28 @@ def swift(trace, logging, threads):
     want = {"generate": "generate", "reward": "reward", "forward": "forward",
             "backward": "backward", "optimizer": "optimizer"}
     tot = {p: 0.0 for p in PHASES}
+    gen = {"prefill": 0.0, "decode": 0.0, "prefill_tokens": 0, "decode_tokens": 0}
     for e in spans:
+        if not lo <= e["ts"] < hi:
+            continue
         p = want.get(e["name"])
-        if p and lo <= e["ts"] < hi:
+        if p:
             tot[p] += e["dur"] / 1e6
+        if e["name"] == "generate":  # prefill and decode inside it (their own spans nest twice)
+            gen["prefill_tokens"] += e["args"]["prefill_tokens"]
+            gen["decode_tokens"] += e["args"]["decode_tokens"]
+        elif e["name"] in ("prefill", "decode") and "sequences" in e.get("args", {}):
+            gen[e["name"]] += e["dur"] / 1e6
     rest = step_s[1:] if len(step_s) > 1 else step_s
     n, all_s = len(rest), sum(rest)
     tot["other"] = all_s - sum(tot[p] for p in PHASES[:-1])
     recs = [json.loads(line) for line in open(logging) if '"reward"' in line and '"eval_' not in line]
-    return summary("swift-train", threads, step_s, recs, tot, n, all_s)
+    r = summary("swift-train", threads, step_s, recs, tot, n, all_s)
+    r["generate_ms"] = {"prefill": round(gen["prefill"] / n * 1e3, 3),
+                        "prefill_tokens": round(gen["prefill_tokens"] / n, 1),
+                        "decode": round(gen["decode"] / n * 1e3, 3),
+                        "decode_tokens": round(gen["decode_tokens"] / n, 1)}
+    return r
 
 
 def summary(impl, threads, step_s, recs, tot, n, all_s):
@@ -75,6 +88,11 @@ def table(a, b):
         tot = sum(ph.values())
         print(f"  {r['impl']:22}" + "".join(f" {ph[p]:>9.2f}" for p in PHASES))
         print(f"  {'':22}" + "".join(f" {100 * ph[p] / tot:>8.1f}%" for p in PHASES))
+    g = a.get("generate_ms")
+    if g:
+        print(f"  swift-train generate per step: prefill {g['prefill']:.2f} ms ({g['prefill_tokens']:.0f} "
+              f"prompt tokens, the 16 rows' prompts), decode {g['decode']:.2f} ms "
+              f"({g['decode_tokens']:.0f} tokens, one per row per step)")
     if b:
         print(f"ratio of step times, TRL / swift-train: {b['step_s'] / a['step_s']:.2f}x "
               f"(generate {b['phase_ms']['generate'] / a['phase_ms']['generate']:.2f}x, "
