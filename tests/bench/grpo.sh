@@ -7,7 +7,8 @@
 # loss dapo, beta 0, the same seed. Prints the median seconds per step, the completion tokens
 # per second (per second of the whole step, and of generation alone), the mean reward of the
 # first and last 10 steps (both must learn), the ratio of the step times and where each
-# implementation's step goes (ours: the spans of our --trace; TRL's: its profiling spans).
+# implementation's step goes (ours: the spans of our --trace, and swift-trace-analyze's RL view
+# of it; TRL's: its profiling spans).
 # BENCH_STEPS (default 200), BENCH_THREADS (default "1"; e.g. "1 2"). TRL_PYTHON names a
 # python with trl installed (default python3); when it has none, our figures are shown alone.
 # Exits non-zero when our run fails; a failing TRL run is reported and skipped.
@@ -49,6 +50,10 @@ for t in $threads; do
     python3 "$H/grpo_report.py" swift "$W/trace$t.json" "$W/r$t/logging.jsonl" "$t" \
         >"$W/swift$t.json" || exit 1
     cat "$W/swift$t.json" >&2
+    # the analyzer's RL view of the same trace, where this build has one
+    "$BIN/swift-trace-analyze" "$W/trace$t.json" 2>/dev/null |
+        sed -n '/^ *RL steps/,/tokens\/s/p' >"$W/rl$t.txt"
+    [ -s "$W/rl$t.txt" ] && sed -i '1i swift-trace-analyze on our trace:' "$W/rl$t.txt"
     if [ $trl = 1 ]; then
         if OMP_NUM_THREADS=$t PYTHONPATH="$H" "$PY" "$H/grpo_trl.py" $M $D "$t" "$N" 1e-4 42 \
             >"$W/trl$t.json" 2>"$W/trl$t.err"; then
@@ -62,5 +67,6 @@ for t in $threads; do
     else
         python3 "$H/grpo_report.py" table "$W/swift$t.json" || rc=1
     fi
+    cat "$W/rl$t.txt"
 done
 exit $rc

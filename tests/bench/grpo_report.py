@@ -91,7 +91,7 @@ def table(a, b):
     g = a.get("generate_ms")
     if g:
         print(f"  swift-train generate per step: prefill {g['prefill']:.2f} ms ({g['prefill_tokens']:.0f} "
-              f"prompt tokens, the 16 rows' prompts), decode {g['decode']:.2f} ms "
+              f"prompt tokens), decode {g['decode']:.2f} ms "
               f"({g['decode_tokens']:.0f} tokens, one per row per step)")
     if b:
         print(f"ratio of step times, TRL / swift-train: {b['step_s'] / a['step_s']:.2f}x "

@@ -15,6 +15,7 @@ bats_require_minimum_version 1.5.0
     echo "$output" | grep -Eq '^swift-train +1 +3 +[0-9.]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$'
     [[ $output == *"ms per step (steps 2..N):  generate    reward   forward  backward optimizer     other"* ]]
     [[ $output == *"swift-train generate per step: prefill "* ]]
+    [[ $output == *"swift-trace-analyze on our trace:"*"RL steps (3 of 3 steps generate)"* ]]
     [[ $output != *"TRL    "* ]]
 }
 
