@@ -288,11 +288,15 @@ static int rollout_mb(struct grpo_state *st, struct swift_model *m, struct grpo_
     return 0;
 }
 
-static long items_of(const struct grpo_state *st)
+static long items_of(struct swift_objective *obj)
 {
+    const struct grpo_state *st = obj->state;
     long items = 0;
+    obj->rollout_tokens = 0;
     for (int a = 0; a < st->nmb; a++) {
         const struct grpo_mb *g = &st->mb[a];
+        for (int r = 0; r < g->R; r++)
+            obj->rollout_tokens += g->plen[r] + g->len[r];
         if (st->gp.loss_type != SWIFT_GRPO_LOSS_DAPO)
             items += g->R;
         else
@@ -328,7 +332,7 @@ long grpo_rollout(struct swift_objective *obj, struct swift_model *m, const stru
      * prompts are generated again */
     if (step >= 0 && st->mu > 1 && st->gen_step >= 0 && step / st->mu == st->gen_step / st->mu &&
         st->nmb == n)
-        return items_of(st);
+        return items_of(obj);
     grpo_mbs_free(st->mb, st->nmb);
     st->mb = swift_xcalloc((size_t)n, sizeof(*st->mb));
     st->nmb = n;
@@ -343,7 +347,7 @@ long grpo_rollout(struct swift_objective *obj, struct swift_model *m, const stru
             return -1;
     }
     st->gen_step = step;
-    return items_of(st);
+    return items_of(obj);
 }
 
 /* ---- completions.jsonl ---- */

@@ -116,6 +116,8 @@ struct swift_objective {
     long (*rollout)(struct swift_objective *obj, struct swift_model *m,
                     const struct swift_batch *mb, const struct swift_sample *const *xs, int n,
                     long step);
+    long rollout_tokens; /* set by rollout: the tokens of its rows (prompts and completions;
+                          * the step span's "tokens" in place of the prompts' alone) */
     /* NULL, or a sample of the last step's rows appended to RUN_DIR/completions.jsonl by rank 0
      * after each logged step (gs: the 1-based step). Returns 0 or -1 (reported). */
     int (*log_samples)(struct swift_objective *obj, const char *run_dir, long gs);

@@ -450,8 +450,11 @@ static int micro_batches(struct run *r, const struct train_step *sb, long step, 
         nitems += sb->ub[a].nitems;
         *ntokens += sb->ub[a].ntokens;
     }
-    if (r->obj.rollout && (nitems = rollout(r, sb, step)) < 0)
-        return -1;
+    if (r->obj.rollout) {
+        if ((nitems = rollout(r, sb, step)) < 0)
+            return -1;
+        *ntokens = r->obj.rollout_tokens;
+    }
     if (train_sync_items(r, step + 1, &nitems, ntokens) < 0)
         return -1;
     float scale = nitems ? 1.0f / (float)nitems : 0.0f;
