@@ -222,21 +222,23 @@ common=(--max-steps 6 --logging-steps 1 --save-steps 3 --eval-steps 3 --learning
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]
 }
 
-@test "straggler: --rank-delay-ms 1:30 on a 2-rank run, the analyzer names rank 1; the wait is skew, not comm_bound" {
+@test "straggler: --rank-delay-ms 1:60 on a 2-rank run, the analyzer names rank 1; the wait is skew, not comm_bound" {
     run mpi2 "$T" --model $M --max-steps 20 --logging-steps 10 --save-steps 100000 \
-        --eval-steps 100000 -j 1 --rank-delay-ms 1:30 --trace "$W/tr/" -o "$W/t" $D
+        --eval-steps 100000 -j 1 --rank-delay-ms 1:60 --trace "$W/tr/" -o "$W/t" $D
     [ "$status" -eq 0 ]
     run "$A" --format json "$W/tr"
     [ "$status" -eq 0 ]
     echo "$output" | jq -e '[.bottlenecks[] | select(.rule == "straggler")] | length == 1'
     echo "$output" | jq -e '.bottlenecks[] | select(.rule == "straggler") | .rank == 1'
-    # the 30 ms a step rank 0 waits for rank 1 at the collectives is skew charged to rank 1 (the
-    # one that arrived last), not transfer: comm_bound does not fire on the fast rank 0
+    # the 60 ms a step rank 0 waits for rank 1 at the collectives is skew charged to rank 1 (the
+    # one that arrived last), not transfer: comm_bound does not fire on the fast rank 0. (The
+    # transfer itself is scheduler time on a loaded machine: it is only bounded by half the skew,
+    # which holds at a load of 7 on 2 cores, where a tenth did not.)
     echo "$output" | jq -c '.collectives'
     echo "$output" | jq -e '[.bottlenecks[] | select(.rule == "comm_bound")] | length == 0'
-    echo "$output" | jq -e '.collectives[] | select(.rank == 0) | .skew_us > 20 * 25000 and .transfer_us < .skew_us / 10'
-    echo "$output" | jq -e '.collectives[] | select(.rank == 1) | .arrived_last >= 20 and .skew_caused_us > 20 * 25000'
-    echo "$output" | jq -e '.bottlenecks[] | select(.rule == "straggler") | .evidence.skew_caused_us > 25000'
+    echo "$output" | jq -e '.collectives[] | select(.rank == 0) | .skew_us > 20 * 50000 and .transfer_us < .skew_us / 2'
+    echo "$output" | jq -e '.collectives[] | select(.rank == 1) | .arrived_last >= 20 and .skew_caused_us > 20 * 50000'
+    echo "$output" | jq -e '.bottlenecks[] | select(.rule == "straggler") | .evidence.skew_caused_us > 50000'
     run "$A" "$W/tr"
     [[ "$output" == *"straggler — swift-train rank 1 @ "*"rank 1's steps take "*"longer than the median rank"*"it loses most in forward"*"the other ranks wait "*" ms per step for it in collectives"* ]]
     # durations people read are in ms (evidence keeps µs numbers)
