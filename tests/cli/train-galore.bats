@@ -99,3 +99,21 @@ ARGS=(--model $M --tuner full --galore-rank 4 --galore-update-proj-gap 3 --galor
     [ "$status" -eq 1 ]
     [[ $output == *"swift-train: --galore-target-modules 'lm_head,norm' selects no attention or MLP weight"* ]]
 }
+
+@test "--galore-rank under mpirun: 2 ranks x 1 micro-batch follow 1 rank x 2 (relative 1e-6)" {
+    command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash"
+    # every rank refreshes its projections from the same summed gradient (the ranks' sums
+    # differ from one process's only in float order: the SVDs agree, signs included)
+    run "$T" "${ARGS[@]}" --max-steps 8 --save-steps 100 --gradient-accumulation-steps 2 \
+        -o "$W/one" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/one.out"
+    run timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
+        "$T" "${ARGS[@]}" --max-steps 8 --save-steps 100 -o "$W/two" $D </dev/null
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/two.out"
+    paste <(losses "$W/one.out") <(losses "$W/two.out") | awk '
+        { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r; if ($2 == "") bad = 1; c++ }
+        END { printf "steps %d, max relative difference %.3g\n", c, m; exit (bad || c != 8 || m > 1e-6) }'
+}
