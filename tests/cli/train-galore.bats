@@ -64,6 +64,21 @@ ARGS=(--model $M --tuner full --galore-rank 4 --galore-update-proj-gap 3 --galor
     cmp "$W/a/checkpoint-8/optimizer.safetensors" "$W/b/checkpoint-8/optimizer.safetensors"
 }
 
+@test "--galore-rank on a bf16 model: fp32 master copies of GaLore's weights too, exact resume" {
+    mkdir -p "$W/m"
+    cp $M/model.safetensors "$W/m/"
+    sed 's/"dtype": "float32"/"dtype": "bfloat16"/' $M/config.json >"$W/m/config.json"
+    args=("${ARGS[@]}" --model "$W/m" --max-steps 6 --save-steps 3)
+    run "$T" "${args[@]}" -o "$W/a" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    grep -q '"master.model.layers.0.self_attn.q_proj.weight"' "$W/a/checkpoint-3/optimizer.safetensors"
+    run "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-3" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    diff <(losses "$W/a.out" | sed -n 4,6p) <(losses "$W/b.out")
+}
+
 @test "--galore-rank differs from plain AdamW; --use-galore takes rank 128 (clamped per weight)" {
     run "$T" "${ARGS[@]}" --max-steps 3 --save-steps 100 -o "$W/g" $D
     [ "$status" -eq 0 ]
