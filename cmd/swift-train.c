@@ -154,6 +154,20 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_NUMBER(0, "lora-dropout", F(o.lora_dropout), "P", "LoRA dropout (default 0.05)"),
     SWIFT_OPT_STRING(0, "target-modules", F(o.target_modules), "LIST",
                      "all-linear (default) or q_proj,v_proj,..."),
+    /* GaLore (lib/train/galore.h, docs/train.md "GaLore") */
+    SWIFT_OPT_FLAG(0, "use-galore", F(o.use_galore),
+                   "GaLore: AdamW in a low-rank gradient projection for the attention and MLP "
+                   "weights (--tuner full; rank 128 unless --galore-rank)"),
+    SWIFT_OPT_INT(0, "galore-rank", F(o.galore_rank), 1, BIG, "R",
+                  "GaLore's projection rank (turns GaLore on; default 128)"),
+    SWIFT_OPT_INT(0, "galore-update-proj-gap", F(o.galore_gap), 1, BIG, "N",
+                  "GaLore: refresh the projection from the gradient's SVD every N steps "
+                  "(default 50)"),
+    SWIFT_OPT_DOUBLE(0, "galore-scale", F(o.galore_scale), 0, HUGE_VAL, "S",
+                     "GaLore: scale of the projected-back update (default 1.0)"),
+    SWIFT_OPT_STRING(0, "galore-target-modules", F(o.galore_targets), "LIST",
+                     "GaLore's weights: all-linear (default: q/k/v/o/gate/up/down) or "
+                     "q_proj,v_proj,..."),
     SWIFT_OPT_NUMBER(0, "learning-rate", F(o.learning_rate), "LR",
                      "peak learning rate (default 1e-4 LoRA, 1e-5 full)"),
     SWIFT_OPT_NUMBER(0, "weight-decay", F(o.weight_decay), "X", "AdamW weight decay (default 0.1)"),
@@ -393,6 +407,14 @@ int main(int argc, char **argv)
     if (!grpo && (c.o.nreward_funcs || c.o.nreward_cmds || c.o.reward_weights || c.o.reward_model))
         return swift_usage("--reward-funcs, --reward-cmd, --reward-model and --reward-weights are "
                            "for --rlhf grpo");
+    if (c.o.use_galore && !c.o.galore_rank)
+        c.o.galore_rank = 128; /* ms-swift's galore_rank */
+    if (c.o.galore_rank && c.o.tuner != SWIFT_TUNER_FULL)
+        return swift_usage("--galore-rank: GaLore is for full tuning (--tuner full), not LoRA");
+    if (c.o.galore_rank && c.o.zero)
+        return swift_usage(
+            "--galore-rank: not with --zero 1 (GaLore's state is kept whole on every "
+            "rank)");
     if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
         return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));

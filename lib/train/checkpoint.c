@@ -1,6 +1,7 @@
 /* checkpoint — checkpoint-N/ of a run directory (docs/formats.md "Run directory"): the weights
  * (full) or the adapter (LoRA), optimizer.safetensors with the AdamW moments (and fp32 master
- * weights of a non-fp32 full fine-tune), trainer_state.json with the data position; written to a
+ * weights of a non-fp32 full fine-tune; GaLore's projected moments and projections),
+ * trainer_state.json with the data position; written to a
  * temp directory and renamed, pruned to --save-total-limit; read back by --resume. */
 #include "lib/train/internal.h"
 
@@ -20,13 +21,36 @@
 #include "lib/formats/safetensors.h"
 #include "lib/core/banned.h"
 
-/* hm, hv: the AdamW moments of every trainable parameter, host memory, back to back */
+/* GaLore's tensors of item it (galore.h): its projected moments and projection; shapes as
+ * torch's state (exp_avg: rows x k or k x cols; ortho_matrix: k x cols or rows x k). */
+static const char *const galore_pre[3] = {"galore_exp_avg.", "galore_exp_avg_sq.", "galore_proj."};
+static void galore_shape(const struct swift_galore_item *it, int j, int64_t *shape)
+{
+    int proj = j == 2, wide = it->left;
+    shape[0] = (proj ? wide : !wide) ? it->rows : it->k;
+    shape[1] = (proj ? wide : !wide) ? it->k : it->cols;
+}
+static float *galore_data(struct swift_galore_item *it, int j)
+{
+    return j == 0 ? it->m : j == 1 ? it->v : it->P;
+}
+
+static char *tensor_name(const char *pre, const char *name)
+{
+    size_t nl = strlen(pre) + strlen(name) + 1;
+    char *s = swift_xmalloc(nl);
+    snprintf(s, nl, "%s%s", pre, name);
+    return s;
+}
+
+/* hm, hv: the AdamW moments of every trainable parameter AdamW steps (not GaLore's), host
+ * memory, back to back */
 static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv)
 {
     int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m.cfg.dtype, "float32");
     int per = full_master ? 3 : 2;
-    struct swift_st_entry *e = swift_xcalloc((size_t)r->ntp * per, sizeof(*e));
-    char **names = swift_xcalloc((size_t)r->ntp * per, sizeof(char *));
+    struct swift_st_entry *e = swift_xcalloc((size_t)r->ntp * 4, sizeof(*e));
+    char **names = swift_xcalloc((size_t)r->ntp * 4, sizeof(char *));
     size_t total = 0;
     for (int i = 0; i < r->ntp; i++)
         total += r->tp[i].numel;
@@ -39,32 +63,57 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
             o += r->tp[i].numel;
         }
     }
-    size_t off = 0, k = 0;
+    size_t off = 0, k = 0, woff = 0;
     for (int i = 0; i < r->ntp; i++) {
         struct swift_param *p = &r->tp[i];
+        int gi = swift_galore_index(&r->gal, p);
         for (int j = 0; j < per; j++) {
             const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
-            size_t nl = strlen(pre) + strlen(p->name) + 1;
-            names[k] = swift_xmalloc(nl);
-            snprintf(names[k], nl, "%s%s", pre, p->name);
+            names[k] = tensor_name(gi >= 0 && j < 2 ? galore_pre[j] : pre, p->name);
             e[k].name = names[k];
             e[k].dtype = SWIFT_DTYPE_F32;
             e[k].ndim = p->ndim;
             e[k].shape[0] = p->shape[0];
             e[k].shape[1] = p->shape[1];
-            e[k].data = j == 0   ? (const void *)(hm + off)
-                        : j == 1 ? (const void *)(hv + off)
-                                 : (const void *)(hw + off);
+            if (gi >= 0 && j < 2)
+                galore_shape(&r->gal.it[gi], j, e[k].shape);
+            e[k].data = gi >= 0 && j < 2 ? (const void *)galore_data(&r->gal.it[gi], j)
+                        : j == 0         ? (const void *)(hm + off)
+                        : j == 1         ? (const void *)(hv + off)
+                                         : (const void *)(hw + woff);
             k++;
         }
-        off += p->numel;
+        if (gi >= 0) { /* the projection */
+            names[k] = tensor_name(galore_pre[2], p->name);
+            e[k].name = names[k];
+            e[k].dtype = SWIFT_DTYPE_F32;
+            e[k].ndim = 2;
+            galore_shape(&r->gal.it[gi], 2, e[k].shape);
+            e[k].data = r->gal.it[gi].P;
+            k++;
+        } else
+            off += p->numel;
+        woff += p->numel;
     }
-    char stepbuf[32];
+    char stepbuf[32], rankbuf[32], gapbuf[32], scalebuf[32];
     snprintf(stepbuf, sizeof(stepbuf), "%ld", r->opt.step);
-    const char *meta[] = {"optimizer", "adamw", "step", stepbuf, NULL};
+    snprintf(rankbuf, sizeof(rankbuf), "%d", r->o->galore_rank);
+    snprintf(gapbuf, sizeof(gapbuf), "%ld", r->o->galore_gap);
+    snprintf(scalebuf, sizeof(scalebuf), "%.17g", r->o->galore_scale);
+    const char *meta[] = {"optimizer",
+                          r->gal.n ? "galore_adamw" : "adamw",
+                          "step",
+                          stepbuf,
+                          r->gal.n ? "galore_rank" : NULL,
+                          rankbuf,
+                          "galore_update_proj_gap",
+                          gapbuf,
+                          "galore_scale",
+                          scalebuf,
+                          NULL};
     char *path = swift_path_join(dir, "optimizer.safetensors");
     int rc = swift_safetensors_write(path, e, k, meta);
-    for (size_t i = 0; i < (size_t)r->ntp * per; i++)
+    for (size_t i = 0; i < k; i++)
         free(names[i]);
     free(names);
     free(e);
@@ -73,8 +122,23 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
     return rc;
 }
 
-/* Read the moments of every trainable parameter into host hm, hv (back to back); master
- * weights, when the file has them, are uploaded into the parameters. */
+/* One tensor of the file into dst, its shape checked. */
+static int read_tensor(const struct swift_safetensors *st, const char *path, const char *pre,
+                       const char *name, int ndim, const int64_t *shape, float *dst, int optional)
+{
+    char nm[300];
+    snprintf(nm, sizeof(nm), "%s%s", pre, name);
+    const struct swift_st_tensor *t = swift_safetensors_find(st, nm);
+    if (!t)
+        return optional ? 1 : swift_error_at(path, 0, "missing tensor '%s'", nm);
+    if (swift_st_tensor_check_shape(t, ndim, shape) < 0 || swift_st_tensor_to_f32(t, dst) < 0)
+        return -1;
+    return 0;
+}
+
+/* Read the moments of every trainable parameter AdamW steps into host hm, hv (back to back),
+ * GaLore's state into its items; master weights, when the file has them, are uploaded into
+ * the parameters. */
 static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
 {
     char *path = swift_path_join(dir, "optimizer.safetensors");
@@ -92,25 +156,28 @@ static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
     size_t off = 0;
     for (int i = 0; i < r->ntp && rc == 0; i++) {
         struct swift_param *p = &r->tp[i];
+        int gi = swift_galore_index(&r->gal, p);
         for (int j = 0; j < 3 && rc == 0; j++) {
             const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
-            char nm[300];
-            snprintf(nm, sizeof(nm), "%s%s", pre, p->name);
-            const struct swift_st_tensor *t = swift_safetensors_find(&st, nm);
-            if (!t) {
-                if (j == 2)
-                    continue;
-                rc = swift_error_at(path, 0, "missing tensor '%s'", nm);
-                break;
-            }
             float *dst = j == 0 ? hm + off : j == 1 ? hv + off : hw;
-            if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||
-                swift_st_tensor_to_f32(t, dst) < 0)
-                rc = -1;
-            else if (j == 2)
+            int64_t gs[2];
+            if (gi >= 0 && j < 2) {
+                galore_shape(&r->gal.it[gi], j, gs);
+                rc = read_tensor(
+                    &st, path, galore_pre[j], p->name, 2, gs, galore_data(&r->gal.it[gi], j), 0);
+                continue;
+            }
+            rc = read_tensor(&st, path, pre, p->name, p->ndim, p->shape, dst, j == 2);
+            if (rc == 0 && j == 2)
                 r->m.ops->upload(p->w, hw, p->numel * sizeof(float));
+            rc = rc > 0 ? 0 : rc;
         }
-        off += p->numel;
+        if (gi >= 0 && rc == 0) {
+            int64_t gs[2];
+            galore_shape(&r->gal.it[gi], 2, gs);
+            rc = read_tensor(&st, path, galore_pre[2], p->name, 2, gs, r->gal.it[gi].P, 0);
+        } else if (gi < 0)
+            off += p->numel;
     }
     free(hw);
     const char *s = swift_safetensors_meta(&st, "step");
@@ -118,7 +185,7 @@ static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
     if (rc == 0 && (!s || swift_parse_long(s, 0, LONG_MAX, &v) < 0))
         rc = swift_error_at(path, 0, "missing or bad __metadata__ step");
     else if (rc == 0)
-        r->opt.step = v;
+        r->opt.step = r->gal.step = v;
     swift_safetensors_close(&st);
     free(path);
     return rc;
@@ -320,7 +387,8 @@ int train_load_optimizer(struct run *r, const char *dir)
     struct swift_dist *d = &r->dist;
     size_t total = 0;
     for (int i = 0; i < r->ntp; i++)
-        total += r->tp[i].numel;
+        if (swift_galore_index(&r->gal, &r->tp[i]) < 0) /* GaLore's: its own tensors */
+            total += r->tp[i].numel;
     size_t lo = d->shard ? d->lo : 0, hi = d->shard ? d->hi : total;
     float *fm = swift_xmalloc((total ? total : 1) * sizeof(float)),
           *fv = swift_xmalloc((total ? total : 1) * sizeof(float));

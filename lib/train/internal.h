@@ -35,6 +35,7 @@
 #include "lib/model/model.h"
 #include "lib/train/dist.h"
 #include "lib/train/objective.h"
+#include "lib/train/galore.h"
 #include "lib/train/optim.h"
 #include "lib/train/train.h"
 
@@ -135,8 +136,10 @@ struct run {
     struct swift_model m;
     struct swift_lora_opts lo;
     struct swift_objective obj;
-    struct swift_adamw opt;
-    struct swift_param *tp; /* trainable parameters */
+    struct swift_adamw opt;      /* over tp, or with GaLore over adam_tp */
+    struct swift_galore gal;     /* --galore-rank: its weights (gal.n 0: off) */
+    struct swift_param *adam_tp; /* --galore-rank: the parameters GaLore does not take */
+    struct swift_param *tp;      /* trainable parameters */
     int ntp;
     struct swift_shards *train, *val;
     struct train_loader loader;

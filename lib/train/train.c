@@ -29,6 +29,9 @@ void swift_train_opts_init(struct swift_train_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->tuner = SWIFT_TUNER_LORA; /* ms-swift's default train_type */
+    o->galore_gap = 50;          /* ms-swift's GaLore defaults */
+    o->galore_scale = 1.0;
+    o->galore_targets = "all-linear";
     o->lora_rank = 8;
     o->lora_alpha = 32;
     o->lora_dropout = 0.05;
@@ -125,6 +128,11 @@ static int start(struct run *r)
     if (brc) { /* a GPU missing on one rank: the others must not wait for it */
         int failed = brc < 0;
         return end_ranks(D, failed, failed ? SWIFT_FAILED : SWIFT_MISUSED);
+    }
+    if (o->galore_rank > 0 && r->be.cuda) { /* galore.h: host arithmetic */
+        swift_usage("--galore-rank: GaLore runs on the CPU only (its SVD and projections are "
+                    "host code); use --device cpu");
+        return end_ranks(D, 0, SWIFT_MISUSED);
     }
     /* gradients and parameters are backend memory: staged through the host over MPI, or NCCL */
     if (swift_dist_use_backend(D, r->be.ops, r->be.cuda, r->be.index) < 0)
@@ -267,8 +275,48 @@ static int open_data(struct run *r)
     return 0;
 }
 
-/* AdamW over the trainable parameters (ZeRO-1: over this rank's range of them), its state on
- * --resume, activations for a micro-batch. */
+/* --galore-rank: GaLore takes its targets among the trainable parameters; *op, *nop become the
+ * others (plain AdamW). The state's size against AdamW's on stderr. */
+static int init_galore(struct run *r, struct swift_param **op, int *nop)
+{
+    const struct swift_train_opts *o = r->o;
+    struct swift_galore_opts go = {
+        o->galore_rank, o->galore_gap, o->galore_scale, o->galore_targets};
+    if (swift_galore_init(&r->gal,
+                          r->be.ops,
+                          r->tp,
+                          r->ntp,
+                          &go,
+                          (float)o->adam_beta1,
+                          (float)o->adam_beta2,
+                          (float)o->adam_epsilon,
+                          (float)o->weight_decay) < 0)
+        return -1;
+    r->adam_tp = swift_xcalloc((size_t)r->ntp, sizeof(*r->adam_tp));
+    size_t total = 0, rest = 0;
+    *nop = 0;
+    for (int i = 0; i < r->ntp; i++) {
+        total += r->tp[i].numel;
+        if (swift_galore_index(&r->gal, &r->tp[i]) < 0) {
+            r->adam_tp[(*nop)++] = r->tp[i];
+            rest += r->tp[i].numel;
+        }
+    }
+    *op = r->adam_tp;
+    if (r->dist.rank == 0)
+        swift_info("GaLore rank %d on %d weights (projection every %ld steps, scale %g): "
+                   "optimizer state %.2f MiB (AdamW on every parameter: %.2f MiB)",
+                   o->galore_rank,
+                   r->gal.n,
+                   o->galore_gap,
+                   o->galore_scale,
+                   (double)(r->gal.state + 2 * rest) * 4 / 1048576.0,
+                   (double)total * 8 / 1048576.0);
+    return 0;
+}
+
+/* AdamW over the trainable parameters (ZeRO-1: over this rank's range of them; --galore-rank:
+ * over those GaLore does not take), its state on --resume, activations for a micro-batch. */
 static int init_optimizer(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
@@ -281,6 +329,8 @@ static int init_optimizer(struct run *r)
         op = D->shard;
         nop = D->nshard;
     }
+    if (o->galore_rank > 0 && init_galore(r, &op, &nop) < 0)
+        return -1;
     if (swift_adamw_init(&r->opt,
                          r->be.ops,
                          op,
@@ -364,6 +414,8 @@ static int finish(struct run *r, int rc)
     train_loader_stop(&r->loader);
     train_log_close(r);
     swift_adamw_free(&r->opt);
+    swift_galore_free(&r->gal);
+    free(r->adam_tp);
     if (r->train)
         swift_shards_close(r->train);
     if (r->val)
@@ -534,7 +586,10 @@ static int train_loop(struct run *r)
                         step + 1);
             return SWIFT_FAILED;
         }
-        swift_adamw_step(&r->opt, (float)lr, swift_clip_scale(gnorm, o->max_grad_norm));
+        float gscale = swift_clip_scale(gnorm, o->max_grad_norm);
+        swift_adamw_step(&r->opt, (float)lr, gscale);
+        if (r->gal.n && swift_galore_step(&r->gal, (float)lr, gscale) < 0)
+            return SWIFT_FAILED;
         if (train_sync_params(r, step + 1) < 0)
             return SWIFT_FAILED;
         int64_t te = swift_trace_now();

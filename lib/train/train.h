@@ -84,6 +84,12 @@ struct swift_train_opts {
     int progress;               /* the progress line: enum swift_progress_mode (0: a terminal) */
     double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */
+    /* GaLore (lib/train/galore.h, docs/train.md "GaLore"; full tuning): galore_rank 0 is off */
+    int use_galore;             /* --use-galore: on with the default rank (128) */
+    int galore_rank;            /* --galore-rank R (on) */
+    long galore_gap;            /* --galore-update-proj-gap (50) */
+    double galore_scale;        /* --galore-scale (1.0) */
+    const char *galore_targets; /* --galore-target-modules ("all-linear") */
     /* distributed (lib/train/dist.h; active under mpirun/srun) */
     double dist_timeout; /* seconds a rank may wait for the others (default 300) */
     int zero;            /* 1: ZeRO-1, optimizer state sharded over ranks */
