@@ -28,6 +28,7 @@ struct swift_lora_opts {
     float dropout;
     const char *targets; /* "all-linear" or "q_proj,v_proj,..." */
     int use_rslora;
+    int use_dora; /* DoRA: a magnitude vector per adapted linear (PEFT use_dora) */
     uint64_t seed;
 };
 
