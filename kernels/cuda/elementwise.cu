@@ -33,8 +33,8 @@ __global__ void k_scale(float *x, float s, size_t n)
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
-__global__ void k_mul_cols(float *out, const float *x, const float *g, const float *bias,
-                           size_t n, int C, float beta)
+__global__ void k_mul_cols(float *out, const float *x, const float *g, const float *bias, size_t n,
+                           int C, float beta)
 {
     GRID_STRIDE(i, n)
     {
