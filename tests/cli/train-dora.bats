@@ -37,7 +37,7 @@ losses() { # the train records' "loss" values of a stdout capture
         "$C/adapter_model.safetensors"
 }
 
-@test "--lora-dora: resume is exact (dropout, accumulation, gradient checkpointing, 2 threads)" {
+@test "--lora-dora: resume is exact (dropout, accumulation, gradient checkpointing, strict, 2 threads)" {
     args=(--model $M --max-steps 8 --logging-steps 1 --save-steps 4 --eval-steps 100
         --per-device-train-batch-size 2 --gradient-accumulation-steps 2 --learning-rate 1e-3
         --lora-dropout 0.1 --lora-dora -j 2)
@@ -53,6 +53,11 @@ losses() { # the train records' "loss" values of a stdout capture
     [ "$status" -eq 0 ]
     echo "$output" >"$W/g.out"
     diff <(losses "$W/a.out") <(losses "$W/g.out")
+    # the strict backend (no host access to backend memory): the same losses bit for bit
+    run env SWIFT_CPU_STRICT_HOST=1 "$T" "${args[@]}" -o "$W/s" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/s.out"
+    diff <(losses "$W/a.out") <(losses "$W/s.out")
     # the DoRA path differs from plain LoRA's
     run "$T" "${args[@]/--lora-dora/--lora-rank=8}" -o "$W/l" $D
     [ "$status" -eq 0 ]

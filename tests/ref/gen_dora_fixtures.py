@@ -14,6 +14,12 @@ Writes tests/fixtures/dora-ref/:
                       dropout 0; "loss" (1) = mean cross-entropy over the trained tokens;
                       "grad.<name>" d loss / d param for every adapter parameter under the names
                       PEFT saves (lora_A.weight, lora_B.weight, lora_magnitude_vector)
+  qwen2-ref.safetensors  "ids" (1,8) and "logits" of PEFT with tests/ref/fixtures/merge/adapter-dora
+                      on the merge fixtures' Qwen2 base (q/k/v biases: DoRA leaves the bias
+                      unscaled)
+And tests/ref/fixtures/merge/adapter-dora (r 4, alpha 8, q/k/v/down_proj, random A, B, magnitude)
+with ref-dora.safetensors: what peft's merge_and_unload() makes of the adapted weights
+(tests/unit/test_export_merge.c compares swift-export's merge with it).
   ours-peft.safetensors  only when tests/fixtures/dora-ref/ours/ exists (an adapter saved by
                       swift-train --lora-dora): "logits" of PeftModel.from_pretrained(base, ours)
                       on the same batch (eval mode): our saved layout loads in PEFT, and the C test
@@ -52,8 +58,40 @@ def saved_name(n):
     return n.replace(".lora_magnitude_vector.default.weight", ".lora_magnitude_vector")
 
 
+def merge_ref():
+    import transformers as tf
+    fix = "tests/ref/fixtures/merge"
+    base_dir = os.path.join(fix, "base")
+    torch.manual_seed(3)
+    m = get_peft_model(tf.Qwen2ForCausalLM.from_pretrained(base_dir),
+                       LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=8, use_dora=True,
+                                  target_modules=["q_proj", "k_proj", "v_proj", "down_proj"]))
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if ".lora_A." in n or ".lora_B." in n:
+                p.normal_(0, 0.1)
+            elif "lora_magnitude_vector" in n:
+                p.mul_(1 + 0.1 * torch.randn_like(p))
+    ad_dir = os.path.join(fix, "adapter-dora")
+    m.save_pretrained(ad_dir)
+    os.remove(os.path.join(ad_dir, "README.md"))
+    pm = PeftModel.from_pretrained(tf.Qwen2ForCausalLM.from_pretrained(base_dir), ad_dir)
+    pm.eval()
+    ids = torch.tensor([[3, 17, 42, 99, 200, 5, 7, 250]])
+    with torch.no_grad():
+        logits = pm(ids).logits
+    save_file({"ids": ids.float(), "logits": logits[0].contiguous()},
+              os.path.join(OUT, "qwen2-ref.safetensors"))
+    sd = pm.merge_and_unload().state_dict()
+    targets = {k: v.contiguous() for k, v in sd.items()
+               if any(("." + t + ".weight") in k for t in ["q_proj", "k_proj", "v_proj", "down_proj"])}
+    save_file(targets, os.path.join(fix, "ref-dora.safetensors"), metadata={"format": "pt"})
+    print("merge reference:", len(targets), "tensors")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    merge_ref()
     torch.manual_seed(0)
     cfg = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0,
                      use_dora=True)

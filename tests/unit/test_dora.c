@@ -4,6 +4,8 @@
  *   equal PEFT's to 1e-5 relative (dropout 0);
  * - an adapter swift-train saved (ours/) gives the logits PEFT's PeftModel.from_pretrained gave
  *   for it, and our writer still writes it byte for byte;
+ * - a Qwen2 with q/k/v biases (the bias is not scaled) gives PEFT's logits;
+ * - the key/value cache's forward (generation) gives PEFT's logits too;
  * - with dropout (PEFT recomputes the base on the dropped input), the gradient is the loss's
  *   directional derivative (central differences, the same dropout masks). */
 #include <math.h>
@@ -22,6 +24,7 @@
 #include "lib/formats/safetensors.h"
 #include "lib/model/lora.h"
 #include "lib/model/internal.h"
+#include "lib/model/kv.h"
 #include "lib/model/model.h"
 
 #define FIX "tests/fixtures/model/llama"
@@ -183,6 +186,68 @@ static void test_ours_in_peft(void **state)
     swift_safetensors_close(&peft);
 }
 
+/* q/k/v biases (the merge fixtures' Qwen2 base): PEFT leaves the bias out of the scaling */
+static void test_bias_qwen2(void **state)
+{
+    (void)state;
+    struct swift_safetensors ref;
+    assert_int_equal(swift_safetensors_open(&ref, REF "/qwen2-ref.safetensors"), 0);
+    struct swift_model m;
+    assert_int_equal(swift_model_load(&m, "tests/ref/fixtures/merge/base", &swift_cpu_ops, 1), 0);
+    assert_non_null(m.layers[0].lin[SWIFT_LIN_Q].b);
+    struct swift_lora_opts lo;
+    assert_int_equal(swift_lora_load(&m, "tests/ref/fixtures/merge/adapter-dora", &lo), 0);
+    assert_true(lo.use_dora);
+    size_t V = (size_t)m.cfg.vocab_size;
+    float *ids = tensor(&ref, "ids", 8), *want = tensor(&ref, "logits", 8 * V);
+    int32_t t8[8], tg[8], p8[8];
+    for (int i = 0; i < 8; i++) {
+        t8[i] = (int32_t)ids[i];
+        tg[i] = -1;
+        p8[i] = i;
+    }
+    struct swift_batch b = {.B = 1, .T = 8, .tokens = t8, .targets = tg, .pos = p8};
+    assert_int_equal(swift_model_forward_logits(&m, &b, 0), 0);
+    double e = rel_err(swift_model_logits(&m), want, 8 * V);
+    print_message("# Qwen2 (q/k/v bias): logits relative error %.3g\n", e);
+    assert_true(e <= TOL);
+    free(ids);
+    free(want);
+    swift_model_free(&m);
+    swift_safetensors_close(&ref);
+}
+
+/* generation's forward (the key/value cache: DoRA's product in the model's grown scratch),
+ * one token per call for row 1 after row 0's eight at once: PEFT's logits */
+static void test_kv_cache(void **state)
+{
+    (void)state;
+    struct swift_safetensors ref;
+    assert_int_equal(swift_safetensors_open(&ref, REF "/ref.safetensors"), 0);
+    read_batch(&ref);
+    struct swift_model m;
+    load(&m, REF "/adapter");
+    size_t V = (size_t)m.cfg.vocab_size;
+    float *want = tensor(&ref, "logits", NTOK * V);
+    struct swift_kv kv;
+    assert_int_equal(swift_kv_init(&kv, &m, 2, 16, 8), 0);
+    float *lg = malloc(NTOK * V * sizeof(float));
+    int rows[8] = {0}, idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    assert_int_equal(swift_kv_forward(&kv, tok, rows, 8, idx, 8, lg), 0);
+    for (int t = 0; t < 8; t++) {
+        int row = 1, w = 0;
+        assert_int_equal(swift_kv_forward(&kv, &tok[8 + t], &row, 1, &w, 1, lg + (8 + t) * V), 0);
+    }
+    double e = rel_err(lg, want, NTOK * V);
+    print_message("# key/value cache: logits relative error %.3g\n", e);
+    assert_true(e <= TOL);
+    free(lg);
+    free(want);
+    swift_kv_release(&kv);
+    swift_model_free(&m);
+    swift_safetensors_close(&ref);
+}
+
 static double loss_at(struct swift_model *m)
 {
     struct swift_loss loss = {0};
@@ -237,6 +302,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peft_forward_and_grads),
         cmocka_unit_test(test_ours_in_peft),
+        cmocka_unit_test(test_kv_cache),
+        cmocka_unit_test(test_bias_qwen2),
         cmocka_unit_test(test_dropout_directional),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
