@@ -87,3 +87,23 @@ losses() { # the train records' "loss" values of a stdout capture
     [ "$status" -eq 2 ]
     [[ "$output" == *"--lora-dora needs --tuner lora"* ]]
 }
+
+@test "--lora-dora on 2 ranks (mpirun): the loss curve of 1 rank x 2 micro-batches, also with --zero 1" {
+    command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
+    . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan
+    args=(--model $M --lora-dora --lora-dropout 0.1 --max-steps 6 --logging-steps 1
+        --save-steps 6 --eval-steps 100 --learning-rate 1e-3 --per-device-train-batch-size 2 -j 1)
+    run "$T" "${args[@]}" --gradient-accumulation-steps 2 -o "$W/one" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/one.out"
+    for z in 0 1; do
+        run timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
+            "$T" "${args[@]}" --zero $z -o "$W/two-$z" $D </dev/null
+        [ "$status" -eq 0 ]
+        echo "$output" | grep -v '^swift-train: rank' >"$W/two-$z.out"
+        paste <(losses "$W/one.out") <(losses "$W/two-$z.out") | awk '
+            { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r; if ($2 == "") bad = 1; c++ }
+            END { printf "# zero '$z': steps %d, max relative difference %.3g\n", c, m > "/dev/stderr";
+                  exit (bad || c != 6 || m > 1e-6) }'
+    done
+}
