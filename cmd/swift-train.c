@@ -152,6 +152,9 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_INT(0, "lora-rank", F(o.lora_rank), 1, BIG, "N", "LoRA rank (default 8)"),
     SWIFT_OPT_NUMBER(0, "lora-alpha", F(o.lora_alpha), "X", "LoRA alpha (default 32)"),
     SWIFT_OPT_NUMBER(0, "lora-dropout", F(o.lora_dropout), "P", "LoRA dropout (default 0.05)"),
+    SWIFT_OPT_FLAG(0, "lora-dora", F(o.lora_dora),
+                   "DoRA: a trained magnitude per output row (PEFT use_dora)",
+                   .aliases = "use_dora"),
     SWIFT_OPT_STRING(0, "target-modules", F(o.target_modules), "LIST",
                      "all-linear (default) or q_proj,v_proj,..."),
     /* GaLore (lib/train/galore.h, docs/train.md "GaLore") */
@@ -393,6 +396,8 @@ int main(int argc, char **argv)
         return swift_usage("--force replaces the run in -o; --resume continues it: not both");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
+    if (c.o.lora_dora && c.o.tuner != SWIFT_TUNER_LORA)
+        return swift_usage("--lora-dora needs --tuner lora");
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
         strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "kto") &&
         strcmp(c.o.rlhf, "rm") && strcmp(c.o.rlhf, "grpo"))

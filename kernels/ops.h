@@ -129,6 +129,12 @@ struct swift_ops {
     void (*attention_cached)(float *out, const float *q, const float *kcache, const float *vcache,
                              const int32_t *pos, const int32_t *row, size_t row_stride, int N,
                              int NH, int NKV, int D);
+
+    /* DoRA (lib/model/lora.h); appended after the inference ops. */
+    /* out (N,C) = beta * out + x (N,C) * g (C) [+ bias (C)]: g broadcast over the rows (N = 1,
+     * C = n: the elementwise product); x may alias out; beta 0 ignores out's old contents. */
+    void (*mul_cols)(float *out, const float *x, const float *g, const float *bias, size_t N, int C,
+                     float beta);
 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */

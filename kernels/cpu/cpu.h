@@ -34,6 +34,8 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
                              float dscale);
 void swift_cpu_add(float *out, const float *a, const float *b, size_t n);
 void swift_cpu_scale(float *x, float s, size_t n);
+void swift_cpu_mul_cols(float *out, const float *x, const float *g, const float *bias, size_t N,
+                        int C, float beta);
 double swift_cpu_sumsq(const float *x, size_t n);
 void swift_cpu_dropout_fwd(float *out, uint8_t *mask, const float *in, size_t n, float p,
                            uint64_t seed);

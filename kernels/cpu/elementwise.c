@@ -41,6 +41,18 @@ void swift_cpu_scale(float *x, float s, size_t n)
         x[i] *= s;
 }
 
+void swift_cpu_mul_cols(float *out, const float *x, const float *g, const float *bias, size_t N,
+                        int C, float beta)
+{
+    size_t n = N * (size_t)C;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % (size_t)C;
+        float v = x[i] * g[c] + (bias ? bias[c] : 0.0f);
+        out[i] = beta != 0.0f ? beta * out[i] + v : v;
+    }
+}
+
 /* fixed chunking so the result does not depend on the thread count */
 double swift_cpu_sumsq(const float *x, size_t n)
 {

@@ -263,6 +263,9 @@ WRAP(attention_cached,
      (float *out, const float *q, const float *kcache, const float *vcache, const int32_t *pos,
       const int32_t *row, size_t row_stride, int N, int NH, int NKV, int D),
      (out, q, kcache, vcache, pos, row, row_stride, N, NH, NKV, D))
+WRAP(mul_cols,
+     (float *out, const float *x, const float *g, const float *bias, size_t N, int C, float beta),
+     (out, x, g, bias, N, C, beta))
 
 static double st_sumsq(const float *x, size_t n)
 {
@@ -303,4 +306,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .adamw = st_adamw,
     .copy_rows = st_copy_rows,
     .attention_cached = st_attention_cached,
+    .mul_cols = st_mul_cols,
 };

@@ -33,6 +33,17 @@ __global__ void k_scale(float *x, float s, size_t n)
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
+__global__ void k_mul_cols(float *out, const float *x, const float *g, const float *bias, size_t n,
+                           int C, float beta)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t c = i % (size_t)C;
+        float v = x[i] * g[c] + (bias ? bias[c] : 0.0f);
+        out[i] = beta != 0.0f ? beta * out[i] + v : v;
+    }
+}
+
 __device__ uint64_t splitmix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ULL;
@@ -89,6 +100,16 @@ void swift_cuda_add(float *out, const float *a, const float *b, size_t n)
 {
     need_init();
     k_add<<<blocks_for(n, 256), 256, 0, G.stream>>>(out, a, b, n);
+    CKK();
+}
+void swift_cuda_mul_cols(float *out, const float *x, const float *g, const float *bias, size_t N,
+                         int C, float beta)
+{
+    size_t n = N * (size_t)C;
+    if (!n)
+        return;
+    need_init();
+    k_mul_cols<<<blocks_for(n, 256), 256, 0, G.stream>>>(out, x, g, bias, n, C, beta);
     CKK();
 }
 void swift_cuda_scale(float *x, float s, size_t n)

@@ -141,6 +141,8 @@ void swift_cuda_swiglu_bwd(float *dgate, float *dup, const float *dout, const fl
                            const float *up, size_t n);
 void swift_cuda_add(float *out, const float *a, const float *b, size_t n);
 void swift_cuda_scale(float *x, float s, size_t n);
+void swift_cuda_mul_cols(float *out, const float *x, const float *g, const float *bias, size_t N,
+                         int C, float beta);
 double swift_cuda_sumsq(const float *x, size_t n);
 void swift_cuda_dropout_fwd(float *out, uint8_t *mask, const float *in, size_t n, float p,
                             uint64_t seed);

@@ -9,7 +9,29 @@
 
 #include "lib/core/banned.h"
 
-/* Fold LoRA adapters into the base weights: W += scale * B @ A; then run without them. */
+/* DoRA: W (already W + scale * B @ A) row by row times mag / ||row||, on the host */
+static void dora_fold(struct swift_model *m, struct swift_linear *L)
+{
+    size_t nw = (size_t)L->out * L->in;
+    float *w = swift_xmalloc(nw * sizeof(float)), *mag = swift_xmalloc(L->out * sizeof(float));
+    m->ops->download(w, L->w, nw * sizeof(float));
+    m->ops->download(mag, L->lora->mag, L->out * sizeof(float));
+    for (int o = 0; o < L->out; o++) {
+        float *row = w + (size_t)o * L->in;
+        double ss = 0;
+        for (int i = 0; i < L->in; i++)
+            ss += (double)row[i] * row[i];
+        float f = mag[o] / (float)sqrt(ss);
+        for (int i = 0; i < L->in; i++)
+            row[i] *= f;
+    }
+    m->ops->upload(L->w, w, nw * sizeof(float));
+    free(w);
+    free(mag);
+}
+
+/* Fold LoRA adapters into the base weights: W += scale * B @ A (DoRA: then each row times
+ * mag / ||row||); then run without them. */
 int swift_kv_merge_adapters(struct swift_model *m)
 {
     for (int l = 0; l < m->cfg.num_layers; l++)
@@ -34,6 +56,8 @@ int swift_kv_merge_adapters(struct swift_model *m)
             m->ops->free(dAt);
             free(A);
             free(At);
+            if (L->lora->mag)
+                dora_fold(m, L);
             free(L->lora); /* A and B live in m->lora_params, freed with the model */
             L->lora = NULL;
         }

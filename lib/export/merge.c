@@ -3,7 +3,8 @@
  * W' = W + scale · B·A for every module in the adapter (read by lib/model/adapter.h), with
  * scale = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora: swift_lora_scale), computed in
  * float32 (OpenBLAS sgemm) as peft's merge_and_unload does, then cast to the output dtype with
- * round-to-nearest-even. */
+ * round-to-nearest-even. DoRA adapters (use_dora): W' = m / ||W + scale·B·A||_row ·
+ * (W + scale·B·A), the row norm in double. */
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/export/export.h"
@@ -102,6 +103,38 @@ static struct swift_adapter_pair *pair_of(const struct merge_job *j, const char 
     return lp;
 }
 
+/* DoRA (PEFT's DoraLinearVariant.merge): w = W + scale*B@A already; each row times
+ * m / ||row||_2 (the norm of the unmerged W + scale*B@A, as PEFT's forward computes it) */
+static int dora_rescale(const struct merge_job *j, const struct swift_st_tensor *t,
+                        const struct swift_adapter_pair *lp, float *w)
+{
+    int64_t out_f = t->shape[0], in_f = t->shape[1];
+    if (lp->m->shape[0] != out_f)
+        return swift_error("adapter/base mismatch: %s: lora_magnitude_vector [%lld] does not fit "
+                           "base '%s' [%lld,%lld]",
+                           j->ad.st_path,
+                           (long long)lp->m->shape[0],
+                           t->name,
+                           (long long)out_f,
+                           (long long)in_f);
+    float *mag = swift_xmalloc((size_t)out_f * sizeof(float) + 1);
+    if (swift_st_tensor_to_f32(lp->m, mag) < 0) {
+        free(mag);
+        return -1;
+    }
+    for (int64_t o = 0; o < out_f; o++) {
+        float *row = w + o * in_f;
+        double ss = 0;
+        for (int64_t i = 0; i < in_f; i++)
+            ss += (double)row[i] * row[i];
+        float f = mag[o] / (float)sqrt(ss);
+        for (int64_t i = 0; i < in_f; i++)
+            row[i] *= f;
+    }
+    free(mag);
+    return 0;
+}
+
 /* w (t's float32 copy) += scale * B @ A */
 static int merge_pair(struct merge_job *j, const struct swift_st_tensor *t,
                       struct swift_adapter_pair *lp, float *w)
@@ -145,6 +178,8 @@ static int merge_pair(struct merge_job *j, const struct swift_st_tensor *t,
                 (int)in_f);
     free(A);
     free(B);
+    if (lp->m && dora_rescale(j, t, lp, w) < 0)
+        return -1;
     lp->used = 1;
     j->merged++;
     return 0;

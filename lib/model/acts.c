@@ -39,7 +39,7 @@ void swift_model_acts_free(struct swift_model *m)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             struct swift_lora_ad *ad = m->layers[l].lin[k].lora;
             if (ad) {
-                ad->xa = ad->xd = NULL;
+                ad->xa = ad->xd = ad->zn = NULL;
                 ad->mask = NULL;
             }
         }
@@ -114,6 +114,8 @@ int swift_model_reserve(struct swift_model *m, int B, int T)
             if (!lin->lora)
                 continue;
             A(lin->lora->xa, N * m->lora_rank);
+            if (lin->lora->mag)
+                A(lin->lora->zn, N * lin->out);
             if (m->lora_dropout > 0) {
                 A(lin->lora->xd, N * lin->in);
                 float *mk;
@@ -141,6 +143,8 @@ int swift_model_reserve(struct swift_model *m, int B, int T)
     A(a->dact, N * I);
     A(a->dxa, N * (m->lora_rank > 0 ? (size_t)m->lora_rank : 1));
     A(a->dtmp, N * maxin);
+    if (m->dora)
+        A(a->ddora, N * maxin);
 #undef A
     m->capB = B;
     m->capT = T;

@@ -72,8 +72,6 @@ static int read_config(struct swift_adapter *ad)
         return swift_error_at(path, 0, "peft_type must be \"LORA\"");
     if (!json_is_integer(r) || !json_is_number(al))
         return swift_error_at(path, 0, "missing or non-numeric 'r' or 'lora_alpha'");
-    if (json_is_true(json_object_get(root, "use_dora")))
-        return swift_error_at(path, 0, "DoRA adapters are not supported");
     if (json_is_true(json_object_get(root, "fan_in_fan_out")))
         return swift_error_at(path, 0, "fan_in_fan_out adapters (GPT-2 Conv1D) are not supported");
     const char *bias = json_string_value(json_object_get(root, "bias"));
@@ -84,18 +82,25 @@ static int read_config(struct swift_adapter *ad)
     c->alpha = json_number_value(al);
     c->dropout = json_number_value(json_object_get(root, "lora_dropout"));
     c->use_rslora = json_is_true(json_object_get(root, "use_rslora"));
+    c->use_dora = json_is_true(json_object_get(root, "use_dora"));
     c->patterns = nonempty_object(json_object_get(root, "rank_pattern")) ||
                   nonempty_object(json_object_get(root, "alpha_pattern"));
     return read_targets(c, json_object_get(root, "target_modules"), path);
 }
 
-/* "base_model.model.X.lora_A.weight" or "...lora_A.default.weight" → X, which = 'A' | 'B' */
+/* "base_model.model.X.lora_A.weight" or "...lora_A.default.weight" → X, which = 'A' | 'B';
+ * DoRA's "base_model.model.X.lora_magnitude_vector" (or ".default.weight") → X, which = 'M' */
 static char *lora_module(const char *name, char *which)
 {
     const char *pre = "base_model.model.";
     if (strncmp(name, pre, strlen(pre)))
         return NULL;
     const char *p = name + strlen(pre);
+    const char *mv = strstr(p, ".lora_magnitude_vector");
+    if (mv && (!strcmp(mv + 22, "") || !strcmp(mv + 22, ".default.weight"))) {
+        *which = 'M';
+        return swift_xstrndup(p, (size_t)(mv - p));
+    }
     const char *m = strstr(p, ".lora_A.");
     *which = 'A';
     if (!m) {
@@ -134,6 +139,12 @@ static int read_pairs(struct swift_adapter *ad)
         } else {
             free(mod);
         }
+        if (which == 'M') {
+            if (t->ndim != 1)
+                return swift_error("%s: '%s' is not a vector", ad->st_path, t->name);
+            p->m = t;
+            continue;
+        }
         if (t->ndim != 2)
             return swift_error("%s: '%s' is not a matrix", ad->st_path, t->name);
         if (which == 'A')
@@ -149,6 +160,17 @@ static int read_pairs(struct swift_adapter *ad)
                                p->module,
                                p->a ? 'A' : 'B',
                                p->a ? 'B' : 'A');
+        if (!p->m != !ad->cfg.use_dora)
+            return swift_error(p->m ? "%s: module '%s' has a DoRA magnitude but use_dora is not set"
+                                    : "%s: module '%s' has no lora_magnitude_vector (use_dora)",
+                               ad->st_path,
+                               p->module);
+        if (p->m && p->m->shape[0] != p->b->shape[0])
+            return swift_error("%s: '%s': lora_magnitude_vector has %lld entries, lora_B %lld rows",
+                               ad->st_path,
+                               p->module,
+                               (long long)p->m->shape[0],
+                               (long long)p->b->shape[0]);
         if (p->a->shape[0] != p->b->shape[1])
             return swift_error("%s: '%s': lora_A has rank %lld, lora_B %lld",
                                ad->st_path,
@@ -206,7 +228,10 @@ double swift_adapter_alpha(const struct swift_adapter *ad, const char *module)
 
 void swift_adapter_tensor_name(char *buf, size_t n, const char *module, char which)
 {
-    snprintf(buf, n, "base_model.model.%s.lora_%c.weight", module, which);
+    if (which == 'M')
+        snprintf(buf, n, "base_model.model.%s.lora_magnitude_vector", module);
+    else
+        snprintf(buf, n, "base_model.model.%s.lora_%c.weight", module, which);
 }
 
 /* adapter_config.json as PEFT writes it */
@@ -254,7 +279,7 @@ static int write_config(const char *dir, const struct swift_adapter_config *c,
         "rank_pattern",
         "alpha_pattern",
         "use_dora",
-        0,
+        c->use_dora,
         "lora_bias",
         0);
     if (!root)

@@ -15,7 +15,7 @@
  *
  * Tensors are named base_model.model.<module>.lora_A.weight and ...lora_B.weight (PEFT also
  * writes ...lora_A.default.weight; both are read). Refused when reading: a peft_type other than
- * LORA, a missing or non-numeric r or lora_alpha, DoRA, fan_in_fan_out (GPT-2's Conv1D), a bias
+ * LORA, a missing or non-numeric r or lora_alpha, fan_in_fan_out (GPT-2's Conv1D), a bias
  * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
  * types) except a reward model's head "base_model.model.score.weight" (ad->score; lora.c loads
  * it into a model with a score head, swift-export's merge refuses it). What a caller cannot do
@@ -35,6 +35,7 @@ struct swift_adapter_config {
     double alpha;   /* lora_alpha (alpha_pattern may override it per module) */
     double dropout; /* lora_dropout */
     int use_rslora; /* scale alpha/sqrt(r) instead of alpha/r */
+    int use_dora;   /* DoRA: every module also has lora_magnitude_vector (out) */
     /* target_modules as "all-linear" or "q_proj,v_proj" (lib/model/lora.h's syntax); "" with
      * targets_regex set when target_modules is a regular expression */
     char targets[1024];
@@ -47,7 +48,8 @@ struct swift_adapter_config {
 struct swift_adapter_pair {
     char *module; /* "model.layers.0.self_attn.q_proj" */
     const struct swift_st_tensor *a, *b;
-    int used; /* for the caller: set when merged or loaded */
+    const struct swift_st_tensor *m; /* DoRA's lora_magnitude_vector (out), or NULL */
+    int used;                        /* for the caller: set when merged or loaded */
 };
 
 struct swift_adapter {
@@ -75,7 +77,9 @@ struct swift_adapter_pair *swift_adapter_find(const struct swift_adapter *ad, co
  * the adapter's lora_alpha. */
 double swift_adapter_alpha(const struct swift_adapter *ad, const char *module);
 
-/* "base_model.model.<module>.lora_A.weight" (which 'A' or 'B') into buf of n bytes. */
+/* "base_model.model.<module>.lora_A.weight" (which 'A' or 'B') or DoRA's
+ * "base_model.model.<module>.lora_magnitude_vector" (which 'M', the name PEFT 0.21 saves; its
+ * "...lora_magnitude_vector.default.weight" is read too) into buf of n bytes. */
 void swift_adapter_tensor_name(char *buf, size_t n, const char *module, char which);
 
 /* Write DIR/adapter_model.safetensors (the n F32 entries, named by swift_adapter_tensor_name)

@@ -8,15 +8,48 @@
 #include "lib/core/trace.h"
 #include "lib/core/banned.h"
 
+/* DoRA's backward (forward.c's dora_fwd; the norm is detached, g = mag * inv a constant but
+ * for mag): gmag += inv * colsum(dout * z) (zn holds z * inv), dz = g * dout flows into the LoRA
+ * factors and, without dropout, into x through W; with dropout x also gets dout W directly and
+ * xd gets ((g - 1) * dout) W + the LoRA path. The base stays frozen (L->gw, L->gb unused). */
+static void dora_bwd(struct swift_model *m, struct swift_linear *L, float *dx, float dx_beta,
+                     const float *dout, const float *x, int N)
+{
+    const struct swift_ops *ops = m->ops;
+    struct swift_lora_ad *ad = L->lora;
+    struct swift_model_acts *a = m->acts;
+    int r = m->lora_rank, drop = m->lora_dropout > 0 && m->training;
+    size_t n = (size_t)N * L->out;
+    ops->mul_cols(a->dtmp, dout, ad->zn, NULL, 1, (int)n, 0.0f);
+    ops->matmul_bwd(NULL, NULL, ad->gmag, a->dtmp, NULL, NULL, N, 1, L->out, 1.0f, 0.0f);
+    float *dz = a->ddora;
+    ops->mul_cols(dz, dout, ad->g, NULL, (size_t)N, L->out, 0.0f);
+    ops->matmul_bwd(a->dxa, ad->gB, NULL, dz, ad->xa, ad->B, N, r, L->out, m->lora_scale, 0.0f);
+    if (!drop) {
+        ops->matmul_bwd(dx, NULL, NULL, dz, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
+        ops->matmul_bwd(dx, ad->gA, NULL, a->dxa, x, ad->A, N, L->in, r, 1.0f, 1.0f);
+        return;
+    }
+    float *tmp = a->dtmp;
+    ops->matmul_bwd(dx, NULL, NULL, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
+    ops->matmul_bwd(tmp, NULL, NULL, dz, x, L->w, N, L->in, L->out, 1.0f, 0.0f);
+    ops->matmul_bwd(tmp, NULL, NULL, dout, x, L->w, N, L->in, L->out, -1.0f, 1.0f);
+    ops->matmul_bwd(tmp, ad->gA, NULL, a->dxa, ad->xd, ad->A, N, L->in, r, 1.0f, 1.0f);
+    ops->dropout_bwd(dx, tmp, ad->mask, (size_t)N * L->in, m->lora_dropout);
+}
+
 static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_beta,
                     const float *dout, const float *x, int N)
 {
     const struct swift_ops *ops = m->ops;
     struct swift_linear *L = &m->layers[l].lin[k];
     OP_BEGIN();
-    ops->matmul_bwd(dx, L->gw, L->gb, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
     struct swift_lora_ad *ad = L->lora;
-    if (ad) {
+    if (ad && ad->mag)
+        dora_bwd(m, L, dx, dx_beta, dout, x, N);
+    else
+        ops->matmul_bwd(dx, L->gw, L->gb, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
+    if (ad && !ad->mag) {
         float *dxa = m->acts->dxa;
         int r = m->lora_rank;
         ops->matmul_bwd(dxa, ad->gB, NULL, dout, ad->xa, ad->B, N, r, L->out, m->lora_scale, 0.0f);

@@ -5,6 +5,7 @@
 #include "lib/model/internal.h"
 #include "lib/model/kv.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,74 @@ static uint64_t lin_seed(const struct swift_model *m, int l, int k)
     return swift_splitmix64(&s);
 }
 
+/* DoRA's per-forward factors of L: ad->inv = 1 / ||W + s B A||_row (PEFT detaches it: no
+ * gradient flows through it) and ad->g = mag * inv. W + s B A is formed by matmul_bwd's input
+ * gradient (din = B @ A) on a copy of W; the row norms come from rmsnorm_fwd with eps 0 and unit
+ * weights: rstd = sqrt(in) / ||row||. */
+static void dora_norm(struct swift_model *m, const struct swift_linear *L,
+                      const struct swift_lora_ad *ad)
+{
+    const struct swift_ops *ops = m->ops;
+    struct swift_dora *d = m->dora;
+    if (!d->keep_norm) {
+        ops->copy(d->w, L->w, (size_t)L->out * L->in);
+        ops->matmul_bwd(
+            d->w, NULL, NULL, ad->B, NULL, ad->A, L->out, L->in, m->lora_rank, m->lora_scale, 1.0f);
+        ops->rmsnorm_fwd(d->w2, ad->inv, d->w, d->ones, L->out, L->in, 0.0f);
+        ops->scale(ad->inv, 1.0f / sqrtf((float)L->in), (size_t)L->out);
+    }
+    ops->mul_cols(ad->g, ad->mag, ad->inv, NULL, 1, L->out, 0.0f);
+}
+
+/* The cached forward's (N,out) scratch for DoRA, grown on demand (backend memory). */
+static float *dora_z(struct swift_model *m, size_t n)
+{
+    struct swift_dora *d = m->dora;
+    if (n > d->zcap) {
+        m->ops->free(d->z);
+        d->z = m->ops->alloc(n * sizeof(float));
+        if (!d->z) {
+            fprintf(stderr, "error: out of memory for DoRA's %zu floats of scratch\n", n);
+            exit(1);
+        }
+        d->zcap = n;
+    }
+    return d->z;
+}
+
+/* DoRA (PEFT's DoraLinearVariant.forward), g = mag / ||W + s B A||_row:
+ * out = beta*out + g * (x W^T + s x A^T B^T) + b; with dropout (xd = dropout(x)) PEFT
+ * recomputes the base on xd: out = beta*out + x W^T + b + (g - 1) * xd W^T + g * s xd A^T B^T.
+ * zn = (xd W^T + s xd A^T B^T) * inv is kept for the magnitude's gradient. */
+static void dora_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, int k, float *out,
+                     const float *x, float beta)
+{
+    const struct swift_ops *ops = m->ops;
+    struct swift_linear *L = &m->layers[l].lin[k];
+    struct swift_lora_ad *ad = L->lora;
+    int N = cx->N;
+    float *xa = cx->xa ? cx->xa : ad->xa;
+    float *zn = cx->xa ? dora_z(m, (size_t)N * L->out) : ad->zn;
+    dora_norm(m, L, ad);
+    if (cx->drop) {
+        ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
+        ops->dropout_fwd(
+            ad->xd, ad->mask, x, (size_t)N * L->in, m->lora_dropout, lin_seed(m, l, k));
+        ops->matmul_fwd(zn, ad->xd, L->w, NULL, N, L->in, L->out, 1.0f, 0.0f);
+        ops->mul_cols(out, zn, m->dora->mones, NULL, (size_t)N, L->out, 1.0f);
+        ops->matmul_fwd(xa, ad->xd, ad->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
+        ops->matmul_fwd(zn, xa, ad->B, NULL, N, m->lora_rank, L->out, m->lora_scale, 1.0f);
+        ops->mul_cols(out, zn, ad->g, NULL, (size_t)N, L->out, 1.0f);
+        ops->mul_cols(zn, zn, ad->inv, NULL, (size_t)N, L->out, 0.0f);
+        return;
+    }
+    ops->matmul_fwd(zn, x, L->w, NULL, N, L->in, L->out, 1.0f, 0.0f);
+    ops->matmul_fwd(xa, x, ad->A, NULL, N, L->in, m->lora_rank, 1.0f, 0.0f);
+    ops->matmul_fwd(zn, xa, ad->B, NULL, N, m->lora_rank, L->out, m->lora_scale, 1.0f);
+    ops->mul_cols(zn, zn, ad->inv, NULL, (size_t)N, L->out, 0.0f);
+    ops->mul_cols(out, zn, ad->mag, L->b, (size_t)N, L->out, beta);
+}
+
 /* out (N,out) = x (N,in) @ W^T (+b) + scale * dropout(x) A^T B^T (+ beta * out) */
 static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, int k, float *out,
                     const float *x, float beta)
@@ -40,9 +109,12 @@ static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, in
     struct swift_linear *L = &m->layers[l].lin[k];
     int N = cx->N;
     OP_BEGIN();
-    ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
     struct swift_lora_ad *ad = m->lora_off ? NULL : L->lora;
-    if (ad) {
+    if (ad && ad->mag)
+        dora_fwd(m, cx, l, k, out, x, beta);
+    else
+        ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
+    if (ad && !ad->mag) {
         const float *xin = x;
         float *xa = cx->xa ? cx->xa : ad->xa;
         if (cx->drop) {

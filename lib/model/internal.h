@@ -38,9 +38,20 @@ struct swift_model_acts {
     float *lnf, *rstdf, *logits;
     float *lsum; /* swift_model_logit_sums: ones (V), colsum (H), sums (capB*capT); on first use */
     float *dres, *dln, *datt, *dq, *dk, *dv, *dqraw, *dkraw, *dgate, *dup, *dact, *dxa, *dtmp;
+    float *ddora;  /* (N, max out) DoRA's scaled output gradient, NULL without DoRA */
     void **blocks; /* everything allocated, for free */
     int nblocks, capblocks;
 };
+
+/* DoRA's scratch (backend memory), allocated by swift_lora_attach: W + s B A and its
+ * normalised copy (max out*in each), ones and minus ones (max of in and out), every adapter's
+ * inv and g, and the cached forward's (N,out) product, grown on demand. */
+struct swift_dora {
+    float *w, *w2, *ones, *mones, *vec, *z;
+    size_t zcap;
+    int keep_norm; /* tests: forwards keep each adapter's inv (the detached norm) as it is */
+};
+void swift_lora_dora_free(struct swift_model *m);
 
 /* Training's decoder layer l (forward.c): res[l] -> res[l+1] of m->acts, its activations into
  * la, LoRA dropout while m->training. Backward calls it again to recompute a checkpointed layer. */

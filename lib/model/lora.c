@@ -57,6 +57,97 @@ static void score_copy(struct swift_model *m, size_t off)
     m->gscore = p->g;
 }
 
+/* DoRA's magnitude of L at offset off of the adapters' buffer, "...lora_magnitude_vector":
+ * ||W + s B A||_row = ||W||_row (B is zero), computed on the host in double as PEFT's
+ * weight_norm (float32 there). Returns the floats used. */
+static size_t dora_magnitude(struct swift_model *m, struct swift_linear *L, size_t off)
+{
+    struct swift_param *p = &m->lp[m->nlp++];
+    char nm[200];
+    swift_adapter_tensor_name(nm, sizeof(nm), L->name, 'M');
+    p->name = swift_xstrdup(nm);
+    p->ndim = 1;
+    p->shape[0] = L->out;
+    p->numel = (size_t)L->out;
+    p->w = m->lora_params + off;
+    p->g = m->lora_grads + off;
+    p->decay = 1; /* a weight for HF Trainer (not a bias or a norm) */
+    L->lora->mag = p->w;
+    L->lora->gmag = p->g;
+    float *w = swift_xmalloc((size_t)L->out * L->in * sizeof(float));
+    float *mag = swift_xmalloc((size_t)L->out * sizeof(float));
+    m->ops->download(w, L->w, (size_t)L->out * L->in * sizeof(float));
+    for (int r = 0; r < L->out; r++) {
+        double ss = 0;
+        for (int i = 0; i < L->in; i++)
+            ss += (double)w[(size_t)r * L->in + i] * w[(size_t)r * L->in + i];
+        mag[r] = (float)sqrt(ss);
+    }
+    m->ops->upload(p->w, mag, (size_t)L->out * sizeof(float));
+    free(w);
+    free(mag);
+    return (size_t)L->out;
+}
+
+void swift_lora_dora_free(struct swift_model *m)
+{
+    struct swift_dora *d = m->dora;
+    if (!d)
+        return;
+    m->ops->free(d->w);
+    m->ops->free(d->w2);
+    m->ops->free(d->ones);
+    m->ops->free(d->mones);
+    m->ops->free(d->vec);
+    m->ops->free(d->z);
+    free(d);
+    m->dora = NULL;
+}
+
+/* DoRA's scratch (struct swift_dora) and every adapter's inv and g */
+static int dora_scratch(struct swift_model *m)
+{
+    size_t wmax = 0, vmax = 0, vec = 0;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            struct swift_linear *L = &m->layers[l].lin[k];
+            if (!L->lora)
+                continue;
+            size_t wn = (size_t)L->out * L->in;
+            wmax = wn > wmax ? wn : wmax;
+            vmax = (size_t)L->in > vmax ? (size_t)L->in : vmax;
+            vmax = (size_t)L->out > vmax ? (size_t)L->out : vmax;
+            vec += 2 * (size_t)L->out;
+        }
+    struct swift_dora *d = m->dora = swift_xcalloc(1, sizeof(*d));
+    d->w = m->ops->alloc(wmax * sizeof(float));
+    d->w2 = m->ops->alloc(wmax * sizeof(float));
+    d->ones = m->ops->alloc(vmax * sizeof(float));
+    d->mones = m->ops->alloc(vmax * sizeof(float));
+    d->vec = m->ops->alloc(vec * sizeof(float));
+    if (!d->w || !d->w2 || !d->ones || !d->mones || !d->vec)
+        return swift_error("out of memory for DoRA's scratch");
+    float *host = swift_xmalloc(vmax * sizeof(float));
+    for (size_t i = 0; i < vmax; i++)
+        host[i] = 1.0f;
+    m->ops->upload(d->ones, host, vmax * sizeof(float));
+    for (size_t i = 0; i < vmax; i++)
+        host[i] = -1.0f;
+    m->ops->upload(d->mones, host, vmax * sizeof(float));
+    free(host);
+    size_t off = 0;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            struct swift_lora_ad *ad = m->layers[l].lin[k].lora;
+            if (!ad)
+                continue;
+            ad->inv = d->vec + off;
+            ad->g = d->vec + off + m->layers[l].lin[k].out;
+            off += 2 * (size_t)m->layers[l].lin[k].out;
+        }
+    return 0;
+}
+
 int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
 {
     const struct swift_model_config *c = &m->cfg;
@@ -71,7 +162,7 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
             struct swift_linear *L = &m->layers[l].lin[k];
             if (targeted(o->targets, L->name)) {
                 nt++;
-                total += (size_t)o->rank * (L->in + L->out);
+                total += (size_t)o->rank * (L->in + L->out) + (o->use_dora ? (size_t)L->out : 0);
             }
         }
     if (!nt)
@@ -85,7 +176,7 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
     m->nlora = total;
     m->lora_params = m->ops->alloc(total * sizeof(float));
     m->lora_grads = m->ops->alloc(total * sizeof(float));
-    m->lp = swift_xcalloc((size_t)nt * 2 + 1, sizeof(*m->lp));
+    m->lp = swift_xcalloc((size_t)nt * 3 + 1, sizeof(*m->lp));
     if (!m->lora_params || !m->lora_grads) /* backend memory */
         return swift_error("out of memory");
     uint64_t seed = o->seed;
@@ -127,9 +218,13 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
                     free(host);
                 }
             }
+            if (o->use_dora)
+                off += dora_magnitude(m, L, off);
         }
     if (m->score)
         score_copy(m, off);
+    if (o->use_dora && dora_scratch(m) < 0)
+        return -1;
     /* activations are per adapter: reallocate on the next reserve */
     int B = m->capB, T = m->capT;
     if (m->acts) {
@@ -153,7 +248,7 @@ static int fill(struct swift_model *m, const struct swift_adapter *ad)
         const struct swift_st_tensor *t = swift_safetensors_find(&ad->st, p->name);
         if (!t)
             rc = swift_error_at(ad->st.path, 0, "missing tensor '%s'", p->name);
-        else if (swift_st_tensor_check_shape(t, 2, p->shape) < 0 ||
+        else if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||
                  swift_st_tensor_to_f32(t, host) < 0)
             rc = -1;
         else
@@ -185,6 +280,7 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
         o->alpha = (float)ad.cfg.alpha;
         o->dropout = (float)ad.cfg.dropout;
         o->use_rslora = ad.cfg.use_rslora;
+        o->use_dora = ad.cfg.use_dora;
         snprintf(targets_buf, sizeof(targets_buf), "%s", ad.cfg.targets);
         o->targets = targets_buf;
         rc = swift_lora_attach(m, o);
@@ -205,7 +301,7 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
     for (int i = 0; i < m->nlp; i++) {
         e[i].name = m->lp[i].name;
         e[i].dtype = SWIFT_DTYPE_F32;
-        e[i].ndim = 2;
+        e[i].ndim = m->lp[i].ndim;
         e[i].shape[0] = m->lp[i].shape[0];
         e[i].shape[1] = m->lp[i].shape[1];
         e[i].data = host + (m->lp[i].w - m->lora_params);
@@ -215,6 +311,7 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
                                      .alpha = o->alpha,
                                      .dropout = o->dropout,
                                      .use_rslora = o->use_rslora,
+                                     .use_dora = o->use_dora,
                                      .seq_cls = m->cfg.score};
     size_t used = 0;
     for (int k = 0; k < SWIFT_LIN_COUNT; k++)

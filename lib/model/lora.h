@@ -10,10 +10,14 @@
  *     swift_lora_save(&m, &lo, "run/checkpoint-10", base_dir);
  *
  * Math: y = x W^T + b + (alpha/r) * dropout(x) A^T B^T, A (r,in), B (out,r)
- * (alpha/sqrt(r) with use_rslora). Files: adapter_config.json and adapter_model.safetensors
- * with names base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (F32).
- * Targets: "all-linear" (every linear of the decoder layers; never lm_head, as PEFT) or a
- * comma-separated list of module names (q_proj,v_proj) or full paths matched as suffixes.
+ * (alpha/sqrt(r) with use_rslora). DoRA (use_dora, PEFT's DoraLinearVariant): a magnitude m
+ * (out) per linear, started at ||W||_row, and y = m / ||W + s B A||_row * (x W^T + s x A^T B^T)
+ * + b with the norm detached (with dropout PEFT's form: x W^T + b + (g-1) xd W^T + g s xd A^T B^T);
+ * saved as base_model.model.<module>.lora_magnitude_vector (F32, out). Files: adapter_config.json
+ * and adapter_model.safetensors with names
+ * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (F32). Targets: "all-linear"
+ * (every linear of the decoder layers; never lm_head, as PEFT) or a comma-separated list of module
+ * names (q_proj,v_proj) or full paths matched as suffixes.
  */
 #ifndef SWIFT_LORA_H
 #define SWIFT_LORA_H
@@ -28,6 +32,7 @@ struct swift_lora_opts {
     float dropout;
     const char *targets; /* "all-linear" or "q_proj,v_proj,..." */
     int use_rslora;
+    int use_dora; /* DoRA: a magnitude vector per adapted linear (PEFT use_dora) */
     uint64_t seed;
 };
 

@@ -80,6 +80,11 @@ struct swift_lora_ad {
     float *xa;     /* (N,r) saved activations */
     float *xd;     /* (N,in) dropout output, NULL without dropout */
     uint8_t *mask; /* (N,in) */
+    /* DoRA (lib/model/lora.h), NULL without: */
+    float *mag, *gmag; /* (out) the magnitude vector (a parameter) and its gradient */
+    float *inv, *g;    /* (out) 1 / ||W + s B A||_row (detached), mag * inv: set by each forward */
+    float *zn;         /* (N,out) saved for the magnitude's gradient: (x W^T + s x A^T B^T) * inv,
+                        * of the dropout output with dropout */
 };
 
 struct swift_linear {
@@ -152,10 +157,11 @@ struct swift_model {
     int nlp;
     int lora_rank;
     float lora_alpha, lora_scale, lora_dropout;
-    uint64_t dropout_seed; /* set per step by the trainer */
-    int training;          /* set by forward: dscale != 0 (LoRA dropout on) */
-    int act_ckpt;          /* activation checkpointing: set before swift_model_reserve */
-    int lora_off;          /* forward skips the LoRA adapters (the base model: DPO's reference) */
+    uint64_t dropout_seed;   /* set per step by the trainer */
+    int training;            /* set by forward: dscale != 0 (LoRA dropout on) */
+    int act_ckpt;            /* activation checkpointing: set before swift_model_reserve */
+    int lora_off;            /* forward skips the LoRA adapters (the base model: DPO's reference) */
+    struct swift_dora *dora; /* DoRA's scratch (lib/model/lora.c), NULL without DoRA */
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;

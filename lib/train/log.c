@@ -125,7 +125,7 @@ static void train_grpo_args(const struct swift_train_opts *o, json_t *a)
 int train_write_args(const struct swift_train_opts *o)
 {
     json_t *a = json_pack(
-        "{s:s,s:s,s:s?,s:s,s:s,s:i,s:f,s:f,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:s,s:i,s:i,s:i,"
+        "{s:s,s:s,s:s?,s:s,s:s,s:i,s:f,s:f,s:b,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:s,s:i,s:i,s:i,"
         "s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s?}",
         "model",
         o->model,
@@ -143,6 +143,8 @@ int train_write_args(const struct swift_train_opts *o)
         o->lora_alpha,
         "lora_dropout",
         o->lora_dropout,
+        "use_dora",
+        o->lora_dora,
         "target_modules",
         o->target_modules,
         "learning_rate",

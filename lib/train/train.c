@@ -198,6 +198,7 @@ static int load_model(struct run *r)
             r->lo = (struct swift_lora_opts){.rank = o->lora_rank,
                                              .alpha = (float)o->lora_alpha,
                                              .dropout = (float)o->lora_dropout,
+                                             .use_dora = o->lora_dora,
                                              .targets = o->target_modules,
                                              .seed = (uint64_t)o->seed};
             if (swift_lora_attach(&r->m, &r->lo) < 0)

@@ -62,6 +62,7 @@ struct swift_train_opts {
     int tuner;
     int lora_rank;
     double lora_alpha, lora_dropout;
+    int lora_dora; /* DoRA (PEFT use_dora): a magnitude vector per adapted linear */
     const char *target_modules;
     double learning_rate; /* <0: 1e-4 for LoRA, 1e-5 full (ms-swift) */
     double weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm;

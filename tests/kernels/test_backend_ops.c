@@ -443,6 +443,20 @@ static void add(struct inst *in, const struct swift_ops *o, int step)
     }
 }
 
+/* mul_cols: sh N, C, bias?, out aliases x?; beta a[0] */
+static void mul_cols(struct inst *in, const struct swift_ops *o, int step)
+{
+    size_t N = SH(0), n = N * SH(1);
+    if (step == GEN) {
+        tf(in, "x", n, 4, SH(3) ? OF : IN);
+        tf(in, "g", SH(1), 4, IN);
+        tf(in, "bias", SH(1), 4, IN);
+        tf(in, "out", n, 4, SH(3) ? IN : OF);
+    } else if (step == FWD) {
+        o->mul_cols(SH(3) ? F(0) : F(3), F(0), F(1), SH(2) ? F(2) : NULL, N, SH(1), A(0));
+    }
+}
+
 /* scale by a[0], and sumsq (of n, and of 0 elements): sh n */
 static void scale(struct inst *in, const struct swift_ops *o, int step)
 {
@@ -618,6 +632,7 @@ static const struct family f_rope = {rope, 3, 4, {{2, 5}}};
 static const struct family f_attn = {attention, AOUT, ADOUT, {{AQ, ADQ}, {AK, ADK}, {AV, ADV}}};
 static const struct family f_swiglu = {swiglu, 2, 3, {{0, 4}, {1, 5}}};
 static const struct family f_add = {add, 0, 0, {{0}}};
+static const struct family f_mul_cols = {mul_cols, 0, 0, {{0}}};
 static const struct family f_scale = {scale, 0, 0, {{0}}};
 static const struct family f_sumsq = {sumsq, 0, 0, {{0}}};
 static const struct family f_dropout = {dropout, 0, 0, {{0}}};
@@ -667,6 +682,9 @@ static const struct test_case cases[] = {
     {"swiglu gradients", &f_swiglu, GRAD, {12}, {3, 1}, 0, FD},
     {"add", &f_add, FWD, {100003, 0}, {0}, 0, EW},
     {"add (out aliases a)", &f_add, FWD, {100003, 1}, {0}, 0, EW},
+    {"mul_cols beta 1 bias", &f_mul_cols, FWD, {301, 333, 1, 0}, {1}, 0, EW},
+    {"mul_cols beta 0, out aliases x", &f_mul_cols, FWD, {301, 333, 0, 1}, {0}, 0, EW},
+    {"mul_cols elementwise", &f_mul_cols, FWD, {1, 100003, 0, 0}, {0.5f}, 0, EW},
     {"scale", &f_scale, FWD, {100003}, {-0.37f}, 0, EW},
     {"sumsq", &f_sumsq, FWD, {100003}, {0}, 0, 0, 0, 1e-9},
     {"sumsq n=33", &f_sumsq, FWD, {33}, {0}, 0, 0, 0, 1e-9},

@@ -140,6 +140,13 @@ static void test_rslora_fp32(void **state)
     check_merge(FIX "adapter-rslora", FIX "ref-rslora.safetensors", "fp32", 1e-5, 0);
 }
 
+/* DoRA (use_dora, tests/ref/gen_dora_fixtures.py): rows times m / ||W + s B A|| */
+static void test_dora_fp32(void **state)
+{
+    (void)state;
+    check_merge(FIX "adapter-dora", FIX "ref-dora.safetensors", "fp32", 1e-5, 0);
+}
+
 static void test_lora_bf16(void **state)
 {
     (void)state;
@@ -279,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lora_fp32_sharded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rslora_fp32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_fp32, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lora_bf16, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gptq_int4, setup, teardown),
