@@ -77,4 +77,5 @@ const struct swift_ops swift_cpu_ops = {
     .adamw = swift_cpu_adamw,
     .copy_rows = swift_cpu_copy_rows,
     .attention_cached = swift_cpu_attention_cached,
+    .adamw8bit = swift_cpu_adamw8bit,
 };

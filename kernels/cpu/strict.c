@@ -263,6 +263,10 @@ WRAP(attention_cached,
      (float *out, const float *q, const float *kcache, const float *vcache, const int32_t *pos,
       const int32_t *row, size_t row_stride, int N, int NH, int NKV, int D),
      (out, q, kcache, vcache, pos, row, row_stride, N, NH, NKV, D))
+WRAP(adamw8bit,
+     (float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av, size_t n, double lr,
+      double b1, double b2, double eps, double wd, long step, float gscale),
+     (p, g, m, v, am, av, n, lr, b1, b2, eps, wd, step, gscale))
 
 static double st_sumsq(const float *x, size_t n)
 {
@@ -303,4 +307,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .adamw = st_adamw,
     .copy_rows = st_copy_rows,
     .attention_cached = st_attention_cached,
+    .adamw8bit = st_adamw8bit,
 };
