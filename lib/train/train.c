@@ -281,19 +281,35 @@ static int init_optimizer(struct run *r)
         op = D->shard;
         nop = D->nshard;
     }
-    if (swift_adamw_init(&r->opt,
-                         r->be.ops,
-                         op,
-                         nop,
-                         (float)o->adam_beta1,
-                         (float)o->adam_beta2,
-                         (float)o->adam_epsilon,
-                         (float)o->weight_decay) < 0)
+    int (*init)(struct swift_adamw *,
+                const struct swift_ops *,
+                struct swift_param *,
+                int,
+                float,
+                float,
+                float,
+                float) =
+        o->optim == SWIFT_OPTIM_ADAMW_8BIT ? swift_adamw_init_8bit : swift_adamw_init;
+    if (init(&r->opt,
+             r->be.ops,
+             op,
+             nop,
+             (float)o->adam_beta1,
+             (float)o->adam_beta2,
+             (float)o->adam_epsilon,
+             (float)o->weight_decay) < 0)
         return -1;
+    if (r->opt.bits == 8 && D->rank == 0)
+        swift_info("optimizer state %.2f MiB in 8 bits, AdamW's would be %.2f MiB (%zu of %zu "
+                   "parameters in 8-bit blocks)",
+                   (double)swift_adamw_state_bytes(&r->opt) / 1048576.0,
+                   (double)r->opt.total * 8 / 1048576.0,
+                   r->opt.total8,
+                   r->opt.total);
     if (D->world > 1)
         swift_info("rank %d: optimizer state %.2f MiB (%zu of %zu parameters%s)",
                    D->rank,
-                   (double)r->opt.total * 8 / 1048576.0,
+                   (double)swift_adamw_state_bytes(&r->opt) / 1048576.0,
                    r->opt.total,
                    D->shard ? D->total : r->opt.total,
                    D->shard ? ", ZeRO-1" : "");
