@@ -1,7 +1,8 @@
 /* optim 8-bit: swift_adamw_init_8bit (bitsandbytes' AdamW8bit) against bnb on the CPU
  * (tests/ref/gen_adam8_fixtures.py: tests/fixtures/adam8/adam8.safetensors), step by step on
  * the same gradients: weights, uint8 codes and absmax of both moments; the 32-bit states of a
- * parameter below min_8bit_size; the maps of kernels/qmap8.h; the state size. */
+ * parameter below min_8bit_size; the maps of kernels/qmap8.h; the state size; the CUDA kernel
+ * against the CPU's (when a GPU is present). */
 #include "lib/train/optim.h"
 
 #include <math.h>
@@ -14,6 +15,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#ifdef SWIFT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "kernels/ops.h"
 #include "kernels/qmap8.h"
@@ -188,6 +192,98 @@ static void test_steps(void **state)
     }
 }
 
+#ifdef SWIFT_HAVE_CUDA
+static float *dev_copy(const struct swift_ops *o, const float *h, size_t n)
+{
+    float *d = o->alloc(n * sizeof(float));
+    assert_non_null(d);
+    o->upload(d, h, n * sizeof(float));
+    return d;
+}
+
+/* Both bytes equal after download */
+static void same(const struct swift_ops *o, const void *dev, const void *host, size_t bytes,
+                 const char *what, int s)
+{
+    void *h = malloc(bytes ? bytes : 1);
+    o->download(h, dev, bytes);
+    if (memcmp(h, host, bytes))
+        fail_msg("step %d: cuda %s differs from the cpu's", s, what);
+    free(h);
+}
+#endif
+
+/* The CUDA kernel against the CPU one, in lockstep on the fixture's gradients: codes, absmax and
+ * the 8-bit parameters' weights bit for bit (the kernel spells the CPU's float operations with
+ * round-to-nearest intrinsics); the small parameter (the float32 AdamW kernels) within 1e-6.
+ * Skipped without a GPU. */
+static void test_cuda(void **state)
+{
+    (void)state;
+#ifdef SWIFT_HAVE_CUDA
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0 || swift_cuda_init(0) < 0)
+        skip();
+    const struct swift_ops *cu = &swift_cuda_ops;
+    const char *names[] = {"small", "blocks16", "ragged"};
+    enum { NP = 3 };
+    struct swift_param hp[NP], dp[NP];
+    for (int i = 0; i < NP; i++) {
+        const struct swift_st_tensor *t = get("init", 0, names[i]);
+        hp[i] = (struct swift_param){.name = (char *)names[i],
+                                     .ndim = t->ndim,
+                                     .shape = {t->shape[0], t->ndim > 1 ? t->shape[1] : 0},
+                                     .numel = t->numel,
+                                     .decay = 1};
+        hp[i].w = f32(t);
+        hp[i].g = malloc(t->numel * sizeof(float));
+        dp[i] = hp[i];
+        dp[i].w = dev_copy(cu, hp[i].w, t->numel);
+        dp[i].g = dev_copy(cu, hp[i].g, t->numel);
+    }
+    struct swift_adamw oh, od;
+    assert_int_equal(swift_adamw_init_8bit(&oh, &swift_cpu_ops, hp, NP, 0.9f, 0.95f, 1e-8f, 0.1f),
+                     0);
+    assert_int_equal(swift_adamw_init_8bit(&od, cu, dp, NP, 0.9f, 0.95f, 1e-8f, 0.1f), 0);
+    for (int s = 1; s <= (int)meta("steps"); s++) {
+        for (int i = 0; i < NP; i++) {
+            float *g = f32(get("grad", s, names[i]));
+            memcpy(hp[i].g, g, hp[i].numel * sizeof(float));
+            cu->upload(dp[i].g, g, hp[i].numel * sizeof(float));
+            free(g);
+        }
+        swift_adamw_step(&oh, 2e-3f, 0.75f);
+        swift_adamw_step(&od, 2e-3f, 0.75f);
+        same(cu, od.qm, oh.qm, oh.total8, "state1 codes", s);
+        same(cu, od.qv, oh.qv, oh.total8, "state2 codes", s);
+        same(cu, od.am, oh.am, oh.blocks8 * sizeof(float), "absmax1", s);
+        same(cu, od.av, oh.av, oh.blocks8 * sizeof(float), "absmax2", s);
+        for (int i = 0; i < NP; i++) {
+            float *w = malloc(hp[i].numel * sizeof(float));
+            cu->download(w, dp[i].w, hp[i].numel * sizeof(float));
+            for (size_t j = 0; j < hp[i].numel; j++)
+                if (swift_adamw_is_8bit(&oh, hp[i].numel))
+                    assert_true(w[j] == hp[i].w[j]);
+                else
+                    assert_true(fabsf(w[j] - hp[i].w[j]) <= 1e-6f * (fabsf(hp[i].w[j]) + 1e-3f));
+            free(w);
+        }
+    }
+    printf("# cuda: codes, absmax and 8-bit weights equal to the cpu's over %d steps\n",
+           (int)meta("steps"));
+    swift_adamw_free(&oh);
+    swift_adamw_free(&od);
+    for (int i = 0; i < NP; i++) {
+        free(hp[i].w);
+        free(hp[i].g);
+        cu->free(dp[i].w);
+        cu->free(dp[i].g);
+    }
+#else
+    skip();
+#endif
+}
+
 /* A backend without the op refuses with a message, no crash. */
 static void test_no_kernel(void **state)
 {
@@ -208,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_maps),
         cmocka_unit_test(test_steps),
         cmocka_unit_test(test_no_kernel),
+        cmocka_unit_test(test_cuda),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     swift_safetensors_close(&st);
