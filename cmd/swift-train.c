@@ -174,6 +174,14 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_NUMBER(0, "learning-rate", F(o.learning_rate), "LR",
                      "peak learning rate (default 1e-4 LoRA, 1e-5 full)"),
     SWIFT_OPT_NUMBER(0, "weight-decay", F(o.weight_decay), "X", "AdamW weight decay (default 0.1)"),
+    SWIFT_OPT_ENUM(0, "optim", F(o.optim),
+                   SWIFT_CHOICES({"adamw_torch", SWIFT_OPTIM_ADAMW},
+                                 {"adamw_8bit", SWIFT_OPTIM_ADAMW_8BIT},
+                                 {"adamw_bnb_8bit", SWIFT_OPTIM_ADAMW_8BIT}),
+                   "NAME",
+                   "adamw_torch (default) or adamw_8bit: bitsandbytes' 8-bit AdamW, moments in "
+                   "uint8 blocks of 256 (also adamw_bnb_8bit)",
+                   .error = "--optim: '{arg}' is not adamw_torch, adamw_8bit or adamw_bnb_8bit"),
     SWIFT_OPT_NUMBER(0, "adam-beta1", F(o.adam_beta1), "X", "default 0.9"),
     SWIFT_OPT_NUMBER(0, "adam-beta2", F(o.adam_beta2), "X", "default 0.95"),
     SWIFT_OPT_NUMBER(0, "adam-epsilon", F(o.adam_epsilon), "X", "default 1e-8"),
@@ -420,6 +428,11 @@ int main(int argc, char **argv)
         return swift_usage(
             "--galore-rank: not with --zero 1 (GaLore's state is kept whole on every "
             "rank)");
+    if (c.o.optim == SWIFT_OPTIM_ADAMW_8BIT && c.o.zero)
+        return swift_usage("--optim adamw_8bit does not shard its state: no --zero 1");
+    if (c.o.optim == SWIFT_OPTIM_ADAMW_8BIT && c.o.galore_rank)
+        return swift_usage("--optim adamw_8bit and GaLore (--galore-rank/--use-galore) are not "
+                           "combined");
     if (c.o.center_rewards_coefficient != 0 && !(c.o.rlhf && !strcmp(c.o.rlhf, "rm")))
         return swift_usage("--center-rewards-coefficient is for --rlhf rm");
     return swift_close_stdout(swift_exit_code(train(&c.o)));

@@ -135,6 +135,19 @@ struct swift_ops {
      * C = n: the elementwise product); x may alias out; beta 0 ignores out's old contents. */
     void (*mul_cols)(float *out, const float *x, const float *g, const float *bias, size_t N, int C,
                      float beta);
+    /* bitsandbytes' 8-bit block-wise AdamW (bnb.optim.AdamW8bit), as its CPU backend computes
+     * it, on n elements of one parameter. m, v (n) are the moments' uint8 codes: m indexes the
+     * signed dynamic map, v the unsigned one (kernels/qmap8.h); am, av (ceil(n/256)) the
+     * absmax of each block of 256 elements (the last block may be shorter). Per block: m =
+     * map1[m]*am, v = map2[v]*av; g *= gscale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step; then m
+     * and v are requantized (absmax = the block's largest magnitude, codes nearest by
+     * bitsandbytes' 65536-bin table). The hyper-parameters come in double and the scalars are
+     * derived in double, as Python floats are, before the float32 element math. NULL in a
+     * table that does not have it. */
+    void (*adamw8bit)(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
+                      size_t n, double lr, double b1, double b2, double eps, double wd, long step,
+                      float gscale);
 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */

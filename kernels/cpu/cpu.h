@@ -40,6 +40,9 @@ double swift_cpu_sumsq(const float *x, size_t n);
 void swift_cpu_dropout_fwd(float *out, uint8_t *mask, const float *in, size_t n, float p,
                            uint64_t seed);
 void swift_cpu_dropout_bwd(float *din, const float *dout, const uint8_t *mask, size_t n, float p);
+void swift_cpu_adamw8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
+                         size_t n, double lr, double b1, double b2, double eps, double wd,
+                         long step, float gscale);
 void swift_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, float bc1, float bc2, float gscale);
 void swift_cpu_copy_rows(float *dst, const int32_t *dst_idx, const float *src,

@@ -78,4 +78,5 @@ const struct swift_ops swift_cpu_ops = {
     .copy_rows = swift_cpu_copy_rows,
     .attention_cached = swift_cpu_attention_cached,
     .mul_cols = swift_cpu_mul_cols,
+    .adamw8bit = swift_cpu_adamw8bit,
 };

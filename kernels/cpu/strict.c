@@ -266,6 +266,10 @@ WRAP(attention_cached,
 WRAP(mul_cols,
      (float *out, const float *x, const float *g, const float *bias, size_t N, int C, float beta),
      (out, x, g, bias, N, C, beta))
+WRAP(adamw8bit,
+     (float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av, size_t n, double lr,
+      double b1, double b2, double eps, double wd, long step, float gscale),
+     (p, g, m, v, am, av, n, lr, b1, b2, eps, wd, step, gscale))
 
 static double st_sumsq(const float *x, size_t n)
 {
@@ -307,4 +311,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .copy_rows = st_copy_rows,
     .attention_cached = st_attention_cached,
     .mul_cols = st_mul_cols,
+    .adamw8bit = st_adamw8bit,
 };

@@ -157,5 +157,8 @@ void swift_cuda_copy_rows(float *dst, const int32_t *dst_idx, const float *src,
 void swift_cuda_attention_cached(float *out, const float *q, const float *kcache,
                                  const float *vcache, const int32_t *pos, const int32_t *row,
                                  size_t row_stride, int N, int NH, int NKV, int D);
+void swift_cuda_adamw8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
+                          size_t n, double lr, double b1, double b2, double eps, double wd,
+                          long step, float gscale);
 
 #endif

@@ -275,5 +275,6 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_adamw,
     swift_cuda_copy_rows, /* key/value cache (lib/eval/kv.c) */
     swift_cuda_attention_cached,
-    swift_cuda_mul_cols, /* DoRA */
+    swift_cuda_mul_cols,  /* DoRA */
+    swift_cuda_adamw8bit, /* --optim adamw_8bit (lib/train/optim.c) */
 };

@@ -1,8 +1,8 @@
 /* checkpoint — checkpoint-N/ of a run directory (docs/formats.md "Run directory"): the weights
- * (full) or the adapter (LoRA), optimizer.safetensors with the AdamW moments (and fp32 master
- * weights of a non-fp32 full fine-tune; GaLore's projected moments and projections),
- * trainer_state.json with the data position; written to a
- * temp directory and renamed, pruned to --save-total-limit; read back by --resume. */
+ * (full) or the adapter (LoRA), optimizer.safetensors with the AdamW moments (8-bit AdamW: codes
+ * and absmax; GaLore: its projected moments and projections; and fp32 master weights of a
+ * non-fp32 full fine-tune), trainer_state.json with the data position; written to a temp
+ * directory and renamed, pruned to --save-total-limit; read back by --resume. */
 #include "lib/train/internal.h"
 
 #include <dirent.h>
@@ -35,22 +35,99 @@ static float *galore_data(struct swift_galore_item *it, int j)
     return j == 0 ? it->m : j == 1 ? it->v : it->P;
 }
 
-static char *tensor_name(const char *pre, const char *name)
+/* The 8-bit state of --optim adamw_8bit in host memory: codes and absmax of the parameters
+ * held in 8 bits, back to back (optim.h); the float32 moments of the others travel as hm, hv.
+ * (--optim adamw_8bit and GaLore are not combined: cmd/swift-train.c refuses it.) */
+struct host8 {
+    uint8_t *q1, *q2;
+    float *a1, *a2;
+};
+
+static void host8_alloc(struct host8 *h, const struct swift_adamw *o)
 {
-    size_t nl = strlen(pre) + strlen(name) + 1;
-    char *s = swift_xmalloc(nl);
-    snprintf(s, nl, "%s%s", pre, name);
-    return s;
+    h->q1 = swift_xmalloc(o->total8 ? o->total8 : 1);
+    h->q2 = swift_xmalloc(o->total8 ? o->total8 : 1);
+    h->a1 = swift_xmalloc((o->blocks8 ? o->blocks8 : 1) * sizeof(float));
+    h->a2 = swift_xmalloc((o->blocks8 ? o->blocks8 : 1) * sizeof(float));
 }
 
-/* hm, hv: the AdamW moments of every trainable parameter AdamW steps (not GaLore's), host
- * memory, back to back */
-static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv)
+static void host8_free(struct host8 *h)
+{
+    free(h->q1);
+    free(h->q2);
+    free(h->a1);
+    free(h->a2);
+}
+
+/* One optimizer.safetensors entry: PREFIX.NAME, owned name in *owned */
+static void entry(struct swift_st_entry *e, char **owned, const char *pre, const char *name,
+                  enum swift_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    size_t nl = strlen(pre) + strlen(name) + 1;
+    *owned = swift_xmalloc(nl);
+    snprintf(*owned, nl, "%s%s", pre, name);
+    e->name = *owned;
+    e->dtype = dt;
+    e->ndim = ndim;
+    e->shape[0] = shape[0];
+    e->shape[1] = ndim > 1 ? shape[1] : 0;
+    e->data = data;
+}
+
+/* The entries of parameter p at e (returns how many): GaLore's projected moments when gi >= 0
+ * (its projection comes after master.P), else the 8-bit codes and absmax when h holds p, else
+ * the float32 moments at hm + *off, hv + *off. */
+static size_t moment_entries(struct run *r, const struct swift_param *p, int gi,
+                             struct swift_st_entry *e, char **names, const float *hm,
+                             const float *hv, size_t *off, const struct host8 *h, size_t *off8,
+                             size_t *blk)
+{
+    if (gi >= 0) {
+        for (int j = 0; j < 2; j++) {
+            int64_t gs[2];
+            galore_shape(&r->gal.it[gi], j, gs);
+            entry(&e[j],
+                  &names[j],
+                  galore_pre[j],
+                  p->name,
+                  SWIFT_DTYPE_F32,
+                  p->ndim,
+                  gs,
+                  galore_data(&r->gal.it[gi], j));
+        }
+        return 2;
+    }
+    if (h && swift_adamw_is_8bit(&r->opt, p->numel)) {
+        int64_t nb = (int64_t)((p->numel + SWIFT_ADAM8_BLOCK - 1) / SWIFT_ADAM8_BLOCK);
+        entry(
+            &e[0], &names[0], "state1.", p->name, SWIFT_DTYPE_U8, p->ndim, p->shape, h->q1 + *off8);
+        entry(
+            &e[1], &names[1], "state2.", p->name, SWIFT_DTYPE_U8, p->ndim, p->shape, h->q2 + *off8);
+        entry(&e[2], &names[2], "absmax1.", p->name, SWIFT_DTYPE_F32, 1, &nb, h->a1 + *blk);
+        entry(&e[3], &names[3], "absmax2.", p->name, SWIFT_DTYPE_F32, 1, &nb, h->a2 + *blk);
+        *off8 += p->numel;
+        *blk += (size_t)nb;
+        return 4;
+    }
+    entry(&e[0], &names[0], "exp_avg.", p->name, SWIFT_DTYPE_F32, p->ndim, p->shape, hm + *off);
+    entry(&e[1], &names[1], "exp_avg_sq.", p->name, SWIFT_DTYPE_F32, p->ndim, p->shape, hv + *off);
+    *off += p->numel;
+    return 2;
+}
+
+/* hm, hv: the float32 AdamW moments of every trainable parameter AdamW steps in 32 bits (not
+ * GaLore's, not 8-bit ones), host memory, back to back; h: the 8-bit ones (NULL unless --optim
+ * adamw_8bit). Names: exp_avg.P and exp_avg_sq.P (float32), or state1.P, state2.P (uint8
+ * codes, P's shape) with absmax1.P and absmax2.P (float32, one per block of 256) as
+ * bitsandbytes' state_dict calls them, or galore_exp_avg.P, galore_exp_avg_sq.P and
+ * galore_proj.P; master.P. */
+static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv,
+                          const struct host8 *h)
 {
     int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m.cfg.dtype, "float32");
-    int per = full_master ? 3 : 2;
-    struct swift_st_entry *e = swift_xcalloc((size_t)r->ntp * 4, sizeof(*e));
-    char **names = swift_xcalloc((size_t)r->ntp * 4, sizeof(char *));
+    size_t cap = (size_t)r->ntp * 5;
+    struct swift_st_entry *e = swift_xcalloc(cap, sizeof(*e));
+    char **names = swift_xcalloc(cap, sizeof(char *));
     size_t total = 0;
     for (int i = 0; i < r->ntp; i++)
         total += r->tp[i].numel;
@@ -63,36 +140,29 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
             o += r->tp[i].numel;
         }
     }
-    size_t off = 0, k = 0, woff = 0;
+    size_t off = 0, woff = 0, off8 = 0, blk = 0, k = 0;
     for (int i = 0; i < r->ntp; i++) {
         struct swift_param *p = &r->tp[i];
         int gi = swift_galore_index(&r->gal, p);
-        for (int j = 0; j < per; j++) {
-            const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
-            names[k] = tensor_name(gi >= 0 && j < 2 ? galore_pre[j] : pre, p->name);
-            e[k].name = names[k];
-            e[k].dtype = SWIFT_DTYPE_F32;
-            e[k].ndim = p->ndim;
-            e[k].shape[0] = p->shape[0];
-            e[k].shape[1] = p->shape[1];
-            if (gi >= 0 && j < 2)
-                galore_shape(&r->gal.it[gi], j, e[k].shape);
-            e[k].data = gi >= 0 && j < 2 ? (const void *)galore_data(&r->gal.it[gi], j)
-                        : j == 0         ? (const void *)(hm + off)
-                        : j == 1         ? (const void *)(hv + off)
-                                         : (const void *)(hw + woff);
+        k += moment_entries(r, p, gi, e + k, names + k, hm, hv, &off, h, &off8, &blk);
+        if (hw) {
+            entry(&e[k],
+                  &names[k],
+                  "master.",
+                  p->name,
+                  SWIFT_DTYPE_F32,
+                  p->ndim,
+                  p->shape,
+                  hw + woff);
             k++;
         }
         if (gi >= 0) { /* the projection */
-            names[k] = tensor_name(galore_pre[2], p->name);
-            e[k].name = names[k];
-            e[k].dtype = SWIFT_DTYPE_F32;
-            e[k].ndim = 2;
-            galore_shape(&r->gal.it[gi], 2, e[k].shape);
-            e[k].data = r->gal.it[gi].P;
+            int64_t gs[2];
+            galore_shape(&r->gal.it[gi], 2, gs);
+            entry(
+                &e[k], &names[k], galore_pre[2], p->name, SWIFT_DTYPE_F32, 2, gs, r->gal.it[gi].P);
             k++;
-        } else
-            off += p->numel;
+        }
         woff += p->numel;
     }
     char stepbuf[32], rankbuf[32], gapbuf[32], scalebuf[32];
@@ -100,15 +170,20 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
     snprintf(rankbuf, sizeof(rankbuf), "%d", r->o->galore_rank);
     snprintf(gapbuf, sizeof(gapbuf), "%ld", r->o->galore_gap);
     snprintf(scalebuf, sizeof(scalebuf), "%.17g", r->o->galore_scale);
+    int gal = r->gal.n > 0;
     const char *meta[] = {"optimizer",
-                          r->gal.n ? "galore_adamw" : "adamw",
+                          gal ? "galore_adamw"
+                          : h ? "adamw_8bit"
+                              : "adamw",
                           "step",
                           stepbuf,
-                          r->gal.n ? "galore_rank" : NULL,
-                          rankbuf,
-                          "galore_update_proj_gap",
-                          gapbuf,
-                          "galore_scale",
+                          gal ? "galore_rank"
+                          : h ? "blocksize"
+                              : NULL,
+                          gal ? rankbuf : "256",
+                          gal ? "galore_update_proj_gap" : "min_8bit_size",
+                          gal ? gapbuf : "4096",
+                          gal ? "galore_scale" : NULL,
                           scalebuf,
                           NULL};
     char *path = swift_path_join(dir, "optimizer.safetensors");
@@ -136,10 +211,76 @@ static int read_tensor(const struct swift_safetensors *st, const char *path, con
     return 0;
 }
 
-/* Read the moments of every trainable parameter AdamW steps into host hm, hv (back to back),
- * GaLore's state into its items; master weights, when the file has them, are uploaded into
- * the parameters. */
-static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
+/* Tensor PREFIX.NAME of the file, or NULL after an error naming it */
+static const struct swift_st_tensor *need(const struct swift_safetensors *st, const char *path,
+                                          const char *pre, const char *name)
+{
+    char nm[300];
+    snprintf(nm, sizeof(nm), "%s%s", pre, name);
+    const struct swift_st_tensor *t = swift_safetensors_find(st, nm);
+    if (!t)
+        swift_error_at(path, 0, "missing tensor '%s'", nm);
+    return t;
+}
+
+/* state1/state2 and absmax1/absmax2 of an 8-bit parameter into h at off8, blk */
+static int read_8bit(const struct swift_safetensors *st, const char *path,
+                     const struct swift_param *p, struct host8 *h, size_t off8, size_t blk)
+{
+    int64_t nb = (int64_t)((p->numel + SWIFT_ADAM8_BLOCK - 1) / SWIFT_ADAM8_BLOCK);
+    for (int j = 0; j < 2; j++) {
+        const struct swift_st_tensor *q = need(st, path, j ? "state2." : "state1.", p->name);
+        const struct swift_st_tensor *a = need(st, path, j ? "absmax2." : "absmax1.", p->name);
+        if (!q || !a || swift_st_tensor_check_shape(q, p->ndim, p->shape) < 0 ||
+            swift_st_tensor_check_shape(a, 1, &nb) < 0 ||
+            swift_st_tensor_to_f32(a, (j ? h->a2 : h->a1) + blk) < 0)
+            return -1;
+        if (q->dtype != SWIFT_DTYPE_U8)
+            return swift_error_at(
+                path, 0, "'%s' is %s, not U8", q->name, swift_dtype_name(q->dtype));
+        memcpy((j ? h->q2 : h->q1) + off8, q->data, p->numel);
+    }
+    return 0;
+}
+
+/* The moments of parameter p (GaLore's into its item gi when gi >= 0; 8-bit ones into h; the
+ * others into hm + *off, hv + *off) */
+static int read_moments(struct run *r, const struct swift_safetensors *st, const char *path,
+                        const struct swift_param *p, int gi, float *hm, float *hv, size_t *off,
+                        struct host8 *h, size_t *off8, size_t *blk)
+{
+    int rc = 0;
+    if (gi >= 0) {
+        for (int j = 0; j < 2 && rc == 0; j++) {
+            int64_t gs[2];
+            galore_shape(&r->gal.it[gi], j, gs);
+            rc = read_tensor(
+                st, path, galore_pre[j], p->name, 2, gs, galore_data(&r->gal.it[gi], j), 0);
+        }
+    } else if (h && swift_adamw_is_8bit(&r->opt, p->numel)) {
+        rc = read_8bit(st, path, p, h, *off8, *blk);
+        *off8 += p->numel;
+        *blk += (p->numel + SWIFT_ADAM8_BLOCK - 1) / SWIFT_ADAM8_BLOCK;
+    } else {
+        for (int j = 0; j < 2 && rc == 0; j++)
+            rc = read_tensor(st,
+                             path,
+                             j ? "exp_avg_sq." : "exp_avg.",
+                             p->name,
+                             p->ndim,
+                             p->shape,
+                             (j ? hv : hm) + *off,
+                             0);
+        *off += p->numel;
+    }
+    return rc;
+}
+
+/* Read the moments of every trainable parameter AdamW steps into host hm, hv (those held in
+ * 32 bits, back to back) and h (8-bit ones; NULL unless --optim adamw_8bit), GaLore's state
+ * into its items; master weights, when the file has them, are uploaded into the parameters.
+ * The file's optimizer must be the run's (8-bit or not). */
+static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv, struct host8 *h)
 {
     char *path = swift_path_join(dir, "optimizer.safetensors");
     struct swift_safetensors st;
@@ -147,28 +288,32 @@ static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
         free(path);
         return -1;
     }
+    const char *kind = swift_safetensors_meta(&st, "optimizer");
+    int file8 = kind && !strcmp(kind, "adamw_8bit");
+    if (file8 != (h != NULL)) {
+        int rc = swift_error_at(path,
+                                0,
+                                "the checkpoint's optimizer state is %s's: resume with --optim %s",
+                                file8 ? "adamw_8bit" : "adamw_torch",
+                                file8 ? "adamw_8bit" : "adamw_torch");
+        swift_safetensors_close(&st);
+        free(path);
+        return rc;
+    }
     size_t maxn = 1;
     for (int i = 0; i < r->ntp; i++)
         if (r->tp[i].numel > maxn)
             maxn = r->tp[i].numel;
     float *hw = swift_xmalloc(maxn * sizeof(float));
     int rc = 0;
-    size_t off = 0;
+    size_t off = 0, off8 = 0, blk = 0;
     for (int i = 0; i < r->ntp && rc == 0; i++) {
         struct swift_param *p = &r->tp[i];
         int gi = swift_galore_index(&r->gal, p);
-        for (int j = 0; j < 3 && rc == 0; j++) {
-            const char *pre = j == 0 ? "exp_avg." : j == 1 ? "exp_avg_sq." : "master.";
-            float *dst = j == 0 ? hm + off : j == 1 ? hv + off : hw;
-            int64_t gs[2];
-            if (gi >= 0 && j < 2) {
-                galore_shape(&r->gal.it[gi], j, gs);
-                rc = read_tensor(
-                    &st, path, galore_pre[j], p->name, 2, gs, galore_data(&r->gal.it[gi], j), 0);
-                continue;
-            }
-            rc = read_tensor(&st, path, pre, p->name, p->ndim, p->shape, dst, j == 2);
-            if (rc == 0 && j == 2)
+        rc = read_moments(r, &st, path, p, gi, hm, hv, &off, h, &off8, &blk);
+        if (rc == 0) {
+            rc = read_tensor(&st, path, "master.", p->name, p->ndim, p->shape, hw, 1);
+            if (rc == 0)
                 r->m.ops->upload(p->w, hw, p->numel * sizeof(float));
             rc = rc > 0 ? 0 : rc;
         }
@@ -176,8 +321,7 @@ static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv)
             int64_t gs[2];
             galore_shape(&r->gal.it[gi], 2, gs);
             rc = read_tensor(&st, path, galore_pre[2], p->name, 2, gs, r->gal.it[gi].P, 0);
-        } else if (gi < 0)
-            off += p->numel;
+        }
     }
     free(hw);
     const char *s = swift_safetensors_meta(&st, "step");
@@ -305,7 +449,8 @@ static void prune_checkpoints(const struct swift_train_opts *o)
     }
 }
 
-static int write_checkpoint(struct run *r, long step, const float *hm, const float *hv)
+static int write_checkpoint(struct run *r, long step, const float *hm, const float *hv,
+                            const struct host8 *h)
 {
     const struct swift_train_opts *o = r->o;
     int64_t t0 = swift_trace_now();
@@ -318,7 +463,7 @@ static int write_checkpoint(struct run *r, long step, const float *hm, const flo
     }
     int rc = save_weights(r, tmp);
     if (rc == 0)
-        rc = save_optimizer(r, tmp, hm, hv);
+        rc = save_optimizer(r, tmp, hm, hv, h);
     if (rc == 0)
         rc = save_state(r, tmp, step);
     if (rc == 0)
@@ -347,11 +492,20 @@ int train_save_checkpoint(struct run *r, long step)
 {
     struct swift_dist *d = &r->dist;
     int zero = d->shard != NULL, rc = 0;
-    size_t part = r->opt.total ? r->opt.total : 1;
+    size_t n32 = r->opt.total - r->opt.total8; /* float32 moments (all of them but 8-bit ones) */
+    size_t part = n32 ? n32 : 1;
     float *pm = swift_xmalloc(part * sizeof(float)), *pv = swift_xmalloc(part * sizeof(float));
     float *fm = NULL, *fv = NULL;
-    r->m.ops->download(pm, r->opt.m, r->opt.total * sizeof(float));
-    r->m.ops->download(pv, r->opt.v, r->opt.total * sizeof(float));
+    r->m.ops->download(pm, r->opt.m, n32 * sizeof(float));
+    r->m.ops->download(pv, r->opt.v, n32 * sizeof(float));
+    struct host8 h8 = {0}; /* --optim adamw_8bit: no ZeRO-1 (a usage error), rank 0 has it all */
+    if (r->opt.bits == 8 && d->rank == 0) {
+        host8_alloc(&h8, &r->opt);
+        r->m.ops->download(h8.q1, r->opt.qm, r->opt.total8);
+        r->m.ops->download(h8.q2, r->opt.qv, r->opt.total8);
+        r->m.ops->download(h8.a1, r->opt.am, r->opt.blocks8 * sizeof(float));
+        r->m.ops->download(h8.a2, r->opt.av, r->opt.blocks8 * sizeof(float));
+    }
     if (zero) {
         if (d->rank == 0) {
             fm = swift_xmalloc((d->total ? d->total : 1) * sizeof(float));
@@ -367,7 +521,9 @@ int train_save_checkpoint(struct run *r, long step)
         }
     }
     if (d->rank == 0)
-        rc = write_checkpoint(r, step, zero ? fm : pm, zero ? fv : pv);
+        rc = write_checkpoint(
+            r, step, zero ? fm : pm, zero ? fv : pv, r->opt.bits == 8 ? &h8 : NULL);
+    host8_free(&h8);
     free(fm);
     free(fv);
     free(pm);
@@ -392,11 +548,23 @@ int train_load_optimizer(struct run *r, const char *dir)
     size_t lo = d->shard ? d->lo : 0, hi = d->shard ? d->hi : total;
     float *fm = swift_xmalloc((total ? total : 1) * sizeof(float)),
           *fv = swift_xmalloc((total ? total : 1) * sizeof(float));
-    int rc = read_optimizer(r, dir, fm, fv);
+    struct host8 h8 = {0};
+    if (r->opt.bits == 8) {
+        host8_alloc(&h8, &r->opt);
+        hi = total - r->opt.total8; /* the float32 moments of the small parameters */
+    }
+    int rc = read_optimizer(r, dir, fm, fv, r->opt.bits == 8 ? &h8 : NULL);
     if (rc == 0) {
         r->m.ops->upload(r->opt.m, fm + lo, (hi - lo) * sizeof(float));
         r->m.ops->upload(r->opt.v, fv + lo, (hi - lo) * sizeof(float));
     }
+    if (rc == 0 && r->opt.bits == 8) {
+        r->m.ops->upload(r->opt.qm, h8.q1, r->opt.total8);
+        r->m.ops->upload(r->opt.qv, h8.q2, r->opt.total8);
+        r->m.ops->upload(r->opt.am, h8.a1, r->opt.blocks8 * sizeof(float));
+        r->m.ops->upload(r->opt.av, h8.a2, r->opt.blocks8 * sizeof(float));
+    }
+    host8_free(&h8);
     free(fm);
     free(fv);
     return rc;

@@ -29,10 +29,108 @@ int swift_adamw_init(struct swift_adamw *o, const struct swift_ops *ops, struct 
     return 0;
 }
 
+int swift_adamw_is_8bit(const struct swift_adamw *o, size_t numel)
+{
+    return o->bits == 8 && numel >= SWIFT_ADAM8_MIN_SIZE;
+}
+
+int swift_adamw_init_8bit(struct swift_adamw *o, const struct swift_ops *ops, struct swift_param *p,
+                          int np, float b1, float b2, float eps, float wd)
+{
+    if (!ops->adamw8bit)
+        return swift_error("--optim adamw_8bit: the %s backend has no 8-bit AdamW kernel",
+                           ops->name);
+    memset(o, 0, sizeof(*o));
+    o->ops = ops;
+    o->params = p;
+    o->nparams = np;
+    o->b1 = b1;
+    o->b2 = b2;
+    o->eps = eps;
+    o->wd = wd;
+    o->bits = 8;
+    for (int i = 0; i < np; i++) {
+        o->total += p[i].numel;
+        if (swift_adamw_is_8bit(o, p[i].numel)) {
+            o->total8 += p[i].numel;
+            o->blocks8 += (p[i].numel + SWIFT_ADAM8_BLOCK - 1) / SWIFT_ADAM8_BLOCK;
+        }
+    }
+    size_t n32 = o->total - o->total8;
+    o->m = ops->alloc((n32 ? n32 : 1) * sizeof(float));
+    o->v = ops->alloc((n32 ? n32 : 1) * sizeof(float));
+    o->qm = ops->alloc(o->total8 ? o->total8 : 1);
+    o->qv = ops->alloc(o->total8 ? o->total8 : 1);
+    o->am = ops->alloc((o->blocks8 ? o->blocks8 : 1) * sizeof(float));
+    o->av = ops->alloc((o->blocks8 ? o->blocks8 : 1) * sizeof(float));
+    if (!o->m || !o->v || !o->qm || !o->qv || !o->am || !o->av) {
+        swift_adamw_free(o);
+        return swift_error("out of memory for optimizer state (%zu parameters)", o->total);
+    }
+    return 0;
+}
+
+size_t swift_adamw_state_bytes(const struct swift_adamw *o)
+{
+    if (o->bits != 8)
+        return o->total * 2 * sizeof(float);
+    return (o->total - o->total8) * 2 * sizeof(float) + o->total8 * 2 +
+           o->blocks8 * 2 * sizeof(float);
+}
+
+/* bitsandbytes' AdamW8bit: 8-bit parameters through the adamw8bit op, the small ones through
+ * the float32 AdamW (the same update as bnb's 32-bit path up to float rounding) */
+static void step_8bit(struct swift_adamw *o, float lr, float gscale, float bc1, float bc2)
+{
+    size_t off = 0, off8 = 0, blk = 0;
+    for (int i = 0; i < o->nparams; i++) {
+        struct swift_param *p = &o->params[i];
+        float wd = p->decay ? o->wd : 0.0f;
+        if (swift_adamw_is_8bit(o, p->numel)) {
+            o->ops->adamw8bit(p->w,
+                              p->g,
+                              o->qm + off8,
+                              o->qv + off8,
+                              o->am + blk,
+                              o->av + blk,
+                              p->numel,
+                              lr,
+                              o->b1,
+                              o->b2,
+                              o->eps,
+                              wd,
+                              o->step,
+                              gscale);
+            off8 += p->numel;
+            blk += (p->numel + SWIFT_ADAM8_BLOCK - 1) / SWIFT_ADAM8_BLOCK;
+        } else {
+            o->ops->adamw(p->w,
+                          p->g,
+                          o->m + off,
+                          o->v + off,
+                          p->numel,
+                          lr,
+                          o->b1,
+                          o->b2,
+                          o->eps,
+                          wd,
+                          bc1,
+                          bc2,
+                          gscale);
+            off += p->numel;
+        }
+    }
+}
+
 void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
 {
     o->step++;
     float bc1 = 1.0f - powf(o->b1, (float)o->step), bc2 = 1.0f - powf(o->b2, (float)o->step);
+    if (o->bits == 8) {
+        step_8bit(o, lr, gscale, bc1, bc2);
+        o->ops->sync();
+        return;
+    }
     size_t off = 0;
     for (int i = 0; i < o->nparams; i++) {
         struct swift_param *p = &o->params[i];
@@ -61,6 +159,14 @@ void swift_adamw_free(struct swift_adamw *o)
             o->ops->free(o->m);
         if (o->v)
             o->ops->free(o->v);
+        if (o->qm)
+            o->ops->free(o->qm);
+        if (o->qv)
+            o->ops->free(o->qv);
+        if (o->am)
+            o->ops->free(o->am);
+        if (o->av)
+            o->ops->free(o->av);
     }
     memset(o, 0, sizeof(*o));
 }

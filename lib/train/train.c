@@ -317,7 +317,8 @@ static int init_galore(struct run *r, struct swift_param **op, int *nop)
 }
 
 /* AdamW over the trainable parameters (ZeRO-1: over this rank's range of them; --galore-rank:
- * over those GaLore does not take), its state on --resume, activations for a micro-batch. */
+ * over those GaLore does not take; --optim adamw_8bit: 8-bit moments for the large ones, never
+ * with GaLore), its state on --resume, activations for a micro-batch. */
 static int init_optimizer(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
@@ -332,19 +333,35 @@ static int init_optimizer(struct run *r)
     }
     if (o->galore_rank > 0 && init_galore(r, &op, &nop) < 0)
         return -1;
-    if (swift_adamw_init(&r->opt,
-                         r->be.ops,
-                         op,
-                         nop,
-                         (float)o->adam_beta1,
-                         (float)o->adam_beta2,
-                         (float)o->adam_epsilon,
-                         (float)o->weight_decay) < 0)
+    int (*init)(struct swift_adamw *,
+                const struct swift_ops *,
+                struct swift_param *,
+                int,
+                float,
+                float,
+                float,
+                float) =
+        o->optim == SWIFT_OPTIM_ADAMW_8BIT ? swift_adamw_init_8bit : swift_adamw_init;
+    if (init(&r->opt,
+             r->be.ops,
+             op,
+             nop,
+             (float)o->adam_beta1,
+             (float)o->adam_beta2,
+             (float)o->adam_epsilon,
+             (float)o->weight_decay) < 0)
         return -1;
+    if (r->opt.bits == 8 && D->rank == 0)
+        swift_info("optimizer state %.2f MiB in 8 bits, AdamW's would be %.2f MiB (%zu of %zu "
+                   "parameters in 8-bit blocks)",
+                   (double)swift_adamw_state_bytes(&r->opt) / 1048576.0,
+                   (double)r->opt.total * 8 / 1048576.0,
+                   r->opt.total8,
+                   r->opt.total);
     if (D->world > 1)
         swift_info("rank %d: optimizer state %.2f MiB (%zu of %zu parameters%s)",
                    D->rank,
-                   (double)r->opt.total * 8 / 1048576.0,
+                   (double)swift_adamw_state_bytes(&r->opt) / 1048576.0,
                    r->opt.total,
                    D->shard ? D->total : r->opt.total,
                    D->shard ? ", ZeRO-1" : "");

@@ -51,6 +51,9 @@
 
 enum { SWIFT_TUNER_FULL = 0, SWIFT_TUNER_LORA = 1 };
 
+/* --optim: torch's AdamW (float32 moments) or bitsandbytes' 8-bit AdamW (optim.h) */
+enum swift_optim { SWIFT_OPTIM_ADAMW = 0, SWIFT_OPTIM_ADAMW_8BIT };
+
 struct swift_train_opts {
     const char *model;       /* model directory (HF layout) */
     const char *dataset;     /* shard directory */
@@ -94,7 +97,8 @@ struct swift_train_opts {
     /* distributed (lib/train/dist.h; active under mpirun/srun) */
     double dist_timeout; /* seconds a rank may wait for the others (default 300) */
     int zero;            /* 1: ZeRO-1, optimizer state sharded over ranks */
-    int delay_rank;      /* testing only: rank delay_rank sleeps delay_rank_ms per step */
+    int optim; /* SWIFT_OPTIM_ADAMW (adamw_torch) or SWIFT_OPTIM_ADAMW_8BIT (bnb's AdamW8bit) */
+    int delay_rank; /* testing only: rank delay_rank sleeps delay_rank_ms per step */
     long delay_rank_ms;
     /* preference training (docs/preference.md): objective and TRL's parameters */
     const char *rlhf; /* NULL: SFT; dpo, orpo, simpo, cpo, kto, rm, grpo */
