@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,14 @@ struct ckmsg {
     int32_t seq, flag, missing, pad;
     double v[48];
 };
+/* The bytes of a check-in carrying nv values: only those travel, so the usual check-in (at most
+ * 16 values) stays as small as it always was. (OpenMPI's shared-memory transport sends small
+ * messages eagerly: a release to a rank stopped between its check-in and its receive still
+ * completes, and the next collective's timeout names that rank.) */
+static int ckmsg_bytes(int nv)
+{
+    return (int)(offsetof(struct ckmsg, v) + (size_t)nv * sizeof(double));
+}
 
 static int report_missing(struct swift_dist *d, int k, const char *what, long step)
 {
@@ -272,7 +281,7 @@ static int checkin_impl(struct swift_dist *d, const char *what, long step, int *
         MPI_Request *sq = swift_xcalloc((size_t)n, sizeof(*sq));
         int ns = 0;
         for (int k = 0; k < n; k++)
-            MPI_Isend(&out, (int)sizeof(out), MPI_BYTE, k + 1, rtag, MPI_COMM_WORLD, &sq[ns++]);
+            MPI_Isend(&out, ckmsg_bytes(nv), MPI_BYTE, k + 1, rtag, MPI_COMM_WORLD, &sq[ns++]);
         if (wait_all(sq, ns, mono_s() + (missing < 0 ? d->timeout_s : 2.0)) < 0 && missing < 0) {
             free(sq);
             free(in);
@@ -290,7 +299,7 @@ static int checkin_impl(struct swift_dist *d, const char *what, long step, int *
     } else {
         struct ckmsg out;
         MPI_Request rq[2];
-        MPI_Isend(&me, (int)sizeof(me), MPI_BYTE, 0, tag, MPI_COMM_WORLD, &rq[0]);
+        MPI_Isend(&me, ckmsg_bytes(nv), MPI_BYTE, 0, tag, MPI_COMM_WORLD, &rq[0]);
         MPI_Irecv(&out, (int)sizeof(out), MPI_BYTE, 0, rtag, MPI_COMM_WORLD, &rq[1]);
         /* rank 0 decides after its own timeout: give it that long again */
         if (wait_all(rq, 2, deadline + d->timeout_s) < 0)
