@@ -77,4 +77,6 @@ const struct swift_ops swift_cpu_ops = {
     .adamw = swift_cpu_adamw,
     .copy_rows = swift_cpu_copy_rows,
     .attention_cached = swift_cpu_attention_cached,
+    .matmul4_fwd = swift_cpu_matmul4_fwd,
+    .matmul4_bwd = swift_cpu_matmul4_bwd,
 };

@@ -264,6 +264,15 @@ WRAP(attention_cached,
       const int32_t *row, size_t row_stride, int N, int NH, int NKV, int D),
      (out, q, kcache, vcache, pos, row, row_stride, N, NH, NKV, D))
 
+WRAP(matmul4_fwd,
+     (float *out, const float *in, const struct swift_q4 *w, const float *bias, int N, int In,
+      int O, float beta),
+     (out, in, w, bias, N, In, O, beta))
+WRAP(matmul4_bwd,
+     (float *din, const float *dout, const struct swift_q4 *w, int N, int In, int O,
+      float din_beta),
+     (din, dout, w, N, In, O, din_beta))
+
 static double st_sumsq(const float *x, size_t n)
 {
     enter();
@@ -303,4 +312,6 @@ const struct swift_ops swift_cpu_strict_ops = {
     .adamw = st_adamw,
     .copy_rows = st_copy_rows,
     .attention_cached = st_attention_cached,
+    .matmul4_fwd = st_matmul4_fwd,
+    .matmul4_bwd = st_matmul4_bwd,
 };
