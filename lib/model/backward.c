@@ -14,7 +14,10 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
     const struct swift_ops *ops = m->ops;
     struct swift_linear *L = &m->layers[l].lin[k];
     OP_BEGIN();
-    ops->matmul_bwd(dx, L->gw, L->gb, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
+    if (L->q4) /* QLoRA: a frozen 4-bit base, the input gradient only */
+        ops->matmul4_bwd(dx, dout, L->q4, N, L->in, L->out, dx_beta);
+    else
+        ops->matmul_bwd(dx, L->gw, L->gb, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
     struct swift_lora_ad *ad = L->lora;
     if (ad) {
         float *dxa = m->acts->dxa;

@@ -40,7 +40,10 @@ static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, in
     struct swift_linear *L = &m->layers[l].lin[k];
     int N = cx->N;
     OP_BEGIN();
-    ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
+    if (L->q4) /* QLoRA: the 4-bit base, dequantized tile by tile inside the op */
+        ops->matmul4_fwd(out, x, L->q4, L->b, N, L->in, L->out, beta);
+    else
+        ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
     struct swift_lora_ad *ad = m->lora_off ? NULL : L->lora;
     if (ad) {
         const float *xin = x;
