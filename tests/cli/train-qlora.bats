@@ -84,3 +84,12 @@ eval_loss() { # the n-th eval_loss of a capture (1 or $)
     [[ "${lines[0]}" == "swift-train: --quant-method: 'gptq' is not bnb (the only one)" ]]
     [ ! -e "$W/r" ]
 }
+
+@test "QLoRA on the strict backend (kernels/ops.h: the 4-bit arrays are backend memory) equals the cpu's bit for bit" {
+    args=(--model $M --quant-bits 4 --double-quant --max-steps 4 --logging-steps 1
+        --save-steps 4 --eval-steps 2 --per-device-train-batch-size 2 -j 1)
+    "$T" "${args[@]}" -o "$W/a" $D >"$W/a.out" 2>/dev/null
+    SWIFT_CPU_STRICT_HOST=1 "$T" "${args[@]}" -o "$W/b" $D >"$W/b.out" 2>/dev/null
+    diff <(grep -o '"\(eval_\)\?loss":[^,]*' "$W/a.out") <(grep -o '"\(eval_\)\?loss":[^,]*' "$W/b.out")
+    cmp "$W/a/checkpoint-4/adapter_model.safetensors" "$W/b/checkpoint-4/adapter_model.safetensors"
+}

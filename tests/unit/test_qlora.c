@@ -110,6 +110,22 @@ static void test_trainable_base_refused(void **s)
     swift_model_free(&m);
 }
 
+/* a backend without the 4-bit ops (the CUDA table leaves them NULL) refuses a 4-bit base */
+static void test_backend_without_matmul4(void **s)
+{
+    (void)s;
+    struct swift_ops nogpu = swift_cpu_ops;
+    nogpu.name = "cuda";
+    nogpu.matmul4_fwd = NULL;
+    nogpu.matmul4_bwd = NULL;
+    struct swift_model m;
+    assert_int_equal(swift_model_load(&m, DIR, &nogpu, 1), 0);
+    assert_int_equal(swift_model_quantize4(&m, SWIFT_Q4_NF4, 1), -1);
+    for (int l = 0; l < m.cfg.num_layers; l++)
+        assert_non_null(m.layers[l].lin[0].w); /* left as it was */
+    swift_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +133,7 @@ int main(void)
         cmocka_unit_test(test_nf4),
         cmocka_unit_test(test_fp4_dq),
         cmocka_unit_test(test_trainable_base_refused),
+        cmocka_unit_test(test_backend_without_matmul4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
