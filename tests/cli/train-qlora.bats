@@ -93,3 +93,29 @@ eval_loss() { # the n-th eval_loss of a capture (1 or $)
     diff <(grep -o '"\(eval_\)\?loss":[^,]*' "$W/a.out") <(grep -o '"\(eval_\)\?loss":[^,]*' "$W/b.out")
     cmp "$W/a/checkpoint-4/adapter_model.safetensors" "$W/b/checkpoint-4/adapter_model.safetensors"
 }
+
+@test "swift-export --merge-lora --qlora nf4 --qlora-double-quant merges onto the dequantized base: the merged model's loss is the QLoRA model's" {
+    q=(--quant-bits 4 --quant-type nf4 --double-quant)
+    "$T" --model $M -o "$W/run" "${q[@]}" --max-steps 10 --save-steps 10 --eval-steps 10 \
+        --per-device-train-batch-size 4 --learning-rate 3e-3 --lora-dropout 0 -j 1 $D \
+        >"$W/run.out" 2>/dev/null
+    X="$SWIFT_BIN/swift-export"
+    "$X" $M --merge-lora "$W/run/checkpoint-10" --qlora nf4 --qlora-double-quant --dtype fp32 \
+        -o "$W/merged" >/dev/null
+    "$X" $M --merge-lora "$W/run/checkpoint-10" --dtype fp32 -o "$W/plain" >/dev/null
+    for m in merged plain; do # each model's validation loss, untrained (learning rate 0)
+        "$T" --model "$W/$m" -o "$W/e-$m" --max-steps 1 --learning-rate 0 --eval-steps 1 \
+            --save-steps 1 -j 1 $D 2>/dev/null | grep eval_loss |
+            sed 's/.*"eval_loss":\([^,]*\),.*/\1/' >"$W/$m.loss"
+    done
+    ql=$(eval_loss "$W/run.out" '$')
+    echo "# QLoRA eval_loss $ql; merged onto the dequantized base $(cat "$W/merged.loss"); onto the float base $(cat "$W/plain.loss")" >&3
+    awk -v a="$ql" -v b="$(cat "$W/merged.loss")" 'BEGIN { d = a - b; exit !(d < 1e-5 && d > -1e-5) }'
+    awk -v a="$ql" -v b="$(cat "$W/plain.loss")" 'BEGIN { d = a - b; exit !(d > 1e-4 || d < -1e-4) }'
+    run "$X" $M --qlora nf4 -o "$W/x"
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-export: --qlora and --qlora-double-quant describe the base of --merge-lora" ]]
+    run "$X" $M --merge-lora "$W/run/checkpoint-10" --qlora int4 -o "$W/x"
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-export: --qlora must be nf4 or fp4, not 'int4'" ]]
+}
