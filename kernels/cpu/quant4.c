@@ -283,9 +283,18 @@ void swift_q4_dequant(const struct swift_q4 *q, size_t e0, size_t e1, float *out
         if (end > e1)
             end = e1;
         float s = swift_q4_scale(q, b);
-        for (; e < end; e++) {
+        if (e & 1) { /* a range starting at a low nibble */
+            out[e - e0] = code[q->codes[e / 2] & 15] * s;
+            e++;
+        }
+        for (; e + 1 < end; e += 2) { /* whole bytes: high nibble, then low */
             uint8_t byte = q->codes[e / 2];
-            out[e - e0] = code[e & 1 ? byte & 15 : byte >> 4] * s;
+            out[e - e0] = code[byte >> 4] * s;
+            out[e + 1 - e0] = code[byte & 15] * s;
+        }
+        if (e < end) { /* a range ending at a high nibble */
+            out[e - e0] = code[q->codes[e / 2] >> 4] * s;
+            e++;
         }
     }
 }
