@@ -8,6 +8,7 @@
 #include "lib/core/cli.h"
 #include "lib/core/error.h"
 #include "lib/core/omp.h"
+#include "lib/model/model.h"
 #include "lib/model/model_init.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
@@ -19,6 +20,7 @@
 struct cli {
     struct swift_train_opts o;
     int init_model;
+    int quant_method; /* --quant-method bnb: ms-swift's, the only one */
     char names[1024]; /* --reward-funcs' words, NUL-separated */
     size_t names_used;
 };
@@ -171,6 +173,25 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_STRING(0, "galore-target-modules", F(o.galore_targets), "LIST",
                      "GaLore's weights: all-linear (default: q/k/v/o/gate/up/down) or "
                      "q_proj,v_proj,..."),
+    /* QLoRA (docs/train.md "QLoRA"): ms-swift's --quant_method bnb --quant_bits 4
+     * --bnb_4bit_quant_type nf4 --bnb_4bit_use_double_quant true */
+    SWIFT_OPT_ENUM(0, "quant-bits", F(o.quant_bits), SWIFT_CHOICES({"4", 4}), "4",
+                   "QLoRA: store the frozen base linears in 4 bits, bitsandbytes' layout, LoRA "
+                   "on top (needs --tuner lora; CPU)",
+                   .error = "--quant-bits: '{arg}' is not 4 (8-bit bases are not supported)"),
+    SWIFT_OPT_ENUM(0, "quant-type", F(o.quant_type),
+                   SWIFT_CHOICES({"nf4", SWIFT_Q4_NF4}, {"fp4", SWIFT_Q4_FP4}), "nf4|fp4",
+                   "--quant-bits 4: the 4-bit code (default nf4)", .aliases = "bnb_4bit_quant_type",
+                   .error = "--quant-type: '{arg}' is not nf4 or fp4"),
+    SWIFT_OPT_FLAG(0, "double-quant", F(o.double_quant),
+                   "--quant-bits 4: quantize the block scales too (8 bits in blocks of 256)"),
+    SWIFT_OPT_ENUM(0, "bnb-4bit-use-double-quant", F(o.double_quant),
+                   SWIFT_CHOICES({"true", 1}, {"false", 0}), "true|false",
+                   "ms-swift's spelling of --double-quant",
+                   .error = "--bnb-4bit-use-double-quant: '{arg}' is not true or false"),
+    SWIFT_OPT_ENUM(0, "quant-method", F(quant_method), SWIFT_CHOICES({"bnb", 1}), "bnb",
+                   "ms-swift's quantizer of --quant-bits: bnb (bitsandbytes' layout) only",
+                   .error = "--quant-method: '{arg}' is not bnb (the only one)"),
     SWIFT_OPT_NUMBER(0, "learning-rate", F(o.learning_rate), "LR",
                      "peak learning rate (default 1e-4 LoRA, 1e-5 full)"),
     SWIFT_OPT_NUMBER(0, "weight-decay", F(o.weight_decay), "X", "AdamW weight decay (default 0.1)"),
@@ -361,6 +382,21 @@ static int init_model(const struct cli *c, int noperands)
     return swift_close_stdout(rc < 0 ? SWIFT_EXIT_FAIL : 0);
 }
 
+/* --quant-bits 4 trains LoRA on a frozen base; its companions need it. 0 or the usage exit. */
+static int check_quant(struct cli *c)
+{
+    struct swift_train_opts *o = &c->o;
+    if (!o->quant_bits && (o->quant_type >= 0 || o->double_quant >= 0 || c->quant_method))
+        return swift_usage(
+            "--quant-type, --double-quant and --quant-method go with --quant-bits 4");
+    if (o->quant_bits && o->tuner != SWIFT_TUNER_LORA)
+        return swift_usage("--quant-bits %d freezes the base: it needs --tuner lora (QLoRA)",
+                           o->quant_bits);
+    o->quant_type = o->quant_type < 0 ? SWIFT_Q4_NF4 : o->quant_type;
+    o->double_quant = o->double_quant > 0;
+    return 0;
+}
+
 /* The ranks and the device first: this rank's trace needs them. */
 static int train(const struct swift_train_opts *o)
 {
@@ -384,8 +420,12 @@ int main(int argc, char **argv)
     swift_train_opts_init(&c.o);
     c.o.argc = argc;
     c.o.argv = argv;
+    c.o.quant_type = -1; /* given or not: --quant-type without --quant-bits is a mistake */
+    c.o.double_quant = -1;
     int argi, rc = swift_cli_parse(&cmd, argc, argv, &c, &argi);
     if (rc >= 0)
+        return rc;
+    if ((rc = check_quant(&c)) != 0)
         return rc;
     if (c.o.output_dir && !strcmp(c.o.output_dir, "-"))
         return swift_usage("-o -: the output is a directory, not standard output");
@@ -406,6 +446,9 @@ int main(int argc, char **argv)
         return swift_usage("--lora-dropout must be in [0, 1)");
     if (c.o.lora_dora && c.o.tuner != SWIFT_TUNER_LORA)
         return swift_usage("--lora-dora needs --tuner lora");
+    if (c.o.lora_dora && c.o.quant_bits)
+        return swift_usage("--lora-dora and --quant-bits 4 are not combined (DoRA's norm needs "
+                           "the base's float weights)");
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
         strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "kto") &&
         strcmp(c.o.rlhf, "rm") && strcmp(c.o.rlhf, "grpo"))

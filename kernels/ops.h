@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/quant4.h"
+
 struct swift_ops {
     const char *name; /* "cpu" */
 
@@ -148,6 +150,16 @@ struct swift_ops {
     void (*adamw8bit)(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
                       size_t n, double lr, double b1, double b2, double eps, double wd, long step,
                       float gscale);
+    /* QLoRA's frozen base (appended after the cache ops): w is a 4-bit weight (O,I) in
+     * bitsandbytes' layout (kernels/quant4.h; the struct in host memory, its arrays backend
+     * memory), dequantized a block of rows at a time into a small buffer, never as a whole:
+     * out (N,O) = in (N,I) @ dequant(w)^T + beta * out [+ bias (O)]
+     * din (N,I) = dout (N,O) @ dequant(w) + din_beta * din   (no weight gradient: frozen)
+     * NULL on a backend without them (the CUDA one: lib/model refuses a 4-bit base there). */
+    void (*matmul4_fwd)(float *out, const float *in, const struct swift_q4 *w, const float *bias,
+                        int N, int In, int O, float beta);
+    void (*matmul4_bwd)(float *din, const float *dout, const struct swift_q4 *w, int N, int In,
+                        int O, float din_beta);
 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */

@@ -51,4 +51,11 @@ void swift_cpu_attention_cached(float *out, const float *q, const float *kcache,
                                 const float *vcache, const int32_t *pos, const int32_t *row,
                                 size_t row_stride, int N, int NH, int NKV, int D);
 
+/* quant4.c: the fused 4-bit dequant-matmul (kernels/quant4.h) */
+struct swift_q4;
+void swift_cpu_matmul4_fwd(float *out, const float *in, const struct swift_q4 *w, const float *bias,
+                           int N, int I, int O, float beta);
+void swift_cpu_matmul4_bwd(float *din, const float *dout, const struct swift_q4 *w, int N, int I,
+                           int O, float din_beta);
+
 #endif

@@ -79,4 +79,6 @@ const struct swift_ops swift_cpu_ops = {
     .attention_cached = swift_cpu_attention_cached,
     .mul_cols = swift_cpu_mul_cols,
     .adamw8bit = swift_cpu_adamw8bit,
+    .matmul4_fwd = swift_cpu_matmul4_fwd,
+    .matmul4_bwd = swift_cpu_matmul4_bwd,
 };

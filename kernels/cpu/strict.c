@@ -271,6 +271,15 @@ WRAP(adamw8bit,
       double b1, double b2, double eps, double wd, long step, float gscale),
      (p, g, m, v, am, av, n, lr, b1, b2, eps, wd, step, gscale))
 
+WRAP(matmul4_fwd,
+     (float *out, const float *in, const struct swift_q4 *w, const float *bias, int N, int In,
+      int O, float beta),
+     (out, in, w, bias, N, In, O, beta))
+WRAP(matmul4_bwd,
+     (float *din, const float *dout, const struct swift_q4 *w, int N, int In, int O,
+      float din_beta),
+     (din, dout, w, N, In, O, din_beta))
+
 static double st_sumsq(const float *x, size_t n)
 {
     enter();
@@ -312,4 +321,6 @@ const struct swift_ops swift_cpu_strict_ops = {
     .attention_cached = st_attention_cached,
     .mul_cols = st_mul_cols,
     .adamw8bit = st_adamw8bit,
+    .matmul4_fwd = st_matmul4_fwd,
+    .matmul4_bwd = st_matmul4_bwd,
 };

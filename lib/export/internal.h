@@ -74,4 +74,11 @@ void swift_export_summary(json_t *rec);
 /* Read a JSON file with "FILE:LINE: message" errors; NULL after an error. */
 json_t *swift_json_load(const char *path);
 
+/* --qlora (qlora.c): 1 when tensor `name` is a decoder linear's weight that swift-train
+ * --quant-bits 4 kept in 4 bits; then round_trip replaces its n floats w by their 4-bit
+ * quantization (o->qlora "nf4"/"fp4", o->qlora_double_quant) dequantized. 0 or -1 (reported). */
+int swift_export_qlora_applies(const struct swift_export_opts *o, const char *name);
+int swift_export_qlora_round_trip(const struct swift_export_opts *o, const char *name, float *w,
+                                  size_t n);
+
 #endif

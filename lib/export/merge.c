@@ -196,7 +196,8 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
     struct swift_adapter_pair *lp = pair_of(j, t->name);
     int floating =
         t->dtype == SWIFT_DTYPE_F32 || t->dtype == SWIFT_DTYPE_F16 || t->dtype == SWIFT_DTYPE_BF16;
-    if (!floating || (!lp && t->dtype == j->odt)) {
+    int q4 = floating && t->ndim == 2 && swift_export_qlora_applies(j->o, t->name);
+    if (!floating || (!lp && !q4 && t->dtype == j->odt)) {
         e->dtype = t->dtype; /* pass through from the mapping */
         e->data = t->data;
         j->bytes += t->end - t->begin;
@@ -214,6 +215,8 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
                                  SWIFT_TARG_I("bytes", t->end - t->begin)};
         swift_trace_span("export", "read", ts0, ts1, a, 2);
     }
+    if (q4 && swift_export_qlora_round_trip(j->o, t->name, w, t->numel) < 0)
+        return -1;
     if (lp && merge_pair(j, t, lp, w) < 0)
         return -1;
     e->dtype = j->odt;

@@ -47,6 +47,8 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
     struct swift_lora_ad *ad = L->lora;
     if (ad && ad->mag)
         dora_bwd(m, L, dx, dx_beta, dout, x, N);
+    else if (L->q4) /* QLoRA: a frozen 4-bit base, the input gradient only */
+        ops->matmul4_bwd(dx, dout, L->q4, N, L->in, L->out, dx_beta);
     else
         ops->matmul_bwd(dx, L->gw, L->gb, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
     if (ad && !ad->mag) {

@@ -110,8 +110,10 @@ static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, in
     int N = cx->N;
     OP_BEGIN();
     struct swift_lora_ad *ad = m->lora_off ? NULL : L->lora;
-    if (ad && ad->mag)
+    if (ad && ad->mag) /* DoRA (not on a 4-bit base: refused at load) */
         dora_fwd(m, cx, l, k, out, x, beta);
+    else if (L->q4) /* QLoRA: the 4-bit base, dequantized tile by tile inside the op */
+        ops->matmul4_fwd(out, x, L->q4, L->b, N, L->in, L->out, beta);
     else
         ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
     if (ad && !ad->mag) {

@@ -66,6 +66,9 @@ void swift_model_backward_from_lnf(struct swift_model *m, const struct swift_bat
  * floats; allocated on first use, freed with the activations. NULL: out of memory (reported). */
 float *swift_model_acts_lsum(struct swift_model *m);
 
+/* Free the 4-bit base linears (quant4.c). */
+void swift_model_q4_free(struct swift_model *m);
+
 /* Free the activations (acts.c); the model's adapters forget their activation pointers. */
 void swift_model_acts_free(struct swift_model *m);
 

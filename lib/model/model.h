@@ -87,9 +87,12 @@ struct swift_lora_ad {
                         * of the dropout output with dropout */
 };
 
+struct swift_q4;
 struct swift_linear {
     int in, out;
     float *w, *b;               /* (out,in), (out) or NULL */
+    struct swift_q4 *q4;        /* QLoRA: the frozen base in 4 bits (kernels/quant4.h; its arrays
+                                 * backend memory), w NULL; NULL: w holds the weight */
     float *gw, *gb;             /* NULL when frozen */
     struct swift_lora_ad *lora; /* NULL when none */
     const char *name;           /* "model.layers.3.self_attn.q_proj" (owned by the model) */
@@ -165,6 +168,8 @@ struct swift_model {
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;
+    /* QLoRA (swift_model_quantize4): the 4-bit base linears' weights and the bytes they take */
+    size_t q4_numel, q4_bytes;
     /* per-op spans with shapes and FLOPs when the trace detail flag is on (--profile) */
     double step_flops; /* forward+backward FLOPs of the last step (matmuls+attention) */
 };
@@ -268,6 +273,16 @@ int swift_model_embed(struct swift_model *m, const struct swift_batch *b, float 
 struct swift_param *swift_model_param(struct swift_model *m, const char *name);
 /* Number of parameters (base) and FLOPs per token of forward+backward (6N + attention). */
 double swift_model_flops_per_token(const struct swift_model *m, int T);
+
+/* QLoRA: store the base linears (q/k/v/o/gate/up/down of every layer) of a model loaded frozen
+ * in bitsandbytes' 4-bit format (kernels/quant4.h: type SWIFT_Q4_NF4 or SWIFT_Q4_FP4, blocks of
+ * 64, dq: double quantization of the absmax), as transformers' load_in_4bit does: embeddings,
+ * norms, biases and lm_head stay float32. Their float32 copies are freed (the base parameters
+ * are repacked without them); forward and backward then run the backend's fused dequant-matmul
+ * (matmul4_fwd/bwd), so LoRA trains on top and the base gets no gradient. Sets q4_numel and
+ * q4_bytes. Returns 0, or -1 (reported: trainable base, a backend without the 4-bit ops, out of
+ * memory). */
+int swift_model_quantize4(struct swift_model *m, int type, int dq);
 
 /* Write DIR/config.json (source config with dtype updated) and DIR/model.safetensors in the
  * config's dtype; `dir` must exist. Returns 0 or -1. */

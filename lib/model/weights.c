@@ -364,6 +364,7 @@ void swift_model_free(struct swift_model *m)
         return;
     swift_model_acts_free(m);
     swift_lora_dora_free(m);
+    swift_model_q4_free(m);
     if (m->ops) {
         if (m->params)
             m->ops->free(m->params);

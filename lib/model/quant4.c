@@ -1,0 +1,180 @@
+/* model quant4 — QLoRA's 4-bit base (see swift_model_quantize4 in model.h): the base linears
+ * quantized to bitsandbytes' format (kernels/quant4.h) at load, their float32 copies dropped. */
+#include "lib/model/model.h"
+#include "lib/core/alloc.h"
+#include "lib/model/internal.h"
+#include "kernels/quant4.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/error.h"
+#include "lib/core/banned.h"
+
+static void q4_release(const struct swift_ops *ops, struct swift_q4 *q)
+{
+    if (!q)
+        return;
+    void *arr[4] = {q->codes, q->absmax, q->qabsmax, q->absmax2};
+    for (int i = 0; i < 4; i++)
+        if (arr[i])
+            ops->free(arr[i]);
+    free(q);
+}
+
+void swift_model_q4_free(struct swift_model *m)
+{
+    for (int l = 0; m->layers && l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            q4_release(m->ops, m->layers[l].lin[k].q4);
+            m->layers[l].lin[k].q4 = NULL;
+        }
+}
+
+/* One linear's weight (backend memory) into a new 4-bit struct whose arrays are backend memory;
+ * host holds out*in floats of scratch. NULL: out of memory (reported). */
+static struct swift_q4 *quantize_linear(struct swift_model *m, const struct swift_linear *L,
+                                        int type, int dq, float *host)
+{
+    const struct swift_ops *ops = m->ops;
+    size_t n = (size_t)L->out * L->in, nb = swift_q4_nblocks(n), nb2 = swift_q4_nblocks2(n);
+    struct swift_q4 h = {.type = type, .dq = dq, .n = n};
+    h.codes = swift_xcalloc((n + 1) / 2, 1);
+    h.absmax = dq ? NULL : swift_xcalloc(nb, sizeof(float));
+    h.qabsmax = dq ? swift_xcalloc(nb, 1) : NULL;
+    h.absmax2 = dq ? swift_xcalloc(nb2, sizeof(float)) : NULL;
+    ops->download(host, L->w, n * sizeof(float));
+    struct swift_q4 *q = swift_xcalloc(1, sizeof(*q));
+    *q = h;
+    q->codes = ops->alloc((n + 1) / 2);
+    q->absmax = dq ? NULL : ops->alloc(nb * sizeof(float));
+    q->qabsmax = dq ? ops->alloc(nb) : NULL;
+    q->absmax2 = dq ? ops->alloc(nb2 * sizeof(float)) : NULL;
+    int ok = swift_q4_quantize(&h, host) == 0 && q->codes &&
+             (dq ? q->qabsmax && q->absmax2 : q->absmax != NULL);
+    if (ok) {
+        q->offset = h.offset;
+        ops->upload(q->codes, h.codes, (n + 1) / 2);
+        if (dq) {
+            ops->upload(q->qabsmax, h.qabsmax, nb);
+            ops->upload(q->absmax2, h.absmax2, nb2 * sizeof(float));
+        } else {
+            ops->upload(q->absmax, h.absmax, nb * sizeof(float));
+        }
+    } else {
+        swift_error("%s: out of memory for its 4-bit copy", L->name);
+        q4_release(ops, q);
+        q = NULL;
+    }
+    free(h.codes);
+    free(h.absmax);
+    free(h.qabsmax);
+    free(h.absmax2);
+    return q;
+}
+
+/* Where a pointer into the old parameter buffer lands in the new one (NULL stays NULL). */
+static float *moved(const struct swift_model *m, const size_t *newoff, float *fresh, float *p)
+{
+    if (!p)
+        return NULL;
+    for (int i = 0; i < m->np; i++)
+        if (p >= m->p[i].w && p < m->p[i].w + m->p[i].numel)
+            return newoff[i] == (size_t)-1 ? NULL : fresh + newoff[i] + (size_t)(p - m->p[i].w);
+    return p;
+}
+
+/* The base parameters without the quantized linears' weights: a smaller buffer, every pointer
+ * into the old one moved. */
+static int repack(struct swift_model *m)
+{
+    const struct swift_ops *ops = m->ops;
+    size_t *newoff = swift_xcalloc((size_t)m->np, sizeof(size_t)), total = 0;
+    for (int i = 0; i < m->np; i++) {
+        newoff[i] = (size_t)-1;
+        int dropped = 0;
+        for (int l = 0; l < m->cfg.num_layers && !dropped; l++)
+            for (int k = 0; k < SWIFT_LIN_COUNT; k++)
+                dropped |= m->layers[l].lin[k].q4 && m->layers[l].lin[k].w == m->p[i].w;
+        if (!dropped) {
+            newoff[i] = total;
+            total += m->p[i].numel;
+        }
+    }
+    float *fresh = ops->alloc((total ? total : 1) * sizeof(float));
+    if (!fresh) {
+        free(newoff);
+        return swift_error("out of memory: %zu parameters", total);
+    }
+    for (int i = 0; i < m->np; i++)
+        if (newoff[i] != (size_t)-1)
+            ops->copy(fresh + newoff[i], m->p[i].w, m->p[i].numel);
+#define MOVE(f) f = moved(m, newoff, fresh, f)
+    MOVE(m->embed);
+    MOVE(m->norm);
+    MOVE(m->lm_head);
+    MOVE(m->score);
+    for (int l = 0; l < m->cfg.num_layers; l++) {
+        struct swift_layer *Ly = &m->layers[l];
+        MOVE(Ly->ln1);
+        MOVE(Ly->ln2);
+        MOVE(Ly->qn);
+        MOVE(Ly->kn);
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            MOVE(Ly->lin[k].w);
+            MOVE(Ly->lin[k].b);
+        }
+    }
+#undef MOVE
+    int np = 0;
+    for (int i = 0; i < m->np; i++) {
+        if (newoff[i] == (size_t)-1) {
+            free(m->p[i].name);
+            continue;
+        }
+        m->p[np] = m->p[i];
+        m->p[np++].w = fresh + newoff[i];
+    }
+    m->np = np;
+    ops->free(m->params);
+    m->params = fresh;
+    m->nparams = total;
+    free(newoff);
+    return 0;
+}
+
+int swift_model_quantize4(struct swift_model *m, int type, int dq)
+{
+    if (m->grads)
+        return swift_error("a 4-bit base must be frozen (LoRA on top)");
+    if (!m->ops->matmul4_fwd || !m->ops->matmul4_bwd)
+        return swift_error("a 4-bit base needs the fused 4-bit matmul, which the %s backend does "
+                           "not have (use --device cpu)",
+                           m->ops->name);
+    size_t maxn = 1;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            size_t n = (size_t)m->layers[l].lin[k].out * m->layers[l].lin[k].in;
+            maxn = n > maxn ? n : maxn;
+        }
+    float *host = swift_xmalloc(maxn * sizeof(float));
+    m->q4_numel = m->q4_bytes = 0;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            struct swift_linear *L = &m->layers[l].lin[k];
+            L->q4 = quantize_linear(m, L, type, dq, host);
+            if (!L->q4) {
+                free(host);
+                return -1;
+            }
+            m->q4_numel += L->q4->n;
+            m->q4_bytes += swift_q4_bytes(L->q4->n, dq);
+        }
+    free(host);
+    if (repack(m) < 0)
+        return -1;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++)
+            m->layers[l].lin[k].w = NULL;
+    return 0;
+}
