@@ -82,6 +82,9 @@ eval_loss() { # the n-th eval_loss of a capture (1 or $)
     run "$T" --model $M -o "$W/r" --quant-bits 4 --quant-method gptq $D
     [ "$status" -eq 2 ]
     [[ "${lines[0]}" == "swift-train: --quant-method: 'gptq' is not bnb (the only one)" ]]
+    run "$T" --model $M -o "$W/r" --quant-bits 4 --lora-dora $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: --lora-dora and --quant-bits 4 are not combined (DoRA's norm needs the base's float weights)" ]]
     [ ! -e "$W/r" ]
 }
 
