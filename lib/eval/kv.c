@@ -1,5 +1,6 @@
 /* What evaluation adds to the key/value cache (see kv.h). */
 #include "lib/eval/kv.h"
+#include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
@@ -42,7 +43,7 @@ int swift_kv_merge_adapters(struct swift_model *m)
             int rk = m->lora_rank;
             size_t na = (size_t)L->in * rk;
             /* A is backend memory: transposed on the host, the transpose uploaded */
-            float *dAt = m->ops->alloc(na * sizeof(float));
+            float *dAt = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, na * sizeof(float));
             if (!dAt)
                 return swift_error("out of memory");
             float *A = swift_xmalloc(na * sizeof(float)), *At = swift_xmalloc(na * sizeof(float));
@@ -53,7 +54,7 @@ int swift_kv_merge_adapters(struct swift_model *m)
             m->ops->upload(dAt, At, na * sizeof(float));
             /* W (out,in) += scale * B (out,r) @ At (in,r)^T */
             m->ops->matmul_fwd(L->w, L->lora->B, dAt, NULL, L->out, rk, L->in, m->lora_scale, 1.0f);
-            m->ops->free(dAt);
+            swift_mem_free(m->ops->free, dAt);
             free(A);
             free(At);
             if (L->lora->mag)

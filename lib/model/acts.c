@@ -1,6 +1,7 @@
 /* model activations — the training forward's buffers, grown by swift_model_reserve (see
  * model.h). */
 #include "lib/model/model.h"
+#include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/model/internal.h"
 
@@ -17,7 +18,7 @@ static float *act_alloc(struct swift_model *m, size_t n)
         a->blocks = swift_xrealloc(a->blocks, (size_t)nc * sizeof(*a->blocks));
         a->capblocks = nc;
     }
-    float *p = m->ops->alloc((n ? n : 1) * sizeof(float));
+    float *p = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, (n ? n : 1) * sizeof(float));
     if (p)
         a->blocks[a->nblocks++] = p;
     return p;
@@ -29,7 +30,7 @@ void swift_model_acts_free(struct swift_model *m)
     if (!a)
         return;
     for (int i = 0; i < a->nblocks; i++)
-        m->ops->free(a->blocks[i]);
+        swift_mem_free(m->ops->free, a->blocks[i]);
     free(a->blocks);
     free(a->la);
     free(a);

@@ -2,6 +2,7 @@
  * kept for backward) and generation's over a key/value cache (lib/model/kv.h) run the same
  * layer function; only where attention finds the keys and values differs. */
 #include "lib/model/model.h"
+#include "lib/core/mem.h"
 #include "lib/model/internal.h"
 #include "lib/model/kv.h"
 
@@ -57,8 +58,8 @@ static float *dora_z(struct swift_model *m, size_t n)
 {
     struct swift_dora *d = m->dora;
     if (n > d->zcap) {
-        m->ops->free(d->z);
-        d->z = m->ops->alloc(n * sizeof(float));
+        swift_mem_free(m->ops->free, d->z);
+        d->z = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, n * sizeof(float));
         if (!d->z) {
             fprintf(stderr, "error: out of memory for DoRA's %zu floats of scratch\n", n);
             exit(1);
@@ -390,12 +391,13 @@ static int kv_place(struct swift_kv *kv, const int32_t *tokens, const int *rowof
         if (want[w] < 0 || want[w] >= N)
             rc = swift_error("logits wanted for token %d of %d", want[w], N);
     if (rc == 0 && nwant > kv->logits_rows) { /* grows to the largest nwant asked for */
-        float *lg = ops->alloc((size_t)nwant * V * sizeof(float));
+        float *lg =
+            swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, (size_t)nwant * V * sizeof(float));
         if (!lg) {
             rc = swift_error("out of memory for %d x %d logits on %s", nwant, V, ops->name);
         } else {
             if (kv->logits)
-                ops->free(kv->logits);
+                swift_mem_free(ops->free, kv->logits);
             kv->logits = lg;
             kv->logits_rows = nwant;
         }

@@ -1,5 +1,6 @@
 /* kv — the key/value cache's memory (see kv.h); the cached forward is in forward.c. */
 #include "lib/model/kv.h"
+#include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
@@ -42,21 +43,27 @@ int swift_kv_init(struct swift_kv *kv, struct swift_model *m, int rows, int cap,
     kv->slot = swift_xcalloc(N, sizeof(int32_t));
     kv->wanti = swift_xcalloc(N, sizeof(int32_t));
     /* backend memory: the cache and the scratch (ops->alloc zeroes) */
-    kv->k = ops->alloc(cache * sizeof(float));
-    kv->v = ops->alloc(cache * sizeof(float));
-    kv->x = ops->alloc(N * H * sizeof(float));
-    kv->h = ops->alloc(N * (wide > I ? wide : I) * sizeof(float));
-    kv->rstd = ops->alloc(N * (size_t)(c->num_heads > 1 ? c->num_heads : 1) * sizeof(float));
-    kv->q = ops->alloc(N * QD * sizeof(float));
-    kv->kk = ops->alloc(N * KD * sizeof(float));
+    kv->k = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, cache * sizeof(float));
+    kv->v = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, cache * sizeof(float));
+    kv->x = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * H * sizeof(float));
+    kv->h = swift_mem_alloc(
+        ops->alloc, SWIFT_MEM_ACTIVATIONS, N * (wide > I ? wide : I) * sizeof(float));
+    kv->rstd = swift_mem_alloc(ops->alloc,
+                               SWIFT_MEM_ACTIVATIONS,
+                               N * (size_t)(c->num_heads > 1 ? c->num_heads : 1) * sizeof(float));
+    kv->q = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * QD * sizeof(float));
+    kv->kk = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * KD * sizeof(float));
     /* QK-norm's input of the keys (the queries' goes to att, free until attention) */
-    kv->kraw = ops->alloc((c->qk_norm ? N * KD : 1) * sizeof(float));
-    kv->vv = ops->alloc(N * KD * sizeof(float));
-    kv->att = ops->alloc(N * wide * sizeof(float));
-    kv->gate = ops->alloc(N * I * sizeof(float));
-    kv->up = ops->alloc(N * I * sizeof(float));
-    kv->xa = ops->alloc(N * (size_t)(m->lora_rank > 0 ? m->lora_rank : 1) * sizeof(float));
-    kv->sel = ops->alloc(N * H * sizeof(float));
+    kv->kraw = swift_mem_alloc(
+        ops->alloc, SWIFT_MEM_ACTIVATIONS, (c->qk_norm ? N * KD : 1) * sizeof(float));
+    kv->vv = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * KD * sizeof(float));
+    kv->att = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * wide * sizeof(float));
+    kv->gate = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * I * sizeof(float));
+    kv->up = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * I * sizeof(float));
+    kv->xa = swift_mem_alloc(ops->alloc,
+                             SWIFT_MEM_ACTIVATIONS,
+                             N * (size_t)(m->lora_rank > 0 ? m->lora_rank : 1) * sizeof(float));
+    kv->sel = swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, N * H * sizeof(float));
     if (!kv->k || !kv->v || !kv->x || !kv->h || !kv->rstd || !kv->q || !kv->kraw || !kv->kk ||
         !kv->vv || !kv->att || !kv->gate || !kv->up || !kv->xa || !kv->sel) {
         swift_kv_release(kv);
@@ -71,21 +78,21 @@ void swift_kv_release(struct swift_kv *kv)
     if (kv->m) {
         const struct swift_ops *ops = kv->m->ops;
         /* every backend's free accepts NULL */
-        ops->free(kv->k);
-        ops->free(kv->v);
-        ops->free(kv->x);
-        ops->free(kv->h);
-        ops->free(kv->rstd);
-        ops->free(kv->q);
-        ops->free(kv->kraw);
-        ops->free(kv->kk);
-        ops->free(kv->vv);
-        ops->free(kv->att);
-        ops->free(kv->gate);
-        ops->free(kv->up);
-        ops->free(kv->xa);
-        ops->free(kv->sel);
-        ops->free(kv->logits);
+        swift_mem_free(ops->free, kv->k);
+        swift_mem_free(ops->free, kv->v);
+        swift_mem_free(ops->free, kv->x);
+        swift_mem_free(ops->free, kv->h);
+        swift_mem_free(ops->free, kv->rstd);
+        swift_mem_free(ops->free, kv->q);
+        swift_mem_free(ops->free, kv->kraw);
+        swift_mem_free(ops->free, kv->kk);
+        swift_mem_free(ops->free, kv->vv);
+        swift_mem_free(ops->free, kv->att);
+        swift_mem_free(ops->free, kv->gate);
+        swift_mem_free(ops->free, kv->up);
+        swift_mem_free(ops->free, kv->xa);
+        swift_mem_free(ops->free, kv->sel);
+        swift_mem_free(ops->free, kv->logits);
     }
     free(kv->len);
     free(kv->pos);

@@ -1,5 +1,6 @@
 /* lora — see lora.h. */
 #include "lib/model/lora.h"
+#include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/model/adapter.h"
 #include "lib/model/internal.h"
@@ -94,12 +95,12 @@ void swift_lora_dora_free(struct swift_model *m)
     struct swift_dora *d = m->dora;
     if (!d)
         return;
-    m->ops->free(d->w);
-    m->ops->free(d->w2);
-    m->ops->free(d->ones);
-    m->ops->free(d->mones);
-    m->ops->free(d->vec);
-    m->ops->free(d->z);
+    swift_mem_free(m->ops->free, d->w);
+    swift_mem_free(m->ops->free, d->w2);
+    swift_mem_free(m->ops->free, d->ones);
+    swift_mem_free(m->ops->free, d->mones);
+    swift_mem_free(m->ops->free, d->vec);
+    swift_mem_free(m->ops->free, d->z);
     free(d);
     m->dora = NULL;
 }
@@ -120,11 +121,11 @@ static int dora_scratch(struct swift_model *m)
             vec += 2 * (size_t)L->out;
         }
     struct swift_dora *d = m->dora = swift_xcalloc(1, sizeof(*d));
-    d->w = m->ops->alloc(wmax * sizeof(float));
-    d->w2 = m->ops->alloc(wmax * sizeof(float));
-    d->ones = m->ops->alloc(vmax * sizeof(float));
-    d->mones = m->ops->alloc(vmax * sizeof(float));
-    d->vec = m->ops->alloc(vec * sizeof(float));
+    d->w = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, wmax * sizeof(float));
+    d->w2 = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, wmax * sizeof(float));
+    d->ones = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, vmax * sizeof(float));
+    d->mones = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, vmax * sizeof(float));
+    d->vec = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_ACTIVATIONS, vec * sizeof(float));
     if (!d->w || !d->w2 || !d->ones || !d->mones || !d->vec)
         return swift_error("out of memory for DoRA's scratch");
     float *host = swift_xmalloc(vmax * sizeof(float));
@@ -174,8 +175,8 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
     if (m->score) /* a reward model's head: trainable beside the adapters (modules_to_save) */
         total += (size_t)c->hidden_size;
     m->nlora = total;
-    m->lora_params = m->ops->alloc(total * sizeof(float));
-    m->lora_grads = m->ops->alloc(total * sizeof(float));
+    m->lora_params = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_PARAMS, total * sizeof(float));
+    m->lora_grads = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_GRADS, total * sizeof(float));
     m->lp = swift_xcalloc((size_t)nt * 3 + 1, sizeof(*m->lp));
     if (!m->lora_params || !m->lora_grads) /* backend memory */
         return swift_error("out of memory");

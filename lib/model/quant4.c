@@ -1,6 +1,7 @@
 /* model quant4 — QLoRA's 4-bit base (see swift_model_quantize4 in model.h): the base linears
  * quantized to bitsandbytes' format (kernels/quant4.h) at load, their float32 copies dropped. */
 #include "lib/model/model.h"
+#include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/model/internal.h"
 #include "kernels/quant4.h"
@@ -18,7 +19,7 @@ static void q4_release(const struct swift_ops *ops, struct swift_q4 *q)
     void *arr[4] = {q->codes, q->absmax, q->qabsmax, q->absmax2};
     for (int i = 0; i < 4; i++)
         if (arr[i])
-            ops->free(arr[i]);
+            swift_mem_free(ops->free, arr[i]);
     free(q);
 }
 
@@ -46,10 +47,10 @@ static struct swift_q4 *quantize_linear(struct swift_model *m, const struct swif
     ops->download(host, L->w, n * sizeof(float));
     struct swift_q4 *q = swift_xcalloc(1, sizeof(*q));
     *q = h;
-    q->codes = ops->alloc((n + 1) / 2);
-    q->absmax = dq ? NULL : ops->alloc(nb * sizeof(float));
-    q->qabsmax = dq ? ops->alloc(nb) : NULL;
-    q->absmax2 = dq ? ops->alloc(nb2 * sizeof(float)) : NULL;
+    q->codes = swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, (n + 1) / 2);
+    q->absmax = dq ? NULL : swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, nb * sizeof(float));
+    q->qabsmax = dq ? swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, nb) : NULL;
+    q->absmax2 = dq ? swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, nb2 * sizeof(float)) : NULL;
     int ok = swift_q4_quantize(&h, host) == 0 && q->codes &&
              (dq ? q->qabsmax && q->absmax2 : q->absmax != NULL);
     if (ok) {
@@ -101,7 +102,8 @@ static int repack(struct swift_model *m)
             total += m->p[i].numel;
         }
     }
-    float *fresh = ops->alloc((total ? total : 1) * sizeof(float));
+    float *fresh =
+        swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, (total ? total : 1) * sizeof(float));
     if (!fresh) {
         free(newoff);
         return swift_error("out of memory: %zu parameters", total);
@@ -136,7 +138,7 @@ static int repack(struct swift_model *m)
         m->p[np++].w = fresh + newoff[i];
     }
     m->np = np;
-    ops->free(m->params);
+    swift_mem_free(ops->free, m->params);
     m->params = fresh;
     m->nparams = total;
     free(newoff);

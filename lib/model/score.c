@@ -2,6 +2,7 @@
  * final norm's output at one token per row through score (1,H), and its backward into that
  * output (see model.h). */
 #include "lib/model/model.h"
+#include "lib/core/mem.h"
 #include "lib/model/internal.h"
 
 #include <stdio.h>
@@ -22,7 +23,8 @@ int swift_model_score_pos(const int32_t *tok, int L, int pad)
 static float *scratch(struct swift_model *m, int n, float **val, int32_t **didx)
 {
     int H = m->cfg.hidden_size;
-    float *sel = m->ops->alloc((2 * (size_t)n * H + 2 * (size_t)n) * sizeof(float));
+    float *sel = swift_mem_alloc(
+        m->ops->alloc, SWIFT_MEM_ACTIVATIONS, (2 * (size_t)n * H + 2 * (size_t)n) * sizeof(float));
     if (!sel) {
         swift_error("out of memory for the scores of %d tokens on %s", n, m->ops->name);
         return NULL;
@@ -60,7 +62,7 @@ int swift_model_score(struct swift_model *m, const int32_t *idx, int n, float *o
     ops->copy_rows(sel, NULL, m->acts->lnf, didx, n, H);
     ops->matmul_fwd(val, sel, m->score, NULL, n, H, 1, 1.0f, 0.0f);
     ops->download(out, val, (size_t)n * sizeof(float));
-    ops->free(sel);
+    swift_mem_free(ops->free, sel);
     return 0;
 }
 
@@ -86,7 +88,7 @@ int swift_model_score_backward(struct swift_model *m, const struct swift_batch *
         float *dsel = sel + (size_t)n * H;
         ops->matmul_bwd(dsel, m->gscore, NULL, val, sel, m->score, n, H, 1, 1.0f, 0.0f);
         ops->copy_rows(a->dln, didx, dsel, NULL, n, H);
-        ops->free(sel);
+        swift_mem_free(ops->free, sel);
     }
     swift_model_backward_from_lnf(m, b);
     return 0;

@@ -1,6 +1,7 @@
 /* model weights — parameters by name, load (safetensors, GPTQ), random init, save, free
  * (see model.h). */
 #include "lib/model/model.h"
+#include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/model/internal.h"
 
@@ -111,8 +112,9 @@ static int alloc_params(struct swift_model *m, int with_grads)
     for (int i = 0; i < n; i++)
         total += (size_t)s[i].shape[0] * (s[i].ndim == 2 ? (size_t)s[i].shape[1] : 1);
     m->nparams = total;
-    m->params = m->ops->alloc(total * sizeof(float));
-    m->grads = with_grads ? m->ops->alloc(total * sizeof(float)) : NULL;
+    m->params = swift_mem_alloc(m->ops->alloc, SWIFT_MEM_PARAMS, total * sizeof(float));
+    m->grads =
+        with_grads ? swift_mem_alloc(m->ops->alloc, SWIFT_MEM_GRADS, total * sizeof(float)) : NULL;
     m->p = swift_xcalloc((size_t)n, sizeof(*m->p));
     if (!m->params || (with_grads && !m->grads)) { /* backend memory */
         free(s);
@@ -367,13 +369,13 @@ void swift_model_free(struct swift_model *m)
     swift_model_q4_free(m);
     if (m->ops) {
         if (m->params)
-            m->ops->free(m->params);
+            swift_mem_free(m->ops->free, m->params);
         if (m->grads)
-            m->ops->free(m->grads);
+            swift_mem_free(m->ops->free, m->grads);
         if (m->lora_params)
-            m->ops->free(m->lora_params);
+            swift_mem_free(m->ops->free, m->lora_params);
         if (m->lora_grads)
-            m->ops->free(m->lora_grads);
+            swift_mem_free(m->ops->free, m->lora_grads);
     }
     for (int i = 0; i < m->np; i++)
         free(m->p[i].name);

@@ -1,5 +1,6 @@
 /* dist — see dist.h. */
 #include "lib/train/dist.h"
+#include "lib/core/mem.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -193,7 +194,7 @@ void swift_dist_finalize(struct swift_dist *d)
     }
 #endif
     if (d->dflat && d->ops)
-        d->ops->free(d->dflat);
+        swift_mem_free(d->ops->free, d->dflat);
     d->dflat = NULL;
     d->dflat_cap = 0;
     free(d->pids);
@@ -455,8 +456,8 @@ static int ensure_dflat(struct swift_dist *d, size_t n)
     if (n <= d->dflat_cap)
         return 0;
     if (d->dflat)
-        d->ops->free(d->dflat);
-    d->dflat = d->ops->alloc((n ? n : 1) * sizeof(float));
+        swift_mem_free(d->ops->free, d->dflat);
+    d->dflat = swift_mem_alloc(d->ops->alloc, SWIFT_MEM_OTHER, (n ? n : 1) * sizeof(float));
     d->dflat_cap = d->dflat ? n : 0;
     if (!d->dflat)
         return swift_error("out of device memory for the %zu-float communication buffer", n);

@@ -1,5 +1,6 @@
 /* galore — see galore.h. */
 #include "lib/train/galore.h"
+#include "lib/core/mem.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -95,9 +96,10 @@ int swift_galore_init(struct swift_galore *g, const struct swift_ops *ops, struc
         it->left = it->rows < it->cols;
         size_t np_ = (size_t)it->k * (size_t)(it->left ? it->rows : it->cols);
         size_t nl = (size_t)it->k * (size_t)(it->left ? it->cols : it->rows);
-        it->P = calloc(np_, sizeof(float));
-        it->m = calloc(nl, sizeof(float));
-        it->v = calloc(nl, sizeof(float));
+        it->P =
+            swift_mem_track(calloc(np_, sizeof(float)), SWIFT_MEM_OPTIMIZER, np_ * sizeof(float));
+        it->m = swift_mem_track(calloc(nl, sizeof(float)), SWIFT_MEM_OPTIMIZER, nl * sizeof(float));
+        it->v = swift_mem_track(calloc(nl, sizeof(float)), SWIFT_MEM_OPTIMIZER, nl * sizeof(float));
         if (!it->P || !it->m || !it->v) {
             swift_galore_free(g);
             return swift_error("out of memory for the GaLore state");
@@ -123,11 +125,16 @@ int swift_galore_init(struct swift_galore *g, const struct swift_ops *ops, struc
                            go->targets);
     }
     g->svd_floats = maxsvd;
-    g->hw = malloc(maxfull * sizeof(float));
-    g->hg = malloc(maxfull * sizeof(float));
-    g->full = malloc(maxfull * sizeof(float));
-    g->low = malloc(maxlow * sizeof(float));
-    g->svd = malloc(maxsvd * sizeof(float));
+    g->hw =
+        swift_mem_track(malloc(maxfull * sizeof(float)), SWIFT_MEM_OTHER, maxfull * sizeof(float));
+    g->hg =
+        swift_mem_track(malloc(maxfull * sizeof(float)), SWIFT_MEM_OTHER, maxfull * sizeof(float));
+    g->full =
+        swift_mem_track(malloc(maxfull * sizeof(float)), SWIFT_MEM_OTHER, maxfull * sizeof(float));
+    g->low =
+        swift_mem_track(malloc(maxlow * sizeof(float)), SWIFT_MEM_OTHER, maxlow * sizeof(float));
+    g->svd =
+        swift_mem_track(malloc(maxsvd * sizeof(float)), SWIFT_MEM_OTHER, maxsvd * sizeof(float));
     g->iwork = malloc(8 * maxmn * sizeof(int));
     if (!g->hw || !g->hg || !g->full || !g->low || !g->svd || !g->iwork) {
         swift_galore_free(g);
@@ -280,19 +287,26 @@ int swift_galore_step(struct swift_galore *g, float lr, float gscale)
     return 0;
 }
 
+/* free a tracked buffer (lib/core/mem.h) */
+static void tfree(void *p)
+{
+    swift_mem_untrack(p);
+    free(p);
+}
+
 void swift_galore_free(struct swift_galore *g)
 {
     for (int i = 0; g->it && i < g->n; i++) {
-        free(g->it[i].P);
-        free(g->it[i].m);
-        free(g->it[i].v);
+        tfree(g->it[i].P);
+        tfree(g->it[i].m);
+        tfree(g->it[i].v);
     }
     free(g->it);
-    free(g->hw);
-    free(g->hg);
-    free(g->full);
-    free(g->low);
-    free(g->svd);
+    tfree(g->hw);
+    tfree(g->hg);
+    tfree(g->full);
+    tfree(g->low);
+    tfree(g->svd);
     free(g->iwork);
     memset(g, 0, sizeof(*g));
 }

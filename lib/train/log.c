@@ -3,6 +3,7 @@
  * counters of the trace, the peak rate MFU is measured against, and on a terminal the progress
  * line on stderr (lib/core/progress.h). Rank 0 alone writes files, stdout and the line. */
 #include "lib/train/internal.h"
+#include "lib/core/mem.h"
 #include "lib/train/pref_loss.h"
 
 #include <stdio.h>
@@ -72,6 +73,36 @@ static double rss_gib(void)
         fclose(fp);
     }
     return (double)rss * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024 * 1024);
+}
+
+#define GIB (1024.0 * 1024 * 1024)
+
+/* Our own accounting (lib/core/mem.h): the peak of the total since the model was loaded, and
+ * each category's bytes at that moment; as a counter (bytes) "memory_by_category". */
+static void memory_counter(const struct swift_mem_stats *ms)
+{
+    struct swift_targ s[SWIFT_MEM_NCAT + 1];
+    for (int c = 0; c < SWIFT_MEM_NCAT; c++)
+        s[c] = (struct swift_targ)SWIFT_TARG_D(swift_mem_name(c), (double)ms->at_peak[c]);
+    s[SWIFT_MEM_NCAT] = (struct swift_targ)SWIFT_TARG_D("total", (double)ms->total_peak);
+    swift_trace_counters("memory_by_category", s, SWIFT_MEM_NCAT + 1);
+}
+
+/* "memory(GiB)" (the accounted peak), "rss(GiB)" (the process's resident set, what
+ * memory(GiB) was before), "memory/<category>(GiB)" at the peak; the counter beside */
+static json_t *memory_keys(void)
+{
+    struct swift_mem_stats ms;
+    swift_mem_snapshot(&ms);
+    memory_counter(&ms);
+    json_t *o =
+        json_pack("{s:f,s:f}", "memory(GiB)", (double)ms.total_peak / GIB, "rss(GiB)", rss_gib());
+    for (int c = 0; o && c < SWIFT_MEM_NCAT; c++) {
+        char k[48];
+        snprintf(k, sizeof(k), "memory/%s(GiB)", swift_mem_name(c));
+        json_object_set_new(o, k, json_real((double)ms.at_peak[c] / GIB));
+    }
+    return o;
 }
 
 void train_emit(struct run *r, json_t *rec)
@@ -243,6 +274,9 @@ int train_log_open(struct run *r)
     /* --profile: the peak that swift-trace-analyze sets the per-op spans' FLOP rates against */
     if (o->profile && r->log.peak_gflops > 0)
         swift_trace_counter("peak_gflops", r->log.peak_gflops);
+    struct swift_mem_stats ms;
+    swift_mem_snapshot(&ms);
+    memory_counter(&ms);
     return 0;
 }
 
@@ -283,27 +317,26 @@ static void step_record(struct run *r, const struct train_step_stats *st)
         "{s:f,s:f,s:f}", "loss", st->loss, "grad_norm", st->gnorm, "learning_rate", st->lr);
     if (rec)
         r->obj.log(&r->obj, st->sums, "", rec);
-    json_t *tail = json_pack(
-        "{s:f,s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:f}",
-        "epoch",
-        (double)gs / (double)r->steps_per_epoch,
-        "global_step/max_steps",
-        gsb,
-        "percentage",
-        pct,
-        "elapsed_time",
-        elb,
-        "remaining_time",
-        rmb,
-        "memory(GiB)",
-        rss_gib(),
+    json_t *tail = json_pack("{s:f,s:s,s:s,s:s,s:s}",
+                             "epoch",
+                             (double)gs / (double)r->steps_per_epoch,
+                             "global_step/max_steps",
+                             gsb,
+                             "percentage",
+                             pct,
+                             "elapsed_time",
+                             elb,
+                             "remaining_time",
+                             rmb);
+    json_t *perf = json_pack(
+        "{s:f,s:f,s:f}",
         "train_speed(s/it)",
         sps,
         "tokens/s",
         tps,
         "MFU",
         lg->peak_gflops > 0 ? tps * lg->flops_tok / (lg->peak_gflops * 1e9 * r->dist.world) : 0.0);
-    train_emit(r, joined(rec, tail));
+    train_emit(r, joined(joined(joined(rec, tail), memory_keys()), perf));
     lg->win_t = t;
     lg->win_tokens = 0;
     lg->win_steps = 0;

@@ -1,5 +1,6 @@
 /* optim — see optim.h. */
 #include "lib/train/optim.h"
+#include "lib/core/mem.h"
 
 #include <math.h>
 #include <string.h>
@@ -20,8 +21,10 @@ int swift_adamw_init(struct swift_adamw *o, const struct swift_ops *ops, struct 
     o->wd = wd;
     for (int i = 0; i < np; i++)
         o->total += p[i].numel;
-    o->m = ops->alloc((o->total ? o->total : 1) * sizeof(float));
-    o->v = ops->alloc((o->total ? o->total : 1) * sizeof(float));
+    o->m =
+        swift_mem_alloc(ops->alloc, SWIFT_MEM_OPTIMIZER, (o->total ? o->total : 1) * sizeof(float));
+    o->v =
+        swift_mem_alloc(ops->alloc, SWIFT_MEM_OPTIMIZER, (o->total ? o->total : 1) * sizeof(float));
     if (!o->m || !o->v) {
         swift_adamw_free(o);
         return swift_error("out of memory for optimizer state (%zu parameters)", o->total);
@@ -57,12 +60,14 @@ int swift_adamw_init_8bit(struct swift_adamw *o, const struct swift_ops *ops, st
         }
     }
     size_t n32 = o->total - o->total8;
-    o->m = ops->alloc((n32 ? n32 : 1) * sizeof(float));
-    o->v = ops->alloc((n32 ? n32 : 1) * sizeof(float));
-    o->qm = ops->alloc(o->total8 ? o->total8 : 1);
-    o->qv = ops->alloc(o->total8 ? o->total8 : 1);
-    o->am = ops->alloc((o->blocks8 ? o->blocks8 : 1) * sizeof(float));
-    o->av = ops->alloc((o->blocks8 ? o->blocks8 : 1) * sizeof(float));
+    o->m = swift_mem_alloc(ops->alloc, SWIFT_MEM_OPTIMIZER, (n32 ? n32 : 1) * sizeof(float));
+    o->v = swift_mem_alloc(ops->alloc, SWIFT_MEM_OPTIMIZER, (n32 ? n32 : 1) * sizeof(float));
+    o->qm = swift_mem_alloc(ops->alloc, SWIFT_MEM_OPTIMIZER, o->total8 ? o->total8 : 1);
+    o->qv = swift_mem_alloc(ops->alloc, SWIFT_MEM_OPTIMIZER, o->total8 ? o->total8 : 1);
+    o->am = swift_mem_alloc(
+        ops->alloc, SWIFT_MEM_OPTIMIZER, (o->blocks8 ? o->blocks8 : 1) * sizeof(float));
+    o->av = swift_mem_alloc(
+        ops->alloc, SWIFT_MEM_OPTIMIZER, (o->blocks8 ? o->blocks8 : 1) * sizeof(float));
     if (!o->m || !o->v || !o->qm || !o->qv || !o->am || !o->av) {
         swift_adamw_free(o);
         return swift_error("out of memory for optimizer state (%zu parameters)", o->total);
@@ -156,17 +161,17 @@ void swift_adamw_free(struct swift_adamw *o)
 {
     if (o->ops) {
         if (o->m)
-            o->ops->free(o->m);
+            swift_mem_free(o->ops->free, o->m);
         if (o->v)
-            o->ops->free(o->v);
+            swift_mem_free(o->ops->free, o->v);
         if (o->qm)
-            o->ops->free(o->qm);
+            swift_mem_free(o->ops->free, o->qm);
         if (o->qv)
-            o->ops->free(o->qv);
+            swift_mem_free(o->ops->free, o->qv);
         if (o->am)
-            o->ops->free(o->am);
+            swift_mem_free(o->ops->free, o->am);
         if (o->av)
-            o->ops->free(o->av);
+            swift_mem_free(o->ops->free, o->av);
     }
     memset(o, 0, sizeof(*o));
 }

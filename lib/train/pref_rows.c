@@ -2,6 +2,7 @@
  * buffers, a document's row, the rows' summed log-probs, the log keys and the plain backward
  * (pref_rows.h). */
 #include "lib/train/pref_rows.h"
+#include "lib/core/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ int swift_pref_rows_grow(struct swift_pref_rows *pr, const struct swift_ops *ops
     pr->dec = swift_xcalloc((size_t)N, sizeof(int32_t));
     pr->lsum = swift_xcalloc((size_t)N, sizeof(float));
     pr->ops = ops;
-    pr->ddec = ops->alloc((size_t)N * sizeof(int32_t));
+    pr->ddec = swift_mem_alloc(ops->alloc, SWIFT_MEM_OTHER, (size_t)N * sizeof(int32_t));
     pr->capn = pr->ddec ? (size_t)N : 0;
     return pr->ddec ? 0 : swift_error("out of memory for %d targets on %s", N, ops->name);
 }
@@ -86,7 +87,7 @@ void swift_pref_rows_free(struct swift_pref_rows *pr)
     free(pr->dec);
     free(pr->lsum);
     if (pr->ddec)
-        pr->ops->free(pr->ddec);
+        swift_mem_free(pr->ops->free, pr->ddec);
     *pr = (struct swift_pref_rows){0};
 }
 

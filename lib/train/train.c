@@ -5,6 +5,7 @@
  * ranks' sums (sync.c), AdamW (optim.h), records (log.c), eval and checkpoints.
  */
 #include "lib/train/train.h"
+#include "lib/core/mem.h"
 
 #include <math.h>
 #include <omp.h>
@@ -209,6 +210,8 @@ static int load_model(struct run *r)
     r->m.act_ckpt = o->gradient_checkpointing;
     if (o->quant_bits == 4 && quantize_base(r) < 0)
         return -1;
+    /* memory(GiB) is the peak from here: the float copy QLoRA quantized from is gone */
+    swift_mem_reset_peak();
     if (o->tuner == SWIFT_TUNER_LORA) {
         if (r->resume) {
             if (swift_lora_load(&r->m, r->resume, &r->lo) < 0)
