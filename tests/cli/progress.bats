@@ -28,7 +28,7 @@ train() {
 
 # the records without their times
 records() {
-    jq -c 'del(."tokens/s", .elapsed_time, .remaining_time, ."memory(GiB)",
+    jq -c 'del(."tokens/s", .elapsed_time, .remaining_time, ."memory(GiB)", ."rss(GiB)",
               ."train_speed(s/it)", .MFU, .train_runtime, .last_checkpoint)' "$1"
 }
 

@@ -23,7 +23,9 @@ losses() { # the train records' "loss" values of a stdout capture
     [ "$status" -eq 0 ]
     [ -f "$W/run/args.json" ] && [ -f "$W/run/logging.jsonl" ]
     for k in loss grad_norm learning_rate token_acc epoch 'global_step/max_steps' elapsed_time \
-        remaining_time 'memory(GiB)' 'train_speed(s/it)' 'tokens/s' MFU; do
+        remaining_time 'memory(GiB)' 'rss(GiB)' 'memory/params(GiB)' 'memory/grads(GiB)' \
+        'memory/optimizer(GiB)' 'memory/activations(GiB)' 'memory/other(GiB)' \
+        'train_speed(s/it)' 'tokens/s' MFU; do
         grep -q "\"$k\":" "$W/run/logging.jsonl" || { echo "missing $k"; false; }
     done
     grep -q '"eval_loss"' "$W/run/logging.jsonl"
