@@ -792,11 +792,12 @@ json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an
                                       num(r3(p->tok_busy_us)),
                                       "sum_us",
                                       num(r3(p->tok_sum_us))));
-    if (p->mem_peak > 0) {
+    json_t *cats = swift_an_memory_categories_json(p->src);
+    if (p->mem_peak > 0 || cats) {
         json_t *m =
             json_pack("{s:o,s:o,s:o,s:o,s:o}",
                       "peak_bytes",
-                      num(p->mem_peak),
+                      num(p->mem_peak > 0 ? p->mem_peak : swift_an_jnum(cats, "total")),
                       "device_bytes",
                       p->mem_total > 0 ? num(p->mem_total) : json_null(),
                       "peak_pct",
@@ -807,6 +808,7 @@ json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an
                       p->mem_reserved >= 0 ? num(p->mem_reserved - p->mem_peak) : json_null());
         json_t *devs = swift_an_memory_devices_json(set, p->src, p->t0 + p->src->clock_offset_us);
         json_object_set_new(m, "devices", devs ? devs : json_array());
+        json_object_set_new(m, "by_category", cats ? cats : json_null());
         json_object_set_new(j, "memory", m);
     }
     if (p->has_kineto && p->k.has_gpu) {

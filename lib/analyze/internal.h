@@ -388,6 +388,9 @@ double swift_an_mem_reserved_at_peak(const struct swift_an_source *s, int dev);
 /* The report's memory "devices" array (docs/formats.md), times relative to t0 (trace clock),
  * "peak_ops" the CPU ops (set's names) around the allocation that reached the peak;
  * NULL when no device memory was recorded. */
+/* {"params","grads","optimizer","activations","other","total"} bytes at swift-train's accounted
+ * peak (the counter memory_by_category), NULL without one (memory.c). */
+json_t *swift_an_memory_categories_json(const struct swift_an_source *s);
 json_t *swift_an_memory_devices_json(const struct swift_an_set *set,
                                      const struct swift_an_source *s, double t0);
 /* 1 when path (gzip or plain) holds torch.profiler's export_memory_timeline raw list

@@ -280,6 +280,18 @@ static void on_memory(struct swift_an_source *s, const struct swift_an_fev *f, c
         }
         return;
     }
+    /* swift-train's accounting: {"name":"memory_by_category","args":{"params":bytes,...,
+     * "total":bytes}}; the sample with the largest total is kept */
+    if (f->args == 1 && !strcmp(nm, "memory_by_category") && fv_is_num(&A[AK_TOTAL])) {
+        if (!s->memcat_n++ || fv_num(&A[AK_TOTAL]) >= s->memcat[5]) {
+            static const int k[5] = {
+                AK_MC_PARAMS, AK_MC_GRADS, AK_MC_OPTIM, AK_MC_ACTS, AK_MC_OTHER};
+            for (int i = 0; i < 5; i++)
+                s->memcat[i] = fv_is_num(&A[k[i]]) ? fv_num(&A[k[i]]) : 0;
+            s->memcat[5] = fv_num(&A[AK_TOTAL]);
+        }
+        return;
+    }
     /* our memory counters: {"name":"memory","args":{"allocated":bytes,"device":n}} */
     if (f->args == 1 &&
         (!strcmp(nm, "memory") || (f->cat.t == SWIFT_AN_FV_STR && !strcmp(f->cat.s, "memory")))) {

@@ -131,6 +131,10 @@ struct swift_an_source {
     double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
     double mem_peak_ts[SWIFT_AN_MAX_DEV];
     struct swift_an_memdev *memdev; /* memory.c: per device timeline, reserved; owned */
+    /* swift-train's counter memory_by_category: the sample with the largest total (params,
+     * grads, optimizer, activations, other, total; bytes); memcat_n samples seen */
+    double memcat[6];
+    long memcat_n;
     double peak_gflops; /* our --profile traces: the counter "peak_gflops" (the peak MFU is
                            computed against: --peak-gflops, the device's, or measured sgemm); 0 */
     uint64_t bytes;     /* uncompressed bytes read */
@@ -225,12 +229,17 @@ enum {
     AK_DIMS,  /* Kineto record_shapes: "Input Dims", "Input type", "Concrete Inputs" (arrays: */
     AK_TYPES, /* the fast scanner's s/len is their JSON text; jansson's fval has none) */
     AK_CONC,
-    AK_PEAK,    /* our --profile traces: the counter "peak_gflops" */
-    AK_TOTRES,  /* Kineto [memory]: "Total Reserved" */
-    AK_MBYTES,  /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
-    AK_SHAPE,   /* our --profile op spans: "shape" (a string, docs/trace-schema.md) */
-    AK_ROWS,    /* our GRPO spans: "rows" (generate: completions decoded together) */
-    AK_PROGRAM, /* our GRPO spans: "program" (reward.NAME: 1 for a --reward-cmd program) */
+    AK_PEAK,      /* our --profile traces: the counter "peak_gflops" */
+    AK_TOTRES,    /* Kineto [memory]: "Total Reserved" */
+    AK_MBYTES,    /* Kineto [memory]: "Bytes" (+ allocated, - freed) */
+    AK_SHAPE,     /* our --profile op spans: "shape" (a string, docs/trace-schema.md) */
+    AK_ROWS,      /* our GRPO spans: "rows" (generate: completions decoded together) */
+    AK_PROGRAM,   /* our GRPO spans: "program" (reward.NAME: 1 for a --reward-cmd program) */
+    AK_MC_PARAMS, /* our counter "memory_by_category": the five categories' bytes (+ "total") */
+    AK_MC_GRADS,
+    AK_MC_OPTIM,
+    AK_MC_ACTS,
+    AK_MC_OTHER,
     AK_N
 };
 struct swift_an_fev {

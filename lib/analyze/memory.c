@@ -377,3 +377,17 @@ int swift_an_memtl_load(struct swift_an_source *s, const char *path)
     s->nevents = (long)n;
     return 0;
 }
+
+/* swift-train's accounting (the counter memory_by_category, docs/trace-schema.md): the sample
+ * with the largest total, bytes per category; NULL when the trace has none. */
+json_t *swift_an_memory_categories_json(const struct swift_an_source *s)
+{
+    static const char *const k[6] = {
+        "params", "grads", "optimizer", "activations", "other", "total"};
+    if (!s->memcat_n)
+        return NULL;
+    json_t *o = json_object();
+    for (int i = 0; i < 6; i++)
+        json_object_set_new(o, k[i], json_real(s->memcat[i]));
+    return o;
+}

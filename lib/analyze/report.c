@@ -168,7 +168,9 @@ static void print_gpu(FILE *fp, json_t *p, int md)
                 swift_an_jnum(ln, "mean_delay_us"),
                 swift_an_jnum(ln, "short_kernels"));
     json_t *mem = json_object_get(p, "memory");
-    if (json_is_object(mem)) {
+    /* device counters (GPU, Kineto) print their peak; swift-train's accounting its categories */
+    if (json_is_object(mem) && (json_array_size(json_object_get(mem, "devices")) ||
+                                !json_is_object(json_object_get(mem, "by_category")))) {
         fprintf(fp, "%speak memory: %.2f GiB", li, swift_an_jnum(mem, "peak_bytes") / 1073741824.0);
         if (json_is_number(json_object_get(mem, "peak_pct")))
             fprintf(fp, " (%.1f%% of device)", swift_an_jnum(mem, "peak_pct"));
@@ -198,6 +200,18 @@ static void print_gpu(FILE *fp, json_t *p, int md)
             }
         }
         fputc('\n', fp);
+    }
+    if (json_is_object(mem)) {
+        json_t *bc = json_object_get(mem, "by_category");
+        if (json_is_object(bc)) {
+            static const char *const k[5] = {
+                "params", "grads", "optimizer", "activations", "other"};
+            fprintf(fp, "%saccounted peak %.2f MiB:", li, swift_an_jnum(bc, "total") / 1048576.0);
+            for (int c = 0; c < 5; c++)
+                fprintf(
+                    fp, "%s %s %.2f MiB", c ? "," : "", k[c], swift_an_jnum(bc, k[c]) / 1048576.0);
+            fputc('\n', fp);
+        }
     }
     json_t *nc = json_object_get(p, "nccl");
     if (json_is_object(nc) && swift_an_jnum(nc, "kernels") > 0)

@@ -617,6 +617,38 @@ static void mem_peak(FILE *fp, json_t *dv, double unit, const char *un, double s
 
 /* Every process's device memory (memory.devices): allocated (solid) and reserved (dashed, where
  * the trace records it) over time per device, the peak marked. */
+/* swift-train's accounted peak by category (memory.by_category), one row per process */
+static void html_memory_categories(FILE *fp, json_t *ps)
+{
+    static const char *const k[6] = {
+        "params", "grads", "optimizer", "activations", "other", "total"};
+    size_t i;
+    json_t *p;
+    int head = 0;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *bc = json_object_get(json_object_get(p, "memory"), "by_category");
+        if (!json_is_object(bc))
+            continue;
+        if (!head++) {
+            fputs("<h2>Memory by category (swift-train's accounting, at the peak)</h2>\n"
+                  "<table class=\"memcat\"><tr><th>process</th>",
+                  fp);
+            for (int c = 0; c < 6; c++)
+                fprintf(fp, "<th>%s (MiB)</th>", k[c]);
+            fputs("</tr>\n", fp);
+        }
+        fputs("<tr><td>", fp);
+        swift_an_html_esc(fp, swift_an_jstr(p, "label"));
+        fputs("</td>", fp);
+        for (int c = 0; c < 6; c++)
+            fprintf(fp, "<td>%.2f</td>", swift_an_jnum(bc, k[c]) / 1048576.0);
+        fputs("</tr>\n", fp);
+    }
+    if (head)
+        fputs("</table>\n", fp);
+}
+
 void swift_an_html_memory(FILE *fp, json_t *ps)
 {
     size_t i, d;
@@ -677,4 +709,5 @@ void swift_an_html_memory(FILE *fp, json_t *ps)
         }
         fputs("</svg>\n", fp);
     }
+    html_memory_categories(fp, ps);
 }

@@ -532,6 +532,8 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
                         p->mem_reserved >= 0 ? json_real(p->mem_reserved) : json_null());
     json_object_set_new(
         ev, "fragmentation_bytes", p->mem_reserved >= 0 ? json_real(frag) : json_null());
+    json_t *bc = swift_an_memory_categories_json(p->src); /* what the bytes are, if we know */
+    json_object_set_new(ev, "by_category", bc ? bc : json_null());
     json_object_set_new(b, "evidence", ev);
     char *cmd = NULL;
     if (full && p->src->kind != SWIFT_AN_KINETO && p->src->argv) {

@@ -51,10 +51,16 @@ static const char *const arg_keys[AK_N] = {
     "shape",
     "rows",
     "program",
+    "params",
+    "grads",
+    "optimizer",
+    "activations",
+    "other",
 };
 
-static const unsigned char arg_len[AK_N] = {6, 11, 6,  11, 11, 4,  6,  5,  13, 25, 9, 5, 11,
-                                            9, 15, 15, 5,  10, 10, 15, 11, 14, 5,  5, 4, 7};
+static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6,  5,  13, 25, 9,
+                                            5, 11, 9, 15, 15, 5, 10, 10, 15, 11, 14,
+                                            5, 5,  4, 7,  6,  5, 9,  11, 5};
 
 struct fp {
     char *p, *end;

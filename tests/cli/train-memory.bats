@@ -99,3 +99,20 @@ sums() {
         and $a.optimizer == 2 * 4 * 16384 and ($a.params / 1073741824 - ."memory/params(GiB)" | fabs) < 1e-12' \
         "$W/tr.rec" >/dev/null
 }
+
+@test "swift-trace-analyze: the memory section shows the accounted peak by category (text, JSON, HTML)" {
+    model
+    train tr --tuner lora --lora-rank 4 --trace="$W/t.json"
+    run "$A" --format json "$W/t.json"
+    [ "$status" -eq 0 ]
+    jq -e '.processes[0].memory.by_category
+           | .params == 1378816 and .grads == 65536 and .optimizer == 131072
+             and .total == .params + .grads + .optimizer + .activations + .other' <<<"$output" >/dev/null
+    run "$A" "$W/t.json"
+    [ "$status" -eq 0 ]
+    grep -q '^  accounted peak [0-9.]* MiB: params 1.31 MiB, grads 0.06 MiB, optimizer 0.12 MiB, activations [0-9.]* MiB, other 0.00 MiB$' <<<"$output"
+    run "$A" --format html "$W/t.json"
+    [ "$status" -eq 0 ]
+    grep -q '<h2>Memory by category' <<<"$output"
+    grep -q '<td>1.31</td><td>0.06</td><td>0.12</td>' <<<"$output"
+}
