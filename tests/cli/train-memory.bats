@@ -21,8 +21,10 @@ teardown() {
 # 2 layers, vocabulary 128. Linear weights per layer: q 128x128, k and v 64x128, o 128x128,
 # gate/up 256x128, down 128x256 = 147456; all: LIN=294912; embeddings and lm_head 2x16384; norms
 # 5x128: P=328320 parameters, those >= 4096 elements (8-bit states) 327680 in 1280 blocks of 256.
-# LoRA rank 4 on every linear: 4 x (in + out) each = 8192 per layer, AD=16384.
+# LoRA rank 4 on every linear: 4 x (in + out) each = 8192 per layer, AD=16384; DoRA's magnitudes:
+# the linears' output rows, 1024 per layer, MAG=2048.
 LIN=294912
+MAG=2048
 P=328320
 AD=16384
 model() {
@@ -62,7 +64,8 @@ sums() {
     train a8 --tuner full --optim adamw_8bit
     train gal --tuner full --galore-rank 8
     train q4 --tuner lora --lora-rank 4 --quant-bits 4
-    for n in full lora a8 gal q4; do
+    train dora --tuner lora --lora-rank 4 --lora-dora
+    for n in full lora a8 gal q4 dora; do
         sums $n
         echo "# $n: params $(bytes $n params) grads $(bytes $n grads) optimizer $(bytes $n optimizer) activations $(bytes $n activations) other $(bytes $n other)" >&3
     done
@@ -84,6 +87,10 @@ sums() {
     [ "$(bytes q4 params)" -eq $((4 * (P - LIN) + LIN / 2 + 4 * LIN / 64 + 4 * AD)) ]
     [ "$(bytes q4 params)" -lt "$(bytes lora params)" ]
     [ "$(bytes q4 grads)" -eq $((4 * AD)) ]
+    # DoRA: LoRA plus a magnitude per output row of each linear (MAG=2048), trained like the adapters
+    [ "$(bytes dora params)" -eq $((4 * (P + AD + MAG))) ]
+    [ "$(bytes dora grads)" -eq $((4 * (AD + MAG))) ]
+    [ "$(bytes dora optimizer)" -eq $((2 * 4 * (AD + MAG))) ]
     # the peak is what the categories held together, not the RSS
     jq -e '."memory(GiB)" < ."rss(GiB)"' "$W/full.rec" >/dev/null
 }
