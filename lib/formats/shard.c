@@ -237,7 +237,8 @@ static int add_sample(struct swift_shard_writer *w, const uint32_t *ids, const u
             w->meta = swift_xrealloc(w->meta, nc);
             w->meta_cap = nc;
         }
-        memcpy(w->meta + w->meta_n, meta, meta_len);
+        if (meta_len) /* an empty first entry leaves w->meta NULL: no memcpy to it */
+            memcpy(w->meta + w->meta_n, meta, meta_len);
         w->meta_n += meta_len;
         w->meta_off[w->ns] = w->meta_n;
     }
