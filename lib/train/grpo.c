@@ -66,12 +66,12 @@ static int grpo_scratch(struct grpo_state *st, size_t n)
 }
 
 int grpo_logps(struct grpo_state *st, struct swift_model *m, const struct grpo_mb *g, double *out,
-               int lora_off)
+               int lora_off, int train)
 {
     struct swift_batch bt = {g->R, st->T, g->tok, g->tgt, g->pos};
     int N = g->R * st->T, before = m->lora_off;
     m->lora_off = lora_off;
-    int rc = swift_model_forward_logits(m, &bt, 0);
+    int rc = swift_model_forward_logits(m, &bt, train);
     m->lora_off = before;
     if (rc < 0)
         return -1;
@@ -120,12 +120,8 @@ static int grpo_forward(struct swift_objective *obj, struct swift_model *m,
         return 0;
     size_t N = (size_t)g->R * (size_t)st->T;
     grpo_scratch(st, N);
-    struct swift_batch bt = {g->R, st->T, g->tok, g->tgt, g->pos};
-    if (swift_model_forward_logits(m, &bt, scale != 0) < 0)
+    if (grpo_logps(st, m, g, st->logp, 0, scale != 0) < 0)
         return -1;
-    if (st->temperature != 1.0)
-        swift_model_scale_dlogits(m, 0, (int)N, (float)(1.0 / st->temperature));
-    swift_model_token_logps(m, g->tgt, 0, (int)N, st->logp);
     memset(st->dlogp, 0, N * sizeof(float));
     struct swift_grpo_stats gs = {0};
     double contrib = swift_grpo_loss(&st->gp,

@@ -257,7 +257,7 @@ static int logps_span(struct grpo_state *st, struct swift_model *mm, struct grpo
                       int lora_off, const char *name, int a)
 {
     int64_t t0 = swift_trace_now();
-    if (grpo_logps(st, mm, g, out, lora_off) < 0)
+    if (grpo_logps(st, mm, g, out, lora_off, 0) < 0)
         return -1;
     swift_trace_span("compute",
                      name,

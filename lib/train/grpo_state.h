@@ -95,9 +95,10 @@ long grpo_rollout(struct swift_objective *obj, struct swift_model *m, const stru
 int grpo_log_samples(struct swift_objective *obj, const char *run_dir, long gs);
 void grpo_mb_free(struct grpo_mb *g);
 void grpo_mbs_free(struct grpo_mb *mb, int n); /* each, then the array */
-/* Forward of m (no gradient; lora_off as given) over micro-batch g's rows, each token's
- * log-prob (at the sampling temperature) into out (R*T). Returns 0 or -1. */
+/* Forward of m over micro-batch g's rows (lora_off as given; train 1: dropout on, the logits
+ * kept for a gradient), each token's log-prob at the sampling temperature into out (R*T). The
+ * policy's training pass and the old and reference passes of the rollout. Returns 0 or -1. */
 int grpo_logps(struct grpo_state *st, struct swift_model *m, const struct grpo_mb *g, double *out,
-               int lora_off);
+               int lora_off, int train);
 
 #endif

@@ -83,10 +83,13 @@ size_t swift_adamw_state_bytes(const struct swift_adamw *o)
            o->blocks8 * 2 * sizeof(float);
 }
 
-/* bitsandbytes' AdamW8bit: 8-bit parameters through the adamw8bit op, the small ones through
- * the float32 AdamW (the same update as bnb's 32-bit path up to float rounding) */
-static void step_8bit(struct swift_adamw *o, float lr, float gscale, float bc1, float bc2)
+void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
 {
+    o->step++;
+    float bc1 = 1.0f - powf(o->b1, (float)o->step), bc2 = 1.0f - powf(o->b2, (float)o->step);
+    /* 8-bit AdamW (bitsandbytes' AdamW8bit): its parameters through the adamw8bit op; every
+     * other parameter (all of them without --optim adamw_8bit) through the float32 AdamW, the
+     * same update as bnb's 32-bit path up to float rounding */
     size_t off = 0, off8 = 0, blk = 0;
     for (int i = 0; i < o->nparams; i++) {
         struct swift_param *p = &o->params[i];
@@ -124,35 +127,6 @@ static void step_8bit(struct swift_adamw *o, float lr, float gscale, float bc1, 
                           gscale);
             off += p->numel;
         }
-    }
-}
-
-void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
-{
-    o->step++;
-    float bc1 = 1.0f - powf(o->b1, (float)o->step), bc2 = 1.0f - powf(o->b2, (float)o->step);
-    if (o->bits == 8) {
-        step_8bit(o, lr, gscale, bc1, bc2);
-        o->ops->sync();
-        return;
-    }
-    size_t off = 0;
-    for (int i = 0; i < o->nparams; i++) {
-        struct swift_param *p = &o->params[i];
-        o->ops->adamw(p->w,
-                      p->g,
-                      o->m + off,
-                      o->v + off,
-                      p->numel,
-                      lr,
-                      o->b1,
-                      o->b2,
-                      o->eps,
-                      p->decay ? o->wd : 0.0f,
-                      bc1,
-                      bc2,
-                      gscale);
-        off += p->numel;
     }
     o->ops->sync(); /* the step has finished when this returns (step timing) */
 }
