@@ -155,7 +155,7 @@ struct swift_ops {
      * memory), dequantized a block of rows at a time into a small buffer, never as a whole:
      * out (N,O) = in (N,I) @ dequant(w)^T + beta * out [+ bias (O)]
      * din (N,I) = dout (N,O) @ dequant(w) + din_beta * din   (no weight gradient: frozen)
-     * NULL on a backend without them (the CUDA one: lib/model refuses a 4-bit base there). */
+     * NULL on a backend without them (lib/model refuses a 4-bit base there). */
     void (*matmul4_fwd)(float *out, const float *in, const struct swift_q4 *w, const float *bias,
                         int N, int In, int O, float beta);
     void (*matmul4_bwd)(float *din, const float *dout, const struct swift_q4 *w, int N, int In,

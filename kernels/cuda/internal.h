@@ -2,8 +2,9 @@
 // interface (kernels/ops.h). As in kernels/cpu/, each op family has its file: matmul.cu
 // (cuBLASLt), norm.cu (embedding, RMSNorm), rope.cu, attention.cu (the cuBLAS path; the fused one
 // is flash_attn.cu), elementwise.cu (SwiGLU, add, scale, sumsq, dropout, AdamW), loss.cu
-// (cross-entropy), kvcache.cu (copy_rows, attention_cached); ops.cu holds the state, the
-// initialisation, memory, the index-array cache and the op table.
+// (cross-entropy), kvcache.cu (copy_rows, attention_cached), adamw8bit.cu, quant4.cu (QLoRA's
+// fused 4-bit dequant-matmul); ops.cu holds the state, the initialisation, memory, the
+// index-array cache and the op table.
 #ifndef SWIFT_KERNELS_CUDA_INTERNAL_H
 #define SWIFT_KERNELS_CUDA_INTERNAL_H
 
@@ -160,5 +161,9 @@ void swift_cuda_attention_cached(float *out, const float *q, const float *kcache
 void swift_cuda_adamw8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
                           size_t n, double lr, double b1, double b2, double eps, double wd,
                           long step, float gscale);
+void swift_cuda_matmul4_fwd(float *out, const float *in, const struct swift_q4 *w,
+                            const float *bias, int N, int In, int O, float beta);
+void swift_cuda_matmul4_bwd(float *din, const float *dout, const struct swift_q4 *w, int N, int In,
+                            int O, float din_beta);
 
 #endif

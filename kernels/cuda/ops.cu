@@ -277,4 +277,7 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_attention_cached,
     swift_cuda_mul_cols,  /* DoRA */
     swift_cuda_adamw8bit, /* --optim adamw_8bit (lib/train/optim.c) */
+    /* QLoRA's 4-bit base (kernels/cuda/quant4.cu) */
+    swift_cuda_matmul4_fwd,
+    swift_cuda_matmul4_bwd,
 };

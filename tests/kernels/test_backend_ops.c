@@ -22,8 +22,9 @@
  *   h = 1e-2, max |analytic - numeric| / max |numeric| < 1e-3; then the family's properties
  *   (block-diagonal attention, untrained cross-entropy rows, dropout's mask, rate and backward,
  *   AdamW against torch's formula in double). The CUDA backward ops are held to the CPU's above.
- * Each backend's memory ops (alloc zeroed, copy, zero) are checked too. Without a GPU (or built
- * with CUDA=0) every cuda case is a visible cmocka skip. */
+ * Each backend's memory ops (alloc zeroed, copy, zero) are checked too, and, in CUDA builds even
+ * without a GPU, that the cuda table has the QLoRA, DoRA and 8-bit AdamW ops. Without a GPU (or
+ * built with CUDA=0) every other cuda case is a visible cmocka skip. */
 #include "kernels/ops.h"
 
 #include <math.h>
@@ -291,6 +292,41 @@ static void matmul(struct inst *in, const struct swift_ops *o, int step)
         float *dw = b ? F(6) : NULL, *db = b ? F(7) : NULL;
         o->matmul_bwd(F(5), dw, db, F(4), F(0), F(1), N, I, O, A(2), A(3));
     }
+}
+
+/* matmul4, QLoRA's frozen 4-bit base (kernels/quant4.h): sh N, I, O, type (SWIFT_Q4_NF4 or
+ * _FP4), double quantization, bias?; a beta, din_beta. A random weight quantized on the host
+ * (swift_q4_quantize, the format's reference); its arrays are inputs in backend memory, offset a
+ * host float. Backends compare out and din (the op has no weight gradient: frozen). */
+static void matmul4(struct inst *in, const struct swift_ops *o, int step)
+{
+    int N = SH(0), I = SH(1), O = SH(2), dq = SH(4);
+    size_t n = (size_t)O * I, nb = swift_q4_nblocks(n);
+    struct swift_q4 q = {.type = SH(3), .dq = dq, .n = n};
+    if (step == GEN) {
+        tf(in, "x", (size_t)N * I, 1, IN);
+        const float *w = rnd(n, 1);
+        q.codes = tdecl(in, "codes", U8, (n + 1) / 2, IN);
+        q.absmax = tdecl(in, "absmax", F32, nb, IN);
+        q.qabsmax = tdecl(in, "qabsmax", U8, nb, IN);
+        q.absmax2 = tdecl(in, "absmax2", F32, swift_q4_nblocks2(n), IN);
+        assert_int_equal(swift_q4_quantize(&q, w), 0);
+        *(float *)tdecl(in, "offset", F32_HOST, 1, IN) = q.offset;
+        tf(in, "bias", O, 1, IN);
+        tf(in, "out", (size_t)N * O, 1, OF);
+        tf(in, "dout", (size_t)N * O, 1, IN);
+        tf(in, "din", (size_t)N * I, 1, OB);
+        return;
+    }
+    q.codes = U8P(1);
+    q.absmax = dq ? NULL : F(2);
+    q.qabsmax = dq ? U8P(3) : NULL;
+    q.absmax2 = dq ? F(4) : NULL;
+    q.offset = F(5)[0];
+    if (step == FWD)
+        o->matmul4_fwd(F(7), F(0), &q, SH(5) ? F(6) : NULL, N, I, O, A(0));
+    else if (step == BWD)
+        o->matmul4_bwd(F(9), F(8), &q, N, I, O, A(1));
 }
 
 /* embedding: sh V, C, N, tokens in device memory; repeated ids (the backward adds) */
@@ -626,6 +662,7 @@ struct family {
     int grad[3][2]; /* {input, its gradient}, up to a {0, 0} */
 };
 static const struct family f_matmul = {matmul, 3, 4, {{0, 5}, {1, 6}, {2, 7}}};
+static const struct family f_matmul4 = {matmul4, 7, 8, {{0, 9}}};
 static const struct family f_embed = {embed, 2, 3, {{1, 4}}};
 static const struct family f_rmsnorm = {rmsnorm, 2, 4, {{0, 5}, {1, 6}}};
 static const struct family f_rope = {rope, 3, 4, {{2, 5}}};
@@ -656,6 +693,25 @@ static const struct test_case cases[] = {
     {"matmul_bwd din only", &f_matmul, BWD, {37, 70, 53, 0}, {0, 0, 1, 0}, 0, RED},
     {"matmul_fwd bf16 compute", &f_matmul, FWD | BF16, {64, 256, 128, 0}, {1, 0}, 0, 0, 2e-2, 0},
     {"matmul gradients", &f_matmul, GRAD, {5, 7, 3, 1}, {1, 0, 1, 0}, 0, FD},
+    /* QLoRA's 4-bit base: nf4 and fp4, with and without double quantization (330 blocks of 64:
+     * two of absmax2), odd sizes (a ragged last block, an odd code count, I and O no tile
+     * multiple), beta / din_beta 0, 1 and between; the dequantized tile is the CPU's exactly,
+     * only the fp32 accumulation order differs */
+    {"matmul4_fwd nf4 bias beta", &f_matmul4, FWD, {37, 71, 53, 0, 0, 1}, {0.5f}, 0, RED},
+    {"matmul4_fwd nf4 dq 2 absmax2 blocks", &f_matmul4, FWD, {33, 300, 70, 0, 1, 0}, {0}, 0, RED},
+    {"matmul4_fwd fp4 dq N=1 bias", &f_matmul4, FWD, {1, 33, 17, 1, 1, 1}, {0}, 0, RED},
+    {"matmul4_fwd fp4 tiles beta 1", &f_matmul4, FWD, {130, 200, 150, 1, 0, 1}, {1}, 0, RED},
+    {"matmul4_bwd nf4 dq din_beta 1", &f_matmul4, BWD, {37, 71, 53, 0, 1, 0}, {0, 1}, 0, RED},
+    {"matmul4_bwd fp4 tiles", &f_matmul4, BWD, {130, 200, 150, 1, 0, 0}, {0, 0}, 0, RED},
+    {"matmul4_bwd nf4 dq 2 absmax2 blocks",
+     &f_matmul4,
+     BWD,
+     {33, 300, 70, 0, 1, 0},
+     {0, 0.5f},
+     0,
+     RED},
+    {"matmul4_bwd fp4 dq N=1", &f_matmul4, BWD, {1, 33, 17, 1, 1, 0}, {0, 0.25f}, 0, RED},
+    {"matmul4 input gradient", &f_matmul4, GRAD, {5, 7, 3, 0, 1, 1}, {0, 0}, 0, FD},
     {"embed_fwd (host tokens)", &f_embed, FWD, {50, 33, 40, 0}, {0}, 0, EW},
     {"embed_fwd (device tokens)", &f_embed, FWD, {50, 33, 40, 1}, {0}, 0, EW},
     {"embed_bwd", &f_embed, BWD, {50, 33, 40, 1}, {0}, 0, RED},
@@ -945,6 +1001,23 @@ static void memory_test(void **state)
     o->sync();
 }
 
+/* The CUDA table has the ops of QLoRA (matmul4), DoRA (mul_cols) and 8-bit AdamW (adamw8bit):
+ * lib/ refuses a technique on a table without its op, so a NULL here is a feature missing on the
+ * GPU. Checked wherever CUDA is built, GPU or not (the table is data). */
+static void cuda_table_test(void **state)
+{
+    (void)state;
+#ifdef SWIFT_HAVE_CUDA
+    const struct swift_ops *o = &swift_cuda_ops;
+    assert_non_null(o->matmul4_fwd);
+    assert_non_null(o->matmul4_bwd);
+    assert_non_null(o->mul_cols);
+    assert_non_null(o->adamw8bit);
+#else
+    skip();
+#endif
+}
+
 /* ---- the test list: every case on every backend ---- */
 
 /* the GPU, if any: every cuda case skips without one */
@@ -989,6 +1062,7 @@ static void add_test(int b, const char *name, CMUnitTestFunction fn, int i)
 int main(void)
 {
     find_cuda();
+    add_test(CUDA, "table has the 4-bit, DoRA and 8-bit AdamW ops", cuda_table_test, 0);
     for (int b = 0; b < NBE; b++) {
         add_test(b, "memory ops", memory_test, 0);
         for (int i = 0; i < NCASES; i++)

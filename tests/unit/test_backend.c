@@ -6,8 +6,10 @@
  * - cuda against cpu on whole workloads (lib/model, lib/eval): a tiny Qwen2-shaped model forward
  *   and backward (loss relative 1e-4, every gradient tensor 1e-6 + 2e-3 * max |cpu|; matmuls in
  *   exact fp32, attention on the default path, flash), and the key/value-cache forward of a tiny
- *   Qwen3-shaped model (prefill, a forked row, decode steps; logits 1e-5 + 1e-4 * max |cpu|).
- *   Without a GPU (or built with CUDA=0) both are visible cmocka skips. */
+ *   Qwen3-shaped model (prefill, a forked row, decode steps; logits 1e-5 + 1e-4 * max |cpu|),
+ *   and QLoRA (the fixture Llama, NF4 with double quantization, its LoRA adapter: loss and LoRA
+ *   gradients as the whole-model case). Without a GPU (or built with CUDA=0) all three are
+ *   visible cmocka skips. */
 #include "kernels/ops.h"
 #include "lib/model/backend.h"
 
@@ -28,6 +30,7 @@
 
 #include "lib/eval/kv.h"
 #include "kernels/device.h"
+#include "lib/model/lora.h"
 #include "lib/model/model.h"
 
 /* ---- the strict CPU table ---- */
@@ -300,6 +303,48 @@ static void test_kv_model(void **state)
     swift_model_free(&mg);
 }
 
+/* QLoRA on both backends: the fixture Llama with its LoRA adapter, base linears quantized to
+ * NF4 with double quantization (swift_model_quantize4, so the CUDA table's matmul4 ops run
+ * inside the model); loss relative 1e-4, LoRA gradients 1e-6 + 2e-3 * max |cpu| */
+static void test_qlora_model(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const char *dir = "tests/fixtures/model/llama";
+    struct swift_model mc, mg;
+    struct swift_lora_opts lo;
+    assert_int_equal(swift_model_load(&mc, dir, C, 1), 0);
+    assert_int_equal(swift_model_load(&mg, dir, G, 1), 0);
+    assert_int_equal(swift_lora_load(&mc, "tests/fixtures/model/llama/adapter", &lo), 0);
+    assert_int_equal(swift_lora_load(&mg, "tests/fixtures/model/llama/adapter", &lo), 0);
+    assert_int_equal(swift_model_quantize4(&mc, SWIFT_Q4_NF4, 1), 0);
+    assert_int_equal(swift_model_quantize4(&mg, SWIFT_Q4_NF4, 1), 0);
+    int B = 2, T = 8, N = B * T;
+    int32_t tok[16], tgt[16], pos[16];
+    for (int n = 0; n < N; n++) {
+        tok[n] = (n * 37 + 11) % mc.cfg.vocab_size;
+        pos[n] = n % T;
+    }
+    for (int n = 0; n < N; n++)
+        tgt[n] = n % T == T - 1 ? -1 : tok[n + 1];
+    struct swift_batch b = {.B = B, .T = T, .tokens = tok, .targets = tgt, .pos = pos};
+    struct swift_loss lc = {0}, lg = {0};
+    swift_model_zero_grad(&mc);
+    swift_model_zero_grad(&mg);
+    assert_int_equal(swift_model_forward(&mc, &b, &lc, 1.0f / 14), 0);
+    assert_int_equal(swift_model_forward(&mg, &b, &lg, 1.0f / 14), 0);
+    printf("# qlora loss cpu %.9g cuda %.9g over %ld tokens\n", lc.sum, lg.sum, lc.count);
+    assert_int_equal(lc.count, lg.count);
+    assert_true(fabs(lc.sum - lg.sum) <= 1e-4 * fabs(lc.sum));
+    swift_model_backward(&mc, &b);
+    swift_model_backward(&mg, &b);
+    G->sync();
+    assert_int_equal(mc.nlora, mg.nlora);
+    check("qlora LoRA gradients", mg.lora_grads, mc.lora_grads, mc.nlora, 1e-6, 2e-3);
+    swift_model_free(&mc);
+    swift_model_free(&mg);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -329,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_kv_model),
+        cmocka_unit_test(test_qlora_model),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -110,7 +110,8 @@ static void test_trainable_base_refused(void **s)
     swift_model_free(&m);
 }
 
-/* a backend without the 4-bit ops (the CUDA table leaves them NULL) refuses a 4-bit base */
+/* a backend without the 4-bit ops refuses a 4-bit base (the CUDA table had none before
+ * kernels/cuda/quant4.cu; test_backend_ops checks it has them now) */
 static void test_backend_without_matmul4(void **s)
 {
     (void)s;
