@@ -5,7 +5,9 @@
 # swift-preprocess shards of 1024 tokens) and a random Qwen2.5-0.5B-shaped model (transformers,
 # save_pretrained), trains it for a few dozen steps with --profile on the GPU, runs
 # swift-trace-analyze on that trace, and benchmarks tokens/s and MFU next to PyTorch +
-# transformers eager on the same GPU, batch and sequence length.
+# transformers eager on the same GPU, batch and sequence length; then QLoRA (--quant-bits 4, NF4
+# with double quantization: the fused 4-bit dequant-matmul of kernels/cuda/quant4.cu) for a few
+# steps on the same model, and 2 QLoRA steps of a tiny model under compute-sanitizer.
 #
 #   OUT=/some/dir sh tests/gpu/run.sh            # on the GPU machine (OUT: where results go)
 #   SWIFT_GPU_DRYRUN=1 OUT=/tmp/x sh tests/gpu/run.sh   # CPU rehearsal: tiny model, --device cpu
@@ -15,10 +17,12 @@
 # build.log, kernels.log, train.log (swift-train stdout/stderr + logging.jsonl, and swift-eval's
 # records: loss and batched generation on the key/value cache, same device and model),
 # analyze.txt (swift-trace-analyze), torch.log, trace.jsonl.gz (the profiled steps),
-# sanitizer.log (2 steps of a tiny model under compute-sanitizer memcheck, when it exists).
+# sanitizer.log (2 steps of a tiny model under compute-sanitizer memcheck, when it exists, full
+# tuning then QLoRA).
 # Every stage runs under a time limit and is reported even when an earlier one failed.
 # Knobs: SWIFT_GPU_BATCH (8), SWIFT_GPU_SEQ (1024), SWIFT_GPU_STEPS (30), SWIFT_GPU_JOBS (nproc),
-# SWIFT_GPU_PEAK_TFLOPS (989.4: H100/H200 SXM dense bf16; MFU of both sides uses it).
+# SWIFT_GPU_PEAK_TFLOPS (989.4: H100/H200 SXM dense bf16; MFU of both sides uses it),
+# SWIFT_GPU_QLORA_STEPS (4).
 set -u
 export CMOCKA_MESSAGE_OUTPUT=TAP
 cd "$(dirname "$0")/../.." || exit 1
@@ -98,6 +102,7 @@ if [ -n "$missing" ]; then
 else
     if stage build 300 make -j"$JOBS" O="$BUILD" $MAKEVARS all \
         "$BUILD"/tests/test_backend_ops "$BUILD"/tests/test_backend "$BUILD"/tests/test_cupti_conv \
+        "$BUILD"/tests/test_optim8 \
         >>"$OUT/build.log" 2>&1; then
         BUILD_OK=1
     fi
@@ -109,6 +114,8 @@ if [ $BUILD_OK = 1 ]; then
     stage kernels 120 "$BUILD/tests/test_backend_ops" >"$OUT/kernels.log" 2>&1
     stage backend 60 "$BUILD/tests/test_backend" >>"$OUT/kernels.log" 2>&1
     stage cupti_conv 60 "$BUILD/tests/test_cupti_conv" >>"$OUT/kernels.log" 2>&1
+    # 8-bit AdamW: the CUDA kernel against the CPU one in lockstep (codes, absmax, weights)
+    stage optim8 60 "$BUILD/tests/test_optim8" >>"$OUT/kernels.log" 2>&1
 fi
 
 # ---- 3. data and a random Qwen2.5-0.5B-shaped model ----
@@ -165,6 +172,18 @@ if [ $BUILD_OK = 1 ]; then
     fi
 fi
 
+# ---- 4q. QLoRA on the GPU: the same model, its base linears NF4 with double quantization ----
+QSTEPS=${SWIFT_GPU_QLORA_STEPS:-4}
+if [ $BUILD_OK = 1 ] && [ -d "$W/shards" ]; then
+    stage qlora 150 "$BIN/swift-train" --model "$M" -o "$W/qlora-run" --tuner lora \
+        --quant-bits 4 --quant-type nf4 --double-quant --device "$DEVICE" \
+        --max-steps "$QSTEPS" --per-device-train-batch-size "$B" --max-length "$T" \
+        --learning-rate 1e-4 --logging-steps 1 --save-steps 100000 --eval-steps 100000 \
+        --peak-gflops "$(awk "BEGIN{print $PEAK*1000}")" \
+        "$W/shards" >"$W/qlora.out" 2>"$W/qlora.err"
+    { echo "## qlora stdout"; cat "$W/qlora.out"; echo "## qlora stderr"; cat "$W/qlora.err"; } >>"$OUT/train.log"
+fi
+
 # ---- 4a. swift-eval on the same device: loss and batched generation on the key/value cache ----
 if [ $BUILD_OK = 1 ] && [ -d "$W/shards" ]; then
     {
@@ -198,6 +217,13 @@ if [ $BUILD_OK = 1 ] && [ "$DRY" != 1 ] && [ -n "$SAN" ]; then
             --max-steps 2 --per-device-train-batch-size 2 --max-length 128 --logging-steps 1 \
             --save-steps 2 --eval-steps 100000 "$W/tiny-shards" >"$W/sanitizer.out" 2>&1
         cat "$W/sanitizer.out" >>"$OUT/sanitizer.log"
+        # QLoRA: the fused 4-bit kernels' reads of codes and absmax, every tile edge
+        stage sanitizer_qlora 60 "$SAN" --tool memcheck --log-file "$W/sanitizer-qlora.log" \
+            --error-exitcode 3 "$BIN/swift-train" --model "$TM" -o "$W/tiny-qlora" --tuner lora \
+            --quant-bits 4 --double-quant --device "$DEVICE" --max-steps 2 \
+            --per-device-train-batch-size 2 --max-length 128 --logging-steps 1 --save-steps 100000 \
+            --eval-steps 100000 "$W/tiny-shards" >"$W/sanitizer-qlora.out" 2>&1
+        { echo "## qlora"; cat "$W/sanitizer-qlora.log" "$W/sanitizer-qlora.out"; } >>"$OUT/sanitizer.log"
     else
         status sanitizer "failed (tiny model or shards)" 0
     fi
@@ -246,7 +272,7 @@ except OSError:
 s["kernel_tests"] = k
 try:
     san = [l.strip() for l in open(os.path.join(OUT, "sanitizer.log")) if "ERROR SUMMARY" in l]
-    s["sanitizer"] = san[-1] if san else "no summary line"
+    s["sanitizer"] = "; ".join(san) if san else "no summary line"  # full tuning, then QLoRA
 except OSError:
     s["sanitizer"] = None
 # flash vs cuBLAS attention on the 0.5B shape (the attention timing rows of test_backend_ops)
@@ -284,6 +310,13 @@ for prec in ("fp32", "bf16"):
         s[f"torch_{prec}"] = r
         if "swift" in s:
             s[f"speedup_vs_torch_{prec}"] = s["swift"]["tokens_per_s"] / r["tokens_per_s"]
+q = [r for r in jl(os.path.join(W, "qlora-run", "logging.jsonl")) if "loss" in r and "tokens/s" in r]
+if q:
+    qs = q[1:] if len(q) > 2 else q  # the first step pays for warm-up
+    s["qlora"] = {"tokens_per_s": sum(r["tokens/s"] for r in qs) / len(qs),
+                  "first_loss": q[0]["loss"], "last_loss": q[-1]["loss"], "records": len(q),
+                  "memory_gib": q[-1].get("memory(GiB)"),
+                  "memory_params_gib": q[-1].get("memory/params(GiB)")}
 ev = jl(os.path.join(W, "eval.jsonl"))
 if ev:
     s["eval"] = [{k: r.get(k) for k in ("task", "n", "metrics", "tokens_per_s", "prefill_tokens_per_s",
@@ -326,7 +359,15 @@ for prec in ("fp32", "bf16"):
         ratio = s.get(f"speedup_vs_torch_{prec}")
         L.append(f"| {r['impl']} (torch {r['torch']}) | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | {ratio:.2f} |" if ratio else
                  f"| {r['impl']} (torch {r['torch']}) | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | - |")
+if "qlora" in s:
+    qq = s["qlora"]
+    L.append(f"| swift-train {DEVICE} QLoRA (nf4, double quant: the fused 4-bit op) | "
+             f"{qq['tokens_per_s']:.0f} | - | - |")
 L.append("")
+if "qlora" in s:
+    gib = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "?"
+    L.append(f"QLoRA loss {qq['first_loss']:.4f} -> {qq['last_loss']:.4f} over {qq['records']} steps, "
+             f"memory {gib(qq['memory_gib'])} GiB (params {gib(qq['memory_params_gib'])} GiB)")
 for r in s.get("eval", []):
     dec = f", decode {r['decode_tokens_per_s']:.0f} tok/s" if r.get("decode_tokens_per_s") else ""
     L.append(f"swift-eval {DEVICE} {r['task']} (n {r['n']}): {r['tokens_per_s']:.0f} tok/s{dec}, "
