@@ -10,10 +10,11 @@
 // exactly the CPU's dequantized values) and multiplies it with the matching 64 x 16 tile of the
 // activations: a plain tiled fp32 GEMM on CUDA cores (256 threads, 4 x 4 outputs each),
 // correct first, not fast; no tensor cores whatever swift_cuda_set_math says. Only the
-// accumulation order differs from the CPU's sgemm (float tolerance, tests/kernels).
+// accumulation order differs from the CPU's sgemm (float tolerance, tests/kernels). The index
+// arithmetic is kernels/cuda/quant4_tile.h, shared with a CPU replay
+// (tests/unit/test_quant4_tile.c).
 #include "kernels/cuda/internal.h"
-
-enum { Q4_TM = 64, Q4_TC = 64, Q4_TK = 16, Q4_THREADS = 256 };
+#include "kernels/cuda/quant4_tile.h"
 
 // the code tables of kernels/quant4.h (nf4, fp4; the signed dynamic map), copied once
 __constant__ float c_q4_code[2][16];
@@ -38,23 +39,10 @@ static void q4_tables(void)
     ready = 1;
 }
 
-// element e of the flattened weight, as swift_q4_dequant computes it
-__device__ static float q4_elem(const struct swift_q4 &q, const float *code, const float *dyn,
-                                size_t e)
-{
-    uint8_t byte = q.codes[e >> 1];
-    int c = (e & 1) ? (byte & 15) : (byte >> 4);
-    size_t b = e / SWIFT_Q4_BLOCK;
-    float s =
-        q.dq ? __fadd_rn(__fmul_rn(dyn[q.qabsmax[b]], q.absmax2[b / SWIFT_Q4_BLOCK2]), q.offset)
-             : q.absmax[b];
-    return __fmul_rn(code[c], s);
-}
-
-// C (N,NC) = A (N,K) @ W' + beta * C [+ bias (NC)], W' the dequantized weight seen as (K,NC):
-// BWD 0 (forward): K = I, NC = O, W'[k][j] = w[j][k]; BWD 1 (backward): K = O, NC = I,
-// W'[k][j] = w[k][j]. In is w's row length (I) either way. Block (x: 64 rows of A, y: 64
-// columns of C); thread (tx, ty) computes rows ty + 16 i and columns tx + 16 j, i, j < 4.
+// C (N,NC) = A (N,K) @ W' + beta * C [+ bias (NC)]: kernels/cuda/quant4_tile.h has the layout
+// (BWD 0: the forward, BWD 1: the backward; In is w's row length either way). Block (x: Q4_TM
+// rows of A, y: Q4_TC columns of C); thread (tx, ty) computes rows ty + 16 i and columns
+// tx + 16 j, i, j < 4.
 template <int BWD>
 __global__ void __launch_bounds__(Q4_THREADS)
     k_matmul4(float *C, const float *A, struct swift_q4 q, const float *bias, int N, int K, int NC,
@@ -71,18 +59,16 @@ __global__ void __launch_bounds__(Q4_THREADS)
     for (int k0 = 0; k0 < K; k0 += Q4_TK) {
         __syncthreads(); // the tables are loaded; the previous tiles are consumed
         for (int idx = t; idx < Q4_TM * Q4_TK; idx += Q4_THREADS) {
-            int r = idx / Q4_TK, c = idx % Q4_TK, n = n0 + r, k = k0 + c; // k fastest: coalesced
+            int r, c;
+            q4_tile_a(idx, &r, &c);
+            int n = n0 + r, k = k0 + c;
             As[c][r] = n < N && k < K ? A[(size_t)n * K + k] : 0.0f;
         }
         for (int idx = t; idx < Q4_TC * Q4_TK; idx += Q4_THREADS) {
-            // the element order of w in memory runs fastest over its row: k in the forward,
-            // j in the backward
-            int r = BWD ? idx % Q4_TC : idx / Q4_TK, c = BWD ? idx / Q4_TC : idx % Q4_TK;
+            int r, c;
+            q4_tile_w(BWD, idx, &r, &c);
             int j = j0 + r, k = k0 + c;
-            float v = 0.0f;
-            if (j < NC && k < K)
-                v = q4_elem(q, code, dyn, BWD ? (size_t)k * In + j : (size_t)j * In + k);
-            Ws[c][r] = v;
+            Ws[c][r] = j < NC && k < K ? q4_elem(&q, code, dyn, q4_w_index(BWD, j, k, In)) : 0.0f;
         }
         __syncthreads();
         for (int c = 0; c < Q4_TK; c++) {
@@ -96,20 +82,12 @@ __global__ void __launch_bounds__(Q4_THREADS)
                     acc[i][j] = fmaf(a[i], w[j], acc[i][j]);
         }
     }
-    for (int i = 0; i < 4; i++) {
-        int n = n0 + ty + 16 * i;
+    for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
-            int col = j0 + tx + 16 * j;
-            if (n >= N || col >= NC)
-                continue;
-            float *c = &C[(size_t)n * NC + col], v = acc[i][j];
-            if (beta != 0.0f) // beta 0: the old contents are not read (BLAS's rule)
-                v += beta * *c;
-            if (bias)
-                v += bias[col];
-            *c = v;
+            int n = n0 + ty + 16 * i, col = j0 + tx + 16 * j;
+            if (n < N && col < NC)
+                q4_store(&C[(size_t)n * NC + col], acc[i][j], beta, bias, col);
         }
-    }
 }
 
 static void q4_check(const struct swift_q4 *w, int In, int O)
