@@ -160,5 +160,9 @@ void swift_cuda_attention_cached(float *out, const float *q, const float *kcache
 void swift_cuda_adamw8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
                           size_t n, double lr, double b1, double b2, double eps, double wd,
                           long step, float gscale);
+void swift_cuda_matmul8_fwd(float *out, const float *in, const struct swift_q8 *w,
+                            const float *bias, int N, int In, int O, float beta);
+void swift_cuda_matmul8_bwd(float *din, const float *dout, const struct swift_q8 *w, int N, int In,
+                            int O, float din_beta);
 
 #endif

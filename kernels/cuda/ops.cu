@@ -275,6 +275,10 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_adamw,
     swift_cuda_copy_rows, /* key/value cache (lib/eval/kv.c) */
     swift_cuda_attention_cached,
-    swift_cuda_mul_cols,  /* DoRA */
-    swift_cuda_adamw8bit, /* --optim adamw_8bit (lib/train/optim.c) */
+    swift_cuda_mul_cols,    /* DoRA */
+    swift_cuda_adamw8bit,   /* --optim adamw_8bit (lib/train/optim.c) */
+    NULL,                   /* matmul4_fwd: not on CUDA yet */
+    NULL,                   /* matmul4_bwd */
+    swift_cuda_matmul8_fwd, /* --quant-bits 8 (compile-checked; not yet run on a GPU) */
+    swift_cuda_matmul8_bwd,
 };
