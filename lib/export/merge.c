@@ -215,7 +215,7 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
                                  SWIFT_TARG_I("bytes", t->end - t->begin)};
         swift_trace_span("export", "read", ts0, ts1, a, 2);
     }
-    if (q4 && swift_export_qlora_round_trip(j->o, t->name, w, t->numel) < 0)
+    if (q4 && swift_export_qlora_round_trip(j->o, t->name, w, t->shape[0], t->shape[1]) < 0)
         return -1;
     if (lp && merge_pair(j, t, lp, w) < 0)
         return -1;

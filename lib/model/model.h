@@ -88,11 +88,14 @@ struct swift_lora_ad {
 };
 
 struct swift_q4;
+struct swift_q8;
 struct swift_linear {
     int in, out;
     float *w, *b;               /* (out,in), (out) or NULL */
     struct swift_q4 *q4;        /* QLoRA: the frozen base in 4 bits (kernels/quant4.h; its arrays
                                  * backend memory), w NULL; NULL: w holds the weight */
+    struct swift_q8 *q8;        /* --quant-bits 8: the frozen base in int8 rows (kernels/quant8.h),
+                                 * w NULL; NULL: w or q4 holds the weight */
     float *gw, *gb;             /* NULL when frozen */
     struct swift_lora_ad *lora; /* NULL when none */
     const char *name;           /* "model.layers.3.self_attn.q_proj" (owned by the model) */
@@ -168,7 +171,8 @@ struct swift_model {
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;
-    /* QLoRA (swift_model_quantize4): the 4-bit base linears' weights and the bytes they take */
+    /* QLoRA (swift_model_quantize4/8): the 4- or 8-bit base linears' weights and the bytes they
+     * take */
     size_t q4_numel, q4_bytes;
     /* per-op spans with shapes and FLOPs when the trace detail flag is on (--profile) */
     double step_flops; /* forward+backward FLOPs of the last step (matmuls+attention) */
@@ -283,6 +287,10 @@ double swift_model_flops_per_token(const struct swift_model *m, int T);
  * q4_bytes. Returns 0, or -1 (reported: trainable base, a backend without the 4-bit ops, out of
  * memory). */
 int swift_model_quantize4(struct swift_model *m, int type, int dq);
+/* --quant-bits 8: the same with bitsandbytes' 8-bit Int8Params layout (kernels/quant8.h: int8
+ * codes, one absmax per output row; LLM.int8's weight format without its outlier decomposition),
+ * run by matmul8_fwd/bwd. Sets q4_numel and q4_bytes (codes + scales). 0 or -1 (reported). */
+int swift_model_quantize8(struct swift_model *m);
 
 /* Write DIR/config.json (source config with dtype updated) and DIR/model.safetensors in the
  * config's dtype; `dir` must exist. Returns 0 or -1. */

@@ -1,10 +1,12 @@
-/* model quant4 — QLoRA's 4-bit base (see swift_model_quantize4 in model.h): the base linears
- * quantized to bitsandbytes' format (kernels/quant4.h) at load, their float32 copies dropped. */
+/* model quant4 — QLoRA's 4-bit and 8-bit bases (see swift_model_quantize4/8 in model.h): the
+ * base linears quantized to bitsandbytes' formats (kernels/quant4.h, kernels/quant8.h) at load,
+ * their float32 copies dropped. */
 #include "lib/model/model.h"
 #include "lib/core/mem.h"
 #include "lib/core/alloc.h"
 #include "lib/model/internal.h"
 #include "kernels/quant4.h"
+#include "kernels/quant8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +25,25 @@ static void q4_release(const struct swift_ops *ops, struct swift_q4 *q)
     free(q);
 }
 
+static void q8_release(const struct swift_ops *ops, struct swift_q8 *q)
+{
+    if (!q)
+        return;
+    if (q->cb)
+        swift_mem_free(ops->free, q->cb);
+    if (q->scb)
+        swift_mem_free(ops->free, q->scb);
+    free(q);
+}
+
 void swift_model_q4_free(struct swift_model *m)
 {
     for (int l = 0; m->layers && l < m->cfg.num_layers; l++)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             q4_release(m->ops, m->layers[l].lin[k].q4);
             m->layers[l].lin[k].q4 = NULL;
+            q8_release(m->ops, m->layers[l].lin[k].q8);
+            m->layers[l].lin[k].q8 = NULL;
         }
 }
 
@@ -96,7 +111,8 @@ static int repack(struct swift_model *m)
         int dropped = 0;
         for (int l = 0; l < m->cfg.num_layers && !dropped; l++)
             for (int k = 0; k < SWIFT_LIN_COUNT; k++)
-                dropped |= m->layers[l].lin[k].q4 && m->layers[l].lin[k].w == m->p[i].w;
+                dropped |= (m->layers[l].lin[k].q4 || m->layers[l].lin[k].q8) &&
+                           m->layers[l].lin[k].w == m->p[i].w;
         if (!dropped) {
             newoff[i] = total;
             total += m->p[i].numel;
@@ -171,6 +187,71 @@ int swift_model_quantize4(struct swift_model *m, int type, int dq)
             }
             m->q4_numel += L->q4->n;
             m->q4_bytes += swift_q4_bytes(L->q4->n, dq);
+        }
+    free(host);
+    if (repack(m) < 0)
+        return -1;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++)
+            m->layers[l].lin[k].w = NULL;
+    return 0;
+}
+
+/* One linear's weight (backend memory) into a new 8-bit struct whose arrays are backend memory;
+ * host holds out*in floats of scratch. NULL: out of memory (reported). */
+static struct swift_q8 *quantize_linear8(struct swift_model *m, const struct swift_linear *L,
+                                         float *host)
+{
+    const struct swift_ops *ops = m->ops;
+    size_t n = (size_t)L->out * L->in;
+    struct swift_q8 h = {.rows = L->out, .cols = L->in};
+    h.cb = swift_xmalloc(n);
+    h.scb = swift_xmalloc((size_t)L->out * sizeof(float));
+    ops->download(host, L->w, n * sizeof(float));
+    swift_q8_quantize(&h, host);
+    struct swift_q8 *q = swift_xcalloc(1, sizeof(*q));
+    *q = h;
+    q->cb = swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, n);
+    q->scb = swift_mem_alloc(ops->alloc, SWIFT_MEM_PARAMS, (size_t)L->out * sizeof(float));
+    if (q->cb && q->scb) {
+        ops->upload(q->cb, h.cb, n);
+        ops->upload(q->scb, h.scb, (size_t)L->out * sizeof(float));
+    } else {
+        swift_error("%s: out of memory for its 8-bit copy", L->name);
+        q8_release(ops, q);
+        q = NULL;
+    }
+    free(h.cb);
+    free(h.scb);
+    return q;
+}
+
+int swift_model_quantize8(struct swift_model *m)
+{
+    if (m->grads)
+        return swift_error("an 8-bit base must be frozen (LoRA on top)");
+    if (!m->ops->matmul8_fwd || !m->ops->matmul8_bwd)
+        return swift_error("an 8-bit base needs the fused 8-bit matmul, which the %s backend does "
+                           "not have (use --device cpu)",
+                           m->ops->name);
+    size_t maxn = 1;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            size_t n = (size_t)m->layers[l].lin[k].out * m->layers[l].lin[k].in;
+            maxn = n > maxn ? n : maxn;
+        }
+    float *host = swift_xmalloc(maxn * sizeof(float));
+    m->q4_numel = m->q4_bytes = 0;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            struct swift_linear *L = &m->layers[l].lin[k];
+            L->q8 = quantize_linear8(m, L, host);
+            if (!L->q8) {
+                free(host);
+                return -1;
+            }
+            m->q4_numel += (size_t)L->out * L->in;
+            m->q4_bytes += swift_q8_bytes(L->out, L->in);
         }
     free(host);
     if (repack(m) < 0)
