@@ -51,6 +51,11 @@ struct swift_model_config {
     int rope_original_max;
     int qkv_bias, o_bias, mlp_bias, qk_norm, tie_embeddings;
     int gptq; /* quantization_config gptq: 1 (zeros stored minus one), 2 (gptq_v2); 0: none */
+    /* quantization_config bitsandbytes (transformers' save_pretrained of a load_in_4bit or
+     * load_in_8bit model): bnb_bits 4 or 8 (0: none), bnb_type SWIFT_Q4_NF4/FP4 (kernels/quant4.h),
+     * bnb_dq bnb_4bit_use_double_quant. The decoder
+     * linears are loaded as stored (4-bit codes or int8 rows, frozen; lib/model/bnb.c). */
+    int bnb_bits, bnb_type, bnb_dq;
     /* reward models: architectures *ForSequenceClassification (a score head, "score.weight"
      * (1, hidden)); the padding token the score skips (pad_token_id, else eos_token_id, else
      * -1); initializer_range (default 0.02) */

@@ -222,6 +222,15 @@ static int load_model(struct run *r)
     r->m.act_ckpt = o->gradient_checkpointing;
     if (o->quant_bits && quantize_base(r) < 0)
         return -1;
+    if (r->m.cfg.bnb_bits) /* a bitsandbytes directory: its linears loaded as stored */
+        swift_info("%d-bit base as saved by bitsandbytes (%s%s): %zu linear weights in %zu bytes",
+                   r->m.cfg.bnb_bits,
+                   r->m.cfg.bnb_bits == 8              ? "int8"
+                   : r->m.cfg.bnb_type == SWIFT_Q4_FP4 ? "fp4"
+                                                       : "nf4",
+                   r->m.cfg.bnb_bits == 4 && r->m.cfg.bnb_dq ? ", double quant" : "",
+                   r->m.q4_numel,
+                   r->m.q4_bytes);
     /* memory(GiB) is the peak from here: the float copy QLoRA quantized from is gone */
     swift_mem_reset_peak();
     if (o->tuner == SWIFT_TUNER_LORA) {
