@@ -107,3 +107,11 @@ edited() {
     [ "$status" -eq 1 ]
     [[ "${lines[0]}" == "swift-train: the model is already saved in bitsandbytes' 8-bit layout: it loads as stored, without --quant-bits" ]]
 }
+
+@test "swift-export --merge-lora onto a bitsandbytes directory is refused with a hint (exit 1)" {
+    "$T" --model $F/nf4-dq -o "$W/r" --max-steps 2 --save-steps 2 -j 1 $S >/dev/null 2>&1
+    run "$SWIFT_BIN/swift-export" $F/nf4-dq --merge-lora "$W/r/checkpoint-2" -o "$W/m"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "swift-export: $F/nf4-dq/config.json: saved by bitsandbytes (4-bit or int8 linears): export from the float model (with --merge-lora DIR --qlora nf4|fp4|int8 for an adapter trained on it)" ]]
+    [ ! -e "$W/m" ]
+}
