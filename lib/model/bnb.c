@@ -40,6 +40,14 @@ static const struct swift_st_tensor *need(const struct swift_st_set *set,
         swift_error("%s: missing tensor '%s' (bitsandbytes layout)", where->path, nm);
         return NULL;
     }
+    if (t->dtype != dt && numel == ANY) {
+        swift_error("%s: tensor '%s' is %s, expected %s",
+                    t->path,
+                    nm,
+                    swift_dtype_name(t->dtype),
+                    swift_dtype_name(dt));
+        return NULL;
+    }
     if (t->dtype != dt || (numel != ANY && t->numel != numel)) {
         swift_error("%s: tensor '%s' is %s with %llu elements, expected %s with %llu",
                     t->path,
