@@ -36,11 +36,12 @@ static const struct swift_option options[] = {
                    "also write NAME.Modelfile for ollama next to NAME.gguf"),
     SWIFT_OPT_PATH(0, "merge-lora", F(o.merge_lora), "ADAPTER_DIR",
                    "merge this PEFT LoRA adapter into the base first", .aliases = "adapters"),
-    SWIFT_OPT_STRING(0, "qlora", F(o.qlora), "nf4|fp4",
-                     "--merge-lora: the adapter was trained on a 4-bit base (swift-train "
-                     "--quant-bits 4 --quant-type TYPE): merge onto its dequantized linears",
-                     .choices = SWIFT_CHOICES({"nf4", 0}, {"fp4", 0}),
-                     .error = "--qlora must be nf4 or fp4, not '{arg}'"),
+    SWIFT_OPT_STRING(0, "qlora", F(o.qlora), "nf4|fp4|int8",
+                     "--merge-lora: the adapter was trained on a quantized base (swift-train "
+                     "--quant-bits 4 --quant-type TYPE, or --quant-bits 8: int8): merge onto its "
+                     "dequantized linears",
+                     .choices = SWIFT_CHOICES({"nf4", 0}, {"fp4", 0}, {"int8", 0}),
+                     .error = "--qlora must be nf4, fp4 or int8, not '{arg}'"),
     SWIFT_OPT_FLAG(0, "qlora-double-quant", F(o.qlora_double_quant),
                    "--qlora: the training used --double-quant"),
     SWIFT_OPT_SIZE(0, "max-shard-size", F(o.max_shard_size), 1024, "SIZE",
@@ -111,7 +112,7 @@ static int check(const struct cli *c, int noperands)
         return swift_usage("--calib is only read by --method gptq");
     if ((c->o.qlora || c->o.qlora_double_quant) && !c->o.merge_lora)
         return swift_usage("--qlora and --qlora-double-quant describe the base of --merge-lora");
-    if (c->o.qlora_double_quant && !c->o.qlora)
+    if (c->o.qlora_double_quant && (!c->o.qlora || !strcmp(c->o.qlora, "int8")))
         return swift_usage("--qlora-double-quant goes with --qlora nf4|fp4");
     return -1;
 }

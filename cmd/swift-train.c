@@ -175,10 +175,11 @@ static const struct swift_option opts[] = {
                      "q_proj,v_proj,..."),
     /* QLoRA (docs/train.md "QLoRA"): ms-swift's --quant_method bnb --quant_bits 4
      * --bnb_4bit_quant_type nf4 --bnb_4bit_use_double_quant true */
-    SWIFT_OPT_ENUM(0, "quant-bits", F(o.quant_bits), SWIFT_CHOICES({"4", 4}), "4",
-                   "QLoRA: store the frozen base linears in 4 bits, bitsandbytes' layout, LoRA "
-                   "on top (needs --tuner lora; CPU)",
-                   .error = "--quant-bits: '{arg}' is not 4 (8-bit bases are not supported)"),
+    SWIFT_OPT_ENUM(0, "quant-bits", F(o.quant_bits), SWIFT_CHOICES({"4", 4}, {"8", 8}), "4|8",
+                   "QLoRA: store the frozen base linears in 4 bits (nf4/fp4 blocks) or 8 (int8 "
+                   "rows, LLM.int8's weights), bitsandbytes' layouts, LoRA on top (needs --tuner "
+                   "lora; CPU)",
+                   .error = "--quant-bits: '{arg}' is not 4 or 8"),
     SWIFT_OPT_ENUM(0, "quant-type", F(o.quant_type),
                    SWIFT_CHOICES({"nf4", SWIFT_Q4_NF4}, {"fp4", SWIFT_Q4_FP4}), "nf4|fp4",
                    "--quant-bits 4: the 4-bit code (default nf4)", .aliases = "bnb_4bit_quant_type",
@@ -382,7 +383,8 @@ static int init_model(const struct cli *c, int noperands)
     return swift_close_stdout(rc < 0 ? SWIFT_EXIT_FAIL : 0);
 }
 
-/* --quant-bits 4 trains LoRA on a frozen base; its companions need it. 0 or the usage exit. */
+/* --quant-bits 4|8 trains LoRA on a frozen base; its companions need it (--quant-type and
+ * --double-quant: 4 bits only). 0 or the usage exit. */
 static int check_quant(struct cli *c)
 {
     struct swift_train_opts *o = &c->o;
@@ -392,6 +394,9 @@ static int check_quant(struct cli *c)
     if (o->quant_bits && o->tuner != SWIFT_TUNER_LORA)
         return swift_usage("--quant-bits %d freezes the base: it needs --tuner lora (QLoRA)",
                            o->quant_bits);
+    if (o->quant_bits == 8 && (o->quant_type >= 0 || o->double_quant > 0))
+        return swift_usage("--quant-type and --double-quant describe 4-bit bases, not "
+                           "--quant-bits 8");
     o->quant_type = o->quant_type < 0 ? SWIFT_Q4_NF4 : o->quant_type;
     o->double_quant = o->double_quant > 0;
     return 0;
@@ -447,8 +452,9 @@ int main(int argc, char **argv)
     if (c.o.lora_dora && c.o.tuner != SWIFT_TUNER_LORA)
         return swift_usage("--lora-dora needs --tuner lora");
     if (c.o.lora_dora && c.o.quant_bits)
-        return swift_usage("--lora-dora and --quant-bits 4 are not combined (DoRA's norm needs "
-                           "the base's float weights)");
+        return swift_usage("--lora-dora and --quant-bits %d are not combined (DoRA's norm needs "
+                           "the base's float weights)",
+                           c.o.quant_bits);
     if (c.o.rlhf && strcmp(c.o.rlhf, "dpo") && strcmp(c.o.rlhf, "orpo") &&
         strcmp(c.o.rlhf, "simpo") && strcmp(c.o.rlhf, "cpo") && strcmp(c.o.rlhf, "kto") &&
         strcmp(c.o.rlhf, "rm") && strcmp(c.o.rlhf, "grpo"))

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "kernels/quant4.h"
+#include "kernels/quant8.h"
 
 struct swift_ops {
     const char *name; /* "cpu" */
@@ -159,6 +160,14 @@ struct swift_ops {
     void (*matmul4_fwd)(float *out, const float *in, const struct swift_q4 *w, const float *bias,
                         int N, int In, int O, float beta);
     void (*matmul4_bwd)(float *din, const float *dout, const struct swift_q4 *w, int N, int In,
+                        int O, float din_beta);
+    /* --quant-bits 8's frozen base (appended after matmul4): w is an int8 weight (O,I) with one
+     * absmax per row, bitsandbytes' Int8Params layout (kernels/quant8.h; the struct in host
+     * memory, its arrays backend memory), dequantized a block of rows at a time, never whole;
+     * the same contract as matmul4_fwd/bwd. NULL on a backend without them. */
+    void (*matmul8_fwd)(float *out, const float *in, const struct swift_q8 *w, const float *bias,
+                        int N, int In, int O, float beta);
+    void (*matmul8_bwd)(float *din, const float *dout, const struct swift_q8 *w, int N, int In,
                         int O, float din_beta);
 };
 

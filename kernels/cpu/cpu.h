@@ -58,4 +58,11 @@ void swift_cpu_matmul4_fwd(float *out, const float *in, const struct swift_q4 *w
 void swift_cpu_matmul4_bwd(float *din, const float *dout, const struct swift_q4 *w, int N, int I,
                            int O, float din_beta);
 
+/* quant8.c: the fused 8-bit dequant-matmul (kernels/quant8.h) */
+struct swift_q8;
+void swift_cpu_matmul8_fwd(float *out, const float *in, const struct swift_q8 *w, const float *bias,
+                           int N, int I, int O, float beta);
+void swift_cpu_matmul8_bwd(float *din, const float *dout, const struct swift_q8 *w, int N, int I,
+                           int O, float din_beta);
+
 #endif

@@ -81,4 +81,6 @@ const struct swift_ops swift_cpu_ops = {
     .adamw8bit = swift_cpu_adamw8bit,
     .matmul4_fwd = swift_cpu_matmul4_fwd,
     .matmul4_bwd = swift_cpu_matmul4_bwd,
+    .matmul8_fwd = swift_cpu_matmul8_fwd,
+    .matmul8_bwd = swift_cpu_matmul8_bwd,
 };

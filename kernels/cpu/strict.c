@@ -279,6 +279,14 @@ WRAP(matmul4_bwd,
      (float *din, const float *dout, const struct swift_q4 *w, int N, int In, int O,
       float din_beta),
      (din, dout, w, N, In, O, din_beta))
+WRAP(matmul8_fwd,
+     (float *out, const float *in, const struct swift_q8 *w, const float *bias, int N, int In,
+      int O, float beta),
+     (out, in, w, bias, N, In, O, beta))
+WRAP(matmul8_bwd,
+     (float *din, const float *dout, const struct swift_q8 *w, int N, int In, int O,
+      float din_beta),
+     (din, dout, w, N, In, O, din_beta))
 
 static double st_sumsq(const float *x, size_t n)
 {
@@ -323,4 +331,6 @@ const struct swift_ops swift_cpu_strict_ops = {
     .adamw8bit = st_adamw8bit,
     .matmul4_fwd = st_matmul4_fwd,
     .matmul4_bwd = st_matmul4_bwd,
+    .matmul8_fwd = st_matmul8_fwd,
+    .matmul8_bwd = st_matmul8_bwd,
 };

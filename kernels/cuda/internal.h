@@ -165,5 +165,9 @@ void swift_cuda_matmul4_fwd(float *out, const float *in, const struct swift_q4 *
                             const float *bias, int N, int In, int O, float beta);
 void swift_cuda_matmul4_bwd(float *din, const float *dout, const struct swift_q4 *w, int N, int In,
                             int O, float din_beta);
+void swift_cuda_matmul8_fwd(float *out, const float *in, const struct swift_q8 *w,
+                            const float *bias, int N, int In, int O, float beta);
+void swift_cuda_matmul8_bwd(float *din, const float *dout, const struct swift_q8 *w, int N, int In,
+                            int O, float din_beta);
 
 #endif

@@ -280,4 +280,6 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     /* QLoRA's 4-bit base (kernels/cuda/quant4.cu) */
     swift_cuda_matmul4_fwd,
     swift_cuda_matmul4_bwd,
+    swift_cuda_matmul8_fwd, /* --quant-bits 8 (compile-checked; not yet run on a GPU) */
+    swift_cuda_matmul8_bwd,
 };

@@ -36,6 +36,12 @@ static void dora_fold(struct swift_model *m, struct swift_linear *L)
 int swift_kv_merge_adapters(struct swift_model *m)
 {
     for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++)
+            if (m->layers[l].lin[k].lora && !m->layers[l].lin[k].w)
+                return swift_error("--merge-adapters: %s is quantized (4 or 8 bits): the adapters "
+                                   "run aside instead (drop --merge-adapters)",
+                                   m->layers[l].lin[k].name);
+    for (int l = 0; l < m->cfg.num_layers; l++)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             struct swift_linear *L = &m->layers[l].lin[k];
             if (!L->lora)

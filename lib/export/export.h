@@ -29,9 +29,9 @@ struct swift_export_opts {
     const char *dtype;       /* gguf: f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k; hf: bf16|fp16|fp32 */
     int to_ollama;           /* also write NAME.Modelfile next to NAME.gguf */
     const char *merge_lora;  /* PEFT adapter directory to merge before writing */
-    const char *qlora;       /* "nf4"/"fp4": merge_lora was trained on a 4-bit base (swift-train
-                              * --quant-bits 4): the base's linears are round-tripped through
-                              * that format first; NULL: the float base */
+    const char *qlora;       /* "nf4"/"fp4"/"int8": merge_lora was trained on a 4-bit or 8-bit
+                              * base (swift-train --quant-bits 4|8): the base's linears are
+                              * round-tripped through that format first; NULL: the float base */
     int qlora_double_quant;  /* with qlora: the training's --double-quant */
     uint64_t max_shard_size; /* hf: bytes per safetensors shard (0: 5 GiB) */
     const char *quant;       /* int8|int4 weight-only quantization (NULL: none) */

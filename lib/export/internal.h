@@ -75,10 +75,11 @@ void swift_export_summary(json_t *rec);
 json_t *swift_json_load(const char *path);
 
 /* --qlora (qlora.c): 1 when tensor `name` is a decoder linear's weight that swift-train
- * --quant-bits 4 kept in 4 bits; then round_trip replaces its n floats w by their 4-bit
- * quantization (o->qlora "nf4"/"fp4", o->qlora_double_quant) dequantized. 0 or -1 (reported). */
+ * --quant-bits 4|8 kept in 4 or 8 bits; then round_trip replaces its rows*cols floats w by their
+ * quantization (o->qlora "nf4"/"fp4" with o->qlora_double_quant, or "int8") dequantized. 0 or
+ * -1 (reported). */
 int swift_export_qlora_applies(const struct swift_export_opts *o, const char *name);
 int swift_export_qlora_round_trip(const struct swift_export_opts *o, const char *name, float *w,
-                                  size_t n);
+                                  int64_t rows, int64_t cols);
 
 #endif

@@ -215,7 +215,7 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
                                  SWIFT_TARG_I("bytes", t->end - t->begin)};
         swift_trace_span("export", "read", ts0, ts1, a, 2);
     }
-    if (q4 && swift_export_qlora_round_trip(j->o, t->name, w, t->numel) < 0)
+    if (q4 && swift_export_qlora_round_trip(j->o, t->name, w, t->shape[0], t->shape[1]) < 0)
         return -1;
     if (lp && merge_pair(j, t, lp, w) < 0)
         return -1;
@@ -354,6 +354,15 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
     double t0 = now_s();
     if (swift_hparams_load(&j.hp, o->model_dir) < 0)
         return -1;
+    json_t *qm =
+        json_object_get(json_object_get(j.hp.config, "quantization_config"), "quant_method");
+    if (json_is_string(qm) && !strcmp(json_string_value(qm), "bitsandbytes")) {
+        swift_hparams_release(&j.hp);
+        return swift_error("%s/config.json: saved by bitsandbytes (4-bit or int8 linears): "
+                           "export from the float model (with --merge-lora DIR --qlora "
+                           "nf4|fp4|int8 for an adapter trained on it)",
+                           o->model_dir);
+    }
     /* Without --merge-lora this is a plain conversion: dtype, shards, side files. */
     int rc = -1;
     if ((!o->merge_lora || (swift_adapter_open(&j.ad, o->merge_lora) == 0 && no_score(&j.ad))) &&

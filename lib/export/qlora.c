@@ -1,9 +1,11 @@
-/* export qlora — swift-export --merge-lora --qlora nf4|fp4: an adapter trained by swift-train
- * --quant-bits 4 saw the base's linears through bitsandbytes' 4-bit round trip, so the merge
- * starts from those dequantized weights (kernels/quant4.h, the same code as training's). */
+/* export qlora — swift-export --merge-lora --qlora nf4|fp4|int8: an adapter trained by
+ * swift-train --quant-bits 4|8 saw the base's linears through bitsandbytes' 4-bit (or int8 row)
+ * round trip, so the merge starts from those dequantized weights (kernels/quant4.h,
+ * kernels/quant8.h: the same code as training's). */
 #include "lib/export/internal.h"
 #include "lib/export/export.h"
 #include "kernels/quant4.h"
+#include "kernels/quant8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +36,30 @@ int swift_export_qlora_applies(const struct swift_export_opts *o, const char *na
     return 0;
 }
 
-int swift_export_qlora_round_trip(const struct swift_export_opts *o, const char *name, float *w,
-                                  size_t n)
+static int round_trip8(const char *name, float *w, int64_t rows, int64_t cols)
 {
+    struct swift_q8 q = {.rows = (int)rows, .cols = (int)cols};
+    q.cb = malloc((size_t)(rows * cols) + 1);
+    q.scb = malloc((size_t)rows * sizeof(float) + 1);
+    int rc = -1;
+    if (q.cb && q.scb) {
+        swift_q8_quantize(&q, w);
+        swift_q8_dequant(&q, 0, q.rows, w);
+        rc = 0;
+    } else {
+        swift_error("%s: out of memory for its 8-bit round trip", name);
+    }
+    free(q.cb);
+    free(q.scb);
+    return rc;
+}
+
+int swift_export_qlora_round_trip(const struct swift_export_opts *o, const char *name, float *w,
+                                  int64_t rows, int64_t cols)
+{
+    if (!strcmp(o->qlora, "int8"))
+        return round_trip8(name, w, rows, cols);
+    size_t n = (size_t)(rows * cols);
     size_t nb = swift_q4_nblocks(n);
     struct swift_q4 q = {.type = strcmp(o->qlora, "fp4") ? SWIFT_Q4_NF4 : SWIFT_Q4_FP4,
                          .dq = o->qlora_double_quant,

@@ -49,6 +49,8 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
         dora_bwd(m, L, dx, dx_beta, dout, x, N);
     else if (L->q4) /* QLoRA: a frozen 4-bit base, the input gradient only */
         ops->matmul4_bwd(dx, dout, L->q4, N, L->in, L->out, dx_beta);
+    else if (L->q8) /* --quant-bits 8: a frozen int8 base, the input gradient only */
+        ops->matmul8_bwd(dx, dout, L->q8, N, L->in, L->out, dx_beta);
     else
         ops->matmul_bwd(dx, L->gw, L->gb, dout, x, L->w, N, L->in, L->out, 1.0f, dx_beta);
     if (ad && !ad->mag) {

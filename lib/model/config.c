@@ -109,18 +109,54 @@ static int parse_rope(struct swift_model_config *c, json_t *root, const char *pa
     return 0;
 }
 
-/* a GPTQ checkpoint (swift-export --quant, auto-gptq, GPTQModel): dequantized on load */
+/* A model saved by transformers with bitsandbytes (load_in_4bit / load_in_8bit): its linears
+ * are loaded as they are stored (lib/model/bnb.c). 0 or -1 (reported). */
+static int parse_bnb(struct swift_model_config *c, json_t *qc, const char *path)
+{
+    int b4 = json_is_true(json_object_get(qc, "load_in_4bit"));
+    int b8 = json_is_true(json_object_get(qc, "load_in_8bit"));
+    if (b4 == b8)
+        return swift_error_at(path,
+                              0,
+                              "quantization_config: bitsandbytes needs load_in_4bit or "
+                              "load_in_8bit true (not %s)",
+                              b4 ? "both" : "neither");
+    c->bnb_bits = b4 ? 4 : 8;
+    if (b8)
+        return 0;
+    const char *t = json_string_value(json_object_get(qc, "bnb_4bit_quant_type"));
+    if (!t || (strcmp(t, "nf4") && strcmp(t, "fp4")))
+        return swift_error_at(path,
+                              0,
+                              "quantization_config: bnb_4bit_quant_type '%s' is not nf4 or fp4",
+                              t ? t : "?");
+    const char *st = json_string_value(json_object_get(qc, "bnb_4bit_quant_storage"));
+    if (st && strcmp(st, "uint8"))
+        return swift_error_at(
+            path,
+            0,
+            "quantization_config: bnb_4bit_quant_storage '%s' is not supported (uint8 is)",
+            st);
+    c->bnb_type = strcmp(t, "fp4") ? SWIFT_Q4_NF4 : SWIFT_Q4_FP4;
+    c->bnb_dq = json_is_true(json_object_get(qc, "bnb_4bit_use_double_quant"));
+    return 0;
+}
+
+/* a GPTQ checkpoint (swift-export --quant, auto-gptq, GPTQModel): dequantized on load; a
+ * bitsandbytes one: parse_bnb */
 static int parse_gptq(struct swift_model_config *c, json_t *root, const char *path)
 {
     json_t *qc = json_object_get(root, "quantization_config");
     if (qc && !json_is_null(qc)) {
         const char *qm = json_string_value(json_object_get(qc, "quant_method"));
         const char *cf = json_string_value(json_object_get(qc, "checkpoint_format"));
+        if (qm && !strcmp(qm, "bitsandbytes"))
+            return parse_bnb(c, qc, path);
         if (!qm || strcmp(qm, "gptq"))
             return swift_error_at(path,
                                   0,
                                   "quantization_config: quant_method '%s' is not supported "
-                                  "(gptq is)",
+                                  "(gptq and bitsandbytes are)",
                                   qm ? qm : "?");
         if (cf && strcmp(cf, "gptq") && strcmp(cf, "gptq_v2"))
             return swift_error_at(

@@ -115,6 +115,8 @@ static void lin_fwd(struct swift_model *m, const struct layer_ctx *cx, int l, in
         dora_fwd(m, cx, l, k, out, x, beta);
     else if (L->q4) /* QLoRA: the 4-bit base, dequantized tile by tile inside the op */
         ops->matmul4_fwd(out, x, L->q4, L->b, N, L->in, L->out, beta);
+    else if (L->q8) /* --quant-bits 8: the int8 base, dequantized tile by tile inside the op */
+        ops->matmul8_fwd(out, x, L->q8, L->b, N, L->in, L->out, beta);
     else
         ops->matmul_fwd(out, x, L->w, L->b, N, L->in, L->out, 1.0f, beta);
     if (ad && !ad->mag) {

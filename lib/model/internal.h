@@ -66,8 +66,23 @@ void swift_model_backward_from_lnf(struct swift_model *m, const struct swift_bat
  * floats; allocated on first use, freed with the activations. NULL: out of memory (reported). */
 float *swift_model_acts_lsum(struct swift_model *m);
 
-/* Free the 4-bit base linears (quant4.c). */
+/* Free the 4-bit and 8-bit base linears (quant4.c). */
 void swift_model_q4_free(struct swift_model *m);
+/* A 4-bit (8-bit) weight h in host memory copied into a new struct whose arrays are backend
+ * memory (SWIFT_MEM_PARAMS); NULL: out of memory (reported with `name`). quant4.c. */
+struct swift_q4 *swift_model_q4_upload(struct swift_model *m, const struct swift_q4 *h,
+                                       const char *name);
+struct swift_q8 *swift_model_q8_upload(struct swift_model *m, const struct swift_q8 *h,
+                                       const char *name);
+/* After the linears got their q4/q8: the base parameters repacked without those linears' float
+ * weights, whose w become NULL. 0 or -1 (reported). quant4.c. */
+int swift_model_q_drop_float(struct swift_model *m);
+/* A bitsandbytes directory (m->cfg.bnb_bits, bnb.c): linear L's weight, stored as `wname` in
+ * set, loaded as stored into L->q4 or L->q8 (codes copied, tables and shapes checked). 0 or -1
+ * (reported with the file and tensor). */
+struct swift_st_set;
+int swift_model_bnb_linear(struct swift_model *m, struct swift_linear *L, const char *wname,
+                           const struct swift_st_set *set);
 
 /* Free the activations (acts.c); the model's adapters forget their activation pointers. */
 void swift_model_acts_free(struct swift_model *m);

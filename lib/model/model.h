@@ -51,6 +51,11 @@ struct swift_model_config {
     int rope_original_max;
     int qkv_bias, o_bias, mlp_bias, qk_norm, tie_embeddings;
     int gptq; /* quantization_config gptq: 1 (zeros stored minus one), 2 (gptq_v2); 0: none */
+    /* quantization_config bitsandbytes (transformers' save_pretrained of a load_in_4bit or
+     * load_in_8bit model): bnb_bits 4 or 8 (0: none), bnb_type SWIFT_Q4_NF4/FP4 (kernels/quant4.h),
+     * bnb_dq bnb_4bit_use_double_quant. The decoder
+     * linears are loaded as stored (4-bit codes or int8 rows, frozen; lib/model/bnb.c). */
+    int bnb_bits, bnb_type, bnb_dq;
     /* reward models: architectures *ForSequenceClassification (a score head, "score.weight"
      * (1, hidden)); the padding token the score skips (pad_token_id, else eos_token_id, else
      * -1); initializer_range (default 0.02) */
@@ -88,11 +93,14 @@ struct swift_lora_ad {
 };
 
 struct swift_q4;
+struct swift_q8;
 struct swift_linear {
     int in, out;
     float *w, *b;               /* (out,in), (out) or NULL */
     struct swift_q4 *q4;        /* QLoRA: the frozen base in 4 bits (kernels/quant4.h; its arrays
                                  * backend memory), w NULL; NULL: w holds the weight */
+    struct swift_q8 *q8;        /* --quant-bits 8: the frozen base in int8 rows (kernels/quant8.h),
+                                 * w NULL; NULL: w or q4 holds the weight */
     float *gw, *gb;             /* NULL when frozen */
     struct swift_lora_ad *lora; /* NULL when none */
     const char *name;           /* "model.layers.3.self_attn.q_proj" (owned by the model) */
@@ -168,7 +176,8 @@ struct swift_model {
     /* activations */
     struct swift_model_acts *acts;
     int capB, capT;
-    /* QLoRA (swift_model_quantize4): the 4-bit base linears' weights and the bytes they take */
+    /* QLoRA (swift_model_quantize4/8): the 4- or 8-bit base linears' weights and the bytes they
+     * take */
     size_t q4_numel, q4_bytes;
     /* per-op spans with shapes and FLOPs when the trace detail flag is on (--profile) */
     double step_flops; /* forward+backward FLOPs of the last step (matmuls+attention) */
@@ -283,6 +292,10 @@ double swift_model_flops_per_token(const struct swift_model *m, int T);
  * q4_bytes. Returns 0, or -1 (reported: trainable base, a backend without the 4-bit ops, out of
  * memory). */
 int swift_model_quantize4(struct swift_model *m, int type, int dq);
+/* --quant-bits 8: the same with bitsandbytes' 8-bit Int8Params layout (kernels/quant8.h: int8
+ * codes, one absmax per output row; LLM.int8's weight format without its outlier decomposition),
+ * run by matmul8_fwd/bwd. Sets q4_numel and q4_bytes (codes + scales). 0 or -1 (reported). */
+int swift_model_quantize8(struct swift_model *m);
 
 /* Write DIR/config.json (source config with dtype updated) and DIR/model.safetensors in the
  * config's dtype; `dir` must exist. Returns 0 or -1. */

@@ -160,6 +160,16 @@ struct swift_param *swift_model_param(struct swift_model *m, const char *name)
 
 static float randn(uint64_t *s);
 
+/* The decoder linear whose weight is w, or NULL. */
+static struct swift_linear *linear_of(struct swift_model *m, const float *w)
+{
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++)
+            if (m->layers[l].lin[k].w == w)
+                return &m->layers[l].lin[k];
+    return NULL;
+}
+
 static int load(struct swift_model *m, const char *dir, const struct swift_ops *ops, int frozen,
                 int score, uint64_t seed)
 {
@@ -171,6 +181,11 @@ static int load(struct swift_model *m, const char *dir, const struct swift_ops *
     if (rc < 0)
         return -1;
     m->cfg.score |= score;
+    if (m->cfg.bnb_bits && !frozen)
+        return swift_error("%s: saved in bitsandbytes' %d-bit layout: its base is frozen (train "
+                           "LoRA on it: --tuner lora)",
+                           dir,
+                           m->cfg.bnb_bits);
     if (alloc_params(m, !frozen) < 0) {
         swift_model_free(m);
         return -1;
@@ -188,6 +203,12 @@ static int load(struct swift_model *m, const char *dir, const struct swift_ops *
     float *host = swift_xmalloc(maxn * sizeof(float));
     for (int i = 0; i < m->np; i++) {
         struct swift_param *p = &m->p[i];
+        struct swift_linear *lin = m->cfg.bnb_bits && p->ndim == 2 ? linear_of(m, p->w) : NULL;
+        if (lin) { /* bitsandbytes: loaded as stored (bnb.c) */
+            if (swift_model_bnb_linear(m, lin, p->name, &set) < 0)
+                goto fail;
+            continue;
+        }
         const struct swift_st_tensor *t = swift_st_set_find(&set, p->name);
         if (!t && m->cfg.gptq && p->ndim == 2) {
             if (swift_gptq_dequant_set(
@@ -217,6 +238,10 @@ static int load(struct swift_model *m, const char *dir, const struct swift_ops *
     }
     free(host);
     swift_st_set_close(&set);
+    if (m->cfg.bnb_bits && swift_model_q_drop_float(m) < 0) {
+        swift_model_free(m);
+        return -1;
+    }
     return 0;
 fail:
     free(host);

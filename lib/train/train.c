@@ -178,14 +178,26 @@ static void catch_stop_signals(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
-/* QLoRA: the frozen base linears to 4 bits before the adapters go on; one line on stderr with
- * what the base now takes against its bf16 size. */
+/* QLoRA: the frozen base linears to 4 (or 8) bits before the adapters go on; one line on stderr
+ * with what the base now takes against its bf16 size. */
 static int quantize_base(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
+    double bf16;
+    if (o->quant_bits == 8) {
+        if (swift_model_quantize8(&r->m) < 0)
+            return -1;
+        bf16 = 2.0 * (double)r->m.q4_numel;
+        swift_info("8-bit base (int8, absmax per row): %zu linear weights in %zu bytes, %.3f x "
+                   "their bf16 size",
+                   r->m.q4_numel,
+                   r->m.q4_bytes,
+                   bf16 > 0 ? (double)r->m.q4_bytes / bf16 : 0.0);
+        return 0;
+    }
     if (swift_model_quantize4(&r->m, o->quant_type, o->double_quant) < 0)
         return -1;
-    double bf16 = 2.0 * (double)r->m.q4_numel;
+    bf16 = 2.0 * (double)r->m.q4_numel;
     swift_info("4-bit base (%s%s): %zu linear weights in %zu bytes, %.3f x their bf16 size",
                o->quant_type == SWIFT_Q4_FP4 ? "fp4" : "nf4",
                o->double_quant ? ", double quant" : "",
@@ -208,8 +220,17 @@ static int load_model(struct run *r)
              : swift_model_load(&r->m, wdir, r->be.ops, frozen)) < 0)
         return -1;
     r->m.act_ckpt = o->gradient_checkpointing;
-    if (o->quant_bits == 4 && quantize_base(r) < 0)
+    if (o->quant_bits && quantize_base(r) < 0)
         return -1;
+    if (r->m.cfg.bnb_bits) /* a bitsandbytes directory: its linears loaded as stored */
+        swift_info("%d-bit base as saved by bitsandbytes (%s%s): %zu linear weights in %zu bytes",
+                   r->m.cfg.bnb_bits,
+                   r->m.cfg.bnb_bits == 8              ? "int8"
+                   : r->m.cfg.bnb_type == SWIFT_Q4_FP4 ? "fp4"
+                                                       : "nf4",
+                   r->m.cfg.bnb_bits == 4 && r->m.cfg.bnb_dq ? ", double quant" : "",
+                   r->m.q4_numel,
+                   r->m.q4_bytes);
     /* memory(GiB) is the peak from here: the float copy QLoRA quantized from is gone */
     swift_mem_reset_peak();
     if (o->tuner == SWIFT_TUNER_LORA) {

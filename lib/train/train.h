@@ -69,7 +69,8 @@ struct swift_train_opts {
     const char *target_modules;
     /* QLoRA (docs/train.md): quant_bits 4 stores the frozen base linears in bitsandbytes' 4-bit
      * format (quant_type SWIFT_Q4_NF4 or SWIFT_Q4_FP4 of kernels/quant4.h, double_quant: the
-     * absmax in 8 bits); 0: float32 base. Needs tuner LoRA. */
+     * absmax in 8 bits); 8: bitsandbytes' int8 rows (kernels/quant8.h, quant_type and
+     * double_quant unused); 0: float32 base. Needs tuner LoRA. */
     int quant_bits, quant_type, double_quant;
     double learning_rate; /* <0: 1e-4 for LoRA, 1e-5 full (ms-swift) */
     double weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm;

@@ -70,9 +70,9 @@ eval_loss() { # the n-th eval_loss of a capture (1 or $)
     run "$T" --model $M -o "$W/r" --quant-bits 4 --tuner full $D
     [ "$status" -eq 2 ]
     [[ "${lines[0]}" == "swift-train: --quant-bits 4 freezes the base: it needs --tuner lora (QLoRA)" ]]
-    run "$T" --model $M -o "$W/r" --quant-bits 8 $D
+    run "$T" --model $M -o "$W/r" --quant-bits 3 $D
     [ "$status" -eq 2 ]
-    [[ "${lines[0]}" == "swift-train: --quant-bits: '8' is not 4 (8-bit bases are not supported)" ]]
+    [[ "${lines[0]}" == "swift-train: --quant-bits: '3' is not 4 or 8" ]]
     run "$T" --model $M -o "$W/r" --quant-bits 4 --quant-type int4 $D
     [ "$status" -eq 2 ]
     [[ "${lines[0]}" == "swift-train: --quant-type: 'int4' is not nf4 or fp4" ]]
@@ -120,5 +120,85 @@ eval_loss() { # the n-th eval_loss of a capture (1 or $)
     [[ "${lines[0]}" == "swift-export: --qlora and --qlora-double-quant describe the base of --merge-lora" ]]
     run "$X" $M --merge-lora "$W/run/checkpoint-10" --qlora int4 -o "$W/x"
     [ "$status" -eq 2 ]
-    [[ "${lines[0]}" == "swift-export: --qlora must be nf4 or fp4, not 'int4'" ]]
+    [[ "${lines[0]}" == "swift-export: --qlora must be nf4, fp4 or int8, not 'int4'" ]]
+}
+
+# --quant-bits 8: bitsandbytes' Int8Params layout (int8 codes, one absmax per row)
+
+params_bytes() { # memory/params of the first train record, in bytes
+    grep -m1 '"loss"' "$1" | sed 's/.*"memory\/params(GiB)":\([^,]*\),.*/\1/' |
+        awk '{ printf "%.0f\n", $1 * 1073741824 }'
+}
+
+@test "--quant-bits 8: LoRA on an int8 base tracks the float32 base's losses; the base takes int8 codes + a float per row" {
+    args=(--model $M --max-steps 20 --logging-steps 5 --save-steps 20 --eval-steps 20
+        --per-device-train-batch-size 4 --learning-rate 3e-3 --lora-dropout 0 -j 1)
+    "$T" "${args[@]}" -o "$W/q8" --quant-bits 8 $D >"$W/q8.out" 2>"$W/q8.err"
+    "$T" "${args[@]}" -o "$W/fp" $D >"$W/fp.out" 2>/dev/null
+    line=$(grep '^swift-train: 8-bit base (int8, absmax per row): ' "$W/q8.err")
+    echo "# $line" >&3
+    [[ "$line" == *": 18432 linear weights in 20480 bytes, 0.556 x their bf16 size" ]]
+    paste <(losses "$W/q8.out") <(losses "$W/fp.out") >"$W/pairs"
+    echo "# int8 base vs float32 base losses: $(tr '\t\n' '/ ' <"$W/pairs")" >&3
+    [ "$(wc -l <"$W/pairs")" -eq 5 ]
+    # close (int8 rows lose little) but not the same run
+    awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 0.01) bad = 1; if (d > 0) diff = 1 }
+        END { exit bad || !diff }' "$W/pairs"
+    q=$(eval_loss "$W/q8.out" 1)
+    f=$(eval_loss "$W/fp.out" 1)
+    awk -v a="$q" -v b="$f" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }'
+    # memory/params: the float32 linears (18432 x 4 bytes) replaced by 20480 bytes
+    [ $(($(params_bytes "$W/fp.out") - $(params_bytes "$W/q8.out"))) -eq $((18432 * 4 - 20480)) ]
+    [ -f "$W/q8/checkpoint-20/adapter_model.safetensors" ]
+    [ ! -e "$W/q8/checkpoint-20/model.safetensors" ]
+}
+
+@test "--quant-bits 8: resume gives bit-identical losses; the strict backend equals the cpu's" {
+    args=(--model $M --quant-bits 8 --max-steps 8 --logging-steps 1 --save-steps 4
+        --eval-steps 100 --per-device-train-batch-size 2 --gradient-accumulation-steps 2
+        --learning-rate 1e-3 --lora-dropout 0.1 -j 2)
+    "$T" "${args[@]}" -o "$W/a" $D >"$W/a.out" 2>/dev/null
+    "$T" "${args[@]}" -o "$W/b" --resume "$W/a/checkpoint-4" $D >"$W/b.out" 2>/dev/null
+    diff <(losses "$W/a.out" | sed -n 5,8p) <(losses "$W/b.out")
+    [ "$(losses "$W/b.out" | wc -l)" -eq 4 ]
+    SWIFT_CPU_STRICT_HOST=1 "$T" "${args[@]}" -o "$W/c" $D >"$W/c.out" 2>/dev/null
+    diff <(losses "$W/a.out") <(losses "$W/c.out")
+    cmp "$W/a/checkpoint-8/adapter_model.safetensors" "$W/c/checkpoint-8/adapter_model.safetensors"
+}
+
+@test "swift-export --merge-lora --qlora int8 merges onto the dequantized int8 base: the merged model's loss is the run's" {
+    "$T" --model $M -o "$W/run" --quant_bits 8 --max-steps 10 --save-steps 10 --eval-steps 10 \
+        --per-device-train-batch-size 4 --learning-rate 3e-3 --lora-dropout 0 -j 1 $D \
+        >"$W/run.out" 2>/dev/null
+    X="$SWIFT_BIN/swift-export"
+    "$X" $M --merge-lora "$W/run/checkpoint-10" --qlora int8 --dtype fp32 -o "$W/merged" >/dev/null
+    "$X" $M --merge-lora "$W/run/checkpoint-10" --dtype fp32 -o "$W/plain" >/dev/null
+    for m in merged plain; do
+        "$T" --model "$W/$m" -o "$W/e-$m" --max-steps 1 --learning-rate 0 --eval-steps 1 \
+            --save-steps 1 -j 1 $D 2>/dev/null | grep eval_loss |
+            sed 's/.*"eval_loss":\([^,]*\),.*/\1/' >"$W/$m.loss"
+    done
+    ql=$(eval_loss "$W/run.out" '$')
+    echo "# int8-base LoRA eval_loss $ql; merged onto the dequantized base $(cat "$W/merged.loss"); onto the float base $(cat "$W/plain.loss")" >&3
+    awk -v a="$ql" -v b="$(cat "$W/merged.loss")" 'BEGIN { d = a - b; exit !(d < 1e-5 && d > -1e-5) }'
+    awk -v a="$ql" -v b="$(cat "$W/plain.loss")" 'BEGIN { d = a - b; exit !(d > 1e-6 || d < -1e-6) }'
+    run "$X" $M --merge-lora "$W/run/checkpoint-10" --qlora int8 --qlora-double-quant -o "$W/x"
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-export: --qlora-double-quant goes with --qlora nf4|fp4" ]]
+}
+
+@test "--quant-bits 8 usage errors exit 2" {
+    run "$T" --model $M -o "$W/r" --quant-bits 8 --quant-type nf4 $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: --quant-type and --double-quant describe 4-bit bases, not --quant-bits 8" ]]
+    run "$T" --model $M -o "$W/r" --quant-bits 8 --double-quant $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: --quant-type and --double-quant describe 4-bit bases, not --quant-bits 8" ]]
+    run "$T" --model $M -o "$W/r" --quant-bits 8 --tuner full $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: --quant-bits 8 freezes the base: it needs --tuner lora (QLoRA)" ]]
+    run "$T" --model $M -o "$W/r" --quant-bits 8 --lora-dora $D
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-train: --lora-dora and --quant-bits 8 are not combined (DoRA's norm needs the base's float weights)" ]]
+    [ ! -e "$W/r" ]
 }

@@ -2,10 +2,13 @@
  * without double quantization) gives the loss and LoRA gradients of the same model with those
  * linears replaced by their dequantized float32 weights (the fused dequant-matmul against plain
  * sgemm), keeps norms, embeddings and lm_head in float32, and stores its base linears in at most
- * 0.29 of their bf16 bytes. Fixture: tests/fixtures/model/llama with its LoRA adapter. */
+ * 0.29 of their bf16 bytes; the same for --quant-bits 8 (swift_model_quantize8, int8 rows, at
+ * most 0.56 of bf16 on the fixture's narrow rows). Fixture: tests/fixtures/model/llama with its
+ * LoRA adapter. */
 #include "lib/model/model.h"
 #include "kernels/ops.h"
 #include "kernels/quant4.h"
+#include "kernels/quant8.h"
 #include "lib/model/lora.h"
 
 #include <math.h>
@@ -37,22 +40,34 @@ static double step(struct swift_model *m, const struct swift_batch *b)
     return l.sum / (double)l.count;
 }
 
+/* type SWIFT_Q4_NF4/FP4 with dq, or 8: --quant-bits 8 */
 static void check(int type, int dq)
 {
     struct swift_model ref, q;
     load(&ref);
     load(&q);
     size_t before = q.nparams;
-    assert_int_equal(swift_model_quantize4(&q, type, dq), 0);
+    if (type == 8) {
+        assert_int_equal(swift_model_quantize8(&q), 0);
+        assert_true((double)q.q4_bytes <= 0.56 * 2.0 * (double)q.q4_numel);
+    } else {
+        assert_int_equal(swift_model_quantize4(&q, type, dq), 0);
+        assert_true((double)q.q4_bytes <= 0.29 * 2.0 * (double)q.q4_numel);
+    }
     assert_true(q.nparams < before);
-    assert_true((double)q.q4_bytes <= 0.29 * 2.0 * (double)q.q4_numel);
     /* the reference: the same linears, dequantized, in float32 */
     for (int l = 0; l < q.cfg.num_layers; l++)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
             struct swift_linear *L = &q.layers[l].lin[k];
             assert_null(L->w);
-            assert_non_null(L->q4);
-            swift_q4_dequant(L->q4, 0, L->q4->n, ref.layers[l].lin[k].w);
+            if (type == 8) {
+                assert_non_null(L->q8);
+                assert_null(L->q4);
+                swift_q8_dequant(L->q8, 0, L->out, ref.layers[l].lin[k].w);
+            } else {
+                assert_non_null(L->q4);
+                swift_q4_dequant(L->q4, 0, L->q4->n, ref.layers[l].lin[k].w);
+            }
         }
     assert_non_null(swift_model_param(&q, "model.norm.weight"));
     assert_null(swift_model_param(&q, "model.layers.0.mlp.up_proj.weight"));
@@ -101,12 +116,19 @@ static void test_fp4_dq(void **s)
     check(SWIFT_Q4_FP4, 1);
 }
 
+static void test_int8(void **s)
+{
+    (void)s;
+    check(8, 0);
+}
+
 static void test_trainable_base_refused(void **s)
 {
     (void)s;
     struct swift_model m;
     assert_int_equal(swift_model_load(&m, DIR, &swift_cpu_ops, 0), 0);
     assert_int_equal(swift_model_quantize4(&m, SWIFT_Q4_NF4, 1), -1);
+    assert_int_equal(swift_model_quantize8(&m), -1);
     swift_model_free(&m);
 }
 
@@ -122,6 +144,9 @@ static void test_backend_without_matmul4(void **s)
     struct swift_model m;
     assert_int_equal(swift_model_load(&m, DIR, &nogpu, 1), 0);
     assert_int_equal(swift_model_quantize4(&m, SWIFT_Q4_NF4, 1), -1);
+    nogpu.matmul8_fwd = NULL;
+    nogpu.matmul8_bwd = NULL;
+    assert_int_equal(swift_model_quantize8(&m), -1);
     for (int l = 0; l < m.cfg.num_layers; l++)
         assert_non_null(m.layers[l].lin[0].w); /* left as it was */
     swift_model_free(&m);
@@ -133,6 +158,7 @@ int main(void)
         cmocka_unit_test(test_nf4_dq),
         cmocka_unit_test(test_nf4),
         cmocka_unit_test(test_fp4_dq),
+        cmocka_unit_test(test_int8),
         cmocka_unit_test(test_trainable_base_refused),
         cmocka_unit_test(test_backend_without_matmul4),
     };
