@@ -4,6 +4,7 @@
  * blocks and a pool small enough to preempt, n > 1 on a shared prompt, seeded sampling whatever
  * the batch, top-k 1, the penalties against a hand computation, cancellation and leaks. */
 #include "kernels/ops.h"
+#include "lib/core/trace.h"
 #include "lib/infer/engine.h"
 #include "lib/infer/sample.h"
 #include "lib/model/backend.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -377,6 +379,294 @@ static void test_cancel(void **state)
     swift_model_free(&m);
 }
 
+/* A sampled request's tokens and log-probs (seeded) alone, then with others joining mid-run on
+ * a pool that preempts: the same; choice 1 of seed 42 is choice 0 of seed 43. */
+static void sampled(const char *arch, int busy, int n, uint64_t seed, struct out *res)
+{
+    struct ref r;
+    ref_load(&r, arch);
+    struct swift_model m;
+    load_model(&m, arch);
+    struct swift_engine *e = engine(&m, 8, 32, 4, busy ? 14 : 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = 30;
+    s.ignore_eos = 1;
+    s.temperature = 0.9;
+    s.top_p = 0.95;
+    s.top_k = 100;
+    s.min_p = 0.01;
+    s.seed = seed;
+    s.n = n;
+    struct out other[6];
+    memset(other, 0, sizeof(other));
+    memset(res, 0, sizeof(*res));
+    struct swift_sampling so = s;
+    so.n = 1;
+    for (int i = 0; busy && i < 3; i++) { /* three before */
+        so.seed = 100 + (uint64_t)i;
+        add(e, r.prompt[i % r.P], r.plen[i % r.P], &so, &other[i]);
+        swift_engine_step(e);
+    }
+    add(e, r.prompt[r.P - 1], r.plen[r.P - 1], &s, res);
+    for (int i = 3; busy && i < 6; i++) { /* three after */
+        swift_engine_step(e);
+        so.seed = 100 + (uint64_t)i;
+        add(e, r.prompt[i % r.P], r.plen[i % r.P], &so, &other[i]);
+    }
+    run_all(e);
+    struct swift_engine_stats st;
+    swift_engine_stats(e, &st);
+    assert_int_equal(st.blocks_used, 0);
+    if (busy)
+        assert_true(st.preemptions > 0);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+static void test_seeded(void **state)
+{
+    (void)state;
+    const char *archs[] = {"llama", "qwen3"};
+    for (int a = 0; a < 2; a++) {
+        struct out alone, busy, two, next;
+        sampled(archs[a], 0, 1, 42, &alone);
+        sampled(archs[a], 1, 1, 42, &busy);
+        assert_int_equal(alone.n[0], 30);
+        assert_int_equal(busy.n[0], 30);
+        assert_memory_equal(alone.tok[0], busy.tok[0], 30 * 4);
+        /* log-probs: a token's logits come from forwards of other sizes in a busy engine (and
+         * from a prefill chunk after a preemption); OpenBLAS's sgemm may round differently */
+        for (int t = 0; t < 30; t++)
+            assert_true(fabsf(alone.lp[0][t] - busy.lp[0][t]) < 1e-5f);
+        sampled(archs[a], 1, 2, 42, &two);
+        sampled(archs[a], 0, 1, 43, &next);
+        assert_memory_equal(two.tok[0], alone.tok[0], 30 * 4);
+        assert_memory_equal(two.tok[1], next.tok[0], 30 * 4);
+        assert_memory_not_equal(alone.tok[0], next.tok[0], 30 * 4);
+    }
+}
+
+/* top_k 1 at temperature 1 is greedy; the chosen token's log-prob is the best alternative's. */
+static void test_top_k1(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "qwen2");
+    struct swift_model m;
+    load_model(&m, "qwen2");
+    struct swift_engine *e = engine(&m, 8, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = r.G;
+    s.temperature = 1.0;
+    s.top_k = 1;
+    s.seed = 5;
+    s.top_logprobs = 3;
+    struct out o[MAXP];
+    memset(o, 0, sizeof(o));
+    for (int p = 0; p < r.P; p++)
+        add(e, r.prompt[p], r.plen[p], &s, &o[p]);
+    run_all(e);
+    for (int p = 0; p < r.P; p++) {
+        assert_int_equal(o[p].n[0], r.glen[p]);
+        assert_memory_equal(o[p].tok[0], r.greedy[p], (size_t)r.glen[p] * 4);
+        for (int t = 0; t < o[p].n[0]; t++)
+            assert_true(o[p].lp[0][t] <= 0 && o[p].lp[0][t] > -30);
+    }
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+static int32_t g_top[3];
+static float g_toplp[3], g_lp;
+static int g_ntop;
+static int first_event(void *ctx, const struct swift_engine_event *ev)
+{
+    (void)ctx;
+    g_ntop = ev->ntop;
+    for (int i = 0; i < ev->ntop && i < 3; i++) {
+        g_top[i] = ev->top_ids[i];
+        g_toplp[i] = ev->top_logprobs[i];
+    }
+    g_lp = ev->logprob;
+    return 1; /* end it here */
+}
+
+/* logprob and top_logprobs against the cache's logits of the prompt's last token. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    int V = m.cfg.vocab_size, p = 2;
+    struct swift_kv kv;
+    assert_int_equal(swift_kv_init(&kv, &m, 1, 64, 64), 0);
+    int rowof[64] = {0}, want = r.plen[p] - 1;
+    float *lg = malloc((size_t)V * 4);
+    assert_int_equal(swift_kv_forward(&kv, r.prompt[p], rowof, r.plen[p], &want, 1, lg), 0);
+    double mx = lg[0], sum = 0;
+    for (int v = 0; v < V; v++)
+        mx = lg[v] > mx ? lg[v] : mx;
+    for (int v = 0; v < V; v++)
+        sum += exp(lg[v] - mx);
+    struct swift_engine *e = engine(&m, 2, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.top_logprobs = 3;
+    char err[128];
+    assert_true(swift_engine_add(e, r.prompt[p], r.plen[p], &s, first_event, NULL, err, 128) > 0);
+    run_all(e);
+    assert_int_equal(g_ntop, 3);
+    assert_int_equal(g_top[0], r.greedy[p][0]);
+    for (int i = 0; i < 3; i++) {
+        double want_lp = lg[g_top[i]] - mx - log(sum);
+        assert_true(fabs(g_toplp[i] - want_lp) < 1e-5);
+        if (i > 0)
+            assert_true(lg[g_top[i]] <= lg[g_top[i - 1]]);
+    }
+    assert_true(g_lp == g_toplp[0]);
+    free(lg);
+    swift_kv_release(&kv);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+/* The penalties on a hand-computed case: HF's repetition penalty over prompt and output (each
+ * seen token once), OpenAI's presence and frequency over the output. */
+static void test_penalties(void **state)
+{
+    (void)state;
+    struct swift_sampler sp;
+    swift_sampler_init(&sp, 5);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.repetition_penalty = 2.0;
+    s.presence_penalty = 0.5;
+    s.frequency_penalty = 0.25;
+    double x[5] = {2, -1, 0.5, 3, -2};
+    int32_t prompt[3] = {0, 1, 0}, out[3] = {1, 3, 3};
+    swift_sample_penalize(&sp, x, &s, prompt, 3, out, 3);
+    /* 0: 2/2; 1: -1*2 - (0.25*1 + 0.5); 2: unseen; 3: 3/2 - (0.25*2 + 0.5); 4: unseen */
+    double want[5] = {1.0, -2.75, 0.5, 0.5, -2};
+    for (int i = 0; i < 5; i++)
+        assert_true(fabs(x[i] - want[i]) < 1e-12);
+    /* the scratch is clean again: the same call gives the same */
+    double y[5] = {2, -1, 0.5, 3, -2};
+    swift_sample_penalize(&sp, y, &s, prompt, 3, out, 3);
+    assert_memory_equal(x, y, sizeof(x));
+    /* greedy follows the penalized logits: token 3 (3.0) loses to token 0 (2/2 = 1 > 0.5) */
+    float lg[5] = {2, -1, 0.5f, 3, -2};
+    struct swift_pick pk;
+    uint64_t rng[4] = {1, 2, 3, 4};
+    swift_sample_next(&sp, lg, &s, prompt, 3, out, 3, rng, &pk);
+    assert_int_equal(pk.token, 0);
+    s.repetition_penalty = 1;
+    s.presence_penalty = s.frequency_penalty = 0;
+    swift_sample_next(&sp, lg, &s, prompt, 3, out, 3, rng, &pk);
+    assert_int_equal(pk.token, 3);
+    swift_sampler_free(&sp);
+}
+
+/* Finish reasons: a stop id, max_tokens, the callback's stop, an eos unless ignore_eos. */
+static void test_finish(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine *e = engine(&m, 8, 64, 4, 0);
+    int p = 3;
+    struct swift_sampling s = swift_sampling_defaults();
+    struct out o[4];
+    memset(o, 0, sizeof(o));
+    int32_t stop = r.greedy[p][4];
+    int at = 0;
+    while (r.greedy[p][at] != stop)
+        at++;
+    s.max_tokens = r.G;
+    s.stop_ids = &stop;
+    s.nstop_ids = 1;
+    add(e, r.prompt[p], r.plen[p], &s, &o[0]);
+    s.nstop_ids = 0;
+    s.max_tokens = 3;
+    add(e, r.prompt[p], r.plen[p], &s, &o[1]);
+    s.max_tokens = r.G;
+    o[2].stop_after = 2;
+    add(e, r.prompt[p], r.plen[p], &s, &o[2]);
+    run_all(e);
+    assert_int_equal(o[0].n[0], at + 1);
+    assert_int_equal(o[0].fin[0], SWIFT_FINISH_STOP);
+    assert_int_equal(o[1].n[0], 3);
+    assert_int_equal(o[1].fin[0], SWIFT_FINISH_LENGTH);
+    assert_int_equal(o[2].n[0], 2);
+    assert_int_equal(o[2].events, 2);
+    char err[256];
+    s.n = 0; /* refused */
+    assert_int_equal(swift_engine_add(e, r.prompt[p], r.plen[p], &s, on_token, &o[3], err, 256),
+                     -1);
+    assert_non_null(strstr(err, "n"));
+    s.n = 1;
+    assert_int_equal(swift_engine_add(e, r.prompt[p], 0, &s, on_token, &o[3], err, 256), -1);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+/* Traces: a span per step with its batch, the KV blocks counter, a request's three spans. */
+static void test_trace(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_infer_trace_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct swift_trace_config tc = {.stage = "infer", .path = path, .world_size = 1};
+    assert_int_equal(swift_trace_open(&tc), 0);
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine *e = engine(&m, 4, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = 5;
+    s.ignore_eos = 1;
+    struct out o[2];
+    memset(o, 0, sizeof(o));
+    add(e, r.prompt[1], r.plen[1], &s, &o[0]);
+    add(e, r.prompt[2], r.plen[2], &s, &o[1]);
+    run_all(e);
+    swift_engine_free(e);
+    swift_model_free(&m);
+    swift_trace_close();
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    int steps = 0, counters = 0, queued = 0, prefill = 0, decode = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strstr(line, "\"engine_step\"")) {
+            steps++;
+            assert_non_null(strstr(line, "\"cat\":\"infer\""));
+            assert_non_null(strstr(line, "\"blocks_used\""));
+            assert_non_null(strstr(line, "\"prefill_tokens\""));
+            if (steps == 1) /* both prompts in the first forward */
+                assert_non_null(strstr(line, "\"tokens\":17"));
+        }
+        counters += strstr(line, "\"kv_blocks_used\"") != NULL;
+        queued += strstr(line, "\"request_queued\"") != NULL;
+        prefill += strstr(line, "\"request_prefill\"") != NULL;
+        if (strstr(line, "\"request_decode\"")) {
+            decode++;
+            assert_non_null(strstr(line, "\"completion_tokens\":5"));
+        }
+    }
+    fclose(f);
+    unlink(path);
+    assert_int_equal(steps, 5);
+    assert_int_equal(counters, 5);
+    assert_int_equal(queued, 2);
+    assert_int_equal(prefill, 2);
+    assert_int_equal(decode, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +675,12 @@ int main(void)
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_n2),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_seeded),
+        cmocka_unit_test(test_top_k1),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_finish),
+        cmocka_unit_test(test_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
