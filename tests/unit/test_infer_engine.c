@@ -203,9 +203,12 @@ static int on_token(void *ctx, const struct swift_engine_event *ev)
     return 0;
 }
 
+static int unchunked; /* engine(): chunked prefill off */
+
 static struct swift_engine *engine(struct swift_model *m, int seqs, int tokens, int bs, int nb)
 {
     struct swift_engine_opts o = swift_engine_defaults();
+    o.chunked_prefill = !unchunked;
     o.max_num_seqs = seqs;
     o.max_num_batched_tokens = tokens;
     o.block_size = bs;
@@ -249,8 +252,9 @@ static void check_greedy(const char *arch, int seqs, int tokens, int bs, int nb,
     s.max_tokens = r.G;
     struct out o[2 * MAXP];
     memset(o, 0, sizeof(o));
-    int next = 0, total = 2 * r.P;
+    int next = 0, total = 2 * r.P, guard = 0;
     while (next < total || swift_engine_step(e) > 0) {
+        assert_true(++guard < 10000);
         if (next < total) { /* one more request, then a step */
             int p = next % r.P;
             add(e, r.prompt[p], r.plen[p], &s, &o[next]);
@@ -303,6 +307,18 @@ static void test_greedy(void **state)
     assert_true(pre > 0);
     check_greedy("qwen3", 8, 32, 4, 12, &pre);
     assert_true(pre > 0);
+}
+
+/* Chunked prefill off: each prompt in one forward; a preempted sequence's recompute (prompt and
+ * output, more than one forward holds) is chunked all the same, or it would wait forever. */
+static void test_greedy_unchunked(void **state)
+{
+    (void)state;
+    long pre = 0;
+    unchunked = 1;
+    check_greedy("llama", 8, 24, 4, 12, &pre);
+    assert_true(pre > 0);
+    unchunked = 0;
 }
 
 /* n = 2 greedy on one prompt: the prompt is prefilled once, both choices are transformers'. */
@@ -673,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_paged_forward),
         cmocka_unit_test(test_pkv_blocks),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_greedy_unchunked),
         cmocka_unit_test(test_n2),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_seeded),
