@@ -5,6 +5,7 @@
  * the batch, top-k 1, the penalties against a hand computation, cancellation and leaks. */
 #include "kernels/ops.h"
 #include "lib/core/trace.h"
+#include "lib/eval/generate.h"
 #include "lib/infer/engine.h"
 #include "lib/infer/sample.h"
 #include "lib/model/backend.h"
@@ -582,6 +583,90 @@ static void test_penalties(void **state)
     swift_sampler_free(&sp);
 }
 
+/* The filters on known distributions: which ids a draw can give and how often. */
+static void draws(struct swift_sampler *sp, const float *lg, const struct swift_sampling *s,
+                  int *hist, int n)
+{
+    uint64_t rng[4];
+    swift_rng_seed(rng, 11);
+    memset(hist, 0, (size_t)sp->V * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        struct swift_pick pk;
+        swift_sample_next(sp, lg, s, NULL, 0, NULL, 0, rng, &pk);
+        assert_true(pk.token >= 0 && pk.token < sp->V);
+        hist[pk.token]++;
+    }
+}
+
+static void test_filters(void **state)
+{
+    (void)state;
+    struct swift_sampler sp;
+    swift_sampler_init(&sp, 6);
+    float lg[6] = {3, 2, 1, 0, -1, -2}; /* softmax .636 .234 .086 .032 .012 .004 */
+    int h[1000], n = 4000;
+    struct swift_sampling s = swift_sampling_defaults();
+    s.temperature = 1.0;
+    draws(&sp, lg, &s, h, n);
+    assert_true(h[2] > 0 && h[3] > 0);
+    s.top_k = 2;
+    draws(&sp, lg, &s, h, n);
+    assert_int_equal(h[0] + h[1], n);
+    assert_true(fabs(h[0] / (double)n - exp(1) / (exp(1) + 1)) < 0.03);
+    s.top_k = 0;
+    s.top_p = 0.8; /* .636 < .8 <= .870: ids 0 and 1 */
+    draws(&sp, lg, &s, h, n);
+    assert_int_equal(h[0] + h[1], n);
+    assert_true(h[1] > 0);
+    s.top_p = 1;
+    s.min_p = 0.1; /* p / p0: 1, .37, .14, .05: ids 0, 1, 2 */
+    draws(&sp, lg, &s, h, n);
+    assert_int_equal(h[0] + h[1] + h[2], n);
+    assert_true(h[2] > 0);
+    s.min_p = 0;
+    s.temperature = 0.25; /* sharper: id 0 at e^4 / (e^4 + e^0 + ...) */
+    draws(&sp, lg, &s, h, n);
+    assert_true(h[0] > 0.97 * n);
+    float tie[6] = {1, 5, 5, 0, -3, 5};
+    s.temperature = 1;
+    s.top_k = 1; /* ties to the lowest id, as greedy */
+    draws(&sp, tie, &s, h, 50);
+    assert_int_equal(h[1], 50);
+    swift_sampler_free(&sp);
+    /* a larger vocabulary: top_k 10 draws among the 10 best only (quickselect) */
+    swift_sampler_init(&sp, 1000);
+    float *big = malloc(1000 * sizeof(float));
+    uint64_t x = 3;
+    for (int v = 0; v < 1000; v++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        big[v] = (float)((x >> 40) % 1000) / 100.0f; /* ties among them */
+    }
+    float sorted[1000];
+    memcpy(sorted, big, sizeof(sorted));
+    for (int i = 0; i < 10; i++) /* the 10th largest value */
+        for (int j = i + 1; j < 1000; j++)
+            if (sorted[j] > sorted[i]) {
+                float t = sorted[i];
+                sorted[i] = sorted[j];
+                sorted[j] = t;
+            }
+    s = swift_sampling_defaults();
+    s.temperature = 5.0;
+    s.top_k = 10;
+    draws(&sp, big, &s, h, 3000);
+    int kinds = 0, total = 0;
+    for (int v = 0; v < 1000; v++)
+        if (h[v]) {
+            assert_true(big[v] >= sorted[9]);
+            kinds++;
+            total += h[v];
+        }
+    assert_int_equal(total, 3000);
+    assert_true(kinds <= 10 && kinds >= 8);
+    free(big);
+    swift_sampler_free(&sp);
+}
+
 /* Finish reasons: a stop id, max_tokens, the callback's stop, an eos unless ignore_eos. */
 static void test_finish(void **state)
 {
@@ -696,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_top_k1),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_filters),
         cmocka_unit_test(test_finish),
         cmocka_unit_test(test_trace),
     };
