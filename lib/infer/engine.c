@@ -393,10 +393,10 @@ int swift_engine_cancel(struct swift_engine *e, int64_t req)
         struct iseq *s = c < r->nseqs ? r->seqs[c] : NULL;
         if (s && s->state == SEQ_DONE)
             continue;
-        if (c == 0 || s) /* choices not forked yet end with choice 0's sequence */
-            swift_pkv_seq_clear(&e->kv, &r->seqs[c]->kv);
-        if (s)
+        if (s) { /* choices not forked yet have no sequence of their own */
+            swift_pkv_seq_clear(&e->kv, &s->kv);
             s->state = SEQ_DONE;
+        }
         struct swift_engine_event ev = {.req = r->id,
                                         .choice = c,
                                         .token = -1,

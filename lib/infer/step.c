@@ -170,10 +170,10 @@ static void emit(struct swift_engine *e, struct iseq *s, const float *lg)
                                     .finish = fin,
                                     .prompt_tokens = r->plen,
                                     .completion_tokens = s->nout};
+    if (fin != SWIFT_FINISH_NONE) /* over before the callback: a cancel from it finds it done */
+        swift_infer_seq_done(e, s);
     int stop = r->cb ? r->cb(r->ctx, &ev) : 0;
-    if (s->state == SEQ_DONE) /* cancelled from the callback */
-        return;
-    if (fin != SWIFT_FINISH_NONE || stop)
+    if (stop && s->state == SEQ_RUNNING) /* not cancelled from the callback meanwhile */
         swift_infer_seq_done(e, s);
 }
 

@@ -396,6 +396,65 @@ static void test_cancel(void **state)
     swift_model_free(&m);
 }
 
+/* A callback that cancels another request, then its own, and queues a new one. */
+struct reentry {
+    struct swift_engine *e;
+    int64_t other, self, added;
+    struct out mine, *other_out, *added_out;
+    const int32_t *prompt;
+};
+static int reentrant(void *ctx, const struct swift_engine_event *ev)
+{
+    struct reentry *x = ctx;
+    on_token(&x->mine, ev);
+    if (ev->token >= 0 && x->mine.n[0] == 2) {
+        assert_int_equal(swift_engine_cancel(x->e, x->other), 0);
+        assert_int_equal(x->other_out->aborts, 1);
+        char err[128];
+        struct swift_sampling s = swift_sampling_defaults();
+        s.max_tokens = 3;
+        x->added = swift_engine_add(x->e, x->prompt, 4, &s, on_token, x->added_out, err, 128);
+        assert_true(x->added > 0);
+    }
+    if (ev->token >= 0 && x->mine.n[0] == 4)
+        assert_int_equal(swift_engine_cancel(x->e, x->self), 0);
+    return 0;
+}
+
+static void test_cancel_in_callback(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine *e = engine(&m, 4, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = 20;
+    s.ignore_eos = 1;
+    struct out other, added;
+    memset(&other, 0, sizeof(other));
+    memset(&added, 0, sizeof(added));
+    struct reentry x = {.e = e, .other_out = &other, .added_out = &added, .prompt = r.prompt[3]};
+    memset(&x.mine, 0, sizeof(x.mine));
+    char err[128];
+    x.self = swift_engine_add(e, r.prompt[3], r.plen[3], &s, reentrant, &x, err, 128);
+    x.other = add(e, r.prompt[2], r.plen[2], &s, &other);
+    run_all(e);
+    assert_int_equal(x.mine.n[0], 4);
+    assert_int_equal(x.mine.aborts, 1);
+    assert_int_equal(x.mine.fin[0], SWIFT_FINISH_ABORT);
+    assert_int_equal(other.aborts, 1);
+    assert_true(other.n[0] >= 1 && other.n[0] <= 2);
+    assert_int_equal(added.n[0], 3);
+    assert_int_equal(added.fin[0], SWIFT_FINISH_LENGTH);
+    struct swift_engine_stats st;
+    swift_engine_stats(e, &st);
+    assert_int_equal(st.blocks_used, 0);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
 /* A sampled request's tokens and log-probs (seeded) alone, then with others joining mid-run on
  * a pool that preempts: the same; choice 1 of seed 42 is choice 0 of seed 43. */
 static void sampled(const char *arch, int busy, int n, uint64_t seed, struct out *res)
@@ -777,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_greedy_unchunked),
         cmocka_unit_test(test_n2),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_cancel_in_callback),
         cmocka_unit_test(test_seeded),
         cmocka_unit_test(test_top_k1),
         cmocka_unit_test(test_logprobs),
