@@ -726,6 +726,60 @@ static void test_filters(void **state)
     swift_sampler_free(&sp);
 }
 
+/* What the engine refuses, with a message. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine_opts o = swift_engine_defaults();
+    o.max_num_seqs = 8;
+    o.max_num_batched_tokens = 4;
+    char err[256] = "";
+    assert_null(swift_engine_new(&m, &o, NULL, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "max_num_batched_tokens 4 is below max_num_seqs 8"));
+    o = swift_engine_defaults();
+    o.block_size = 0;
+    assert_null(swift_engine_new(&m, &o, NULL, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "out of range"));
+    o = swift_engine_defaults();
+    assert_int_equal(o.max_model_len, 0);
+    o.num_blocks = 2;
+    o.block_size = 4; /* 8 tokens + the last: prompts of 8 tokens at most */
+    struct swift_engine *e = swift_engine_new(&m, &o, NULL, 0, err, sizeof(err));
+    assert_non_null(e);
+    int32_t p[200] = {0};
+    struct swift_sampling s = swift_sampling_defaults();
+    struct out x;
+    memset(&x, 0, sizeof(x));
+    assert_int_equal(swift_engine_add(e, p, 9, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "the cache's pool"));
+    assert_true(swift_engine_add(e, p, 8, &s, on_token, &x, err, sizeof(err)) > 0);
+    s.top_p = 0;
+    assert_int_equal(swift_engine_add(e, p, 8, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "top_p"));
+    s = swift_sampling_defaults();
+    p[3] = m.cfg.vocab_size;
+    assert_int_equal(swift_engine_add(e, p, 8, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "outside the vocabulary"));
+    p[3] = 0;
+    run_all(e); /* the accepted one: one token, then the pool's limit */
+    assert_int_equal(x.n[0], 1);
+    assert_int_equal(x.fin[0], SWIFT_FINISH_LENGTH);
+    swift_engine_free(e);
+    o = swift_engine_defaults();
+    o.max_model_len = 0; /* the config's max_position_embeddings (128) */
+    o.chunked_prefill = 0;
+    o.max_num_batched_tokens = 16;
+    e = swift_engine_new(&m, &o, NULL, 0, err, sizeof(err));
+    assert_int_equal(swift_engine_add(e, p, 17, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "chunked prefill is off"));
+    int32_t q[128] = {0};
+    assert_int_equal(swift_engine_add(e, q, 128, &s, on_token, &x, err, sizeof(err)), -1);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
 /* Finish reasons: a stop id, max_tokens, the callback's stop, an eos unless ignore_eos. */
 static void test_finish(void **state)
 {
@@ -843,6 +897,7 @@ int main(void)
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_finish),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
