@@ -83,4 +83,5 @@ const struct swift_ops swift_cpu_ops = {
     .matmul4_bwd = swift_cpu_matmul4_bwd,
     .matmul8_fwd = swift_cpu_matmul8_fwd,
     .matmul8_bwd = swift_cpu_matmul8_bwd,
+    .attention_paged = swift_cpu_attention_paged,
 };

@@ -287,6 +287,11 @@ WRAP(matmul8_bwd,
      (float *din, const float *dout, const struct swift_q8 *w, int N, int In, int O,
       float din_beta),
      (din, dout, w, N, In, O, din_beta))
+WRAP(attention_paged,
+     (float *out, const float *q, const float *kcache, const float *vcache, const int32_t *pos,
+      const int32_t *toff, const int32_t *tables, int ntables, int block_size, int N, int NH,
+      int NKV, int D),
+     (out, q, kcache, vcache, pos, toff, tables, ntables, block_size, N, NH, NKV, D))
 
 static double st_sumsq(const float *x, size_t n)
 {
@@ -333,4 +338,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .matmul4_bwd = st_matmul4_bwd,
     .matmul8_fwd = st_matmul8_fwd,
     .matmul8_bwd = st_matmul8_bwd,
+    .attention_paged = st_attention_paged,
 };

@@ -282,4 +282,5 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_matmul4_bwd,
     swift_cuda_matmul8_fwd, /* --quant-bits 8 (compile-checked; not yet run on a GPU) */
     swift_cuda_matmul8_bwd,
+    swift_cuda_attention_paged, /* swift-infer's paged cache (lib/model/pkv.c) */
 };

@@ -11,7 +11,9 @@
  * copy-on-write, so a prompt is prefilled once whatever n is. When the pool runs dry the most
  * recently admitted sequence is preempted (its blocks freed, the sequence put back in front of
  * the queue to be recomputed later, as vLLM's recompute preemption); its output so far is kept and
- * its sampler state too, so preemption never changes what a sequence generates.
+ * its sampler state too, so preemption never changes what a sequence generates. With prefix
+ * caching, a sequence that starts with the same tokens as one that holds full blocks shares
+ * those blocks and runs only the rest (a common system prompt is computed once).
  *
  * The model math is lib/model's forward (the same layer function as training and swift-eval), so
  * greedy output equals swift-eval's and transformers' generate(do_sample=False) token for token,
@@ -24,6 +26,15 @@
  *     while (swift_engine_step(e) > 0)
  *         ;                                                  // on_token fires inside step
  *     swift_engine_free(e);
+ *
+ * Sequence slots: a request of n choices takes n of max_num_seqs from its admission on (its
+ * prompt is one sequence until prefilled, then forks into n). A sequence never grows past
+ * max_model_len nor past the pool (num_blocks * block_size tokens, + the last token, which is
+ * never cached), so a sequence alone always fits and preemption always ends.
+ *
+ * Traces (docs/trace-schema.md, category infer): a span engine_step per step (args step, seqs,
+ * tokens, prefill_tokens, decode_tokens, blocks_used), the counter kv_blocks_used, and per
+ * request, when its last choice ends, request_queued, request_prefill and request_decode.
  *
  * Threads: an engine is used from one thread (the server runs it on its own thread and hands
  * requests over through a queue); the forward itself uses the backend's threads.
@@ -43,9 +54,13 @@ struct swift_engine_opts {
     int block_size;             /* tokens per cache block */
     int num_blocks;             /* blocks in the pool; 0: max_num_seqs sequences of max_model_len */
     int max_model_len;          /* prompt + completion; 0: the config's max_position_embeddings */
-    int chunked_prefill;        /* 0: a prompt is prefilled in one forward (it must fit) */
+    int chunked_prefill;        /* 0: a prompt is prefilled in one forward (it must fit; the
+                                   recompute of a preempted sequence is chunked all the same) */
+    int prefix_caching;         /* 1: a sequence starts on the full cache blocks of another
+                                   that began with the same tokens (lib/model/pkv.h) */
 };
-/* 16 sequences, 512 tokens per forward, blocks of 16, pool sized from the rest, chunked. */
+/* 16 sequences, 512 tokens per forward, blocks of 16, pool sized from the rest, chunked,
+ * prefix caching on. */
 struct swift_engine_opts swift_engine_defaults(void);
 
 struct swift_sampling {
@@ -72,7 +87,8 @@ struct swift_sampling swift_sampling_defaults(void);
 enum swift_finish {
     SWIFT_FINISH_NONE = 0, /* the choice goes on */
     SWIFT_FINISH_STOP,     /* an eos or stop id (this token), or the callback asked */
-    SWIFT_FINISH_LENGTH,   /* max_tokens or max_model_len reached with this token */
+    SWIFT_FINISH_LENGTH,   /* max_tokens or max_model_len (or the pool's size, when
+                              smaller) reached with this token */
     SWIFT_FINISH_ABORT,    /* cancelled (token -1) */
 };
 
@@ -87,6 +103,8 @@ struct swift_engine_event {
     int ntop;
     enum swift_finish finish;
     int prompt_tokens, completion_tokens; /* completion_tokens counts this token */
+    int cached_tokens;                    /* prompt tokens found in the prefix cache (OpenAI's usage
+                                             prompt_tokens_details.cached_tokens) */
 };
 /* Called from swift_engine_step for every new token in order, per choice. Return nonzero to end
  * the choice after this token (a stop string the caller found in its text): no event follows
@@ -115,7 +133,8 @@ int swift_engine_step(struct swift_engine *e);
 
 struct swift_engine_stats {
     long steps, prefill_tokens, decode_tokens, preemptions;
-    int running, waiting;                       /* sequences now */
+    long cached_tokens;   /* prompt (and recomputed) tokens found in the prefix cache, not run */
+    int running, waiting; /* sequences now */
     int blocks_used, blocks_total, blocks_peak; /* cache blocks */
     double forward_s;                           /* time in the model's forward */
 };
