@@ -160,6 +160,18 @@ struct swift_ops {
                         int N, int In, int O, float beta);
     void (*matmul4_bwd)(float *din, const float *dout, const struct swift_q4 *w, int N, int In,
                         int O, float din_beta);
+
+    /* Paged attention (lib/model/pkv.h, swift-infer's cache), appended after the 4-bit ops:
+     * attention_cached with the cache cut into blocks of block_size positions. Position j of
+     * token i lives in block b = tables[toff[i] + j / block_size], at kcache/vcache +
+     * (b*block_size + j % block_size)*NKV*D; j = 0..pos[i]. tables (ntables) holds the block
+     * tables of the call's sequences one after the other. pos, toff and tables are int32 index
+     * arrays (host memory accepted). The same loop as attention_cached (one pass, online
+     * softmax in fp32, positions in order), so both give the same bits on the same keys.
+     * D <= 512. */
+    void (*attention_paged)(float *out, const float *q, const float *kcache, const float *vcache,
+                            const int32_t *pos, const int32_t *toff, const int32_t *tables,
+                            int ntables, int block_size, int N, int NH, int NKV, int D);
 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */

@@ -50,6 +50,9 @@ void swift_cpu_copy_rows(float *dst, const int32_t *dst_idx, const float *src,
 void swift_cpu_attention_cached(float *out, const float *q, const float *kcache,
                                 const float *vcache, const int32_t *pos, const int32_t *row,
                                 size_t row_stride, int N, int NH, int NKV, int D);
+void swift_cpu_attention_paged(float *out, const float *q, const float *kcache, const float *vcache,
+                               const int32_t *pos, const int32_t *toff, const int32_t *tables,
+                               int ntables, int block_size, int N, int NH, int NKV, int D);
 
 /* quant4.c: the fused 4-bit dequant-matmul (kernels/quant4.h) */
 struct swift_q4;

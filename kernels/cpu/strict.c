@@ -279,6 +279,11 @@ WRAP(matmul4_bwd,
      (float *din, const float *dout, const struct swift_q4 *w, int N, int In, int O,
       float din_beta),
      (din, dout, w, N, In, O, din_beta))
+WRAP(attention_paged,
+     (float *out, const float *q, const float *kcache, const float *vcache, const int32_t *pos,
+      const int32_t *toff, const int32_t *tables, int ntables, int block_size, int N, int NH,
+      int NKV, int D),
+     (out, q, kcache, vcache, pos, toff, tables, ntables, block_size, N, NH, NKV, D))
 
 static double st_sumsq(const float *x, size_t n)
 {
@@ -323,4 +328,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .adamw8bit = st_adamw8bit,
     .matmul4_fwd = st_matmul4_fwd,
     .matmul4_bwd = st_matmul4_bwd,
+    .attention_paged = st_attention_paged,
 };

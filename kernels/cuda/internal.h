@@ -2,8 +2,8 @@
 // interface (kernels/ops.h). As in kernels/cpu/, each op family has its file: matmul.cu
 // (cuBLASLt), norm.cu (embedding, RMSNorm), rope.cu, attention.cu (the cuBLAS path; the fused one
 // is flash_attn.cu), elementwise.cu (SwiGLU, add, scale, sumsq, dropout, AdamW), loss.cu
-// (cross-entropy), kvcache.cu (copy_rows, attention_cached); ops.cu holds the state, the
-// initialisation, memory, the index-array cache and the op table.
+// (cross-entropy), kvcache.cu (copy_rows, attention_cached, attention_paged); ops.cu holds the
+// state, the initialisation, memory, the index-array cache and the op table.
 #ifndef SWIFT_KERNELS_CUDA_INTERNAL_H
 #define SWIFT_KERNELS_CUDA_INTERNAL_H
 
@@ -157,6 +157,10 @@ void swift_cuda_copy_rows(float *dst, const int32_t *dst_idx, const float *src,
 void swift_cuda_attention_cached(float *out, const float *q, const float *kcache,
                                  const float *vcache, const int32_t *pos, const int32_t *row,
                                  size_t row_stride, int N, int NH, int NKV, int D);
+void swift_cuda_attention_paged(float *out, const float *q, const float *kcache,
+                                const float *vcache, const int32_t *pos, const int32_t *toff,
+                                const int32_t *tables, int ntables, int block_size, int N, int NH,
+                                int NKV, int D);
 void swift_cuda_adamw8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
                           size_t n, double lr, double b1, double b2, double eps, double wd,
                           long step, float gscale);

@@ -76,3 +76,53 @@ void swift_cuda_attention_cached(float *out, const float *q, const float *kcache
         out, q, kcache, vcache, p, r, row_stride, NH, NKV, D, 1.0f / sqrtf((float)D));
     CKK();
 }
+
+/* attention_paged: k_attention_cached's loop with position j found through the block table
+ * (kernels/cpu/kvcache.c is the specification). */
+__global__ void k_attention_paged(float *out, const float *q, const float *kc, const float *vc,
+                                  const int32_t *pos, const int32_t *toff, const int32_t *tables,
+                                  int bs, int NH, int NKV, int D, float scale)
+{
+    int i = blockIdx.x / NH, h = blockIdx.x % NH, d = threadIdx.x;
+    size_t KD = (size_t)NKV * D, hoff = (size_t)(h / (NH / NKV)) * D;
+    const int32_t *tb = tables + toff[i];
+    float qd = d < D ? q[((size_t)i * NH + h) * D + d] : 0.0f;
+    float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
+    int n = pos[i];
+    for (int j = 0; j <= n; j++) {
+        size_t at = ((size_t)tb[j / bs] * bs + (size_t)(j % bs)) * KD + hoff;
+        float s = block_sum(d < D ? qd * kc[at + d] : 0.0f) * scale;
+        if (s > mx) {
+            float r = expf(mx - s);
+            sum *= r;
+            acc *= r;
+            mx = s;
+        }
+        float p = expf(s - mx);
+        sum += p;
+        if (d < D)
+            acc += p * vc[at + d];
+    }
+    if (d < D)
+        out[((size_t)i * NH + h) * D + d] = acc / sum;
+}
+
+void swift_cuda_attention_paged(float *out, const float *q, const float *kcache,
+                                const float *vcache, const int32_t *pos, const int32_t *toff,
+                                const int32_t *tables, int ntables, int block_size, int N, int NH,
+                                int NKV, int D)
+{
+    SHAPE(N >= 0 && D >= 1 && D <= 512 && NKV >= 1 && NH % NKV == 0 && block_size >= 1 &&
+          ntables >= 1);
+    need_init();
+    if (N == 0)
+        return;
+    const int32_t *p = dev_i32(pos, (size_t)N), *o = dev_i32(toff, (size_t)N);
+    const int32_t *t = dev_i32(tables, (size_t)ntables);
+    unsigned threads = 32;
+    while (threads < (unsigned)D)
+        threads *= 2;
+    k_attention_paged<<<(unsigned)N * NH, threads, 0, G.stream>>>(
+        out, q, kcache, vcache, p, o, t, block_size, NH, NKV, D, 1.0f / sqrtf((float)D));
+    CKK();
+}

@@ -277,4 +277,7 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_attention_cached,
     swift_cuda_mul_cols,  /* DoRA */
     swift_cuda_adamw8bit, /* --optim adamw_8bit (lib/train/optim.c) */
+    NULL,                 /* matmul4_fwd, matmul4_bwd: no 4-bit base on CUDA */
+    NULL,
+    swift_cuda_attention_paged, /* swift-infer's paged cache (lib/model/pkv.c) */
 };

@@ -41,6 +41,7 @@ const char *const swift_trace_categories[] = {
     "profile",
     "memory",
     "dist",
+    "infer",
     /* device-side (CUPTI / Kineto) */
     "kernel",
     "gpu_memcpy",

@@ -1,10 +1,13 @@
 /* model forward — the one decoder forward (see model.h): training's over whole rows (activations
- * kept for backward) and generation's over a key/value cache (lib/model/kv.h) run the same
- * layer function; only where attention finds the keys and values differs. */
+ * kept for backward), generation's over a key/value cache (lib/model/kv.h) and inference's over
+ * a paged cache (lib/model/pkv.h) run the same layer function; only where attention finds the
+ * keys and values differs. */
 #include "lib/model/model.h"
+#include "lib/core/alloc.h"
 #include "lib/core/mem.h"
 #include "lib/model/internal.h"
 #include "lib/model/kv.h"
+#include "lib/model/pkv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,13 +21,15 @@
 /* How one layer call sees its N tokens. */
 struct layer_ctx {
     int N;
-    const int32_t *pos;  /* (N) position of each token in its document or cache row */
-    int B, T;            /* without a cache: B rows of T tokens, causal attention inside each */
-    struct swift_kv *kv; /* NULL, or: keys and values appended at kv->slot, attention over the
-                          * rows kv->rowi of the cache */
-    float *xa;           /* (N,r) LoRA scratch shared by the adapters; NULL: each adapter's own
-                          * ad->xa, kept for backward */
-    int drop;            /* LoRA dropout on (training with a backward to follow) */
+    const int32_t *pos;    /* (N) position of each token in its document or cache row */
+    int B, T;              /* without a cache: B rows of T tokens, causal attention inside each */
+    struct swift_kv *kv;   /* NULL, or: keys and values appended at kv->slot, attention over the
+                            * rows kv->rowi of the cache */
+    struct swift_pkv *pkv; /* NULL, or (with kv = &pkv->s, the scratch): keys and values at the
+                            * pool slots kv->slot, attention through the block tables */
+    float *xa;             /* (N,r) LoRA scratch shared by the adapters; NULL: each adapter's own
+                            * ad->xa, kept for backward */
+    int drop;              /* LoRA dropout on (training with a backward to follow) */
 };
 
 static uint64_t lin_seed(const struct swift_model *m, int l, int k)
@@ -142,6 +147,27 @@ static void attend(struct swift_model *m, int l, const struct layer_ctx *cx, str
     const struct swift_ops *ops = m->ops;
     int N = cx->N, NH = c->num_heads, NKV = c->num_kv_heads, D = c->head_dim;
     struct swift_kv *kv = cx->kv;
+    struct swift_pkv *pk = cx->pkv;
+    if (pk) { /* the same with the pool's slots and block tables */
+        size_t KD = (size_t)NKV * D, off = (size_t)l * pk->num_blocks * pk->block_size * KD;
+        float *kc = pk->k + off, *vc = pk->v + off;
+        ops->copy_rows(kc, kv->slot, la->k, NULL, N, (int)KD);
+        ops->copy_rows(vc, kv->slot, la->v, NULL, N, (int)KD);
+        ops->attention_paged(la->att,
+                             la->q,
+                             kc,
+                             vc,
+                             cx->pos,
+                             pk->toff,
+                             pk->tables,
+                             pk->ntables,
+                             pk->block_size,
+                             N,
+                             NH,
+                             NKV,
+                             D);
+        return;
+    }
     if (kv) { /* the new tokens' keys and values into their rows, then attention over them */
         size_t KD = (size_t)NKV * D, off = (size_t)l * kv->rows * kv->cap * KD;
         float *kc = kv->k + off, *vc = kv->v + off;
@@ -365,12 +391,32 @@ int swift_model_embed(struct swift_model *m, const struct swift_batch *b, float 
     return 0;
 }
 
+/* Check want[] against N tokens and grow kv's logits buffer to nwant rows. */
+static int kv_want(struct swift_kv *kv, int N, const int *want, int nwant)
+{
+    const struct swift_ops *ops = kv->m->ops;
+    int V = kv->m->cfg.vocab_size;
+    for (int w = 0; w < nwant; w++)
+        if (want[w] < 0 || want[w] >= N)
+            return swift_error("logits wanted for token %d of %d", want[w], N);
+    if (nwant > kv->logits_rows) { /* grows to the largest nwant asked for */
+        float *lg =
+            swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, (size_t)nwant * V * sizeof(float));
+        if (!lg)
+            return swift_error("out of memory for %d x %d logits on %s", nwant, V, ops->name);
+        if (kv->logits)
+            swift_mem_free(ops->free, kv->logits);
+        kv->logits = lg;
+        kv->logits_rows = nwant;
+    }
+    return 0;
+}
+
 /* Give token i its row's next position and cache slot; grow the logits buffer to nwant rows.
  * Checks everything first: on error (reported) nothing has changed. */
 static int kv_place(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
                     const int *want, int nwant)
 {
-    const struct swift_ops *ops = kv->m->ops;
     int V = kv->m->cfg.vocab_size;
     for (int i = 0; i < N; i++) {
         if (tokens[i] < 0 || tokens[i] >= V)
@@ -387,40 +433,23 @@ static int kv_place(struct swift_kv *kv, const int32_t *tokens, const int *rowof
     for (int i = 0; i < N && rc == 0; i++)
         if (kv->pos[i] >= kv->cap)
             rc = swift_error("sequence longer than the cache (%d tokens)", kv->cap);
-    for (int w = 0; w < nwant && rc == 0; w++)
-        if (want[w] < 0 || want[w] >= N)
-            rc = swift_error("logits wanted for token %d of %d", want[w], N);
-    if (rc == 0 && nwant > kv->logits_rows) { /* grows to the largest nwant asked for */
-        float *lg =
-            swift_mem_alloc(ops->alloc, SWIFT_MEM_ACTIVATIONS, (size_t)nwant * V * sizeof(float));
-        if (!lg) {
-            rc = swift_error("out of memory for %d x %d logits on %s", nwant, V, ops->name);
-        } else {
-            if (kv->logits)
-                swift_mem_free(ops->free, kv->logits);
-            kv->logits = lg;
-            kv->logits_rows = nwant;
-        }
-    }
+    if (rc == 0)
+        rc = kv_want(kv, N, want, nwant);
     if (rc < 0)
         for (int j = 0; j < N; j++)
             kv->len[rowof[j]]--;
     return rc;
 }
 
-int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
-                     const int *want, int nwant, float *logits)
+/* The cached forward of N placed tokens (kv->pos, kv->slot set) through cx: the layers, then
+ * the final norm and lm_head on the wanted tokens; flops added to *flops. */
+static void cached_run(struct swift_model *m, struct swift_kv *kv, const struct layer_ctx *cx,
+                       const int32_t *tokens, const int *want, int nwant, float *logits,
+                       double *flops)
 {
-    struct swift_model *m = kv->m;
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
-    int H = c->hidden_size, V = c->vocab_size;
-    if (N < 0 || N > kv->max_tokens)
-        return swift_error("%d tokens in one call, more than %d", N, kv->max_tokens);
-    if (N == 0)
-        return 0;
-    if (kv_place(kv, tokens, rowof, N, want, nwant) < 0)
-        return -1;
+    int N = cx->N, H = c->hidden_size, V = c->vocab_size;
     /* the layer's buffers in the cache's scratch: what nothing reads again is shared */
     struct layer_acts la = {.ln1 = kv->h,
                             .rstd1 = kv->rstd,
@@ -438,26 +467,112 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
                             .gate = kv->gate,
                             .up = kv->up,
                             .act = kv->gate};
-    struct layer_ctx cx = {.N = N, .pos = kv->pos, .kv = kv, .xa = kv->xa};
     double lin = 0, att = 0;
     for (int k = 0; k < SWIFT_LIN_COUNT; k++)
         lin += 2.0 * N * m->layers[0].lin[k].in * m->layers[0].lin[k].out;
     for (int i = 0; i < N; i++)
         att += 4.0 * c->num_heads * c->head_dim * (kv->pos[i] + 1);
-    kv->flops += (lin + att) * c->num_layers;
+    *flops += (lin + att) * c->num_layers;
 
     ops->embed_fwd(kv->x, tokens, m->embed, N, H);
     for (int l = 0; l < c->num_layers; l++)
-        layer_fwd(m, l, &cx, kv->x, kv->x, &la);
+        layer_fwd(m, l, cx, kv->x, kv->x, &la);
     if (nwant == 0)
-        return 0;
+        return;
     /* the final norm and lm_head on the wanted tokens only */
     for (int w = 0; w < nwant; w++)
         kv->wanti[w] = want[w];
     ops->copy_rows(kv->sel, NULL, kv->x, kv->wanti, nwant, H);
     ops->rmsnorm_fwd(kv->h, kv->rstd, kv->sel, m->norm, nwant, H, c->rms_norm_eps);
     ops->matmul_fwd(kv->logits, kv->h, m->lm_head, NULL, nwant, H, V, 1.0f, 0.0f);
-    kv->flops += 2.0 * nwant * H * V;
+    *flops += 2.0 * nwant * H * V;
     ops->download(logits, kv->logits, (size_t)nwant * V * sizeof(float));
+}
+
+int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowof, int N,
+                     const int *want, int nwant, float *logits)
+{
+    if (N < 0 || N > kv->max_tokens)
+        return swift_error("%d tokens in one call, more than %d", N, kv->max_tokens);
+    if (N == 0)
+        return 0;
+    if (kv_place(kv, tokens, rowof, N, want, nwant) < 0)
+        return -1;
+    struct layer_ctx cx = {.N = N, .pos = kv->pos, .kv = kv, .xa = kv->xa};
+    cached_run(kv->m, kv, &cx, tokens, want, nwant, logits, &kv->flops);
+    return 0;
+}
+
+/* Checks, then token i's position, pool slot and block table (the tables of the call's
+ * sequences one after the other in c->tables). On error (reported) nothing has changed. */
+static int pkv_place(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, int nseqs,
+                     const int32_t *tokens, const int *seqof, int N)
+{
+    struct swift_kv *kv = &c->s;
+    int V = c->m->cfg.vocab_size, bs = c->block_size;
+    for (int i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return swift_error("token id %d is outside the vocabulary (%d)", tokens[i], V);
+        if (seqof[i] < 0 || seqof[i] >= nseqs)
+            return swift_error("sequence %d out of range (%d sequences)", seqof[i], nseqs);
+    }
+    int rc = 0;
+    for (int i = 0; i < N; i++) {
+        struct swift_pkv_seq *s = seqs[seqof[i]];
+        kv->pos[i] = s->len++;
+        if (kv->pos[i] >= s->nblocks * bs && rc == 0)
+            rc = swift_error("sequence %d has no room for position %d", seqof[i], kv->pos[i]);
+    }
+    if (rc < 0) {
+        for (int i = 0; i < N; i++)
+            seqs[seqof[i]]->len--;
+        return rc;
+    }
+    int total = 0;
+    for (int q = 0; q < nseqs; q++)
+        total += seqs[q]->nblocks;
+    if (total > c->tables_cap || !c->tables) {
+        free(c->tables);
+        c->tables_cap = total > 1 ? total : 1;
+        c->tables = swift_xcalloc((size_t)c->tables_cap, sizeof(int32_t));
+    }
+    /* a sequence's table is placed once, at its first token (tokens of unused sequences are
+     * not copied); the rest of the array keeps whatever it held */
+    int at = 0;
+    for (int i = 0; i < N; i++) {
+        const struct swift_pkv_seq *s = seqs[seqof[i]];
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            first = seqof[j] != seqof[i];
+        if (first) {
+            memcpy(c->tables + at, s->blocks, (size_t)s->nblocks * sizeof(int32_t));
+            c->toff[i] = at;
+            at += s->nblocks;
+        } else {
+            for (int j = 0; j < i; j++)
+                if (seqof[j] == seqof[i]) {
+                    c->toff[i] = c->toff[j];
+                    break;
+                }
+        }
+        kv->slot[i] = s->blocks[kv->pos[i] / bs] * bs + kv->pos[i] % bs;
+    }
+    c->ntables = at;
+    return 0;
+}
+
+int swift_pkv_forward(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, int nseqs,
+                      const int32_t *tokens, const int *seqof, int N, const int *want, int nwant,
+                      float *logits)
+{
+    struct swift_kv *kv = &c->s;
+    if (N < 0 || N > c->max_tokens)
+        return swift_error("%d tokens in one call, more than %d", N, c->max_tokens);
+    if (N == 0)
+        return 0;
+    if (kv_want(kv, N, want, nwant) < 0 || pkv_place(c, seqs, nseqs, tokens, seqof, N) < 0)
+        return -1;
+    struct layer_ctx cx = {.N = N, .pos = kv->pos, .kv = kv, .pkv = c, .xa = kv->xa};
+    cached_run(c->m, kv, &cx, tokens, want, nwant, logits, &c->flops);
     return 0;
 }

@@ -1,0 +1,247 @@
+/* One engine step (see engine.h): the schedule (running sequences' decode tokens first, then
+ * their prompt chunks, then admissions from the queue, preempting the most recently admitted
+ * sequence when the pool runs dry), one forward on the paged cache, the n-way fork of prompts
+ * just prefilled, sampling and the callbacks. */
+#include "lib/core/alloc.h"
+#include "lib/core/error.h"
+#include "lib/core/trace.h"
+#include "lib/infer/internal.h"
+#include "lib/model/model.h"
+
+#include <string.h>
+
+#include "lib/core/banned.h"
+
+/* one step's plan: pseq[i] feeds pn[i] tokens */
+struct plan {
+    int n, tokens, prefill, decode;
+};
+
+static int remaining(const struct iseq *s)
+{
+    return s->r->plen + s->nout - s->kv.len;
+}
+
+static int in_plan(const struct swift_engine *e, const struct plan *p, const struct iseq *s)
+{
+    for (int i = 0; i < p->n; i++)
+        if (e->pseq[i] == s)
+            return 1;
+    return 0;
+}
+
+static void plan_add(struct swift_engine *e, struct plan *p, struct iseq *s, int k)
+{
+    e->pseq[p->n] = s;
+    e->pn[p->n++] = k;
+    p->tokens += k;
+    if (k == 1 && remaining(s) == 1 && s->nout > 0)
+        p->decode++;
+    else
+        p->prefill += k;
+}
+
+/* The most recently admitted running sequence not in the plan (NULL: none). */
+static struct iseq *victim(struct swift_engine *e, const struct plan *p)
+{
+    struct iseq *v = NULL;
+    for (int i = 0; i < e->nrun; i++) {
+        struct iseq *s = e->run[i];
+        if (s->state == SEQ_RUNNING && !in_plan(e, p, s) && (!v || s->admitted > v->admitted))
+            v = s;
+    }
+    return v;
+}
+
+/* Room for k tokens of running s, preempting later sequences (or s itself, the latest) until
+ * there is. Returns 1 when s stays, 0 when s itself was preempted. */
+static int make_room(struct swift_engine *e, const struct plan *p, struct iseq *s, int k)
+{
+    while (swift_pkv_reserve(&e->kv, &s->kv, k) < 0) {
+        struct iseq *v = victim(e, p);
+        if (!v)
+            return 0; /* cannot happen: a sequence alone always fits the pool */
+        swift_infer_preempt(e, v);
+        if (v == s)
+            return 0;
+    }
+    return 1;
+}
+
+/* Running sequences: pass 0 their next decode token, pass 1 the next chunk of their prompt. */
+static void plan_running(struct swift_engine *e, struct plan *p, int budget)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < e->nrun && p->tokens < budget; i++) {
+            struct iseq *s = e->run[i];
+            int left = remaining(s);
+            if (s->state != SEQ_RUNNING || (pass == 0) != (left == 1) || in_plan(e, p, s))
+                continue;
+            int k = left < budget - p->tokens ? left : budget - p->tokens;
+            if (k < left && !e->o.chunked_prefill)
+                continue;
+            if (make_room(e, p, s, k))
+                plan_add(e, p, s, k);
+            else
+                i = -1; /* the list changed: start over (planned sequences are skipped) */
+        }
+}
+
+/* Admissions from the front of the queue while slots, tokens and free blocks allow. */
+static void plan_admit(struct swift_engine *e, struct plan *p, int budget)
+{
+    int slots = swift_infer_slots_used(e);
+    while (e->nwait > 0 && p->tokens < budget && p->n < e->o.max_num_seqs) {
+        struct iseq *s = e->wait[0];
+        if (s->state != SEQ_WAITING) {
+            memmove(e->wait, e->wait + 1, (size_t)(e->nwait - 1) * sizeof(*e->wait));
+            e->nwait--;
+            continue;
+        }
+        int left = remaining(s), k = left < budget - p->tokens ? left : budget - p->tokens;
+        if (slots + s->slots > e->o.max_num_seqs || (k < left && !e->o.chunked_prefill))
+            break;
+        if (swift_pkv_reserve(&e->kv, &s->kv, k) < 0)
+            break;
+        memmove(e->wait, e->wait + 1, (size_t)(e->nwait - 1) * sizeof(*e->wait));
+        e->nwait--;
+        swift_infer_run_push(e, s);
+        slots += s->slots;
+        if (!s->r->t_sched)
+            s->r->t_sched = swift_trace_now();
+        plan_add(e, p, s, k);
+    }
+}
+
+/* The n-1 other choices of s's request, sharing its prompt's blocks, now running. */
+static void fork_choices(struct swift_engine *e, struct iseq *s)
+{
+    struct ireq *r = s->r;
+    s->slots = 1;
+    for (int c = 1; c < r->s.n; c++) {
+        struct iseq *t = swift_infer_seq_new(e, r, c);
+        swift_pkv_fork(&e->kv, &t->kv, &s->kv);
+        r->seqs[r->nseqs++] = t;
+        swift_infer_run_push(e, t);
+    }
+}
+
+static int is_in(const int32_t *ids, int n, int32_t t)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == t)
+            return 1;
+    return 0;
+}
+
+/* Sample s's next token from its logits row, report it, end the choice if it is over. */
+static void emit(struct swift_engine *e, struct iseq *s, const float *lg)
+{
+    struct ireq *r = s->r;
+    struct swift_pick pk;
+    swift_sample_next(&e->sp, lg, &r->s, r->prompt, r->plen, s->out, s->nout, s->rng, &pk);
+    if (!r->t_first)
+        r->t_first = swift_trace_now();
+    enum swift_finish fin = SWIFT_FINISH_NONE;
+    if (pk.token < 0) { /* no finite logit: nothing to add */
+        fin = SWIFT_FINISH_STOP;
+    } else {
+        s->out[s->nout++] = pk.token;
+        if ((!r->s.ignore_eos && is_in(e->eos, e->neos, pk.token)) ||
+            is_in(r->stop, r->s.nstop_ids, pk.token))
+            fin = SWIFT_FINISH_STOP;
+        else if (s->nout >= r->s.max_tokens || r->plen + s->nout >= r->limit)
+            fin = SWIFT_FINISH_LENGTH;
+    }
+    struct swift_engine_event ev = {.req = r->id,
+                                    .choice = s->choice,
+                                    .token = pk.token,
+                                    .logprob = pk.logprob,
+                                    .top_ids = pk.top_ids,
+                                    .top_logprobs = pk.top_logprobs,
+                                    .ntop = pk.ntop,
+                                    .finish = fin,
+                                    .prompt_tokens = r->plen,
+                                    .completion_tokens = s->nout};
+    int stop = r->cb ? r->cb(r->ctx, &ev) : 0;
+    if (s->state == SEQ_DONE) /* cancelled from the callback */
+        return;
+    if (fin != SWIFT_FINISH_NONE || stop)
+        swift_infer_seq_done(e, s);
+}
+
+/* The forward of the plan and what follows it. Returns 0 or -1 (reported). */
+static int run_plan(struct swift_engine *e, const struct plan *p)
+{
+    int N = 0, nw = 0;
+    for (int i = 0; i < p->n; i++) {
+        struct iseq *s = e->pseq[i];
+        int from = s->kv.len, k = e->pn[i];
+        for (int j = 0; j < k; j++) {
+            e->tok[N] = swift_infer_token_at(s, from + j);
+            e->seqof[N++] = i;
+        }
+        e->fseq[i] = &s->kv;
+        if (from + k == s->r->plen + s->nout) { /* its last token: logits for the next */
+            e->want[nw] = N - 1;
+            e->wseq[nw++] = s;
+        }
+    }
+    int64_t t0 = swift_trace_now();
+    int rc = swift_pkv_forward(&e->kv, e->fseq, p->n, e->tok, e->seqof, N, e->want, nw, e->logits);
+    e->st.forward_s += (double)(swift_trace_now() - t0) * 1e-9;
+    if (rc < 0)
+        return -1;
+    e->st.prefill_tokens += p->prefill;
+    e->st.decode_tokens += p->decode;
+    for (int w = 0; w < nw; w++) {
+        struct iseq *s = e->wseq[w];
+        if (s->state != SEQ_RUNNING)
+            continue;
+        const float *lg = e->logits + (size_t)w * e->V;
+        struct ireq *r = s->r;
+        if (s->choice == 0 && r->nseqs < r->s.n) {
+            fork_choices(e, s);
+            for (int c = 0; c < r->s.n; c++)
+                if (r->seqs[c]->state == SEQ_RUNNING)
+                    emit(e, r->seqs[c], lg);
+        } else {
+            emit(e, s, lg);
+        }
+    }
+    return 0;
+}
+
+static void step_trace(const struct swift_engine *e, const struct plan *p, int64_t t0)
+{
+    if (!swift_trace_enabled())
+        return;
+    int used = swift_pkv_used(&e->kv);
+    struct swift_targ a[6] = {SWIFT_TARG_I("step", e->st.steps),
+                              SWIFT_TARG_I("seqs", p->n),
+                              SWIFT_TARG_I("tokens", p->tokens),
+                              SWIFT_TARG_I("prefill_tokens", p->prefill),
+                              SWIFT_TARG_I("decode_tokens", p->decode),
+                              SWIFT_TARG_I("blocks_used", used)};
+    swift_trace_span("infer", "engine_step", t0, swift_trace_now(), a, 6);
+    swift_trace_counter("kv_blocks_used", used);
+}
+
+int swift_engine_step(struct swift_engine *e)
+{
+    swift_infer_compact(e);
+    if (e->nreq == 0)
+        return 0;
+    int64_t t0 = swift_trace_now();
+    struct plan p = {0};
+    int budget = e->o.max_num_batched_tokens;
+    e->in_step = 1;
+    plan_running(e, &p, budget);
+    plan_admit(e, &p, budget);
+    int rc = p.n > 0 ? run_plan(e, &p) : 0;
+    e->in_step = 0;
+    e->st.steps++;
+    step_trace(e, &p, t0);
+    swift_infer_compact(e);
+    return rc < 0 ? -1 : e->nreq;
+}

@@ -1,0 +1,97 @@
+/*
+ * pkv — a paged key/value cache for lib/model's forward (swift-infer's engine, lib/infer): the
+ * keys and values of every layer live in a pool of num_blocks blocks of block_size tokens, and a
+ * sequence holds a block table (position j in blocks[j / block_size], at slot j % block_size), as
+ * vLLM's PagedAttention. Sequences of any length share the pool; memory is taken block by block
+ * as they grow and given back when they end.
+ *
+ * Blocks are reference-counted: swift_pkv_fork makes a sequence share another's blocks (the n
+ * choices of a request share the prompt's). Only the block that receives the next token can be
+ * written, so copy-on-write concerns at most one block per sequence: swift_pkv_reserve copies a
+ * shared partial last block before the first write into it; full blocks stay shared.
+ *
+ *     struct swift_pkv c;
+ *     swift_pkv_init(&c, &model, num_blocks, block_size, max_tokens);
+ *     struct swift_pkv_seq a = {0}, b = {0};
+ *     swift_pkv_reserve(&c, &a, n);                       // blocks for n more tokens, or -1
+ *     struct swift_pkv_seq *seqs[] = {&a};
+ *     swift_pkv_forward(&c, seqs, tokens, seqof, n, want, nwant, logits);
+ *     swift_pkv_fork(&c, &b, &a);                         // b shares a's tokens
+ *     swift_pkv_seq_free(&c, &a);                         // blocks back to the pool
+ *     swift_pkv_release(&c);
+ *
+ * The forward (lib/model/forward.c) is swift_kv_forward's: the same layer function; the new
+ * tokens' keys and values go to their block slots (copy_rows) and attention reads through the
+ * block tables (the attention_paged op, the same loop as attention_cached: identical logits on
+ * the CPU). The pool and the scratch are backend memory; block tables, reference counts and the
+ * index arrays are host memory.
+ */
+#ifndef SWIFT_MODEL_PKV_H
+#define SWIFT_MODEL_PKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/model/kv.h"
+
+struct swift_model;
+
+/* One sequence's view of the pool; zero-initialise it. */
+struct swift_pkv_seq {
+    int len;         /* tokens held */
+    int nblocks;     /* blocks in the table (covering len, and what reserve added) */
+    int cap;         /* the table's capacity */
+    int32_t *blocks; /* host: block ids */
+};
+
+struct swift_pkv {
+    struct swift_model *m; /* borrowed */
+    int num_blocks, block_size, max_tokens;
+    float *k, *v;      /* backend (layers, num_blocks * block_size, kv_heads * head_dim) */
+    int *ref;          /* host (num_blocks): sequences holding each block, 0: free */
+    int32_t *freel;    /* host: the free blocks (a stack) */
+    int nfree, peak;   /* free blocks now; most ever used */
+    struct swift_kv s; /* the scratch of one forward and its host index arrays (its own 1 x 1
+                        * cache is not used) */
+    int32_t *toff;     /* host (max_tokens): each token's block table in tables */
+    int32_t *tables;   /* host: the block tables of the call's sequences */
+    int ntables, tables_cap;
+    double flops; /* matmul + attention FLOPs since init */
+};
+
+/* A pool of num_blocks blocks of block_size tokens, scratch for max_tokens tokens per forward.
+ * Returns 0 or -1 (reported: out of memory, head_dim above 512, bad sizes, or a backend without
+ * copy_rows and attention_paged). */
+int swift_pkv_init(struct swift_pkv *c, struct swift_model *m, int num_blocks, int block_size,
+                   int max_tokens);
+void swift_pkv_release(struct swift_pkv *c);
+/* Blocks held by sequences now. */
+int swift_pkv_used(const struct swift_pkv *c);
+
+/* Blocks that growing s by n tokens takes from the pool: new blocks, plus one when the block
+ * that receives the next token is shared (it is copied first). */
+int swift_pkv_need(const struct swift_pkv *c, const struct swift_pkv_seq *s, int n);
+/* Room for n more tokens in s (copying a shared partial block). Returns 0, or -1 when the pool
+ * has fewer free blocks than swift_pkv_need (nothing reported, nothing changed). */
+int swift_pkv_reserve(struct swift_pkv *c, struct swift_pkv_seq *s, int n);
+/* Give s's blocks back (each is freed when no other sequence holds it); s is empty again and
+ * keeps its table's memory. */
+void swift_pkv_seq_clear(struct swift_pkv *c, struct swift_pkv_seq *s);
+/* swift_pkv_seq_clear and free the table. */
+void swift_pkv_seq_free(struct swift_pkv *c, struct swift_pkv_seq *s);
+/* dst (cleared first) shares src's tokens: the blocks covering src's len, copy-on-write. */
+void swift_pkv_fork(struct swift_pkv *c, struct swift_pkv_seq *dst,
+                    const struct swift_pkv_seq *src);
+
+/*
+ * The model's forward on the paged cache (lib/model/forward.c). N new tokens (N <= max_tokens):
+ * token i goes to seqs[seqof[i]] at that sequence's next position (a sequence's tokens in
+ * order); room must have been reserved. Writes the logits of the tokens listed in want[0..nwant)
+ * to logits (nwant x V, host memory). Returns 0, or -1 after reporting a token outside the
+ * vocabulary, a sequence index out of range or a sequence without room (nothing changed then).
+ */
+int swift_pkv_forward(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, int nseqs,
+                      const int32_t *tokens, const int *seqof, int N, const int *want, int nwant,
+                      float *logits);
+
+#endif
