@@ -259,7 +259,8 @@ static int parse_sampling(json_t *b, struct swift_oai_request *rq, struct swift_
         return -1;
     if (rc)
         s->seed = (uint64_t)x;
-    if (get_bool(b, "ignore_eos", &s->ignore_eos, er) < 0)
+    if (get_bool(b, "ignore_eos", &s->ignore_eos, er) < 0 ||
+        get_bool(b, "return_tokens_as_token_ids", &rq->token_ids, er) < 0)
         return -1;
     if (parse_stop(b, rq, er) < 0 || parse_stop_ids(b, rq, er) < 0 ||
         parse_logprobs(b, rq, er) < 0 || parse_stream(b, rq, er) < 0)

@@ -20,15 +20,15 @@
  * presence_penalty and frequency_penalty [-2, 2], seed (an integer), stop (a string or an
  * array of at most 16 non-empty strings), logprobs (chat: a boolean with top_logprobs 0..20;
  * completions: an integer 0..20), stream, stream_options.include_usage (only with stream),
- * ignore_eos and stop_token_ids (vLLM). Chat: messages (roles system, developer (as system),
- * user, assistant, tool; content a string, null, or an array of {"type": "text", "text"} parts
- * joined with "\n" as vLLM does), tool_calls on assistant messages (function.arguments a JSON
- * string, parsed into an object for the template as vLLM does), tools ({"type": "function",
- * "function": {"name", ...}}), tool_choice ("auto" or "none": with "none" the tools stay in the
- * prompt and calls are not parsed, vLLM's default), chat_template_kwargs.enable_thinking (Qwen3's
- * thinking switch). Completions: prompt as a string, an array of one string, or an array of token
- * ids. Unknown fields are ignored, as OpenAI and vLLM do; a known field of the wrong type or out of
- * range is an error that names it (param).
+ * ignore_eos, stop_token_ids and return_tokens_as_token_ids (vLLM). Chat: messages (roles system,
+ * developer (as system), user, assistant, tool; content a string, null, or an array of {"type":
+ * "text", "text"} parts joined with "\n" as vLLM does), tool_calls on assistant messages
+ * (function.arguments a JSON string, parsed into an object for the template as vLLM does), tools
+ * ({"type": "function", "function": {"name", ...}}), tool_choice ("auto" or "none": with "none" the
+ * tools stay in the prompt and calls are not parsed, vLLM's default),
+ * chat_template_kwargs.enable_thinking (Qwen3's thinking switch). Completions: prompt as a string,
+ * an array of one string, or an array of token ids. Unknown fields are ignored, as OpenAI and vLLM
+ * do; a known field of the wrong type or out of range is an error that names it (param).
  *
  * Responses follow OpenAI's shapes: chat.completion, text_completion, chat.completion.chunk (SSE
  * framing "data: {json}\n\n", the final "data: [DONE]\n\n"), the error object
@@ -79,7 +79,8 @@ struct swift_oai_request {
     int32_t stop_ids[SWIFT_OAI_MAX_STOP_IDS];
     const char *stop[SWIFT_OAI_MAX_STOP]; /* borrowed from body */
     int nstop;
-    int logprobs; /* chat: logprobs true; completions: logprobs given (sampling.top_logprobs N) */
+    int logprobs;  /* chat: logprobs true; completions: logprobs given (sampling.top_logprobs N) */
+    int token_ids; /* return_tokens_as_token_ids (vLLM): logprobs tokens as "token_id:N" */
     int stream, include_usage;
 };
 
