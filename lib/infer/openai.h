@@ -15,7 +15,8 @@
  *
  * Requests (/v1/chat/completions and /v1/completions as OpenAI documents them, with vLLM's
  * extensions): model, n (1..64), max_tokens or max_completion_tokens (>= 1; absent: up to the
- * context limit, sampling.max_tokens 0 then and the caller fills it), temperature (>= 0),
+ * context limit, sampling.max_tokens 0 then and the caller fills it), temperature (>= 0;
+ * absent: 0, greedy, as ms-swift's infer; OpenAI and vLLM default to 1),
  * top_p (0..1], top_k (-1 or 0: off), min_p [0, 1], repetition_penalty (> 0),
  * presence_penalty and frequency_penalty [-2, 2], seed (an integer), stop (a string or an
  * array of at most 16 non-empty strings), logprobs (chat: a boolean with top_logprobs 0..20;

@@ -82,7 +82,7 @@ static void test_parse_chat(void **state)
     assert_null(rq.model);
     assert_int_equal(rq.sampling.n, 1);
     assert_int_equal(rq.sampling.max_tokens, 5);
-    assert_true(rq.sampling.temperature == 1.0 || rq.sampling.temperature == 0.0);
+    assert_true(rq.sampling.temperature == 0.0); /* greedy when absent (ms-swift infer) */
     assert_int_equal(rq.tools_on, 0);
     assert_int_equal(rq.enable_thinking, 1);
     swift_oai_request_release(&rq);
@@ -568,6 +568,37 @@ static void test_stream(void **state)
     swift_tokenizer_free(tok);
 }
 
+/* return_tokens_as_token_ids spells logprobs tokens "token_id:N"; bytes that are no UTF-8
+ * character come out as U+FFFD, never as invalid JSON. */
+static void test_token_ids_and_bad_utf8(void **state)
+{
+    (void)state;
+    struct swift_tokenizer *tok = byte_tok();
+    struct swift_oai_request rq;
+    struct swift_oai_error er;
+    assert_int_equal(parse("{\"prompt\":\"p\",\"logprobs\":0,\"return_tokens_as_token_ids\":true}",
+                           SWIFT_OAI_COMPLETION,
+                           NULL,
+                           &rq,
+                           &er),
+                     0);
+    struct swift_oai_choice c = {0};
+    int stopped;
+    feed(&c, &rq, tok, "a\xff\xc3", 0, &stopped);
+    c.finish = SWIFT_FINISH_LENGTH;
+    json_t *r = swift_oai_completion_response(&rq, "cmpl-1", 7, "tiny", &c, 1, 1);
+    json_t *c0 = json_array_get(json_object_get(r, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(c0, "text")),
+                        "a\xef\xbf\xbd\xef\xbf\xbd");
+    json_t *toks = json_object_get(json_object_get(c0, "logprobs"), "tokens");
+    assert_string_equal(json_string_value(json_array_get(toks, 0)), "token_id:97");
+    assert_string_equal(json_string_value(json_array_get(toks, 1)), "token_id:255");
+    json_decref(r);
+    swift_oai_choice_release(&c);
+    swift_oai_request_release(&rq);
+    swift_tokenizer_free(tok);
+}
+
 static void test_batch_lines(void **state)
 {
     (void)state;
@@ -600,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_toolcall_hermes),
         cmocka_unit_test(test_choice_and_responses),
         cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_token_ids_and_bad_utf8),
         cmocka_unit_test(test_batch_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
