@@ -416,8 +416,11 @@ static int flush_head(struct batch *b)
         if (rc < 0)
             return -1;
     }
-    if (b->head == b->tail)
-        b->head = b->tail = 0;
+    if (b->head > 0 && b->head >= b->tail - b->head) { /* keep q as long as the window */
+        memmove(b->q, b->q + b->head, (b->tail - b->head) * sizeof(*b->q));
+        b->tail -= b->head;
+        b->head = 0;
+    }
     return 0;
 }
 

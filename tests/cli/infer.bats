@@ -64,7 +64,8 @@ greedy_equals_transformers() {
         n=$((i % 2 ? 40 : 2))
         printf '{"custom_id":"r%d","method":"POST","url":"/v1/completions","body":{"prompt":[%d],"max_tokens":%d,"ignore_eos":true}}\n' "$i" "$i" "$n"
     done >"$T/in.jsonl"
-    run --separate-stderr "$INFER" "$FIX/eval/llama" --max-num-seqs 4 "$T/in.jsonl"
+    # (read from stdin)
+    run --separate-stderr "$INFER" "$FIX/eval/llama" --max-num-seqs 4 <"$T/in.jsonl"
     [ "$status" -eq 0 ]
     [ "$(jq -r .custom_id <<<"$output" | tr '\n' ' ')" = "r1 r2 r3 r4 r5 r6 " ]
     [ "$(jq -r .response.body.usage.completion_tokens <<<"$output" | tr '\n' ' ')" = "40 2 40 2 40 2 " ]
