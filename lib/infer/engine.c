@@ -276,6 +276,15 @@ int64_t swift_engine_add(struct swift_engine *e, const int32_t *prompt, int len,
                  limit < e->o.max_model_len ? ", the cache's pool" : "");
         return -1;
     }
+    if (!e->o.chunked_prefill && len > e->o.max_num_batched_tokens) {
+        snprintf(err,
+                 errlen,
+                 "prompt of %d tokens does not fit one forward of %d tokens (chunked prefill is "
+                 "off)",
+                 len,
+                 e->o.max_num_batched_tokens);
+        return -1;
+    }
     struct ireq *r = swift_xcalloc(1, sizeof(*r));
     r->id = e->next_id++;
     r->prompt = swift_xcalloc((size_t)len, sizeof(int32_t));
@@ -384,10 +393,10 @@ int swift_engine_cancel(struct swift_engine *e, int64_t req)
         struct iseq *s = c < r->nseqs ? r->seqs[c] : NULL;
         if (s && s->state == SEQ_DONE)
             continue;
-        if (c == 0 || s) /* choices not forked yet end with choice 0's sequence */
-            swift_pkv_seq_clear(&e->kv, &r->seqs[c]->kv);
-        if (s)
+        if (s) { /* choices not forked yet have no sequence of their own */
+            swift_pkv_seq_clear(&e->kv, &s->kv);
             s->state = SEQ_DONE;
+        }
         struct swift_engine_event ev = {.req = r->id,
                                         .choice = c,
                                         .token = -1,

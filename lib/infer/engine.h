@@ -25,6 +25,15 @@
  *         ;                                                  // on_token fires inside step
  *     swift_engine_free(e);
  *
+ * Sequence slots: a request of n choices takes n of max_num_seqs from its admission on (its
+ * prompt is one sequence until prefilled, then forks into n). A sequence never grows past
+ * max_model_len nor past the pool (num_blocks * block_size tokens, + the last token, which is
+ * never cached), so a sequence alone always fits and preemption always ends.
+ *
+ * Traces (docs/trace-schema.md, category infer): a span engine_step per step (args step, seqs,
+ * tokens, prefill_tokens, decode_tokens, blocks_used), the counter kv_blocks_used, and per
+ * request, when its last choice ends, request_queued, request_prefill and request_decode.
+ *
  * Threads: an engine is used from one thread (the server runs it on its own thread and hands
  * requests over through a queue); the forward itself uses the backend's threads.
  */
@@ -43,7 +52,8 @@ struct swift_engine_opts {
     int block_size;             /* tokens per cache block */
     int num_blocks;             /* blocks in the pool; 0: max_num_seqs sequences of max_model_len */
     int max_model_len;          /* prompt + completion; 0: the config's max_position_embeddings */
-    int chunked_prefill;        /* 0: a prompt is prefilled in one forward (it must fit) */
+    int chunked_prefill;        /* 0: a prompt is prefilled in one forward (it must fit; the
+                                   recompute of a preempted sequence is chunked all the same) */
 };
 /* 16 sequences, 512 tokens per forward, blocks of 16, pool sized from the rest, chunked. */
 struct swift_engine_opts swift_engine_defaults(void);
@@ -72,7 +82,8 @@ struct swift_sampling swift_sampling_defaults(void);
 enum swift_finish {
     SWIFT_FINISH_NONE = 0, /* the choice goes on */
     SWIFT_FINISH_STOP,     /* an eos or stop id (this token), or the callback asked */
-    SWIFT_FINISH_LENGTH,   /* max_tokens or max_model_len reached with this token */
+    SWIFT_FINISH_LENGTH,   /* max_tokens or max_model_len (or the pool's size, when
+                              smaller) reached with this token */
     SWIFT_FINISH_ABORT,    /* cancelled (token -1) */
 };
 

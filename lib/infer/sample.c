@@ -76,7 +76,44 @@ static int cmp_cand(const void *a, const void *b)
     return p->id - q->id;
 }
 
-/* The token drawn from x (processed logits) as s says. */
+static void swap_cand(struct swift_sample_cand *a, struct swift_sample_cand *b)
+{
+    struct swift_sample_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Reorder c[0..n) so that c[0..k) are the k first in cmp_cand's order (in no particular order
+ * among themselves): quickselect, O(n) on average, where a sort of a large vocabulary per
+ * token would cost more than a small model's forward. */
+static void select_k(struct swift_sample_cand *c, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2; /* median of three as the pivot, moved to hi */
+        if (cmp_cand(&c[mid], &c[lo]) < 0)
+            swap_cand(&c[mid], &c[lo]);
+        if (cmp_cand(&c[hi], &c[lo]) < 0)
+            swap_cand(&c[hi], &c[lo]);
+        if (cmp_cand(&c[mid], &c[hi]) < 0)
+            swap_cand(&c[mid], &c[hi]);
+        int st = lo;
+        for (int i = lo; i < hi; i++)
+            if (cmp_cand(&c[i], &c[hi]) < 0)
+                swap_cand(&c[i], &c[st++]);
+        swap_cand(&c[st], &c[hi]); /* the pivot at its final place st */
+        if (st == k - 1 || st == k)
+            return;
+        if (st < k)
+            lo = st + 1;
+        else
+            hi = st - 1;
+    }
+}
+
+/* The token drawn from x (processed logits) as s says: the top_k best (ties: lower id), the
+ * smallest prefix of those in order whose mass reaches top_p, those at least min_p times as
+ * likely as the best, then a draw in proportion. */
 static int32_t pick(struct swift_sampler *sp, const double *x, const struct swift_sampling *s,
                     uint64_t rng[4])
 {
@@ -91,11 +128,12 @@ static int32_t pick(struct swift_sampler *sp, const double *x, const struct swif
     for (int v = 0; v < V; v++)
         if (x[v] > -INFINITY)
             c[n++] = (struct swift_sample_cand){x[v], v};
-    int filter = (s->top_k > 0 && s->top_k < n) || s->top_p < 1.0 || s->min_p > 0;
-    if (filter)
-        qsort(c, (size_t)n, sizeof(*c), cmp_cand);
-    if (s->top_k > 0 && s->top_k < n)
+    if (s->top_k > 0 && s->top_k < n) {
+        select_k(c, n, s->top_k);
         n = s->top_k;
+    }
+    if (s->top_p < 1.0)
+        qsort(c, (size_t)n, sizeof(*c), cmp_cand);
     double mx = x[best], sum = 0;
     for (int i = 0; i < n; i++) {
         c[i].x = exp((c[i].x - mx) / s->temperature); /* the best is 1 */
@@ -114,13 +152,15 @@ static int32_t pick(struct swift_sampler *sp, const double *x, const struct swif
         }
         n = k;
     }
-    if (s->min_p > 0) { /* probability at least min_p times the best's (the first, 1) */
-        int k = 1;
-        double kept = c[0].x;
-        while (k < n && c[k].x >= s->min_p) /* sorted: the rest are smaller */
-            kept += c[k++].x;
+    if (s->min_p > 0) { /* the best (1) is always kept */
+        int k = 0;
+        sum = 0;
+        for (int i = 0; i < n; i++)
+            if (c[i].x >= s->min_p) {
+                c[k] = c[i];
+                sum += c[k++].x;
+            }
         n = k;
-        sum = kept;
     }
     double u = swift_rng_uniform(rng) * sum, cum = 0;
     for (int i = 0; i < n; i++) {

@@ -41,6 +41,13 @@ static void plan_add(struct swift_engine *e, struct plan *p, struct iseq *s, int
         p->prefill += k;
 }
 
+/* Whether s may be fed in chunks: with chunked prefill on, or to recompute a preempted
+ * sequence (prompt and output may exceed one forward even when the prompt alone does not). */
+static int chunk_ok(const struct swift_engine *e, const struct iseq *s)
+{
+    return e->o.chunked_prefill || s->nout > 0;
+}
+
 /* The most recently admitted running sequence not in the plan (NULL: none). */
 static struct iseq *victim(struct swift_engine *e, const struct plan *p)
 {
@@ -78,7 +85,7 @@ static void plan_running(struct swift_engine *e, struct plan *p, int budget)
             if (s->state != SEQ_RUNNING || (pass == 0) != (left == 1) || in_plan(e, p, s))
                 continue;
             int k = left < budget - p->tokens ? left : budget - p->tokens;
-            if (k < left && !e->o.chunked_prefill)
+            if (k < left && !chunk_ok(e, s))
                 continue;
             if (make_room(e, p, s, k))
                 plan_add(e, p, s, k);
@@ -99,7 +106,7 @@ static void plan_admit(struct swift_engine *e, struct plan *p, int budget)
             continue;
         }
         int left = remaining(s), k = left < budget - p->tokens ? left : budget - p->tokens;
-        if (slots + s->slots > e->o.max_num_seqs || (k < left && !e->o.chunked_prefill))
+        if (slots + s->slots > e->o.max_num_seqs || (k < left && !chunk_ok(e, s)))
             break;
         if (swift_pkv_reserve(&e->kv, &s->kv, k) < 0)
             break;
@@ -163,10 +170,10 @@ static void emit(struct swift_engine *e, struct iseq *s, const float *lg)
                                     .finish = fin,
                                     .prompt_tokens = r->plen,
                                     .completion_tokens = s->nout};
+    if (fin != SWIFT_FINISH_NONE) /* over before the callback: a cancel from it finds it done */
+        swift_infer_seq_done(e, s);
     int stop = r->cb ? r->cb(r->ctx, &ev) : 0;
-    if (s->state == SEQ_DONE) /* cancelled from the callback */
-        return;
-    if (fin != SWIFT_FINISH_NONE || stop)
+    if (stop && s->state == SEQ_RUNNING) /* not cancelled from the callback meanwhile */
         swift_infer_seq_done(e, s);
 }
 

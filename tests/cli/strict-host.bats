@@ -123,6 +123,14 @@ same_record() { # swift-eval ARGS...: the strict backend's record equals the cpu
     [ "$(grep -c 'greedy generation 48/48 tokens equal' <<<"$output")" -eq 4 ]
 }
 
+@test "swift-infer's engine and paged cache (paged forward, greedy against transformers, preemption) pass on the strict backend" {
+    [ -x "$SWIFT_BUILD/tests/test_infer_engine" ] || skip "test_infer_engine not built"
+    run strict "$SWIFT_BUILD/tests/test_infer_engine"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c 'paged forward logits identical' <<<"$output")" -eq 3 ]
+    [ "$(grep -c "96/96 tokens equal to transformers' generate" <<<"$output")" -eq 6 ]
+}
+
 @test "2 MPI ranks with ZeRO-1 on the strict backend: the cpu's losses and checkpoint" {
     command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
     . "$BATS_TEST_DIRNAME/mpi_env.bash" # mpirun as root, no network, ASan

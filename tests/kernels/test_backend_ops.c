@@ -620,6 +620,60 @@ static void kv_cache(struct inst *in, const struct swift_ops *o, int step)
     }
 }
 
+/* swift-infer's paged attention (attention_paged): three sequences whose positions lie in
+ * blocks of the pool in shuffled order (block tables in device memory), and the same keys laid
+ * out contiguously for attention_cached: sh nb (blocks), bs, NH, NKV, D, N (N <= 7).
+ * CHECK (GRAD rows): the paged op gives attention_cached's bits. */
+static void kv_paged(struct inst *in, const struct swift_ops *o, int step)
+{
+    static const int32_t pos[7] = {0, 5, 20, 3, 4, 9, 1}, row[7] = {0, 1, 2, 2, 0, 1, 1};
+    int nb = SH(0), bs = SH(1), KD = SH(3) * SH(4), N = SH(5), cap = 21;
+    int nbt = (cap + bs - 1) / bs; /* blocks per sequence */
+    size_t pool = (size_t)nb * bs * KD, nq = (size_t)N * SH(2) * SH(4);
+    if (step == GEN) {
+        assert_true(nb >= 3 * nbt);
+        float *pk = tf(in, "pool keys", pool, 1, IN), *pv = tf(in, "pool values", pool, 1, IN);
+        tf(in, "q", nq, 1, IN);
+        float *kc = tf(in, "contiguous keys", (size_t)3 * cap * KD, 0, IN);
+        float *vc = tf(in, "contiguous values", (size_t)3 * cap * KD, 0, IN);
+        memcpy(ti(in, "pos", I32_HOST, N), pos, N * sizeof(int32_t));
+        int32_t *toff = ti(in, "toff", I32_HOST, N);
+        int32_t *tb = ti(in, "tables (device)", I32_DEV, (size_t)3 * nbt);
+        memcpy(ti(in, "row", I32_HOST, N), row, N * sizeof(int32_t));
+        for (int i = 0; i < N; i++)
+            toff[i] = row[i] * nbt;
+        int32_t *perm = hnew((size_t)nb * sizeof(int32_t));
+        for (int b = 0; b < nb; b++)
+            perm[b] = b;
+        for (int b = nb - 1; b > 0; b--) { /* shuffled: tables are not in order */
+            int j = (int)(rnext() >> 33) % (b + 1);
+            int32_t t = perm[b];
+            perm[b] = perm[j];
+            perm[j] = t;
+        }
+        memcpy(tb, perm, (size_t)3 * nbt * sizeof(int32_t));
+        for (int r = 0; r < 3; r++)
+            for (int j = 0; j < cap; j++) {
+                size_t at = ((size_t)tb[r * nbt + j / bs] * bs + j % bs) * KD;
+                memcpy(kc + ((size_t)r * cap + j) * KD, pk + at, KD * sizeof(float));
+                memcpy(vc + ((size_t)r * cap + j) * KD, pv + at, KD * sizeof(float));
+            }
+        tf(in, "attention_paged out", nq, 0, OF);
+        tf(in, "attention_cached out", nq, 0, OF);
+    } else if (step == FWD || step == CHECK) {
+        o->attention_paged(
+            F(9), F(2), F(0), F(1), IDX(5), IDX(6), IDX(7), 3 * nbt, bs, N, SH(2), SH(3), SH(4));
+        size_t stride = (size_t)cap * KD;
+        o->attention_cached(
+            F(10), F(2), F(3), F(4), IDX(5), IDX(8), stride, N, SH(2), SH(3), SH(4));
+        if (step == CHECK) {
+            const float *a = download(o, F(9), nq * sizeof(float));
+            const float *b = download(o, F(10), nq * sizeof(float));
+            assert_memory_equal(a, b, nq * sizeof(float));
+        }
+    }
+}
+
 struct family {
     void (*fn)(struct inst *in, const struct swift_ops *o, int step);
     int out, dout;  /* finite differences of L = sum(out * dout) */
@@ -640,6 +694,7 @@ static const struct family f_dropout = {dropout, 0, 0, {{0}}};
 static const struct family f_xent = {cross_entropy, 2, 3, {{1, 1}}};
 static const struct family f_adamw = {adamw, 0, 0, {{0}}};
 static const struct family f_kv = {kv_cache, 0, 0, {{0}}};
+static const struct family f_paged = {kv_paged, 0, 0, {{0}}};
 
 #define EW 1e-6, 1e-5, 0  /* elementwise */
 #define RED 1e-5, 1e-4, 0 /* reductions in float */
@@ -703,6 +758,11 @@ static const struct test_case cases[] = {
     {"kv cache ops", &f_kv, FWD, {3, 21, 6, 2, 24, 7}, {0}, 0, RED},
     /* head_dim 128 (the 0.5B shape): more threads than a warp */
     {"kv cache ops D=128", &f_kv, FWD, {3, 21, 6, 2, 128, 3}, {0}, 0, RED},
+    /* paged attention: blocks of 4 and of 1 (every position its own block), D=128 */
+    {"attention_paged", &f_paged, FWD, {24, 4, 6, 2, 24, 7}, {0}, 0, RED},
+    {"attention_paged bs=1", &f_paged, FWD, {70, 1, 4, 4, 16, 7}, {0}, 0, RED},
+    {"attention_paged D=128", &f_paged, FWD, {18, 8, 14, 2, 128, 5}, {0}, 0, RED},
+    {"attention_paged = attention_cached", &f_paged, GRAD, {24, 4, 6, 2, 24, 7}, {0}, 0, FD},
 };
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 

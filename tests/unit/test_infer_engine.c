@@ -4,6 +4,8 @@
  * blocks and a pool small enough to preempt, n > 1 on a shared prompt, seeded sampling whatever
  * the batch, top-k 1, the penalties against a hand computation, cancellation and leaks. */
 #include "kernels/ops.h"
+#include "lib/core/trace.h"
+#include "lib/eval/generate.h"
 #include "lib/infer/engine.h"
 #include "lib/infer/sample.h"
 #include "lib/model/backend.h"
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -201,9 +204,12 @@ static int on_token(void *ctx, const struct swift_engine_event *ev)
     return 0;
 }
 
+static int unchunked; /* engine(): chunked prefill off */
+
 static struct swift_engine *engine(struct swift_model *m, int seqs, int tokens, int bs, int nb)
 {
     struct swift_engine_opts o = swift_engine_defaults();
+    o.chunked_prefill = !unchunked;
     o.max_num_seqs = seqs;
     o.max_num_batched_tokens = tokens;
     o.block_size = bs;
@@ -247,8 +253,9 @@ static void check_greedy(const char *arch, int seqs, int tokens, int bs, int nb,
     s.max_tokens = r.G;
     struct out o[2 * MAXP];
     memset(o, 0, sizeof(o));
-    int next = 0, total = 2 * r.P;
+    int next = 0, total = 2 * r.P, guard = 0;
     while (next < total || swift_engine_step(e) > 0) {
+        assert_true(++guard < 10000);
         if (next < total) { /* one more request, then a step */
             int p = next % r.P;
             add(e, r.prompt[p], r.plen[p], &s, &o[next]);
@@ -301,6 +308,18 @@ static void test_greedy(void **state)
     assert_true(pre > 0);
     check_greedy("qwen3", 8, 32, 4, 12, &pre);
     assert_true(pre > 0);
+}
+
+/* Chunked prefill off: each prompt in one forward; a preempted sequence's recompute (prompt and
+ * output, more than one forward holds) is chunked all the same, or it would wait forever. */
+static void test_greedy_unchunked(void **state)
+{
+    (void)state;
+    long pre = 0;
+    unchunked = 1;
+    check_greedy("llama", 8, 24, 4, 12, &pre);
+    assert_true(pre > 0);
+    unchunked = 0;
 }
 
 /* n = 2 greedy on one prompt: the prompt is prefilled once, both choices are transformers'. */
@@ -377,14 +396,509 @@ static void test_cancel(void **state)
     swift_model_free(&m);
 }
 
+/* A callback that cancels another request, then its own, and queues a new one. */
+struct reentry {
+    struct swift_engine *e;
+    int64_t other, self, added;
+    struct out mine, *other_out, *added_out;
+    const int32_t *prompt;
+};
+static int reentrant(void *ctx, const struct swift_engine_event *ev)
+{
+    struct reentry *x = ctx;
+    on_token(&x->mine, ev);
+    if (ev->token >= 0 && x->mine.n[0] == 2) {
+        assert_int_equal(swift_engine_cancel(x->e, x->other), 0);
+        assert_int_equal(x->other_out->aborts, 1);
+        char err[128];
+        struct swift_sampling s = swift_sampling_defaults();
+        s.max_tokens = 3;
+        x->added = swift_engine_add(x->e, x->prompt, 4, &s, on_token, x->added_out, err, 128);
+        assert_true(x->added > 0);
+    }
+    if (ev->token >= 0 && x->mine.n[0] == 4)
+        assert_int_equal(swift_engine_cancel(x->e, x->self), 0);
+    return 0;
+}
+
+static void test_cancel_in_callback(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine *e = engine(&m, 4, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = 20;
+    s.ignore_eos = 1;
+    struct out other, added;
+    memset(&other, 0, sizeof(other));
+    memset(&added, 0, sizeof(added));
+    struct reentry x = {.e = e, .other_out = &other, .added_out = &added, .prompt = r.prompt[3]};
+    memset(&x.mine, 0, sizeof(x.mine));
+    char err[128];
+    x.self = swift_engine_add(e, r.prompt[3], r.plen[3], &s, reentrant, &x, err, 128);
+    x.other = add(e, r.prompt[2], r.plen[2], &s, &other);
+    run_all(e);
+    assert_int_equal(x.mine.n[0], 4);
+    assert_int_equal(x.mine.aborts, 1);
+    assert_int_equal(x.mine.fin[0], SWIFT_FINISH_ABORT);
+    assert_int_equal(other.aborts, 1);
+    assert_true(other.n[0] >= 1 && other.n[0] <= 2);
+    assert_int_equal(added.n[0], 3);
+    assert_int_equal(added.fin[0], SWIFT_FINISH_LENGTH);
+    struct swift_engine_stats st;
+    swift_engine_stats(e, &st);
+    assert_int_equal(st.blocks_used, 0);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+/* A sampled request's tokens and log-probs (seeded) alone, then with others joining mid-run on
+ * a pool that preempts: the same; choice 1 of seed 42 is choice 0 of seed 43. */
+static void sampled(const char *arch, int busy, int n, uint64_t seed, struct out *res)
+{
+    struct ref r;
+    ref_load(&r, arch);
+    struct swift_model m;
+    load_model(&m, arch);
+    struct swift_engine *e = engine(&m, 8, 32, 4, busy ? 14 : 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = 30;
+    s.ignore_eos = 1;
+    s.temperature = 0.9;
+    s.top_p = 0.95;
+    s.top_k = 100;
+    s.min_p = 0.01;
+    s.seed = seed;
+    s.n = n;
+    struct out other[6];
+    memset(other, 0, sizeof(other));
+    memset(res, 0, sizeof(*res));
+    struct swift_sampling so = s;
+    so.n = 1;
+    for (int i = 0; busy && i < 3; i++) { /* three before */
+        so.seed = 100 + (uint64_t)i;
+        add(e, r.prompt[i % r.P], r.plen[i % r.P], &so, &other[i]);
+        swift_engine_step(e);
+    }
+    add(e, r.prompt[r.P - 1], r.plen[r.P - 1], &s, res);
+    for (int i = 3; busy && i < 6; i++) { /* three after */
+        swift_engine_step(e);
+        so.seed = 100 + (uint64_t)i;
+        add(e, r.prompt[i % r.P], r.plen[i % r.P], &so, &other[i]);
+    }
+    run_all(e);
+    struct swift_engine_stats st;
+    swift_engine_stats(e, &st);
+    assert_int_equal(st.blocks_used, 0);
+    if (busy)
+        assert_true(st.preemptions > 0);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+static void test_seeded(void **state)
+{
+    (void)state;
+    const char *archs[] = {"llama", "qwen3"};
+    for (int a = 0; a < 2; a++) {
+        struct out alone, busy, two, next;
+        sampled(archs[a], 0, 1, 42, &alone);
+        sampled(archs[a], 1, 1, 42, &busy);
+        assert_int_equal(alone.n[0], 30);
+        assert_int_equal(busy.n[0], 30);
+        assert_memory_equal(alone.tok[0], busy.tok[0], 30 * 4);
+        /* log-probs: a token's logits come from forwards of other sizes in a busy engine (and
+         * from a prefill chunk after a preemption); OpenBLAS's sgemm may round differently */
+        for (int t = 0; t < 30; t++)
+            assert_true(fabsf(alone.lp[0][t] - busy.lp[0][t]) < 1e-5f);
+        sampled(archs[a], 1, 2, 42, &two);
+        sampled(archs[a], 0, 1, 43, &next);
+        assert_memory_equal(two.tok[0], alone.tok[0], 30 * 4);
+        assert_memory_equal(two.tok[1], next.tok[0], 30 * 4);
+        assert_memory_not_equal(alone.tok[0], next.tok[0], 30 * 4);
+    }
+}
+
+/* top_k 1 at temperature 1 is greedy; the chosen token's log-prob is the best alternative's. */
+static void test_top_k1(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "qwen2");
+    struct swift_model m;
+    load_model(&m, "qwen2");
+    struct swift_engine *e = engine(&m, 8, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = r.G;
+    s.temperature = 1.0;
+    s.top_k = 1;
+    s.seed = 5;
+    s.top_logprobs = 3;
+    struct out o[MAXP];
+    memset(o, 0, sizeof(o));
+    for (int p = 0; p < r.P; p++)
+        add(e, r.prompt[p], r.plen[p], &s, &o[p]);
+    run_all(e);
+    for (int p = 0; p < r.P; p++) {
+        assert_int_equal(o[p].n[0], r.glen[p]);
+        assert_memory_equal(o[p].tok[0], r.greedy[p], (size_t)r.glen[p] * 4);
+        for (int t = 0; t < o[p].n[0]; t++)
+            assert_true(o[p].lp[0][t] <= 0 && o[p].lp[0][t] > -30);
+    }
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+static int32_t g_top[3];
+static float g_toplp[3], g_lp;
+static int g_ntop;
+static int first_event(void *ctx, const struct swift_engine_event *ev)
+{
+    (void)ctx;
+    g_ntop = ev->ntop;
+    for (int i = 0; i < ev->ntop && i < 3; i++) {
+        g_top[i] = ev->top_ids[i];
+        g_toplp[i] = ev->top_logprobs[i];
+    }
+    g_lp = ev->logprob;
+    return 1; /* end it here */
+}
+
+/* logprob and top_logprobs against the cache's logits of the prompt's last token. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    int V = m.cfg.vocab_size, p = 2;
+    struct swift_kv kv;
+    assert_int_equal(swift_kv_init(&kv, &m, 1, 64, 64), 0);
+    int rowof[64] = {0}, want = r.plen[p] - 1;
+    float *lg = malloc((size_t)V * 4);
+    assert_int_equal(swift_kv_forward(&kv, r.prompt[p], rowof, r.plen[p], &want, 1, lg), 0);
+    double mx = lg[0], sum = 0;
+    for (int v = 0; v < V; v++)
+        mx = lg[v] > mx ? lg[v] : mx;
+    for (int v = 0; v < V; v++)
+        sum += exp(lg[v] - mx);
+    struct swift_engine *e = engine(&m, 2, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.top_logprobs = 3;
+    char err[128];
+    assert_true(swift_engine_add(e, r.prompt[p], r.plen[p], &s, first_event, NULL, err, 128) > 0);
+    run_all(e);
+    assert_int_equal(g_ntop, 3);
+    assert_int_equal(g_top[0], r.greedy[p][0]);
+    for (int i = 0; i < 3; i++) {
+        double want_lp = lg[g_top[i]] - mx - log(sum);
+        assert_true(fabs(g_toplp[i] - want_lp) < 1e-5);
+        if (i > 0)
+            assert_true(lg[g_top[i]] <= lg[g_top[i - 1]]);
+    }
+    assert_true(g_lp == g_toplp[0]);
+    free(lg);
+    swift_kv_release(&kv);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+/* The penalties on a hand-computed case: HF's repetition penalty over prompt and output (each
+ * seen token once), OpenAI's presence and frequency over the output. */
+static void test_penalties(void **state)
+{
+    (void)state;
+    struct swift_sampler sp;
+    swift_sampler_init(&sp, 5);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.repetition_penalty = 2.0;
+    s.presence_penalty = 0.5;
+    s.frequency_penalty = 0.25;
+    double x[5] = {2, -1, 0.5, 3, -2};
+    int32_t prompt[3] = {0, 1, 0}, out[3] = {1, 3, 3};
+    swift_sample_penalize(&sp, x, &s, prompt, 3, out, 3);
+    /* 0: 2/2; 1: -1*2 - (0.25*1 + 0.5); 2: unseen; 3: 3/2 - (0.25*2 + 0.5); 4: unseen */
+    double want[5] = {1.0, -2.75, 0.5, 0.5, -2};
+    for (int i = 0; i < 5; i++)
+        assert_true(fabs(x[i] - want[i]) < 1e-12);
+    /* the scratch is clean again: the same call gives the same */
+    double y[5] = {2, -1, 0.5, 3, -2};
+    swift_sample_penalize(&sp, y, &s, prompt, 3, out, 3);
+    assert_memory_equal(x, y, sizeof(x));
+    /* greedy follows the penalized logits: token 3 (3.0) loses to token 0 (2/2 = 1 > 0.5) */
+    float lg[5] = {2, -1, 0.5f, 3, -2};
+    struct swift_pick pk;
+    uint64_t rng[4] = {1, 2, 3, 4};
+    swift_sample_next(&sp, lg, &s, prompt, 3, out, 3, rng, &pk);
+    assert_int_equal(pk.token, 0);
+    s.repetition_penalty = 1;
+    s.presence_penalty = s.frequency_penalty = 0;
+    swift_sample_next(&sp, lg, &s, prompt, 3, out, 3, rng, &pk);
+    assert_int_equal(pk.token, 3);
+    swift_sampler_free(&sp);
+}
+
+/* The filters on known distributions: which ids a draw can give and how often. */
+static void draws(struct swift_sampler *sp, const float *lg, const struct swift_sampling *s,
+                  int *hist, int n)
+{
+    uint64_t rng[4];
+    swift_rng_seed(rng, 11);
+    memset(hist, 0, (size_t)sp->V * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        struct swift_pick pk;
+        swift_sample_next(sp, lg, s, NULL, 0, NULL, 0, rng, &pk);
+        assert_true(pk.token >= 0 && pk.token < sp->V);
+        hist[pk.token]++;
+    }
+}
+
+static void test_filters(void **state)
+{
+    (void)state;
+    struct swift_sampler sp;
+    swift_sampler_init(&sp, 6);
+    float lg[6] = {3, 2, 1, 0, -1, -2}; /* softmax .636 .234 .086 .032 .012 .004 */
+    int h[1000], n = 4000;
+    struct swift_sampling s = swift_sampling_defaults();
+    s.temperature = 1.0;
+    draws(&sp, lg, &s, h, n);
+    assert_true(h[2] > 0 && h[3] > 0);
+    s.top_k = 2;
+    draws(&sp, lg, &s, h, n);
+    assert_int_equal(h[0] + h[1], n);
+    assert_true(fabs(h[0] / (double)n - exp(1) / (exp(1) + 1)) < 0.03);
+    s.top_k = 0;
+    s.top_p = 0.8; /* .636 < .8 <= .870: ids 0 and 1 */
+    draws(&sp, lg, &s, h, n);
+    assert_int_equal(h[0] + h[1], n);
+    assert_true(h[1] > 0);
+    s.top_p = 1;
+    s.min_p = 0.1; /* p / p0: 1, .37, .14, .05: ids 0, 1, 2 */
+    draws(&sp, lg, &s, h, n);
+    assert_int_equal(h[0] + h[1] + h[2], n);
+    assert_true(h[2] > 0);
+    s.min_p = 0;
+    s.temperature = 0.25; /* sharper: id 0 at e^4 / (e^4 + e^0 + ...) */
+    draws(&sp, lg, &s, h, n);
+    assert_true(h[0] > 0.97 * n);
+    float tie[6] = {1, 5, 5, 0, -3, 5};
+    s.temperature = 1;
+    s.top_k = 1; /* ties to the lowest id, as greedy */
+    draws(&sp, tie, &s, h, 50);
+    assert_int_equal(h[1], 50);
+    swift_sampler_free(&sp);
+    /* a larger vocabulary: top_k 10 draws among the 10 best only (quickselect) */
+    swift_sampler_init(&sp, 1000);
+    float *big = malloc(1000 * sizeof(float));
+    uint64_t x = 3;
+    for (int v = 0; v < 1000; v++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        big[v] = (float)((x >> 40) % 1000) / 100.0f; /* ties among them */
+    }
+    float sorted[1000];
+    memcpy(sorted, big, sizeof(sorted));
+    for (int i = 0; i < 10; i++) /* the 10th largest value */
+        for (int j = i + 1; j < 1000; j++)
+            if (sorted[j] > sorted[i]) {
+                float t = sorted[i];
+                sorted[i] = sorted[j];
+                sorted[j] = t;
+            }
+    s = swift_sampling_defaults();
+    s.temperature = 5.0;
+    s.top_k = 10;
+    draws(&sp, big, &s, h, 3000);
+    int kinds = 0, total = 0;
+    for (int v = 0; v < 1000; v++)
+        if (h[v]) {
+            assert_true(big[v] >= sorted[9]);
+            kinds++;
+            total += h[v];
+        }
+    assert_int_equal(total, 3000);
+    assert_true(kinds <= 10 && kinds >= 8);
+    free(big);
+    swift_sampler_free(&sp);
+}
+
+/* What the engine refuses, with a message. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine_opts o = swift_engine_defaults();
+    o.max_num_seqs = 8;
+    o.max_num_batched_tokens = 4;
+    char err[256] = "";
+    assert_null(swift_engine_new(&m, &o, NULL, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "max_num_batched_tokens 4 is below max_num_seqs 8"));
+    o = swift_engine_defaults();
+    o.block_size = 0;
+    assert_null(swift_engine_new(&m, &o, NULL, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "out of range"));
+    o = swift_engine_defaults();
+    assert_int_equal(o.max_model_len, 0);
+    o.num_blocks = 2;
+    o.block_size = 4; /* 8 tokens + the last: prompts of 8 tokens at most */
+    struct swift_engine *e = swift_engine_new(&m, &o, NULL, 0, err, sizeof(err));
+    assert_non_null(e);
+    int32_t p[200] = {0};
+    struct swift_sampling s = swift_sampling_defaults();
+    struct out x;
+    memset(&x, 0, sizeof(x));
+    assert_int_equal(swift_engine_add(e, p, 9, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "the cache's pool"));
+    assert_true(swift_engine_add(e, p, 8, &s, on_token, &x, err, sizeof(err)) > 0);
+    s.top_p = 0;
+    assert_int_equal(swift_engine_add(e, p, 8, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "top_p"));
+    s = swift_sampling_defaults();
+    p[3] = m.cfg.vocab_size;
+    assert_int_equal(swift_engine_add(e, p, 8, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "outside the vocabulary"));
+    p[3] = 0;
+    run_all(e); /* the accepted one: one token, then the pool's limit */
+    assert_int_equal(x.n[0], 1);
+    assert_int_equal(x.fin[0], SWIFT_FINISH_LENGTH);
+    swift_engine_free(e);
+    o = swift_engine_defaults();
+    o.max_model_len = 0; /* the config's max_position_embeddings (128) */
+    o.chunked_prefill = 0;
+    o.max_num_batched_tokens = 16;
+    e = swift_engine_new(&m, &o, NULL, 0, err, sizeof(err));
+    assert_int_equal(swift_engine_add(e, p, 17, &s, on_token, &x, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "chunked prefill is off"));
+    int32_t q[128] = {0};
+    assert_int_equal(swift_engine_add(e, q, 128, &s, on_token, &x, err, sizeof(err)), -1);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+/* Finish reasons: a stop id, max_tokens, the callback's stop, an eos unless ignore_eos. */
+static void test_finish(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine *e = engine(&m, 8, 64, 4, 0);
+    int p = 3;
+    struct swift_sampling s = swift_sampling_defaults();
+    struct out o[4];
+    memset(o, 0, sizeof(o));
+    int32_t stop = r.greedy[p][4];
+    int at = 0;
+    while (r.greedy[p][at] != stop)
+        at++;
+    s.max_tokens = r.G;
+    s.stop_ids = &stop;
+    s.nstop_ids = 1;
+    add(e, r.prompt[p], r.plen[p], &s, &o[0]);
+    s.nstop_ids = 0;
+    s.max_tokens = 3;
+    add(e, r.prompt[p], r.plen[p], &s, &o[1]);
+    s.max_tokens = r.G;
+    o[2].stop_after = 2;
+    add(e, r.prompt[p], r.plen[p], &s, &o[2]);
+    run_all(e);
+    assert_int_equal(o[0].n[0], at + 1);
+    assert_int_equal(o[0].fin[0], SWIFT_FINISH_STOP);
+    assert_int_equal(o[1].n[0], 3);
+    assert_int_equal(o[1].fin[0], SWIFT_FINISH_LENGTH);
+    assert_int_equal(o[2].n[0], 2);
+    assert_int_equal(o[2].events, 2);
+    char err[256];
+    s.n = 0; /* refused */
+    assert_int_equal(swift_engine_add(e, r.prompt[p], r.plen[p], &s, on_token, &o[3], err, 256),
+                     -1);
+    assert_non_null(strstr(err, "n"));
+    s.n = 1;
+    assert_int_equal(swift_engine_add(e, r.prompt[p], 0, &s, on_token, &o[3], err, 256), -1);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
+/* Traces: a span per step with its batch, the KV blocks counter, a request's three spans. */
+static void test_trace(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_infer_trace_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct swift_trace_config tc = {.stage = "infer", .path = path, .world_size = 1};
+    assert_int_equal(swift_trace_open(&tc), 0);
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    struct swift_engine *e = engine(&m, 4, 64, 4, 0);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = 5;
+    s.ignore_eos = 1;
+    struct out o[2];
+    memset(o, 0, sizeof(o));
+    add(e, r.prompt[1], r.plen[1], &s, &o[0]);
+    add(e, r.prompt[2], r.plen[2], &s, &o[1]);
+    run_all(e);
+    swift_engine_free(e);
+    swift_model_free(&m);
+    swift_trace_close();
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    int steps = 0, counters = 0, queued = 0, prefill = 0, decode = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strstr(line, "\"engine_step\"")) {
+            steps++;
+            assert_non_null(strstr(line, "\"cat\":\"infer\""));
+            assert_non_null(strstr(line, "\"blocks_used\""));
+            assert_non_null(strstr(line, "\"prefill_tokens\""));
+            if (steps == 1) /* both prompts in the first forward */
+                assert_non_null(strstr(line, "\"tokens\":17"));
+        }
+        counters += strstr(line, "\"kv_blocks_used\"") != NULL;
+        queued += strstr(line, "\"request_queued\"") != NULL;
+        prefill += strstr(line, "\"request_prefill\"") != NULL;
+        if (strstr(line, "\"request_decode\"")) {
+            decode++;
+            assert_non_null(strstr(line, "\"completion_tokens\":5"));
+        }
+    }
+    fclose(f);
+    unlink(path);
+    assert_int_equal(steps, 5);
+    assert_int_equal(counters, 5);
+    assert_int_equal(queued, 2);
+    assert_int_equal(prefill, 2);
+    assert_int_equal(decode, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paged_forward),
         cmocka_unit_test(test_pkv_blocks),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_greedy_unchunked),
         cmocka_unit_test(test_n2),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_cancel_in_callback),
+        cmocka_unit_test(test_seeded),
+        cmocka_unit_test(test_top_k1),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_filters),
+        cmocka_unit_test(test_finish),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
