@@ -165,12 +165,13 @@ static void job_done(struct job *j)
                      "request",
                      j->t0,
                      t1,
-                     (struct swift_targ[]){SWIFT_TARG_I("line", j->line),
+                     (struct swift_targ[]){SWIFT_TARG_I("req", j->eng_id),
+                                           SWIFT_TARG_I("line", j->line),
                                            SWIFT_TARG_I("prompt_tokens", j->prompt_tokens),
                                            SWIFT_TARG_I("completion_tokens", ctoks),
                                            SWIFT_TARG_I("n", n),
                                            SWIFT_TARG_D("ttft_s", (j->t_first - j->t0) * 1e-6)},
-                     5);
+                     6);
     answer(j, 200, body);
     for (int c = 0; c < n; c++)
         swift_oai_choice_release(&j->ch[c]);
