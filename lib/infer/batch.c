@@ -303,22 +303,6 @@ static void submit(struct batch *b, struct job *j)
 
 /* ---- input lines ---- */
 
-/* An ms-swift infer row as a chat body: the row without its final assistant label. */
-static json_t *row_body(json_t *row)
-{
-    json_t *body = json_copy(row);
-    json_t *ms = json_deep_copy(json_object_get(row, "messages"));
-    size_t n = json_array_size(ms);
-    const char *last =
-        json_string_value(json_object_get(json_array_get(ms, n ? n - 1 : 0), "role"));
-    if (n > 1 && last && !strcmp(last, "assistant"))
-        json_array_remove(ms, n - 1);
-    json_object_set_new(body, "messages", ms);
-    json_object_del(body, "custom_id");
-    json_object_del(body, "id");
-    return body;
-}
-
 /* Classify one input line: a Batch API request, an ms-swift row, or an error line. */
 static void read_job(struct batch *b, struct job *j, const char *line, size_t len, const char *name)
 {
@@ -330,9 +314,11 @@ static void read_job(struct batch *b, struct job *j, const char *line, size_t le
             j, "invalid_json", "%s:%ld: %s", name, j->line, v ? "expected a JSON object" : je.text);
         return;
     }
-    json_t *cid = json_object_get(v, "custom_id"), *body = NULL;
+    json_t *cid = json_object_get(v, "custom_id"), *body = NULL, *row = NULL;
     enum swift_oai_kind kind = SWIFT_OAI_CHAT;
-    int batch_line = json_object_get(v, "url") || json_object_get(v, "body") || cid;
+    int has_msgs = json_is_array(json_object_get(v, "messages")) ||
+                   json_is_array(json_object_get(v, "conversations"));
+    int batch_line = json_object_get(v, "url") || json_object_get(v, "body") || (cid && !has_msgs);
     if (json_is_string(cid))
         j->custom_id = swift_xstrdup(json_string_value(cid));
     else if (!batch_line && json_is_string(json_object_get(v, "id")))
@@ -358,8 +344,8 @@ static void read_job(struct batch *b, struct job *j, const char *line, size_t le
             body = json_incref(json_object_get(v, "body"));
             kind = strcmp(url, "/v1/completions") ? SWIFT_OAI_CHAT : SWIFT_OAI_COMPLETION;
         }
-    } else if (json_is_array(json_object_get(v, "messages"))) {
-        body = row_body(v);
+    } else if (has_msgs) {
+        row = json_incref(v);
     } else {
         line_error(j,
                    "invalid_request",
@@ -386,12 +372,15 @@ static void read_job(struct batch *b, struct job *j, const char *line, size_t le
     }
     if (!j->out) {
         struct swift_oai_error er;
-        if (swift_oai_parse(body, kind, b->o->served_name, &j->rq, &er) < 0)
+        int rc = row ? swift_oai_parse_row(row, b->o->served_name, &j->rq, &er)
+                     : swift_oai_parse(body, kind, b->o->served_name, &j->rq, &er);
+        if (rc < 0)
             answer_error(j, &er);
         else
             submit(b, j);
     }
     json_decref(body);
+    json_decref(row);
 }
 
 /* ---- output ---- */
@@ -515,8 +504,10 @@ static int load(struct batch *b)
         return -1;
     const char *tname = o->template_name ? o->template_name : swift_template_guess(b->tok);
     b->tpl = tname ? swift_template_find(tname) : NULL;
-    if (o->template_name && !b->tpl)
-        return swift_usage("unknown template '%s' (%s)", o->template_name, SWIFT_TEMPLATE_NAMES);
+    if (o->template_name && !b->tpl) {
+        swift_usage("unknown template '%s' (%s)", o->template_name, SWIFT_TEMPLATE_NAMES);
+        return SWIFT_MISUSED;
+    }
     int32_t eos[16];
     int neos = 0;
     long ids[16];

@@ -10,10 +10,12 @@
  * Input lines (docs/infer.md):
  *   - the OpenAI Batch API's: {"custom_id", "method": "POST", "url": "/v1/chat/completions" or
  *     "/v1/completions", "body": {...}} (the body as lib/infer/openai.h parses it);
- *   - ms-swift's infer rows: {"messages": [...], "tools"?: [...]} and optional sampling fields
- *     next to them (a chat request whose body is the row itself); a final assistant message is
- *     the row's label, not part of the prompt (ms-swift infer does the same). Their custom_id is
- *     the row's "custom_id" or "id" when it is a string, else "line-N" (N: the input line).
+ *   - ms-swift's infer rows: {"messages": [...], "tools"?: [...]} (or the other row shapes
+ *     swift-preprocess reads: ShareGPT "conversations", tool_call / tool_response roles, "tools"
+ *     as a JSON string; swift_oai_parse_row) and optional sampling fields next to them; a final
+ *     assistant message is the row's label, not part of the prompt (ms-swift infer does the
+ *     same). Their custom_id is the row's "custom_id" or "id" when it is a string, else "line-N"
+ *     (N: the input line).
  * Output lines are the Batch API's (openai.h, swift_oai_batch_line): a 200 with the
  * chat.completion or text_completion body, a 400 (404 for an unknown model) with the error
  * object for an invalid request, or "response": null and an "error" for a line that is no

@@ -2,6 +2,7 @@
 #include "lib/infer/openai.h"
 
 #include "lib/core/alloc.h"
+#include "lib/preprocess/dataset.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -448,6 +449,12 @@ static int parse_tools(json_t *b, struct swift_oai_request *rq, struct swift_oai
         }
         rq->conv.tools = json_array_size(t) ? t : NULL;
     }
+    return 0;
+}
+
+/* tool_choice and chat_template_kwargs (after the tools are in rq->conv.tools). */
+static int parse_choice(json_t *b, struct swift_oai_request *rq, struct swift_oai_error *er)
+{
     json_t *tc = json_object_get(b, "tool_choice");
     int none = 0;
     if (tc && !json_is_null(tc)) {
@@ -529,8 +536,62 @@ static int parse_body(json_t *body, enum swift_oai_kind kind, const char *served
         return -1;
     if (kind == SWIFT_OAI_COMPLETION)
         return parse_prompt(body, rq, er);
-    if (parse_messages(body, rq, er) < 0 || parse_tools(body, rq, er) < 0)
+    if (parse_messages(body, rq, er) < 0 || parse_tools(body, rq, er) < 0 ||
+        parse_choice(body, rq, er) < 0)
         return -1;
+    return 0;
+}
+
+/* The request fields both entry points start with. */
+static void request_init(struct swift_oai_request *rq, json_t *body, enum swift_oai_kind kind)
+{
+    rq->kind = kind;
+    rq->body = json_incref(body);
+    rq->owned = json_array();
+    rq->enable_thinking = 1;
+    /* swift_sampling_defaults() but max_tokens 0 (not given); spelled out so this layer needs no
+       engine to link (the fuzz target, the unit tests) */
+    rq->sampling = (struct swift_sampling){.n = 1, .top_p = 1.0, .repetition_penalty = 1.0};
+}
+
+int swift_oai_parse_row(json_t *row, const char *served, struct swift_oai_request *rq,
+                        struct swift_oai_error *er)
+{
+    memset(rq, 0, sizeof(*rq));
+    memset(er, 0, sizeof(*er));
+    if (!json_is_object(row))
+        return swift_oai_fail(er, 400, NULL, NULL, "a row must be a JSON object");
+    request_init(rq, row, SWIFT_OAI_CHAT);
+    json_t *model = json_object_get(row, "model");
+    if (json_is_string(model) && served && strcmp(json_string_value(model), served)) {
+        swift_oai_fail(er,
+                       404,
+                       "model",
+                       "model_not_found",
+                       "The model `%s` does not exist.",
+                       json_string_value(model));
+        swift_oai_request_release(rq);
+        return -1;
+    }
+    rq->model = json_string_value(model);
+    char err[256];
+    json_t *owned = NULL;
+    int rc = parse_sampling(row, rq, er);
+    if (rc == 0 && swift_row_to_conv(row, NULL, NULL, &rq->conv, &owned, err, sizeof(err)) < 0)
+        rc = swift_oai_fail(er, 400, "messages", NULL, "%s", err);
+    if (owned)
+        json_array_append_new(rq->owned, owned);
+    /* a final assistant turn is the row's label, not part of the prompt */
+    if (rc == 0 && rq->conv.n > 1 && rq->conv.msg[rq->conv.n - 1].role == SWIFT_ROLE_ASSISTANT)
+        rq->conv.n--;
+    if (rc == 0 && rq->conv.n == 0)
+        rc = swift_oai_fail(er, 400, "messages", NULL, "the row has no messages");
+    if (rc == 0)
+        rc = parse_choice(row, rq, er);
+    if (rc < 0) {
+        swift_oai_request_release(rq);
+        return -1;
+    }
     return 0;
 }
 
@@ -546,13 +607,7 @@ int swift_oai_parse(json_t *body, enum swift_oai_kind kind, const char *served,
                               NULL,
                               "the request body must be a JSON object, got %s",
                               body ? type_name(body) : "nothing");
-    rq->kind = kind;
-    rq->body = json_incref(body);
-    rq->owned = json_array();
-    rq->enable_thinking = 1;
-    /* swift_sampling_defaults() but max_tokens 0 (not given); spelled out so this layer needs no
-       engine to link (the fuzz target, the unit tests) */
-    rq->sampling = (struct swift_sampling){.n = 1, .top_p = 1.0, .repetition_penalty = 1.0};
+    request_init(rq, body, kind);
     if (parse_body(body, kind, served, rq, er) < 0) {
         swift_oai_request_release(rq);
         return -1;

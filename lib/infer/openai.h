@@ -91,6 +91,12 @@ struct swift_oai_request {
  * and nothing to release. body is borrowed (rq takes its own reference). */
 int swift_oai_parse(json_t *body, enum swift_oai_kind kind, const char *served,
                     struct swift_oai_request *rq, struct swift_oai_error *er);
+/* A chat request from an ms-swift row (the formats swift-preprocess reads: "messages" or ShareGPT
+ * "conversations", roles tool_call / tool_response / function_call / observation, "tools" as an
+ * array or a JSON string, a "system" column; lib/preprocess/dataset.h) with the request fields
+ * above next to them; a final assistant message is the row's label and is dropped. */
+int swift_oai_parse_row(json_t *row, const char *served, struct swift_oai_request *rq,
+                        struct swift_oai_error *er);
 /* The same from raw bytes: malformed JSON or a non-object is a 400. */
 int swift_oai_parse_text(const char *text, size_t len, enum swift_oai_kind kind, const char *served,
                          struct swift_oai_request *rq, struct swift_oai_error *er);

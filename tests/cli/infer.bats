@@ -148,6 +148,15 @@ EOF
     got=$(jq -c '.response.body.choices[0].logprobs.content | map(.token | ltrimstr("token_id:") | tonumber)' <<<"${lines[0]}")
     [ "$got" = "$want" ]
     [ "$(jq -r .response.body.object <<<"${lines[1]}")" = chat.completion ]
+    # ShareGPT rows with a custom_id of their own; a bad row its error
+    printf '%s\n' \
+        '{"custom_id":"sg","conversations":[{"from":"human","value":"Hello"},{"from":"gpt","value":"label"}],"max_tokens":2}' \
+        '{"messages":[{"role":"robot","content":"x"}]}' >"$T/in2.jsonl"
+    run --separate-stderr "$INFER" "$FIX/eval/llama" "$T/in2.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -r '[.custom_id, .response.status_code] | @tsv' <<<"$output" | tr '\t\n' ': ')" = "sg:200 line-2:400 " ]
+    [ "$(jq -r .response.body.usage.completion_tokens <<<"${lines[0]}")" = 2 ]
+    [[ $(jq -r .response.body.error.message <<<"${lines[1]}") == *"unknown role 'robot'"* ]]
 }
 
 @test "-o: resumable; answered custom_ids are kept, the rest answered, input order kept" {

@@ -1,5 +1,6 @@
-/* Fuzz the OpenAI request parser: any bytes give a request or an error object with a status,
- * never a crash; a parsed request's responses and tool calls are built too. */
+/* Fuzz the OpenAI request parser (bodies and ms-swift rows): any bytes give a request or an error
+ * object with a status, never a crash; a parsed request's responses and tool calls are built too.
+ */
 #include "lib/core/error.h"
 #include "lib/infer/openai.h"
 #include "lib/infer/toolcall.h"
@@ -41,6 +42,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         ? swift_oai_chat_response(&rq, "x", 0, "m", &c, 1, 1, 0)
                         : swift_oai_completion_response(&rq, "x", 0, "m", &c, 1, 1));
         swift_oai_request_release(&rq);
+    }
+    /* the same bytes as an ms-swift row */
+    json_t *row = json_loadb((const char *)data, size, 0, NULL);
+    if (row) {
+        if (swift_oai_parse_row(row, NULL, &rq, &er) == 0)
+            swift_oai_request_release(&rq);
+        else if (er.status != 400 && er.status != 404)
+            abort();
+        json_decref(row);
     }
     /* the hermes parser on the raw bytes */
     char *content;

@@ -324,6 +324,46 @@ static void test_prompt_llama3(void **state)
     prompt_fixture("llama3", "llama3-instruct");
 }
 
+/* ms-swift rows: ShareGPT conversations, tools as a JSON string (plain definitions wrapped), the
+ * final assistant turn dropped as the label, sampling fields beside them. */
+static void test_parse_row(void **state)
+{
+    (void)state;
+    struct swift_oai_request rq;
+    struct swift_oai_error er;
+    json_t *row = json_loads(
+        "{\"conversations\":[{\"from\":\"human\",\"value\":\"Weather?\"},{\"from\":"
+        "\"function_call\",\"value\":\"{\\\"name\\\": \\\"w\\\", \\\"arguments\\\": {}}\"},"
+        "{\"from\":\"observation\",\"value\":\"sunny\"},{\"from\":\"gpt\",\"value\":"
+        "\"label\"}],\"tools\":\"[{\\\"name\\\": \\\"w\\\"}]\",\"max_tokens\":9,\"custom_id\":"
+        "\"x\"}",
+        0,
+        NULL);
+    assert_non_null(row);
+    assert_int_equal(swift_oai_parse_row(row, NULL, &rq, &er), 0);
+    assert_int_equal(rq.conv.n, 3); /* user, assistant tool call, tool; the label dropped */
+    assert_int_equal(rq.conv.msg[1].role, SWIFT_ROLE_ASSISTANT);
+    assert_non_null(rq.conv.msg[1].tool_calls);
+    assert_int_equal(rq.conv.msg[2].role, SWIFT_ROLE_TOOL);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(rq.conv.tools, 0), "type")), "function");
+    assert_int_equal(rq.tools_on, 1);
+    assert_int_equal(rq.sampling.max_tokens, 9);
+    swift_oai_request_release(&rq);
+    json_decref(row);
+
+    row = json_loads("{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 0, NULL);
+    assert_int_equal(swift_oai_parse_row(row, NULL, &rq, &er), -1);
+    assert_int_equal(er.status, 400);
+    assert_string_equal(er.param, "messages");
+    assert_non_null(strstr(er.message, "unknown role 'robot'"));
+    json_decref(row);
+    row = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", 0, NULL);
+    assert_int_equal(swift_oai_parse_row(row, NULL, &rq, &er), -1);
+    assert_string_equal(er.param, "top_p");
+    json_decref(row);
+}
+
 static void test_stop_find(void **state)
 {
     (void)state;
@@ -627,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_prompt_qwen3),
         cmocka_unit_test(test_prompt_qwen2_5),
         cmocka_unit_test(test_prompt_llama3),
+        cmocka_unit_test(test_parse_row),
         cmocka_unit_test(test_stop_find),
         cmocka_unit_test(test_toolcall_hermes),
         cmocka_unit_test(test_choice_and_responses),
