@@ -128,7 +128,7 @@ same_record() { # swift-eval ARGS...: the strict backend's record equals the cpu
     run strict "$SWIFT_BUILD/tests/test_infer_engine"
     [ "$status" -eq 0 ]
     [ "$(grep -c 'paged forward logits identical' <<<"$output")" -eq 3 ]
-    [ "$(grep -c "96/96 tokens equal to transformers' generate" <<<"$output")" -eq 6 ]
+    [ "$(grep -c "96/96 tokens equal to transformers' generate" <<<"$output")" -eq 7 ]
 }
 
 @test "2 MPI ranks with ZeRO-1 on the strict backend: the cpu's losses and checkpoint" {
