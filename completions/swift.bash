@@ -71,4 +71,4 @@ _swift_tools()
     COMPREPLY=($(compgen -f -- "${val:-$cur}"))
 }
 complete -o filenames -F _swift_tools swift-download swift-preprocess swift-train swift-eval \
-    swift-export swift-trace-analyze
+    swift-export swift-infer swift-trace-analyze

@@ -7,7 +7,7 @@
 #
 # Programs come in pipeline order, so a note names the stages in the order they run.
 set -eu
-order="swift-download swift-preprocess swift-train swift-eval swift-export swift-trace-analyze"
+order="swift-download swift-preprocess swift-train swift-eval swift-export swift-infer swift-trace-analyze"
 sorted=""
 for name in $order; do
     for b in "$@"; do [ "$(basename "$b")" = "$name" ] && sorted="$sorted $b"; done

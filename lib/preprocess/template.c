@@ -689,7 +689,9 @@ int swift_template_encode_prompt(const struct swift_template *t, struct swift_to
                                  struct swift_encoded *e, char *err, size_t errlen)
 {
     struct render r = {e, tok, 0, err, errlen, 0};
-    if (c->is_text || c->n == 0 || c->msg[c->n - 1].role != SWIFT_ROLE_USER)
+    enum swift_role lastr = c->n ? c->msg[c->n - 1].role : SWIFT_ROLE_SYSTEM;
+    if (c->is_text || c->n == 0 ||
+        (lastr != SWIFT_ROLE_USER && (lastr != SWIFT_ROLE_TOOL || t->kind == K_GENERATION)))
         return fail(&r, "a prompt must end with a user message");
     int rc;
     if (t->kind == K_GENERATION) {
@@ -720,6 +722,9 @@ int swift_template_encode_prompt(const struct swift_template *t, struct swift_to
                 b++;
             e->len = b;
             e->text[b] = 0;
+            if (t->kind == K_QWEN3 && c->no_thinking) /* Qwen3 Jinja, enable_thinking=False */
+                emits(&r, "<think>\n\n</think>\n\n", 0);
+            b = e->len;
             e->tok.n = 0;
             if (swift_tokenizer_encode(
                     st, e->text, b, SWIFT_TOK_PARSE_SPECIAL | SWIFT_TOK_NO_NORMALIZE, &e->tok) < 0)

@@ -53,8 +53,10 @@ struct swift_conv {
     int is_text;
     const char *text;
     size_t text_len;
-    int open_end; /* is_text under generation: no closing eos (a prompt that generation
-                     continues, lib/eval/prompt.h) */
+    int open_end;    /* is_text under generation: no closing eos (a prompt that generation
+                        continues, lib/eval/prompt.h) */
+    int no_thinking; /* swift_template_encode_prompt under qwen3: Qwen3's enable_thinking=False,
+                        an empty "<think>\n\n</think>\n\n" after the assistant header */
 };
 
 struct swift_template;
@@ -111,13 +113,15 @@ int swift_template_encode_pair(const struct swift_template *t, struct swift_tok_
                                struct swift_encoded *e1, size_t *prompt, char *err, size_t errlen);
 
 /*
- * A GRPO prompt: conversation c, which must end with a user message, rendered with the
+ * A GRPO prompt: conversation c, which must end with a user message (or, with a chat template,
+ * tool results after an assistant's tool calls), rendered with the
  * generation prompt (the assistant header the model continues, as HF's
  * apply_chat_template(add_generation_prompt=True): ChatML's "<|im_start|>assistant\n", Llama 3's
  * "<|start_header_id|>assistant<|end_header_id|>\n\n") and tokenized as that text alone. Under
  * the generation template c must be one user message, encoded as swift-eval's plain prompts
- * (the start token, the text, no eos). e->mask is all 0 and e->trained 0. Returns 0, or -1 with
- * a message in err (not printed).
+ * (the start token, the text, no eos). Under qwen3, c->no_thinking appends the empty thinking
+ * block Qwen3's Jinja writes for enable_thinking=False. e->mask is all 0 and e->trained 0. Returns
+ * 0, or -1 with a message in err (not printed).
  */
 int swift_template_encode_prompt(const struct swift_template *t, struct swift_tok_state *st,
                                  const struct swift_tokenizer *tok, const struct swift_conv *c,

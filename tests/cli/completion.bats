@@ -29,6 +29,8 @@ complete_words() {
     [ "$(complete_words swift-eval --task '')" = "loss ppl mc mmlu gsm8k exact pref" ]
     [ "$(complete_words swift-eval --template n)" = "none" ]
     [ "$(complete_words swift-export --dtype q4)" = "q4_0 q4_k q4_k_m" ]
+    [ "$(complete_words swift-infer --template qwen)" = "qwen qwen2_5 qwen3" ]
+    [ "$(complete_words swift-infer --max-num)" = "--max-num-seqs= --max-num-batched-tokens=" ]
     [ "$(complete_words swift-trace-analyze -f '')" = "text md markdown json html" ]
     [ "$(complete_words swift-trace-analyze --format h)" = "html" ]
     # a path-valued option completes files

@@ -64,7 +64,7 @@ EOF
     [ "$(jq -r '[.train_type, .lora_rank, .learning_rate, .per_device_train_batch_size, .seed] | @tsv' "$W/run/args.json")" = "lora	4	0.001	2	7" ]
     [ "$(jq .r "$W/run/checkpoint-2/adapter_config.json")" = 4 ]
     [ "$(grep -c 'ignoring keys for other stages' <<<"$stderr")" -eq 1 ]
-    [[ $stderr == *"swift-train: $W/sft.yaml: ignoring keys for other stages: dataset ("*"swift-preprocess"*"), template (swift-preprocess/swift-eval), system (swift-preprocess), truncation_strategy (swift-preprocess), packing (swift-preprocess), split_dataset_ratio (swift-preprocess), loss_scale (swift-preprocess)"* ]]
+    [[ $stderr == *"swift-train: $W/sft.yaml: ignoring keys for other stages: dataset ("*"swift-preprocess"*"), template (swift-preprocess/swift-eval/swift-infer), system (swift-preprocess), truncation_strategy (swift-preprocess), packing (swift-preprocess), split_dataset_ratio (swift-preprocess), loss_scale (swift-preprocess)"* ]]
     [[ $stderr == *"swift-train: $W/sft.yaml: ignoring torch_dtype (the checkpoint's dtype is kept on save"* ]]
 
     run --separate-stderr "$B/swift-eval" "$W/sft.yaml" $M --adapters "$W/run/checkpoint-2" \

@@ -1,0 +1,99 @@
+/* swift-infer: batch inference in OpenAI's Batch API format, on an engine with continuous
+ * batching over a paged key/value cache. */
+#include "lib/core/cli.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/omp.h"
+#include "lib/core/trace.h"
+#include "lib/infer/batch.h"
+#include "lib/preprocess/template.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/banned.h"
+
+struct cli {
+    struct swift_infer_opts o;
+    const char *trace;
+};
+#define F(m) SWIFT_FIELD(struct cli, m)
+#define BIG (1 << 30)
+
+static const struct swift_option options[] = {
+    SWIFT_OPT_PATH(0, "adapters", F(o.adapters), "DIR",
+                   "LoRA adapters in PEFT's layout, merged into the weights", .aliases = "adapter"),
+    SWIFT_OPT_STRING(0, "template", F(o.template_name), "NAME",
+                     "chat template (default: the tokenizer's chat_template, recognised)",
+                     .values = SWIFT_TEMPLATE_NAMES),
+    SWIFT_OPT_PATH('o', "output", F(o.output), "FILE",
+                   "write the answers to FILE (atomically; a rerun keeps the custom_ids already "
+                   "answered there and answers the rest) instead of stdout"),
+    SWIFT_OPT_STRING(0, "served-model-name", F(o.served_name), "NAME",
+                     "the model name requests must give, echoed in the answers (default: any "
+                     "name; MODEL_DIR is echoed)"),
+    SWIFT_OPT_INT(0, "max-num-seqs", F(o.engine.max_num_seqs), 1, 4096, "N",
+                  "sequences in the running batch (default 16)"),
+    SWIFT_OPT_INT(0, "max-num-batched-tokens", F(o.engine.max_num_batched_tokens), 1, BIG, "N",
+                  "tokens per forward, decode and prefill chunks together (default 512)"),
+    SWIFT_OPT_INT(0, "block-size", F(o.engine.block_size), 1, 4096, "N",
+                  "tokens per key/value cache block (default 16)"),
+    SWIFT_OPT_INT(0, "num-blocks", F(o.engine.num_blocks), 0, BIG, "N",
+                  "cache blocks in the pool (default 0: --max-num-seqs sequences of "
+                  "--max-model-len)",
+                  .aliases = "num_gpu_blocks_override"),
+    SWIFT_OPT_INT(0, "max-model-len", F(o.engine.max_model_len), 0, BIG, "N",
+                  "prompt plus completion in tokens (default: the model's "
+                  "max_position_embeddings)"),
+    SWIFT_OPT_INT('j', "threads", F(o.threads), 0, 4096, "N", "CPU threads (default all)"),
+    SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
+                     "where the model runs (default auto: the cpu)"),
+    SWIFT_TRACE_OPTIONS(F(trace)),
+    SWIFT_OPT_END};
+
+static const struct swift_command command = {
+    .name = "swift-infer",
+    .usage = "[OPTION]... MODEL_DIR [IN.jsonl]",
+    .summary = "batch inference on OpenAI Batch API files, with continuous batching",
+    .options = options,
+    .description =
+        "Reads requests from IN.jsonl (default stdin), one per line: OpenAI Batch API lines\n"
+        "(custom_id, method POST, url /v1/chat/completions or /v1/completions, body) or\n"
+        "ms-swift infer rows ({\"messages\": [...], \"tools\": [...]}), and writes one Batch API\n"
+        "output line per request, in input order, on stdout or to --output: the response body\n"
+        "(chat.completion or text_completion, with usage) or the error of a bad line.\n"
+        "Exit status: 0 ok (bad lines included, each answered with its error), 1 failure\n"
+        "(model, I/O), 2 usage error, 75 stopped by SIGTERM/SIGUSR1/SIGINT with the answers so\n"
+        "far written (run again with the same --output to answer the rest).",
+    .examples =
+        "  swift-infer models/qwen requests.jsonl -o answers.jsonl\n"
+        "  swift-infer base --adapters out/checkpoint-100 rows.jsonl > answers.jsonl\n"
+        "  swift-infer models/qwen --max-num-seqs 32 --trace trace/ requests.jsonl -o a.jsonl\n",
+    .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
+    .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
+
+int main(int argc, char **argv)
+{
+    swift_omp_defaults(argv); /* first: may start the program again, once */
+    swift_set_progname(argv[0]);
+    struct cli c = {0};
+    swift_infer_opts_init(&c.o);
+    int argi, rc = swift_cli_parse(&command, argc, argv, &c, &argi);
+    if (rc >= 0)
+        return swift_close_stdout(rc);
+    if (argc - argi < 1)
+        return swift_usage("missing MODEL_DIR");
+    if (argc - argi > 2)
+        return swift_usage("one MODEL_DIR and at most one IN.jsonl expected");
+    c.o.model = argv[argi];
+    c.o.input = argc - argi == 2 ? argv[argi + 1] : NULL;
+    if (c.o.template_name && !swift_template_find(c.o.template_name))
+        return swift_usage("unknown template '%s' (%s)", c.o.template_name, SWIFT_TEMPLATE_NAMES);
+    struct swift_trace_config tc = {
+        .stage = "infer", .path = c.trace, .argc = argc, .argv = argv, .world_size = 1};
+    if (swift_trace_open(&tc) < 0)
+        return 1;
+    rc = swift_exit_code(swift_infer_batch_run(&c.o));
+    swift_trace_close();
+    return swift_close_stdout(rc);
+}
