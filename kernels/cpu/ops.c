@@ -81,4 +81,5 @@ const struct swift_ops swift_cpu_ops = {
     .adamw8bit = swift_cpu_adamw8bit,
     .matmul4_fwd = swift_cpu_matmul4_fwd,
     .matmul4_bwd = swift_cpu_matmul4_bwd,
+    .set_matmul_math = swift_cpu_set_matmul_math,
 };

@@ -323,4 +323,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .adamw8bit = st_adamw8bit,
     .matmul4_fwd = st_matmul4_fwd,
     .matmul4_bwd = st_matmul4_bwd,
+    .set_matmul_math = swift_cpu_set_matmul_math, /* touches no backend memory */
 };
