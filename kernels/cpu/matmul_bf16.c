@@ -8,6 +8,7 @@
  * fp32. Primitives are created once per shape and kept (a small cache). */
 #include "kernels/cpu/cpu.h"
 
+#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,11 +59,45 @@ static inline uint16_t f2bf(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* the same rounding 16 at a time (integer arithmetic: bit-identical to f2bf, denormals kept,
+ * unlike vcvtneps2bf16 which flushes them) */
+__attribute__((target("avx512f"))) static void to_bf16_avx512(uint16_t *dst, const float *src,
+                                                              size_t n)
+{
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff),
+                  abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
+                  quiet = _mm512_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_loadu_si512(src + i), hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one)));
+        r = _mm512_srli_epi32(r, 16);
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < n; i++)
+        dst[i] = f2bf(src[i]);
+}
+
 void swift_cpu_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = f2bf(src[i]);
+    static int avx512 = -1;
+    if (avx512 < 0)
+        avx512 = __builtin_cpu_supports("avx512f");
+    if (!avx512) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = f2bf(src[i]);
+        return;
+    }
+    size_t chunk = 16384;
+    long nc = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static) if (nc > 4)
+    for (long c = 0; c < nc; c++) {
+        size_t a = (size_t)c * chunk, len = n - a < chunk ? n - a : chunk;
+        to_bf16_avx512(dst + a, src + a, len);
+    }
 }
 
 /* scratch buffer slot s of at least n bf16 values (NULL when out of memory) */
@@ -98,8 +133,8 @@ static int descs(int kind, int M, int N, int K, dnnl_memory_desc_t md[3])
     case KIND_DIN: /* din (N,I) = dout (N,O) @ w (O,I) */
         r |= md2(&md[0], dnnl_bf16, M, K, K, 1) | md2(&md[1], dnnl_bf16, K, N, N, 1);
         break;
-    default: /* dw (O,I) = dout (N,O)^T @ in (N,I): A is dout transposed into (O,N) */
-        r |= md2(&md[0], dnnl_bf16, M, K, K, 1) | md2(&md[1], dnnl_bf16, K, N, N, 1);
+    default: /* dw (O,I) = dout (N,O)^T @ in (N,I): A is dout (N=K,O=M) read transposed */
+        r |= md2(&md[0], dnnl_bf16, M, K, 1, M) | md2(&md[1], dnnl_bf16, K, N, N, 1);
         break;
     }
     return r | md2(&md[2], dnnl_f32, M, N, N, 1);
@@ -253,11 +288,12 @@ void swift_cpu_matmul_bf16_bwd(float *din, float *dw, float *db, const float *do
         swift_cpu_matmul_fp32_bwd(din, dw, db, dout, in, w, N, In, O, alpha, din_beta);
         return;
     }
+    if (din || dw) /* both GEMMs read dout in bf16 (dw through a transposed view) */
+        swift_cpu_to_bf16(d, dout, (size_t)N * O);
     if (din) {
         uint16_t *b = scratch(1, (size_t)O * In);
         int r = -1;
         if (b) {
-            swift_cpu_to_bf16(d, dout, (size_t)N * O);
             swift_cpu_to_bf16(b, w, (size_t)O * In);
             r = gemm(KIND_DIN, N, In, O, alpha, din_beta, d, b, din);
         }
@@ -265,14 +301,9 @@ void swift_cpu_matmul_bf16_bwd(float *din, float *dw, float *db, const float *do
             swift_cpu_matmul_fp32_bwd(din, NULL, NULL, dout, in, w, N, In, O, alpha, din_beta);
     }
     if (dw) {
-        /* dout transposed into (O,N) while rounding: oneDNN's fast kernels want A row-major */
-        uint16_t *b = scratch(1, (size_t)N * In), *t = scratch(2, (size_t)N * O);
-        if (b && t) {
+        uint16_t *b = scratch(1, (size_t)N * In), *t = d;
+        if (b) {
             swift_cpu_to_bf16(b, in, (size_t)N * In);
-#pragma omp parallel for schedule(static)
-            for (int o = 0; o < O; o++)
-                for (int n = 0; n < N; n++)
-                    t[(size_t)o * N + n] = f2bf(dout[(size_t)n * O + o]);
         }
         if (!b || !t || gemm(KIND_DW, O, In, N, alpha, 1.0f, t, b, dw))
             swift_cpu_matmul_fp32_bwd(NULL, dw, NULL, dout, in, w, N, In, O, alpha, din_beta);
