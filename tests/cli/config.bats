@@ -49,7 +49,7 @@ EOF
     tokens=$(jq .tokens <<<"$output")
     # one note, naming each key of another stage and its stage
     [ "$(grep -c 'ignoring keys for other stages' <<<"$stderr")" -eq 1 ]
-    [[ $stderr == *"swift-preprocess: $W/sft.yaml: ignoring keys for other stages: train_type (swift-train), torch_dtype (swift-train/swift-export), lora_rank (swift-train), "* ]]
+    [[ $stderr == *"swift-preprocess: $W/sft.yaml: ignoring keys for other stages: train_type (swift-train), torch_dtype (swift-train/swift-eval/swift-export), lora_rank (swift-train), "* ]]
     [[ $stderr == *"learning_rate (swift-train)"* ]]
     [[ $stderr != *"template ("* && $stderr != *"packing ("* && $stderr != *"system ("* ]]
     # the system prompt reached the samples: more tokens than without it

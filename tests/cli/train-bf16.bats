@@ -101,3 +101,22 @@ has_bf16() {
     [ "$status" -eq 2 ]
     [[ ${lines[0]} == "swift-train: --torch-dtype: 'int8' is not bfloat16, float16 or float32" ]]
 }
+
+@test "swift-eval --torch-dtype bfloat16: the loss within 1% of float32, adapters merged in fp32" {
+    E="$SWIFT_BIN/swift-eval"
+    F=tests/fixtures/eval
+    run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet
+    [ "$status" -eq 0 ]
+    a=$(jq .metrics.loss <<<"$output")
+    run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train --quiet --torch_dtype bfloat16
+    [ "$status" -eq 0 ]
+    b=$(jq .metrics.loss <<<"$output")
+    [[ $stderr == *"swift-eval: bf16 matmuls: oneDNN "* || $stderr == *"warning: bf16 matmuls"* ]]
+    awk -v a="$a" -v b="$b" 'BEGIN { d = (a - b) / a; if (d < 0) d = -d; print d; exit !(d < 0.01 && a != b) }'
+    run --separate-stderr "$E" $F/llama --adapters $F/llama/adapter --merge-adapters --task loss \
+        --dataset $F/synth/train --quiet --torch-dtype bfloat16
+    [ "$status" -eq 0 ]
+    run "$E" $F/llama --task loss --dataset $F/synth/train --torch-dtype float16
+    [ "$status" -eq 2 ]
+    [[ ${lines[0]} == "swift-eval: --torch-dtype float16: not supported"* ]]
+}
