@@ -46,7 +46,7 @@ CPPFLAGS += -I. -D_GNU_SOURCE -DSWIFT_VERSION='"$(VERSION)"'
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=c11 -pthread -fopenmp $(WARN) -MMD -MP
 # What the kernels need (KERNEL_LDLIBS, grown below in CUDA builds) and what lib/ adds on top.
-KERNEL_LDLIBS := -lopenblas -lm -pthread -fopenmp
+KERNEL_LDLIBS := -lopenblas -ldnnl -lm -pthread -fopenmp
 LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lpcre2-8 -lutf8proc -lyaml
 # OpenMPI for lib/train/dist.c (swift-train under mpirun/srun); MPI_Init runs only under a launcher
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)

@@ -86,6 +86,13 @@ static const struct swift_option options[] = {
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model and its key/value cache run (default auto: the cpu; "
                      "cuda[:N] opts in to a GPU)"),
+    SWIFT_OPT_ENUM(
+        0, "torch-dtype", F(o.torch_dtype),
+        SWIFT_CHOICES({"float32", 0}, {"bfloat16", 1}, {"float16", 2}), /* SWIFT_MATH_* */
+        "bfloat16|float16|float32",
+        "the matmuls' dtype (ms-swift's --torch_dtype): bfloat16 runs them in bf16 "
+        "with fp32 accumulation; default float32",
+        .error = "--torch-dtype: '{arg}' is not bfloat16, float16 or float32"),
     SWIFT_OPT_FLAG(0, "quiet", F(o.quiet), "no table on stderr (and no progress line)"),
     SWIFT_OPT_PROGRESS(F(o.progress)),
     SWIFT_TRACE_OPTIONS(F(trace)),
@@ -125,6 +132,9 @@ int main(int argc, char **argv)
         return swift_usage("--task is required");
     if (!c.o.dataset)
         return swift_usage("--dataset is required");
+    if (c.o.torch_dtype == 2)
+        return swift_usage("--torch-dtype float16: not supported (no fp16 matmuls on the CPU; "
+                           "use bfloat16 or float32)");
     if (c.o.template_name && !swift_eval_template_known(c.o.template_name))
         return swift_usage(
             "unknown template '%s' (none, %s)", c.o.template_name, swift_eval_template_names());

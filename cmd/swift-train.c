@@ -328,6 +328,13 @@ static const struct swift_option opts[] = {
                    "--rlhf dpo: the reference's log-probs once before training, stored next to "
                    "the shards and reused (no reference model during steps)",
                    .aliases = "precompute_ref_log_probs"),
+    SWIFT_OPT_ENUM(
+        0, "torch-dtype", F(o.torch_dtype),
+        SWIFT_CHOICES({"float32", SWIFT_MATH_FP32}, {"bfloat16", SWIFT_MATH_BF16}, {"float16", 2}),
+        "bfloat16|float16|float32",
+        "the matmuls' dtype (ms-swift's --torch_dtype): bfloat16 runs them in bf16 "
+        "with fp32 accumulation, fp32 master weights (torch autocast); default float32",
+        .error = "--torch-dtype: '{arg}' is not bfloat16, float16 or float32"),
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model runs (default auto: a GPU when there is one)"),
     SWIFT_OPT_INT('j', "threads", F(o.threads), 1, BIG, "N", "CPU threads (default all)"),
@@ -449,6 +456,9 @@ int main(int argc, char **argv)
         return swift_usage("--force replaces the run in -o; --resume continues it: not both");
     if (c.o.lora_dropout < 0 || c.o.lora_dropout >= 1)
         return swift_usage("--lora-dropout must be in [0, 1)");
+    if (c.o.torch_dtype == 2)
+        return swift_usage("--torch-dtype float16: not supported (no fp16 matmuls on the CPU; "
+                           "use bfloat16 or float32)");
     if (c.o.lora_dora && c.o.tuner != SWIFT_TUNER_LORA)
         return swift_usage("--lora-dora needs --tuner lora");
     if (c.o.lora_dora && c.o.quant_bits)

@@ -181,7 +181,17 @@ struct swift_ops {
     void (*attention_paged)(float *out, const float *q, const float *kcache, const float *vcache,
                             const int32_t *pos, const int32_t *toff, const int32_t *tables,
                             int ntables, int block_size, int N, int NH, int NKV, int D);
+    /* Mixed precision (appended last): the compute of matmul_fwd/matmul_bwd
+     * from now on, for the whole process. SWIFT_MATH_FP32 (the default): fp32 throughout.
+     * SWIFT_MATH_BF16: in, w and dout are rounded to bf16 (nearest-even) and the products
+     * accumulate in fp32 into fp32 outputs (bias and db stay fp32) — the numerics of
+     * torch.autocast(bfloat16) for linear layers; on the CPU through oneDNN
+     * (kernels/cpu/matmul_bf16.c), the specification for other backends (tests/kernels).
+     * Returns 0, or -1 when the backend cannot (the math is unchanged); NULL: fp32 only. */
+    int (*set_matmul_math)(int mode);
 };
+
+enum { SWIFT_MATH_FP32 = 0, SWIFT_MATH_BF16 = 1 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */
 extern const struct swift_ops swift_cpu_ops;

@@ -12,6 +12,27 @@ void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const flo
                           int I, int O, float alpha, float beta);
 void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
                           const float *w, int N, int I, int O, float alpha, float din_beta);
+/* matmul.c: the fp32 GEMMs (OpenBLAS); matmul_fwd/bwd above run them or the bf16 ones by the
+ * math set with swift_cpu_set_matmul_math (the op table's set_matmul_math) */
+void swift_cpu_matmul_fp32_fwd(float *out, const float *in, const float *w, const float *bias,
+                               int N, int I, int O, float alpha, float beta);
+void swift_cpu_matmul_fp32_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                               const float *w, int N, int I, int O, float alpha, float din_beta);
+/* matmul_bf16.c: the same contracts with in, w and dout rounded to bf16 (nearest-even) and fp32
+ * accumulation and outputs, through oneDNN; they fall back to fp32 when oneDNN fails */
+enum { SWIFT_CPU_MATH_FP32 = 0, SWIFT_CPU_MATH_BF16 = 1 };
+int swift_cpu_set_matmul_math(int mode);
+int swift_cpu_matmul_math(void);
+void swift_cpu_matmul_bf16_fwd(float *out, const float *in, const float *w, const float *bias,
+                               int N, int I, int O, float alpha, float beta);
+void swift_cpu_matmul_bf16_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                               const float *w, int N, int I, int O, float alpha, float din_beta);
+/* fp32 -> bf16, round to nearest even (torch's cast) */
+void swift_cpu_to_bf16(uint16_t *dst, const float *src, size_t n);
+/* the oneDNN implementation the bf16 GEMMs run on (probing once), and whether a name is a
+ * fast one (avx512_core_bf16 or amx, not a reference/fp32 fallback) */
+const char *swift_cpu_bf16_impl(void);
+int swift_cpu_bf16_fast_name(const char *impl);
 void swift_cpu_embed_fwd(float *out, const int32_t *tok, const float *emb, int N, int C);
 void swift_cpu_embed_bwd(float *demb, const float *dout, const int32_t *tok, int N, int C);
 void swift_cpu_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int N, int C,

@@ -7,8 +7,8 @@
 #include "kernels/banned.h"
 
 /* out (N,O) = alpha * in (N,I) @ w (O,I)^T + beta * out, then + bias (O) on every row */
-void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
-                          int In, int O, float alpha, float beta)
+void swift_cpu_matmul_fp32_fwd(float *out, const float *in, const float *w, const float *bias,
+                               int N, int In, int O, float alpha, float beta)
 {
     if (N == 1) {
         /* one row (every decode step of swift-eval's key/value cache): OpenBLAS 0.3.21 has no
@@ -32,8 +32,8 @@ void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const flo
 /* din (N,I) = alpha * dout (N,O) @ w (O,I) + din_beta * din
  * dw  (O,I) += alpha * dout^T (O,N) @ in (N,I)
  * db  (O)   += alpha * sum_n dout[n] */
-void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
-                          const float *w, int N, int In, int O, float alpha, float din_beta)
+void swift_cpu_matmul_fp32_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                               const float *w, int N, int In, int O, float alpha, float din_beta)
 {
     if (din)
         cblas_sgemm(CblasRowMajor,
@@ -74,4 +74,23 @@ void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, c
             db[o] += alpha * (float)s;
         }
     }
+}
+
+/* the op table's matmuls: fp32 (OpenBLAS) or bf16 (oneDNN, matmul_bf16.c) by set_matmul_math */
+void swift_cpu_matmul_fwd(float *out, const float *in, const float *w, const float *bias, int N,
+                          int In, int O, float alpha, float beta)
+{
+    if (swift_cpu_matmul_math() == SWIFT_CPU_MATH_BF16)
+        swift_cpu_matmul_bf16_fwd(out, in, w, bias, N, In, O, alpha, beta);
+    else
+        swift_cpu_matmul_fp32_fwd(out, in, w, bias, N, In, O, alpha, beta);
+}
+
+void swift_cpu_matmul_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                          const float *w, int N, int In, int O, float alpha, float din_beta)
+{
+    if (swift_cpu_matmul_math() == SWIFT_CPU_MATH_BF16)
+        swift_cpu_matmul_bf16_bwd(din, dw, db, dout, in, w, N, In, O, alpha, din_beta);
+    else
+        swift_cpu_matmul_fp32_bwd(din, dw, db, dout, in, w, N, In, O, alpha, din_beta);
 }

@@ -84,4 +84,5 @@ const struct swift_ops swift_cpu_ops = {
     .matmul8_fwd = swift_cpu_matmul8_fwd,
     .matmul8_bwd = swift_cpu_matmul8_bwd,
     .attention_paged = swift_cpu_attention_paged,
+    .set_matmul_math = swift_cpu_set_matmul_math,
 };

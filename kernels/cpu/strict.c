@@ -339,4 +339,5 @@ const struct swift_ops swift_cpu_strict_ops = {
     .matmul8_fwd = st_matmul8_fwd,
     .matmul8_bwd = st_matmul8_bwd,
     .attention_paged = st_attention_paged,
+    .set_matmul_math = swift_cpu_set_matmul_math, /* touches no backend memory */
 };

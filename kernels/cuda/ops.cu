@@ -243,6 +243,13 @@ const void *swift_cuda_dev_ro(const void *p, size_t bytes)
     return c->dev;
 }
 
+/* --torch-dtype bfloat16: the CUDA twin of the CPU's bf16 matmuls (SWIFT_CUDA_MATH_BF16) */
+static int cu_set_matmul_math(int mode)
+{
+    swift_cuda_set_math(mode == SWIFT_MATH_BF16 ? SWIFT_CUDA_MATH_BF16 : SWIFT_CUDA_MATH_FP32);
+    return 0;
+}
+
 /* in struct swift_ops' order (kernels/ops.h): C++17 has no designated initializers */
 extern "C" const struct swift_ops swift_cuda_ops = {
     "cuda",
@@ -283,4 +290,5 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_matmul8_fwd, /* --quant-bits 8 (compile-checked; not yet run on a GPU) */
     swift_cuda_matmul8_bwd,
     swift_cuda_attention_paged, /* swift-infer's paged cache (lib/model/pkv.c) */
+    cu_set_matmul_math,         /* mixed precision (--torch-dtype) */
 };

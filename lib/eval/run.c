@@ -91,6 +91,9 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
         if (o->merge_adapters && swift_kv_merge_adapters(&r->m) < 0)
             return -1;
     }
+    /* --torch-dtype bfloat16: from here (the adapters merged in fp32) the matmuls run in bf16 */
+    if (swift_backend_set_math(&be, o->torch_dtype) < 0)
+        return -1;
     if (o->task == SWIFT_EVAL_PREF)
         return load_pref(r, oo, be.ops);
     if (swift_tokenizer_load(&r->tok, o->model) < 0)

@@ -67,6 +67,7 @@ struct swift_eval_opts {
     const char *ref_model; /* pref: the reference model directory (NULL: the model without its
                               adapters) */
     double beta;           /* pref: the implicit reward's scale (default 0.1, TRL's) */
+    int torch_dtype;       /* the matmuls' math: SWIFT_MATH_FP32 (default) or SWIFT_MATH_BF16 */
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);

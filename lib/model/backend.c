@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
 #include "lib/core/error.h"
 #include "lib/core/banned.h"
@@ -83,4 +85,56 @@ int swift_backend_select_rank(struct swift_backend *b, const char *spec, int loc
     snprintf(b->name, sizeof(b->name), "cuda:%d", index);
 #endif
     return 0;
+}
+
+int swift_backend_set_math(struct swift_backend *b, int math)
+{
+    if (math == SWIFT_MATH_FP32 && b->math == SWIFT_MATH_FP32)
+        return 0;
+    if (!b->ops->set_matmul_math || b->ops->set_matmul_math(math) < 0)
+        return swift_error("--torch-dtype bfloat16: the %s backend cannot run bf16 matmuls",
+                           b->name);
+    b->math = math;
+    b->math_fast = 1;
+    if (math != SWIFT_MATH_BF16 || b->cuda)
+        return 0;
+    const char *impl = swift_cpu_bf16_impl();
+    snprintf(b->math_impl, sizeof(b->math_impl), "%s", impl);
+    b->math_fast = swift_cpu_bf16_fast_name(impl);
+    if (b->math_fast)
+        swift_info("bf16 matmuls: oneDNN %s", impl);
+    else
+        swift_warn("bf16 matmuls: oneDNN runs '%s', not an avx512_core_bf16 or AMX kernel: "
+                   "this CPU has no fast bf16 path and bf16 will be slower than float32",
+                   impl);
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double swift_backend_matmul_peak_gflops(const struct swift_backend *b)
+{
+    const struct swift_ops *ops = b->ops;
+    int n = 1024;
+    size_t bytes = (size_t)n * n * sizeof(float);
+    float *a = ops->alloc(bytes), *w = ops->alloc(bytes), *c = ops->alloc(bytes);
+    double best = 0;
+    for (int r = 0; a && w && c && r < 4; r++) {
+        ops->sync();
+        double t0 = now_s();
+        ops->matmul_fwd(c, a, w, NULL, n, n, n, 1.0f, 0.0f);
+        ops->sync();
+        double g = 2.0 * n * n * n / (now_s() - t0) / 1e9;
+        if (r > 0 && g > best) /* the first call creates the primitive */
+            best = g;
+    }
+    ops->free(a);
+    ops->free(w);
+    ops->free(c);
+    return best;
 }

@@ -19,10 +19,12 @@ struct swift_backend {
     const struct swift_ops *ops;
     char name[32]; /* "cpu", "cuda:0": the trace's device */
     int cuda, index;
-    double peak_gflops; /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
-    char notice[320];   /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
-                           build on a machine with a CUDA driver, else empty (no driver at all:
-                           silent): the caller prints it once its inputs are checked */
+    double peak_gflops;  /* dense bf16 peak of the GPU for MFU; 0: unknown (measure) */
+    int math, math_fast; /* swift_backend_set_math: SWIFT_MATH_*; whether bf16 is fast */
+    char math_impl[96];  /* the CPU's bf16 GEMM kernel (oneDNN's name), else empty */
+    char notice[320];    /* "no GPU (why); running on the cpu" when auto fell back in a CUDA
+                            build on a machine with a CUDA driver, else empty (no driver at all:
+                            silent): the caller prints it once its inputs are checked */
 };
 /* spec: "auto" (or NULL: a GPU when kernels/device.h reports one, else the CPU; a CUDA build
  * without a usable GPU fills b->notice), "cpu", "cuda", "cuda:N". The CPU table is
@@ -32,5 +34,14 @@ int swift_backend_select(struct swift_backend *b, const char *spec);
 /* The same for one of several ranks on a host (lib/train/dist.h's local_rank): "auto" and "cuda"
  * take GPU local_rank % (number of GPUs); "cuda:N" is N whatever the rank. */
 int swift_backend_select_rank(struct swift_backend *b, const char *spec, int local_rank);
+/* --torch-dtype: the matmuls' math, SWIFT_MATH_FP32 (nothing to do) or SWIFT_MATH_BF16 (the op
+ * table's set_matmul_math). On the CPU also names the oneDNN kernel the bf16 GEMMs run on in
+ * b->math_impl and sets b->math_fast (avx512_core_bf16 or AMX, not a reference fallback); a
+ * slow fallback is a warning, not an error. Returns 0, or -1 when the backend cannot
+ * (reported). */
+int swift_backend_set_math(struct swift_backend *b, int math);
+/* The backend's measured matmul rate in GFLOP/s at its current math (1024^3, best of 3), the
+ * peak MFU is set against when the device has no known one. */
+double swift_backend_matmul_peak_gflops(const struct swift_backend *b);
 
 #endif

@@ -223,6 +223,8 @@ int train_write_args(const struct swift_train_opts *o)
     if (!a)
         abort();
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
+    json_object_set_new(
+        a, "torch_dtype", json_string(o->torch_dtype == SWIFT_MATH_BF16 ? "bfloat16" : "float32"));
     if (o->rlhf && !strcmp(o->rlhf, "grpo")) {
         train_grpo_args(o, a);
     } else if (o->rlhf) { /* ms-swift's keys, with the defaults the objective resolves */
@@ -268,9 +270,20 @@ int train_log_open(struct run *r)
     }
     free(lp);
     swift_progress_init(&r->log.pr, r->dist.rank == 0 ? o->progress : SWIFT_PROGRESS_OFF);
+    /* bf16: the measured bf16 GEMM rate (the dtype's peak), so MFU stays honest */
+    int bf16 = r->be.math == SWIFT_MATH_BF16;
     r->log.peak_gflops = o->peak_gflops > 0      ? o->peak_gflops
                          : r->be.peak_gflops > 0 ? r->be.peak_gflops
+                         : bf16                  ? swift_backend_matmul_peak_gflops(&r->be)
                                                  : swift_sgemm_peak_gflops();
+    if (bf16 && !r->be.cuda) /* which kernel the bf16 GEMMs run on: 1 fast, 0 a fallback */
+    {
+        swift_trace_counter("bf16_fast_path", r->be.math_fast);
+        struct swift_targ a[] = {SWIFT_TARG_S("impl", r->be.math_impl),
+                                 SWIFT_TARG_I("fast", r->be.math_fast),
+                                 SWIFT_TARG_D("peak_gflops", r->log.peak_gflops)};
+        swift_trace_instant("train", "bf16_matmul", a, 3);
+    }
     /* --profile: the peak that swift-trace-analyze sets the per-op spans' FLOP rates against */
     if (o->profile && r->log.peak_gflops > 0)
         swift_trace_counter("peak_gflops", r->log.peak_gflops);

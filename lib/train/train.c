@@ -130,6 +130,8 @@ static int start(struct run *r)
         int failed = brc < 0;
         return end_ranks(D, failed, failed ? SWIFT_FAILED : SWIFT_MISUSED);
     }
+    if (swift_backend_set_math(&r->be, o->torch_dtype) < 0)
+        return end_ranks(D, 1, SWIFT_FAILED);
     if (o->galore_rank > 0 && r->be.cuda) { /* galore.h: host arithmetic */
         swift_usage("--galore-rank: GaLore runs on the CPU only (its SVD and projections are "
                     "host code); use --device cpu");

@@ -1,6 +1,8 @@
-/* bench_train CONFIG THREADS BATCH SEQ STEPS: training steps (forward, backward, AdamW) of a
- * randomly initialised Llama config on the CPU backend; prints one JSON line. CONFIG is 10M or
- * 100M (the same shapes tests/bench/train_torch.py builds). */
+/* bench_train CONFIG THREADS BATCH SEQ STEPS [DTYPE]: training steps (forward, backward, AdamW)
+ * of a randomly initialised Llama config on the CPU backend; prints one JSON line. CONFIG is 10M
+ * or 100M (the same shapes tests/bench/train_torch.py builds); DTYPE float32 (default) or
+ * bfloat16 (--torch-dtype bfloat16: bf16 matmuls through oneDNN, the peak is then the measured
+ * bf16 GEMM rate, and weight_bf16_s is the time to round every weight to bf16 once). */
 #include "lib/model/model.h"
 #include "tests/bench/bench_config.h"
 
@@ -11,9 +13,12 @@
 #include <time.h>
 
 #include <cblas.h>
+#undef I /* complex.h, pulled in by cblas.h */
 
 #include "lib/core/cli.h"
 #include "lib/core/fileio.h"
+#include "lib/model/backend.h"
+#include "kernels/cpu/cpu.h"
 #include "lib/train/optim.h"
 #include "lib/train/train.h"
 #include "lib/core/banned.h"
@@ -28,10 +33,11 @@ static double now(void)
 int main(int argc, char **argv)
 {
     long th, B, T, steps;
-    if (argc != 6 || swift_parse_long(argv[2], 1, 256, &th) ||
-        swift_parse_long(argv[3], 1, 64, &B) || swift_parse_long(argv[4], 2, 8192, &T) ||
-        swift_parse_long(argv[5], 1, 1000, &steps)) {
-        fprintf(stderr, "usage: bench_train 10M|100M THREADS BATCH SEQ STEPS\n");
+    int bf16 = argc == 7 && !strcmp(argv[6], "bfloat16");
+    if ((argc != 6 && argc != 7) || (argc == 7 && !bf16 && strcmp(argv[6], "float32")) ||
+        swift_parse_long(argv[2], 1, 256, &th) || swift_parse_long(argv[3], 1, 64, &B) ||
+        swift_parse_long(argv[4], 2, 8192, &T) || swift_parse_long(argv[5], 1, 1000, &steps)) {
+        fprintf(stderr, "usage: bench_train 10M|100M THREADS BATCH SEQ STEPS [DTYPE]\n");
         return 2;
     }
     struct swift_model_config c;
@@ -41,6 +47,9 @@ int main(int argc, char **argv)
     }
     omp_set_num_threads((int)th);
     openblas_set_num_threads((int)th);
+    struct swift_backend be = {.ops = &swift_cpu_ops, .name = "cpu"};
+    if (bf16 && swift_backend_set_math(&be, SWIFT_MATH_BF16) < 0)
+        return 1;
     struct swift_model m;
     if (swift_model_init_random(&m, &c, &swift_cpu_ops, 1) < 0)
         return 1;
@@ -100,8 +109,23 @@ int main(int argc, char **argv)
     }
     double dt = (now() - t0) / (double)steps;
     double fpt = swift_model_flops_per_token(&m, (int)T);
-    double peak = swift_sgemm_peak_gflops();
-    printf("{\"impl\":\"swift\",\"config\":\"%s\",\"params\":%zu,\"threads\":%ld,\"batch\":%ld,"
+    double peak = bf16 ? swift_backend_matmul_peak_gflops(&be) : swift_sgemm_peak_gflops();
+    double conv = 0; /* every weight rounded to bf16 once (what a bf16 weight copy saves) */
+    if (bf16) {
+        uint16_t *tmp = malloc(m.nparams * 2);
+        double c0 = now();
+        size_t off = 0;
+        for (int i = 0; tmp && i < m.np; i++) {
+            swift_cpu_to_bf16(tmp + off, m.p[i].w, m.p[i].numel);
+            off += m.p[i].numel;
+        }
+        conv = now() - c0;
+        free(tmp);
+    }
+    printf("{\"impl\":\"swift\",\"dtype\":\"%s\",\"weight_bf16_s\":%.4f,",
+           bf16 ? "bfloat16" : "float32",
+           conv);
+    printf("\"config\":\"%s\",\"params\":%zu,\"threads\":%ld,\"batch\":%ld,"
            "\"seq\":%ld,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops\":%.2f,"
            "\"sgemm_peak_gflops\":%.2f,\"frac_of_peak\":%.3f,\"loss\":%.4f}\n",
            argv[1],

@@ -49,7 +49,7 @@ EOF
     tokens=$(jq .tokens <<<"$output")
     # one note, naming each key of another stage and its stage
     [ "$(grep -c 'ignoring keys for other stages' <<<"$stderr")" -eq 1 ]
-    [[ $stderr == *"swift-preprocess: $W/sft.yaml: ignoring keys for other stages: train_type (swift-train), torch_dtype (swift-train/swift-export), lora_rank (swift-train), "* ]]
+    [[ $stderr == *"swift-preprocess: $W/sft.yaml: ignoring keys for other stages: train_type (swift-train), torch_dtype (swift-train/swift-eval/swift-export), lora_rank (swift-train), "* ]]
     [[ $stderr == *"learning_rate (swift-train)"* ]]
     [[ $stderr != *"template ("* && $stderr != *"packing ("* && $stderr != *"system ("* ]]
     # the system prompt reached the samples: more tokens than without it
@@ -65,7 +65,9 @@ EOF
     [ "$(jq .r "$W/run/checkpoint-2/adapter_config.json")" = 4 ]
     [ "$(grep -c 'ignoring keys for other stages' <<<"$stderr")" -eq 1 ]
     [[ $stderr == *"swift-train: $W/sft.yaml: ignoring keys for other stages: dataset ("*"swift-preprocess"*"), template (swift-preprocess/swift-eval/swift-infer), system (swift-preprocess), truncation_strategy (swift-preprocess), packing (swift-preprocess), split_dataset_ratio (swift-preprocess), loss_scale (swift-preprocess)"* ]]
-    [[ $stderr == *"swift-train: $W/sft.yaml: ignoring torch_dtype (the checkpoint's dtype is kept on save"* ]]
+    # torch_dtype is swift-train's --torch-dtype now (issue 22): bf16 matmuls, no "ignoring" note
+    [[ $stderr != *"ignoring torch_dtype"* ]]
+    [ "$(jq -r .torch_dtype "$W/run/args.json")" = bfloat16 ]
 
     run --separate-stderr "$B/swift-eval" "$W/sft.yaml" $M --adapters "$W/run/checkpoint-2" \
         --task loss --limit 4

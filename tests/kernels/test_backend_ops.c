@@ -11,12 +11,13 @@
  * - FWD, BWD or BOTH, on every backend but the CPU: inputs are generated once, the row runs on the
  *   CPU (the reference) and on the backend, and the outputs are downloaded and compared: strict
  *   bit for bit (its results are swift_cpu_ops' bits); cuda (matmuls in exact fp32 unless the row
- *   says BF16) within max |cuda - cpu| <= atol + rtol * max |cpu| over each tensor, results in
- *   double within srtol * |cpu|, counts, masks and copies identical. The CUBLAS row compares
- *   attention probs; the FLASH rows cover packed documents, GQA and MHA, T not a multiple of the
- *   tiles and both D_i paths; VS_CUBLAS rows take cuda's cuBLAS attention path as the reference
- *   on cuda (and check that the flash backward run twice is bit-identical); TIMED rows (cuda
- *   only) print flash vs cuBLAS times on the Qwen2.5-0.5B attention shape for tests/gpu/run.sh.
+ *   says BF16: then every backend, the CPU reference too, runs set_matmul_math bf16) within max
+ * |cuda - cpu| <= atol + rtol * max |cpu| over each tensor, results in double within srtol * |cpu|,
+ * counts, masks and copies identical. The CUBLAS row compares attention probs; the FLASH rows cover
+ * packed documents, GQA and MHA, T not a multiple of the tiles and both D_i paths; VS_CUBLAS rows
+ * take cuda's cuBLAS attention path as the reference on cuda (and check that the flash backward run
+ * twice is bit-identical); TIMED rows (cuda only) print flash vs cuBLAS times on the Qwen2.5-0.5B
+ * attention shape for tests/gpu/run.sh.
  * - GRAD, on the host-math backends (cpu, strict): each gradient of the backward against central
  *   finite differences of the forward (L = sum(out * R) for a fixed random R), in float32 with
  *   h = 1e-2, max |analytic - numeric| / max |numeric| < 1e-3; then the family's properties
@@ -747,6 +748,15 @@ static const struct test_case cases[] = {
     {"matmul_bwd din (beta 1) dw db", &f_matmul, BWD, {37, 70, 53, 1}, {0, 0, 0.75f, 1}, 0, RED},
     {"matmul_bwd din only", &f_matmul, BWD, {37, 70, 53, 0}, {0, 0, 1, 0}, 0, RED},
     {"matmul_fwd bf16 compute", &f_matmul, FWD | BF16, {64, 256, 128, 0}, {1, 0}, 0, 0, 2e-2, 0},
+    {"matmul_bwd bf16 compute",
+     &f_matmul,
+     BWD | BF16,
+     {37, 70, 53, 1},
+     {0, 0, 0.75f, 1},
+     0,
+     0,
+     2e-2,
+     0},
     {"matmul gradients", &f_matmul, GRAD, {5, 7, 3, 1}, {1, 0, 1, 0}, 0, FD},
     /* QLoRA's 4-bit base: nf4 and fp4, with and without double quantization (330 blocks of 64:
      * two of absmax2), odd sizes (a ragged last block, an odd code count, I and O no tile
@@ -883,6 +893,11 @@ static void run_on(struct inst *in, const struct swift_ops *o, int mode, int mas
     in->ns = in->nl = 0;
     if (o == be[CUDA].ops)
         cuda_mode(mode);
+    /* BF16 rows: every backend, the CPU reference included, in bf16 math (the CPU's bf16
+     * matmuls are the specification of the others'; strict's are the CPU's bit for bit) */
+    int bf16 = (in->c->what & BF16) && o->set_matmul_math;
+    if (bf16)
+        o->set_matmul_math(SWIFT_MATH_BF16);
     for (int it = ms ? -1 : 4; it < 5; it++) {
         double t0 = now_ms(o);
         if (in->c->what & FWD)
@@ -896,6 +911,8 @@ static void run_on(struct inst *in, const struct swift_ops *o, int mode, int mas
             b[it] = t2 - t1;
         }
     }
+    if (bf16)
+        o->set_matmul_math(SWIFT_MATH_FP32);
     if (o == be[CUDA].ops)
         cuda_mode(0);
     if (ms) {
