@@ -22,7 +22,8 @@ struct swift_engine_opts swift_engine_defaults(void)
                                       .block_size = 16,
                                       .num_blocks = 0,
                                       .max_model_len = 0,
-                                      .chunked_prefill = 1};
+                                      .chunked_prefill = 1,
+                                      .prefix_caching = 1};
 }
 
 struct swift_sampling swift_sampling_defaults(void)
@@ -113,6 +114,7 @@ struct swift_engine *swift_engine_new(struct swift_model *m, const struct swift_
     e->wseq = swift_xcalloc(S, sizeof(*e->wseq));
     e->pn = swift_xcalloc(S, sizeof(int));
     e->logits = swift_xcalloc(S * (size_t)e->V, sizeof(float));
+    e->btok = swift_xcalloc((size_t)oo.block_size, sizeof(int32_t));
     e->next_id = 1;
     e->st.blocks_total = oo.num_blocks;
     return e;
@@ -155,6 +157,7 @@ void swift_engine_free(struct swift_engine *e)
     free(e->wseq);
     free(e->pn);
     free(e->logits);
+    free(e->btok);
     free(e);
 }
 
@@ -348,12 +351,14 @@ static void req_trace(const struct ireq *r)
     int comp = 0;
     for (int i = 0; i < r->nseqs; i++)
         comp += r->seqs[i]->nout;
-    struct swift_targ a[3] = {SWIFT_TARG_I("req", r->id),
+    struct swift_targ a[4] = {SWIFT_TARG_I("req", r->id),
                               SWIFT_TARG_I("prompt_tokens", r->plen),
+                              SWIFT_TARG_I("cached_tokens", r->cached),
                               SWIFT_TARG_I("completion_tokens", comp)};
+    struct swift_targ d[3] = {a[0], a[1], a[3]};
     swift_trace_span("infer", "request_queued", r->t_add, sched, a, 1);
-    swift_trace_span("infer", "request_prefill", sched, first, a, 2);
-    swift_trace_span("infer", "request_decode", first, now, a, 3);
+    swift_trace_span("infer", "request_prefill", sched, first, a, 3);
+    swift_trace_span("infer", "request_decode", first, now, d, 3);
 }
 
 void swift_infer_seq_done(struct swift_engine *e, struct iseq *s)
@@ -403,7 +408,8 @@ int swift_engine_cancel(struct swift_engine *e, int64_t req)
                                         .logprob = 0,
                                         .finish = SWIFT_FINISH_ABORT,
                                         .prompt_tokens = r->plen,
-                                        .completion_tokens = s ? s->nout : 0};
+                                        .completion_tokens = s ? s->nout : 0,
+                                        .cached_tokens = r->cached};
         if (r->cb)
             r->cb(r->ctx, &ev);
         if (--r->live == 0)

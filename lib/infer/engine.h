@@ -11,7 +11,9 @@
  * copy-on-write, so a prompt is prefilled once whatever n is. When the pool runs dry the most
  * recently admitted sequence is preempted (its blocks freed, the sequence put back in front of
  * the queue to be recomputed later, as vLLM's recompute preemption); its output so far is kept and
- * its sampler state too, so preemption never changes what a sequence generates.
+ * its sampler state too, so preemption never changes what a sequence generates. With prefix
+ * caching, a sequence that starts with the same tokens as one that holds full blocks shares
+ * those blocks and runs only the rest (a common system prompt is computed once).
  *
  * The model math is lib/model's forward (the same layer function as training and swift-eval), so
  * greedy output equals swift-eval's and transformers' generate(do_sample=False) token for token,
@@ -54,8 +56,11 @@ struct swift_engine_opts {
     int max_model_len;          /* prompt + completion; 0: the config's max_position_embeddings */
     int chunked_prefill;        /* 0: a prompt is prefilled in one forward (it must fit; the
                                    recompute of a preempted sequence is chunked all the same) */
+    int prefix_caching;         /* 1: a sequence starts on the full cache blocks of another
+                                   that began with the same tokens (lib/model/pkv.h) */
 };
-/* 16 sequences, 512 tokens per forward, blocks of 16, pool sized from the rest, chunked. */
+/* 16 sequences, 512 tokens per forward, blocks of 16, pool sized from the rest, chunked,
+ * prefix caching on. */
 struct swift_engine_opts swift_engine_defaults(void);
 
 struct swift_sampling {
@@ -98,6 +103,8 @@ struct swift_engine_event {
     int ntop;
     enum swift_finish finish;
     int prompt_tokens, completion_tokens; /* completion_tokens counts this token */
+    int cached_tokens;                    /* prompt tokens found in the prefix cache (OpenAI's usage
+                                             prompt_tokens_details.cached_tokens) */
 };
 /* Called from swift_engine_step for every new token in order, per choice. Return nonzero to end
  * the choice after this token (a stop string the caller found in its text): no event follows
@@ -126,7 +133,8 @@ int swift_engine_step(struct swift_engine *e);
 
 struct swift_engine_stats {
     long steps, prefill_tokens, decode_tokens, preemptions;
-    int running, waiting;                       /* sequences now */
+    long cached_tokens;   /* prompt (and recomputed) tokens found in the prefix cache, not run */
+    int running, waiting; /* sequences now */
     int blocks_used, blocks_total, blocks_peak; /* cache blocks */
     double forward_s;                           /* time in the model's forward */
 };

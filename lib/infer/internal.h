@@ -37,6 +37,7 @@ struct ireq {
     struct iseq **seqs; /* n; only [0] until the prompt is prefilled (forked) */
     int nseqs, live;    /* choices created; choices not finished */
     int limit;          /* prompt + completion tokens at most (max_model_len, the pool) */
+    int cached;         /* prompt tokens found in the prefix cache at the first admission */
     int64_t t_add, t_sched, t_first; /* ns: queued, first scheduled, first token (0: not yet) */
 };
 
@@ -61,6 +62,7 @@ struct swift_engine {
     struct iseq **pseq, **wseq;
     int *pn; /* tokens of pseq[i] in this step */
     float *logits;
+    int32_t *btok; /* (block_size) one block's tokens, for the prefix cache */
     struct swift_engine_stats st;
 };
 

@@ -94,6 +94,41 @@ static void plan_running(struct swift_engine *e, struct plan *p, int budget)
         }
 }
 
+/* s (holding nothing) starts on the cached blocks of its first tokens, leaving at least one
+ * token to run (its logits are needed). Returns the tokens found. */
+static int prefix_match(struct swift_engine *e, struct iseq *s)
+{
+    int bs = e->o.block_size, total = s->r->plen + s->nout, found = 0;
+    int32_t *tok = e->btok;
+    if (!e->o.prefix_caching || s->kv.len != 0)
+        return 0;
+    while (s->kv.len + bs <= total - 1) {
+        for (int j = 0; j < bs; j++)
+            tok[j] = swift_infer_token_at(s, s->kv.len + j);
+        int32_t parent = s->kv.nblocks ? s->kv.blocks[s->kv.nblocks - 1] : -1;
+        int32_t b = swift_pkv_prefix_find(&e->kv, parent, tok);
+        if (b < 0)
+            break;
+        swift_pkv_share(&e->kv, &s->kv, b);
+        found += bs;
+    }
+    return found;
+}
+
+/* s's full blocks not yet offered to the prefix cache, offered. */
+static void prefix_register(struct swift_engine *e, struct iseq *s)
+{
+    int bs = e->o.block_size;
+    int32_t *tok = e->btok;
+    if (!e->o.prefix_caching)
+        return;
+    while ((s->kv.nreg + 1) * bs <= s->kv.len) {
+        for (int j = 0; j < bs; j++)
+            tok[j] = swift_infer_token_at(s, s->kv.nreg * bs + j);
+        swift_pkv_prefix_add(&e->kv, &s->kv, tok);
+    }
+}
+
 /* Admissions from the front of the queue while slots, tokens and free blocks allow. */
 static void plan_admit(struct swift_engine *e, struct plan *p, int budget)
 {
@@ -105,11 +140,17 @@ static void plan_admit(struct swift_engine *e, struct plan *p, int budget)
             e->nwait--;
             continue;
         }
+        if (slots + s->slots > e->o.max_num_seqs)
+            break;
+        int found = prefix_match(e, s);
         int left = remaining(s), k = left < budget - p->tokens ? left : budget - p->tokens;
-        if (slots + s->slots > e->o.max_num_seqs || (k < left && !chunk_ok(e, s)))
+        if ((k < left && !chunk_ok(e, s)) || swift_pkv_reserve(&e->kv, &s->kv, k) < 0) {
+            swift_pkv_seq_clear(&e->kv, &s->kv); /* the shared blocks back: it waits */
             break;
-        if (swift_pkv_reserve(&e->kv, &s->kv, k) < 0)
-            break;
+        }
+        e->st.cached_tokens += found;
+        if (!s->r->t_sched) /* the first admission: what the prompt found */
+            s->r->cached = found;
         memmove(e->wait, e->wait + 1, (size_t)(e->nwait - 1) * sizeof(*e->wait));
         e->nwait--;
         swift_infer_run_push(e, s);
@@ -169,7 +210,8 @@ static void emit(struct swift_engine *e, struct iseq *s, const float *lg)
                                     .ntop = pk.ntop,
                                     .finish = fin,
                                     .prompt_tokens = r->plen,
-                                    .completion_tokens = s->nout};
+                                    .completion_tokens = s->nout,
+                                    .cached_tokens = r->cached};
     if (fin != SWIFT_FINISH_NONE) /* over before the callback: a cancel from it finds it done */
         swift_infer_seq_done(e, s);
     int stop = r->cb ? r->cb(r->ctx, &ev) : 0;
@@ -201,6 +243,8 @@ static int run_plan(struct swift_engine *e, const struct plan *p)
         return -1;
     e->st.prefill_tokens += p->prefill;
     e->st.decode_tokens += p->decode;
+    for (int i = 0; i < p->n; i++)
+        prefix_register(e, e->pseq[i]);
     for (int w = 0; w < nw; w++) {
         struct iseq *s = e->wseq[w];
         if (s->state != SEQ_RUNNING)

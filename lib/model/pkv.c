@@ -55,6 +55,16 @@ int swift_pkv_init(struct swift_pkv *c, struct swift_model *m, int num_blocks, i
         c->freel[b] = num_blocks - 1 - b;
     c->nfree = num_blocks;
     c->toff = swift_xcalloc((size_t)max_tokens, sizeof(int32_t));
+    c->bparent = swift_xcalloc((size_t)num_blocks, sizeof(int32_t));
+    for (int b = 0; b < num_blocks; b++)
+        c->bparent[b] = -2;
+    c->btok = swift_xcalloc((size_t)num_blocks * block_size, sizeof(int32_t));
+    c->hcap = 16;
+    while (c->hcap < 2 * num_blocks)
+        c->hcap *= 2;
+    c->htab = swift_xcalloc((size_t)c->hcap, sizeof(int32_t));
+    for (int i = 0; i < c->hcap; i++)
+        c->htab[i] = -1;
     return 0;
 }
 
@@ -69,6 +79,9 @@ void swift_pkv_release(struct swift_pkv *c)
     free(c->freel);
     free(c->toff);
     free(c->tables);
+    free(c->bparent);
+    free(c->btok);
+    free(c->htab);
     memset(c, 0, sizeof(*c));
 }
 
@@ -103,10 +116,15 @@ static int32_t take_block(struct swift_pkv *c)
     return b;
 }
 
+static void unregister(struct swift_pkv *c, int32_t b);
+
 static void put_block(struct swift_pkv *c, int32_t b)
 {
-    if (--c->ref[b] == 0)
+    if (--c->ref[b] == 0) {
+        if (c->bparent[b] != -2)
+            unregister(c, b);
         c->freel[c->nfree++] = b;
+    }
 }
 
 /* dst's first n positions = src's, in every layer (device-side copies) */
@@ -155,6 +173,7 @@ void swift_pkv_seq_clear(struct swift_pkv *c, struct swift_pkv_seq *s)
         put_block(c, s->blocks[i]);
     s->nblocks = 0;
     s->len = 0;
+    s->nreg = 0;
 }
 
 void swift_pkv_seq_free(struct swift_pkv *c, struct swift_pkv_seq *s)
@@ -180,4 +199,93 @@ void swift_pkv_fork(struct swift_pkv *c, struct swift_pkv_seq *dst, const struct
     }
     dst->nblocks = n;
     dst->len = src->len;
+    dst->nreg = src->nreg;
+}
+
+/* ---- the prefix cache ---- */
+
+static uint64_t key_hash(int32_t parent, const int32_t *tokens, int n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uint32_t)parent;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)tokens[i];
+        h *= 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static int same_key(const struct swift_pkv *c, int32_t b, int32_t parent, const int32_t *tokens)
+{
+    return c->bparent[b] == parent && !memcmp(c->btok + (size_t)b * c->block_size,
+                                              tokens,
+                                              (size_t)c->block_size * sizeof(int32_t));
+}
+
+int32_t swift_pkv_prefix_find(const struct swift_pkv *c, int32_t parent, const int32_t *tokens)
+{
+    size_t mask = (size_t)c->hcap - 1, i = key_hash(parent, tokens, c->block_size) & mask;
+    for (;; i = (i + 1) & mask) { /* an empty slot always ends the probe (load <= 3/4) */
+        int32_t b = c->htab[i];
+        if (b == -1)
+            return -1;
+        if (b >= 0 && same_key(c, b, parent, tokens))
+            return b;
+    }
+}
+
+static void insert(struct swift_pkv *c, int32_t b)
+{
+    size_t mask = (size_t)c->hcap - 1;
+    size_t i = key_hash(c->bparent[b], c->btok + (size_t)b * c->block_size, c->block_size) & mask;
+    while (c->htab[i] >= 0)
+        i = (i + 1) & mask;
+    if (c->htab[i] == -2)
+        c->hdel--;
+    c->htab[i] = b;
+}
+
+static void unregister(struct swift_pkv *c, int32_t b)
+{
+    size_t mask = (size_t)c->hcap - 1;
+    size_t i = key_hash(c->bparent[b], c->btok + (size_t)b * c->block_size, c->block_size) & mask;
+    while (c->htab[i] != b)
+        i = (i + 1) & mask;
+    c->htab[i] = -2;
+    c->bparent[b] = -2;
+    if (++c->hdel > c->hcap / 4) { /* too many deleted slots: rebuild */
+        for (int k = 0; k < c->hcap; k++)
+            c->htab[k] = -1;
+        c->hdel = 0;
+        for (int32_t k = 0; k < c->num_blocks; k++)
+            if (c->bparent[k] != -2)
+                insert(c, k);
+    }
+}
+
+void swift_pkv_share(struct swift_pkv *c, struct swift_pkv_seq *s, int32_t b)
+{
+    if (s->nblocks + 1 > s->cap) {
+        int cap = s->cap ? s->cap * 2 : 4;
+        s->blocks = swift_xrealloc(s->blocks, (size_t)cap * sizeof(int32_t));
+        s->cap = cap;
+    }
+    s->blocks[s->nblocks++] = b;
+    c->ref[b]++;
+    s->len += c->block_size;
+    s->nreg = s->nblocks;
+}
+
+void swift_pkv_prefix_add(struct swift_pkv *c, struct swift_pkv_seq *s, const int32_t *tokens)
+{
+    int i = s->nreg;
+    if (i >= s->nblocks || (i + 1) * c->block_size > s->len)
+        return; /* not a full block */
+    s->nreg++;
+    int32_t b = s->blocks[i], parent = i > 0 ? s->blocks[i - 1] : -1;
+    if (c->bparent[b] != -2 || swift_pkv_prefix_find(c, parent, tokens) >= 0)
+        return; /* registered already (shared), or an equal block is */
+    c->bparent[b] = parent;
+    memcpy(c->btok + (size_t)b * c->block_size, tokens, (size_t)c->block_size * sizeof(int32_t));
+    insert(c, b);
 }

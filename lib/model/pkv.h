@@ -42,6 +42,8 @@ struct swift_pkv_seq {
     int nblocks;     /* blocks in the table (covering len, and what reserve added) */
     int cap;         /* the table's capacity */
     int32_t *blocks; /* host: block ids */
+    int nreg;        /* leading full blocks already offered to the prefix cache (or taken
+                      * from it) */
 };
 
 struct swift_pkv {
@@ -57,6 +59,12 @@ struct swift_pkv {
     int32_t *tables;   /* host: the block tables of the call's sequences */
     int ntables, tables_cap;
     double flops; /* matmul + attention FLOPs since init */
+    /* the prefix cache (swift_pkv_prefix_*): full blocks found by their tokens and the block
+     * before them, as long as a sequence holds them */
+    int32_t *bparent; /* host (num_blocks): the block before it, -1: none; -2: not registered */
+    int32_t *btok;    /* host (num_blocks * block_size): a registered block's tokens */
+    int32_t *htab;    /* host (hcap): registered blocks by hash, -1 empty, -2 deleted */
+    int hcap, hdel;
 };
 
 /* A pool of num_blocks blocks of block_size tokens, scratch for max_tokens tokens per forward.
@@ -82,6 +90,29 @@ void swift_pkv_seq_free(struct swift_pkv *c, struct swift_pkv_seq *s);
 /* dst (cleared first) shares src's tokens: the blocks covering src's len, copy-on-write. */
 void swift_pkv_fork(struct swift_pkv *c, struct swift_pkv_seq *dst,
                     const struct swift_pkv_seq *src);
+
+/*
+ * The prefix cache: sequences with the same first tokens (a system prompt, a template) share
+ * the blocks of those tokens instead of computing them again (vLLM's automatic prefix
+ * caching, for blocks that some sequence still holds). A full block is registered with its
+ * tokens and the block before it; a new sequence walks its tokens block by block:
+ *
+ *     while ((b = swift_pkv_prefix_find(&c, parent, tokens + s.len)) >= 0)
+ *         swift_pkv_share(&c, &s, b), parent = b;        // s.len grows by block_size
+ *     ...forward...
+ *     swift_pkv_prefix_add(&c, &s, tokens + s.nreg * block_size);   // for each new full block
+ *
+ * A registered block is never written again (writes go past a sequence's full blocks), and
+ * leaves the cache when its last holder frees it.
+ */
+/* The registered block holding tokens (block_size of them) after parent (-1: at the start), or
+ * -1. */
+int32_t swift_pkv_prefix_find(const struct swift_pkv *c, int32_t parent, const int32_t *tokens);
+/* Append full block b to s (s holds whole blocks only, none reserved): s shares it. */
+void swift_pkv_share(struct swift_pkv *c, struct swift_pkv_seq *s, int32_t b);
+/* Offer s's block nreg (full) with its tokens to the cache (a block with the same parent and
+ * tokens already there stays the one found); nreg grows by one. */
+void swift_pkv_prefix_add(struct swift_pkv *c, struct swift_pkv_seq *s, const int32_t *tokens);
 
 /*
  * The model's forward on the paged cache (lib/model/forward.c). N new tokens (N <= max_tokens):

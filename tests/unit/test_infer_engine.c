@@ -174,7 +174,7 @@ struct out {
     float lp[4][MAXOUT];
     int n[4];
     enum swift_finish fin[4];
-    int events, aborts, prompt_tokens;
+    int events, aborts, prompt_tokens, cached;
     int stop_after; /* > 0: the callback ends choice 0 after this many tokens */
 };
 
@@ -183,6 +183,7 @@ static int on_token(void *ctx, const struct swift_engine_event *ev)
     struct out *o = ctx;
     o->events++;
     o->prompt_tokens = ev->prompt_tokens;
+    o->cached = ev->cached_tokens;
     assert_true(ev->choice >= 0 && ev->choice < 4);
     assert_int_equal(o->fin[ev->choice], SWIFT_FINISH_NONE); /* nothing after the end */
     if (ev->token < 0) {
@@ -278,7 +279,7 @@ static void check_greedy(const char *arch, int seqs, int tokens, int bs, int nb,
     assert_int_equal(st.blocks_used, 0);
     assert_int_equal(st.running + st.waiting, 0);
     printf("# %s: %d/%d tokens equal to transformers' generate (seqs %d, tokens %d, blocks %d x "
-           "%d, peak %d, preemptions %ld, steps %ld)\n",
+           "%d, peak %d, preemptions %ld, steps %ld, cached %ld)\n",
            arch,
            same,
            same,
@@ -288,7 +289,8 @@ static void check_greedy(const char *arch, int seqs, int tokens, int bs, int nb,
            bs,
            st.blocks_peak,
            st.preemptions,
-           st.steps);
+           st.steps,
+           st.cached_tokens);
     if (preempt)
         *preempt = st.preemptions;
     swift_engine_free(e);
@@ -320,6 +322,59 @@ static void test_greedy_unchunked(void **state)
     check_greedy("llama", 8, 24, 4, 12, &pre);
     assert_true(pre > 0);
     unchunked = 0;
+}
+
+/* Prefix caching: a request that starts with another's prompt while that one runs shares its
+ * full blocks (all but the last token's) and generates the same; one that shares only the first
+ * block takes that block; with caching off nothing is shared. */
+static void test_prefix(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    int p = 3, L = r.plen[p];
+    assert_int_equal(L, 23);
+    for (int on = 0; on < 2; on++) {
+        struct swift_engine_opts o = swift_engine_defaults();
+        o.max_num_seqs = 4;
+        o.max_num_batched_tokens = 64;
+        o.block_size = 4;
+        o.prefix_caching = on;
+        char err[256];
+        int32_t eos = EOS;
+        struct swift_engine *e = swift_engine_new(&m, &o, &eos, 1, err, sizeof(err));
+        assert_non_null(e);
+        struct swift_sampling s = swift_sampling_defaults();
+        s.max_tokens = r.G;
+        struct out a, b, c;
+        memset(&a, 0, sizeof(a));
+        memset(&b, 0, sizeof(b));
+        memset(&c, 0, sizeof(c));
+        add(e, r.prompt[p], L, &s, &a);
+        assert_true(swift_engine_step(e) > 0);
+        add(e, r.prompt[p], L, &s, &b); /* 22 tokens before the last: 5 blocks of 4 */
+        int32_t other[10];
+        memcpy(other, r.prompt[p], 6 * sizeof(int32_t));
+        for (int i = 6; i < 10; i++)
+            other[i] = 65 + i;
+        add(e, other, 10, &s, &c); /* only the first block in common */
+        run_all(e);
+        assert_memory_equal(a.tok[0], r.greedy[p], (size_t)r.glen[p] * 4);
+        assert_int_equal(b.n[0], r.glen[p]);
+        assert_memory_equal(b.tok[0], r.greedy[p], (size_t)r.glen[p] * 4);
+        struct swift_engine_stats st;
+        swift_engine_stats(e, &st);
+        assert_int_equal(st.cached_tokens, on ? 20 + 4 : 0);
+        assert_int_equal(st.prefill_tokens, on ? L + 3 + 6 : 2 * L + 10);
+        assert_int_equal(st.blocks_used, 0);
+        assert_int_equal(a.cached, 0);
+        assert_int_equal(b.cached, on ? 20 : 0);
+        assert_int_equal(c.cached, on ? 4 : 0);
+        swift_engine_free(e);
+    }
+    swift_model_free(&m);
 }
 
 /* n = 2 greedy on one prompt: the prompt is prefilled once, both choices are transformers'. */
@@ -453,6 +508,107 @@ static void test_cancel_in_callback(void **state)
     assert_int_equal(st.blocks_used, 0);
     swift_engine_free(e);
     swift_model_free(&m);
+}
+
+/* A random workload against each request run alone: 24 requests built from two shared
+ * "system prompts" and random tails, joining at random steps, n 1..3, greedy and seeded
+ * sampling, on a pool small enough to preempt, prefix caching on; three are cancelled midway
+ * (what they got is a prefix of what they get alone). */
+#define NR 24
+struct job {
+    int32_t prompt[48];
+    int len, at, cancel_at;
+    struct swift_sampling s;
+    struct out o;
+    int64_t id;
+};
+
+static void test_stress(void **state)
+{
+    (void)state;
+    struct swift_model m;
+    load_model(&m, "qwen3");
+    int V = m.cfg.vocab_size;
+    static struct job jobs[NR];
+    memset(jobs, 0, sizeof(jobs));
+    uint64_t x = 99;
+#define RND(n) ((int)((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (n))
+    int32_t sys[2][20];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 20; i++)
+            sys[k][i] = RND(V - 4);
+    for (int j = 0; j < NR; j++) {
+        struct job *b = &jobs[j];
+        int pre = RND(3); /* none, the first or the second system prompt */
+        int plen = pre ? 9 + RND(12) : 0;
+        for (int i = 0; i < plen; i++)
+            b->prompt[b->len++] = sys[pre - 1][i];
+        for (int i = 0, t = 1 + RND(20); i < t; i++)
+            b->prompt[b->len++] = RND(V - 4);
+        b->at = RND(30);
+        b->s = swift_sampling_defaults();
+        b->s.max_tokens = 1 + RND(20);
+        b->s.n = 1 + RND(3);
+        b->s.ignore_eos = RND(2);
+        if (RND(2)) {
+            b->s.temperature = 0.8;
+            b->s.top_k = 40;
+            b->s.seed = (uint64_t)j;
+        }
+        b->cancel_at = j % 8 == 3 ? 1 + RND(4) : 0;
+    }
+    struct swift_engine *e = engine(&m, 6, 16, 4, 18);
+    int left = NR, step = 0, guard = 0;
+    while (left > 0 || swift_engine_step(e) > 0) {
+        assert_true(++guard < 20000);
+        for (int j = 0; j < NR; j++)
+            if (jobs[j].at == step && !jobs[j].id) {
+                jobs[j].id = add(e, jobs[j].prompt, jobs[j].len, &jobs[j].s, &jobs[j].o);
+                left--;
+            }
+        for (int j = 0; j < NR; j++)
+            if (jobs[j].cancel_at && jobs[j].id && jobs[j].o.n[0] >= jobs[j].cancel_at &&
+                jobs[j].o.fin[0] == SWIFT_FINISH_NONE) {
+                assert_int_equal(swift_engine_cancel(e, jobs[j].id), 0);
+                jobs[j].cancel_at = 0;
+            }
+        assert_true(swift_engine_step(e) >= 0);
+        step++;
+    }
+    struct swift_engine_stats st;
+    swift_engine_stats(e, &st);
+    assert_int_equal(st.blocks_used, 0);
+    printf("# stress: %ld steps, %ld preemptions, %ld cached tokens, peak %d of %d blocks\n",
+           st.steps,
+           st.preemptions,
+           st.cached_tokens,
+           st.blocks_peak,
+           st.blocks_total);
+    assert_true(st.preemptions > 0 && st.cached_tokens > 0);
+    swift_engine_free(e);
+    int aborted = 0;
+    for (int j = 0; j < NR; j++) { /* alone, in a roomy engine */
+        struct job *b = &jobs[j];
+        struct out alone;
+        memset(&alone, 0, sizeof(alone));
+        e = engine(&m, 4, 64, 16, 0);
+        add(e, b->prompt, b->len, &b->s, &alone);
+        run_all(e);
+        swift_engine_free(e);
+        for (int c = 0; c < b->s.n; c++) {
+            if (b->o.fin[c] == SWIFT_FINISH_ABORT) {
+                aborted++;
+                assert_true(b->o.n[c] <= alone.n[c]);
+            } else {
+                assert_int_equal(b->o.n[c], alone.n[c]);
+                assert_int_equal(b->o.fin[c], alone.fin[c]);
+            }
+            assert_memory_equal(b->o.tok[c], alone.tok[c], (size_t)b->o.n[c] * 4);
+        }
+    }
+    assert_true(aborted > 0);
+    swift_model_free(&m);
+#undef RND
 }
 
 /* A sampled request's tokens and log-probs (seeded) alone, then with others joining mid-run on
@@ -888,9 +1044,11 @@ int main(void)
         cmocka_unit_test(test_pkv_blocks),
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_greedy_unchunked),
+        cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_n2),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_cancel_in_callback),
+        cmocka_unit_test(test_stress),
         cmocka_unit_test(test_seeded),
         cmocka_unit_test(test_top_k1),
         cmocka_unit_test(test_logprobs),
