@@ -349,7 +349,22 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, struc
         sreq_drop(r);
         return rc;
     }
-    return r->rq.stream ? answer_stream(c, h, r) : answer_whole(c, h, r);
+    /* wait for the engine to take it: its id for the trace, and a request the engine refuses
+     * is answered with its status before a stream begins */
+    pthread_mutex_lock(&s->mu);
+    while (!r->eng_id && !r->failed) {
+        wait_a_bit(r);
+        if (!r->eng_id && !r->failed && client_gone(r->fd)) {
+            pthread_mutex_unlock(&s->mu);
+            srv_sreq_release(r);
+            h->status = 499;
+            return MHD_NO;
+        }
+    }
+    h->eng_id = r->eng_id;
+    int failed = r->failed;
+    pthread_mutex_unlock(&s->mu);
+    return r->rq.stream && !failed ? answer_stream(c, h, r) : answer_whole(c, h, r);
 }
 
 static enum MHD_Result models(struct srv *s, struct MHD_Connection *c, struct hreq *h)
@@ -473,7 +488,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct hreq *h = *con_cls;
     if (!h)
         return;
-    int status = h->status ? h->status : toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? 200 : 499;
+    /* 499 (nginx's "client closed request"): the client left before the whole answer */
+    int status = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK ? 499 : h->status ? h->status : 200;
     swift_trace_span("infer",
                      "http_request",
                      h->t0,

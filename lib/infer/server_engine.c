@@ -318,6 +318,7 @@ static void engine_add(struct srv *s, struct sreq *r, int stopping)
         unref(r);
     } else {
         r->eng_id = id;
+        pthread_cond_broadcast(&r->cv);
     }
     pthread_mutex_unlock(&s->mu);
 }

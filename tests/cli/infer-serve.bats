@@ -229,6 +229,24 @@ events() {
     [ "$(jq -sc 'map(.choices[0].finish_reason | select(.)) | .[0]' "$T/ev.jsonl")" != null ]
 }
 
+@test "serve: a client that leaves mid-stream has its request cancelled (trace: 499, joined by req)" {
+    serve --max-model-len 8192 --trace "$T/trace/"
+    run curl -sN --max-time 0.5 "$URL/v1/completions" \
+        -d '{"prompt":[1],"max_tokens":8000,"ignore_eos":true,"stream":true}'
+    [ "$status" -eq 28 ] # curl's timeout: the client left
+    post /v1/completions '{"prompt":[1],"max_tokens":3}' >/dev/null
+    [ "$(cat "$T/status")" = 200 ]
+    stop
+    cat "$T"/trace/*.jsonl >"$T/trace.jsonl"
+    req=$(jq -r 'select(.name == "http_request" and .args.status == 499) | .args.req' "$T/trace.jsonl")
+    [ "$req" = 1 ]
+    jq -c 'select(.name == "http_request")' "$T/trace.jsonl" | grep -q '"method":"POST","path":"/v1/completions","status":200,"request_id":"[0-9a-f]*","req":2'
+    # cancelled long before its 8000 tokens, and before the next request came
+    [ "$(jq -s '[.[] | select(.name == "request_decode" and .args.req == 1)][0].args.completion_tokens < 8000' "$T/trace.jsonl")" = true ]
+    [ "$(jq -s '([.[] | select(.name == "request_decode" and .args.req == 1)][0] | .ts + .dur) <
+                ([.[] | select(.name == "http_request" and .args.req == 2)][0].ts)' "$T/trace.jsonl")" = true ]
+}
+
 @test "serve: usage errors" {
     run "$INFER" "$MODEL" --serve extra.jsonl
     [ "$status" -eq 2 ]
