@@ -43,6 +43,7 @@ struct hreq {
 };
 
 static atomic_long next_id;
+static atomic_int inflight; /* HTTP requests begun and not yet completed */
 
 /* ---- answers ---- */
 
@@ -459,6 +460,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                  (unsigned long)s->created & 0xffffffffUL,
                  (unsigned long)atomic_fetch_add(&next_id, 1) + 1);
         *con_cls = h;
+        atomic_fetch_add(&inflight, 1);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -503,6 +505,15 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(h->body);
     free(h);
     *con_cls = NULL;
+    atomic_fetch_sub(&inflight, 1);
+}
+
+/* After the engine has stopped, every answer in flight has its end queued (streams: a finish and
+ * [DONE]; waits: 503): let the connections send it before the daemon closes them (up to 5 s). */
+static void drain(void)
+{
+    for (int i = 0; i < 500 && atomic_load(&inflight) > 0; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
 }
 
 /* ---- the daemon ---- */
@@ -582,6 +593,7 @@ static int serve(struct srv *s, sigset_t *set)
     if (ls != MHD_INVALID_SOCKET)
         close(ls);
     srv_engine_stop(s); /* cancels what is in flight: streams end, waits answer 503 */
+    drain();
     MHD_stop_daemon(d); /* joins the connections' threads */
     return 0;
 }
