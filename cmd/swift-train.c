@@ -2,6 +2,7 @@
  * (--device). */
 #include "lib/train/train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -173,6 +174,10 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_STRING(0, "galore-target-modules", F(o.galore_targets), "LIST",
                      "GaLore's weights: all-linear (default: q/k/v/o/gate/up/down) or "
                      "q_proj,v_proj,..."),
+    SWIFT_OPT_FLAG(0, "galore-optim-per-parameter", F(o.galore_per_param),
+                   "GaLore: update each weight during backward as soon as its gradient is "
+                   "final, one gradient buffer shared by them (no clipping, accumulation 1, "
+                   "one process)"),
     /* QLoRA (docs/train.md "QLoRA"): ms-swift's --quant_method bnb --quant_bits 4
      * --bnb_4bit_quant_type nf4 --bnb_4bit_use_double_quant true */
     SWIFT_OPT_ENUM(0, "quant-bits", F(o.quant_bits), SWIFT_CHOICES({"4", 4}, {"8", 8}), "4|8",
@@ -208,7 +213,8 @@ static const struct swift_option opts[] = {
     SWIFT_OPT_NUMBER(0, "adam-beta2", F(o.adam_beta2), "X", "default 0.95"),
     SWIFT_OPT_NUMBER(0, "adam-epsilon", F(o.adam_epsilon), "X", "default 1e-8"),
     SWIFT_OPT_NUMBER(0, "max-grad-norm", F(o.max_grad_norm), "X",
-                     "clip gradients to this norm (default 1; 0 = off)"),
+                     "clip gradients to this norm (default 1; 0 = off, the default with "
+                     "--galore-optim-per-parameter)"),
     SWIFT_OPT_NUMBER(0, "warmup-ratio", F(o.warmup_ratio), "X",
                      "fraction of steps warming up (default 0)"),
     SWIFT_OPT_INT(0, "warmup-steps", F(o.warmup_steps), 0, BIG, "N",
@@ -424,6 +430,29 @@ static int train(const struct swift_train_opts *o)
     return st;
 }
 
+/* --galore-optim-per-parameter's restrictions (lib/train/layerwise.c); --max-grad-norm's default
+ * (1, or 0 with it) */
+static int check_per_param(struct swift_train_opts *o)
+{
+    int given = !isnan(o->max_grad_norm);
+    if (!given)
+        o->max_grad_norm = o->galore_per_param ? 0.0 : 1.0;
+    if (!o->galore_per_param)
+        return 0;
+    if (!o->galore_rank)
+        return swift_usage("--galore-optim-per-parameter needs GaLore (--use-galore or "
+                           "--galore-rank)");
+    if (o->grad_accum != 1)
+        return swift_usage("--galore-optim-per-parameter: gradient accumulation is not "
+                           "supported (a weight is updated as soon as its gradient is final); "
+                           "use --gradient-accumulation-steps 1");
+    if (o->max_grad_norm > 0)
+        return swift_usage("--galore-optim-per-parameter: no global gradient clipping (the "
+                           "norm is known only after the weights are updated); use "
+                           "--max-grad-norm 0 or leave it out");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     swift_omp_defaults(argv); /* first: may start the program again, once */
@@ -434,6 +463,7 @@ int main(int argc, char **argv)
     c.o.argv = argv;
     c.o.quant_type = -1; /* given or not: --quant-type without --quant-bits is a mistake */
     c.o.double_quant = -1;
+    c.o.max_grad_norm = NAN; /* given or not: --galore-optim-per-parameter turns it off */
     int argi, rc = swift_cli_parse(&cmd, argc, argv, &c, &argi);
     if (rc >= 0)
         return rc;
@@ -487,6 +517,8 @@ int main(int argc, char **argv)
         return swift_usage(
             "--galore-rank: not with --zero 1 (GaLore's state is kept whole on every "
             "rank)");
+    if ((rc = check_per_param(&c.o)) != 0)
+        return rc;
     if (c.o.optim == SWIFT_OPTIM_ADAMW_8BIT && c.o.zero)
         return swift_usage("--optim adamw_8bit does not shard its state: no --zero 1");
     if (c.o.optim == SWIFT_OPTIM_ADAMW_8BIT && c.o.galore_rank)

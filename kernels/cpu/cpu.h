@@ -64,6 +64,9 @@ void swift_cpu_dropout_bwd(float *din, const float *dout, const uint8_t *mask, s
 void swift_cpu_adamw8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *am, float *av,
                          size_t n, double lr, double b1, double b2, double eps, double wd,
                          long step, float gscale);
+/* The 8-bit code of x (in [-1, 1] after division by the block's absmax) in bitsandbytes'
+ * signed (is_signed) or unsigned dynamic map: its 65536-bin table lookup (adamw8bit.c). */
+uint8_t swift_cpu_qmap8_code(int is_signed, float x);
 void swift_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, float bc1, float bc2, float gscale);
 void swift_cpu_copy_rows(float *dst, const int32_t *dst_idx, const float *src,

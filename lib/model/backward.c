@@ -71,6 +71,8 @@ static void lin_bwd(struct swift_model *m, int l, int k, float *dx, float dx_bet
         snprintf(nm, sizeof(nm), "%s.backward", swift_lin_names[k]);
         OP_END(nm, swift_matmul_flops(N, L->in, L->out) * (L->gw ? 2 : 1), sh);
     }
+    if (m->grad_ready && L->gw)
+        m->grad_ready(m->grad_ready_ctx, l, k);
 }
 
 /* lm_head's backward into the final norm's output, then the rest. */

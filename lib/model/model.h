@@ -181,6 +181,10 @@ struct swift_model {
     size_t q4_numel, q4_bytes;
     /* per-op spans with shapes and FLOPs when the trace detail flag is on (--profile) */
     double step_flops; /* forward+backward FLOPs of the last step (matmuls+attention) */
+    /* per-parameter updates (lib/train/layerwise.c): backward calls grad_ready right after
+     * linear k of layer l has its weight gradient (gw, gb) complete; NULL: not called */
+    void (*grad_ready)(void *ctx, int l, int k);
+    void *grad_ready_ctx;
 };
 
 /* Read config.json and the weights of dir; base parameters trainable (grads allocated) unless

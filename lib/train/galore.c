@@ -259,31 +259,42 @@ static void item_update(struct swift_galore *g, struct swift_galore_item *it, fl
     }
 }
 
-int swift_galore_step(struct swift_galore *g, float lr, float gscale)
+int swift_galore_step_item(struct swift_galore *g, int i, float lr, float gscale)
 {
     long t = g->step; /* the projector's iter: the count before this step */
-    g->step++;
-    double bc1 = 1.0 - pow((double)g->b1, (double)g->step),
-           bc2 = 1.0 - pow((double)g->b2, (double)g->step);
+    double bc1 = 1.0 - pow((double)g->b1, (double)(t + 1)),
+           bc2 = 1.0 - pow((double)g->b2, (double)(t + 1));
     double step_size = (double)lr * sqrt(bc2) / bc1;
-    for (int i = 0; i < g->n; i++) {
-        struct swift_galore_item *it = &g->it[i];
-        size_t nf = it->p->numel;
-        g->ops->download(g->hg, it->p->g, nf * sizeof(float));
-        g->ops->download(g->hw, it->p->w, nf * sizeof(float));
-        if (gscale != 1.0f)
-            for (size_t j = 0; j < nf; j++)
-                g->hg[j] *= gscale;
-        if (t % g->gap == 0) {
-            if (swift_galore_refresh(g, it, g->hg) < 0)
-                return -1;
-            if (g->on_refresh)
-                g->on_refresh(g->hook_ctx, i, it);
-        }
-        item_update(g, it, lr, step_size);
-        g->ops->upload(it->p->w, g->hw, nf * sizeof(float));
+    struct swift_galore_item *it = &g->it[i];
+    size_t nf = it->p->numel;
+    g->ops->download(g->hg, it->p->g, nf * sizeof(float));
+    g->ops->download(g->hw, it->p->w, nf * sizeof(float));
+    if (gscale != 1.0f)
+        for (size_t j = 0; j < nf; j++)
+            g->hg[j] *= gscale;
+    if (t % g->gap == 0) {
+        if (swift_galore_refresh(g, it, g->hg) < 0)
+            return -1;
+        if (g->on_refresh)
+            g->on_refresh(g->hook_ctx, i, it);
     }
+    item_update(g, it, lr, step_size);
+    g->ops->upload(it->p->w, g->hw, nf * sizeof(float));
+    return 0;
+}
+
+void swift_galore_step_done(struct swift_galore *g)
+{
+    g->step++;
     g->ops->sync();
+}
+
+int swift_galore_step(struct swift_galore *g, float lr, float gscale)
+{
+    for (int i = 0; i < g->n; i++)
+        if (swift_galore_step_item(g, i, lr, gscale) < 0)
+            return -1;
+    swift_galore_step_done(g);
     return 0;
 }
 

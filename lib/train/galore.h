@@ -77,6 +77,11 @@ int swift_galore_index(const struct swift_galore *g, const struct swift_param *p
 /* One step over the items (gradients times gscale, as the clipped gradients). -1 when an SVD
  * fails (reported). */
 int swift_galore_step(struct swift_galore *g, float lr, float gscale);
+/* The same step one item at a time (--galore-optim-per-parameter: during backward, as soon as
+ * item i's gradient is final): each item once, in any order, then swift_galore_step_done. The
+ * arithmetic is swift_galore_step's, item by item. */
+int swift_galore_step_item(struct swift_galore *g, int i, float lr, float gscale);
+void swift_galore_step_done(struct swift_galore *g);
 /* The projection of the item's gradient g (host, rows x cols) into it->P (its SVD). */
 int swift_galore_refresh(struct swift_galore *g, struct swift_galore_item *it, const float *grad);
 void swift_galore_free(struct swift_galore *g);

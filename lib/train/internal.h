@@ -14,6 +14,7 @@
  *     rundir.c      the run directory: refused when not empty, --add-version, --force
  *     log.c         args.json, logging.jsonl and stdout records, trace counters, MFU peak
  *     optim.c, dist.c  AdamW and schedules; MPI/NCCL collectives (their own headers)
+ *     layerwise.c   --galore-optim-per-parameter: GaLore steps inside backward
  *
  * One `struct run` holds everything a run owns; every function here takes it (or part of it)
  * and reports its errors itself before returning -1.
@@ -139,6 +140,7 @@ struct run {
     struct swift_adamw opt;      /* over tp, or with GaLore over adam_tp */
     struct swift_galore gal;     /* --galore-rank: its weights (gal.n 0: off) */
     struct swift_param *adam_tp; /* --galore-rank: the parameters GaLore does not take */
+    struct train_layerwise *lw;  /* --galore-optim-per-parameter (layerwise.c), else NULL */
     struct swift_param *tp;      /* trainable parameters */
     int ntp;
     struct swift_shards *train, *val;
@@ -164,6 +166,18 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir);
 /* The shards' kind (index.json) against the objective's (reported, naming the swift-preprocess
  * option that makes the right ones). Returns 0 or -1. */
 int train_check_kind(const struct run *r, const struct swift_shard_index *ix, const char *dir);
+
+/* ---- layerwise.c: --galore-optim-per-parameter (after swift_galore_init, before the AdamW
+ * of the other parameters is built: it re-points their gradients) ---- */
+struct train_layerwise;
+int train_layerwise_init(struct run *r);
+/* Before the step's backward (instead of swift_model_zero_grad): zero, this step's lr. */
+void train_layerwise_begin(struct run *r, float lr);
+/* After it: -1 if an update failed (reported), else the GaLore step is counted. */
+int train_layerwise_end(struct run *r);
+/* The GaLore weights' gradients' sum of squares this step (taken before their updates). */
+double train_layerwise_sumsq(const struct run *r);
+void train_layerwise_free(struct run *r);
 
 /* ---- sync.c: on one rank each leaves its inputs as they are (no collective); gs is the
  * 1-based step, for messages ---- */

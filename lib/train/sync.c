@@ -56,6 +56,11 @@ int train_sync_grads(struct run *r, long gs, struct swift_objective_sums *s, int
 int train_grad_norm(struct run *r, long gs, double *norm)
 {
     struct swift_dist *d = &r->dist;
+    if (r->lw) { /* the GaLore weights' gradients are gone: their sums of squares */
+        double rest = swift_grad_norm(r->m.ops, r->adam_tp, r->opt.nparams);
+        *norm = sqrt(train_layerwise_sumsq(r) + rest * rest);
+        return 0;
+    }
     *norm = swift_grad_norm(r->m.ops, r->tp, r->ntp);
     if (d->shard) { /* ZeRO-1: each rank holds the summed gradient of its range only */
         double ss = swift_grad_norm(r->m.ops, d->shard, d->nshard);

@@ -132,6 +132,12 @@ static int start(struct run *r)
     }
     if (swift_backend_set_math(&r->be, o->torch_dtype) < 0)
         return end_ranks(D, 1, SWIFT_FAILED);
+    if (o->galore_per_param && D->world > 1) { /* layerwise.c */
+        swift_usage("--galore-optim-per-parameter: one process only (a weight is updated "
+                    "during backward, before a gradient allreduce could run); run without "
+                    "mpirun/srun, or without it");
+        return end_ranks(D, 0, SWIFT_MISUSED);
+    }
     if (o->galore_rank > 0 && r->be.cuda) { /* galore.h: host arithmetic */
         swift_usage("--galore-rank: GaLore runs on the CPU only (its SVD and projections are "
                     "host code); use --device cpu");
@@ -338,6 +344,8 @@ static int init_galore(struct run *r, struct swift_param **op, int *nop)
                           (float)o->adam_epsilon,
                           (float)o->weight_decay) < 0)
         return -1;
+    if (o->galore_per_param && train_layerwise_init(r) < 0)
+        return -1;
     r->adam_tp = swift_xcalloc((size_t)r->ntp, sizeof(*r->adam_tp));
     size_t total = 0, rest = 0;
     *nop = 0;
@@ -477,6 +485,7 @@ static int finish(struct run *r, int rc)
     train_loader_stop(&r->loader);
     train_log_close(r);
     swift_adamw_free(&r->opt);
+    train_layerwise_free(r);
     swift_galore_free(&r->gal);
     free(r->adam_tp);
     if (r->train)
@@ -619,7 +628,10 @@ static int train_loop(struct run *r)
         int64_t t0 = swift_trace_now();
         double lr =
             swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup, r->max_steps);
-        swift_model_zero_grad(&r->m);
+        if (r->lw)
+            train_layerwise_begin(r, (float)lr);
+        else
+            swift_model_zero_grad(&r->m);
 
         /* data, forward and backward of every micro-batch, sums over ranks */
         int64_t tw = swift_trace_now();
@@ -628,6 +640,8 @@ static int train_loop(struct run *r)
         long ntokens;
         struct swift_objective_sums s = {0};
         int bad = micro_batches(r, sb, step, &ntokens, &s);
+        if (r->lw && !bad && train_layerwise_end(r) < 0)
+            bad = -1;
         train_loader_release(&r->loader);
         int stop = stop_signal != 0; /* a signal on any rank stops all */
         if (bad < 0 || train_sync_grads(r, step + 1, &s, &stop) < 0)
@@ -651,7 +665,7 @@ static int train_loop(struct run *r)
         }
         float gscale = swift_clip_scale(gnorm, o->max_grad_norm);
         swift_adamw_step(&r->opt, (float)lr, gscale);
-        if (r->gal.n && swift_galore_step(&r->gal, (float)lr, gscale) < 0)
+        if (r->gal.n && !r->lw && swift_galore_step(&r->gal, (float)lr, gscale) < 0)
             return SWIFT_FAILED;
         if (train_sync_params(r, step + 1) < 0)
             return SWIFT_FAILED;

@@ -100,6 +100,7 @@ struct swift_train_opts {
     long galore_gap;            /* --galore-update-proj-gap (50) */
     double galore_scale;        /* --galore-scale (1.0) */
     const char *galore_targets; /* --galore-target-modules ("all-linear") */
+    int galore_per_param;       /* --galore-optim-per-parameter: GaLore steps inside backward */
     /* distributed (lib/train/dist.h; active under mpirun/srun) */
     double dist_timeout; /* seconds a rank may wait for the others (default 300) */
     int zero;            /* 1: ZeRO-1, optimizer state sharded over ranks */

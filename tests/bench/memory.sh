@@ -5,8 +5,9 @@
 # --init-model), the llama-factory alpaca demo in $SHARED tokenized with the Qwen3 tokenizer,
 # chatml, packed (binpack) into samples of at most 512 tokens, batch 1, a few steps of: full
 # AdamW, LoRA (rank 8, all-linear), QLoRA (nf4, double-quant, LoRA rank 8), DoRA (rank 8), GaLore
-# rank 16 and rank 128 (projection refreshed every 200 steps), 8-bit AdamW (full). One run at a
-# time, so each peak is its own.
+# rank 16 and rank 128 (projection refreshed every 200 steps), GaLore rank 16 per parameter
+# (--galore-optim-per-parameter: updated during backward, no clipping), 8-bit AdamW (full). One
+# run at a time, so each peak is its own.
 #
 # A row per technique from the last logging.jsonl record: our accounting's peak (memory(GiB),
 # lib/core/mem.h) by category at the moment the total peaked (params, grads, optimizer,
@@ -23,7 +24,7 @@
 # BENCH_MEMORY_SHAPE: qwen2.5-0.5b (default) or tiny (hidden 64, 2 layers, vocabulary 128, on
 # tests/fixtures/shards; no $SHARED needed; what tests/cli/bench-memory.bats runs).
 # BENCH_STEPS (default 3), BENCH_THREADS (default 2), BENCH_MEMORY_RUNS (default "full lora qlora
-# dora galore16 galore128 adamw8bit"). The full shape takes ~25 min on 2 cores and up to ~16 GB
+# dora galore16 galore128 galore16pp adamw8bit"). The full shape takes ~25 min on 2 cores and up to ~16 GB
 # (full AdamW's final checkpoint is written while its state is held).
 set -eu
 BIN=${SWIFT_BIN:-${SWIFT_BUILD:-build}/bin}
@@ -31,7 +32,7 @@ SHARED=${SHARED:-../shared}
 shape=${BENCH_MEMORY_SHAPE:-qwen2.5-0.5b}
 steps=${BENCH_STEPS:-3}
 threads=${BENCH_THREADS:-2}
-runs=${BENCH_MEMORY_RUNS:-full lora qlora dora galore16 galore128 adamw8bit}
+runs=${BENCH_MEMORY_RUNS:-full lora qlora dora galore16 galore128 galore16pp adamw8bit}
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 W=$(mktemp -d /tmp/swift-bench-memory.XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -63,6 +64,7 @@ args() {
     dora) echo --tuner lora --lora-rank 8 --lora-dora ;;
     galore16) echo --tuner full --galore-rank 16 --galore-update-proj-gap 200 ;;
     galore128) echo --tuner full --galore-rank 128 --galore-update-proj-gap 200 ;;
+    galore16pp) echo --tuner full --galore-rank 16 --galore-update-proj-gap 200 --galore-optim-per-parameter ;;
     adamw8bit) echo --tuner full --optim adamw_8bit ;;
     *) return 1 ;;
     esac
@@ -153,6 +155,13 @@ if [ -f "$W/galore16.bytes" ] && [ -n "$full_total" ]; then
     }'
 else
     echo "goal: GaLore r16 vs full AdamW: not measured (needs runs full and galore16)"
+fi
+if [ -f "$W/galore16pp.bytes" ] && [ -n "$full_total" ]; then
+    awk -v g="$(b galore16pp 6)" -v f="$full_total" 'BEGIN {
+        red = 100 * (1 - g / f)
+        printf "goal: GaLore r16 per parameter total >= 35%% below full AdamW: %.1f%% below (%s)\n",
+            red, (red >= 35 ? "met" : "missed")
+    }'
 fi
 if [ -f "$W/qlora.bytes" ] && [ -f "$W/lora.bytes" ]; then
     awk -v q="$(b qlora 1)" -v l="$(b lora 1)" -v lin="$LIN" -v L="$L" -v H="$H" -v I="$I" \

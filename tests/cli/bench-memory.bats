@@ -15,16 +15,19 @@ N='[0-9]+\.[0-9]+'
     [[ $output == *"shape tiny: hidden 64, 2 layers, MLP 128, 4 heads (2 key/value), vocabulary 128; 73728 linear weights; 1 steps of batch 1 from shards, 1 threads"* ]]
     echo "$output" | grep -Eq '^run +params +grads +optimizer +activations +other +total +rss +tokens/s +ratio +load$'
     [[ $output == *"(peak by category in MiB at the moment the accounted total peaked)"* ]]
-    for r in full lora qlora dora galore16 galore128 adamw8bit; do
+    for r in full lora qlora dora galore16 galore128 galore16pp adamw8bit; do
         echo "$output" | grep -Eq "^$r +($N +){8}$N +[0-9.]+\$"
     done
     echo "$output" | grep -Eq "^full +($N +){8}1\.00 +[0-9.]+\$"
     # the parts sum to the total (to the printed rounding); LoRA and QLoRA hold less than full
-    echo "$output" | awk '$1 ~ /^(full|lora|qlora|dora|galore16|galore128|adamw8bit)$/ {
+    echo "$output" | awk '$1 ~ /^(full|lora|qlora|dora|galore16|galore128|galore16pp|adamw8bit)$/ {
         d = $2 + $3 + $4 + $5 + $6 - $7; if (d > 0.005 || d < -0.005) exit 1 }'
     echo "$output" | grep -Eq '^lora +([0-9.]+ +){8}0\.[0-9]+ '
     echo "$output" | grep -Eq '^qlora +([0-9.]+ +){8}0\.[0-9]+ '
     echo "$output" | grep -Eq "^goal: GaLore r16 total >= 35% below full AdamW: -?$N% below \((met|missed)\)\$"
+    echo "$output" | grep -Eq "^goal: GaLore r16 per parameter total >= 35% below full AdamW: -?$N% below \((met|missed)\)\$"
+    # per parameter: the GaLore weights' gradients share one buffer, less than GaLore's
+    echo "$output" | awk '$1 == "galore16" { g = $3 } $1 == "galore16pp" { p = $3 } END { exit !(p < g) }'
     # nf4 with double quantization: half a byte per weight, a uint8 absmax per 64, an fp32
     # constant per 256 blocks; measured from the accounting = the layout's formula
     [[ $output == *"goal: QLoRA base linears <= 0.29 x bf16: 38072 bytes for 73728 weights = 0.2582 x bf16 (met); layout formula 0.2582 x"* ]]

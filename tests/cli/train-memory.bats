@@ -123,3 +123,17 @@ sums() {
     grep -q '<h2>Memory by category' <<<"$output"
     grep -q '<td>1.31</td><td>0.06</td><td>0.12</td>' <<<"$output"
 }
+
+@test "--galore-optim-per-parameter: memory/grads drops to the other parameters' plus one weight's" {
+    model
+    train gal --tuner full --galore-rank 8 --max-grad-norm 0
+    train galpp --tuner full --galore-rank 8 --galore-optim-per-parameter
+    sums galpp
+    echo "# gal grads $(bytes gal grads), per parameter $(bytes galpp grads)" >&3
+    # GaLore takes the 14 linears (LIN); their gradients share one buffer of the largest
+    # (gate/up/down: 256x128 = 32768); the embeddings, lm_head and norms keep theirs
+    [ "$(bytes gal grads)" -eq $((4 * P)) ]
+    [ "$(bytes galpp grads)" -eq $((4 * (P - LIN + 32768))) ]
+    [ "$(bytes galpp optimizer)" -eq "$(bytes gal optimizer)" ]
+    [ "$(bytes galpp params)" -eq "$(bytes gal params)" ]
+}
