@@ -98,6 +98,27 @@ f32_equals_transformers() {
     done
 }
 
+@test "llama 3 rope scaling: the GGUF's rope_freqs give the directory's answers and logprobs" {
+    mkdir "$T/l3"
+    cp "$FIX/eval/llama/"{model.safetensors,tokenizer.json,tokenizer_config.json} "$T/l3/"
+    jq '.rope_parameters = {rope_type: "llama3", rope_theta: 10000.0, factor: 8.0,
+        low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 32}' \
+        "$FIX/eval/llama/config.json" >"$T/l3/config.json"
+    run --separate-stderr "$EXPORT" "$T/l3" --to gguf --dtype f32 -o "$T/l3.gguf"
+    [ "$status" -eq 0 ]
+    [ "$(jq .tensors <<<"$output")" -eq 22 ] # rope_freqs.weight too
+    requests llama >"$T/in.jsonl"
+    run --separate-stderr "$INFER" "$T/l3" "$T/in.jsonl"
+    [ "$status" -eq 0 ]
+    want=$(jq -c '.response.body.choices[0].logprobs' <<<"$output")
+    run --separate-stderr "$INFER" "$T/l3.gguf" "$T/in.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '.response.body.choices[0].logprobs' <<<"$output")" = "$want" ]
+    # and the scaling matters here: the unscaled model answers otherwise
+    run --separate-stderr "$INFER" "$FIX/eval/llama" "$T/in.jsonl"
+    [ "$(jq -c '.response.body.choices[0].logprobs' <<<"$output")" != "$want" ]
+}
+
 @test "a truncated GGUF exits 1 naming the file and the byte offset" {
     export_gguf llama f16
     head -c 3000 "$T/llama-f16.gguf" >"$T/cut.gguf"
@@ -138,14 +159,14 @@ f32_equals_transformers() {
 }
 
 # swift-eval shares the loader: the loss of f32 equals the directory's; the quantized files'
-# losses are close (measured on this random model, base 6.9293: f16 +0.0008, q8_0 +0.002,
-# q4_k -0.012, q4_0 -0.18).
-@test "swift-eval on GGUF: f32 loss equals the directory's, f16/q8_0/q4_k/q4_0 close" {
+# losses are close (measured on this random model, base 6.9293: f16 +0.0008, bf16 +0.0007,
+# q8_0 +0.002, q4_k -0.012, q4_0 -0.18).
+@test "swift-eval on GGUF: f32 loss equals the directory's, f16/bf16/q8_0/q4_k/q4_0 close" {
     SYN=$FIX/eval/synth
     run "$SWIFT_BIN/swift-eval" "$FIX/eval/llama" --task loss --dataset "$SYN/train" --quiet
     [ "$status" -eq 0 ]
     base=$(jq .metrics.loss <<<"$output")
-    for dt in f32:1e-6 f16:3e-3 q8_0:1e-2 q4_k:5e-2 q4_0:0.3; do
+    for dt in f32:1e-6 f16:3e-3 bf16:1e-2 q8_0:1e-2 q4_k:5e-2 q4_0:0.3; do
         d=${dt%%:*}
         export_gguf llama $d
         run "$SWIFT_BIN/swift-eval" "$T/llama-$d.gguf" --task loss --dataset "$SYN/train" --quiet
