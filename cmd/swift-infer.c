@@ -84,12 +84,16 @@ static const struct swift_command command = {
         "(model, I/O), 2 usage error, 75 stopped by SIGTERM/SIGUSR1/SIGINT with the answers so\n"
         "far written (run again with the same --output to answer the rest).\n"
         "With --serve it answers the same requests over HTTP instead (OpenAI's and vLLM's API:\n"
-        "streaming, n, tools, usage), until SIGTERM or SIGINT (then exit 0).",
+        "streaming, n, tools, usage), until SIGTERM or SIGINT (then exit 0).\n"
+        "MODEL_DIR may also be a GGUF file (llama, qwen2, qwen3 as swift-export writes them;\n"
+        "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K tensors, dequantized at load), its\n"
+        "tokenizer and chat template read from the file.",
     .examples =
         "  swift-infer models/qwen requests.jsonl -o answers.jsonl\n"
         "  swift-infer base --adapters out/checkpoint-100 rows.jsonl > answers.jsonl\n"
         "  swift-infer models/qwen --max-num-seqs 32 --trace trace/ requests.jsonl -o a.jsonl\n"
-        "  swift-infer models/qwen --serve --port 8000 --served-model-name qwen\n",
+        "  swift-infer models/qwen --serve --port 8000 --served-model-name qwen\n"
+        "  swift-infer qwen-q8_0.gguf requests.jsonl -o answers.jsonl\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
 

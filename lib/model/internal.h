@@ -84,6 +84,14 @@ struct swift_st_set;
 int swift_model_bnb_linear(struct swift_model *m, struct swift_linear *L, const char *wname,
                            const struct swift_st_set *set);
 
+/* GGUF models (gguf_load.c): the config from a file's metadata, then (after the parameters are
+ * allocated) every parameter from its tensor, dequantized; 0 or -1 after an error naming path
+ * (and the tensor's byte offset). */
+struct swift_gguf;
+int swift_model_gguf_config(struct swift_model_config *c, const struct swift_gguf *g,
+                            const char *path);
+int swift_model_gguf_weights(struct swift_model *m, const struct swift_gguf *g, const char *path);
+
 /* Free the activations (acts.c); the model's adapters forget their activation pointers. */
 void swift_model_acts_free(struct swift_model *m);
 

@@ -188,9 +188,13 @@ struct swift_model {
 };
 
 /* Read config.json and the weights of dir; base parameters trainable (grads allocated) unless
- * `frozen`. Returns 0 or -1. */
+ * `frozen`. dir may also be a GGUF file (swift_model_is_gguf; lib/model/gguf_load.c): llama,
+ * qwen2 or qwen3 as swift-export writes them, every tensor dequantized to fp32 at load (the types
+ * lib/formats/quant.c decodes: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K). Returns 0 or -1. */
 int swift_model_load(struct swift_model *m, const char *dir, const struct swift_ops *ops,
                      int frozen);
+/* Whether path is a GGUF file (not a directory; named *.gguf or starting with "GGUF"). */
+int swift_model_is_gguf(const char *path);
 /* The same for a reward model (transformers' *ForSequenceClassification, num_labels 1): the
  * score head "score.weight" (1, hidden) is read from dir when there (a saved reward model), else
  * drawn N(0, initializer_range) from seed as transformers initialises a new head. */

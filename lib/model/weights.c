@@ -15,6 +15,7 @@
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/export/gptq_solve.h"
+#include "lib/formats/gguf.h"
 #include "lib/formats/safetensors.h"
 #include "lib/core/banned.h"
 
@@ -170,11 +171,34 @@ static struct swift_linear *linear_of(struct swift_model *m, const float *w)
     return NULL;
 }
 
+/* A GGUF file (gguf_load.c): config from its metadata, the tensors dequantized. */
+static int load_gguf(struct swift_model *m, const char *path, int frozen, int score)
+{
+    if (score)
+        return swift_error("%s: a GGUF file has no reward head", path);
+    struct swift_gguf *g;
+    if (swift_gguf_open(path, &g) < 0)
+        return -1;
+    if (swift_model_gguf_config(&m->cfg, g, path) < 0) {
+        swift_gguf_free(g);
+        return -1;
+    }
+    int rc = alloc_params(m, !frozen);
+    if (rc == 0)
+        rc = swift_model_gguf_weights(m, g, path);
+    swift_gguf_free(g);
+    if (rc < 0)
+        swift_model_free(m);
+    return rc;
+}
+
 static int load(struct swift_model *m, const char *dir, const struct swift_ops *ops, int frozen,
                 int score, uint64_t seed)
 {
     memset(m, 0, sizeof(*m));
     m->ops = ops;
+    if (swift_model_is_gguf(dir))
+        return load_gguf(m, dir, frozen, score);
     char *cp = swift_path_join(dir, "config.json");
     int rc = swift_model_config_load(&m->cfg, cp);
     free(cp);

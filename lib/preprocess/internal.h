@@ -31,6 +31,9 @@ int swift_row_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- tokenizer ---- */
+/* GPT-2's pre-tokenizer regex (ByteLevel with use_regex) */
+#define SWIFT_TOK_GPT2_REGEX                                                                       \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define TOK_MAX_REGEX 4
 #define TOK_MAX_VOCAB (1u << 24)
 

@@ -65,8 +65,20 @@ enum {
 };
 
 /* Load DIR/tokenizer.json (else DIR/encoder.json + DIR/vocab.bpe) and DIR/tokenizer_config.json
- * when present. DIR may also name a tokenizer.json file. Returns 0 or -1. */
+ * when present. DIR may also name a tokenizer.json file, or a GGUF file (*.gguf, or a file
+ * starting with "GGUF": swift_tokenizer_load_gguf). Returns 0 or -1. */
 int swift_tokenizer_load(struct swift_tokenizer **out, const char *dir);
+/* Load from a GGUF file's tokenizer.ggml.* keys (model "gpt2"; pre gpt-2, llama-bpe or qwen2,
+ * given the regex, normalizer and ignore_merges of those models' tokenizer.json; tokens of type
+ * CONTROL become special added tokens, USER ones plain added tokens, UNUSED ones are left out),
+ * with bos/eos/pad/unk_token, chat_template and add_bos/eos_token as the config
+ * (swift_tokenizer_config_str). The ids equal those of the tokenizer.json the file was exported
+ * from. Returns 0 or -1. */
+int swift_tokenizer_load_gguf(struct swift_tokenizer **out, const char *path);
+/* The same from a parsed file (lib/formats/gguf.h; name for messages). */
+struct swift_gguf;
+int swift_tokenizer_from_gguf(struct swift_tokenizer **out, const struct swift_gguf *g,
+                              const char *name);
 /* Load from tokenizer.json text in memory (name is used in messages). Returns 0 or -1. */
 int swift_tokenizer_load_json(struct swift_tokenizer **out, const char *text, size_t len,
                               const char *name);

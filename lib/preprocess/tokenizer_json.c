@@ -8,6 +8,7 @@
 #include "lib/core/sha256.h"
 #include "lib/preprocess/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,8 +17,7 @@
 
 #define MAX_FILE ((size_t)1 << 30)
 
-static const char GPT2_REGEX[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char GPT2_REGEX[] = SWIFT_TOK_GPT2_REGEX;
 
 /* ---- tokenizer.json ---- */
 static int bad(const struct swift_tokenizer *tok, const char *what)
@@ -394,11 +394,28 @@ int swift_tokenizer_load_gpt2(struct swift_tokenizer **out, const char *encoder_
     return 0;
 }
 
+/* A GGUF file: named *.gguf, or starting with the magic */
+static int is_gguf(const char *path)
+{
+    size_t n = strlen(path);
+    if (n > 5 && !strcmp(path + n - 5, ".gguf"))
+        return 1;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return 0;
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, fp);
+    fclose(fp);
+    return got == 4 && !memcmp(magic, "GGUF", 4);
+}
+
 int swift_tokenizer_load(struct swift_tokenizer **out, const char *dir)
 {
     *out = NULL;
     char *path;
     int is_file = !swift_is_dir(dir);
+    if (is_file && is_gguf(dir))
+        return swift_tokenizer_load_gguf(out, dir);
     path = is_file ? swift_xstrdup(dir) : swift_path_join(dir, "tokenizer.json");
     char *text;
     size_t len;
