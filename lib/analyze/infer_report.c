@@ -8,6 +8,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "lib/core/banned.h"
 
@@ -55,17 +57,15 @@ static void print_settings(FILE *fp, json_t *st, const char *li)
                                                         : "-");
 }
 
+static void lines(FILE *fp, json_t *inf, const char *li);
+
 void swift_an_infer_print(FILE *fp, json_t *proc, int md)
 {
     json_t *inf = json_object_get(proc, "inference");
     if (!json_is_object(inf))
         return;
     const char *li = md ? "" : "    ";
-    json_t *bt = json_object_get(inf, "batch"), *kv = json_object_get(inf, "kv_cache");
-    json_t *it = json_object_get(inf, "interference"), *sp = json_object_get(inf, "tpot_split");
-    char b1[32], b2[32], x[32] = "-";
-    if (isfinite(swift_an_jnum(it, "mixed_over_pure")))
-        snprintf(x, sizeof(x), "x%.2f", swift_an_jnum(it, "mixed_over_pure"));
+    char b1[32];
     fprintf(fp,
             "%sinference: %.0f requests, %.0f output tokens in %s: %.3g requests/s, %.4g output "
             "tokens/s, %.0f engine steps\n",
@@ -95,6 +95,17 @@ void swift_an_infer_print(FILE *fp, json_t *proc, int md)
     dist_row(fp, md, "time per output token", json_object_get(inf, "tpot"));
     if (md)
         fputc('\n', fp);
+    lines(fp, inf, li);
+}
+
+/* The lines under the latency table, each starting with li. */
+static void lines(FILE *fp, json_t *inf, const char *li)
+{
+    json_t *bt = json_object_get(inf, "batch"), *kv = json_object_get(inf, "kv_cache");
+    json_t *it = json_object_get(inf, "interference"), *sp = json_object_get(inf, "tpot_split");
+    char b1[32], b2[32], x[32] = "-";
+    if (isfinite(swift_an_jnum(it, "mixed_over_pure")))
+        snprintf(x, sizeof(x), "x%.2f", swift_an_jnum(it, "mixed_over_pure"));
     fprintf(fp,
             "%squeued: %.2f%% of the time to first token\n",
             li,
@@ -135,4 +146,57 @@ void swift_an_infer_print(FILE *fp, json_t *proc, int md)
             swift_an_dur(b2, sizeof(b2), swift_an_jnum(sp, "without_prefill_mean_us")),
             swift_an_jnum(sp, "without_prefill_requests"));
     print_settings(fp, json_object_get(inf, "settings"), li);
+}
+
+void swift_an_html_infer(FILE *fp, json_t *ps)
+{
+    size_t i;
+    json_t *p;
+    int head = 0;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *inf = json_object_get(p, "inference");
+        if (!json_is_object(inf))
+            continue;
+        swift_an_html_proc_head(fp, p, &head, "Inference: latency, batch, KV cache");
+        fprintf(fp,
+                ": %.0f requests, %.0f output tokens, %.3g requests/s, %.4g output tokens/s</p>\n",
+                swift_an_jnum(inf, "requests"),
+                swift_an_jnum(inf, "output_tokens"),
+                swift_an_jnum(inf, "requests_per_s"),
+                swift_an_jnum(inf, "output_tokens_per_s"));
+        swift_an_html_table(
+            fp, 0, "latency", "mean", "p50", "p90", "p99", "max", "n", (const char *)NULL);
+        static const char *const rows[3][2] = {{"ttft", "time to first token"},
+                                               {"queued", "queued (part of it)"},
+                                               {"tpot", "time per output token"}};
+        static const char *const keys[] = {"mean_us", "p50_us", "p90_us", "p99_us", "max_us"};
+        for (int r = 0; r < 3; r++) {
+            json_t *d = json_object_get(inf, rows[r][0]);
+            fputs("<tr>", fp);
+            swift_an_html_text_cell(fp, rows[r][1], 0);
+            for (int k = 0; k < 5; k++)
+                swift_an_html_ms_cell(fp, swift_an_jnum(d, keys[k]));
+            swift_an_html_fmt_cell(fp, 0, swift_an_jnum(d, "n"));
+            fputs("</tr>\n", fp);
+        }
+        fputs("</table>\n", fp);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (!m)
+            continue;
+        lines(m, inf, "");
+        fclose(m);
+        for (char *l = buf, *nl; l && *l; l = nl + 1) {
+            nl = strchr(l, '\n');
+            if (!nl)
+                break;
+            *nl = 0;
+            fputs("<p>", fp);
+            swift_an_html_esc(fp, l);
+            fputs("</p>\n", fp);
+        }
+        free(buf);
+    }
 }

@@ -258,6 +258,8 @@ void swift_an_rules_infer(json_t *list, const struct swift_an_proc *p, json_t *p
                           const struct swift_analyze_opts *o);
 /* The "inference" view of one process's report object in text (md: Markdown); nothing without. */
 void swift_an_infer_print(FILE *fp, json_t *proc, int md);
+/* The same in the HTML report, every process with one. */
+void swift_an_html_infer(FILE *fp, json_t *ps);
 
 /* ---------- rl.c + rule_rl.c: the view of an RL (GRPO) step ---------- */
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bats
 # swift-trace-analyze on swift-infer traces: the "inference" view (time to first token and per
 # output token, throughput, batch occupancy, KV cache pressure, decode steps with prompt chunks)
-# in JSON, text and Markdown, and the rules queue_bound_ttft, kv_pressure and low_occupancy on
+# in JSON, text, Markdown and HTML, and the rules queue_bound_ttft, kv_pressure and low_occupancy on
 # traces written here by swift-infer on the tiny llama fixture. The engine's schedule is
 # deterministic (which sequences run at each step, what waits, what is preempted), so the tests
 # assert on those and on shares computed from the spans, never on absolute times.
-# prefill_interference compares step times, so it is tested on hand-made traces
-# (tests/unit/test_analyze_infer.c) and here only for its settings in the remedy.
+# prefill_interference compares step times, so it is tested on hand-made traces (here and in
+# tests/unit/test_analyze_infer.c).
 
 bats_require_minimum_version 1.5.0
 
@@ -146,22 +146,52 @@ rules() { jq -c '[.bottlenecks[].rule | select(. == "queue_bound_ttft" or . == "
     [[ "$(rules q)" != *low_occupancy* ]]
 }
 
-@test "prefill_interference: its remedy halves --max-num-batched-tokens from the trace's settings" {
-    infer occ --max-num-seqs 16 --max-num-batched-tokens 64
-    run "$A" --format json --threshold prefill_interference=0 "$W/occ.trace.jsonl"
-    [ "$status" -eq 0 ]
-    printf '%s' "$output" >"$W/r.json"
-    if [ "$(jq '.processes[0].inference.interference.mixed_steps' "$W/r.json")" -gt 0 ] &&
-        [ "$(jq '.processes[0].inference.interference.mixed_over_pure > 1' "$W/r.json")" = true ]; then
-        b() { jq -c ".bottlenecks[] | select(.rule == \"prefill_interference\") | $1" "$W/r.json"; }
-        [[ "$(b .remedy)" == *"lower --max-num-batched-tokens (now 64, at least --max-num-seqs 16)"* ]]
-        [[ "$(b .command)" == *"--max-num-batched-tokens 32"* ]]
-    fi
-    [ "$(jq '.processes[0].inference.interference | .prefill_steps + .pure_decode_steps + .mixed_steps' "$W/r.json")" = \
-        "$(jq '.processes[0].inference.steps' "$W/r.json")" ]
+# A hand-made swift-infer trace: a request decoding over 8 steps (pure decode steps of 50 µs),
+# MIXED_US for the 3 steps where another request's prompt chunks join, chunked prefill CHUNKED.
+interference_trace() {
+    mixed=$1 chunked=$2
+    printf '{"ph":"M","name":"swift_meta","pid":1,"tid":1,"ts":0,"args":{"stage":"infer","rank":0,"world_size":1,"argv":["swift-infer","m","--max-num-batched-tokens","64","in.jsonl"]}}\n'
+    ts=0
+    for s in 1 2 3 4 5 6 7 8; do
+        if [ "$s" -ge 3 ] && [ "$s" -le 5 ]; then d=$mixed p=20; else d=50 p=0; fi
+        [ "$s" -eq 1 ] && d=100 p=20
+        dec=$([ "$s" -eq 1 ] && echo 0 || echo 1)
+        printf '{"ph":"X","cat":"infer","name":"engine_step","pid":1,"tid":1,"ts":%d,"dur":%d,"args":{"step":%d,"seqs":%d,"tokens":%d,"prefill_tokens":%d,"decode_tokens":%d,"blocks_used":4,"waiting":0,"preemptions":0,"max_num_seqs":16,"max_num_batched_tokens":64,"num_blocks":100,"max_model_len":128,"chunked_prefill":%d}}\n' \
+            "$ts" "$d" "$s" $((dec + (p > 0))) $((p + dec)) "$p" "$dec" "$chunked"
+        ts=$((ts + d))
+    done
+    for n in request_queued:0:0 request_prefill:0:100 request_decode:100:$((ts - 100)); do
+        IFS=: read -r name t dur <<<"$n"
+        printf '{"ph":"X","cat":"infer","name":"%s","pid":1,"tid":1,"ts":%d,"dur":%d,"args":{"req":0,"prompt_tokens":20,"cached_tokens":0,"completion_tokens":8}}\n' \
+            "$name" "$t" "$dur"
+    done
 }
 
-@test "the inference view in text and Markdown" {
+@test "prefill_interference: decode steps with prompt chunks 3x slower fire it, 1.2x do not; remedies from the settings" {
+    interference_trace 150 1 >"$W/i.trace.jsonl"
+    run "$A" --format json -o "$W/i.json" "$W/i.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(inf '.interference | [.prefill_steps, .pure_decode_steps, .mixed_steps, .pure_decode_step_us, .mixed_step_us, .mixed_over_pure]' i)" = \
+        '[1,4,3,50,150,3]' ]
+    [ "$(inf '.tpot_split | [.with_prefill_requests, .without_prefill_requests]' i)" = '[1,0]' ]
+    b() { jq -c ".bottlenecks[] | select(.rule == \"prefill_interference\") | $1" "$W/i.json"; }
+    [ "$(b .value)" = 200 ]
+    [ "$(b .severity)" = '"critical"' ]
+    [[ "$(b .remedy)" == *"lower --max-num-batched-tokens (now 64, at least --max-num-seqs 16)"* ]]
+    [[ "$(b .command)" == *"--max-num-batched-tokens 32"* ]]
+    # chunked prefill off: the remedy turns it on
+    interference_trace 150 0 >"$W/i0.trace.jsonl"
+    run "$A" --format json -o "$W/i0.json" "$W/i0.trace.jsonl"
+    [[ "$(jq -r '.bottlenecks[] | select(.rule == "prefill_interference") | .remedy' "$W/i0.json")" == "turn chunked prefill on"* ]]
+    # 60 µs against 50: 20 % slower, under the 50 % threshold
+    interference_trace 60 1 >"$W/i1.trace.jsonl"
+    run "$A" --format json -o "$W/i1.json" "$W/i1.trace.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(inf .interference.mixed_over_pure i1)" = 1.2 ]
+    [ "$(jq '[.bottlenecks[] | select(.rule == "prefill_interference")] | length' "$W/i1.json")" = 0 ]
+}
+
+@test "the inference view in text, Markdown and HTML" {
     infer q --max-num-seqs 1
     run "$A" "$W/q.trace.jsonl"
     [ "$status" -eq 0 ]
@@ -173,6 +203,13 @@ rules() { jq -c '[.bottlenecks[].rule | select(. == "queue_bound_ttft" or . == "
     run "$A" --format md "$W/q.trace.jsonl"
     [ "$status" -eq 0 ]
     [[ $output == *"| latency | mean | p50 | p90 | p99 | max | n |"* ]]
+    run "$A" --format html -o "$W/r.html" "$W/q.trace.jsonl"
+    [ "$status" -eq 0 ]
+    run python3 "$BATS_TEST_DIRNAME/html_check.py" "$W/r.html"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '<h2>Inference: latency, batch, KV cache</h2>' "$W/r.html")" = 1 ]
+    grep -q '<th>latency</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>n</th>' "$W/r.html"
+    grep -q '<p>batch: 1.00 sequences per step of 1 (100.00%)' "$W/r.html"
 }
 
 @test "a training trace has no inference view and no inference rule" {
