@@ -142,16 +142,18 @@ static void requests_json(json_t *o, const struct swift_an_source *s, const stru
            *tpot = swift_xmalloc((n + 1) * sizeof(double));
     double *queued = swift_xmalloc((n + 1) * sizeof(double));
     double q_sum = 0, t_sum = 0, t0 = INFINITY, t1 = -INFINITY, sum_mixed = 0, sum_clean = 0;
-    size_t nt = 0, n_mixed = 0, n_clean = 0;
+    size_t nf = 0, nt = 0, n_mixed = 0, n_clean = 0;
     int64_t out_tok = 0;
     for (size_t i = 0; i < n; i++) {
-        ttft[i] = r[i].queued + r[i].prefill;
-        queued[i] = r[i].queued;
-        q_sum += r[i].queued;
-        t_sum += ttft[i];
         t0 = r[i].t_add < t0 ? r[i].t_add : t0;
         t1 = r[i].t_end > t1 ? r[i].t_end : t1;
-        out_tok += r[i].completion > 0 ? r[i].completion : 0;
+        if (r[i].completion < 1) /* cancelled before its first token: no TTFT */
+            continue;
+        ttft[nf] = r[i].queued + r[i].prefill;
+        queued[nf] = r[i].queued;
+        q_sum += r[i].queued;
+        t_sum += ttft[nf++];
+        out_tok += r[i].completion;
         if (r[i].completion < 2)
             continue;
         double v = r[i].decode / (double)(r[i].completion - 1);
@@ -171,8 +173,8 @@ static void requests_json(json_t *o, const struct swift_an_source *s, const stru
     json_object_set_new(o, "requests_per_s", num(wall > 0 ? 1e6 * (double)n / wall : NAN));
     json_object_set_new(
         o, "output_tokens_per_s", num(wall > 0 ? 1e6 * (double)out_tok / wall : NAN));
-    json_object_set_new(o, "ttft", dist_json(ttft, n));
-    json_object_set_new(o, "queued", dist_json(queued, n));
+    json_object_set_new(o, "ttft", dist_json(ttft, nf));
+    json_object_set_new(o, "queued", dist_json(queued, nf));
     json_object_set_new(o, "queued_share_of_ttft", num(t_sum > 0 ? q_sum / t_sum : NAN));
     json_object_set_new(o, "tpot", dist_json(tpot, nt));
     json_object_set_new(o,

@@ -110,6 +110,7 @@ static void calm_trace(void)
     for (int i = 0; i < 4; i++)
         step(2 + i, 100 + 50 * i, 50, 1, 0, 1, 2, 0, 0);
     request(0, 1, 99, 200, 20, 5);
+    request(1, 250, 0, 0, 30, 0); /* cancelled before it ran: no first token, no TTFT */
 }
 
 static json_t *report_of(const struct swift_analyze_opts *o)
@@ -290,6 +291,9 @@ static void test_infer_rules_calm(void **state)
     swift_analyze_opts_default(&o);
     json_t *r = report_of(&o);
     json_t *inf = json_object_get(json_array_get(json_object_get(r, "processes"), 0), "inference");
+    assert_int_equal(num(inf, "requests"), 2);
+    assert_int_equal(num(inf, "ttft.n"), 1);
+    assert_int_equal(num(inf, "tpot.n"), 1);
     assert_float_equal(num(inf, "ttft.p50_us"), 100, 1e-9);
     assert_float_equal(num(inf, "tpot.p50_us"), 50, 1e-9);
     assert_float_equal(num(inf, "queued_share_of_ttft"), 0.01, 1e-9);
