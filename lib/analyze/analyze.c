@@ -777,6 +777,7 @@ json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an
     json_object_set_new(j, "phases", swift_an_phases_json(set, p, o->top));
     json_object_set_new(j, "ops", swift_an_ops_json(set, p, o->top));
     json_object_set_new(j, "rl", swift_an_rl_json(set, p, o->top));
+    json_object_set_new(j, "inference", swift_an_infer_json(p));
     json_object_set_new(j, "op_roofline", swift_an_oproof_json(set, p, o->top < 20 ? 20 : o->top));
     json_object_set_new(
         j, "gpu_utilization", p->gpu_util >= 0 ? num(round(p->gpu_util * 1e6) / 1e6) : json_null());

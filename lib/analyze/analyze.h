@@ -39,9 +39,13 @@
  *   memory.c       device memory per device: peak, reserved and fragmentation at the peak,
  *                  a bounded timeline (Kineto [memory] instants, our memory counters)
  *   rules.c        the bottleneck rules (rules.h, docs/bottlenecks.md); rule_roofline.c the
- *                  rule low_efficiency on the op roofline table; rule_rl.c the RL rules
+ *                  rule low_efficiency on the op roofline table; rule_rl.c the RL rules;
+ *                  rule_infer.c the inference rules; thresholds.c the ids and thresholds
  *   rl.c           the view of an RL (GRPO) step: generate (prefill, decode), reward (per
  *                  function), ref_logps, old_logps, train per step; decode rate ("rl")
+ *   infer.c        the view of a swift-infer run: TTFT and TPOT percentiles, throughput,
+ *                  batch occupancy, KV cache pressure, prefill/decode interference
+ *                  ("inference"); infer_report.c its text
  *   cmdline.c      the exact new command line a remedy gives
  *   patch.c        --emit-patch: a remedy's command as a unified diff of the run's config
  *                  file (swift_meta.config, checked by sha256) or of command.sh
@@ -56,10 +60,10 @@
  *                  compare_report.c its text, Markdown and HTML
  *   internal.h     what only these files share (allocation, qsort_r, the fast path, ...)
  *
- * A new bottleneck rule goes in rules.c:
+ * A new bottleneck rule goes in rules.c (or a rule_AREA.c beside it):
  *   1. its threshold: a field of struct swift_an_thresholds (below), its default in
- *      swift_an_thresholds_default(), its id in swift_an_rule_ids[] and the field's address
- *      at the same index in swift_an_threshold_set(), so --threshold ID=VALUE sets it;
+ *      swift_an_thresholds_default() (thresholds.c), its id in swift_an_rule_ids[] and the field's
+ * address at the same index in swift_an_threshold_set(), so --threshold ID=VALUE sets it;
  *   2. a function rule_ID(list, p, o) that reads the analyses of one process (struct
  *      swift_an_proc: steps and their parts, GPU figures in p->k) and, when the value crosses
  *      the threshold, calls add() with sev_above() or sev_below(), sets "evidence" (the figures
@@ -97,6 +101,10 @@ struct swift_an_thresholds {
     double generation_bound_pct;  /* 50: RL: generate share of the generating steps' time */
     double reward_stall_pct;      /* 10: RL: reward share of the generating steps' time */
     double ref_logps_cost_pct;    /* 20: RL: reference log-probs share of the same */
+    double queue_bound_ttft_pct;  /* 50: inference: queue share of the time to first token */
+    double kv_pressure_pct;       /* 95: inference: peak KV blocks used of the pool */
+    double low_occupancy_pct;     /* 50: inference: running batch of max_num_seqs, queue waiting */
+    double prefill_interference_pct; /* 50: inference: mixed steps slower than pure decode ones */
 };
 void swift_an_thresholds_default(struct swift_an_thresholds *t);
 /* "data_stall=15" → sets one threshold; returns 0 or -1 (unknown rule or bad number). */

@@ -245,6 +245,22 @@ json_t *swift_an_phases_json(const struct swift_an_set *set, const struct swift_
 /* Indices of the `top` longest steps, longest first (malloc'ed); returns min(top, nsteps). */
 size_t swift_an_worst_steps(const struct swift_an_proc *p, int top, size_t **out);
 
+/* ---------- infer.c + rule_infer.c: the view of an inference run (swift-infer) ---------- */
+
+/* The q-quantile (0..1) of v[0..n) with linear interpolation between the closest ranks (numpy's
+ * default); sorts v. NAN when n is 0. */
+double swift_an_percentile(double *v, size_t n, double q);
+/* The report's "inference" (docs/formats.md) from the process's infer spans; null without. */
+json_t *swift_an_infer_json(const struct swift_an_proc *p);
+/* rule_infer.c: queue_bound_ttft, kv_pressure, low_occupancy and prefill_interference on one
+ * process (its report object `proc`, with "inference"). */
+void swift_an_rules_infer(json_t *list, const struct swift_an_proc *p, json_t *proc,
+                          const struct swift_analyze_opts *o);
+/* The "inference" view of one process's report object in text (md: Markdown); nothing without. */
+void swift_an_infer_print(FILE *fp, json_t *proc, int md);
+/* The same in the HTML report, every process with one. */
+void swift_an_html_infer(FILE *fp, json_t *ps);
+
 /* ---------- rl.c + rule_rl.c: the view of an RL (GRPO) step ---------- */
 
 /* The RL spans of our traces' step thread (docs/trace-schema.md, docs/grpo.md), by name:

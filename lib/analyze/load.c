@@ -350,6 +350,46 @@ static void record_comm(struct swift_an_set *set, struct swift_an_source *s, str
     ev->comm = (uint32_t)s->ncomm++;
 }
 
+/* Our inference spans (cat infer): their args into s->inf (infer.c). */
+static void record_infer(struct swift_an_source *s, const char *nm, double ts, double dur,
+                         const struct swift_an_fval *A)
+{
+    static const char *const kinds[] = {
+        "engine_step", "request_queued", "request_prefill", "request_decode", "request"};
+    static const int keys[SWIFT_AN_IA_N] = {AK_STEP,
+                                            AK_SEQS,
+                                            AK_TOKENS,
+                                            AK_PREFILL_TOK,
+                                            AK_DECODE_TOK,
+                                            AK_BLOCKS_USED,
+                                            AK_WAITING,
+                                            AK_PREEMPT,
+                                            AK_MAX_SEQS,
+                                            AK_MAX_BATCHED,
+                                            AK_NUM_BLOCKS,
+                                            AK_MAX_LEN,
+                                            AK_CHUNKED,
+                                            AK_REQ,
+                                            AK_PROMPT_TOK,
+                                            AK_COMPL_TOK};
+    int k = -1;
+    for (int i = 0; i < 5 && k < 0; i++)
+        if (!strcmp(nm, kinds[i]))
+            k = i;
+    if (k < 0)
+        return;
+    if (s->ninf == s->capinf) {
+        s->capinf = s->capinf ? s->capinf * 2 : 256;
+        s->inf = swift_xrealloc(s->inf, s->capinf * sizeof(*s->inf));
+    }
+    struct swift_an_inf *r = &s->inf[s->ninf++];
+    r->kind = k;
+    r->ts = ts;
+    r->dur = dur;
+    for (int i = 0; i < SWIFT_AN_IA_N; i++)
+        r->a[i] = A ? fv_int(&A[keys[i]], -1) : -1;
+}
+
 /* An event with fields of the wrong kind: in a JSONL trace a bad line, counted and skipped
  * (returns 0); in a JSON trace the file's error (-1). */
 static int bad_field(struct loadctx *c, long line, const char *fmt, ...)
@@ -423,6 +463,8 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
     ev->blocks_per_sm = -1;
     ev->occupancy = -1;
     ev->dev = -1;
+    if (s->kind == SWIFT_AN_SWIFT && has_cat && !strcmp(f->cat.s, "infer"))
+        record_infer(s, nm, ts, dur, f->args == 1 ? f->a : NULL);
     if (f->args != 1)
         return 0;
     record_args(s, ev, f->a);
@@ -522,6 +564,7 @@ static void source_release(struct swift_an_source *s)
     json_decref(s->meta);
     free(s->ev);
     free(s->comm);
+    free(s->inf);
     swift_an_mem_free(s);
     swift_an_oproof_free(s);
     memset(s, 0, sizeof(*s));
@@ -817,11 +860,13 @@ void swift_an_source_drop_events(struct swift_an_source *s)
 {
     free(s->ev);
     free(s->comm);
+    free(s->inf);
     swift_an_mem_free(s);
     swift_an_oproof_free(s);
     s->ev = NULL;
     s->comm = NULL;
-    s->n = s->cap = s->ncomm = s->capcomm = 0;
+    s->inf = NULL;
+    s->n = s->cap = s->ncomm = s->capcomm = s->ninf = s->capinf = 0;
 }
 
 int swift_an_looks_like_trace(const char *path)

@@ -104,6 +104,40 @@ struct swift_an_shape {
     uint32_t dims, types, conc; /* interned in the source's shape_strs */
 };
 
+/* Our inference spans (cat "infer", docs/trace-schema.md), kept with the args infer.c reads
+ * (-1 when absent): the kind, the times as the event's, and args by SWIFT_AN_IA_*. */
+enum {
+    SWIFT_AN_INF_STEP,    /* engine_step */
+    SWIFT_AN_INF_QUEUED,  /* request_queued */
+    SWIFT_AN_INF_PREFILL, /* request_prefill */
+    SWIFT_AN_INF_DECODE,  /* request_decode */
+    SWIFT_AN_INF_REQUEST  /* request (batch mode) */
+};
+enum {
+    SWIFT_AN_IA_STEP,
+    SWIFT_AN_IA_SEQS,
+    SWIFT_AN_IA_TOKENS,
+    SWIFT_AN_IA_PREFILL,
+    SWIFT_AN_IA_DECODE,
+    SWIFT_AN_IA_BLOCKS,
+    SWIFT_AN_IA_WAITING,
+    SWIFT_AN_IA_PREEMPT,
+    SWIFT_AN_IA_MAX_SEQS,
+    SWIFT_AN_IA_MAX_BATCHED,
+    SWIFT_AN_IA_NUM_BLOCKS,
+    SWIFT_AN_IA_MAX_LEN,
+    SWIFT_AN_IA_CHUNKED,
+    SWIFT_AN_IA_REQ,
+    SWIFT_AN_IA_PROMPT,
+    SWIFT_AN_IA_COMPLETION,
+    SWIFT_AN_IA_N
+};
+struct swift_an_inf {
+    int kind;
+    double ts, dur;
+    int64_t a[SWIFT_AN_IA_N];
+};
+
 /* One input file: one process (one rank of one stage, or one Kineto trace). */
 struct swift_an_source {
     char *path;
@@ -127,6 +161,8 @@ struct swift_an_source {
     size_t n, cap;
     struct swift_an_comm *comm;
     size_t ncomm, capcomm;
+    struct swift_an_inf *inf; /* our inference spans (infer.c), in file order */
+    size_t ninf, capinf;
     /* memory: [memory] instants (Kineto) or memory counters (ours), per device */
     double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
     double mem_peak_ts[SWIFT_AN_MAX_DEV];
@@ -240,6 +276,20 @@ enum {
     AK_MC_OPTIM,
     AK_MC_ACTS,
     AK_MC_OTHER,
+    AK_SEQS, /* our inference spans (cat infer, lib/infer): engine_step's and the requests' */
+    AK_PREFILL_TOK,
+    AK_DECODE_TOK,
+    AK_BLOCKS_USED,
+    AK_WAITING,
+    AK_PREEMPT,
+    AK_MAX_SEQS,
+    AK_MAX_BATCHED,
+    AK_NUM_BLOCKS,
+    AK_MAX_LEN,
+    AK_CHUNKED,
+    AK_REQ,
+    AK_PROMPT_TOK,
+    AK_COMPL_TOK,
     AK_N
 };
 struct swift_an_fev {

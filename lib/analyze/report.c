@@ -484,6 +484,7 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
     } else if (json_is_object(json_object_get(p, "phases"))) {
         print_phases(fp, p, md);
     }
+    swift_an_infer_print(fp, p, md);
     if (json_is_object(json_object_get(p, "ops")))
         print_op_table(fp, p, md);
     print_gpu(fp, p, md);

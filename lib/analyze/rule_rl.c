@@ -3,7 +3,7 @@
  * process's "rl" view (rl.c): generation_bound (generating completions takes most of the
  * step), reward_stall (scoring them stalls the step, most often an external reward program)
  * and ref_logps_cost (the reference model's forward, which --beta 0 removes). Their thresholds
- * and ids live with the others in rules.c; the bottleneck object has their layout (rules.h).
+ * and ids live with the others in thresholds.c; the bottleneck object has their layout (rules.h).
  */
 #include "lib/analyze/internal.h"
 #include "lib/analyze/rules.h"

@@ -2,7 +2,7 @@
  * analyze/rule_roofline — the bottleneck rule low_efficiency (docs/bottlenecks.md): the device
  * time the ops of the op roofline table (oproof.c, the report's "op_roofline") lose against
  * their roofline, the ops that lose most, and remedies by their class and dtype. Its threshold
- * and id live with the others in rules.c; the bottleneck object has their layout (rules.h).
+ * and id live with the others in thresholds.c; the bottleneck object has their layout (rules.h).
  */
 #include "lib/analyze/internal.h"
 

@@ -15,72 +15,6 @@
 
 #include "lib/core/banned.h"
 
-const char *const swift_an_rule_ids[] = {"data_stall",
-                                         "comm_bound",
-                                         "launch_bound",
-                                         "gpu_idle",
-                                         "straggler",
-                                         "memory_headroom",
-                                         "ckpt_stall",
-                                         "serial_preprocess",
-                                         "oversubscription",
-                                         "low_efficiency",
-                                         "generation_bound",
-                                         "reward_stall",
-                                         "ref_logps_cost",
-                                         NULL};
-
-void swift_an_thresholds_default(struct swift_an_thresholds *t)
-{
-    t->data_stall_pct = 10;
-    t->comm_bound_pct = 40;
-    t->launch_short_pct = 30;
-    t->gpu_idle_pct = 50;
-    t->straggler_pct = 10;
-    t->memory_headroom_pct = 90;
-    t->ckpt_stall_pct = 5;
-    t->serial_preprocess_pct = 50;
-    t->oversubscription_x = 3;
-    t->low_efficiency_pct = 20;
-    /* RL steps (rule_rl.c): generation above half the step makes the step generation-bound
-     * (training is the smaller part); rewards are meant to be cheap next to generation, so a
-     * tenth of the step is already a stall; the reference's forward is about a third of the
-     * policy's forward and backward, so above a fifth of the step it is a large share */
-    t->generation_bound_pct = 50;
-    t->reward_stall_pct = 10;
-    t->ref_logps_cost_pct = 20;
-}
-
-int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
-{
-    const char *eq = strchr(spec, '=');
-    if (!eq)
-        return -1;
-    double v;
-    if (swift_parse_double(eq + 1, &v) < 0 || !(v >= 0) || v > 1e9)
-        return -1;
-    size_t l = (size_t)(eq - spec);
-    double *slots[] = {&t->data_stall_pct,
-                       &t->comm_bound_pct,
-                       &t->launch_short_pct,
-                       &t->gpu_idle_pct,
-                       &t->straggler_pct,
-                       &t->memory_headroom_pct,
-                       &t->ckpt_stall_pct,
-                       &t->serial_preprocess_pct,
-                       &t->oversubscription_x,
-                       &t->low_efficiency_pct,
-                       &t->generation_bound_pct,
-                       &t->reward_stall_pct,
-                       &t->ref_logps_cost_pct};
-    for (int i = 0; swift_an_rule_ids[i]; i++)
-        if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
-            *slots[i] = v;
-            return 0;
-        }
-    return -1;
-}
-
 /* ---------- helpers ---------- */
 
 /* A duration people read in a summary, from µs: "1.25 s", "312 ms", "30.0 ms", "4.20 ms",
@@ -975,6 +909,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         json_t *pj = json_array_get(json_object_get(report, "processes"), i);
         swift_an_rule_low_efficiency(list, p, pj, o);
         swift_an_rules_rl(list, p, pj, o);
+        swift_an_rules_infer(list, p, pj, o);
         swift_an_patch_attach(list, from, p->src); /* --emit-patch: remedies as diffs */
     }
     rule_straggler(list, procs, n, o);

@@ -56,11 +56,25 @@ static const char *const arg_keys[AK_N] = {
     "optimizer",
     "activations",
     "other",
+    "seqs",
+    "prefill_tokens",
+    "decode_tokens",
+    "blocks_used",
+    "waiting",
+    "preemptions",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "num_blocks",
+    "max_model_len",
+    "chunked_prefill",
+    "req",
+    "prompt_tokens",
+    "completion_tokens",
 };
 
-static const unsigned char arg_len[AK_N] = {6, 11, 6, 11, 11, 4, 6,  5,  13, 25, 9,
-                                            5, 11, 9, 15, 15, 5, 10, 10, 15, 11, 14,
-                                            5, 5,  4, 7,  6,  5, 9,  11, 5};
+static const unsigned char arg_len[AK_N] = {
+    6, 11, 6, 11, 11, 4, 6,  5, 13, 25, 9,  5,  11, 9,  15, 15, 5,  10, 10, 15, 11, 14, 5,
+    5, 4,  7, 6,  5,  9, 11, 5, 4,  14, 13, 11, 7,  11, 12, 22, 10, 13, 15, 3,  13, 17};
 
 struct fp {
     char *p, *end;

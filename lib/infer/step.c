@@ -263,18 +263,29 @@ static int run_plan(struct swift_engine *e, const struct plan *p)
     return 0;
 }
 
+/* engine_step's args (docs/trace-schema.md): the step's batch, then the queue, the preemptions
+ * so far and the engine's settings, so that swift-trace-analyze can set them against the limits. */
 static void step_trace(const struct swift_engine *e, const struct plan *p, int64_t t0)
 {
     if (!swift_trace_enabled())
         return;
-    int used = swift_pkv_used(&e->kv);
-    struct swift_targ a[6] = {SWIFT_TARG_I("step", e->st.steps),
-                              SWIFT_TARG_I("seqs", p->n),
-                              SWIFT_TARG_I("tokens", p->tokens),
-                              SWIFT_TARG_I("prefill_tokens", p->prefill),
-                              SWIFT_TARG_I("decode_tokens", p->decode),
-                              SWIFT_TARG_I("blocks_used", used)};
-    swift_trace_span("infer", "engine_step", t0, swift_trace_now(), a, 6);
+    int used = swift_pkv_used(&e->kv), waiting = 0;
+    for (int i = 0; i < e->nwait; i++)
+        waiting += e->wait[i]->state == SEQ_WAITING;
+    struct swift_targ a[13] = {SWIFT_TARG_I("step", e->st.steps),
+                               SWIFT_TARG_I("seqs", p->n),
+                               SWIFT_TARG_I("tokens", p->tokens),
+                               SWIFT_TARG_I("prefill_tokens", p->prefill),
+                               SWIFT_TARG_I("decode_tokens", p->decode),
+                               SWIFT_TARG_I("blocks_used", used),
+                               SWIFT_TARG_I("waiting", waiting),
+                               SWIFT_TARG_I("preemptions", e->st.preemptions),
+                               SWIFT_TARG_I("max_num_seqs", e->o.max_num_seqs),
+                               SWIFT_TARG_I("max_num_batched_tokens", e->o.max_num_batched_tokens),
+                               SWIFT_TARG_I("num_blocks", e->o.num_blocks),
+                               SWIFT_TARG_I("max_model_len", e->o.max_model_len),
+                               SWIFT_TARG_I("chunked_prefill", e->o.chunked_prefill)};
+    swift_trace_span("infer", "engine_step", t0, swift_trace_now(), a, 13);
     swift_trace_counter("kv_blocks_used", used);
 }
 
