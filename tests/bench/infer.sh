@@ -98,7 +98,7 @@ if [ -n "$data" ]; then
 else
     jq -cn "[range($maxc) | \"Tell me about the number \\(.).\"]" >"$W/prompts.json"
 fi
-params=$(ls -l "$W/model"/*.safetensors | awk '{s += $5} END {printf "%.1f", s / 4e6}')
+params=$(cat "$W/model"/*.safetensors | wc -c | awk '{printf "%.1f", $1 / 4e6}')
 nreq() { if [ "$1" -eq 1 ]; then echo 3; else echo "$1"; fi; }
 
 serve=no
@@ -256,7 +256,7 @@ fi
 for ref in llama.cpp transformers; do
     for c in $levels; do
         a=$W/res-ours-$c.json b=$W/res-$ref-$c.json
-        [ -f "$a" ] && [ -f "$b" ] || continue
+        if [ ! -f "$a" ] || [ ! -f "$b" ]; then continue; fi
         jq -rn --slurpfile a "$a" --slurpfile b "$b" --arg ref "$ref" --arg c "$c" '
             def r(x; y): if x == null or y == null or y == 0 then "-"
                          else (x / y * 100 | round / 100 | tostring) end;
@@ -267,13 +267,14 @@ goal() { # ref conc-filter text; met when ours' tok/s >= factor x theirs at ever
     ref=$1 f=$2 text=$3 lv=$4 ok=met seen=0
     for c in $lv; do
         a=$W/res-ours-$c.json b=$W/res-$ref-$c.json
-        [ -f "$a" ] && [ -f "$b" ] || continue
+        if [ ! -f "$a" ] || [ ! -f "$b" ]; then continue; fi
         seen=1
         jq -en --slurpfile a "$a" --slurpfile b "$b" --argjson f "$f" \
             '$a[0].tok_s >= $f * $b[0].tok_s' >/dev/null || ok=missed
     done
     if [ "$seen" = 1 ]; then echo "goal: $text: $ok"; else echo "goal: $text: not measured"; fi
 }
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 hi=''
 for c in $levels; do [ "$c" -ge 8 ] && hi="$hi $c"; done
 goal transformers 1 "throughput ahead of transformers at every concurrency" "$levels"
