@@ -48,6 +48,11 @@ CFLAGS += -std=c11 -pthread -fopenmp $(WARN) -MMD -MP
 # What the kernels need (KERNEL_LDLIBS, grown below in CUDA builds) and what lib/ adds on top.
 KERNEL_LDLIBS := -lopenblas -lm -pthread -fopenmp
 LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lpcre2-8 -lutf8proc -lyaml
+# libmicrohttpd for swift-infer --serve (lib/infer/server.c)
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+CPPFLAGS += $(MHD_CFLAGS)
+LDLIBS += $(MHD_LIBS)
 # OpenMPI for lib/train/dist.c (swift-train under mpirun/srun); MPI_Init runs only under a launcher
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
