@@ -9,22 +9,16 @@
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
 #include "lib/core/trace.h"
-#include "lib/eval/kv.h"
-#include "lib/model/backend.h"
-#include "lib/model/lora.h"
 #include "lib/model/model.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
 
-#include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <cblas.h>
 
 #include "lib/core/banned.h"
 
@@ -61,13 +55,7 @@ struct job {
 
 struct batch {
     const struct swift_infer_opts *o;
-    struct swift_model m;
-    int have_model;
-    struct swift_tokenizer *tok;
-    struct swift_tok_state *st;
-    const struct swift_template *tpl;
-    struct swift_engine *eng;
-    int max_len; /* max_model_len in effect */
+    struct swift_infer_model im; /* the model, tokenizer, template, engine (load.c) */
     const char *model_name;
     json_t *kept;   /* custom_id -> line of an earlier output */
     json_t *seen;   /* custom_ids of the input so far */
@@ -192,7 +180,7 @@ static int on_token(void *ctx, const struct swift_engine_event *ev)
     struct swift_oai_choice *c = &j->ch[ev->choice];
     if (c->finish != SWIFT_FINISH_NONE)
         return 1;
-    int stop = swift_oai_choice_add(c, &j->rq, j->b->tok, ev);
+    int stop = swift_oai_choice_add(c, &j->rq, j->b->im.tok, ev);
     if (ev->finish == SWIFT_FINISH_ABORT) {
         if (--j->nleft == 0) { /* cancelled (a stop signal): no answer */
             j->running = 0;
@@ -212,8 +200,8 @@ static int prompt_of(struct batch *b, struct job *j, int32_t **ids, int *n,
                      struct swift_oai_error *er)
 {
     if (j->rq.kind == SWIFT_OAI_COMPLETION)
-        return swift_oai_prompt_ids(&j->rq, b->st, b->tok, ids, n, er);
-    if (!b->tpl)
+        return swift_oai_prompt_ids(&j->rq, b->im.st, b->im.tok, ids, n, er);
+    if (!b->im.tpl)
         return swift_oai_fail(er,
                               400,
                               "messages",
@@ -222,7 +210,7 @@ static int prompt_of(struct batch *b, struct job *j, int32_t **ids, int *n,
                               "start it with --template NAME (%s)",
                               SWIFT_TEMPLATE_NAMES);
     struct swift_encoded e = {0};
-    if (swift_oai_render_chat(&j->rq, b->tpl, b->st, b->tok, &e, er) < 0) {
+    if (swift_oai_render_chat(&j->rq, b->im.tpl, b->im.st, b->im.tok, &e, er) < 0) {
         swift_encoded_release(&e);
         return -1;
     }
@@ -247,17 +235,17 @@ static void submit(struct batch *b, struct job *j)
         return;
     }
     struct swift_sampling s = j->rq.sampling;
-    if (n >= b->max_len) {
+    if (n >= b->im.max_len) {
         swift_oai_fail(&er,
                        400,
                        j->rq.kind == SWIFT_OAI_CHAT ? "messages" : "prompt",
                        NULL,
                        "This model's maximum context length is %d tokens. However, your request "
                        "has %d input tokens. Please reduce the length of the input.",
-                       b->max_len,
+                       b->im.max_len,
                        n);
-    } else if (s.max_tokens == 0 || s.max_tokens > b->max_len - n) {
-        if (s.max_tokens > b->max_len - n)
+    } else if (s.max_tokens == 0 || s.max_tokens > b->im.max_len - n) {
+        if (s.max_tokens > b->im.max_len - n)
             swift_oai_fail(&er,
                            400,
                            "max_tokens",
@@ -265,13 +253,13 @@ static void submit(struct batch *b, struct job *j)
                            "'max_tokens' is too large: %d. This model's maximum context length "
                            "is %d tokens and your request has %d input tokens (%d > %d - %d).",
                            s.max_tokens,
-                           b->max_len,
+                           b->im.max_len,
                            n,
                            s.max_tokens,
-                           b->max_len,
+                           b->im.max_len,
                            n);
         else
-            s.max_tokens = b->max_len - n;
+            s.max_tokens = b->im.max_len - n;
     }
     if (er.status) {
         free(ids);
@@ -284,7 +272,7 @@ static void submit(struct batch *b, struct job *j)
     j->prompt_tokens = n;
     j->t0 = swift_trace_now();
     char err[256];
-    int64_t id = swift_engine_add(b->eng, ids, n, &s, on_token, j, err, sizeof(err));
+    int64_t id = swift_engine_add(b->im.eng, ids, n, &s, on_token, j, err, sizeof(err));
     free(ids);
     if (id < 0) {
         swift_oai_fail(&er, 400, NULL, NULL, "%s", err);
@@ -461,87 +449,12 @@ static int load_kept(struct batch *b, const char *path)
 
 /* ---- setup ---- */
 
-static void add_eos(int32_t *eos, int *n, long id, long V)
-{
-    if (id < 0 || id >= V || *n >= 16)
-        return;
-    for (int i = 0; i < *n; i++)
-        if (eos[i] == id)
-            return;
-    eos[(*n)++] = (int32_t)id;
-}
-
-static int load(struct batch *b)
-{
-    const struct swift_infer_opts *o = b->o;
-    if (o->threads > 0) {
-        omp_set_num_threads(o->threads);
-        openblas_set_num_threads(o->threads);
-    }
-    struct swift_backend be;
-    int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
-    if (brc)
-        return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
-    if (swift_model_load(&b->m, o->model, be.ops, 1) < 0)
-        return -1;
-    b->have_model = 1;
-    if (o->adapters) {
-        struct swift_lora_opts lo;
-        if (swift_lora_load(&b->m, o->adapters, &lo) < 0)
-            return -1;
-        b->m.lora_dropout = 0.0f;
-        if (swift_kv_merge_adapters(&b->m) < 0)
-            return -1;
-    }
-    if (swift_tokenizer_load(&b->tok, o->model) < 0)
-        return -1;
-    long V = b->m.cfg.vocab_size;
-    if (swift_tokenizer_vocab_size(b->tok) > (uint32_t)V)
-        return swift_error("tokenizer has %u ids, the model's vocabulary only %ld",
-                           swift_tokenizer_vocab_size(b->tok),
-                           V);
-    if (!(b->st = swift_tok_state_new(b->tok)))
-        return -1;
-    const char *tname = o->template_name ? o->template_name : swift_template_guess(b->tok);
-    b->tpl = tname ? swift_template_find(tname) : NULL;
-    if (o->template_name && !b->tpl) {
-        swift_usage("unknown template '%s' (%s)", o->template_name, SWIFT_TEMPLATE_NAMES);
-        return SWIFT_MISUSED;
-    }
-    int32_t eos[16];
-    int neos = 0;
-    long ids[16];
-    int n = swift_model_eos_ids(o->model, ids, 16);
-    for (int k = 0; k < n; k++)
-        add_eos(eos, &neos, ids[k], V);
-    const char *es = swift_tokenizer_config_str(b->tok, "eos_token");
-    if (es)
-        add_eos(eos, &neos, swift_tokenizer_token_id(b->tok, es), V);
-    /* the chat template's end of turn ends a choice too */
-    add_eos(eos, &neos, swift_tokenizer_token_id(b->tok, "<|im_end|>"), V);
-    add_eos(eos, &neos, swift_tokenizer_token_id(b->tok, "<|eot_id|>"), V);
-    int mp = b->m.cfg.max_position_embeddings;
-    b->max_len = o->engine.max_model_len > 0 ? o->engine.max_model_len : mp > 0 ? mp : 2048;
-    char err[256];
-    b->eng = swift_engine_new(&b->m, &o->engine, eos, neos, err, sizeof(err));
-    if (!b->eng)
-        return swift_error("%s", err);
-    return 0;
-}
-
 static void release(struct batch *b)
 {
     for (size_t i = b->head; i < b->tail; i++)
         job_free(b->q[i]);
     free(b->q);
-    if (b->eng)
-        swift_engine_free(b->eng);
-    if (b->st)
-        swift_tok_state_free(b->st);
-    if (b->tok)
-        swift_tokenizer_free(b->tok);
-    if (b->have_model)
-        swift_model_free(&b->m);
+    swift_infer_release(&b->im);
     json_decref(b->kept);
     json_decref(b->seen);
 }
@@ -591,7 +504,7 @@ static int run_loop(struct batch *b, struct swift_jsonl *in)
                 return 0;
             continue;
         }
-        if (swift_engine_step(b->eng) < 0)
+        if (swift_engine_step(b->im.eng) < 0)
             return -1;
     }
     return 1;
@@ -620,7 +533,7 @@ static void cancel_all(struct batch *b)
 {
     for (size_t i = b->head; i < b->tail; i++)
         if (b->q[i]->running)
-            swift_engine_cancel(b->eng, b->q[i]->eng_id);
+            swift_engine_cancel(b->im.eng, b->q[i]->eng_id);
 }
 
 int swift_infer_batch_run(const struct swift_infer_opts *o)
@@ -628,7 +541,7 @@ int swift_infer_batch_run(const struct swift_infer_opts *o)
     struct batch b = {.o = o, .kept = json_object(), .seen = json_object()};
     b.model_name = o->served_name ? o->served_name : o->model;
     stop_flag = 0;
-    int rc = load(&b);
+    int rc = swift_infer_load(&b.im, o);
     if (rc < 0) {
         release(&b);
         return rc;
@@ -669,7 +582,7 @@ int swift_infer_batch_run(const struct swift_infer_opts *o)
             lr = -1;
     }
     struct swift_engine_stats es;
-    swift_engine_stats(b.eng, &es);
+    swift_engine_stats(b.im.eng, &es);
     swift_info("%ld answered, %ld errors, %ld kept from before; %ld prompt and %ld generated "
                "tokens in %ld steps, %ld preemptions",
                b.answered,

@@ -36,6 +36,7 @@
 #define SWIFT_INFER_BATCH_H
 
 #include "lib/infer/engine.h"
+#include "lib/model/model.h"
 
 struct swift_infer_opts {
     const char *model;         /* model directory (required) */
@@ -50,6 +51,28 @@ struct swift_infer_opts {
 };
 
 void swift_infer_opts_init(struct swift_infer_opts *o);
+
+struct swift_tokenizer;
+struct swift_tok_state;
+struct swift_template;
+
+/* What both modes (batch, --serve) serve, loaded from opts (lib/infer/load.c): the model with its
+ * adapters merged, its tokenizer, the chat template (--template or the tokenizer's; NULL when
+ * none is known), the engine with the ids that end a choice (the model's eos, the tokenizer's
+ * eos_token, <|im_end|> and <|eot_id|>), and the max_model_len in effect. */
+struct swift_infer_model {
+    struct swift_model m;
+    int have_model;
+    struct swift_tokenizer *tok;
+    struct swift_tok_state *st;
+    const struct swift_template *tpl;
+    struct swift_engine *eng;
+    int max_len;
+};
+/* Returns 0, SWIFT_MISUSED (--device, --template; reported) or another nonzero (reported);
+ * swift_infer_release frees whatever was loaded either way. */
+int swift_infer_load(struct swift_infer_model *im, const struct swift_infer_opts *o);
+void swift_infer_release(struct swift_infer_model *im);
 /* Run the batch; returns 0, SWIFT_FAILED (reported: the model cannot be loaded, an I/O error),
  * SWIFT_MISUSED (--device), or SWIFT_STOPPED after a stop signal (the answers so far written). */
 int swift_infer_batch_run(const struct swift_infer_opts *o);

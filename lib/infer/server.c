@@ -383,7 +383,7 @@ static enum MHD_Result models(struct srv *s, struct MHD_Connection *c, struct hr
                           s->o->infer.model,
                           "parent",
                           "max_model_len",
-                          s->max_len);
+                          s->im.max_len);
     return reply(c, h, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
 }
 
@@ -613,9 +613,9 @@ int swift_infer_serve(const struct swift_serve_opts *o)
     int rc = srv_load(&s);
     if (rc == 0)
         rc = serve(&s, &set);
-    if (s.eng) {
+    if (s.im.eng) {
         struct swift_engine_stats es;
-        swift_engine_stats(s.eng, &es);
+        swift_engine_stats(s.im.eng, &es);
         swift_info("%ld prompt and %ld generated tokens in %ld steps, %ld preemptions; %d KV "
                    "blocks in use",
                    es.prefill_tokens,

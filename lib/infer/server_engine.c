@@ -4,109 +4,23 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
-#include "lib/eval/kv.h"
-#include "lib/model/backend.h"
-#include "lib/model/lora.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
 
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "lib/core/banned.h"
-
-/* ---- the model (as batch.c loads it) ---- */
-
-static void add_eos(int32_t *eos, int *n, long id, long V)
-{
-    if (id < 0 || id >= V || *n >= 16)
-        return;
-    for (int i = 0; i < *n; i++)
-        if (eos[i] == id)
-            return;
-    eos[(*n)++] = (int32_t)id;
-}
-
-static int load_model(struct srv *s)
-{
-    const struct swift_infer_opts *o = &s->o->infer;
-    if (o->threads > 0) {
-        omp_set_num_threads(o->threads);
-        openblas_set_num_threads(o->threads);
-    }
-    struct swift_backend be;
-    int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
-    if (brc)
-        return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
-    if (swift_model_load(&s->m, o->model, be.ops, 1) < 0)
-        return -1;
-    s->have_model = 1;
-    if (o->adapters) {
-        struct swift_lora_opts lo;
-        if (swift_lora_load(&s->m, o->adapters, &lo) < 0)
-            return -1;
-        s->m.lora_dropout = 0.0f;
-        if (swift_kv_merge_adapters(&s->m) < 0)
-            return -1;
-    }
-    if (swift_tokenizer_load(&s->tok, o->model) < 0)
-        return -1;
-    if (swift_tokenizer_vocab_size(s->tok) > (uint32_t)s->m.cfg.vocab_size)
-        return swift_error("tokenizer has %u ids, the model's vocabulary only %ld",
-                           swift_tokenizer_vocab_size(s->tok),
-                           (long)s->m.cfg.vocab_size);
-    if (!(s->st = swift_tok_state_new(s->tok)))
-        return -1;
-    const char *tname = o->template_name ? o->template_name : swift_template_guess(s->tok);
-    s->tpl = tname ? swift_template_find(tname) : NULL;
-    if (o->template_name && !s->tpl) {
-        swift_usage("unknown template '%s' (%s)", o->template_name, SWIFT_TEMPLATE_NAMES);
-        return SWIFT_MISUSED;
-    }
-    return 0;
-}
 
 int srv_load(struct srv *s)
 {
-    int rc = load_model(s);
-    if (rc)
-        return rc;
-    const struct swift_infer_opts *o = &s->o->infer;
-    long V = s->m.cfg.vocab_size;
-    int32_t eos[16];
-    int neos = 0;
-    long ids[16];
-    int n = swift_model_eos_ids(o->model, ids, 16);
-    for (int k = 0; k < n; k++)
-        add_eos(eos, &neos, ids[k], V);
-    const char *es = swift_tokenizer_config_str(s->tok, "eos_token");
-    if (es)
-        add_eos(eos, &neos, swift_tokenizer_token_id(s->tok, es), V);
-    add_eos(eos, &neos, swift_tokenizer_token_id(s->tok, "<|im_end|>"), V);
-    add_eos(eos, &neos, swift_tokenizer_token_id(s->tok, "<|eot_id|>"), V);
-    int mp = s->m.cfg.max_position_embeddings;
-    s->max_len = o->engine.max_model_len > 0 ? o->engine.max_model_len : mp > 0 ? mp : 2048;
-    char err[256];
-    s->eng = swift_engine_new(&s->m, &o->engine, eos, neos, err, sizeof(err));
-    if (!s->eng)
-        return swift_error("%s", err);
-    return 0;
+    return swift_infer_load(&s->im, &s->o->infer);
 }
 
 void srv_release(struct srv *s)
 {
-    if (s->eng)
-        swift_engine_free(s->eng);
-    if (s->st)
-        swift_tok_state_free(s->st);
-    if (s->tok)
-        swift_tokenizer_free(s->tok);
-    if (s->have_model)
-        swift_model_free(&s->m);
+    swift_infer_release(&s->im);
     free(s->act);
     free(s->cancel_list);
 }
@@ -115,7 +29,7 @@ void srv_release(struct srv *s)
 
 static int chat_ids(struct srv *s, struct sreq *r)
 {
-    if (!s->tpl)
+    if (!s->im.tpl)
         return swift_oai_fail(&r->er,
                               400,
                               "messages",
@@ -124,7 +38,7 @@ static int chat_ids(struct srv *s, struct sreq *r)
                               "start it with --template NAME (%s)",
                               SWIFT_TEMPLATE_NAMES);
     struct swift_encoded e = {0};
-    int rc = swift_oai_render_chat(&r->rq, s->tpl, s->st, s->tok, &e, &r->er);
+    int rc = swift_oai_render_chat(&r->rq, s->im.tpl, s->im.st, s->im.tok, &e, &r->er);
     if (rc == 0) {
         r->nids = (int)e.tok.n;
         r->ids = swift_xmalloc((e.tok.n ? e.tok.n : 1) * sizeof(int32_t));
@@ -140,13 +54,13 @@ int srv_prepare(struct srv *s, struct sreq *r)
     pthread_mutex_lock(&s->tok_mu);
     int rc = r->rq.kind == SWIFT_OAI_CHAT
                  ? chat_ids(s, r)
-                 : swift_oai_prompt_ids(&r->rq, s->st, s->tok, &r->ids, &r->nids, &r->er);
+                 : swift_oai_prompt_ids(&r->rq, s->im.st, s->im.tok, &r->ids, &r->nids, &r->er);
     pthread_mutex_unlock(&s->tok_mu);
     if (rc < 0)
         return -1;
     struct swift_sampling *sp = &r->sampling;
     *sp = r->rq.sampling;
-    int n = r->nids, L = s->max_len;
+    int n = r->nids, L = s->im.max_len;
     if (n >= L)
         return swift_oai_fail(&r->er,
                               400,
@@ -265,7 +179,7 @@ static int on_token(void *ctx, const struct swift_engine_event *ev)
     struct swift_oai_choice *c = &r->ch[ev->choice];
     int stop = 1;
     if (c->finish == SWIFT_FINISH_NONE) {
-        stop = swift_oai_choice_add(c, &r->rq, s->tok, ev);
+        stop = swift_oai_choice_add(c, &r->rq, s->im.tok, ev);
         if (ev->finish == SWIFT_FINISH_ABORT)
             r->aborted = 1;
         if ((stop || ev->finish != SWIFT_FINISH_NONE) && --r->nleft == 0) {
@@ -300,7 +214,8 @@ static void engine_add(struct srv *s, struct sreq *r, int stopping)
     }
     pthread_mutex_unlock(&s->mu);
     if (!skip)
-        id = swift_engine_add(s->eng, r->ids, r->nids, &r->sampling, on_token, r, err, sizeof(err));
+        id = swift_engine_add(
+            s->im.eng, r->ids, r->nids, &r->sampling, on_token, r, err, sizeof(err));
     pthread_mutex_lock(&s->mu);
     free(r->ids);
     r->ids = NULL;
@@ -347,7 +262,7 @@ static void drain(struct srv *s, int stopping)
         int64_t id = cl[i]->eng_id;
         pthread_mutex_unlock(&s->mu);
         if (live)
-            swift_engine_cancel(s->eng, id);
+            swift_engine_cancel(s->im.eng, id);
         pthread_mutex_lock(&s->mu);
         unref(cl[i]);
         pthread_mutex_unlock(&s->mu);
@@ -358,7 +273,7 @@ static void drain(struct srv *s, int stopping)
             pthread_mutex_lock(&s->mu);
             int64_t id = s->nact ? s->act[s->nact - 1]->eng_id : 0;
             pthread_mutex_unlock(&s->mu);
-            if (!id || swift_engine_cancel(s->eng, id) < 0)
+            if (!id || swift_engine_cancel(s->im.eng, id) < 0)
                 break;
         }
     }
@@ -371,7 +286,7 @@ static void fail_all(struct srv *s)
     pthread_mutex_lock(&s->mu);
     int64_t id = s->nact ? s->act[s->nact - 1]->eng_id : 0;
     pthread_mutex_unlock(&s->mu);
-    while (id && swift_engine_cancel(s->eng, id) == 0) {
+    while (id && swift_engine_cancel(s->im.eng, id) == 0) {
         pthread_mutex_lock(&s->mu);
         id = s->nact ? s->act[s->nact - 1]->eng_id : 0;
         pthread_mutex_unlock(&s->mu);
@@ -393,7 +308,7 @@ static void *engine_main(void *arg)
         if (!s->nact)
             continue;
         pthread_mutex_unlock(&s->mu);
-        int rc = swift_engine_step(s->eng);
+        int rc = swift_engine_step(s->im.eng);
         if (rc < 0)
             fail_all(s);
         pthread_mutex_lock(&s->mu);

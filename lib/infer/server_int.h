@@ -49,14 +49,8 @@ struct srv {
     const struct swift_serve_opts *o;
     const char *api_key;
     const char *model_name;
-    struct swift_model m;
-    int have_model;
-    struct swift_tokenizer *tok;
-    struct swift_tok_state *st;
-    pthread_mutex_t tok_mu; /* st */
-    const struct swift_template *tpl;
-    struct swift_engine *eng;
-    int max_len;
+    struct swift_infer_model im; /* the model, tokenizer, template, engine (load.c) */
+    pthread_mutex_t tok_mu;      /* im.st */
     long created;
     pthread_t thread;
     int thread_started;
