@@ -166,8 +166,11 @@ static int gguf_build(struct swift_tokenizer *tok, const struct swift_gguf *g, c
             "%s: tokenizer.ggml.pre '%s' is not supported (gpt-2, llama-bpe, qwen2)", path, pre);
     struct swift_sha256 sh;
     swift_sha256_init(&sh);
-    if (gguf_vocab(tok, g, path, &sh) < 0 || gguf_merges(tok, g, path, &sh) < 0)
+    if (gguf_vocab(tok, g, path, &sh) < 0 || gguf_merges(tok, g, path, &sh) < 0) {
+        char unused[65];
+        swift_sha256_final(&sh, unused); /* frees the context */
         return -1;
+    }
     swift_sha256_update(&sh, pre, strlen(pre));
     swift_sha256_final(&sh, tok->sha);
     tok->norm = pi->norm;
