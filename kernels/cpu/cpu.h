@@ -80,6 +80,13 @@ void swift_cpu_attention_paged(float *out, const float *q, const float *kcache, 
 
 /* quant4.c: the fused 4-bit dequant-matmul (kernels/quant4.h) */
 struct swift_q4;
+/* A matmul over a weight (O,I) stored in some quantized format (matmul_deq.c): dq writes rows
+ * [o0, o0+R) of w dequantized into tile (R,I); quant4.c and quant8.c pass theirs. */
+typedef void (*swift_cpu_deq_rows)(const void *w, int o0, int R, int In, float *tile);
+void swift_cpu_matmul_deq_fwd(float *out, const float *in, const void *w, swift_cpu_deq_rows dq,
+                              const float *bias, int N, int In, int O, float beta);
+void swift_cpu_matmul_deq_bwd(float *din, const float *dout, const void *w, swift_cpu_deq_rows dq,
+                              int N, int In, int O, float din_beta);
 void swift_cpu_matmul4_fwd(float *out, const float *in, const struct swift_q4 *w, const float *bias,
                            int N, int I, int O, float beta);
 void swift_cpu_matmul4_bwd(float *din, const float *dout, const struct swift_q4 *w, int N, int I,

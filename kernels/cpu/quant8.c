@@ -56,24 +56,11 @@ void swift_q8_dequant(const struct swift_q8 *q, int r0, int r1, float *out)
     }
 }
 
-/* Rows of w dequantized per sgemm: a tile of about 1 MiB, never the whole layer. */
-static int tile_rows(int In, int O)
+/* rows [o0, o0+R) of w (O,I) into tile (R,I) (swift_cpu_deq_rows, for matmul_deq.c) */
+static void dequant_rows(const void *wv, int o0, int R, int In, float *tile)
 {
-    int r = (1 << 18) / (In > 0 ? In : 1);
-    return r < 1 ? 1 : r > O ? O : r;
-}
-
-static float *tile_alloc(int rows, int In)
-{
-    float *t = malloc((size_t)rows * (size_t)In * sizeof(float));
-    if (!t)
-        abort(); /* about 1 MiB, beside activations already allocated */
-    return t;
-}
-
-/* rows [o0, o0+R) of w (O,I) into tile (R,I) */
-static void dequant_rows(const struct swift_q8 *w, int o0, int R, float *tile)
-{
+    const struct swift_q8 *w = wv;
+    (void)In; /* w->cols */
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++)
         swift_q8_dequant(w, o0 + r, o0 + r + 1, tile + (size_t)r * w->cols);
@@ -83,58 +70,12 @@ static void dequant_rows(const struct swift_q8 *w, int o0, int R, float *tile)
 void swift_cpu_matmul8_fwd(float *out, const float *in, const struct swift_q8 *w, const float *bias,
                            int N, int In, int O, float beta)
 {
-    int R = tile_rows(In, O);
-    float *tile = tile_alloc(R, In);
-    for (int o0 = 0; o0 < O; o0 += R) {
-        int r = O - o0 < R ? O - o0 : R;
-        dequant_rows(w, o0, r, tile);
-        cblas_sgemm(CblasRowMajor,
-                    CblasNoTrans,
-                    CblasTrans,
-                    N,
-                    r,
-                    In,
-                    1.0f,
-                    in,
-                    In,
-                    tile,
-                    In,
-                    beta,
-                    out + o0,
-                    O);
-    }
-    free(tile);
-    if (bias) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < O; o++)
-                out[(size_t)n * O + o] += bias[o];
-    }
+    swift_cpu_matmul_deq_fwd(out, in, w, dequant_rows, bias, N, In, O, beta);
 }
 
 /* din (N,I) = dout (N,O) @ dequant(w) (O,I) + din_beta * din */
 void swift_cpu_matmul8_bwd(float *din, const float *dout, const struct swift_q8 *w, int N, int In,
                            int O, float din_beta)
 {
-    int R = tile_rows(In, O);
-    float *tile = tile_alloc(R, In);
-    for (int o0 = 0; o0 < O; o0 += R) {
-        int r = O - o0 < R ? O - o0 : R;
-        dequant_rows(w, o0, r, tile);
-        cblas_sgemm(CblasRowMajor,
-                    CblasNoTrans,
-                    CblasNoTrans,
-                    N,
-                    In,
-                    r,
-                    1.0f,
-                    dout + o0,
-                    O,
-                    tile,
-                    In,
-                    o0 == 0 ? din_beta : 1.0f,
-                    din,
-                    In);
-    }
-    free(tile);
+    swift_cpu_matmul_deq_bwd(din, dout, w, dequant_rows, N, In, O, din_beta);
 }
