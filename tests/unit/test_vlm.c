@@ -20,6 +20,8 @@
 #include <math.h>
 
 #include <cmocka.h>
+#include <jansson.h>
+#include <unistd.h>
 
 #include "kernels/ops.h"
 #include "lib/formats/safetensors.h"
@@ -268,6 +270,52 @@ static void test_freeze(void **state)
     vin_close(&in);
 }
 
+/* the older flat config.json (the text keys at the top, rope_scaling {type: mrope}) of the hub's
+ * first Qwen2-VL checkpoints: the same model as the nested layout */
+static void test_flat_config(void **state)
+{
+    (void)state;
+    json_t *root = json_load_file(FIX "qwen2_vl/config.json", 0, NULL);
+    assert_non_null(root);
+    json_t *text = json_incref(json_object_get(root, "text_config"));
+    json_object_del(root, "text_config");
+    const char *key;
+    json_t *val;
+    json_object_foreach(text, key, val)
+    {
+        if (strcmp(key, "model_type") && strcmp(key, "rope_parameters"))
+            json_object_set(root, key, val);
+    }
+    json_decref(text);
+    json_object_set_new(root, "rope_theta", json_real(10000.0));
+    json_object_set_new(root,
+                        "rope_scaling",
+                        json_pack("{s:s,s:[i,i,i]}", "type", "mrope", "mrope_section", 2, 3, 3));
+    char dir[] = "/tmp/swift-vlm-XXXXXX", path[64], target[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    assert_int_equal(json_dump_file(root, path, JSON_INDENT(2)), 0);
+    json_decref(root);
+    assert_non_null(realpath(FIX "qwen2_vl/model.safetensors", target));
+    char link[64];
+    snprintf(link, sizeof(link), "%s/model.safetensors", dir);
+    assert_int_equal(symlink(target, link), 0);
+    struct vin in;
+    vin_open(&in);
+    struct swift_safetensors ref;
+    assert_int_equal(swift_safetensors_open(&ref, FIX "qwen2_vl/ref.safetensors"), 0);
+    struct swift_vlm v;
+    assert_int_equal(swift_vlm_load(&v, dir, &swift_cpu_ops, 0), 0);
+    assert_int_equal(v.vc.mrope_section[1], 3);
+    check_forward(&v, &in, &ref);
+    swift_vlm_free(&v);
+    swift_safetensors_close(&ref);
+    vin_close(&in);
+    unlink(link);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* pads that do not match the grids, a video grid, pixels that do not match: errors */
 static void test_bad_batches(void **state)
 {
@@ -311,6 +359,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen2_vl),
         cmocka_unit_test(test_qwen2_5_vl),
+        cmocka_unit_test(test_flat_config),
         cmocka_unit_test(test_freeze),
         cmocka_unit_test(test_bad_batches),
     };
