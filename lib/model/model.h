@@ -27,7 +27,8 @@
  * (activations), forward.c (the one layer forward, run by training here and by generation over
  * a key/value cache, kv.h), logps.c (per-token log-probs for GRPO), backward.c, score.c (a reward
  * model's score head: transformers' *ForSequenceClassification); LoRA adapters in lora.h, PEFT's
- * files in adapter.h.
+ * files in adapter.h; vision-language models (Qwen2-VL, Qwen2.5-VL) in vlm.h (vlm.c, vlm_vision.c,
+ * vlm_run.c), whose language model is this decoder with M-RoPE (mrope_pos below).
  */
 #ifndef SWIFT_MODEL_H
 #define SWIFT_MODEL_H
