@@ -1,13 +1,15 @@
 /* Qwen2-VL and Qwen2.5-VL (lib/model/vlm.h) against transformers 5.24 on the committed fixtures
  * of tests/ref/gen_vlm_fixtures.py: tiny random models, two images of different grids in row 0
  * and a text-only row 1. Checked: the M-RoPE positions (exact), the merged image embeddings,
- * logits and loss (1e-5 relative to the largest reference value), and the gradients of the
- * patch embedding, ViT block 0, the merger, LLM layer 0, embed_tokens, the final norm and
- * lm_head (5e-5 relative to each tensor's largest entry; float32, OpenBLAS vs torch). Then the
- * freeze groups: a frozen group has no gradients, the others' gradients are unchanged; and the
- * batch checks (pads that do not match the grids, videos). Qwen2-VL's fixture has transformers'
- * module key layout (model.visual.*, model.language_model.*), Qwen2.5-VL's the hub's (visual.*,
- * model.*). */
+ * logits and loss (1e-5 relative to the largest reference value; measured about 1e-6), and the
+ * gradients of the patch embedding, ViT block 0, the merger, LLM layer 0, embed_tokens, the final
+ * norm and lm_head (5e-5 relative to each tensor's largest entry; measured at most 3.1e-6;
+ * float32, OpenBLAS vs torch). Qwen2-VL's fixture has transformers' module key layout
+ * (model.visual.*, model.language_model.*), Qwen2.5-VL's the hub's (visual.*, model.*); the flat
+ * config.json of the first hub checkpoints (rope_scaling {type: mrope}) loads the same model.
+ * Then: freeze groups (a frozen group has no gradients, the others' are bit for bit unchanged),
+ * LoRA on the language model with the ViT frozen lowers the loss, the strict CPU table gives the
+ * CPU's bits (no host access to backend memory), and bad batches are errors. */
 #include "lib/model/vlm.h"
 
 #include <setjmp.h>
@@ -25,6 +27,7 @@
 
 #include "kernels/ops.h"
 #include "lib/formats/safetensors.h"
+#include "lib/model/lora.h"
 
 #define FIX "tests/fixtures/vlm/"
 
@@ -316,6 +319,79 @@ static void test_flat_config(void **state)
     rmdir(dir);
 }
 
+/* LoRA on the language model with the ViT frozen, the merger trained: plain SGD on the LoRA
+ * factors and the merger lowers the loss over 6 steps; the ViT and the base weights keep no
+ * gradients */
+static void sgd(struct swift_param *p, int n, float lr)
+{
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; p[i].g && j < p[i].numel; j++)
+            p[i].w[j] -= lr * p[i].g[j];
+}
+
+static void test_lora_frozen_vit(void **state)
+{
+    (void)state;
+    struct vin in;
+    vin_open(&in);
+    struct swift_vlm v;
+    assert_int_equal(
+        swift_vlm_load(&v, FIX "qwen2_vl", &swift_cpu_ops, SWIFT_VLM_VIT | SWIFT_VLM_LLM), 0);
+    struct swift_lora_opts lo = {
+        .rank = 4, .alpha = 8, .dropout = 0, .targets = "all-linear", .seed = 7};
+    assert_int_equal(swift_lora_attach(&v.llm, &lo), 0);
+    assert_null(swift_vlm_param(&v, "visual.blocks.0.attn.qkv.weight")->g);
+    assert_null(swift_vlm_param(&v, "model.layers.0.self_attn.q_proj.weight")->g);
+    assert_non_null(swift_vlm_param(&v, "visual.merger.mlp.0.weight")->g);
+    double first = 0, loss = 0;
+    for (int s = 0; s < 6; s++) {
+        step(&v, &in, &loss);
+        if (s == 0)
+            first = loss;
+        sgd(v.llm.lp, v.llm.nlp, 0.5f);
+        sgd(v.vp, v.nvp, 0.5f);
+    }
+    printf("# lora + merger, frozen vit: loss %.4f -> %.4f\n", first, loss);
+    assert_true(loss < first - 0.05);
+    swift_vlm_free(&v);
+    vin_close(&in);
+}
+
+/* the strict CPU table (backend memory unreadable by the host, as a GPU's): the library never
+ * touches it directly, and the logits and a gradient are the CPU's bit for bit */
+static void test_strict_host(void **state)
+{
+    (void)state;
+    struct vin in;
+    vin_open(&in);
+    const struct swift_ops *tabs[2] = {&swift_cpu_ops, &swift_cpu_strict_ops};
+    float *lg[2], *g[2];
+    size_t nl = 0, ng = 0;
+    for (int t = 0; t < 2; t++) {
+        struct swift_vlm v;
+        assert_int_equal(swift_vlm_load(&v, FIX "qwen2_5_vl", tabs[t], 0), 0);
+        struct swift_loss l = {0};
+        swift_vlm_zero_grad(&v);
+        assert_int_equal(swift_vlm_forward(&v, &in.b, &l, 1.0f / (float)trained(&in)), 0);
+        nl = (size_t)in.b.B * in.b.T * v.llm.cfg.vocab_size;
+        lg[t] = malloc(nl * sizeof(float));
+        tabs[t]->download(lg[t], swift_vlm_logits(&v), nl * sizeof(float));
+        swift_vlm_backward(&v, &in.b);
+        struct swift_param *p = swift_vlm_param(&v, "visual.patch_embed.proj.weight");
+        ng = p->numel;
+        g[t] = malloc(ng * sizeof(float));
+        tabs[t]->download(g[t], p->g, ng * sizeof(float));
+        swift_vlm_free(&v);
+    }
+    assert_memory_equal(lg[0], lg[1], nl * sizeof(float));
+    assert_memory_equal(g[0], g[1], ng * sizeof(float));
+    for (int t = 0; t < 2; t++) {
+        free(lg[t]);
+        free(g[t]);
+    }
+    vin_close(&in);
+}
+
 /* pads that do not match the grids, a video grid, pixels that do not match: errors */
 static void test_bad_batches(void **state)
 {
@@ -361,6 +437,8 @@ int main(void)
         cmocka_unit_test(test_qwen2_5_vl),
         cmocka_unit_test(test_flat_config),
         cmocka_unit_test(test_freeze),
+        cmocka_unit_test(test_lora_frozen_vit),
+        cmocka_unit_test(test_strict_host),
         cmocka_unit_test(test_bad_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
