@@ -472,6 +472,13 @@ struct swift_param *swift_vlm_param(struct swift_vlm *v, const char *name)
     return swift_model_param(&v->llm, nm);
 }
 
+int swift_vlm_param_group(const struct swift_vlm *v, const struct swift_param *p)
+{
+    if (p < v->vp || p >= v->vp + v->nvp)
+        return SWIFT_VLM_LLM;
+    return strncmp(p->name, "visual.merger.", 14) ? SWIFT_VLM_VIT : SWIFT_VLM_ALIGNER;
+}
+
 /* ---- M-RoPE positions ---- */
 
 int swift_vlm_rope_index(const struct swift_vlm_config *vc, const int32_t *tokens, int B, int T,

@@ -135,6 +135,11 @@ void swift_vlm_zero_grad(struct swift_vlm *v);
  * (model.visual.*, model.language_model.*). NULL when none. */
 struct swift_param *swift_vlm_param(struct swift_vlm *v, const char *name);
 
+/* The group of a parameter of v (vision, language model, or a LoRA factor of the language
+ * model): SWIFT_VLM_VIT, SWIFT_VLM_ALIGNER or SWIFT_VLM_LLM, for per-group learning rates
+ * (ms-swift's vit_lr, aligner_lr). */
+int swift_vlm_param_group(const struct swift_vlm *v, const struct swift_param *p);
+
 /* transformers' get_rope_index for images: pos3 (3, B*T) the temporal, height and width
  * positions of every token (text: its index after the earlier text and images; an image's
  * tokens: start + (0, row, column) of its merged grid, and the text after it continues at

@@ -343,6 +343,11 @@ static void test_lora_frozen_vit(void **state)
     assert_null(swift_vlm_param(&v, "visual.blocks.0.attn.qkv.weight")->g);
     assert_null(swift_vlm_param(&v, "model.layers.0.self_attn.q_proj.weight")->g);
     assert_non_null(swift_vlm_param(&v, "visual.merger.mlp.0.weight")->g);
+    assert_int_equal(swift_vlm_param_group(&v, swift_vlm_param(&v, "visual.merger.ln_q.weight")),
+                     SWIFT_VLM_ALIGNER);
+    assert_int_equal(swift_vlm_param_group(&v, swift_vlm_param(&v, "visual.blocks.1.norm2.bias")),
+                     SWIFT_VLM_VIT);
+    assert_int_equal(swift_vlm_param_group(&v, &v.llm.lp[0]), SWIFT_VLM_LLM);
     double first = 0, loss = 0;
     for (int s = 0; s < 6; s++) {
         step(&v, &in, &loss);
