@@ -189,9 +189,35 @@ struct swift_ops {
      * (kernels/cpu/matmul_bf16.c), the specification for other backends (tests/kernels).
      * Returns 0, or -1 when the backend cannot (the math is unchanged); NULL: fp32 only. */
     int (*set_matmul_math)(int mode);
+
+    /* The vision tower of Qwen2-VL / Qwen2.5-VL (lib/model/vlm.h), appended after the mixed
+     * precision switch. NULL on a backend without them (lib/model refuses a vision model there).
+     * LayerNorm with bias (torch's nn.LayerNorm: biased variance): out (N,C) = (in - mean) *
+     * rstd * w (C) + b (C) (b may be NULL); mean, rstd (N) saved for backward. */
+    void (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *in, const float *w,
+                          const float *b, int N, int C, float eps);
+    /* din (N,C) += ..., dw (C) += ..., db (C) += ... (dw, db may be NULL) */
+    void (*layernorm_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
+                          const float *w, const float *mean, const float *rstd, int N, int C);
+    /* out (n) = gelu(in): kind SWIFT_GELU_ERF x * Phi(x) (nn.GELU()), SWIFT_GELU_QUICK
+     * x * sigmoid(1.702 x) (QuickGELU); backward writes din = dout * gelu'(in) */
+    void (*gelu_fwd)(float *out, const float *in, size_t n, int kind);
+    void (*gelu_bwd)(float *din, const float *dout, const float *in, size_t n, int kind);
+    /* Bidirectional attention inside segments (flash-attention's cu_seqlens): segment s is the
+     * tokens cu[s] .. cu[s+1]-1 and each of them attends to all the tokens of its segment and
+     * to no other. q, k, v, out (N,NH,D), N = cu[nseg] (passed too); scale 1/sqrt(D); cu (nseg+1)
+     * an int32 index array (host memory accepted), non-decreasing from 0. probs holds the softmax
+     * for backward: segment s's (NH,L,L), L = cu[s+1]-cu[s], at NH * sum over the earlier segments
+     * of L^2. Backward writes dq, dk, dv (N,NH,D). */
+    void (*attention_seg_fwd)(float *out, float *probs, const float *q, const float *k,
+                              const float *v, const int32_t *cu, int nseg, int N, int NH, int D);
+    void (*attention_seg_bwd)(float *dq, float *dk, float *dv, const float *dout,
+                              const float *probs, const float *q, const float *k, const float *v,
+                              const int32_t *cu, int nseg, int N, int NH, int D);
 };
 
 enum { SWIFT_MATH_FP32 = 0, SWIFT_MATH_BF16 = 1 };
+enum { SWIFT_GELU_ERF = 0, SWIFT_GELU_QUICK = 1 };
 
 /* The CPU backend (kernels/cpu): OpenBLAS sgemm for matmuls, OpenMP loops elsewhere. */
 extern const struct swift_ops swift_cpu_ops;

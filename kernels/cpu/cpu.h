@@ -74,6 +74,17 @@ void swift_cpu_copy_rows(float *dst, const int32_t *dst_idx, const float *src,
 void swift_cpu_attention_cached(float *out, const float *q, const float *kcache,
                                 const float *vcache, const int32_t *pos, const int32_t *row,
                                 size_t row_stride, int N, int NH, int NKV, int D);
+void swift_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w,
+                             const float *b, int N, int C, float eps);
+void swift_cpu_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
+                             const float *w, const float *mean, const float *rstd, int N, int C);
+void swift_cpu_gelu_fwd(float *out, const float *in, size_t n, int kind);
+void swift_cpu_gelu_bwd(float *din, const float *dout, const float *in, size_t n, int kind);
+void swift_cpu_attention_seg_fwd(float *out, float *probs, const float *q, const float *k,
+                                 const float *v, const int32_t *cu, int nseg, int N, int NH, int D);
+void swift_cpu_attention_seg_bwd(float *dq, float *dk, float *dv, const float *dout,
+                                 const float *probs, const float *q, const float *k, const float *v,
+                                 const int32_t *cu, int nseg, int N, int NH, int D);
 void swift_cpu_attention_paged(float *out, const float *q, const float *kcache, const float *vcache,
                                const int32_t *pos, const int32_t *toff, const int32_t *tables,
                                int ntables, int block_size, int N, int NH, int NKV, int D);

@@ -85,4 +85,10 @@ const struct swift_ops swift_cpu_ops = {
     .matmul8_bwd = swift_cpu_matmul8_bwd,
     .attention_paged = swift_cpu_attention_paged,
     .set_matmul_math = swift_cpu_set_matmul_math,
+    .layernorm_fwd = swift_cpu_layernorm_fwd,
+    .layernorm_bwd = swift_cpu_layernorm_bwd,
+    .gelu_fwd = swift_cpu_gelu_fwd,
+    .gelu_bwd = swift_cpu_gelu_bwd,
+    .attention_seg_fwd = swift_cpu_attention_seg_fwd,
+    .attention_seg_bwd = swift_cpu_attention_seg_bwd,
 };

@@ -293,6 +293,26 @@ WRAP(attention_paged,
       int NKV, int D),
      (out, q, kcache, vcache, pos, toff, tables, ntables, block_size, N, NH, NKV, D))
 
+WRAP(layernorm_fwd,
+     (float *out, float *mean, float *rstd, const float *in, const float *w, const float *b, int N,
+      int C, float eps),
+     (out, mean, rstd, in, w, b, N, C, eps))
+WRAP(layernorm_bwd,
+     (float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+      const float *mean, const float *rstd, int N, int C),
+     (din, dw, db, dout, in, w, mean, rstd, N, C))
+WRAP(gelu_fwd, (float *out, const float *in, size_t n, int kind), (out, in, n, kind))
+WRAP(gelu_bwd, (float *din, const float *dout, const float *in, size_t n, int kind),
+     (din, dout, in, n, kind))
+WRAP(attention_seg_fwd,
+     (float *out, float *probs, const float *q, const float *k, const float *v, const int32_t *cu,
+      int nseg, int N, int NH, int D),
+     (out, probs, q, k, v, cu, nseg, N, NH, D))
+WRAP(attention_seg_bwd,
+     (float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+      const float *k, const float *v, const int32_t *cu, int nseg, int N, int NH, int D),
+     (dq, dk, dv, dout, probs, q, k, v, cu, nseg, N, NH, D))
+
 static double st_sumsq(const float *x, size_t n)
 {
     enter();
@@ -340,4 +360,10 @@ const struct swift_ops swift_cpu_strict_ops = {
     .matmul8_bwd = st_matmul8_bwd,
     .attention_paged = st_attention_paged,
     .set_matmul_math = swift_cpu_set_matmul_math, /* touches no backend memory */
+    .layernorm_fwd = st_layernorm_fwd,
+    .layernorm_bwd = st_layernorm_bwd,
+    .gelu_fwd = st_gelu_fwd,
+    .gelu_bwd = st_gelu_bwd,
+    .attention_seg_fwd = st_attention_seg_fwd,
+    .attention_seg_bwd = st_attention_seg_bwd,
 };

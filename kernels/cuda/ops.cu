@@ -291,4 +291,11 @@ extern "C" const struct swift_ops swift_cuda_ops = {
     swift_cuda_matmul8_bwd,
     swift_cuda_attention_paged, /* swift-infer's paged cache (lib/model/pkv.c) */
     cu_set_matmul_math,         /* mixed precision (--torch-dtype) */
+    /* the vision tower (kernels/cuda/vision.cu; compile-checked, not yet run on a GPU) */
+    swift_cuda_layernorm_fwd,
+    swift_cuda_layernorm_bwd,
+    swift_cuda_gelu_fwd,
+    swift_cuda_gelu_bwd,
+    swift_cuda_attention_seg_fwd,
+    swift_cuda_attention_seg_bwd,
 };

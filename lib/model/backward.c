@@ -140,8 +140,17 @@ void swift_model_backward_from_lnf(struct swift_model *m, const struct swift_bat
                 snprintf(sh, sizeof(sh), "B=%d T=%d NH=%d NKV=%d D=%d", B, T, NH, NKV, D);
             OP_END("attention.backward", 4.0 * B * NH * (double)T * T * D, sh);
         }
-        ops->rope_bwd(a->dq, b->pos, m->inv_freq, N, NH, D);
-        ops->rope_bwd(a->dk, b->pos, m->inv_freq, N, NKV, D);
+        if (m->mrope_pos) { /* M-RoPE (forward.c): the three rotations undone */
+            size_t h2 = (size_t)D / 2;
+            for (int s = 2; s >= 0; s--) {
+                const int32_t *mp = m->mrope_pos + (size_t)s * N;
+                ops->rope_bwd(a->dq, mp, m->mrope_freq + s * h2, N, NH, D);
+                ops->rope_bwd(a->dk, mp, m->mrope_freq + s * h2, N, NKV, D);
+            }
+        } else {
+            ops->rope_bwd(a->dq, b->pos, m->inv_freq, N, NH, D);
+            ops->rope_bwd(a->dk, b->pos, m->inv_freq, N, NKV, D);
+        }
         float *dqp = a->dq, *dkp = a->dk;
         if (c->qk_norm) {
             ops->zero(a->dqraw, (size_t)N * NH * D);

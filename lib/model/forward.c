@@ -205,8 +205,16 @@ static void layer_fwd(struct swift_model *m, int l, const struct layer_ctx *cx, 
         ops->rmsnorm_fwd(la->q, la->qrstd, la->qraw, Ly->qn, N * NH, D, c->rms_norm_eps);
         ops->rmsnorm_fwd(la->k, la->krstd, la->kraw, Ly->kn, N * NKV, D, c->rms_norm_eps);
     }
-    ops->rope_fwd(la->q, cx->pos, m->inv_freq, N, NH, D);
-    ops->rope_fwd(la->k, cx->pos, m->inv_freq, N, NKV, D);
+    if (m->mrope_pos && !cx->kv) { /* M-RoPE: t, h, w each over its section */
+        size_t h2 = (size_t)D / 2;
+        for (int s = 0; s < 3; s++) {
+            ops->rope_fwd(la->q, m->mrope_pos + (size_t)s * N, m->mrope_freq + s * h2, N, NH, D);
+            ops->rope_fwd(la->k, m->mrope_pos + (size_t)s * N, m->mrope_freq + s * h2, N, NKV, D);
+        }
+    } else {
+        ops->rope_fwd(la->q, cx->pos, m->inv_freq, N, NH, D);
+        ops->rope_fwd(la->k, cx->pos, m->inv_freq, N, NKV, D);
+    }
     attend(m, l, cx, la);
     if (la->mid != x)
         ops->copy(la->mid, x, (size_t)N * H);

@@ -92,6 +92,11 @@ int swift_model_gguf_config(struct swift_model_config *c, const struct swift_ggu
                             const char *path);
 int swift_model_gguf_weights(struct swift_model *m, const struct swift_gguf *g, const char *path);
 
+/* The parameters of m->cfg (m->ops set), in backend memory, zero, with gradients when
+ * with_grads; names and pointers as swift_model_load makes them (weights.c). 0 or -1 (out of
+ * memory, reported; swift_model_free then frees what was made). */
+int swift_model_alloc(struct swift_model *m, int with_grads);
+
 /* Free the activations (acts.c); the model's adapters forget their activation pointers. */
 void swift_model_acts_free(struct swift_model *m);
 

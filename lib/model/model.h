@@ -27,7 +27,8 @@
  * (activations), forward.c (the one layer forward, run by training here and by generation over
  * a key/value cache, kv.h), logps.c (per-token log-probs for GRPO), backward.c, score.c (a reward
  * model's score head: transformers' *ForSequenceClassification); LoRA adapters in lora.h, PEFT's
- * files in adapter.h.
+ * files in adapter.h; vision-language models (Qwen2-VL, Qwen2.5-VL) in vlm.h (vlm.c, vlm_vision.c,
+ * vlm_run.c), whose language model is this decoder with M-RoPE (mrope_pos below).
  */
 #ifndef SWIFT_MODEL_H
 #define SWIFT_MODEL_H
@@ -185,6 +186,13 @@ struct swift_model {
      * linear k of layer l has its weight gradient (gw, gb) complete; NULL: not called */
     void (*grad_ready)(void *ctx, int l, int k);
     void *grad_ready_ctx;
+    /* M-RoPE (Qwen2-VL's language model, lib/model/vlm.h sets them): when mrope_pos is set,
+     * training's layers rotate q and k by three positions per token, mrope_pos (3, B*T) =
+     * temporal, height, width, each with mrope_freq (3, head_dim/2): the inverse frequencies of
+     * its section of mrope_section and 0 elsewhere (three rope_fwd calls; a zero frequency turns
+     * by nothing); attention still masks by the batch's pos. NULL: RoPE by pos. */
+    const int32_t *mrope_pos;
+    const float *mrope_freq;
 };
 
 /* Read config.json and the weights of dir; base parameters trainable (grads allocated) unless

@@ -151,6 +151,11 @@ static int alloc_params(struct swift_model *m, int with_grads)
     return 0;
 }
 
+int swift_model_alloc(struct swift_model *m, int with_grads)
+{
+    return alloc_params(m, with_grads);
+}
+
 struct swift_param *swift_model_param(struct swift_model *m, const char *name)
 {
     for (int i = 0; i < m->np; i++)

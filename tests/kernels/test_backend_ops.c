@@ -449,6 +449,95 @@ static void check_attention(struct inst *in, const struct swift_ops *o)
         }
 }
 
+/* layernorm with bias (the backward after the forward: mean, rstd): sh N, C; a eps, scale of x */
+static void layernorm(struct inst *in, const struct swift_ops *o, int step)
+{
+    int N = SH(0), C = SH(1);
+    if (step == GEN) {
+        tf(in, "x", (size_t)N * C, A(1), IN);
+        tf(in, "w", C, 1, IN);
+        tf(in, "b", C, 1, IN);
+        tf(in, "out", (size_t)N * C, 1, OF);
+        tf(in, "mean", N, 1, OF);
+        tf(in, "rstd", N, 1, OF);
+        tf(in, "dout", (size_t)N * C, 1, IN);
+        tf(in, "din (+=)", (size_t)N * C, ACC, OB);
+        tf(in, "dw (+=)", C, ACC, OB);
+        tf(in, "db (+=)", C, ACC, OB);
+    } else if (step == FWD) {
+        o->layernorm_fwd(F(3), F(4), F(5), F(0), F(1), F(2), N, C, A(0));
+    } else if (step == BWD) {
+        o->layernorm_bwd(F(7), F(8), F(9), F(6), F(0), F(1), F(4), F(5), N, C);
+    }
+}
+
+/* gelu: sh n, kind (SWIFT_GELU_*); a scale of x */
+static void gelu(struct inst *in, const struct swift_ops *o, int step)
+{
+    size_t n = SH(0);
+    if (step == GEN) {
+        tf(in, "x", n, A(0), IN);
+        tf(in, "out", n, 0, OF);
+        tf(in, "dout", n, 1, IN);
+        tf(in, "din", n, 0, OB);
+    } else if (step == FWD) {
+        o->gelu_fwd(F(1), F(0), n, (int)SH(1));
+    } else if (step == BWD) {
+        o->gelu_bwd(F(3), F(2), F(0), n, (int)SH(1));
+    }
+}
+
+/* attention inside segments (the vision tower's cu_seqlens): sh NH, D; the segments' lengths
+ * from the row's docs ("5,1,9"), cu in host memory; probs compared */
+enum { SQ, SK, SV, SCU, SOUT, SPROBS, SDOUT, SDQ, SDK, SDV };
+static void attention_seg(struct inst *in, const struct swift_ops *o, int step)
+{
+    int NH = SH(0), D = SH(1), nseg = 0, N = 0;
+    size_t np = 0;
+    int32_t lens[32];
+    for (const char *s = in->c->docs; s && *s && nseg < 32;) {
+        char *end;
+        lens[nseg] = (int32_t)strtol(s, &end, 10);
+        N += lens[nseg];
+        np += (size_t)lens[nseg] * lens[nseg] * NH;
+        nseg++;
+        s = *end ? end + 1 : end;
+    }
+    size_t n = (size_t)N * NH * D;
+    if (step == GEN) {
+        float acc = in->c->what & GRAD ? 0 : 1;
+        tf(in, "q", n, 1, IN);
+        tf(in, "k", n, 1, IN);
+        tf(in, "v", n, 1, IN);
+        int32_t *cu = ti(in, "cu", I32_HOST, (size_t)nseg + 1);
+        cu[0] = 0;
+        for (int i = 0; i < nseg; i++)
+            cu[i + 1] = cu[i] + lens[i];
+        tf(in, "out", n, 0, OF);
+        tf(in, "probs", np, 0, OF);
+        tf(in, "dout", n, 1, IN);
+        tf(in, "dq (written)", n, acc, OB);
+        tf(in, "dk (written)", n, acc, OB);
+        tf(in, "dv (written)", n, acc, OB);
+    } else if (step == FWD) {
+        o->attention_seg_fwd(F(SOUT), F(SPROBS), F(SQ), F(SK), F(SV), IDX(SCU), nseg, N, NH, D);
+    } else if (step == BWD) {
+        o->attention_seg_bwd(F(SDQ),
+                             F(SDK),
+                             F(SDV),
+                             F(SDOUT),
+                             F(SPROBS),
+                             F(SQ),
+                             F(SK),
+                             F(SV),
+                             IDX(SCU),
+                             nseg,
+                             N,
+                             NH,
+                             D);
+    }
+}
+
 /* swiglu: sh n; a scales of gate and up */
 static void swiglu(struct inst *in, const struct swift_ops *o, int step)
 {
@@ -723,6 +812,10 @@ static const struct family f_rmsnorm = {rmsnorm, 2, 4, {{0, 5}, {1, 6}}};
 static const struct family f_rope = {rope, 3, 4, {{2, 5}}};
 static const struct family f_attn = {attention, AOUT, ADOUT, {{AQ, ADQ}, {AK, ADK}, {AV, ADV}}};
 static const struct family f_swiglu = {swiglu, 2, 3, {{0, 4}, {1, 5}}};
+static const struct family f_layernorm = {layernorm, 3, 6, {{0, 7}, {1, 8}, {2, 9}}};
+static const struct family f_gelu = {gelu, 1, 2, {{0, 3}}};
+static const struct family f_attn_seg = {
+    attention_seg, SOUT, SDOUT, {{SQ, SDQ}, {SK, SDK}, {SV, SDV}}};
 static const struct family f_add = {add, 0, 0, {{0}}};
 static const struct family f_mul_cols = {mul_cols, 0, 0, {{0}}};
 static const struct family f_scale = {scale, 0, 0, {{0}}};
@@ -801,6 +894,15 @@ static const struct test_case cases[] = {
     {"flash gqa2/1 d32 T=1", &f_attn, BOTH | FLASH, {3, 1, 2, 1, 32, 1}, {0}, 0, FLT},
     {"swiglu", &f_swiglu, BOTH, {100003}, {4, 4}, 0, EW},
     {"swiglu gradients", &f_swiglu, GRAD, {12}, {3, 1}, 0, FD},
+    /* the vision tower (lib/model/vlm.h) */
+    {"layernorm", &f_layernorm, BOTH, {29, 1000}, {1e-6f, 2}, 0, RED},
+    {"layernorm gradients", &f_layernorm, GRAD, {4, 6}, {1e-6f, 1}, 0, FD},
+    {"gelu erf", &f_gelu, BOTH, {100003, SWIFT_GELU_ERF}, {4}, 0, EW},
+    {"gelu quick", &f_gelu, BOTH, {100003, SWIFT_GELU_QUICK}, {4}, 0, EW},
+    {"gelu erf gradient", &f_gelu, GRAD, {12, SWIFT_GELU_ERF}, {3}, 0, FD},
+    {"gelu quick gradient", &f_gelu, GRAD, {12, SWIFT_GELU_QUICK}, {3}, 0, FD},
+    {"attention_seg", &f_attn_seg, BOTH, {4, 16}, {0}, "24,1,48,7", RED},
+    {"attention_seg gradients", &f_attn_seg, GRAD, {2, 4}, {0}, "3,1,4", FD},
     {"add", &f_add, FWD, {100003, 0}, {0}, 0, EW},
     {"add (out aliases a)", &f_add, FWD, {100003, 1}, {0}, 0, EW},
     {"mul_cols beta 1 bias", &f_mul_cols, FWD, {301, 333, 1, 0}, {1}, 0, EW},
@@ -1078,7 +1180,8 @@ static void memory_test(void **state)
     o->sync();
 }
 
-/* The CUDA table has the ops of QLoRA (matmul4), DoRA (mul_cols) and 8-bit AdamW (adamw8bit):
+/* The CUDA table has the ops of QLoRA (matmul4), DoRA (mul_cols), 8-bit AdamW (adamw8bit) and the
+ * vision tower (layernorm, gelu, attention_seg):
  * lib/ refuses a technique on a table without its op, so a NULL here is a feature missing on the
  * GPU. Checked wherever CUDA is built, GPU or not (the table is data). */
 static void cuda_table_test(void **state)
@@ -1090,6 +1193,12 @@ static void cuda_table_test(void **state)
     assert_non_null(o->matmul4_bwd);
     assert_non_null(o->mul_cols);
     assert_non_null(o->adamw8bit);
+    assert_non_null(o->layernorm_fwd); /* the vision tower's, last in the table */
+    assert_non_null(o->layernorm_bwd);
+    assert_non_null(o->gelu_fwd);
+    assert_non_null(o->gelu_bwd);
+    assert_non_null(o->attention_seg_fwd);
+    assert_non_null(o->attention_seg_bwd);
 #else
     skip();
 #endif
@@ -1139,7 +1248,7 @@ static void add_test(int b, const char *name, CMUnitTestFunction fn, int i)
 int main(void)
 {
     find_cuda();
-    add_test(CUDA, "table has the 4-bit, DoRA and 8-bit AdamW ops", cuda_table_test, 0);
+    add_test(CUDA, "table has the 4-bit, DoRA, 8-bit AdamW and vision ops", cuda_table_test, 0);
     for (int b = 0; b < NBE; b++) {
         add_test(b, "memory ops", memory_test, 0);
         for (int i = 0; i < NCASES; i++)
