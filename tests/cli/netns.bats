@@ -105,6 +105,12 @@ share() { # REPORT.json RANK: grad_sync's fraction of the mean step
     jq -e '[.breakdown[] | select(.part == "grad_sync")][0] as $g |
         $g.test_us / .step_time.test.mean_us < $g.control_us / .step_time.control.mean_us' \
         "$W/cmp-g8.json"
+    # ZeRO-1: the gradient norm's all-reduce waits for the rank still receiving the
+    # reduce-scatter: a sync_wait span (it used to be untraced and counted as optimizer time)
+    f=$(ls "$W"/z/*-r0.trace.jsonl)
+    [ "$(grep '"name":"sync_wait"' "$f" | grep -c '"point":"gradient norm"')" -eq 6 ]
+    jq -r '.breakdown[] | select(.part == "optimizer" or .part == "grad_sync") |
+        "ZeRO-1 \(.part): \(.control_us | floor) us -> \(.test_us | floor) us"' "$W/cmp-z.json"
     # ZeRO-1: a reduce-scatter and an all-gather carry the same bytes as the all-reduce
     jq -e '[.bottlenecks.persisting[], .bottlenecks.new[] | select(.rule == "comm_bound")] | length >= 1' \
         "$W/cmp-z.json"
