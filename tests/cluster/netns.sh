@@ -73,6 +73,8 @@ check() { # prints the reason and fails when namespaces, veth or tbf are not all
     local ok=0
     if ! e=$(ip -n "$p" link add "${p}a" type veth peer name "${p}b" 2>&1); then
         echo "veth not available: $e"
+    elif ! e=$(ip -n "$p" link add "${p}br" type bridge 2>&1); then
+        echo "bridge not available: $e"
     elif ! e=$(ip netns exec "$p" tc qdisc add dev "${p}a" root tbf rate 10mbit burst 16kb \
         latency 100ms 2>&1); then
         echo "tc tbf not available: $e"
