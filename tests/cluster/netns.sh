@@ -6,6 +6,7 @@
 #   tests/cluster/netns.sh up STATE [NODES [RATE]]   namespaces, links, hostfile and agent in STATE
 #   tests/cluster/netns.sh mpirun STATE ARGS...      mpirun -np NODES across them (one rank a node)
 #   tests/cluster/netns.sh down STATE                remove all of it (also after a failed up)
+#   tests/cluster/netns.sh with STATE NODES RATE CMD...  up, CMD, down (also on failure or ^C)
 #   tests/cluster/netns.sh agent HOST CMD...         mpirun's launch agent (plm_rsh_agent)
 #   tests/cluster/netns.sh check                     can this machine do it? (prints why not)
 #   tests/cluster/netns.sh cpucheck                  can a node be CPU-limited (cgroup cpu)?
@@ -32,7 +33,7 @@
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), iproute2 with the sch_tbf qdisc, util-linux'
 # unshare, OpenMPI. Names are prefixed with $NETNS_PREFIX (default sw<pid of up>), recorded in
 # STATE, so parallel clusters do not collide.
-set -euo pipefail
+set -Eeuo pipefail
 
 SUBNET=${NETNS_SUBNET:-10.213.57}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -101,6 +102,9 @@ up() {
     mkdir -p "$st"
     local p=${NETNS_PREFIX:-sw$$}
     echo "$p" >"$st/prefix"
+    # a half-built cluster is removed (set -e exits after the trap)
+    # shellcheck disable=SC2064 # expanded now: st is local
+    trap "down $(printf %q "$st")" ERR
     echo "$n" >"$st/nodes"
     echo "$SUBNET" >"$st/subnet"
     ip netns add "${p}-sw"
@@ -127,6 +131,7 @@ up() {
         echo "$(addr "$i") slots=1" >>"$st/hostfile"
     done
     cgroups "$st"
+    trap - ERR
 }
 
 cgdir() { # STATE I: the node's cgroup directory (v2, else v1's cpu controller)
@@ -251,6 +256,17 @@ run_mpirun() { # STATE ARGS...
         --mca pml ob1 --bind-to none --oversubscribe -x NETNS_STATE "$@"
 }
 
+with() { # STATE NODES RATE CMD...: up, CMD (mpirun is "netns.sh mpirun STATE"), down whatever
+    local st=$1 n=$2 rate=$3 rc=0
+    shift 3
+    # shellcheck disable=SC2064 # expanded now: st is local
+    trap "down $(printf %q "$st")" EXIT
+    trap 'exit 130' INT TERM
+    up "$st" "$n" "$rate"
+    "$@" || rc=$?
+    return $rc
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
@@ -260,8 +276,9 @@ up) up "$@" ;;
 down) down "$@" ;;
 agent) agent "$@" ;;
 mpirun) run_mpirun "$@" ;;
+with) with "$@" ;;
 *)
-    echo "usage: netns.sh check|cpucheck|up STATE [NODES [RATE]]|mpirun STATE ARGS...|down STATE" >&2
+    echo "usage: netns.sh check|cpucheck|up STATE [NODES [RATE]]|mpirun STATE ARGS...|down STATE|with STATE NODES RATE CMD..." >&2
     exit 2
     ;;
 esac
