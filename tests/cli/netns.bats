@@ -13,7 +13,7 @@
 # machine is shared): the effects are large (a 20 Mbit/s link against a 1 ms compute step).
 #
 # All runs use OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 (ring) unless the test says otherwise:
-# OpenMPI 4.1's default for 2 ranks is binomial (reduce to rank 0, then broadcast), which sends
+# OpenMPI 4.1 picks binomial (reduce to rank 0, then broadcast) below 4 ranks or in place, which sends
 # the gradients across the link one way and then the other, so the step's exchange takes twice
 # bytes/rate and busbw (nccl-tests' definition, which assumes a ring) is half the link.
 
