@@ -7,7 +7,8 @@ libjansson-dev zlib1g-dev libarchive-dev libcurl4-openssl-dev libssl-dev
 libopenblas-dev libdnnl-dev libpcre2-dev libutf8proc-dev libyaml-dev libmicrohttpd-dev
 openmpi-bin libopenmpi-dev
 libcmocka-dev bats perl jq python3 help2man bsdutils
-openssl curl"
+openssl curl
+iproute2 util-linux faketime"
 missing=
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"

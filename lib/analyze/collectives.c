@@ -478,6 +478,14 @@ int swift_an_link_of(const struct swift_an_source *s, const char **name, double 
     return -1;
 }
 
+double swift_an_bw_round(double gbps)
+{
+    if (!isfinite(gbps) || gbps == 0)
+        return gbps;
+    double m = pow(10, 3 - floor(log10(fabs(gbps))));
+    return round(gbps * m) / m;
+}
+
 static json_t *num2(double v)
 {
     return isfinite(v) ? json_real(round(v * 100) / 100) : json_null();
@@ -502,8 +510,10 @@ json_t *swift_an_collectives_json(const struct swift_an_proc *ps, size_t n)
         json_object_set_new(o, "transfer_us", num2(c->transfer_us));
         json_object_set_new(o, "skew_pct", num2(c->us > 0 ? 100 * c->skew_us / c->us : NAN));
         json_object_set_new(o, "bytes", num2(c->bw_bytes));
-        json_object_set_new(o, "algbw_gbps", num2(alg));
-        json_object_set_new(o, "busbw_gbps", num2(bus));
+        json_object_set_new(
+            o, "algbw_gbps", isfinite(alg) ? json_real(swift_an_bw_round(alg)) : json_null());
+        json_object_set_new(
+            o, "busbw_gbps", isfinite(bus) ? json_real(swift_an_bw_round(bus)) : json_null());
         const char *ln = NULL;
         double lg = NAN;
         swift_an_link_of(p->src, &ln, &lg);

@@ -335,6 +335,9 @@ void swift_an_coll_match(struct swift_an_proc *ps, size_t n, struct swift_an_cra
 /* nccl-tests' busbw/algbw factor of a collective named like "allreduce" for n ranks (NAN when
  * unknown). */
 double swift_an_busbw_factor(const char *collective, int n);
+/* A bandwidth in GB/s rounded to 4 significant digits (a network link's 0.0025 GB/s as well as
+ * NVLink's 450; NAN stays NAN). */
+double swift_an_bw_round(double gbps);
 
 /* ---------- ranks.c: many ranks summarised ---------- */
 
@@ -453,6 +456,8 @@ double swift_an_jnum(json_t *o, const char *k);
 const char *swift_an_jstr(json_t *o, const char *k);
 /* A short human duration of `us` microseconds ("1.50 ms", "-" when not finite) into b. */
 const char *swift_an_dur(char *b, size_t n, double us);
+/* A bandwidth people read: "1.25 GB/s", below 1 GB/s "2.5 MB/s" ("-" when not finite). */
+const char *swift_an_bw_text(char *b, size_t n, double gbps);
 /* s cut to fit n bytes with "..." at the end when longer. */
 void swift_an_trunc_name(char *out, size_t n, const char *s);
 /* The HTML page (report_html.c). Returns 0 or -1 (write error). */

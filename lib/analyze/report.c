@@ -38,6 +38,17 @@ const char *swift_an_dur(char *b, size_t n, double us)
     return b;
 }
 
+const char *swift_an_bw_text(char *b, size_t n, double gbps)
+{
+    if (!isfinite(gbps))
+        snprintf(b, n, "-");
+    else if (fabs(gbps) >= 1 || gbps == 0)
+        snprintf(b, n, "%.2f GB/s", gbps);
+    else
+        snprintf(b, n, "%.3g MB/s", gbps * 1e3);
+    return b;
+}
+
 void swift_an_trunc_name(char *out, size_t n, const char *s)
 {
     size_t l = strlen(s);
@@ -628,8 +639,8 @@ static void print_collectives(FILE *fp, json_t *r, int md, int top)
                      100 * lf,
                      swift_an_jnum(c, "link_gbps"),
                      swift_an_jstr(c, "link"));
-        snprintf(ab, sizeof(ab), isfinite(alg) ? "%.2f GB/s" : "-", alg);
-        snprintf(bb, sizeof(bb), isfinite(bus) ? "%.2f GB/s" : "-", bus);
+        swift_an_bw_text(ab, sizeof(ab), alg);
+        swift_an_bw_text(bb, sizeof(bb), bus);
         swift_an_dur(t, sizeof(t), swift_an_jnum(c, "comm_us"));
         swift_an_dur(sk, sizeof(sk), swift_an_jnum(c, "skew_us"));
         swift_an_dur(tr, sizeof(tr), swift_an_jnum(c, "transfer_us"));

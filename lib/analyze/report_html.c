@@ -551,8 +551,13 @@ static void html_collectives(FILE *fp, json_t *cs)
                 swift_an_html_ms(sk, sizeof(sk), swift_an_jnum(c, "skew_us")),
                 swift_an_jnum(c, "skew_pct"),
                 swift_an_html_ms(tr, sizeof(tr), swift_an_jnum(c, "transfer_us")));
-        fprintf(fp, isfinite(alg) ? "<td class=\"n\">%.2f GB/s</td>" : "<td>-</td>", alg);
-        fprintf(fp, isfinite(bus) ? "<td class=\"n\">%.2f GB/s</td>" : "<td>-</td>", bus);
+        char ab[32], bb[32];
+        fprintf(fp,
+                isfinite(alg) ? "<td class=\"n\">%s</td>" : "<td>-</td>",
+                swift_an_bw_text(ab, sizeof(ab), alg));
+        fprintf(fp,
+                isfinite(bus) ? "<td class=\"n\">%s</td>" : "<td>-</td>",
+                swift_an_bw_text(bb, sizeof(bb), bus));
         fprintf(fp,
                 "<td class=\"n\">%g</td><td class=\"n\">%s</td></tr>\n",
                 swift_an_jnum(c, "arrived_last"),

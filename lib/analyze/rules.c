@@ -246,7 +246,7 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
     if (p->coll.bw_us > 0) { /* the transfer's bus bandwidth against the link (collectives.c) */
         double bus = p->coll.bus_bytes / p->coll.bw_us / 1e3, lg;
         const char *ln;
-        json_object_set_new(ev, "busbw_gbps", json_real(r2(bus)));
+        json_object_set_new(ev, "busbw_gbps", json_real(swift_an_bw_round(bus)));
         if (swift_an_link_of(p->src, &ln, &lg) == 0) {
             json_object_set_new(ev, "link", json_string(ln));
             json_object_set_new(ev, "link_gbps", json_real(lg));

@@ -587,10 +587,19 @@ int swift_dist_allreduce_d(struct swift_dist *d, double *v, int n, const char *w
 {
     if (d->world == 1)
         return 0;
+    int64_t t0 = swift_trace_now();
     MPI_Request rq;
     MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
     if (wait_all(&rq, 1, mono_s() + d->timeout_s) < 0)
         return fail_generic(d, what, step);
+    /* a few doubles: the time is waiting for the other ranks (the last one still receiving the
+     * reduce-scatter on a slow link), communication like a check-in's */
+    swift_trace_span("comm",
+                     "sync_wait",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_S("point", what), SWIFT_TARG_I("step", step)},
+                     2);
     return 0;
 }
 

@@ -171,11 +171,12 @@ kernels_vs_hta() { # kernels_vs_hta REPORT FIXTURE: rows that differ from HTA's 
     # by hand: the 15 all-reduce kernels overlap their copy (the 6 broadcasts, shorter than
     # 100 us, do not: no collective ends before its last rank arrives); rank 0 waits 100 us at
     # each; bytes = In msg nelems x 4 (Float); busbw = algbw x 2(n-1)/n = algbw for n = 2
-    # (the report rounds to 2 decimals)
+    # (the report rounds durations to 2 decimals, bandwidths to 4 significant digits)
     hand=$(gzip -dc "$T/hta/nccl_parser_config/nccl_data.json.gz" | jq -r '
+        def sig4: (pow(10; 3 - (log10 | floor))) as $m | (. * $m | round) / $m;
         [.traceEvents[] | select(.cat == "kernel" and (.name | startswith("nccl")) and .dur > 100)] |
         [length, (map([100, .dur] | min) | add), ((map(.dur) | add) * 100 | round / 100),
-         (((map(.args["In msg nelems"] * 4) | add) / (map(.dur) | add) / 1000) * 100 | round / 100)]
+         ((map(.args["In msg nelems"] * 4) | add) / (map(.dur) | add) / 1000 | sig4)]
         | map(tostring) | join(" ")')
     echo "by hand: $hand"
     got=$(json "$W/r.json" '[.collectives[0].matched, .collectives[0].skew_us,

@@ -2,6 +2,7 @@
  * breakdown, rules with exact new command lines, stragglers, loader positions. */
 #include "lib/analyze/analyze.h"
 #include "lib/analyze/breakdown.h"
+#include "lib/analyze/internal.h"
 #include "lib/analyze/rules.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
@@ -461,6 +462,63 @@ static const char *coll_trace(int rank)
     return buf;
 }
 
+/* A network link, not NVLink: 2 ranks arrive together at a grad_sync of 107136 bytes (the
+ * Llama fixture's gradients) that takes 50 ms: algbw = busbw (factor 1 for 2 ranks) = 2.14 MB/s,
+ * which the report used to round to 0 GB/s; 4 significant digits now. */
+static const char *slow_link_trace(int rank)
+{
+    static char buf[2048];
+    snprintf(buf,
+             sizeof(buf),
+             "{\"ph\":\"M\",\"name\":\"swift_meta\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":"
+             "{\"stage\":\"train\",\"rank\":%d,\"world_size\":2,\"host\":\"node%d\"}}\n"
+             "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\",\"pid\":1,\"tid\":1,"
+             "\"ts\":1000000,\"dur\":100000,\"args\":{\"step\":1}}\n"
+             "{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"forward\",\"pid\":1,\"tid\":1,"
+             "\"ts\":1000000,\"dur\":50000}\n"
+             "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"grad_sync\",\"pid\":1,\"tid\":1,"
+             "\"ts\":1050000,\"dur\":50000,\"args\":{\"bytes\":107136,\"algo\":"
+             "\"mpi_iallreduce_sum\",\"world_size\":2,\"step\":1}}\n",
+             rank,
+             rank);
+    return buf;
+}
+
+static void test_collectives_slow_link(void **state)
+{
+    (void)state;
+    struct swift_an_set set;
+    swift_an_set_init(&set);
+    for (int r = 0; r < 2; r++) {
+        const char *t = slow_link_trace(r);
+        char name[32];
+        snprintf(name, sizeof(name), "r%d.trace.jsonl", r);
+        assert_int_equal(swift_an_load_buffer(&set, name, t, strlen(t)), 0);
+    }
+    struct swift_analyze_opts o;
+    swift_analyze_opts_default(&o);
+    struct swift_an_proc *procs;
+    size_t n;
+    swift_an_procs_build(&set, &o, &procs, &n);
+    json_t *r = swift_an_report_build(&set, procs, n, &o);
+    json_t *c0 = json_array_get(json_object_get(r, "collectives"), 0);
+    assert_non_null(c0);
+    assert_true(json_number_value(json_object_get(c0, "transfer_us")) == 50000);
+    assert_true(json_number_value(json_object_get(c0, "algbw_gbps")) == 0.002143);
+    assert_true(json_number_value(json_object_get(c0, "busbw_gbps")) == 0.002143);
+    json_t *b = find_rule(r, "comm_bound");
+    assert_non_null(b);
+    assert_true(json_number_value(json_object_get(json_object_get(b, "evidence"), "busbw_gbps")) ==
+                0.002143);
+    char t[32];
+    assert_string_equal(swift_an_bw_text(t, sizeof(t), 0.00214272), "2.14 MB/s");
+    assert_string_equal(swift_an_bw_text(t, sizeof(t), 1.5), "1.50 GB/s");
+    assert_true(swift_an_bw_round(450) == 450 && swift_an_bw_round(0.8) == 0.8);
+    json_decref(r);
+    swift_an_procs_free(procs, n);
+    swift_an_set_release(&set);
+}
+
 static void test_collectives(void **state)
 {
     (void)state;
@@ -813,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_profile_phases),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_collectives_slow_link),
         cmocka_unit_test(test_loader_positions),
         cmocka_unit_test(test_more_rules),
         cmocka_unit_test(test_oversubscription),
