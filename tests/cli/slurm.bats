@@ -85,6 +85,13 @@ setup() {
     W=$BATS_FILE_TMPDIR
 }
 
+teardown() {
+    if [ -n "${D2:-}" ]; then # the second cluster of the watchdog test
+        bash tests/cluster/slurm.sh down "$D2"
+        rm -rf "$D2"
+    fi
+}
+
 losses() { # the "loss" values of a logging.jsonl or a stdout capture
     grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'
 }
@@ -258,4 +265,33 @@ preempt() { # NAME HOW [ENV=VALUE]...: submit, signal after 3 steps, follow the 
     diff <(grep '"eval_loss"' "$W/mpirun.out") <(grep '"eval_loss"' "$W/srun.out")
     echo "# srun --mpi=pmix (${t_srun}s) and mpirun -np 2 (${t_mpirun}s): 24 losses, eval loss," \
         "adapter and optimizer state identical" >&3
+}
+
+@test "tests/cluster/slurm.sh: a second cluster beside the first; its watchdog stops it when its owner is gone" {
+    D2=$(mktemp -d /tmp/swift-slurm.XXXXXX)
+    sleep 600 3>&- &
+    owner=$!
+    SECONDS=0
+    run bash tests/cluster/slurm.sh up "$D2" $owner
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"export SLURM_CONF=$D2/slurm.conf"* ]]
+    [ "$(SLURM_CONF=$D2/slurm.conf sinfo -h -N -o %t)" = idle ]
+    # only loopback: slurmctld and slurmd listen on 127.0.0.1
+    for p in $(sed -n 's/^Slurm\(ctld\|d\)Port=//p' "$D2/slurm.conf"); do
+        grep -q "^ *[0-9]*: 0100007F:$(printf %04X "$p") 00000000:0000 0A " /proc/net/tcp
+        ! grep -q "^ *[0-9]*: 00000000:$(printf %04X "$p") 00000000:0000 0A " /proc/net/tcp
+    done
+    pids="$(cat "$D2"/run/munged.pid "$D2"/run/slurmctld.pid "$D2"/run/slurmd.pid)"
+    kill $owner
+    for _ in $(seq 200); do
+        alive=
+        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+    done
+    echo "# watchdog: second cluster up, then down ${SECONDS}s after start" >&3
+    [ -z "$alive" ]
+    # the first cluster still works
+    [ "$(sinfo -h -N -o %t)" = idle ]
 }

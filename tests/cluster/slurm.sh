@@ -18,25 +18,23 @@
 # leaves nothing behind). `down` cancels the jobs, stops slurmd, slurmctld and munged by their pid
 # files, then kills whatever still carries SWIFT_SLURM_DIR=DIR in its environment (the daemons,
 # slurmstepd and the job processes of jobs submitted with that variable set).
-set -euo pipefail
+set -Eeuo pipefail # -E: the ERR trap of `up` also fires inside functions
 
 die() {
     echo "slurm.sh: $*" >&2
     exit 1
 }
 
-free_port() { # a TCP port nobody listens on (IPv4 or IPv6), from 20000-44999
-    local used p
-    local _sl local_addr _rem st _rest
+free_port() { # PORT= a TCP port nobody listens on (IPv4 or IPv6) nor in TAKEN, 20000-44999
+    local used p _sl local_addr _rem st _rest
     used=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r _sl local_addr _rem st _rest; do
-        [ "$st" = 0A ] && echo $((16#${local_addr##*:}))
+        if [ "$st" = 0A ]; then echo $((16#${local_addr##*:})); fi
     done | sort -u)
     for _ in $(seq 200); do
         p=$((20000 + RANDOM % 25000))
-        if ! grep -qx "$p" <<<"$used" && ! grep -qx "$p" <<<"${TAKEN:-}"; then
-            TAKEN="${TAKEN:-} $p"
-            TAKEN=${TAKEN// /$'\n'}
-            echo "$p"
+        if ! grep -qx "$p" <<<"$used" && [[ " $TAKEN " != *" $p "* ]]; then
+            TAKEN="$TAKEN $p"
+            PORT=$p
             return 0
         fi
     done
@@ -46,7 +44,8 @@ free_port() { # a TCP port nobody listens on (IPv4 or IPv6), from 20000-44999
 marked_pids() { # pids whose environment holds SWIFT_SLURM_DIR=$1, except this shell's ancestry
     local e p self=" $$ $BASHPID " q=$$
     while [ "$q" -gt 1 ]; do
-        q=$(awk '{print $4}' "/proc/$q/stat" 2>/dev/null) || break
+        q=$(sed 's/.*) //' "/proc/$q/stat" 2>/dev/null | cut -d' ' -f2) || break
+        [ -n "$q" ] || break
         self="$self$q "
     done
     for e in /proc/[0-9]*/environ; do
@@ -116,7 +115,7 @@ down() {
     return 0
 }
 
-write_conf() { # DIR CTLD_PORT SLURMD_PORT SRUN_PORT_LO
+write_conf() { # DIR CTLD_PORT SLURMD_PORT (srun listens on ports the kernel picks)
     local d=$1 host cpus
     host=$(hostname -s)
     cpus=$(nproc)
@@ -127,7 +126,6 @@ ClusterName=swift
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$2
 SlurmdPort=$3
-SrunPortRange=$4-$(($4 + 99))
 CommunicationParameters=NoAddrCache,NoCtldInAddrAny,NoInAddrAny
 MailProg=/bin/true
 AuthType=auth/munge
@@ -184,7 +182,7 @@ up() {
     mkdir -p "$d/munge" "$d/state" "$d/spool/swift0" "$d/pmix" "$d/run" "$d/log"
     chmod 711 "$d/munge" # the socket is reached by every user, the key by root only
     export SWIFT_SLURM_DIR=$d SLURM_CONF=$d/slurm.conf
-    trap 'echo "slurm.sh: start-up failed; logs in $d/log:" >&2; tail -n 5 "$d"/log/* >&2 || true;
+    trap 'trap - ERR; echo "slurm.sh: start-up failed; logs in $d/log:" >&2; tail -n 5 "$d"/log/* >&2 || true;
           down "$d"' ERR
     # munge: a key for this run only, its own socket
     dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
@@ -194,24 +192,28 @@ up() {
         --seed-file="$d/munge/munged.seed" 2>>"$d/log/munged.log"
     for _ in $(seq 50); do [ -S "$d/munge/munge.socket" ] && break; sleep 0.1; done
     munge -n -S "$d/munge/munge.socket" | unmunge -S "$d/munge/munge.socket" >/dev/null
-    TAKEN=
-    local ctld slurmd srun
-    ctld=$(free_port)
-    slurmd=$(free_port)
-    srun=$(free_port)
-    write_conf "$d" "$ctld" "$slurmd" "$srun"
-    slurmctld -f "$d/slurm.conf" -i
-    slurmd -f "$d/slurm.conf" -N swift0
-    local state=
-    for _ in $(seq 300); do
-        state=$(timeout 5 sinfo -h -N -o %t 2>/dev/null || true)
+    # a port taken between the choice and the bind fails the start: three tries
+    local try ctld slurmd state=
+    for try in 1 2 3; do
+        TAKEN=
+        free_port
+        ctld=$PORT
+        free_port
+        slurmd=$PORT
+        write_conf "$d" "$ctld" "$slurmd"
+        slurmctld -f "$d/slurm.conf" -i
+        slurmd -f "$d/slurm.conf" -N swift0
+        for _ in $(seq 300); do
+            state=$(timeout 5 sinfo -h -N -o %t 2>/dev/null || true)
+            [ "$state" = idle ] && break
+            sleep 0.1
+        done
         [ "$state" = idle ] && break
-        sleep 0.1
+        echo "slurm.sh: node state '${state:-?}' after 30 s, not idle (try $try of 3)" >&2
+        stop_pidfile "$d/run/slurmd.pid"
+        stop_pidfile "$d/run/slurmctld.pid"
     done
-    if [ "$state" != idle ]; then
-        echo "slurm.sh: node state '${state:-?}' after 30 s, not idle" >&2
-        false
-    fi
+    [ "$state" = idle ]
     trap - ERR
     if [ -n "$owner" ]; then
         # a watchdog outside the marked processes: `down` when the owner is gone
