@@ -25,7 +25,8 @@ cannot_run() { # why this machine cannot run the cluster; nothing when it can
     local p
     for p in slurmctld slurmd srun sbatch scontrol munged; do
         command -v "$p" >/dev/null ||
-            { echo "$p not installed (scripts/deps.sh: slurmctld slurmd slurm-client munge)"; return; }
+            { echo "$p not installed (scripts/deps.sh: slurmctld slurmd slurm-client munge)" &&
+                return; }
     done
     [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so ] || [ -n "$(find /usr/lib* \
         -name mpi_pmix.so -path '*slurm*' 2>/dev/null | head -1)" ] ||
@@ -136,8 +137,9 @@ submit() { # NAME [SBATCH OPTION]... -- [TRAIN OPTION]...: sbatch on 1 node x 2 
     done
     shift
     # SWIFT_SLURM_DIR marks the job's processes for `slurm.sh down` (sbatch passes it on)
-    SWIFT_SLURM_DIR=$SLURM_DIR sbatch --parsable --job-name="$name" --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 \
-        --chdir="$W" --output="$W/%x-%j.out" "${opts[@]}" "$PWD/$SB" --model "$PWD/$M" \
+    SWIFT_SLURM_DIR=$SLURM_DIR sbatch --parsable --job-name="$name" --nodes=1 \
+        --ntasks-per-node=2 --cpus-per-task=1 --chdir="$W" --output="$W/%x-%j.out" "${opts[@]}" \
+        "$PWD/$SB" --model "$PWD/$M" \
         "$@" "$PWD/$D"
 }
 
@@ -176,19 +178,20 @@ preempt() { # NAME HOW [ENV=VALUE]...: submit, signal after 3 steps, follow the 
     state=$(wait_job "$id" 180) || { cat "$W/$name-$id.out"; false; }
     out=$W/$name-$id.out
     cat "$out"
-    ckpt=$(sed -n 's/^swift-train: SIG[A-Z0-9]*: checkpoint-\([0-9]*\) written; exiting with 75$/\1/p' \
-        "$out" | sort -u)
+    stop='^swift-train: SIG[A-Z0-9]*: checkpoint-\([0-9]*\) written; exiting with 75$'
+    ckpt=$(sed -n "s/$stop/\\1/p" "$out" | sort -u)
     echo "# $name: job $id, signal ($how) after ${at}s, checkpoint-$ckpt on both ranks," \
         "exit 75, requeued $(job_field "$id" Restarts)x, $state after ${SECONDS}s in all" >&3
     [ "$state" = COMPLETED ]
     [ "$(job_field "$id" Restarts)" = 1 ]
     [ "$(job_field "$id" ExitCode)" = 0:0 ]
     # both ranks checkpointed and stopped at the same step; the script requeued the job
-    [ "$(grep -c "^swift-train: SIG[A-Z0-9]*: checkpoint-$ckpt written; exiting with 75$" "$out")" -eq 2 ]
+    [ "$(sed -n "s/$stop/\\1/p" "$out" | grep -cx "$ckpt")" -eq 2 ]
     grep -q "^checkpointed after a signal: requeueing job $id$" "$out"
     # the requeued run resumed there (the log of the first run is kept: --open-mode=append)
     grep -q "^swift-train: resumed from runs/$name-$id/checkpoint-$ckpt (step $ckpt of 24" "$out"
-    [ "$ckpt" -ge 3 ] && [ "$ckpt" -lt 24 ]
+    [ "$ckpt" -ge 3 ]
+    [ "$ckpt" -lt 24 ]
     same_run "$(cat "$W/reference")" "$run_dir"
     echo "# $name: losses of all 24 steps and the final adapter + optimizer state equal the" \
         "uninterrupted job's bit for bit" >&3
@@ -244,7 +247,8 @@ preempt() { # NAME HOW [ENV=VALUE]...: submit, signal after 3 steps, follow the 
 
 @test "srun -n 2 --mpi=pmix swift-train equals mpirun -np 2: losses and weights bit for bit" {
     SECONDS=0
-    SWIFT_SLURM_DIR=$SLURM_DIR timeout 120 srun -n 2 --mpi=pmix --chdir="$PWD" "$T" --model $M "${train[@]}" -j 1 \
+    SWIFT_SLURM_DIR=$SLURM_DIR timeout 120 srun -n 2 --mpi=pmix --chdir="$PWD" "$T" --model $M \
+        "${train[@]}" -j 1 \
         -o "$W/srun" --trace "$W/srun-tr/" $D </dev/null >"$W/srun.out" 2>"$W/srun.err" ||
         { cat "$W/srun.err"; false; }
     t_srun=$SECONDS

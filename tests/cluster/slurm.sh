@@ -27,9 +27,10 @@ die() {
 
 free_port() { # PORT= a TCP port nobody listens on (IPv4 or IPv6) nor in TAKEN, 20000-44999
     local used p _sl local_addr _rem st _rest
-    used=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r _sl local_addr _rem st _rest; do
-        if [ "$st" = 0A ]; then echo $((16#${local_addr##*:})); fi
-    done | sort -u)
+    used=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+        while read -r _sl local_addr _rem st _rest; do
+            if [ "$st" = 0A ]; then echo $((16#${local_addr##*:})); fi
+        done | sort -u)
     for _ in $(seq 200); do
         p=$((20000 + RANDOM % 25000))
         if ! grep -qx "$p" <<<"$used" && [[ " $TAKEN " != *" $p "* ]]; then
@@ -182,8 +183,8 @@ up() {
     mkdir -p "$d/munge" "$d/state" "$d/spool/swift0" "$d/pmix" "$d/run" "$d/log"
     chmod 711 "$d/munge" # the socket is reached by every user, the key by root only
     export SWIFT_SLURM_DIR=$d SLURM_CONF=$d/slurm.conf
-    trap 'trap - ERR; echo "slurm.sh: start-up failed; logs in $d/log:" >&2; tail -n 5 "$d"/log/* >&2 || true;
-          down "$d"' ERR
+    trap 'trap - ERR; echo "slurm.sh: start-up failed; logs in $d/log:" >&2
+          tail -n 5 "$d"/log/* >&2 || true; down "$d"' ERR
     # munge: a key for this run only, its own socket
     dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
     chmod 400 "$d/munge/munge.key"
