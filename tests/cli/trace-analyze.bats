@@ -539,8 +539,9 @@ rows_after() { # rows_after FILE HEADER-REGEX: the indented rows of the text tab
         [ "$(jq -c '[.processes[0].phases.rows[] | {name, count}]' "$W/$t.json")" = "$(jq -c 'map({name, count})' "$W/$t.exp")" ]
         for i in $(seq 0 $(($(jq length "$W/$t.exp") - 1))); do
             near "$(jq ".processes[0].phases.rows[$i].us" "$W/$t.json")" "$(jq ".[$i].us" "$W/$t.exp")" 0.01
+            # share is rounded to 1e-6, so share x wall is good to half a millionth of the wall
             near "$(jq ".processes[0].phases | .rows[$i].share * .wall_us" "$W/$t.json")" \
-                "$(jq ".[$i].us" "$W/$t.exp")" 1
+                "$(jq ".[$i].us" "$W/$t.exp")" "$(jq ".processes[0].phases.wall_us * 5e-7 + 0.01" "$W/$t.json")"
         done
         top=$(jq -r '.[0].name' "$W/$t.exp")
         for f in text md html; do
