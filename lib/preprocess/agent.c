@@ -361,9 +361,20 @@ static uint64_t splitmix(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-/* One OpenAI tool call; args is a JSON object (or a string already holding JSON text). */
-static void add_call(struct parse *p, const char *name, size_t nlen, json_t *args)
+/* One OpenAI tool call; args is a JSON object (or a string already holding JSON text). Returns 0,
+ * or -1 (noted as malformed at byte at) when the name is not valid UTF-8. */
+static int add_call(struct parse *p, const char *name, size_t nlen, json_t *args, size_t at)
 {
+    for (size_t i = 0; i < nlen; i++)
+        if ((unsigned char)name[i] < 0x20) {
+            bad(p, at, "the name has a control character");
+            return -1;
+        }
+    json_t *js = nlen ? json_stringn(name, nlen) : NULL;
+    if (!js) {
+        bad(p, at, nlen ? "the name is not valid UTF-8" : "the name is empty");
+        return -1;
+    }
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     char id[5 + 24 + 1] = "call_";
     for (int i = 0; i < 24; i++)
@@ -377,10 +388,9 @@ static void add_call(struct parse *p, const char *name, size_t nlen, json_t *arg
     char *a = json_is_string(args) ? NULL
               : args ? json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER)
                      : NULL;
-    json_t *fn = json_pack("{s:s%,s:s}",
+    json_t *fn = json_pack("{s:o,s:s}",
                            "name",
-                           name,
-                           nlen,
+                           js,
                            "arguments",
                            json_is_string(args) ? json_string_value(args)
                            : a                  ? a
@@ -391,6 +401,7 @@ static void add_call(struct parse *p, const char *name, size_t nlen, json_t *arg
         p->calls = json_array();
     json_array_append_new(p->calls,
                           json_pack("{s:s,s:s,s:o}", "id", id, "type", "function", "function", fn));
+    return 0;
 }
 
 /* A {"name", "arguments"|"parameters"} object at text[at..at+n) becomes a call; 0, or -1 (noted
@@ -414,11 +425,12 @@ static int object_call(struct parse *p, const char *s, size_t n, size_t at)
         bad(p, at, "no \"name\" string");
     else if (args && !json_is_null(args) && !json_is_object(args) && !json_is_string(args))
         bad(p, at, "arguments are not a JSON object");
-    else {
-        add_call(
-            p, json_string_value(name), json_string_length(name), json_is_null(args) ? NULL : args);
-        rc = 0;
-    }
+    else
+        rc = add_call(p,
+                      json_string_value(name),
+                      json_string_length(name),
+                      json_is_null(args) ? NULL : args,
+                      at);
     json_decref(v);
     return rc;
 }
@@ -571,8 +583,8 @@ static void parse_react(struct parse *p)
         if (!json_is_object(args)) {
             bad(p, ao, "Action Input is not a JSON object");
             sb_add(&p->rest, t + ao, end - ao);
-        } else
-            add_call(p, t + ns, nend - ns, args);
+        } else if (add_call(p, t + ns, nend - ns, args, ao) < 0)
+            sb_add(&p->rest, t + ao, end - ao);
         json_decref(args);
         pos = end;
     }
@@ -622,8 +634,9 @@ static void parse_glm4(struct parse *p)
             if (!json_is_object(args)) {
                 bad(p, ns, "arguments are not a JSON object");
                 sb_add(&p->rest, t + pos, pe - pos);
+            } else if (add_call(p, t + a, ne - a, args, ns) < 0) {
+                sb_add(&p->rest, t + pos, pe - pos);
             } else {
-                add_call(p, t + a, ne - a, args);
                 sb_add(&p->rest, t + pos, ns - pos);
             }
             json_decref(args);

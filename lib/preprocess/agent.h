@@ -26,7 +26,8 @@
  * {"name", "arguments": <the arguments as a compact JSON string>}}; the ids are drawn from seed
  * (the same text and seed give the same ids). Whitespace around the JSON and the keywords does not
  * matter. Something that looks like a call but is not one (its JSON does not parse, no "name"
- * string, arguments that are not a JSON object, an Action without an Action Input) is not a
+ * string, an empty name or one with control characters or invalid UTF-8, arguments that are not
+ * a JSON object, an Action without an Action Input) is not a
  * call: it stays in the content, and why receives which call and what is wrong ("call 2 at byte
  * 57: arguments are not a JSON object"; the first such problem; "" when there is none). The
  * content is the text with the calls taken out, whitespace-trimmed; NULL when nothing is left.
