@@ -127,7 +127,9 @@ static const struct swift_command command = {
         "  swift-eval out/ckpt --task gsm8k --dataset test.jsonl --limit 100 --max-new-tokens 256\n"
         "  swift-eval base --adapters out/checkpoint-50 --task ppl --dataset shards/val\n"
         "  swift-eval out/ckpt --task mmlu --dataset mmlu --baseline before.json --max-drop 0.01\n"
-        "  swift-eval base --adapters out/dpo/checkpoint-100 --task pref --dataset pairs/val\n",
+        "  swift-eval base --adapters out/dpo/checkpoint-100 --task pref --dataset pairs/val\n"
+        "  swift-eval out/ckpt --task toolcall --dataset heldout_tools.jsonl --max-new-tokens "
+        "128\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
 

@@ -107,7 +107,8 @@ static const struct swift_command command = {
         "  swift-infer base --adapters out/checkpoint-100 rows.jsonl > answers.jsonl\n"
         "  swift-infer models/qwen --max-num-seqs 32 --trace trace/ requests.jsonl -o a.jsonl\n"
         "  swift-infer models/qwen --serve --port 8000 --served-model-name qwen\n"
-        "  swift-infer qwen-q8_0.gguf requests.jsonl -o answers.jsonl\n",
+        "  swift-infer qwen-q8_0.gguf requests.jsonl -o answers.jsonl\n"
+        "  swift-infer models/llama3.1 --agent-template llama3 --serve\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
 
