@@ -6,6 +6,7 @@
 #include "lib/eval/run.h"
 #include "lib/core/fileio.h"
 #include "lib/eval/prompt.h"
+#include "lib/preprocess/agent.h"
 #include "lib/preprocess/template.h"
 #include "lib/core/trace.h"
 
@@ -36,16 +37,26 @@ static int dataset(const struct swift_option *opt, void *opts, const char *arg)
     return 0;
 }
 
+static int agent_name(const struct swift_option *opt, void *opts, const char *arg)
+{
+    int a = swift_agent_find(arg);
+    if (a < 0)
+        return swift_usage("unknown agent template '%s' (%s)", arg, SWIFT_AGENT_NAMES);
+    ((struct cli *)opts)->o.agent = a;
+    return 0;
+}
+
 static const struct swift_option options[] = {
     SWIFT_OPT_LOOKUP(0, "task", F(o.task), swift_eval_task_parse, "TASK",
-                     "loss, ppl, mc, mmlu, gsm8k, exact or pref",
-                     .values = "loss ppl mc mmlu gsm8k exact pref",
-                     .error = "unknown task '{arg}' (loss, ppl, mc, mmlu, gsm8k, exact, pref)"),
+                     "loss, ppl, mc, mmlu, gsm8k, exact, pref or toolcall",
+                     .values = "loss ppl mc mmlu gsm8k exact pref toolcall",
+                     .error = "unknown task '{arg}' (loss, ppl, mc, mmlu, gsm8k, exact, pref, "
+                              "toolcall)"),
     SWIFT_OPT_CALLBACK(
         0, "dataset", dataset, "PATH",
         "shards or a raw JSONL/JSON/CSV/text file (loss, ppl), MMLU CSV file or "
-        "folder (mmlu), JSONL (mc, gsm8k, exact), pair shards (pref); repeat it for one record per "
-        "dataset",
+        "folder (mmlu), JSONL (mc, gsm8k, exact), pair shards (pref), tool-calling conversations "
+        "(toolcall); repeat it for one record per dataset",
         .aliases = "val_dataset"),
     SWIFT_OPT_PATH(0, "adapters", F(o.adapters), "DIR", "LoRA adapters in PEFT's layout",
                    .aliases = "adapter"),
@@ -61,6 +72,10 @@ static const struct swift_option options[] = {
                      "chat template for prompts and raw loss data (none: plain text; default "
                      "none, for loss the tokenizer's)",
                      .values = "none " SWIFT_TEMPLATE_NAMES),
+    SWIFT_OPT_CALLBACK(0, "agent-template", agent_name, "NAME",
+                       "toolcall: how tools are offered and calls parsed: " SWIFT_AGENT_NAMES
+                       " (default: the template's own, hermes for Qwen, llama3 for Llama 3)",
+                       .aliases = "agent_template", .values = SWIFT_AGENT_NAMES),
     SWIFT_OPT_INT(0, "limit", F(o.limit), 0, 1L << 40, "N",
                   "evaluate the first N items (samples for loss)", .aliases = "eval_limit"),
     SWIFT_OPT_INT(0, "few-shot", F(o.few_shot), 0, 64, "K",
@@ -112,7 +127,9 @@ static const struct swift_command command = {
         "  swift-eval out/ckpt --task gsm8k --dataset test.jsonl --limit 100 --max-new-tokens 256\n"
         "  swift-eval base --adapters out/checkpoint-50 --task ppl --dataset shards/val\n"
         "  swift-eval out/ckpt --task mmlu --dataset mmlu --baseline before.json --max-drop 0.01\n"
-        "  swift-eval base --adapters out/dpo/checkpoint-100 --task pref --dataset pairs/val\n",
+        "  swift-eval base --adapters out/dpo/checkpoint-100 --task pref --dataset pairs/val\n"
+        "  swift-eval out/ckpt --task toolcall --dataset heldout_tools.jsonl --max-new-tokens "
+        "128\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
 
@@ -135,6 +152,8 @@ int main(int argc, char **argv)
     if (c.o.torch_dtype == 2)
         return swift_usage("--torch-dtype float16: not supported (no fp16 matmuls on the CPU; "
                            "use bfloat16 or float32)");
+    if (c.o.task == SWIFT_EVAL_TOOLCALL && c.o.few_shot)
+        return swift_usage("--few-shot: not supported by --task toolcall");
     if (c.o.template_name && !swift_eval_template_known(c.o.template_name))
         return swift_usage(
             "unknown template '%s' (none, %s)", c.o.template_name, swift_eval_template_names());

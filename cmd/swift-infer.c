@@ -7,6 +7,7 @@
 #include "lib/core/trace.h"
 #include "lib/infer/batch.h"
 #include "lib/infer/server.h"
+#include "lib/preprocess/agent.h"
 #include "lib/preprocess/template.h"
 
 #include <stdlib.h>
@@ -22,12 +23,25 @@ struct cli {
 #define F(m) SWIFT_FIELD(struct cli, m)
 #define BIG (1 << 30)
 
+static int agent_name(const struct swift_option *opt, void *opts, const char *arg)
+{
+    int a = swift_agent_find(arg);
+    if (a < 0)
+        return swift_usage("unknown agent template '%s' (%s)", arg, SWIFT_AGENT_NAMES);
+    ((struct cli *)opts)->s.infer.agent = a;
+    return 0;
+}
+
 static const struct swift_option options[] = {
     SWIFT_OPT_PATH(0, "adapters", F(s.infer.adapters), "DIR",
                    "LoRA adapters in PEFT's layout, merged into the weights", .aliases = "adapter"),
     SWIFT_OPT_STRING(0, "template", F(s.infer.template_name), "NAME",
                      "chat template (default: the tokenizer's chat_template, recognised)",
                      .values = SWIFT_TEMPLATE_NAMES),
+    SWIFT_OPT_CALLBACK(0, "agent-template", agent_name, "NAME",
+                       "how tools are offered and tool calls parsed back: " SWIFT_AGENT_NAMES
+                       " (default: the template's own, hermes for Qwen, llama3 for Llama 3)",
+                       .aliases = "agent_template", .values = SWIFT_AGENT_NAMES),
     SWIFT_OPT_PATH('o', "output", F(s.infer.output), "FILE",
                    "write the answers to FILE (atomically; a rerun keeps the custom_ids already "
                    "answered there and answers the rest) instead of stdout"),
@@ -93,7 +107,8 @@ static const struct swift_command command = {
         "  swift-infer base --adapters out/checkpoint-100 rows.jsonl > answers.jsonl\n"
         "  swift-infer models/qwen --max-num-seqs 32 --trace trace/ requests.jsonl -o a.jsonl\n"
         "  swift-infer models/qwen --serve --port 8000 --served-model-name qwen\n"
-        "  swift-infer qwen-q8_0.gguf requests.jsonl -o answers.jsonl\n",
+        "  swift-infer qwen-q8_0.gguf requests.jsonl -o answers.jsonl\n"
+        "  swift-infer models/llama3.1 --agent-template llama3 --serve\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
 

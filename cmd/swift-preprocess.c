@@ -8,6 +8,7 @@
 #include "lib/core/jsonl.h"
 #include "lib/preprocess/dataset.h"
 #include "lib/preprocess/preprocess.h"
+#include "lib/preprocess/agent.h"
 #include "lib/preprocess/template.h"
 #include "lib/core/trace.h"
 
@@ -50,6 +51,15 @@ static int template_name(const struct swift_option *opt, void *opts, const char 
     if (!swift_template_find(arg))
         return swift_usage("unknown template '%s' (%s)", arg, swift_template_names());
     ((struct cli *)opts)->o.template_name = arg;
+    return 0;
+}
+
+static int agent_name(const struct swift_option *opt, void *opts, const char *arg)
+{
+    int a = swift_agent_find(arg);
+    if (a < 0)
+        return swift_usage("unknown agent template '%s' (%s)", arg, SWIFT_AGENT_NAMES);
+    ((struct cli *)opts)->o.agent = a;
     return 0;
 }
 
@@ -100,6 +110,10 @@ static const struct swift_option options[] = {
     SWIFT_OPT_CALLBACK(0, "template", template_name, "NAME",
                        SWIFT_TEMPLATE_NAMES " (default: from the tokenizer)",
                        .values = SWIFT_TEMPLATE_NAMES),
+    SWIFT_OPT_CALLBACK(0, "agent-template", agent_name, "NAME",
+                       "how tools, tool calls and tool results are written: " SWIFT_AGENT_NAMES
+                       " (default: the template's own, hermes for ChatML/Qwen, llama3 for Llama 3)",
+                       .aliases = "agent_template", .values = SWIFT_AGENT_NAMES),
     SWIFT_OPT_CALLBACK(0, "dataset", dataset, "FILE", "input file (also as operands)"),
     SWIFT_OPT_CALLBACK(0, "train-tokenizer", train_tokenizer, "VOCAB",
                        "train a byte-level BPE tokenizer of VOCAB tokens on the text FILEs and "
@@ -205,6 +219,9 @@ static const struct swift_command command = {
         "  echo '[9707, 1879]' | swift-preprocess --tokenizer models/Qwen3-0.6B --decode\n"
         "  head -1 train.jsonl | swift-preprocess --tokenizer models/Llama-3 --template llama3 "
         "--render\n"
+        "  swift-preprocess --tokenizer models/Llama-3.1-8B-Instruct --agent-template llama3 "
+        "-o shards \\\n"
+        "      glaive_toolcall_en_demo.json\n"
         "  swift-preprocess --tokenizer models/Qwen3-0.6B --template generation --truncation split "
         "\\\n"
         "      --packing sequential -o pretrain input.txt\n"

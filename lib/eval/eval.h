@@ -42,12 +42,13 @@ enum swift_eval_task {
     SWIFT_EVAL_GSM8K,    /* generation, number extraction */
     SWIFT_EVAL_EXACT,    /* generation, exact match after whitespace normalisation */
     SWIFT_EVAL_PREF,     /* preference accuracy and margin on pair shards (run.h) */
+    SWIFT_EVAL_TOOLCALL, /* generation, tool calls parsed and matched (name, arguments) */
 };
 
 /* "loss" -> SWIFT_EVAL_LOSS ...; -1 when unknown. */
 int swift_eval_task_parse(const char *name);
 const char *swift_eval_task_name(int task);
-/* 1 for tasks that generate text (gsm8k, exact), 0 otherwise. */
+/* 1 for tasks that generate text (gsm8k, exact, toolcall), 0 otherwise. */
 int swift_eval_task_generates(int task);
 
 #define SWIFT_EVAL_MAX_CHOICES 26
@@ -72,6 +73,10 @@ struct swift_eval_set {
 };
 
 void swift_eval_set_init(struct swift_eval_set *set);
+/* A new zeroed item (answer -1) at the end of set, for readers; NULL past the ceiling on items
+ * (reported with file:line). */
+struct swift_eval_item *swift_eval_set_push(struct swift_eval_set *set, const char *file,
+                                            long line);
 void swift_eval_set_release(struct swift_eval_set *set);
 
 /* Read a dataset for `task` (mc, mmlu, gsm8k, exact) from path into set (appending).

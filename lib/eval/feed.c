@@ -50,6 +50,20 @@ int swift_eval_encode_prompt(struct swift_eval_runner *r, const char *text,
     return 0;
 }
 
+int swift_eval_encode_toolcall(struct swift_eval_runner *r, const struct swift_eval_item *it,
+                               struct swift_eval_ids *out)
+{
+    const uint32_t *u;
+    size_t n;
+    long stop;
+    if (swift_eval_toolcall_prompt(r->pr, it->question, it->answer, r->agent, &u, &n, &stop) < 0)
+        return swift_error_at(it->file, it->line, "cannot render the tool-call prompt");
+    if (stop >= 0)
+        swift_eval_add_eos(r, stop);
+    to_ids(u, n, out);
+    return 0;
+}
+
 /* ---- feeding sequences through the cache in chunks ---- */
 
 int swift_eval_feed_all(struct swift_eval_runner *r, const struct swift_eval_feed *f, int nf,

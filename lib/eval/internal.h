@@ -38,6 +38,8 @@ struct swift_eval_runner {
     int32_t eos[8];
     int neos;
     struct swift_eval_prompter *pr;
+    int agent;     /* toolcall: the agent template (lib/preprocess/agent.h) */
+    long tc_names; /* toolcall: items whose call names matched */
     /* counters for the record */
     long tokens;  /* tokens run through the model */
     double fwd_s; /* time in forward calls (scoring) */
@@ -57,6 +59,10 @@ int swift_eval_encode_prompt(struct swift_eval_runner *r, const char *text,
                              struct swift_eval_ids *out);
 /* Add a stop id (ignored when out of the vocabulary, already there, or past eight). */
 void swift_eval_add_eos(struct swift_eval_runner *r, long id);
+/* A toolcall item's prompt: the conversation before its turn with the tools (prompt.h); the
+ * template's end-of-turn id joins the stop ids. Returns 0 or -1. */
+int swift_eval_encode_toolcall(struct swift_eval_runner *r, const struct swift_eval_item *it,
+                               struct swift_eval_ids *out);
 
 struct swift_eval_feed {
     int row;

@@ -63,6 +63,29 @@ const char *swift_eval_prompter_name(const struct swift_eval_prompter *p)
     return p->t ? swift_template_name(p->t) : "none";
 }
 
+const char *swift_eval_template_guess(const struct swift_tokenizer *tok)
+{
+    return swift_template_guess(tok);
+}
+
+int swift_eval_prompter_encode_conv(struct swift_eval_prompter *p, const struct swift_conv *c,
+                                    const uint32_t **ids, size_t *n, long *stop)
+{
+    *stop = -1;
+    if (!p->t)
+        return swift_error("this task needs a chat template (--template)");
+    long st; /* the end-of-turn id, as an empty reply has it */
+    if (swift_eval_prompter_encode(p, "x", ids, n, &st) < 0)
+        return -1;
+    char err[256];
+    if (swift_template_encode_prompt(p->t, p->st, p->tok, c, &p->enc, err, sizeof(err)) < 0)
+        return swift_error("template %s: %s", swift_template_name(p->t), err);
+    *stop = st;
+    *ids = p->enc.tok.ids;
+    *n = p->enc.tok.n;
+    return 0;
+}
+
 int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text, const uint32_t **ids,
                               size_t *n)
 {

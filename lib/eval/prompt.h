@@ -19,6 +19,8 @@
 struct swift_tokenizer;
 struct swift_eval_prompter;
 struct swift_eval_rows;
+struct swift_eval_set;
+struct swift_conv;
 
 /* 1 when name is "none" or a known template, else 0. */
 int swift_eval_template_known(const char *name);
@@ -41,6 +43,32 @@ const char *swift_eval_prompter_name(const struct swift_eval_prompter *p);
  * is borrowed until the next call. Returns 0 or -1 (reported). */
 int swift_eval_prompter_encode(struct swift_eval_prompter *p, const char *text,
                                const uint32_t **ids, size_t *n, long *stop);
+/* The chat template a tokenizer's chat_template corresponds to (swift_template_guess), or NULL. */
+const char *swift_eval_template_guess(const struct swift_tokenizer *tok);
+
+/* Encode conversation c (ending with a user message or tool results) with the prompter's chat
+ * template and its generation prompt (swift_template_encode_prompt); *stop as above. Needs a
+ * template. Same ownership. Returns 0 or -1 (reported). */
+int swift_eval_prompter_encode_conv(struct swift_eval_prompter *p, const struct swift_conv *c,
+                                    const uint32_t **ids, size_t *n, long *stop);
+
+/*
+ * The toolcall task (lib/eval/toolcall.c). Items are the assistant turns with tool calls of a
+ * dataset in ms-swift's formats (OpenAI messages with tools / tool_calls / tool, ShareGPT with
+ * function_call / observation, JSON or JSON Lines): the item's question is its row (compact
+ * JSON), answer the turn's index in the conversation, target the reference calls
+ * [{"name", "arguments": {...}}]. A file with no such turn is an error.
+ * swift_eval_toolcall_prompt renders the conversation before the turn with the tools, agent
+ * template `agent` (lib/preprocess/agent.h) and the generation prompt. swift_eval_toolcall_score
+ * parses a completion with that agent template and returns 1 when the calls equal the target
+ * (the same number, names and JSON arguments in order), *name_ok 1 when the names do.
+ */
+int swift_eval_toolcall_read(const char *path, struct swift_eval_set *set);
+int swift_eval_toolcall_prompt(struct swift_eval_prompter *p, const char *row, int upto, int agent,
+                               const uint32_t **ids, size_t *n, long *stop);
+int swift_eval_toolcall_score(int agent, const char *text, size_t len, const char *target,
+                              int *name_ok);
+
 /* Encode plain text without special handling (continuations). Same ownership. */
 int swift_eval_prompter_plain(struct swift_eval_prompter *p, const char *text, const uint32_t **ids,
                               size_t *n);

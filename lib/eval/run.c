@@ -10,6 +10,7 @@
 #include "lib/core/record.h"
 #include "lib/formats/shard.h"
 #include "lib/model/lora.h"
+#include "lib/preprocess/agent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +107,18 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
         return -1;
     r->logits = swift_xmalloc((size_t)SWIFT_EVAL_MAX_WANT * r->V * sizeof(float));
     find_eos(r);
-    if (!(r->pr = swift_eval_prompter_new(r->tok, o->template_name)))
+    const char *tname = o->template_name;
+    if (o->task == SWIFT_EVAL_TOOLCALL && (!tname || !strcmp(tname, "none"))) {
+        /* tool calls need the chat template: the tokenizer's when --template does not say */
+        if (!(tname = swift_eval_template_guess(r->tok)))
+            return swift_error("--task toolcall needs a chat template; the tokenizer has none "
+                               "swift-eval knows (use --template)");
+    }
+    if (!(r->pr = swift_eval_prompter_new(r->tok, tname)))
         return -1;
+    r->agent = o->agent ? o->agent : swift_agent_for_template(tname);
+    if (!r->agent)
+        r->agent = SWIFT_AGENT_HERMES;
     int mp = r->m.cfg.max_position_embeddings;
     if (o->max_length <= 0)
         oo->max_length = mp > 0 && mp < 4096 ? mp : 4096;
@@ -156,6 +167,8 @@ static void record_finish(struct swift_eval_runner *r, json_t *rec, long n, doub
                             : o->adapters && !o->merge_adapters ? json_string("adapters off")
                                                                 : json_string("the model"));
     }
+    if (o->task == SWIFT_EVAL_TOOLCALL)
+        json_object_set_new(cfg, "agent_template", json_string(swift_agent_name(r->agent)));
     if (swift_eval_task_generates(o->task)) {
         json_object_set_new(cfg, "max_new_tokens", json_integer(o->max_new_tokens));
         json_object_set_new(cfg, "temperature", json_real(o->temperature));
@@ -191,6 +204,7 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     r->tokens = 0;
     r->fwd_s = 0;
     memset(&r->gen, 0, sizeof(r->gen));
+    r->tc_names = 0;
     long n = 0;
     json_t *rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
     double t1 = swift_eval_now();

@@ -19,6 +19,13 @@
  *              --seed and the item's index, so results do not depend on --batch-size), stopped
  *              at eos or a stop word ("\n\n", "Question:"); gsm8k compares numbers
  *              (lib/eval/eval.h), exact the whole answer.
+ *   toolcall   every assistant turn with tool calls of a tool-calling dataset (OpenAI messages
+ *              with tools, ShareGPT/glaive function_call turns): the conversation before it is
+ *              rendered with its tools by the chat template and --agent-template, the model
+ *              generates (as gsm8k, without the stop words) until its end of turn, the
+ *              completion is parsed into tool calls (lib/preprocess/agent.h) and compared with
+ *              the turn's: accuracy = the same calls (names and JSON arguments, in order),
+ *              name_accuracy = the same names.
  *   pref       on a pair shard directory (swift-preprocess --kind pairs): each pair's
  *              chosen and rejected rows go through the policy (the model with its adapters) and
  *              the reference (--ref-model, else the model with the adapters switched off) as
@@ -47,9 +54,11 @@ struct swift_eval_opts {
     int ndatasets;
     const char *adapters; /* PEFT adapter directory or NULL */
     int merge_adapters;   /* fold the adapters into the weights instead of running them aside */
-    const char *template_name; /* NULL or "none": plain prompts (lib/eval/prompt.h) */
-    int task;                  /* SWIFT_EVAL_* */
-    long limit;                /* items (samples for loss); 0: all */
+    const char *template_name; /* NULL or "none": plain prompts (lib/eval/prompt.h); toolcall:
+                                  the tokenizer's chat template */
+    int agent;  /* toolcall: enum swift_agent (lib/preprocess/agent.h); 0: the template's own */
+    int task;   /* SWIFT_EVAL_* */
+    long limit; /* items (samples for loss); 0: all */
     int few_shot;
     int max_new_tokens;
     double temperature, top_p;

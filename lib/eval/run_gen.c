@@ -21,6 +21,8 @@ static int gen_stop_cb(void *ctx, int i, const int32_t *out, int n)
 {
     struct gen_ctx *g = ctx;
     (void)i;
+    if (g->r->o->task == SWIFT_EVAL_TOOLCALL) /* the end of turn stops it */
+        return 0;
     /* decoding the tail is enough: a stop word spans a few tokens at most */
     int from = n > 16 ? n - 16 : 0;
     uint32_t u[16];
@@ -50,7 +52,7 @@ static char *gen_answer(struct swift_eval_runner *r, const int32_t *out, int n)
     free(u);
     if (rc < 0)
         return NULL;
-    for (int k = 0; stop_words[k]; k++) {
+    for (int k = 0; r->o->task != SWIFT_EVAL_TOOLCALL && stop_words[k]; k++) {
         char *p = strstr(text, stop_words[k]);
         if (p)
             *p = 0;
@@ -88,7 +90,8 @@ static int gen_prompts(struct swift_eval_runner *r, struct swift_eval_set *set,
             break;
         }
         struct swift_eval_ids *pr = &b->pr[b->n];
-        rc = swift_eval_encode_prompt(r, prompt, pr);
+        rc = o->task == SWIFT_EVAL_TOOLCALL ? swift_eval_encode_toolcall(r, &set->items[i], pr)
+                                            : swift_eval_encode_prompt(r, prompt, pr);
         free(prompt);
         if (rc == 0 && pr->n == 0)
             rc = swift_error_at(set->items[i].file, set->items[i].line, "empty prompt");
@@ -102,9 +105,16 @@ static int gen_prompts(struct swift_eval_runner *r, struct swift_eval_set *set,
     return rc;
 }
 
-/* Whether a generated answer is right: gsm8k compares the extracted number, exact the text. */
-static int gen_correct(int task, const char *ans, const char *target)
+/* Whether a generated answer is right: gsm8k compares the extracted number, exact the text,
+ * toolcall the parsed calls (and counts the matching names in r->tc_names). */
+static int gen_correct(struct swift_eval_runner *r, int task, const char *ans, const char *target)
 {
+    if (task == SWIFT_EVAL_TOOLCALL) {
+        int names;
+        int ok = swift_eval_toolcall_score(r->agent, ans, strlen(ans), target, &names);
+        r->tc_names += names;
+        return ok;
+    }
     if (task == SWIFT_EVAL_GSM8K) {
         char num[128];
         return swift_eval_extract_number(ans, num, sizeof(num)) && !strcmp(num, target);
@@ -138,7 +148,7 @@ static int gen_batch_run(struct swift_eval_runner *r, struct swift_eval_set *set
             rc = -1;
             break;
         }
-        int ok = gen_correct(o->task, ans, it->target);
+        int ok = gen_correct(r, o->task, ans, it->target);
         free(ans);
         rc = swift_eval_tally_add(acc, it->subject, ok);
     }
@@ -197,6 +207,11 @@ int swift_eval_run_gen(struct swift_eval_runner *r, struct swift_eval_set *setp,
     if (rc == 0) {
         json_t *mt = json_object_get(rec, "metrics");
         json_object_set_new(mt, "accuracy", json_real(swift_eval_tally_micro(&acc)));
+        if (o->task == SWIFT_EVAL_TOOLCALL) {
+            json_object_set_new(mt, "arguments_accuracy", json_real(swift_eval_tally_micro(&acc)));
+            json_object_set_new(
+                mt, "name_accuracy", json_real(acc.total ? (double)r->tc_names / acc.total : 0));
+        }
         if (acc.n > 1)
             json_object_set_new(mt, "accuracy_macro", json_real(swift_eval_tally_macro(&acc)));
         swift_eval_record_add_tally(rec, &acc);

@@ -4,6 +4,7 @@
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/jsonl.h"
+#include "lib/eval/prompt.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -17,7 +18,8 @@
 #define MAX_FIELD ((size_t)1 << 20) /* one CSV field */
 #define MAX_ITEMS ((size_t)10 << 20)
 
-static const char *const task_names[] = {"loss", "ppl", "mc", "mmlu", "gsm8k", "exact", "pref"};
+static const char *const task_names[] = {
+    "loss", "ppl", "mc", "mmlu", "gsm8k", "exact", "pref", "toolcall"};
 
 int swift_eval_task_parse(const char *name)
 {
@@ -36,7 +38,7 @@ const char *swift_eval_task_name(int task)
 
 int swift_eval_task_generates(int task)
 {
-    return task == SWIFT_EVAL_GSM8K || task == SWIFT_EVAL_EXACT;
+    return task == SWIFT_EVAL_GSM8K || task == SWIFT_EVAL_EXACT || task == SWIFT_EVAL_TOOLCALL;
 }
 
 void swift_eval_set_init(struct swift_eval_set *set)
@@ -95,6 +97,11 @@ static struct swift_eval_item *set_push(struct swift_eval_set *set, const char *
     it->line = line;
     it->file = set_file(set, file);
     return it;
+}
+
+struct swift_eval_item *swift_eval_set_push(struct swift_eval_set *set, const char *file, long line)
+{
+    return set_push(set, file, line);
 }
 
 static void set_pop(struct swift_eval_set *set)
@@ -603,6 +610,8 @@ int swift_eval_read(int task, const char *path, struct swift_eval_set *set)
             return swift_eval_read_mmlu_csv(path, set);
         task = SWIFT_EVAL_MC; /* MMLU exported as mc JSONL */
     }
+    if (task == SWIFT_EVAL_TOOLCALL)
+        return swift_eval_toolcall_read(path, set);
     if (task != SWIFT_EVAL_MC && task != SWIFT_EVAL_GSM8K && task != SWIFT_EVAL_EXACT)
         return swift_error("task '%s' has no item reader", swift_eval_task_name(task));
     FILE *fp = strcmp(path, "-") ? fopen(path, "r") : stdin;

@@ -210,6 +210,7 @@ static int prompt_of(struct batch *b, struct job *j, int32_t **ids, int *n,
                               "start it with --template NAME (%s)",
                               SWIFT_TEMPLATE_NAMES);
     struct swift_encoded e = {0};
+    j->rq.conv.agent = b->im.agent;
     if (swift_oai_render_chat(&j->rq, b->im.tpl, b->im.st, b->im.tok, &e, er) < 0) {
         swift_encoded_release(&e);
         return -1;

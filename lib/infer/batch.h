@@ -42,11 +42,14 @@ struct swift_infer_opts {
     const char *model;         /* model directory (required) */
     const char *adapters;      /* PEFT adapters, merged into the weights; NULL: none */
     const char *template_name; /* chat template; NULL: the tokenizer's (swift_template_guess) */
-    const char *input;         /* JSONL; NULL or "-": stdin */
-    const char *output;        /* NULL: stdout (not resumable) */
-    const char *served_name;   /* the model name requests may give (404 otherwise); NULL: any */
-    const char *device;        /* auto (NULL), cpu, cuda[:N] */
-    int threads;               /* 0: all CPUs */
+    int agent;         /* enum swift_agent (lib/preprocess/agent.h): how tools are offered and calls
+                          parsed; 0: the template's own (hermes for Qwen, llama3 for Llama 3; hermes when
+                          the template has none) */
+    const char *input; /* JSONL; NULL or "-": stdin */
+    const char *output;      /* NULL: stdout (not resumable) */
+    const char *served_name; /* the model name requests may give (404 otherwise); NULL: any */
+    const char *device;      /* auto (NULL), cpu, cuda[:N] */
+    int threads;             /* 0: all CPUs */
     struct swift_engine_opts engine;
 };
 
@@ -66,6 +69,7 @@ struct swift_infer_model {
     struct swift_tokenizer *tok;
     struct swift_tok_state *st;
     const struct swift_template *tpl;
+    int agent; /* the agent template in effect (never 0) */
     struct swift_engine *eng;
     int max_len;
 };

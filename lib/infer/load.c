@@ -6,6 +6,7 @@
 #include "lib/eval/kv.h"
 #include "lib/model/backend.h"
 #include "lib/model/lora.h"
+#include "lib/preprocess/agent.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
 
@@ -61,6 +62,9 @@ static int load_model(struct swift_infer_model *im, const struct swift_infer_opt
         swift_usage("unknown template '%s' (%s)", o->template_name, SWIFT_TEMPLATE_NAMES);
         return SWIFT_MISUSED;
     }
+    im->agent = o->agent ? o->agent : swift_agent_for_template(tname);
+    if (!im->agent)
+        im->agent = SWIFT_AGENT_HERMES;
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* openai — choices as they are generated, and the response bodies (see openai.h). */
 #include "lib/infer/openai.h"
-#include "lib/infer/toolcall.h"
+#include "lib/preprocess/agent.h"
 
 #include "lib/core/alloc.h"
 #include "lib/core/fileio.h"
@@ -272,12 +272,14 @@ json_t *swift_oai_chat_response(const struct swift_oai_request *rq, const char *
         if (rq->tools_on && c->len) {
             char *content;
             json_t *calls;
-            ncalls = swift_toolcall_parse(SWIFT_TOOLCALL_HERMES,
-                                          c->text,
-                                          c->len,
-                                          call_seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
-                                          &content,
-                                          &calls);
+            ncalls = swift_agent_parse(rq->conv.agent,
+                                       c->text,
+                                       c->len,
+                                       call_seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
+                                       &content,
+                                       &calls,
+                                       NULL,
+                                       0);
             json_object_set_new(
                 msg, "content", content ? text_json(content, strlen(content)) : json_null());
             if (calls)

@@ -5,7 +5,7 @@
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/trace.h"
-#include "lib/infer/toolcall.h"
+#include "lib/preprocess/agent.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -134,12 +134,14 @@ static void tool_delta(struct sreq *r, int i)
     struct swift_oai_choice *c = &r->ch[i];
     char *content;
     json_t *calls;
-    int nc = swift_toolcall_parse(SWIFT_TOOLCALL_HERMES,
-                                  c->text,
-                                  c->len,
-                                  r->call_seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
-                                  &content,
-                                  &calls);
+    int nc = swift_agent_parse(r->rq.conv.agent,
+                               c->text,
+                               c->len,
+                               r->call_seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
+                               &content,
+                               &calls,
+                               NULL,
+                               0);
     json_t *ch = swift_oai_chunk(&r->rq,
                                  r->id,
                                  r->created,

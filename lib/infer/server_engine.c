@@ -38,6 +38,7 @@ static int chat_ids(struct srv *s, struct sreq *r)
                               "start it with --template NAME (%s)",
                               SWIFT_TEMPLATE_NAMES);
     struct swift_encoded e = {0};
+    r->rq.conv.agent = s->im.agent;
     int rc = swift_oai_render_chat(&r->rq, s->im.tpl, s->im.st, s->im.tok, &e, &r->er);
     if (rc == 0) {
         r->nids = (int)e.tok.n;

@@ -106,6 +106,7 @@ static int do_pref(struct ctx *c, struct worker *w, struct item *it, json_t *obj
                                &owned,
                                it->err,
                                ERR_LEN);
+    w->conv.agent = w->conv1.agent = c->o->agent;
     if (rc == 0)
         rc = swift_template_encode_pair(c->tpl,
                                         w->st,
@@ -181,11 +182,13 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
                                  &owned,
                                  it->err,
                                  ERR_LEN);
+        w->conv.agent = c->o->agent;
         if (rc == 0)
             rc = swift_template_encode_prompt(
                 c->tpl, w->st, c->tok, &w->conv, &w->enc, it->err, ERR_LEN);
     } else {
         rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
+        w->conv.agent = c->o->agent;
         if (rc == 0)
             rc = swift_template_encode(
                 c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err, ERR_LEN);

@@ -25,6 +25,7 @@ struct swift_preprocess_opts {
     enum swift_pp_mode mode;
     const char *tokenizer;     /* directory (required) */
     const char *template_name; /* NULL: guessed from tokenizer_config.json */
+    int agent;                 /* enum swift_agent (agent.h); 0: the template's own format */
     const char *output;        /* shard directory (build mode) */
     char **inputs;             /* data files; none: stdin */
     int ninputs;

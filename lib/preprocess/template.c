@@ -2,6 +2,7 @@
 #include "lib/preprocess/template.h"
 
 #include "lib/core/alloc.h"
+#include "lib/preprocess/agent.h"
 #include "lib/core/error.h"
 
 #include <stdarg.h>
@@ -18,16 +19,22 @@ struct swift_template {
     const char *name;
     enum kind kind;
     const char *default_system;
+    int dated; /* llama3_1/_2: the system turn's knowledge and today dates */
 };
 
 static const struct swift_template templates[] = {
-    {"chatml", K_CHATML, NULL},
-    {"qwen", K_CHATML, "You are a helpful assistant."},
-    {"qwen2_5", K_CHATML, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
-    {"qwen3", K_QWEN3, NULL},
-    {"llama3", K_LLAMA3, NULL},
-    {"default", K_DEFAULT, "You are a helpful assistant."},
-    {"generation", K_GENERATION, NULL},
+    {"chatml", K_CHATML, NULL, 0},
+    {"qwen", K_CHATML, "You are a helpful assistant.", 0},
+    {"qwen2_5",
+     K_CHATML,
+     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+     0},
+    {"qwen3", K_QWEN3, NULL, 0},
+    {"llama3", K_LLAMA3, NULL, 0},
+    {"llama3_1", K_LLAMA3, NULL, 1},
+    {"llama3_2", K_LLAMA3, NULL, 1},
+    {"default", K_DEFAULT, "You are a helpful assistant.", 0},
+    {"generation", K_GENERATION, NULL, 0},
 };
 #define NTEMPLATES (sizeof(templates) / sizeof(templates[0]))
 
@@ -63,8 +70,11 @@ const char *swift_template_guess(const struct swift_tokenizer *tok)
             return "qwen";
         return "chatml";
     }
-    if (strstr(ct, "<|start_header_id|>"))
+    if (strstr(ct, "<|start_header_id|>")) {
+        if (strstr(ct, "Cutting Knowledge Date"))
+            return strstr(ct, "strftime_now") ? "llama3_2" : "llama3_1";
         return "llama3";
+    }
     return NULL;
 }
 
@@ -285,12 +295,16 @@ static int emit_tool_calls(struct render *r, json_t *calls, int qwen3, int has_c
         emits(r, "<tool_call>\n{\"name\": \"", m);
         emit_content(r, json_string_value(name), json_string_length(name), m);
         emits(r, "\", \"arguments\": ", m);
+        json_t *decoded = !qwen3 && json_is_string(args) ? swift_agent_call_args(tc) : NULL;
         if (qwen3 && json_is_string(args))
             emit_content(r, json_string_value(args), json_string_length(args), m);
+        else if (decoded) /* OpenAI's JSON text: written as that JSON (as vLLM and ms-swift) */
+            emit_json(r, decoded, m);
         else if (args)
             emit_json(r, args, m);
         else
             emits(r, "{}", m);
+        json_decref(decoded);
         emits(r, "}\n</tool_call>", m);
     }
     return 0;
@@ -452,12 +466,56 @@ static void render_chatml(struct render *r, const struct swift_template *t,
     }
 }
 
-static void render_llama3(struct render *r, const struct swift_conv *c, int loss, size_t last_asst)
+static void llama3_turn(struct render *r, const char *role, const char *s, size_t n, int m)
+{
+    emits(r, "<|start_header_id|>", 0);
+    emits(r, role, 0);
+    emits(r, "<|end_header_id|>\n\n", 0);
+    trim(&s, &n);
+    emit_content(r, s, n, m);
+    emits(r, "<|eot_id|>", m);
+}
+
+/* Llama 3.1's call: {"name": "NAME", "parameters": ARGS} (several, one per line: the official
+ * template refuses more than one) */
+static void llama3_calls(struct render *r, json_t *calls, int tm)
+{
+    emits(r, "<|start_header_id|>assistant<|end_header_id|>\n\n", 0);
+    size_t k;
+    json_t *tc;
+    json_array_foreach(calls, k, tc)
+    {
+        json_t *f = json_object_get(tc, "function");
+        f = json_is_object(f) ? f : tc;
+        json_t *name = json_object_get(f, "name");
+        json_t *args = swift_agent_call_args(f);
+        if (!json_is_string(name)) {
+            json_decref(args);
+            fail(r, "tool call without a \"name\" string");
+            return;
+        }
+        if (k)
+            emits(r, "\n", tm);
+        emits(r, "{\"name\": \"", tm);
+        emit_content(r, json_string_value(name), json_string_length(name), tm);
+        emits(r, "\", \"parameters\": ", tm);
+        /* a string that is not JSON is written as a JSON string, as tojson does */
+        emit_json(r, args ? args : json_object_get(f, "arguments"), tm);
+        emits(r, "}", tm);
+        json_decref(args);
+    }
+    emits(r, "<|eot_id|>", tm);
+}
+
+/* Llama 3 / 3.1 / 3.2 (the official Jinja): tools in the first user message, calls as JSON,
+ * results in the ipython role (as tojson of the text). */
+static void render_llama3(struct render *r, const struct swift_template *t,
+                          const struct swift_conv *c, int loss, size_t last_asst)
 {
     emits(r, "<|begin_of_text|>", 0);
     int has_tools = c->tools && json_array_size(c->tools) > 0;
     size_t start = 0;
-    if (c->msg[0].role == SWIFT_ROLE_SYSTEM || has_tools) {
+    if (c->msg[0].role == SWIFT_ROLE_SYSTEM || has_tools || t->dated) {
         emits(r, "<|start_header_id|>system<|end_header_id|>\n\n", 0);
         const char *s = "";
         size_t n = 0;
@@ -466,44 +524,49 @@ static void render_llama3(struct render *r, const struct swift_conv *c, int loss
             n = c->msg[0].len;
             start = 1;
         }
+        if (has_tools)
+            emits(r, "Environment: ipython\n", 0);
+        if (t->dated)
+            emits(r, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n", 0);
         trim(&s, &n);
         emit_content(r, s, n, 0);
-        if (has_tools) {
-            /* not part of the Llama 3 template: tools listed as JSON lines in the system turn */
-            emits(r, n ? "\n\n" : "", 0);
-            emits(r, "You have access to the following functions:", 0);
-            size_t i;
-            json_t *t;
-            json_array_foreach(c->tools, i, t)
-            {
-                emits(r, "\n", 0);
-                emit_json(r, t, 0);
-            }
-        }
         emits(r, "<|eot_id|>", 0);
     }
-    for (size_t i = start; i < c->n; i++) {
+    if (has_tools && start < c->n) {
+        char err[128];
+        char *tt = swift_agent_format_tools(SWIFT_AGENT_LLAMA3, c->tools, err, sizeof(err));
+        if (!tt) {
+            fail(r, "%s", err);
+            return;
+        }
+        const char *s = c->msg[start].content;
+        size_t n = c->msg[start].len;
+        trim(&s, &n);
+        emits(r, "<|start_header_id|>user<|end_header_id|>\n\n", 0);
+        emit_content(r, tt, strlen(tt), 0);
+        free(tt);
+        emit_content(r, s, n, 0);
+        emits(r, "<|eot_id|>", 0);
+        start++;
+    }
+    for (size_t i = start; i < c->n && !r->failed; i++) {
         const struct swift_message *m = &c->msg[i];
         int tm = m->role == SWIFT_ROLE_ASSISTANT ? trained(c, i, loss, last_asst) : 0;
-        emits(r, "<|start_header_id|>", 0);
-        emits(r, role_name(m->role), 0);
-        emits(r, "<|end_header_id|>\n\n", 0);
-        const char *s = m->content;
-        size_t n = m->len;
-        trim(&s, &n);
-        emit_content(r, s, n, tm);
-        if (m->role == SWIFT_ROLE_ASSISTANT && m->tool_calls) {
-            size_t k;
-            json_t *tc;
-            json_array_foreach(m->tool_calls, k, tc)
-            {
-                if (n || k)
-                    emits(r, "\n", tm);
-                json_t *f = json_object_get(tc, "function");
-                emit_json(r, json_is_object(f) ? f : tc, tm);
+        if (m->role == SWIFT_ROLE_ASSISTANT && m->tool_calls && json_array_size(m->tool_calls)) {
+            llama3_calls(r, m->tool_calls, tm); /* the content is not written (official) */
+        } else if (m->role == SWIFT_ROLE_TOOL) {
+            emits(r, "<|start_header_id|>ipython<|end_header_id|>\n\n", 0);
+            json_t *js = json_stringn(m->content, m->len);
+            if (!js) {
+                fail(r, "text is not valid UTF-8");
+                return;
             }
+            emit_json(r, js, 0);
+            json_decref(js);
+            emits(r, "<|eot_id|>", 0);
+        } else {
+            llama3_turn(r, role_name(m->role), m->content, m->len, tm);
         }
-        emits(r, "<|eot_id|>", tm);
     }
 }
 
@@ -566,6 +629,114 @@ static void render_default(struct render *r, const struct swift_template *t,
     }
 }
 
+static const char *hold(json_t *holder, json_t *js, size_t *len)
+{
+    json_array_append_new(holder, js);
+    *len = json_string_length(js);
+    return json_string_value(js);
+}
+
+/* Conversation c with its tools, calls and results written as text by agent template a (any
+ * pairing but the template's own, as ms-swift does it): a plain conversation in *out whose
+ * strings live in holder. */
+static int agent_plain(struct render *r, const struct swift_template *t, int a,
+                       const struct swift_conv *c, struct swift_conv *out, json_t *holder)
+{
+    char err[160];
+    *out = *c;
+    out->tools = NULL;
+    out->msg = swift_xmalloc((c->n + 1) * sizeof(*out->msg));
+    out->n = out->cap = 0;
+    size_t i = 0;
+    if (c->tools && json_array_size(c->tools)) {
+        char *tt = swift_agent_format_tools(a, c->tools, err, sizeof(err));
+        if (!tt)
+            return fail(r, "%s", err);
+        const char *sys = t->default_system;
+        size_t sl = sys ? strlen(sys) : 0;
+        if (c->n && c->msg[0].role == SWIFT_ROLE_SYSTEM)
+            sys = c->msg[0].content, sl = c->msg[0].len, i = 1;
+        json_t *js = sl ? json_sprintf("%.*s\n\n%s", (int)sl, sys, tt) : json_string(tt);
+        free(tt);
+        if (!js)
+            return fail(r, "text is not valid UTF-8");
+        struct swift_message *m = &out->msg[out->n++];
+        *m = (struct swift_message){SWIFT_ROLE_SYSTEM, NULL, 0, NULL, -1};
+        m->content = hold(holder, js, &m->len);
+    }
+    for (; i < c->n; i++) {
+        const struct swift_message *m = &c->msg[i];
+        struct swift_message *o = &out->msg[out->n];
+        char *txt = NULL;
+        if (m->role == SWIFT_ROLE_ASSISTANT && m->tool_calls && json_array_size(m->tool_calls)) {
+            txt = swift_agent_format_calls(a, m->content, m->len, m->tool_calls, err, sizeof(err));
+            if (!txt)
+                return fail(r, "message %zu: %s", i + 1, err);
+        } else if (m->role == SWIFT_ROLE_TOOL) {
+            txt = swift_agent_format_response(a, m->content, m->len);
+            if (i && c->msg[i - 1].role == SWIFT_ROLE_TOOL) { /* results of one turn: one turn */
+                o = &out->msg[out->n - 1];
+                json_t *js = json_sprintf("%.*s\n%s", (int)o->len, o->content, txt);
+                free(txt);
+                if (!js)
+                    return fail(r, "message %zu: text is not valid UTF-8", i + 1);
+                o->content = hold(holder, js, &o->len);
+                continue;
+            }
+        }
+        *o = *m;
+        o->tool_calls = NULL;
+        if (m->role == SWIFT_ROLE_TOOL)
+            o->role = SWIFT_ROLE_USER;
+        if (txt) {
+            json_t *js = json_string(txt);
+            free(txt);
+            if (!js)
+                return fail(r, "message %zu: text is not valid UTF-8", i + 1);
+            o->content = hold(holder, js, &o->len);
+        }
+        out->n++;
+    }
+    return 0;
+}
+
+static int has_agent_parts(const struct swift_conv *c)
+{
+    if (c->tools && json_array_size(c->tools))
+        return 1;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->msg[i].role == SWIFT_ROLE_TOOL ||
+            (c->msg[i].tool_calls && json_array_size(c->msg[i].tool_calls)))
+            return 1;
+    return 0;
+}
+
+/* A conversation under a chat template; tools etc. written by c->agent (template.h). */
+static void render_conv(struct render *r, const struct swift_template *t,
+                        const struct swift_conv *c, int loss)
+{
+    int native = swift_agent_for_template(t->name);
+    int a = c->agent ? c->agent : native;
+    struct swift_conv pc = {0};
+    json_t *holder = NULL;
+    if (a != native && has_agent_parts(c)) {
+        holder = json_array();
+        if (agent_plain(r, t, a, c, &pc, holder) == 0)
+            c = &pc;
+    }
+    size_t last_asst = 0;
+    if (!r->failed && validate(r, c, &last_asst) == 0) {
+        if (t->kind == K_CHATML || t->kind == K_QWEN3)
+            render_chatml(r, t, c, loss, last_asst);
+        else if (t->kind == K_LLAMA3)
+            render_llama3(r, t, c, loss, last_asst);
+        else
+            render_default(r, t, c, loss, last_asst);
+    }
+    free(pc.msg);
+    json_decref(holder);
+}
+
 int swift_template_encode(const struct swift_template *t, struct swift_tok_state *st,
                           const struct swift_tokenizer *tok, const struct swift_conv *c, int loss,
                           struct swift_encoded *e, char *err, size_t errlen)
@@ -598,15 +769,7 @@ int swift_template_encode(const struct swift_template *t, struct swift_tok_state
     } else {
         if (c->is_text)
             return fail(&r, "a plain \"text\" sample needs --template generation");
-        size_t last_asst = 0;
-        if (validate(&r, c, &last_asst) < 0)
-            return -1;
-        if (t->kind == K_CHATML || t->kind == K_QWEN3)
-            render_chatml(&r, t, c, loss, last_asst);
-        else if (t->kind == K_LLAMA3)
-            render_llama3(&r, c, loss, last_asst);
-        else
-            render_default(&r, t, c, loss, last_asst);
+        render_conv(&r, t, c, loss);
     }
     if (r.failed)
         return -1;

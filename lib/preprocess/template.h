@@ -14,6 +14,10 @@
  *             "<think>\n...\n</think>\n\n" block (empty when there is no reasoning), earlier ones
  *             lose theirs (Qwen3 Jinja)
  *   llama3 <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|>
+ *   llama3_1  Llama 3.1 / 3.3 Instruct: llama3 with a system turn that always opens with
+ *             "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+ *   llama3_2  Llama 3.2 Instruct: the same (its Jinja writes today's date; we write the fixed
+ *             date_string its template falls back to, so shards are reproducible)
  *   default   ms-swift's default: "{system}\n\n### Human:\n{q}\n\n### Assistant:\n{r}" "\n\n" ...
  * eos generation plain text for pretraining: [bos] text eos, every token trained
  *
@@ -23,6 +27,12 @@
  * for that assistant turn. The trailing "\n" the Jinja templates put after the last <|im_end|> is
  * kept (ids match the Jinja rendering) but never trained, as ms-swift's suffix stops at
  * <|im_end|>.
+ *
+ * Tools, tool calls and tool results are written by the conversation's agent template
+ * (c->agent, lib/preprocess/agent.h). The template's own format (hermes for the ChatML family,
+ * llama3 for the Llama 3 family) is rendered as the official Jinja does; any other pairing is
+ * rendered as ms-swift does: the tools' prompt appended to the system message, the calls written
+ * into the assistant's text (trained), the results as a user turn (never trained).
  */
 #ifndef SWIFT_TEMPLATE_H
 #define SWIFT_TEMPLATE_H
@@ -57,6 +67,8 @@ struct swift_conv {
                         continues, lib/eval/prompt.h) */
     int no_thinking; /* swift_template_encode_prompt under qwen3: Qwen3's enable_thinking=False,
                         an empty "<think>\n\n</think>\n\n" after the assistant header */
+    int agent;       /* enum swift_agent (lib/preprocess/agent.h): how tools, tool calls and
+                        tool results are written; 0: the template's own format */
 };
 
 struct swift_template;
@@ -65,7 +77,8 @@ struct swift_template;
 const struct swift_template *swift_template_find(const char *name);
 /* Comma-separated list of names, for messages, --help and the completions (SWIFT_TEMPLATE_NAMES,
  * for option tables). */
-#define SWIFT_TEMPLATE_NAMES "chatml, qwen, qwen2_5, qwen3, llama3, default, generation"
+#define SWIFT_TEMPLATE_NAMES                                                                       \
+    "chatml, qwen, qwen2_5, qwen3, llama3, llama3_1, llama3_2, default, generation"
 const char *swift_template_names(void);
 const char *swift_template_name(const struct swift_template *t);
 /* The template a tokenizer's chat_template (tokenizer_config.json) corresponds to, or NULL. */

@@ -26,7 +26,7 @@ complete_words() {
     [ "$(complete_words swift-train --device '')" = "auto cpu cuda" ]
     [ "$(complete_words swift-preprocess --template qwen)" = "qwen qwen2_5 qwen3" ]
     [ "$(complete_words swift-preprocess --truncation '')" = "delete left right split" ]
-    [ "$(complete_words swift-eval --task '')" = "loss ppl mc mmlu gsm8k exact pref" ]
+    [ "$(complete_words swift-eval --task '')" = "loss ppl mc mmlu gsm8k exact pref toolcall" ]
     [ "$(complete_words swift-eval --template n)" = "none" ]
     [ "$(complete_words swift-export --dtype q4)" = "q4_0 q4_k q4_k_m" ]
     [ "$(complete_words swift-infer --template qwen)" = "qwen qwen2_5 qwen3" ]

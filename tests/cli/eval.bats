@@ -39,7 +39,7 @@ need_shared() {
 @test "usage errors exit 2" {
     run "$EVAL" "$M" --task bleu --dataset x
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "swift-eval: unknown task 'bleu' (loss, ppl, mc, mmlu, gsm8k, exact, pref)" ]
+    [ "${lines[0]}" = "swift-eval: unknown task 'bleu' (loss, ppl, mc, mmlu, gsm8k, exact, pref, toolcall)" ]
     run "$EVAL" --task mc --dataset x
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "swift-eval: missing MODEL_DIR" ]
@@ -300,7 +300,31 @@ need_shared() {
     [ "$(jq -r .config.template <<<"$output")" = chatml ]
     run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --template bogus
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, default, generation)" ]
+    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, llama3_1, llama3_2, default, generation)" ]
+}
+
+@test "toolcall: every call turn of a glaive file is an item, scored on names and arguments" {
+    cat >"$T/tools.json" <<'EOF'
+[{"conversations": [{"from": "human", "value": "Weather in Paris?"}, {"from": "function_call", "value": "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"}, {"from": "observation", "value": "{\"temp\": 21}"}, {"from": "gpt", "value": "21 degrees."}, {"from": "human", "value": "And Rome?"}, {"from": "function_call", "value": "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}"}, {"from": "observation", "value": "{\"temp\": 25}"}, {"from": "gpt", "value": "25."}], "tools": "[{\"name\": \"get_weather\", \"description\": \"Weather\", \"parameters\": {}}]"},
+ {"messages": [{"role": "user", "content": "Time?"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "now", "arguments": "{}"}}]}], "tools": [{"type": "function", "function": {"name": "now"}}]}]
+EOF
+    run --separate-stderr "$EVAL" "$M" --task toolcall --dataset "$T/tools.json" --max-new-tokens 8 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -r '[.task, .n, .config.template, .config.agent_template] | @csv' <<<"$output")" = '"toolcall",3,"chatml","hermes"' ]
+    [ "$(jq -r '.metrics | keys | join(",")' <<<"$output")" = "accuracy,arguments_accuracy,name_accuracy" ]
+    jq -e '.metrics.name_accuracy >= .metrics.arguments_accuracy and .decode_tokens > 0' <<<"$output"
+    run "$EVAL" "$M" --task toolcall --agent_template llama3 --dataset "$T/tools.json" --max-new-tokens 4 --limit 1 --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq -r '[.n, .config.agent_template] | @csv' <<<"$output")" = '1,"llama3"' ]
+    # no call turn to evaluate; an unknown agent template; few-shot
+    run "$EVAL" "$M" --task toolcall --dataset "$SYN/exact.jsonl" --quiet
+    [ "$status" -eq 1 ]
+    [[ $output == *"no assistant turn with tool calls to evaluate"* ]]
+    run "$EVAL" "$M" --task toolcall --dataset "$T/tools.json" --agent-template nope
+    [ "$status" -eq 2 ]
+    [[ ${lines[0]} == "swift-eval: unknown agent template 'nope'"* ]]
+    run "$EVAL" "$M" --task toolcall --dataset "$T/tools.json" --few-shot 1
+    [ "$status" -eq 2 ]
 }
 
 @test "several datasets: one record each; the gate matches baseline records by dataset" {

@@ -3,7 +3,7 @@
  */
 #include "lib/core/error.h"
 #include "lib/infer/openai.h"
-#include "lib/infer/toolcall.h"
+#include "lib/preprocess/agent.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -28,12 +28,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < rq.conv.n; i++) {
             char *content;
             json_t *calls;
-            swift_toolcall_parse(SWIFT_TOOLCALL_HERMES,
-                                 rq.conv.msg[i].content,
-                                 rq.conv.msg[i].len,
-                                 i,
-                                 &content,
-                                 &calls);
+            swift_agent_parse(SWIFT_AGENT_HERMES,
+                              rq.conv.msg[i].content,
+                              rq.conv.msg[i].len,
+                              i,
+                              &content,
+                              &calls,
+                              NULL,
+                              0);
             free(content);
             json_decref(calls);
         }
@@ -55,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the hermes parser on the raw bytes */
     char *content;
     json_t *calls;
-    swift_toolcall_hermes((const char *)data, size, 1, &content, &calls);
+    swift_agent_parse(SWIFT_AGENT_HERMES, (const char *)data, size, 1, &content, &calls, NULL, 0);
     free(content);
     json_decref(calls);
     return 0;

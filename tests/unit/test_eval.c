@@ -645,6 +645,94 @@ static void test_prompter_plain_start_token(void **state)
     }
 }
 
+/* toolcall: items from a glaive-style file (one per assistant turn with calls), the prompt is the
+ * conversation before the turn with its tools, and the score compares parsed calls. */
+static void test_toolcall(void **state)
+{
+    (void)state;
+    assert_int_equal(swift_eval_task_parse("toolcall"), SWIFT_EVAL_TOOLCALL);
+    assert_true(swift_eval_task_generates(SWIFT_EVAL_TOOLCALL));
+    char path[] = "/tmp/test_eval_toolcallXXXXXX.json";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "w");
+    fputs("[{\"conversations\": [{\"from\": \"human\", \"value\": \"Weather?\"}, "
+          "{\"from\": \"function_call\", \"value\": \"{\\\"name\\\": \\\"w\\\", "
+          "\\\"arguments\\\": {\\\"city\\\": \\\"Paris\\\"}}\"}, {\"from\": \"observation\", "
+          "\"value\": \"21\"}, {\"from\": \"gpt\", \"value\": \"21.\"}], \"tools\": "
+          "\"[{\\\"name\\\": \\\"w\\\", \\\"description\\\": \\\"weather\\\"}]\"},\n"
+          " {\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+          "\"content\": \"Hello\"}]}]\n",
+          fp);
+    fclose(fp);
+    struct swift_eval_set set;
+    swift_eval_set_init(&set);
+    assert_int_equal(swift_eval_read(SWIFT_EVAL_TOOLCALL, path, &set), 0);
+    assert_int_equal(set.n, 1);
+    assert_int_equal(set.items[0].answer, 1);
+    assert_string_equal(set.items[0].target,
+                        "[{\"name\":\"w\",\"arguments\":{\"city\":\"Paris\"}}]");
+    struct swift_tokenizer *tok;
+    assert_int_equal(swift_tokenizer_load(&tok, "tests/fixtures/eval/llama"), 0);
+    struct swift_eval_prompter *p = swift_eval_prompter_new(tok, "chatml");
+    const uint32_t *ids;
+    size_t n;
+    long stop;
+    assert_int_equal(swift_eval_toolcall_prompt(p, set.items[0].question, 1, 1, &ids, &n, &stop),
+                     0);
+    assert_int_equal(stop, 258);
+    char *text = malloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        text[i] = ids[i] < 256 ? (char)ids[i] : '#';
+    text[n] = 0;
+    /* the tools in the system turn, the user's question, the assistant header; no call */
+    assert_non_null(
+        strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"w\""));
+    assert_non_null(strstr(text, "user\nWeather?#\n#assistant\n"));
+    assert_null(strstr(text, "Paris"));
+    free(text);
+    swift_eval_prompter_free(p);
+    swift_tokenizer_free(tok);
+
+    const char *t = set.items[0].target;
+    int names;
+    const char *good =
+        "<tool_call>\n{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    assert_int_equal(swift_eval_toolcall_score(1, good, strlen(good), t, &names), 1);
+    assert_int_equal(names, 1);
+    const char *args =
+        "<tool_call>{\"name\": \"w\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>";
+    assert_int_equal(swift_eval_toolcall_score(1, args, strlen(args), t, &names), 0);
+    assert_int_equal(names, 1);
+    const char *name =
+        "<tool_call>{\"name\": \"v\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+    assert_int_equal(swift_eval_toolcall_score(1, name, strlen(name), t, &names), 0);
+    assert_int_equal(names, 0);
+    const char *two =
+        "<tool_call>{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>"
+        "<tool_call>{\"name\": \"w\", \"arguments\": {}}</tool_call>";
+    assert_int_equal(swift_eval_toolcall_score(1, two, strlen(two), t, &names), 0);
+    assert_int_equal(names, 0);
+    const char *llama = "{\"name\": \"w\", \"parameters\": {\"city\": \"Paris\"}}";
+    assert_int_equal(swift_eval_toolcall_score(2, llama, strlen(llama), t, &names), 1);
+    assert_int_equal(swift_eval_toolcall_score(1, "Paris", 5, t, &names), 0);
+    swift_eval_set_release(&set);
+    unlink(path);
+
+    /* a file without any call turn is an error */
+    fp = fopen(path, "w");
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": "
+          "\"assistant\", \"content\": \"Hello\"}]}\n",
+          fp);
+    fclose(fp);
+    swift_eval_set_init(&set);
+    capture();
+    assert_int_equal(swift_eval_read(SWIFT_EVAL_TOOLCALL, path, &set), -1);
+    assert_non_null(strstr(captured(), "no assistant turn with tool calls"));
+    swift_eval_set_release(&set);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_real_mmlu_dev),
         cmocka_unit_test(test_prompter),
         cmocka_unit_test(test_prompter_plain_start_token),
+        cmocka_unit_test(test_toolcall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

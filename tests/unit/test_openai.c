@@ -2,7 +2,7 @@
  * (tests/ref/gen_infer_prompts.py), stop strings, hermes tool calls, response shapes, SSE and
  * the Batch API's lines. */
 #include "lib/infer/openai.h"
-#include "lib/infer/toolcall.h"
+#include "lib/preprocess/agent.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
 
@@ -383,7 +383,8 @@ static void test_toolcall_hermes(void **state)
     const char *t = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
                     "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", "
                     "\"arguments\": {}}\n</tool_call>";
-    assert_int_equal(swift_toolcall_hermes(t, strlen(t), 1, &content, &calls), 2);
+    assert_int_equal(
+        swift_agent_parse(SWIFT_AGENT_HERMES, t, strlen(t), 1, &content, &calls, NULL, 0), 2);
     assert_string_equal(content, "Let me check.");
     json_t *c0 = json_array_get(calls, 0);
     const char *id = json_string_value(json_object_get(c0, "id"));
@@ -399,26 +400,28 @@ static void test_toolcall_hermes(void **state)
 
     /* only calls: content NULL; an unterminated last block with whole JSON counts */
     t = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}";
-    assert_int_equal(swift_toolcall_hermes(t, strlen(t), 1, &content, &calls), 1);
+    assert_int_equal(
+        swift_agent_parse(SWIFT_AGENT_HERMES, t, strlen(t), 1, &content, &calls, NULL, 0), 1);
     assert_null(content);
     json_decref(calls);
 
     /* malformed blocks stay in the content */
     t = "x <tool_call>{\"name\": }</tool_call> y <tool_call>{\"arguments\": {}}</tool_call>";
-    assert_int_equal(swift_toolcall_hermes(t, strlen(t), 1, &content, &calls), 0);
+    assert_int_equal(
+        swift_agent_parse(SWIFT_AGENT_HERMES, t, strlen(t), 1, &content, &calls, NULL, 0), 0);
     assert_null(calls);
     assert_string_equal(content, t);
     free(content);
     t = "a <tool_call>bad</tool_call> <tool_call>{\"name\": \"g\"}</tool_call>";
-    assert_int_equal(swift_toolcall_parse(SWIFT_TOOLCALL_HERMES, t, strlen(t), 2, &content, &calls),
-                     1);
+    assert_int_equal(
+        swift_agent_parse(SWIFT_AGENT_HERMES, t, strlen(t), 2, &content, &calls, NULL, 0), 1);
     assert_string_equal(content, "a <tool_call>bad</tool_call>");
     assert_string_equal(json_string_value(json_object_get(
                             json_object_get(json_array_get(calls, 0), "function"), "arguments")),
                         "{}");
     free(content);
     json_decref(calls);
-    assert_int_equal(swift_toolcall_hermes("", 0, 1, &content, &calls), 0);
+    assert_int_equal(swift_agent_parse(SWIFT_AGENT_HERMES, "", 0, 1, &content, &calls, NULL, 0), 0);
     assert_null(content);
 }
 
@@ -544,6 +547,28 @@ static void test_choice_and_responses(void **state)
     assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
     json_t *fn = json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
     assert_string_equal(json_string_value(json_object_get(fn, "arguments")), "{\"k\":1}");
+    json_decref(r);
+    swift_oai_choice_release(&c);
+    swift_oai_request_release(&rq);
+
+    /* --agent-template llama3 (the conversation's agent): Llama 3.1's JSON call is parsed */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{"
+                           "\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+                           SWIFT_OAI_CHAT,
+                           NULL,
+                           &rq,
+                           &er),
+                     0);
+    rq.conv.agent = SWIFT_AGENT_LLAMA3;
+    memset(&c, 0, sizeof(c));
+    feed(&c, &rq, tok, "{\"name\": \"f\", \"parameters\": {\"k\": 2}}", 1, &stopped);
+    r = swift_oai_chat_response(&rq, "chatcmpl-3", 7, "tiny", &c, 1, 1, 5);
+    c0 = json_array_get(json_object_get(r, "choices"), 0);
+    msg = json_object_get(c0, "message");
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
+    fn = json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
+    assert_string_equal(json_string_value(json_object_get(fn, "name")), "f");
+    assert_string_equal(json_string_value(json_object_get(fn, "arguments")), "{\"k\":2}");
     json_decref(r);
     swift_oai_choice_release(&c);
     swift_oai_request_release(&rq);
