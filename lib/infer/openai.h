@@ -106,8 +106,12 @@ void swift_oai_request_release(struct swift_oai_request *rq);
 int swift_oai_fail(struct swift_oai_error *er, int status, const char *param, const char *code,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* {"error": {"message", "type": "invalid_request_error" (or "not_found_error" for 404,
- * "internal_server_error" for 5xx), "param" (null when ""), "code" (null when NULL)}}. */
+ * "server_error" for 5xx, as OpenAI's API), "param" (null when ""), "code" (null when NULL)}}. */
 json_t *swift_oai_error_json(const struct swift_oai_error *er);
+/* Why a request the engine cancelled was not answered, as a 503 (a client may retry): a failed
+ * engine step (engine_failed: a backend error, reported on the server's stderr) or the server
+ * shutting down. Returns -1. */
+int swift_oai_abort_error(struct swift_oai_error *er, int engine_failed);
 
 /*
  * The prompt of a chat request: its messages (and tools) rendered with template t and the
