@@ -137,7 +137,9 @@ struct swift_oai_choice {
                    completions {"token","logprob","top","offset"} (shaped by the response) */
     enum swift_finish finish;
     int completion_tokens;
-    size_t emitted; /* bytes already streamed (swift_oai_choice_delta) */
+    int cached_tokens; /* prompt tokens the engine found in its prefix cache (usage's
+                          prompt_tokens_details.cached_tokens) */
+    size_t emitted;    /* bytes already streamed (swift_oai_choice_delta) */
 };
 void swift_oai_choice_release(struct swift_oai_choice *c);
 
@@ -171,7 +173,8 @@ json_t *swift_oai_chat_response(const struct swift_oai_request *rq, const char *
 json_t *swift_oai_completion_response(const struct swift_oai_request *rq, const char *id,
                                       long created, const char *model, struct swift_oai_choice *ch,
                                       int n, int prompt_tokens);
-/* {"prompt_tokens", "completion_tokens", "total_tokens"} over the n choices. */
+/* {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+ * {"cached_tokens"}} over the n choices (OpenAI's usage; cached_tokens 0 without a hit). */
 json_t *swift_oai_usage(const struct swift_oai_choice *ch, int n, int prompt_tokens);
 
 /* Streaming: a chunk of choice `index` (chat: chat.completion.chunk with delta {role on the

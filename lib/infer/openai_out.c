@@ -123,6 +123,7 @@ int swift_oai_choice_add(struct swift_oai_choice *c, const struct swift_oai_requ
         return 0;
     }
     c->completion_tokens = ev->completion_tokens;
+    c->cached_tokens = ev->cached_tokens;
     size_t before = c->len;
     /* the end of a choice by an eos or stop id is not part of its text (vLLM skips special
        tokens too) */
@@ -205,15 +206,22 @@ const char *swift_oai_finish_name(enum swift_finish f, int tool_calls)
 json_t *swift_oai_usage(const struct swift_oai_choice *ch, int n, int prompt_tokens)
 {
     long c = 0;
-    for (int i = 0; i < n; i++)
+    int cached = 0;
+    for (int i = 0; i < n; i++) {
         c += ch[i].completion_tokens;
-    return json_pack("{s:i,s:I,s:I}",
+        if (ch[i].cached_tokens > cached)
+            cached = ch[i].cached_tokens;
+    }
+    return json_pack("{s:i,s:I,s:I,s:{s:i}}",
                      "prompt_tokens",
                      prompt_tokens,
                      "completion_tokens",
                      (json_int_t)c,
                      "total_tokens",
-                     (json_int_t)(prompt_tokens + c));
+                     (json_int_t)(prompt_tokens + c),
+                     "prompt_tokens_details",
+                     "cached_tokens",
+                     cached);
 }
 
 /* The length of the UTF-8 character at s, or minus the length of the maximal ill-formed subpart
