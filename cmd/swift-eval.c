@@ -3,6 +3,7 @@
 #include "lib/core/error.h"
 #include "lib/core/omp.h"
 #include "lib/eval/eval.h"
+#include "lib/eval/remote.h"
 #include "lib/eval/run.h"
 #include "lib/core/fileio.h"
 #include "lib/eval/prompt.h"
@@ -92,6 +93,9 @@ static const struct swift_option options[] = {
         "longest sequence in tokens (default: the model's max_position_embeddings, at most 4096)"),
     SWIFT_OPT_PATH('o', "output", F(o.output), "FILE",
                    "also write the record to FILE (atomically)"),
+    SWIFT_OPT_PATH(0, "predictions", F(o.predictions), "FILE",
+                   "gsm8k, exact: write each answer to FILE as a JSONL line (dataset, file, line, "
+                   "prediction, target, correct)"),
     SWIFT_OPT_PATH(0, "baseline", F(o.baseline), "FILE",
                    "exit 1 when a metric is worse than in this earlier record of the same "
                    "task and dataset (one line per metric on stderr)"),
@@ -108,6 +112,14 @@ static const struct swift_option options[] = {
         "the matmuls' dtype (ms-swift's --torch_dtype): bfloat16 runs them in bf16 "
         "with fp32 accumulation; default float32",
         .error = "--torch-dtype: '{arg}' is not bfloat16, float16 or float32"),
+    SWIFT_OPT_STRING(0, "eval-url", F(o.eval_url), "URL",
+                     "gsm8k, exact: generate through this OpenAI-compatible server (a root, its "
+                     "/v1, or a /v1/completions or /v1/chat/completions URL) instead of loading a "
+                     "model; --batch-size requests at once; MODEL_DIR is then optional, the "
+                     "model name sent"),
+    SWIFT_OPT_STRING(0, "api-key", F(o.api_key), "KEY",
+                     "with --eval-url: send 'Authorization: Bearer KEY' (default $OPENAI_API_KEY; "
+                     "none when unset)"),
     SWIFT_OPT_FLAG(0, "quiet", F(o.quiet), "no table on stderr (and no progress line)"),
     SWIFT_OPT_PROGRESS(F(o.progress)),
     SWIFT_TRACE_OPTIONS(F(trace)),
@@ -129,9 +141,40 @@ static const struct swift_command command = {
         "  swift-eval out/ckpt --task mmlu --dataset mmlu --baseline before.json --max-drop 0.01\n"
         "  swift-eval base --adapters out/dpo/checkpoint-100 --task pref --dataset pairs/val\n"
         "  swift-eval out/ckpt --task toolcall --dataset heldout_tools.jsonl --max-new-tokens "
-        "128\n",
+        "128\n"
+        "  swift-eval --eval-url http://127.0.0.1:8000/v1 --task gsm8k --dataset test.jsonl\n",
     .int_error = "invalid --{name} '{arg}' (expected {min}..{max})",
     .number_error = "invalid --{name} '{arg}' (expected {min}..{max})"};
+
+/* --eval-url: only the generation tasks, and nothing that needs the model here. */
+static int remote_checks(struct swift_eval_opts *o)
+{
+    if (!swift_eval_task_generates(o->task))
+        return swift_usage("--eval-url: --task %s scores log-likelihoods, which needs the model "
+                           "here (through a server: gsm8k, exact)",
+                           swift_eval_task_name(o->task));
+    if (o->task == SWIFT_EVAL_TOOLCALL)
+        return swift_usage("--eval-url: --task toolcall renders the tools with the agent template "
+                           "and parses the calls, which needs the tokenizer here (through a "
+                           "server: gsm8k, exact)");
+    const char *local = o->adapters         ? "--adapters"
+                        : o->merge_adapters ? "--merge-adapters"
+                        : o->ref_model      ? "--ref-model"
+                        : o->device         ? "--device"
+                        : o->torch_dtype    ? "--torch-dtype"
+                        : o->max_length     ? "--max-length"
+                                            : NULL;
+    if (local)
+        return swift_usage("--eval-url: %s is for a model loaded here (the server has its own)",
+                           local);
+    struct swift_eval_remote rm;
+    if (swift_eval_remote_init(&rm, o->eval_url, 0, NULL, 1) < 0)
+        return 2;
+    swift_eval_remote_release(&rm);
+    if (!o->api_key)
+        o->api_key = getenv("OPENAI_API_KEY");
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -142,11 +185,16 @@ int main(int argc, char **argv)
     int argi, rc = swift_cli_parse(&command, argc, argv, &c, &argi);
     if (rc >= 0)
         return swift_close_stdout(rc);
-    if (argc - argi != 1)
+    if (argc - argi > 1 || (argc - argi == 0 && !c.o.eval_url))
         return swift_usage(argc - argi ? "one MODEL_DIR expected" : "missing MODEL_DIR");
-    c.o.model = argv[argi];
+    c.o.model = argc - argi ? argv[argi] : NULL;
     if (c.o.task < 0)
         return swift_usage("--task is required");
+    if (c.o.predictions && !swift_eval_task_generates(c.o.task))
+        return swift_usage("--predictions: --task %s generates nothing (gsm8k, exact do)",
+                           swift_eval_task_name(c.o.task));
+    if (c.o.eval_url && (rc = remote_checks(&c.o)) != 0)
+        return rc;
     if (!c.o.dataset)
         return swift_usage("--dataset is required");
     if (c.o.torch_dtype == 2)

@@ -29,6 +29,8 @@ struct swift_eval_runner {
     int have_model;
     struct swift_model ref; /* pref: --ref-model */
     int have_ref;
+    int curl;      /* --eval-url: curl_global_init done */
+    json_t *preds; /* --predictions: one object per generated answer, or NULL */
     struct swift_tokenizer *tok;
     struct swift_tok_state *st;
     struct swift_kv kv;
@@ -107,5 +109,19 @@ int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, 
 int swift_eval_run_pref(struct swift_eval_runner *r, json_t *rec, long *n_out);
 int swift_eval_run_gen(struct swift_eval_runner *r, struct swift_eval_set *setp, json_t *rec,
                        long *n_out);
+/* gsm8k and exact through an OpenAI-compatible server (--eval-url; run_remote.c). */
+int swift_eval_run_remote(struct swift_eval_runner *r, struct swift_eval_set *setp, json_t *rec,
+                          long *n_out);
+/* The generation tasks' stop words ("\n\n", "Question:"), in the order they are tried. */
+extern const char *const swift_eval_stop_words[];
+/* Cut a generated text at its first stop word. */
+void swift_eval_gen_cut(char *text);
+/* Keep one answer for --predictions (a no-op without it). */
+void swift_eval_prediction(struct swift_eval_runner *r, const struct swift_eval_item *it,
+                           const char *answer, int correct);
+/* Whether a generated answer is right: gsm8k compares the extracted number, exact the text,
+ * toolcall the parsed calls (counting matching names in r->tc_names). */
+int swift_eval_gen_correct(struct swift_eval_runner *r, int task, const char *ans,
+                           const char *target);
 
 #endif

@@ -12,6 +12,7 @@
 #include "lib/model/lora.h"
 #include "lib/preprocess/agent.h"
 
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,8 @@ static void runner_release(struct swift_eval_runner *r)
         swift_model_free(&r->m);
     if (r->have_ref)
         swift_model_free(&r->ref);
+    if (r->curl)
+        curl_global_cleanup();
 }
 
 /* The record's fields after the metrics: n, the settings, times and token counts (the task ran
@@ -169,6 +172,8 @@ static void record_finish(struct swift_eval_runner *r, json_t *rec, long n, doub
     }
     if (o->task == SWIFT_EVAL_TOOLCALL)
         json_object_set_new(cfg, "agent_template", json_string(swift_agent_name(r->agent)));
+    if (o->eval_url)
+        json_object_set_new(cfg, "eval_url", json_string(o->eval_url));
     if (swift_eval_task_generates(o->task)) {
         json_object_set_new(cfg, "max_new_tokens", json_integer(o->max_new_tokens));
         json_object_set_new(cfg, "temperature", json_real(o->temperature));
@@ -206,7 +211,8 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
     memset(&r->gen, 0, sizeof(r->gen));
     r->tc_names = 0;
     long n = 0;
-    json_t *rec = swift_eval_record_new(o->model, o->adapters, o->task, o->dataset, 0);
+    json_t *rec = swift_eval_record_new(
+        o->eval_url && !o->model ? o->eval_url : o->model, o->adapters, o->task, o->dataset, 0);
     double t1 = swift_eval_now();
     int trc, scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL ||
                       o->task == SWIFT_EVAL_PREF;
@@ -223,6 +229,8 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
         trc = swift_eval_run_pref(r, rec, &n);
     else if (scored)
         trc = swift_eval_run_loss(r, rec, &n);
+    else if (o->eval_url)
+        trc = swift_eval_run_remote(r, set, rec, &n);
     else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
         trc = swift_eval_run_mc(r, set, rec, &n);
     else
@@ -317,6 +325,8 @@ int swift_eval_run(const struct swift_eval_opts *opts)
     if (!recs)
         abort();
     struct swift_eval_set *sets = swift_xcalloc((size_t)nd, sizeof(*sets));
+    if (o->predictions && swift_eval_task_generates(o->task) && !(r.preds = json_array()))
+        abort();
     int pref = o->task == SWIFT_EVAL_PREF;
     int scored = o->task == SWIFT_EVAL_LOSS || o->task == SWIFT_EVAL_PPL || pref;
     for (int i = 0; i < nd; i++) {
@@ -329,13 +339,20 @@ int swift_eval_run(const struct swift_eval_opts *opts)
             swift_eval_baseline_check(o->baseline, swift_eval_task_name(o->task), ds[i]) < 0)
             goto out;
     }
-    if ((rc = runner_load(&r, &oo)) < 0)
+    if (o->eval_url) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT))
+            abort();
+        r.curl = 1;
+    } else if ((rc = runner_load(&r, &oo)) < 0) {
         goto out;
+    }
     rc = -1;
     int regressions = eval_all(&r, &oo, ds, sets, nd, swift_eval_now() - t0, recs);
     if (regressions < 0)
         goto out;
     if (o->output && write_records(recs, o->output) < 0)
+        goto out;
+    if (r.preds && write_records(r.preds, o->predictions) < 0)
         goto out;
     rc = regressions ? -1 : 0;
 out:
@@ -343,6 +360,7 @@ out:
         swift_eval_set_release(&sets[i]);
     free(sets);
     json_decref(recs);
+    json_decref(r.preds);
     runner_release(&r);
     return rc == SWIFT_MISUSED ? SWIFT_MISUSED : rc < 0 ? SWIFT_FAILED : SWIFT_DONE;
 }

@@ -34,6 +34,13 @@
  *              reward); accuracy is the fraction of pairs with reward_chosen > reward_rejected,
  *              margin the mean of reward_chosen - reward_rejected (TRL's rewards/accuracies and
  *              rewards/margins). Needs no tokenizer.
+ * Through a server (eval_url, ms-swift's --eval_url): gsm8k and exact send each item's prompt
+ *              to /v1/completions (or, with a template, as the user turn to
+ *              /v1/chat/completions) with max_tokens, temperature, top_p, the item's seed and the
+ *              stop words; batch_size requests are in flight at once (the server batches them),
+ *              no prompt is truncated here (the server refuses a prompt that is too long), and
+ *              the record's prefill/decode tokens are the server's usage. The other tasks score
+ *              log-likelihoods and need the model here.
  * Several datasets give one record each, in order (one line each on stdout and in --output);
  * the gate compares each with the baseline record of the same task and dataset.
  * Few-shot: MMLU draws the first K questions of the subject's dev file; the other tasks use
@@ -69,14 +76,20 @@ struct swift_eval_opts {
     const char *output;   /* also write the record here (atomic), or NULL */
     const char *baseline; /* regression gate against this record, or NULL */
     double max_drop;
-    int quiet;             /* no table on stderr (and no progress line unless progress is ON) */
-    int progress;          /* the progress line: enum swift_progress_mode (0: a terminal) */
-    const char *device;    /* auto (NULL), cpu, cuda[:N]; auto means the cpu (the cache runs on
-                              any backend, but the GPU path is not yet verified on a GPU) */
-    const char *ref_model; /* pref: the reference model directory (NULL: the model without its
-                              adapters) */
-    double beta;           /* pref: the implicit reward's scale (default 0.1, TRL's) */
-    int torch_dtype;       /* the matmuls' math: SWIFT_MATH_FP32 (default) or SWIFT_MATH_BF16 */
+    int quiet;               /* no table on stderr (and no progress line unless progress is ON) */
+    int progress;            /* the progress line: enum swift_progress_mode (0: a terminal) */
+    const char *device;      /* auto (NULL), cpu, cuda[:N]; auto means the cpu (the cache runs on
+                                any backend, but the GPU path is not yet verified on a GPU) */
+    const char *ref_model;   /* pref: the reference model directory (NULL: the model without its
+                                adapters) */
+    double beta;             /* pref: the implicit reward's scale (default 0.1, TRL's) */
+    int torch_dtype;         /* the matmuls' math: SWIFT_MATH_FP32 (default) or SWIFT_MATH_BF16 */
+    const char *eval_url;    /* gsm8k, exact: generate through this OpenAI-compatible server
+                                (lib/eval/remote.h) instead of loading a model; model is then the
+                                name sent in each request's "model" (NULL: none) */
+    const char *predictions; /* gsm8k, exact: each answer as a JSONL line (dataset, file, line,
+                                prediction, target, correct) written here atomically, or NULL */
+    const char *api_key;     /* with eval_url: sent as "Authorization: Bearer KEY" (NULL: none) */
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);

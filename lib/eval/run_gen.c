@@ -11,7 +11,7 @@
 
 #include "lib/core/banned.h"
 
-static const char *const stop_words[] = {"\n\n", "Question:", NULL};
+const char *const swift_eval_stop_words[] = {"\n\n", "Question:", NULL};
 
 struct gen_ctx {
     struct swift_eval_runner *r;
@@ -33,8 +33,8 @@ static int gen_stop_cb(void *ctx, int i, const int32_t *out, int n)
     if (swift_tokenizer_decode(g->r->tok, u, (size_t)(n - from), 0, &text, &len) < 0)
         return 1;
     int stop = 0;
-    for (int k = 0; stop_words[k]; k++)
-        if (strstr(text, stop_words[k]))
+    for (int k = 0; swift_eval_stop_words[k]; k++)
+        if (strstr(text, swift_eval_stop_words[k]))
             stop = 1;
     free(text);
     return stop;
@@ -52,12 +52,18 @@ static char *gen_answer(struct swift_eval_runner *r, const int32_t *out, int n)
     free(u);
     if (rc < 0)
         return NULL;
-    for (int k = 0; r->o->task != SWIFT_EVAL_TOOLCALL && stop_words[k]; k++) {
-        char *p = strstr(text, stop_words[k]);
+    if (r->o->task != SWIFT_EVAL_TOOLCALL)
+        swift_eval_gen_cut(text);
+    return text;
+}
+
+void swift_eval_gen_cut(char *text)
+{
+    for (int k = 0; swift_eval_stop_words[k]; k++) {
+        char *p = strstr(text, swift_eval_stop_words[k]);
         if (p)
             *p = 0;
     }
-    return text;
 }
 
 /* One batch of generation: B slots of prompts, their sequences and their items' indices. */
@@ -105,9 +111,31 @@ static int gen_prompts(struct swift_eval_runner *r, struct swift_eval_set *set,
     return rc;
 }
 
+void swift_eval_prediction(struct swift_eval_runner *r, const struct swift_eval_item *it,
+                           const char *answer, int correct)
+{
+    if (!r->preds)
+        return;
+    json_array_append_new(r->preds,
+                          json_pack("{s:s,s:s,s:I,s:s,s:s,s:b}",
+                                    "dataset",
+                                    r->o->dataset,
+                                    "file",
+                                    it->file,
+                                    "line",
+                                    (json_int_t)it->line,
+                                    "prediction",
+                                    answer,
+                                    "target",
+                                    it->target ? it->target : "",
+                                    "correct",
+                                    correct));
+}
+
 /* Whether a generated answer is right: gsm8k compares the extracted number, exact the text,
  * toolcall the parsed calls (and counts the matching names in r->tc_names). */
-static int gen_correct(struct swift_eval_runner *r, int task, const char *ans, const char *target)
+int swift_eval_gen_correct(struct swift_eval_runner *r, int task, const char *ans,
+                           const char *target)
 {
     if (task == SWIFT_EVAL_TOOLCALL) {
         int names;
@@ -148,7 +176,8 @@ static int gen_batch_run(struct swift_eval_runner *r, struct swift_eval_set *set
             rc = -1;
             break;
         }
-        int ok = gen_correct(r, o->task, ans, it->target);
+        int ok = swift_eval_gen_correct(r, o->task, ans, it->target);
+        swift_eval_prediction(r, it, ans, ok);
         free(ans);
         rc = swift_eval_tally_add(acc, it->subject, ok);
     }

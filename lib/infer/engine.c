@@ -431,4 +431,5 @@ void swift_engine_stats(const struct swift_engine *e, struct swift_engine_stats 
     st->blocks_used = swift_pkv_used(&e->kv);
     st->blocks_total = e->kv.num_blocks;
     st->blocks_peak = e->kv.peak;
+    st->blocks_cached = swift_pkv_cached(&e->kv);
 }

@@ -136,7 +136,8 @@ struct swift_engine_stats {
     long cached_tokens;   /* prompt (and recomputed) tokens found in the prefix cache, not run */
     int running, waiting; /* sequences now */
     int blocks_used, blocks_total, blocks_peak; /* cache blocks */
-    double forward_s;                           /* time in the model's forward */
+    int blocks_cached; /* blocks no sequence holds, kept in the prefix cache (evictable) */
+    double forward_s;  /* time in the model's forward */
 };
 void swift_engine_stats(const struct swift_engine *e, struct swift_engine_stats *st);
 

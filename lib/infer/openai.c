@@ -25,10 +25,23 @@ int swift_oai_fail(struct swift_oai_error *er, int status, const char *param, co
     return -1;
 }
 
+int swift_oai_abort_error(struct swift_oai_error *er, int engine_failed)
+{
+    if (engine_failed)
+        return swift_oai_fail(er,
+                              503,
+                              "",
+                              NULL,
+                              "the inference engine failed while running the request (the "
+                              "server's log says why); it was not finished, retry it");
+    return swift_oai_fail(
+        er, 503, "", NULL, "the request was cancelled: the server is shutting down");
+}
+
 json_t *swift_oai_error_json(const struct swift_oai_error *er)
 {
     const char *type = er->status == 404   ? "not_found_error"
-                       : er->status >= 500 ? "internal_server_error"
+                       : er->status >= 500 ? "server_error"
                                            : "invalid_request_error";
     json_t *e = json_pack("{s:s,s:s,s:o,s:o}",
                           "message",

@@ -106,8 +106,12 @@ void swift_oai_request_release(struct swift_oai_request *rq);
 int swift_oai_fail(struct swift_oai_error *er, int status, const char *param, const char *code,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* {"error": {"message", "type": "invalid_request_error" (or "not_found_error" for 404,
- * "internal_server_error" for 5xx), "param" (null when ""), "code" (null when NULL)}}. */
+ * "server_error" for 5xx, as OpenAI's API), "param" (null when ""), "code" (null when NULL)}}. */
 json_t *swift_oai_error_json(const struct swift_oai_error *er);
+/* Why a request the engine cancelled was not answered, as a 503 (a client may retry): a failed
+ * engine step (engine_failed: a backend error, reported on the server's stderr) or the server
+ * shutting down. Returns -1. */
+int swift_oai_abort_error(struct swift_oai_error *er, int engine_failed);
 
 /*
  * The prompt of a chat request: its messages (and tools) rendered with template t and the
@@ -133,7 +137,9 @@ struct swift_oai_choice {
                    completions {"token","logprob","top","offset"} (shaped by the response) */
     enum swift_finish finish;
     int completion_tokens;
-    size_t emitted; /* bytes already streamed (swift_oai_choice_delta) */
+    int cached_tokens; /* prompt tokens the engine found in its prefix cache (usage's
+                          prompt_tokens_details.cached_tokens) */
+    size_t emitted;    /* bytes already streamed (swift_oai_choice_delta) */
 };
 void swift_oai_choice_release(struct swift_oai_choice *c);
 
@@ -167,7 +173,8 @@ json_t *swift_oai_chat_response(const struct swift_oai_request *rq, const char *
 json_t *swift_oai_completion_response(const struct swift_oai_request *rq, const char *id,
                                       long created, const char *model, struct swift_oai_choice *ch,
                                       int n, int prompt_tokens);
-/* {"prompt_tokens", "completion_tokens", "total_tokens"} over the n choices. */
+/* {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+ * {"cached_tokens"}} over the n choices (OpenAI's usage; cached_tokens 0 without a hit). */
 json_t *swift_oai_usage(const struct swift_oai_choice *ch, int n, int prompt_tokens);
 
 /* Streaming: a chunk of choice `index` (chat: chat.completion.chunk with delta {role on the

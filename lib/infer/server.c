@@ -210,6 +210,11 @@ static void stream_fill(struct sreq *r)
     }
     if (open || !srv_sreq_done(r))
         return;
+    if (r->engine_failed) { /* after the choices' "abort": why, as OpenAI's error object */
+        struct swift_oai_error er;
+        swift_oai_abort_error(&er, r->engine_failed);
+        out_event(r, swift_oai_error_json(&er));
+    }
     if (r->rq.include_usage)
         out_event(
             r,
@@ -303,9 +308,8 @@ static enum MHD_Result answer_whole(struct MHD_Connection *c, struct hreq *h, st
         body = swift_oai_error_json(&r->er);
     } else if (r->aborted) {
         struct swift_oai_error er;
-        swift_oai_fail(
-            &er, 503, "", NULL, "the request was cancelled: the server is shutting down");
-        status = 503;
+        swift_oai_abort_error(&er, r->engine_failed);
+        status = er.status;
         body = swift_oai_error_json(&er);
     } else if (r->rq.kind == SWIFT_OAI_CHAT) {
         body = swift_oai_chat_response(

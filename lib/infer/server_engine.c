@@ -181,8 +181,10 @@ static int on_token(void *ctx, const struct swift_engine_event *ev)
     int stop = 1;
     if (c->finish == SWIFT_FINISH_NONE) {
         stop = swift_oai_choice_add(c, &r->rq, s->im.tok, ev);
-        if (ev->finish == SWIFT_FINISH_ABORT)
+        if (ev->finish == SWIFT_FINISH_ABORT) {
             r->aborted = 1;
+            r->engine_failed |= s->failing;
+        }
         if ((stop || ev->finish != SWIFT_FINISH_NONE) && --r->nleft == 0) {
             r->in_engine = 0;
             act_remove(s, r);
@@ -281,10 +283,13 @@ static void drain(struct srv *s, int stopping)
     pthread_mutex_lock(&s->mu);
 }
 
-/* A backend error: every request in flight fails with a 500. */
+/* A backend error (a step's forward failed, reported on stderr): every request in flight is
+ * cancelled and answered 503 with a server_error (srv_engine_error); the engine takes new
+ * requests after it. */
 static void fail_all(struct srv *s)
 {
     pthread_mutex_lock(&s->mu);
+    s->failing = 1;
     int64_t id = s->nact ? s->act[s->nact - 1]->eng_id : 0;
     pthread_mutex_unlock(&s->mu);
     while (id && swift_engine_cancel(s->im.eng, id) == 0) {
@@ -292,6 +297,9 @@ static void fail_all(struct srv *s)
         id = s->nact ? s->act[s->nact - 1]->eng_id : 0;
         pthread_mutex_unlock(&s->mu);
     }
+    pthread_mutex_lock(&s->mu);
+    s->failing = 0;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void *engine_main(void *arg)

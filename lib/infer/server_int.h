@@ -35,6 +35,7 @@ struct sreq {
     int failed;    /* er holds why (not added, or stopped) */
     struct swift_oai_error er;
     int aborted;
+    int engine_failed; /* aborted because a step of the engine failed (a 503 server_error) */
     int64_t eng_id;
     int act;           /* index in srv.act while in_engine */
     struct sreq *next; /* in a queue */
@@ -61,6 +62,7 @@ struct srv {
     struct sreq **cancel_list;     /* each holds a reference */
     int ncancel, cancel_cap;
     int stopping, engine_gone, up;
+    int failing; /* fail_all is cancelling after a failed engine step */
     /* engine thread only */
     struct sreq **act;
     int nact, act_cap;

@@ -287,6 +287,9 @@ static void step_trace(const struct swift_engine *e, const struct plan *p, int64
                                SWIFT_TARG_I("chunked_prefill", e->o.chunked_prefill)};
     swift_trace_span("infer", "engine_step", t0, swift_trace_now(), a, 13);
     swift_trace_counter("kv_blocks_used", used);
+    struct swift_targ pc[2] = {SWIFT_TARG_I("cached_blocks", swift_pkv_cached(&e->kv)),
+                               SWIFT_TARG_I("hit_tokens", e->st.cached_tokens)};
+    swift_trace_counters("kv_prefix_cache", pc, 2);
 }
 
 int swift_engine_step(struct swift_engine *e)

@@ -65,6 +65,9 @@ int swift_pkv_init(struct swift_pkv *c, struct swift_model *m, int num_blocks, i
     c->htab = swift_xcalloc((size_t)c->hcap, sizeof(int32_t));
     for (int i = 0; i < c->hcap; i++)
         c->htab[i] = -1;
+    c->lru_prev = swift_xcalloc((size_t)num_blocks, sizeof(int32_t));
+    c->lru_next = swift_xcalloc((size_t)num_blocks, sizeof(int32_t));
+    c->lru_head = c->lru_tail = -1;
     return 0;
 }
 
@@ -82,12 +85,64 @@ void swift_pkv_release(struct swift_pkv *c)
     free(c->bparent);
     free(c->btok);
     free(c->htab);
+    free(c->lru_prev);
+    free(c->lru_next);
     memset(c, 0, sizeof(*c));
 }
 
 int swift_pkv_used(const struct swift_pkv *c)
 {
-    return c->num_blocks - c->nfree;
+    return c->num_blocks - c->nfree - c->nevict;
+}
+
+int swift_pkv_cached(const struct swift_pkv *c)
+{
+    return c->nevict;
+}
+
+/* ---- the evictable list (registered blocks with ref 0), oldest at the head ---- */
+
+static void lru_push(struct swift_pkv *c, int32_t b)
+{
+    c->lru_prev[b] = c->lru_tail;
+    c->lru_next[b] = -1;
+    if (c->lru_tail >= 0)
+        c->lru_next[c->lru_tail] = b;
+    else
+        c->lru_head = b;
+    c->lru_tail = b;
+    c->nevict++;
+}
+
+static void lru_remove(struct swift_pkv *c, int32_t b)
+{
+    int32_t p = c->lru_prev[b], n = c->lru_next[b];
+    if (p >= 0)
+        c->lru_next[p] = n;
+    else
+        c->lru_head = n;
+    if (n >= 0)
+        c->lru_prev[n] = p;
+    else
+        c->lru_tail = p;
+    c->nevict--;
+}
+
+static void unregister(struct swift_pkv *c, int32_t b);
+
+/* Unregister b and every registered block whose chain passes through it (their keys name b,
+ * which is about to hold other tokens); those no sequence holds go to the free stack. */
+static void drop_chain(struct swift_pkv *c, int32_t b)
+{
+    unregister(c, b);
+    for (int32_t k = 0; k < c->num_blocks; k++)
+        if (c->bparent[k] == b) {
+            if (c->ref[k] == 0) {
+                lru_remove(c, k);
+                c->freel[c->nfree++] = k;
+            }
+            drop_chain(c, k);
+        }
 }
 
 /* the block receiving the next token when it is in the table and shared, else -1 */
@@ -106,8 +161,20 @@ int swift_pkv_need(const struct swift_pkv *c, const struct swift_pkv_seq *s, int
     return more + (n > 0 && shared_next(c, s) >= 0);
 }
 
+/* Blocks a reservation may take: the free ones and the evictable ones. */
+static int available(const struct swift_pkv *c)
+{
+    return c->nfree + c->nevict;
+}
+
 static int32_t take_block(struct swift_pkv *c)
 {
+    if (c->nfree == 0) { /* evict the least recently freed cached block */
+        int32_t e = c->lru_head;
+        lru_remove(c, e);
+        drop_chain(c, e);
+        c->freel[c->nfree++] = e;
+    }
     int32_t b = c->freel[--c->nfree];
     c->ref[b] = 1;
     int used = swift_pkv_used(c);
@@ -116,14 +183,13 @@ static int32_t take_block(struct swift_pkv *c)
     return b;
 }
 
-static void unregister(struct swift_pkv *c, int32_t b);
-
 static void put_block(struct swift_pkv *c, int32_t b)
 {
     if (--c->ref[b] == 0) {
         if (c->bparent[b] != -2)
-            unregister(c, b);
-        c->freel[c->nfree++] = b;
+            lru_push(c, b); /* kept for a later hit */
+        else
+            c->freel[c->nfree++] = b;
     }
 }
 
@@ -145,7 +211,7 @@ int swift_pkv_reserve(struct swift_pkv *c, struct swift_pkv_seq *s, int n)
     if (n <= 0)
         return 0;
     int need = swift_pkv_need(c, s, n);
-    if (need > c->nfree)
+    if (need > available(c))
         return -1;
     int bi = shared_next(c, s);
     if (bi >= 0) { /* copy-on-write of the partial block the next token goes to */
@@ -169,7 +235,7 @@ int swift_pkv_reserve(struct swift_pkv *c, struct swift_pkv_seq *s, int n)
 
 void swift_pkv_seq_clear(struct swift_pkv *c, struct swift_pkv_seq *s)
 {
-    for (int i = 0; i < s->nblocks; i++)
+    for (int i = s->nblocks; i-- > 0;) /* the last first: a chain is evicted from its end */
         put_block(c, s->blocks[i]);
     s->nblocks = 0;
     s->len = 0;
@@ -271,7 +337,12 @@ void swift_pkv_share(struct swift_pkv *c, struct swift_pkv_seq *s, int32_t b)
         s->cap = cap;
     }
     s->blocks[s->nblocks++] = b;
-    c->ref[b]++;
+    if (c->ref[b]++ == 0) { /* back from the evictable list */
+        lru_remove(c, b);
+        int used = swift_pkv_used(c);
+        if (used > c->peak)
+            c->peak = used;
+    }
     s->len += c->block_size;
     s->nreg = s->nblocks;
 }
@@ -285,6 +356,8 @@ void swift_pkv_prefix_add(struct swift_pkv *c, struct swift_pkv_seq *s, const in
     int32_t b = s->blocks[i], parent = i > 0 ? s->blocks[i - 1] : -1;
     if (c->bparent[b] != -2 || swift_pkv_prefix_find(c, parent, tokens) >= 0)
         return; /* registered already (shared), or an equal block is */
+    if (parent >= 0 && c->bparent[parent] == -2)
+        return; /* after an unregistered block: its key would outlive what it names */
     c->bparent[b] = parent;
     memcpy(c->btok + (size_t)b * c->block_size, tokens, (size_t)c->block_size * sizeof(int32_t));
     insert(c, b);

@@ -60,11 +60,16 @@ struct swift_pkv {
     int ntables, tables_cap;
     double flops; /* matmul + attention FLOPs since init */
     /* the prefix cache (swift_pkv_prefix_*): full blocks found by their tokens and the block
-     * before them, as long as a sequence holds them */
+     * before them, held or evictable (lru_*) */
     int32_t *bparent; /* host (num_blocks): the block before it, -1: none; -2: not registered */
     int32_t *btok;    /* host (num_blocks * block_size): a registered block's tokens */
     int32_t *htab;    /* host (hcap): registered blocks by hash, -1 empty, -2 deleted */
     int hcap, hdel;
+    /* registered blocks no sequence holds (ref 0), kept for a later hit, least recently freed
+     * first; taken (evicted) only when the free stack is empty */
+    int32_t *lru_prev, *lru_next; /* host (num_blocks), -1: none */
+    int32_t lru_head, lru_tail;
+    int nevict; /* blocks in that list */
 };
 
 /* A pool of num_blocks blocks of block_size tokens, scratch for max_tokens tokens per forward.
@@ -75,6 +80,8 @@ int swift_pkv_init(struct swift_pkv *c, struct swift_model *m, int num_blocks, i
 void swift_pkv_release(struct swift_pkv *c);
 /* Blocks held by sequences now. */
 int swift_pkv_used(const struct swift_pkv *c);
+/* Registered blocks that no sequence holds, kept for a later prefix hit (evictable). */
+int swift_pkv_cached(const struct swift_pkv *c);
 
 /* Blocks that growing s by n tokens takes from the pool: new blocks, plus one when the block
  * that receives the next token is shared (it is copied first). */
@@ -94,16 +101,21 @@ void swift_pkv_fork(struct swift_pkv *c, struct swift_pkv_seq *dst,
 /*
  * The prefix cache: sequences with the same first tokens (a system prompt, a template) share
  * the blocks of those tokens instead of computing them again (vLLM's automatic prefix
- * caching, for blocks that some sequence still holds). A full block is registered with its
- * tokens and the block before it; a new sequence walks its tokens block by block:
+ * caching; blocks stay cached after their holders end, see below). A full block is registered with
+ * its tokens and the block before it; a new sequence walks its tokens block by block:
  *
  *     while ((b = swift_pkv_prefix_find(&c, parent, tokens + s.len)) >= 0)
  *         swift_pkv_share(&c, &s, b), parent = b;        // s.len grows by block_size
  *     ...forward...
  *     swift_pkv_prefix_add(&c, &s, tokens + s.nreg * block_size);   // for each new full block
  *
- * A registered block is never written again (writes go past a sequence's full blocks), and
- * leaves the cache when its last holder frees it.
+ * A registered block is never written again (writes go past a sequence's full blocks). When
+ * its last holder frees it, it stays registered in a list of evictable blocks (vLLM's free
+ * block queue): a later sequence with the same tokens takes it back from there; a fresh block
+ * is taken from the free stack first, then the least recently freed evictable block is evicted
+ * (unregistered, with the registered blocks that follow it, whose keys name it). Evictable
+ * blocks count as free: swift_pkv_used counts the blocks sequences hold, swift_pkv_cached the
+ * evictable ones.
  */
 /* The registered block holding tokens (block_size of them) after parent (-1: at the start), or
  * -1. */

@@ -142,6 +142,31 @@ events() {
     grep '^data: {' "$1" | sed 's/^data: //'
 }
 
+@test "serve: prefix cache kept after a request ends: the next with the same system prompt reports cached tokens, same answer" {
+    serve --trace "$T/srv.trace.jsonl"
+    sys='You are a careful assistant who answers in one short sentence.'
+    for q in "What is a cat" "What is a cat" "Name a colour"; do
+        post /v1/chat/completions "$(jq -nc --arg s "$sys" --arg q "$q" '{messages: [{role: "system",
+            content: $s}, {role: "user", content: $q}], max_tokens: 8, logprobs: true}')" >>"$T/ans.jsonl"
+        [ "$(cat "$T/status")" = 200 ] || { tail -n 1 "$T/ans.jsonl"; false; }
+    done
+    jq -c '.usage.prompt_tokens_details.cached_tokens' "$T/ans.jsonl" >"$T/cached"
+    # the first found nothing, the second its whole prompt but the block of its last token, the
+    # third the system prompt's blocks
+    p=$(jq -s '.[1].usage.prompt_tokens' "$T/ans.jsonl")
+    [ "$(sed -n 1p "$T/cached")" = 0 ]
+    [ "$(sed -n 2p "$T/cached")" -eq $(((p - 1) / 16 * 16)) ]
+    [ "$(sed -n 3p "$T/cached")" -gt 0 ]
+    # the cached answer is the uncached one, token for token
+    jq -e -s '(.[0].choices[0].logprobs.content | map(.token)) ==
+        (.[1].choices[0].logprobs.content | map(.token))' "$T/ans.jsonl"
+    stop
+    # the trace: the engine's request_prefill spans and the prefix cache counter say the same
+    [ "$(jq -sc '[.[] | select(.name == "request_prefill") | .args.cached_tokens]' "$T/srv.trace.jsonl")" = "$(jq -sc . "$T/cached")" ]
+    jq -e -s '[.[] | select(.name == "kv_prefix_cache") | .args.hit_tokens] | max > 0' "$T/srv.trace.jsonl"
+    jq -e -s '[.[] | select(.name == "kv_prefix_cache") | .args.cached_blocks] | last > 0' "$T/srv.trace.jsonl"
+}
+
 @test "serve: stream: SSE chunks, the usage chunk, [DONE]; the text equals the whole answer" {
     serve
     body='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":12'
@@ -153,7 +178,11 @@ events() {
     [ "$(head -n 1 "$T/ev.jsonl" | jq -r .choices[0].delta.role)" = assistant ]
     [ "$(jq -s 'map(.choices[0].delta.content // "") | join("")' "$T/ev.jsonl")" = "$(jq .choices[0].message.content "$T/a.json")" ]
     [ "$(jq -sc 'map(select(.choices | length > 0) | .choices[0].finish_reason) | map(select(.))' "$T/ev.jsonl")" = '["length"]' ]
-    [ "$(tail -n 1 "$T/ev.jsonl" | jq -c '[.choices, .usage]')" = "[[],$(jq -c .usage "$T/a.json")]" ]
+    # the usage is the whole answer's, but for the prompt's blocks the stream found cached
+    [ "$(tail -n 1 "$T/ev.jsonl" | jq -c '[.choices, (.usage | del(.prompt_tokens_details))]')" = "[[],$(jq -c '.usage | del(.prompt_tokens_details)' "$T/a.json")]" ]
+    [ "$(jq .usage.prompt_tokens_details.cached_tokens "$T/a.json")" = 0 ]
+    tail -n 1 "$T/ev.jsonl" | jq -e '.usage.prompt_tokens_details.cached_tokens > 0 and
+        .usage.prompt_tokens_details.cached_tokens < .usage.prompt_tokens'
     # completions stream, no usage asked: none sent
     post /v1/completions '{"prompt":"Hello","max_tokens":5,"stream":true}' >"$T/c.txt"
     events "$T/c.txt" >"$T/cev.jsonl"

@@ -76,3 +76,40 @@ setup() {
     [[ $output == *"RL steps (3 of 3 steps generate)"* ]]
     jq -e '.task == "gsm8k" and .metrics.accuracy != null' "$W/grpo/eval-after.json"
 }
+
+@test "serve.sh: train, export a GGUF, serve it, eval through the server: the local answers" {
+    run env SWIFT_BIN="$SWIFT_BIN" SERVE_DIR="$W/serve" STEPS=6 DTYPE=f32 GATE=0 CONCURRENCY=4 \
+        OMP_NUM_THREADS=2 sh pipelines/serve.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for f in shards/index.json run/checkpoint-6/config.json model.f32.gguf eval-before.json \
+        eval-served.json eval-after.json served.jsonl local.jsonl; do
+        [ -s "$W/serve/$f" ] || { echo "missing $f"; false; }
+    done
+    # an f32 GGUF holds the checkpoint's weights: the served greedy answers are the local ones
+    diff "$W/serve/local.jsonl" "$W/serve/served.jsonl"
+    jq -e '.n == 100 and (.config.eval_url | startswith("http://127.0.0.1:")) and .model == "tiny"' \
+        "$W/serve/eval-served.json"
+    [[ $output == *"100 of 100 answers identical"* ]]
+    # SIGTERM: exit 0, no cache block left, the server's requests in its trace
+    [ "$(cat "$W/serve/server.rc")" = 0 ]
+    grep -q " 0 KV blocks in use" "$W/serve/server.log"
+    ! kill -0 "$(cat "$W/serve/server.pid")" 2>/dev/null
+    [ "$(cat "$W"/serve/trace/*.jsonl | jq -s '[.[] | select(.name == "http_request" and .args.path == "/v1/chat/completions")] | length')" -eq 100 ]
+}
+
+@test "serve.sh: a stage failing while the server runs still stops it with SIGTERM (exit 0)" {
+    # one question longer than the model's context: the local eval truncates it, the server
+    # refuses it (400), swift-eval --eval-url exits 1, the script stops the server and fails
+    python3 -c 'import json; print(json.dumps({"messages": [{"role": "user", "content": "the long question " * 200}, {"role": "assistant", "content": "x"}]}))' >"$W/long.jsonl"
+    run env SWIFT_BIN="$SWIFT_BIN" SERVE_DIR="$W/serve" STEPS=2 DTYPE=f32 GATE=0 \
+        EVAL_DATA="$W/long.jsonl" OMP_NUM_THREADS=2 sh pipelines/serve.sh
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ $output == *"long.jsonl:1: HTTP 400: This model's maximum context length is"* ]]
+    [ "$(cat "$W/serve/server.rc")" = 0 ]
+    grep -q "SIGTERM: stopping" "$W/serve/server.log"
+    grep -q " 0 KV blocks in use" "$W/serve/server.log"
+    ! kill -0 "$(cat "$W/serve/server.pid")" 2>/dev/null
+    [ ! -e "$W/serve/eval-served.json" ]
+}

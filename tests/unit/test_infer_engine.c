@@ -377,6 +377,48 @@ static void test_prefix(void **state)
     swift_model_free(&m);
 }
 
+/* The prefix cache outlives its holders: a request that ends leaves its full blocks cached, the
+ * same prompt later finds them (20 of 23 tokens) and generates the same; a request that needs
+ * the pool evicts them (the chains from their ends) and the prompt after it is still right. */
+static void test_prefix_kept(void **state)
+{
+    (void)state;
+    struct ref r;
+    ref_load(&r, "llama");
+    struct swift_model m;
+    load_model(&m, "llama");
+    int p = 3, q = -1, L = r.plen[p];
+    assert_int_equal(L, 23);
+    for (int i = 0; i < r.P; i++) /* the longest other prompt */
+        if (i != p && (q < 0 || r.plen[i] > r.plen[q]))
+            q = i;
+    int longest = r.plen[q] > L ? r.plen[q] : L;
+    int nb = (longest + r.G + 3) / 4 + 1; /* the longer request alone, and one block more */
+    struct swift_engine *e = engine(&m, 4, 64, 4, nb);
+    struct swift_sampling s = swift_sampling_defaults();
+    s.max_tokens = r.G;
+    struct swift_engine_stats st;
+    struct out o[4];
+    memset(o, 0, sizeof(o));
+    const int order[4] = {p, p, q, p};
+    for (int k = 0; k < 4; k++) {
+        int pr = order[k];
+        add(e, r.prompt[pr], r.plen[pr], &s, &o[k]);
+        run_all(e);
+        assert_int_equal(o[k].n[0], r.glen[pr]);
+        assert_memory_equal(o[k].tok[0], r.greedy[pr], (size_t)r.glen[pr] * 4);
+        swift_engine_stats(e, &st);
+        assert_int_equal(st.blocks_used, 0);
+        assert_true(st.blocks_cached > 0 && st.blocks_cached <= nb);
+    }
+    assert_int_equal(o[0].cached, 0);
+    assert_int_equal(o[1].cached, 20); /* 22 tokens before the last: 5 blocks of 4 */
+    /* the other request took the free blocks and evicted the cached chain's end, not its start */
+    assert_int_equal(o[3].cached, 16);
+    swift_engine_free(e);
+    swift_model_free(&m);
+}
+
 /* n = 2 greedy on one prompt: the prompt is prefilled once, both choices are transformers'. */
 static void test_n2(void **state)
 {
@@ -1045,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_greedy_unchunked),
         cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_prefix_kept),
         cmocka_unit_test(test_n2),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_cancel_in_callback),

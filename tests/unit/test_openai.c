@@ -660,8 +660,55 @@ static void test_token_ids_and_bad_utf8(void **state)
     assert_string_equal(json_string_value(json_array_get(toks, 1)), "token_id:255");
     json_decref(r);
     swift_oai_choice_release(&c);
+    /* one U+FFFD per maximal ill-formed subpart, as the tokenizer's decode of the same ids (a
+     * cut 3-byte character, then a cut 4-byte one at the end): a served answer equals swift-eval's
+     */
+    struct swift_oai_choice d = {0};
+    const char *bytes = "\xe4\xbd"
+                        "b\xf0\x9f\x98";
+    feed(&d, &rq, tok, bytes, 0, &stopped);
+    d.finish = SWIFT_FINISH_LENGTH;
+    r = swift_oai_completion_response(&rq, "cmpl-2", 7, "tiny", &d, 1, 1);
+    c0 = json_array_get(json_object_get(r, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(c0, "text")),
+                        "\xef\xbf\xbd"
+                        "b\xef\xbf\xbd");
+    uint32_t ids[6]; /* feed's ids: the byte values */
+    for (int k = 0; k < 6; k++)
+        ids[k] = (unsigned char)bytes[k];
+    char *text;
+    size_t len;
+    assert_int_equal(swift_tokenizer_decode(tok, ids, 6, 0, &text, &len), 0);
+    assert_string_equal(text, json_string_value(json_object_get(c0, "text")));
+    free(text);
+    json_decref(r);
+    swift_oai_choice_release(&d);
     swift_oai_request_release(&rq);
     swift_tokenizer_free(tok);
+}
+
+/* Server errors are OpenAI's "server_error"; a request cut short by a failed engine step (a
+ * backend error) or by the shutdown is a 503 that says which. */
+static void test_server_errors(void **state)
+{
+    (void)state;
+    struct swift_oai_error er;
+    for (int failed = 0; failed < 2; failed++) {
+        assert_int_equal(swift_oai_abort_error(&er, failed), -1);
+        assert_int_equal(er.status, 503);
+        json_t *j = swift_oai_error_json(&er);
+        json_t *e = json_object_get(j, "error");
+        assert_string_equal(json_string_value(json_object_get(e, "type")), "server_error");
+        assert_non_null(strstr(json_string_value(json_object_get(e, "message")),
+                               failed ? "the inference engine failed" : "shutting down"));
+        assert_true(json_is_null(json_object_get(e, "param")));
+        json_decref(j);
+    }
+    swift_oai_fail(&er, 500, "", NULL, "x");
+    json_t *j = swift_oai_error_json(&er);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+                        "server_error");
+    json_decref(j);
 }
 
 static void test_batch_lines(void **state)
@@ -698,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_choice_and_responses),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_token_ids_and_bad_utf8),
+        cmocka_unit_test(test_server_errors),
         cmocka_unit_test(test_batch_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
