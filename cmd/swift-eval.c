@@ -91,7 +91,8 @@ static const struct swift_option options[] = {
         SWIFT_CHOICES({"float32", 0}, {"bfloat16", 1}, {"float16", 2}), /* SWIFT_MATH_* */
         "bfloat16|float16|float32",
         "the matmuls' dtype (ms-swift's --torch_dtype): bfloat16 runs them in bf16 "
-        "with fp32 accumulation; default float32",
+        "with fp32 accumulation; default: the checkpoint's dtype on the CPU (float16 and "
+        "none: float32), float32 on a GPU",
         .error = "--torch-dtype: '{arg}' is not bfloat16, float16 or float32"),
     SWIFT_OPT_FLAG(0, "quiet", F(o.quiet), "no table on stderr (and no progress line)"),
     SWIFT_OPT_PROGRESS(F(o.progress)),

@@ -67,7 +67,8 @@ struct swift_eval_opts {
     const char *ref_model; /* pref: the reference model directory (NULL: the model without its
                               adapters) */
     double beta;           /* pref: the implicit reward's scale (default 0.1, TRL's) */
-    int torch_dtype;       /* the matmuls' math: SWIFT_MATH_FP32 (default) or SWIFT_MATH_BF16 */
+    int torch_dtype;       /* the matmuls' math: SWIFT_MATH_FP32 or SWIFT_MATH_BF16; -1 (default):
+                              the checkpoint's dtype (swift_backend_default_math) */
 };
 
 void swift_eval_opts_init(struct swift_eval_opts *o);
