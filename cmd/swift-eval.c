@@ -110,7 +110,8 @@ static const struct swift_option options[] = {
         SWIFT_CHOICES({"float32", 0}, {"bfloat16", 1}, {"float16", 2}), /* SWIFT_MATH_* */
         "bfloat16|float16|float32",
         "the matmuls' dtype (ms-swift's --torch_dtype): bfloat16 runs them in bf16 "
-        "with fp32 accumulation; default float32",
+        "with fp32 accumulation; default: the checkpoint's dtype on the CPU (float16 and "
+        "none: float32), float32 on a GPU",
         .error = "--torch-dtype: '{arg}' is not bfloat16, float16 or float32"),
     SWIFT_OPT_STRING(0, "eval-url", F(o.eval_url), "URL",
                      "gsm8k, exact: generate through this OpenAI-compatible server (a root, its "
@@ -157,13 +158,13 @@ static int remote_checks(struct swift_eval_opts *o)
         return swift_usage("--eval-url: --task toolcall renders the tools with the agent template "
                            "and parses the calls, which needs the tokenizer here (through a "
                            "server: gsm8k, exact)");
-    const char *local = o->adapters         ? "--adapters"
-                        : o->merge_adapters ? "--merge-adapters"
-                        : o->ref_model      ? "--ref-model"
-                        : o->device         ? "--device"
-                        : o->torch_dtype    ? "--torch-dtype"
-                        : o->max_length     ? "--max-length"
-                                            : NULL;
+    const char *local = o->adapters           ? "--adapters"
+                        : o->merge_adapters   ? "--merge-adapters"
+                        : o->ref_model        ? "--ref-model"
+                        : o->device           ? "--device"
+                        : o->torch_dtype >= 0 ? "--torch-dtype"
+                        : o->max_length       ? "--max-length"
+                                              : NULL;
     if (local)
         return swift_usage("--eval-url: %s is for a model loaded here (the server has its own)",
                            local);

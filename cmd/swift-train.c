@@ -339,7 +339,8 @@ static const struct swift_option opts[] = {
         SWIFT_CHOICES({"float32", SWIFT_MATH_FP32}, {"bfloat16", SWIFT_MATH_BF16}, {"float16", 2}),
         "bfloat16|float16|float32",
         "the matmuls' dtype (ms-swift's --torch_dtype): bfloat16 runs them in bf16 "
-        "with fp32 accumulation, fp32 master weights (torch autocast); default float32",
+        "with fp32 accumulation, fp32 master weights (torch autocast); default: the "
+        "checkpoint's dtype on the CPU (float16 and none: float32), float32 on a GPU",
         .error = "--torch-dtype: '{arg}' is not bfloat16, float16 or float32"),
     SWIFT_OPT_STRING(0, "device", F(o.device), "auto|cpu|cuda[:N]",
                      "where the model runs (default auto: a GPU when there is one)"),

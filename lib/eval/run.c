@@ -24,6 +24,7 @@ void swift_eval_opts_init(struct swift_eval_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->task = -1;
+    o->torch_dtype = -1; /* the checkpoint's (swift_backend_default_math) */
     o->max_new_tokens = 256;
     o->temperature = 0.0;
     o->top_p = 1.0;
@@ -94,7 +95,9 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
             return -1;
     }
     /* --torch-dtype bfloat16: from here (the adapters merged in fp32) the matmuls run in bf16 */
-    if (swift_backend_set_math(&be, o->torch_dtype) < 0)
+    int math =
+        o->torch_dtype >= 0 ? o->torch_dtype : swift_backend_default_math(&be, o->model, !o->quiet);
+    if (swift_backend_set_math(&be, math) < 0)
         return -1;
     if (o->task == SWIFT_EVAL_PREF)
         return load_pref(r, oo, be.ops);

@@ -83,7 +83,8 @@ struct swift_eval_opts {
     const char *ref_model;   /* pref: the reference model directory (NULL: the model without its
                                 adapters) */
     double beta;             /* pref: the implicit reward's scale (default 0.1, TRL's) */
-    int torch_dtype;         /* the matmuls' math: SWIFT_MATH_FP32 (default) or SWIFT_MATH_BF16 */
+    int torch_dtype;         /* the matmuls' math: SWIFT_MATH_FP32 or SWIFT_MATH_BF16; -1
+                                (default): the checkpoint's dtype (swift_backend_default_math) */
     const char *eval_url;    /* gsm8k, exact: generate through this OpenAI-compatible server
                                 (lib/eval/remote.h) instead of loading a model; model is then the
                                 name sent in each request's "model" (NULL: none) */

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
 #include "lib/core/error.h"
@@ -137,4 +139,33 @@ double swift_backend_matmul_peak_gflops(const struct swift_backend *b)
     ops->free(w);
     ops->free(c);
     return best;
+}
+
+int swift_backend_default_math(const struct swift_backend *b, const char *model_dir, int say)
+{
+    if (b->cuda)
+        return SWIFT_MATH_FP32;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/config.json", model_dir ? model_dir : ".");
+    json_t *root = json_load_file(path, 0, NULL); /* none (a GGUF file): float32 */
+    const char *key = "dtype", *dt = json_string_value(json_object_get(root, key));
+    if (!dt)
+        dt = json_string_value(json_object_get(root, key = "torch_dtype"));
+    int math = SWIFT_MATH_FP32;
+    if (dt && !strcmp(dt, "bfloat16")) {
+        math = SWIFT_MATH_BF16;
+        if (say)
+            swift_info("--torch-dtype bfloat16: the checkpoint's dtype (%s in %s); "
+                       "--torch-dtype float32 for fp32 matmuls",
+                       key,
+                       path);
+    } else if (dt && !strcmp(dt, "float16") && say) {
+        swift_info("--torch-dtype float32: the checkpoint is float16 (%s in %s) and the CPU has "
+                   "no fp16 matmuls; fp32 holds its weights exactly (--torch-dtype bfloat16 for "
+                   "bf16 matmuls)",
+                   key,
+                   path);
+    }
+    json_decref(root);
+    return math;
 }

@@ -40,6 +40,12 @@ int swift_backend_select_rank(struct swift_backend *b, const char *spec, int loc
  * slow fallback is a warning, not an error. Returns 0, or -1 when the backend cannot
  * (reported). */
 int swift_backend_set_math(struct swift_backend *b, int math);
+/* --torch-dtype's default, as ms-swift's: the checkpoint's dtype (MODEL_DIR/config.json's dtype,
+ * else torch_dtype). On the CPU bfloat16 gives SWIFT_MATH_BF16; float32, float16 (no fp16
+ * matmuls on the CPU: fp32 holds fp16 weights exactly) and none give SWIFT_MATH_FP32. On a GPU
+ * the default stays SWIFT_MATH_FP32. With say, one note on stderr names the dtype and why when
+ * the checkpoint is bfloat16 or float16 (a float32 one, or none, runs as it says, silently). */
+int swift_backend_default_math(const struct swift_backend *b, const char *model_dir, int say);
 /* The backend's measured matmul rate in GFLOP/s at its current math (1024^3, best of 3), the
  * peak MFU is set against when the device has no known one. */
 double swift_backend_matmul_peak_gflops(const struct swift_backend *b);

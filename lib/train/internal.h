@@ -244,7 +244,7 @@ char *train_run_dir(const struct swift_train_opts *o, struct swift_dist *d);
 /* CLOCK_MONOTONIC, seconds */
 double train_now_s(void);
 /* OUTPUT_DIR/args.json (rank 0). */
-int train_write_args(const struct swift_train_opts *o);
+int train_write_args(const struct swift_train_opts *o, int math);
 /* Open logging.jsonl (rank 0; appended on resume) and settle the MFU peak. */
 int train_log_open(struct run *r);
 void train_log_close(struct run *r);

@@ -153,7 +153,7 @@ static void train_grpo_args(const struct swift_train_opts *o, json_t *a)
     json_object_set_new(a, "reward_timeout", json_real(o->reward_timeout));
 }
 
-int train_write_args(const struct swift_train_opts *o)
+int train_write_args(const struct swift_train_opts *o, int math)
 {
     json_t *a = json_pack(
         "{s:s,s:s,s:s?,s:s,s:s,s:i,s:f,s:f,s:b,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:s,s:i,s:i,s:i,"
@@ -224,7 +224,7 @@ int train_write_args(const struct swift_train_opts *o)
         abort();
     json_object_set_new(a, "gradient_checkpointing", json_boolean(o->gradient_checkpointing));
     json_object_set_new(
-        a, "torch_dtype", json_string(o->torch_dtype == SWIFT_MATH_BF16 ? "bfloat16" : "float32"));
+        a, "torch_dtype", json_string(math == SWIFT_MATH_BF16 ? "bfloat16" : "float32"));
     if (o->rlhf && !strcmp(o->rlhf, "grpo")) {
         train_grpo_args(o, a);
     } else if (o->rlhf) { /* ms-swift's keys, with the defaults the objective resolves */

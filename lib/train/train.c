@@ -51,6 +51,7 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->save_steps = 500;
     o->eval_steps = 0; /* 0: same as save_steps */
     o->logging_steps = 5;
+    o->torch_dtype = -1; /* the checkpoint's (swift_backend_default_math) */
     o->dist_timeout = 300;
     o->delay_rank = -1;
     o->num_workers = 1;
@@ -130,7 +131,10 @@ static int start(struct run *r)
         int failed = brc < 0;
         return end_ranks(D, failed, failed ? SWIFT_FAILED : SWIFT_MISUSED);
     }
-    if (swift_backend_set_math(&r->be, o->torch_dtype) < 0)
+    /* no --torch-dtype: the checkpoint's dtype (ms-swift's default), said once */
+    int math = o->torch_dtype >= 0 ? o->torch_dtype
+                                   : swift_backend_default_math(&r->be, o->model, D->rank == 0);
+    if (swift_backend_set_math(&r->be, math) < 0)
         return end_ranks(D, 1, SWIFT_FAILED);
     if (o->galore_per_param && D->world > 1) { /* layerwise.c */
         swift_usage("--galore-optim-per-parameter: one process only (a weight is updated "
@@ -429,7 +433,7 @@ static int open_run_dir(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
     int rank0 = r->dist.rank == 0;
-    if (swift_mkdirs(o->output_dir, 0755) < 0 || (rank0 && train_write_args(o) < 0))
+    if (swift_mkdirs(o->output_dir, 0755) < 0 || (rank0 && train_write_args(o, r->be.math) < 0))
         return -1;
     if (rank0)
         train_remove_stale_tmp(o->output_dir);

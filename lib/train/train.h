@@ -93,7 +93,8 @@ struct swift_train_opts {
     int progress;               /* the progress line: enum swift_progress_mode (0: a terminal) */
     double peak_gflops;         /* for MFU; 0: measure sgemm at start-up */
     int gradient_checkpointing; /* recompute layer activations in backward */
-    int torch_dtype; /* the matmuls' math: SWIFT_MATH_FP32 (default) or SWIFT_MATH_BF16 */
+    int torch_dtype; /* the matmuls' math: SWIFT_MATH_FP32 or SWIFT_MATH_BF16; -1 (default): the
+                        checkpoint's dtype (swift_backend_default_math) */
     /* GaLore (lib/train/galore.h, docs/train.md "GaLore"; full tuning): galore_rank 0 is off */
     int use_galore;             /* --use-galore: on with the default rank (128) */
     int galore_rank;            /* --galore-rank R (on) */

@@ -120,3 +120,77 @@ has_bf16() {
     [ "$status" -eq 2 ]
     [[ ${lines[0]} == "swift-eval: --torch-dtype float16: not supported"* ]]
 }
+
+# a copy of a fixture model whose config.json says dtype $2 (none: no dtype key at all)
+with_dtype() {
+    mkdir -p "$W/$2"
+    cp -r "$1/." "$W/$2/"
+    if [ "$2" = none ]; then
+        jq 'del(.dtype, .torch_dtype)' "$1/config.json" >"$W/$2/config.json"
+    else
+        jq --arg d "$2" 'del(.dtype) | .torch_dtype = $d' "$1/config.json" >"$W/$2/config.json"
+    fi
+}
+
+@test "no --torch-dtype: the checkpoint's dtype (ms-swift's default), a note for bfloat16 and float16" {
+    args=(--max-steps 4 --logging-steps 1 --eval-steps 100 --save-steps 100
+        --per-device-train-batch-size 2 --learning-rate 1e-3 -j 1 --device cpu)
+    for d in bfloat16 float16 float32 none; do with_dtype $M $d; done
+    # bfloat16: bf16 matmuls, the same losses as an explicit --torch-dtype bfloat16
+    run --separate-stderr "$T" --model "$W/bfloat16" "${args[@]}" -o "$W/b" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    [[ $stderr == *"swift-train: --torch-dtype bfloat16: the checkpoint's dtype (torch_dtype in $W/bfloat16/config.json)"* ]]
+    [ "$(jq -r .torch_dtype "$W/b/args.json")" = bfloat16 ]
+    run --separate-stderr "$T" --model "$W/bfloat16" "${args[@]}" -o "$W/be" --torch-dtype bfloat16 $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/be.out"
+    diff <(losses "$W/b.out") <(losses "$W/be.out")
+    [[ $stderr != *"the checkpoint's dtype"* ]] # explicit: no note
+    # an explicit float32 overrides a bf16 checkpoint: float32's losses
+    run --separate-stderr "$T" --model "$W/bfloat16" "${args[@]}" -o "$W/bf" --torch-dtype float32 $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/bf.out"
+    ! diff -q <(losses "$W/b.out") <(losses "$W/bf.out")
+    # float32 and no dtype: fp32 matmuls, float32's bits
+    run --separate-stderr "$T" --model "$W/float32" "${args[@]}" -o "$W/f" $D
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/f.out"
+    [[ $stderr != *"--torch-dtype"* ]] # as the checkpoint says, as before: no note
+    diff <(losses "$W/bf.out") <(losses "$W/f.out")
+    [ "$(jq -r .torch_dtype "$W/f/args.json")" = float32 ]
+    run --separate-stderr "$T" --model "$W/none" "${args[@]}" -o "$W/n" $D
+    [ "$status" -eq 0 ]
+    [[ $stderr != *"--torch-dtype"* ]]
+    [ "$(jq -r .torch_dtype "$W/n/args.json")" = float32 ]
+    # float16: no fp16 matmuls on the CPU, float32 (which holds fp16 weights exactly)
+    run --separate-stderr "$T" --model "$W/float16" "${args[@]}" -o "$W/h" $D
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"swift-train: --torch-dtype float32: the checkpoint is float16 (torch_dtype in $W/float16/config.json) and the CPU has no fp16 matmuls"* ]]
+    [ "$(jq -r .torch_dtype "$W/h/args.json")" = float32 ]
+}
+
+@test "swift-eval without --torch-dtype: the checkpoint's dtype, a note for bfloat16 (not under --quiet)" {
+    E="$SWIFT_BIN/swift-eval"
+    F=tests/fixtures/eval
+    with_dtype $F/llama bfloat16
+    run --separate-stderr "$E" "$W/bfloat16" --task loss --dataset $F/synth/train
+    [ "$status" -eq 0 ]
+    a=$(jq .metrics.loss <<<"$output")
+    [[ $stderr == *"swift-eval: --torch-dtype bfloat16: the checkpoint's dtype (torch_dtype in $W/bfloat16/config.json)"* ]]
+    run --separate-stderr "$E" "$W/bfloat16" --task loss --dataset $F/synth/train --torch-dtype bfloat16
+    [ "$status" -eq 0 ]
+    [ "$(jq .metrics.loss <<<"$output")" = "$a" ]
+    run --separate-stderr "$E" "$W/bfloat16" --task loss --dataset $F/synth/train --torch-dtype float32
+    [ "$status" -eq 0 ]
+    [ "$(jq .metrics.loss <<<"$output")" != "$a" ]
+    # --quiet: no note either
+    run --separate-stderr "$E" "$W/bfloat16" --task loss --dataset $F/synth/train --quiet
+    [ "$status" -eq 0 ]
+    [ "$(jq .metrics.loss <<<"$output")" = "$a" ]
+    [[ $stderr != *"--torch-dtype"* ]]
+    # a float32 checkpoint: fp32 as before, no note
+    run --separate-stderr "$E" $F/llama --task loss --dataset $F/synth/train
+    [ "$status" -eq 0 ]
+    [[ $stderr != *"--torch-dtype"* ]]
+}
