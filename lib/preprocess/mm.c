@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/core/alloc.h"
@@ -345,6 +346,7 @@ int swift_pp_store_images(const struct swift_preprocess_opts *o, char **dir,
             free(d);
             return -1;
         }
+        chmod(d, 0755); /* mkdtemp's 0700 would become the output's images/ */
         *dir = d;
     }
     char hex[65];

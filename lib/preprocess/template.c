@@ -28,6 +28,10 @@ static const struct swift_template templates[] = {
     {"llama3", K_LLAMA3, NULL},
     {"default", K_DEFAULT, "You are a helpful assistant."},
     {"generation", K_GENERATION, NULL},
+    /* Qwen2-VL / Qwen2.5-VL: qwen's chatml; "<image>" placeholders become vision tokens before
+     * the template runs (lib/preprocess/mm.c), whatever the template */
+    {"qwen2_vl", K_CHATML, "You are a helpful assistant."},
+    {"qwen2_5_vl", K_CHATML, "You are a helpful assistant."},
 };
 #define NTEMPLATES (sizeof(templates) / sizeof(templates[0]))
 
@@ -55,6 +59,8 @@ const char *swift_template_guess(const struct swift_tokenizer *tok)
     if (!ct)
         return NULL;
     if (strstr(ct, "<|im_start|>")) {
+        if (strstr(ct, "<|vision_start|>"))
+            return "qwen2_vl";
         if (strstr(ct, "<think>"))
             return "qwen3";
         if (strstr(ct, "You are Qwen, created by Alibaba Cloud"))

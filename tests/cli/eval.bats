@@ -300,7 +300,7 @@ need_shared() {
     [ "$(jq -r .config.template <<<"$output")" = chatml ]
     run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --template bogus
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, default, generation)" ]
+    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, default, generation, qwen2_vl, qwen2_5_vl)" ]
 }
 
 @test "several datasets: one record each; the gate matches baseline records by dataset" {
