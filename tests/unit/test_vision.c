@@ -9,8 +9,11 @@
 #include "lib/core/sha256.h"
 #include "lib/formats/image.h"
 #include "lib/formats/pixels.h"
+#include "lib/formats/shard.h"
+#include "lib/preprocess/preprocess.h"
 #include "lib/preprocess/vision.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -274,6 +277,105 @@ static void test_limits_and_cache(void **state)
     free(rgb);
 }
 
+/* What the trainer does with image shards: mllm_demo.json built (packed) by swift_preprocess_run,
+ * opened with SWIFT_SHARDS_IMAGES; each sample's metadata names one cache file per
+ * <|vision_start|> span, whose <|image_pad|> run is tokens long, and each cache file expands to
+ * exactly transformers' pixel_values for that demo image (the fixture's sha256). */
+static void test_shards_end_to_end(void **state)
+{
+    (void)state;
+    char tok[512], data[512], dir[] = "/tmp/test_vision_sh.XXXXXX";
+    snprintf(tok, sizeof tok, "%s/data/tokenizers/qwen3", shared_dir());
+    snprintf(data, sizeof data, "%s/data/datasets/llama-factory-demo/mllm_demo.json", shared_dir());
+    if (access(tok, R_OK) != 0 || access(data, R_OK) != 0) {
+        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
+            fail_msg("shared data missing: %s", data);
+        skip();
+    }
+    assert_non_null(mkdtemp(dir));
+    char *out = swift_asprintf("%s/shards", dir);
+    char *inputs[] = {data};
+    struct swift_preprocess_opts o = {.mode = SWIFT_PP_BUILD,
+                                      .tokenizer = tok,
+                                      .template_name = "qwen2_vl",
+                                      .output = out,
+                                      .inputs = inputs,
+                                      .ninputs = 1,
+                                      .max_length = 1024,
+                                      .kind = -1,
+                                      .packing = SWIFT_PACK_BINPACK,
+                                      .seed = 42,
+                                      .threads = 1,
+                                      .shard_tokens = 1ull << 24};
+    fflush(stdout); /* the run's JSON record goes to stdout: not into the TAP stream */
+    int saved = dup(1), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    int rc = swift_preprocess_run(&o);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(null);
+    assert_int_equal(rc, 0);
+    struct swift_shards *sh;
+    assert_int_equal(swift_shards_open(&sh, out, 0), -1); /* a text-only reader is refused */
+    assert_int_equal(swift_shards_open(&sh, out, SWIFT_SHARDS_IMAGES), 0);
+    const struct swift_shard_index *ix = swift_shards_index(sh);
+    assert_string_equal(ix->image_cache, "images");
+    assert_int_equal(ix->image_refs, 8);
+    char *cache = swift_asprintf("%s/%s", out, ix->image_cache);
+    json_t *doc = expected();
+    uint64_t refs = 0;
+    for (uint64_t i = 0; i < swift_shards_count(sh); i++) {
+        struct swift_sample x;
+        assert_int_equal(swift_shards_get(sh, i, &x), 0);
+        json_error_t je;
+        json_t *m = json_loadb(x.meta, x.meta_len, 0, &je), *keys = json_object_get(m, "images");
+        assert_true(json_is_array(keys));
+        size_t k = 0;
+        for (uint32_t t = 0; t < x.len; t++) {
+            if (x.ids[t] != 151652) /* <|vision_start|> */
+                continue;
+            const char *hex = json_string_value(json_array_get(keys, k++));
+            assert_non_null(hex);
+            struct swift_pixels px;
+            unsigned char *buf;
+            assert_int_equal(swift_pixels_load(&px, &buf, cache, hex), 0);
+            uint64_t n = swift_pixels_tokens(&px);
+            for (uint64_t j = 1; j <= n; j++)
+                assert_int_equal(x.ids[t + j], 151655);
+            assert_int_equal(x.ids[t + n + 1], 151653);
+            float *pv = malloc(swift_pixels_values_size(&px));
+            swift_pixels_expand(&px, pv);
+            char got[65];
+            swift_sha256_hex(pv, swift_pixels_values_size(&px), got);
+            int found = 0;
+            json_t *c;
+            size_t ci;
+            json_array_foreach(json_object_get(doc, "cases"), ci, c)
+            {
+                const char *name = json_string_value(json_object_get(c, "name"));
+                if (!strncmp(name, "demo", 4) && strlen(name) == 5)
+                    found += !strcmp(got, json_string_value(json_object_get(c, "sha256")));
+            }
+            if (found != 1)
+                fail_msg("sample %llu image %zu: pixel_values are no demo image's",
+                         (unsigned long long)i,
+                         k - 1);
+            free(pv);
+            free(buf);
+        }
+        assert_int_equal(k, json_array_size(keys));
+        refs += k;
+        json_decref(m);
+    }
+    assert_int_equal(refs, 8);
+    json_decref(doc);
+    free(cache);
+    swift_shards_close(sh);
+    swift_remove_tree(dir);
+    free(out);
+}
+
 int main(void)
 {
     static FILE *devnull;
@@ -284,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_smart_resize),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_limits_and_cache),
+        cmocka_unit_test(test_shards_end_to_end),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fclose(devnull);
