@@ -22,6 +22,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -277,9 +278,7 @@ void swift_pp_store_free(struct pp_store *s);
 
 /* ---- images (mm.c, docs/multimodal.md) ---- */
 struct pp_image {
-    char hex[65];       /* the cache file's name: sha256 of buf */
-    unsigned char *buf; /* the .pix file (lib/formats/pixels.h), len bytes */
-    size_t len;
+    char hex[65];            /* the cache file's name: its sha256 (lib/formats/pixels.h) */
     uint32_t grid_h, grid_w; /* patches (grid_t is 1) */
     uint64_t tokens;         /* its <|image_pad|> tokens */
 };
@@ -292,18 +291,27 @@ struct pp_images {
 };
 struct swift_vl_opts;
 struct swift_conv;
+/* The image cache being filled while the rows are read (build mode): made on first use by
+ * whichever worker gets there (mkdtemp "<--output>.images-XXXXXX" beside the output), each image
+ * written there by its worker as soon as it is resized (so a batch holds no pixels), and moved to
+ * "<output>/images" at the end. */
+struct pp_cache {
+    pthread_mutex_t lock;
+    char *dir;
+    const char *output;
+};
 /* A row's "images" (paths relative to `file`, the data file): each decoded, resized and
  * serialized into im (nothing when the row has none), and each "<image>" placeholder of conv
  * (none: all before the first user message, as ms-swift) replaced by the image's vision tokens;
- * the new strings live in hold. Returns 0, or -1 with "image 'path': why" in err. */
+ * the new strings live in hold. Each image is written to cache (NULL: none, --render). Returns 0,
+ * or -1 with "image 'path': why" in err. */
 int swift_pp_row_images(json_t *obj, const char *file, const struct swift_vl_opts *vo,
-                        const struct swift_tokenizer *tok, struct swift_conv *conv, json_t *hold,
-                        struct pp_images *im, char *err, size_t errlen);
+                        const struct swift_tokenizer *tok, struct pp_cache *cache,
+                        struct swift_conv *conv, json_t *hold, struct pp_images *im, char *err,
+                        size_t errlen);
+/* -1 with a message when a row of another kind than SFT has images (not supported yet). */
+int swift_pp_images_unsupported(json_t *obj, int kind, char *err, size_t errlen);
 void swift_pp_images_free(struct pp_images *im);
-/* Write im's cache files into *dir, made on first use (mkdtemp "<--output>.images-XXXXXX"
- * beside the output). Returns 0 or -1 (reported). */
-int swift_pp_store_images(const struct swift_preprocess_opts *o, char **dir,
-                          const struct pp_images *im);
 /* Move the cache *dir to "<out>/images" (*dir freed and NULL on success). Returns 0 or -1. */
 int swift_pp_move_images(char **dir, const char *out);
 /* --render: ,"images":[{"sha256","grid_thw","start","tokens"}] (start: the first

@@ -7,6 +7,7 @@
  * Qwen2-VL's processor expands the chat template's single <|image_pad|>.
  */
 #include "lib/preprocess/internal.h"
+#include "lib/preprocess/dataset.h"
 #include "lib/preprocess/template.h"
 
 #include <errno.h>
@@ -32,8 +33,6 @@
 
 void swift_pp_images_free(struct pp_images *im)
 {
-    for (size_t i = 0; i < im->n; i++)
-        free(im->v[i].buf);
     free(im->v);
     free(im->keys);
     memset(im, 0, sizeof *im);
@@ -82,8 +81,52 @@ static const char *image_ref(json_t *v)
 }
 
 /* Decode and process one image into im->v[i]; *tokens gets its <|image_pad|> count. */
+/* The cache directory, made by the first worker that needs it. Returns it or NULL (reported). */
+static const char *cache_dir(struct pp_cache *cache)
+{
+    pthread_mutex_lock(&cache->lock);
+    if (!cache->dir) {
+        char *d = swift_asprintf("%s.images-XXXXXX", cache->output);
+        char *slash = strrchr(d, '/');
+        if (slash) { /* the output's parent, as swift_atomic_dir_begin makes it */
+            *slash = 0;
+            swift_mkdirs(d, 0755);
+            *slash = '/';
+        }
+        if (!mkdtemp(d)) {
+            swift_error_errno("cannot create '%s'", d);
+            free(d);
+        } else {
+            chmod(d, 0755); /* mkdtemp's 0700 would become the output's images/ */
+            cache->dir = d;
+        }
+    }
+    const char *dir = cache->dir;
+    pthread_mutex_unlock(&cache->lock);
+    return dir;
+}
+
+/* px into the cache (content addressed: concurrent writers of one image write the same bytes
+ * under the same name, each atomically) or, without a cache, just its name. */
+static int cache_put(struct pp_cache *cache, const struct swift_pixels *px, char hex[65], char *why,
+                     size_t whylen)
+{
+    if (!cache) {
+        unsigned char *buf;
+        size_t len;
+        swift_pixels_serialize(px, &buf, &len, hex);
+        free(buf);
+        return 0;
+    }
+    const char *dir = cache_dir(cache);
+    if (!dir || swift_pixels_store(px, dir, hex) < 0)
+        return swift_row_errf(why, whylen, "cannot write the image cache (see above)");
+    return 0;
+}
+
 static int one_image(const char *ref, const char *file, const struct swift_vl_opts *vo,
-                     struct pp_image *pi, uint64_t *tokens, char *err, size_t errlen)
+                     struct pp_cache *cache, struct pp_image *pi, uint64_t *tokens, char *err,
+                     size_t errlen)
 {
     if (!strncmp(ref, "http://", 7) || !strncmp(ref, "https://", 8))
         return swift_row_errf(
@@ -108,7 +151,7 @@ static int one_image(const char *ref, const char *file, const struct swift_vl_op
     if (rc == 0)
         rc = swift_vl_process(&img, vo, &px, &rgb, why, sizeof why);
     if (rc == 0) {
-        swift_pixels_serialize(&px, &pi->buf, &pi->len, pi->hex);
+        rc = cache_put(cache, &px, pi->hex, why, sizeof why);
         *tokens = pi->tokens = swift_pixels_tokens(&px);
         pi->grid_h = px.grid_h;
         pi->grid_w = px.grid_w;
@@ -186,9 +229,22 @@ static void expand(struct swift_conv *conv, const uint64_t *tokens, size_t nimg,
     }
 }
 
+int swift_pp_images_unsupported(json_t *obj, int kind, char *err, size_t errlen)
+{
+    json_t *list = json_object_get(obj, "images");
+    if (kind == SWIFT_KIND_SFT || !list || json_is_null(list) ||
+        (json_is_array(list) && json_array_size(list) == 0))
+        return 0;
+    return swift_row_errf(err,
+                          errlen,
+                          "\"images\" in a %s row: images are read in SFT rows only, so far",
+                          swift_row_kind_name(kind));
+}
+
 int swift_pp_row_images(json_t *obj, const char *file, const struct swift_vl_opts *vo,
-                        const struct swift_tokenizer *tok, struct swift_conv *conv, json_t *hold,
-                        struct pp_images *im, char *err, size_t errlen)
+                        const struct swift_tokenizer *tok, struct pp_cache *cache,
+                        struct swift_conv *conv, json_t *hold, struct pp_images *im, char *err,
+                        size_t errlen)
 {
     memset(im, 0, sizeof *im);
     json_t *list = json_object_get(obj, "images");
@@ -247,7 +303,7 @@ int swift_pp_row_images(json_t *obj, const char *file, const struct swift_vl_opt
         if (!ref)
             rc = swift_row_errf(err, errlen, "images[%zu] is not a path", i);
         else
-            rc = one_image(ref, file, vo, &im->v[i], &tokens[i], err, errlen);
+            rc = one_image(ref, file, vo, cache, &im->v[i], &tokens[i], err, errlen);
         if (rc == 0)
             im->n++;
     }
@@ -334,36 +390,6 @@ size_t swift_pp_sample_images(const struct pp_store *s, const uint64_t *order, u
     }
     o = put(o, "]}");
     return (size_t)(o - *buf);
-}
-
-int swift_pp_store_images(const struct swift_preprocess_opts *o, char **dir,
-                          const struct pp_images *im)
-{
-    if (!*dir) {
-        char *d = swift_asprintf("%s.images-XXXXXX", o->output);
-        if (!mkdtemp(d)) {
-            swift_error_errno("cannot create '%s'", d);
-            free(d);
-            return -1;
-        }
-        chmod(d, 0755); /* mkdtemp's 0700 would become the output's images/ */
-        *dir = d;
-    }
-    char hex[65];
-    for (size_t i = 0; i < im->n; i++) {
-        char *path = swift_asprintf("%s/%s%s", *dir, im->v[i].hex, SWIFT_PIXELS_EXT);
-        int have = access(path, F_OK) == 0; /* content addressed: same name, same bytes */
-        free(path);
-        if (have)
-            continue;
-        struct swift_pixels px;
-        char err[200];
-        if (swift_pixels_check(&px, im->v[i].buf, im->v[i].len, err, sizeof err) < 0)
-            return swift_error("image cache: %s", err); /* cannot happen: we made it */
-        if (swift_pixels_store(&px, *dir, hex) < 0)
-            return -1;
-    }
-    return 0;
 }
 
 int swift_pp_move_images(char **dir, const char *out)

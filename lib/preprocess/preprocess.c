@@ -63,6 +63,7 @@ struct ctx {
     const struct swift_template *tpl;
     struct swift_columns cols;
     struct swift_vl_opts vo; /* images: Qwen2-VL processor settings */
+    struct pp_cache cache;   /* images: the cache being filled (build mode) */
     struct worker *w;
     int nw;
     struct item *items;
@@ -168,6 +169,10 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
     if (swift_row_parse(&it->row, &obj, it->err, ERR_LEN) < 0)
         return -1;
     it->kind = row_kind(c, obj);
+    if (swift_pp_images_unsupported(obj, it->kind, it->err, ERR_LEN) < 0) {
+        json_decref(obj);
+        return -1;
+    }
     if (it->kind == SWIFT_KIND_PAIRS || it->kind == SWIFT_KIND_KTO) {
         int rc = do_pref(c, w, it, obj);
         json_decref(obj);
@@ -191,8 +196,16 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
         rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
         json_t *hold = json_array(); /* the conversation's strings with image tokens */
         if (rc == 0)
-            rc = swift_pp_row_images(
-                obj, it->file, &c->vo, c->tok, &w->conv, hold, &it->im, it->err, ERR_LEN);
+            rc = swift_pp_row_images(obj,
+                                     it->file,
+                                     &c->vo,
+                                     c->tok,
+                                     c->o->mode == SWIFT_PP_BUILD ? &c->cache : NULL,
+                                     &w->conv,
+                                     hold,
+                                     &it->im,
+                                     it->err,
+                                     ERR_LEN);
         if (rc == 0)
             rc = swift_template_encode(
                 c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err, ERR_LEN);
@@ -436,7 +449,6 @@ struct run {
     char first[600]; /* where that row is, for messages */
     int64_t t_start;
     struct swift_progress prog; /* rows read, on a terminal (building shards only) */
-    char *imgdir;               /* the image cache being filled, moved into the output at the end */
 };
 
 static void free_items(struct item *items, size_t n)
@@ -622,11 +634,8 @@ static int take_batch(struct run *r, size_t n)
             continue;
         }
         if (it->kind == SWIFT_KIND_SFT && it->im.n)
-            rc =
-                swift_pp_store_images(o, &r->imgdir, &it->im) < 0
-                    ? -1
-                    : swift_pp_add_doc_images(
-                          o, &r->s, &r->st, it->ids, it->mask, it->n, it->im.keys, it->im.keys_len);
+            rc = swift_pp_add_doc_images(
+                o, &r->s, &r->st, it->ids, it->mask, it->n, it->im.keys, it->im.keys_len);
         else if (it->kind == SWIFT_KIND_SFT)
             rc = swift_pp_add_doc(o, &r->s, &r->st, it->ids, it->mask, it->n);
         else if (it->kind == SWIFT_KIND_PROMPTS)
@@ -686,8 +695,8 @@ static int build_output(struct run *r, char **tmpdir, double lenstats[4], struct
     int rc = swift_pp_split(o, n, train, &ntrain, val, &nval);
     if (rc == 0 && swift_atomic_dir_begin(o->output, tmpdir) < 0)
         rc = -1;
-    if (rc == 0 && r->imgdir && r->s.images) /* the image cache: DIR/images */
-        rc = swift_pp_move_images(&r->imgdir, *tmpdir);
+    if (rc == 0 && r->c.cache.dir && r->s.images) /* the image cache: DIR/images */
+        rc = swift_pp_move_images(&r->c.cache.dir, *tmpdir);
     if (rc == 0)
         rc = swift_pp_write_split(
             o, c->tok, c->tpl, &r->s, &r->st, train, ntrain, *tmpdir, "train", lenstats, tr);
@@ -917,16 +926,20 @@ static void release(struct run *r)
     free(c->w);
     free(c->items);
     swift_pp_store_free(&r->s);
-    if (r->imgdir) /* a failed run leaves no image cache behind */
-        swift_remove_tree(r->imgdir);
-    free(r->imgdir);
+    if (c->cache.dir) /* a failed run leaves no image cache behind */
+        swift_remove_tree(c->cache.dir);
+    free(c->cache.dir);
     swift_pool_free(r->pool);
     swift_columns_release(&c->cols);
 }
 
 int swift_preprocess_run(const struct swift_preprocess_opts *o)
 {
-    struct run r = {.o = o, .c = {.o = o}, .kind = -1, .t_start = swift_trace_now()};
+    struct run r = {
+        .o = o,
+        .c = {.o = o, .cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .output = o->output}},
+        .kind = -1,
+        .t_start = swift_trace_now()};
     struct swift_tokenizer *tok = NULL;
     int64_t t0 = swift_trace_now();
     if (swift_tokenizer_load(&tok, o->tokenizer) < 0)

@@ -126,7 +126,7 @@ EOF
     [ "$(jq .images.references "$TMP/out/index.json")" -eq 2 ]
 }
 
-@test "images: placeholders must match the images; URLs are not fetched; the tokenizer needs vision tokens" {
+@test "images: placeholders must match the images; URLs are not fetched; vision tokens needed; SFT only" {
     printf '%s\n' '{"messages":[{"role":"user","content":"<image><image>hi"},{"role":"assistant","content":"x"}],"images":["a.png"]}' >"$TMP/d/p.jsonl"
     run --separate-stderr "$P" --tokenizer "$TOK" -o "$TMP/out" "$TMP/d/p.jsonl"
     [ "$status" -eq 1 ]
@@ -140,6 +140,10 @@ EOF
     [ "$status" -eq 1 ]
     [[ $stderr == *":1: the tokenizer has no <|vision_start|> token (images need a Qwen2-VL tokenizer)" ]]
     [ ! -e "$TMP/out" ]
+    printf '%s\n' '{"messages":[{"role":"user","content":"<image>hi"}],"chosen":{"from":"gpt","value":"a"},"rejected":{"from":"gpt","value":"b"},"images":["pics/odd.png"]}' >"$TMP/d/p.jsonl"
+    run --separate-stderr "$P" --tokenizer "$TOK" -o "$TMP/out" "$TMP/d/p.jsonl"
+    [ "$status" -eq 1 ]
+    [[ $stderr == *":1: \"images\" in a pairs row: images are read in SFT rows only, so far" ]]
 }
 
 @test "images: one image_decode trace span per image; text-only data is unchanged (index version 1)" {
