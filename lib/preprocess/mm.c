@@ -332,6 +332,8 @@ int swift_pp_add_doc_images(const struct swift_preprocess_opts *o, struct pp_sto
                             struct pp_stats *st, const uint32_t *ids, const uint8_t *mask,
                             uint64_t n, const char *keys, size_t keys_len)
 {
+    if (n == 0)
+        return 0;
     if (n > (uint64_t)o->max_length) {
         st->dropped++;
         return 0;

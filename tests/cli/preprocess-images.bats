@@ -167,3 +167,10 @@ EOF
     [ "$status" -eq 1 ]
     [[ $stderr == *"$TMP/out/index.json: the samples have images (index version 3), which this program cannot feed to a model yet"* ]]
 }
+
+@test "images: a document with images over --max-length is dropped whatever --truncation says" {
+    run --separate-stderr "$P" --tokenizer "$TOK" -o "$TMP/out" --max-length 150 --truncation left \
+        "$DEMO/mllm_demo.json"
+    [ "$status" -eq 0 ]
+    [ "$(jq -c '[.counts.documents, .counts.dropped, .counts.truncated, .images.references]' "$TMP/out/index.json")" = '[2,4,0,2]' ]
+}
