@@ -48,6 +48,8 @@ CFLAGS += -std=c11 -pthread -fopenmp $(WARN) -MMD -MP
 # What the kernels need (KERNEL_LDLIBS, grown below in CUDA builds) and what lib/ adds on top.
 KERNEL_LDLIBS := -lopenblas -ldnnl -lm -pthread -fopenmp
 LDLIBS += -ljansson -lz -larchive -lcurl -lcrypto -lpcre2-8 -lutf8proc -lyaml
+# image decoders (lib/formats/image.c): libjpeg-turbo, libpng, libwebp
+LDLIBS += -ljpeg -lpng16 -lwebp
 # libmicrohttpd for swift-infer --serve (lib/infer/server.c)
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)

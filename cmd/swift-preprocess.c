@@ -12,6 +12,7 @@
 #include "lib/preprocess/template.h"
 #include "lib/core/trace.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,16 @@ static const struct swift_option options[] = {
     SWIFT_OPT_SIZE(0, "shard-tokens", F(o.shard_tokens), 1, "N",
                    "tokens per shard file (default 16M)",
                    .error = "--shard-tokens: expected a positive count, got '{arg}'"),
+    SWIFT_OPT_SIZE(0, "min-pixels", F(o.min_pixels), 1, "N",
+                   "images: Qwen2-VL's smart_resize lower bound in pixels (default 3136 = 56*56; "
+                   "env MIN_PIXELS as in ms-swift)",
+                   .aliases = "min_pixels",
+                   .error = "--min-pixels: expected a positive count, got '{arg}'"),
+    SWIFT_OPT_SIZE(0, "max-pixels", F(o.max_pixels), 1, "N",
+                   "images: the upper bound in pixels (default 1003520 = 28*28*1280; env "
+                   "MAX_PIXELS)",
+                   .aliases = "max_pixels",
+                   .error = "--max-pixels: expected a positive count, got '{arg}'"),
     SWIFT_OPT_FLAG(0, "force", F(o.force), "replace an existing output directory"),
     SWIFT_OPT_CALLBACK(
         0, "encode", mode, NULL,
@@ -296,6 +307,22 @@ static int check_modes(const struct cli *c)
     return -1;
 }
 
+/* ms-swift reads the image bounds from the environment: MIN_PIXELS / MAX_PIXELS fill
+ * --min-pixels / --max-pixels when those are not given. Returns -1, or 2 after a usage error. */
+static int env_pixels(unsigned long long *dst, const char *name)
+{
+    const char *v = getenv(name);
+    if (*dst || !v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x == 0 || v[0] == '-')
+        return swift_usage("%s: expected a positive count, got '%s'", name, v);
+    *dst = x;
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     swift_omp_defaults(argv); /* first: may start the program again, once */
@@ -316,6 +343,10 @@ int main(int argc, char **argv)
     }
     if (rc < 0)
         rc = check_modes(&c);
+    if (rc < 0)
+        rc = env_pixels(&c.o.min_pixels, "MIN_PIXELS");
+    if (rc < 0)
+        rc = env_pixels(&c.o.max_pixels, "MAX_PIXELS");
     if (rc >= 0) {
         free(c.files);
         return rc;

@@ -10,6 +10,7 @@ set -eu
 PKGS="gcc make pkg-config git ca-certificates
 libjansson-dev zlib1g-dev libarchive-dev libcurl4-openssl-dev libssl-dev
 libopenblas-dev libdnnl-dev libpcre2-dev libutf8proc-dev libyaml-dev libmicrohttpd-dev
+libjpeg62-turbo-dev libpng-dev libwebp-dev
 openmpi-bin libopenmpi-dev
 slurmctld slurmd slurm-client munge libpmix-dev
 libcmocka-dev bats perl jq python3 help2man bsdutils

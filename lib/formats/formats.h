@@ -19,6 +19,12 @@
  *   quant.h        ggml tensor encodings (F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), bit-exact
  *                  with ggml, and their dequantization, plus the fp16/bf16 conversions: used
  *                  by lib/export (GGUF tensors, HF and GPTQ safetensors).
+ *   image.h        JPEG, PNG and WebP to 8-bit RGB as Pillow + transformers' convert_to_rgb
+ *                  see them (libjpeg-turbo, libpng, libwebp): swift-preprocess's image rows
+ *                  (lib/preprocess/mm.c); image inputs of eval/infer later.
+ *   pixels.h       the image cache between swift-preprocess and the trainer: one resized image
+ *                  per content-addressed ".pix" file, and its bit-exact expansion into
+ *                  Qwen2-VL's pixel_values (the shard layout of pixel patches, issue 23).
  *
  * internal.h is private to this wing (what gguf_read.c and gguf_write.c share).
  */

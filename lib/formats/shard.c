@@ -577,7 +577,8 @@ static int check_kind(const struct swift_shard_index *ix, const struct mapped *m
 {
     const char *kind = swift_shard_index_kind(ix);
     int kto = !strcmp(kind, "kto"), prompts = !strcmp(kind, "prompts");
-    if (m->v.labels != kto || m->v.meta != prompts)
+    int meta = prompts || ix->image_cache; /* images: per sample {"images": [...]} */
+    if (m->v.labels != kto || m->v.meta != meta)
         return swift_error_at(path,
                               0,
                               "offset 8: %s the %s section, but index.json's kind is \"%s\"",
@@ -615,6 +616,14 @@ int swift_shards_open(struct swift_shards **out, const char *dir, int flags)
     *out = NULL;
     struct swift_shards *s = swift_xcalloc(1, sizeof(*s));
     if (swift_shard_index_read(&s->ix, dir) < 0) {
+        free(s);
+        return -1;
+    }
+    if (s->ix.image_cache && !(flags & SWIFT_SHARDS_IMAGES)) {
+        swift_error("%s/index.json: the samples have images (index version 3), which this "
+                    "program cannot feed to a model yet",
+                    dir);
+        swift_shard_index_release(&s->ix);
         free(s);
         return -1;
     }

@@ -43,6 +43,9 @@
  *           mask is 1 on the response tokens only; max_length bounds each document;
  *   "kto"   (index version 2)  one document per sample (prompt + completion, mask on the
  *           completion) and its label in the label section;
+ *   "sft" with images (index version 3, "images" object)  as "sft", and every file has the
+ *           metadata section: per sample {"images": [sha256, ...]}, the image cache files
+ *           (lib/formats/pixels.h) of its <|vision_start|> spans in order;
  *   "prompts" (index version 2)  GRPO's prompts: one document per sample, the conversation
  *           rendered with the generation prompt (what the model continues), mask all 0;
  *           max_length bounds the prompt; the sample's metadata section holds the row's JSON.
@@ -82,8 +85,9 @@
 #define SWIFT_SHARD_FLAG_LABELS 1u
 #define SWIFT_SHARD_FLAG_META 2u
 #define SWIFT_SHARD_HEADER_SIZE 64
-#define SWIFT_SHARD_INDEX_VERSION 1      /* kind "sft" (no "kind" key) */
-#define SWIFT_SHARD_INDEX_VERSION_KIND 2 /* pairs, kto, prompts: version-1 readers refuse it */
+#define SWIFT_SHARD_INDEX_VERSION 1        /* kind "sft" (no "kind" key) */
+#define SWIFT_SHARD_INDEX_VERSION_KIND 2   /* pairs, kto, prompts: version-1 readers refuse it */
+#define SWIFT_SHARD_INDEX_VERSION_IMAGES 3 /* sft with images: older readers refuse it */
 #define SWIFT_SHARD_INDEX_FORMAT "swift-shards"
 
 /* One sample as stored: all pointers borrowed (into the mmap, valid until swift_shards_close). */
@@ -134,6 +138,13 @@ struct swift_shard_index {
     uint64_t len_min, len_max;
     struct swift_shard_entry *shards;
     size_t n_shards;
+    /* images (index version 3, docs/multimodal.md): NULL without. The image cache directory
+     * relative to this index's directory ("images", or "../images" for val/), whose
+     * <sha256>.pix files (lib/formats/pixels.h) the samples' metadata {"images": [sha256, ...]}
+     * name, one per <|vision_start|> span in token order. */
+    char *image_cache;
+    uint64_t image_refs;                         /* image references over all samples */
+    uint64_t image_min_pixels, image_max_pixels; /* the processor's bounds (informational) */
 };
 
 /* What the samples are: "sft", "pairs", "kto" or "prompts" (never NULL). */
@@ -212,7 +223,10 @@ struct swift_shard; /* one mapped file */
 int swift_shard_check(const unsigned char *buf, size_t len, const char *name);
 
 enum {
-    SWIFT_SHARDS_NO_CRC = 1 /* skip the payload CRC check on open (structure still checked) */
+    SWIFT_SHARDS_NO_CRC = 1, /* skip the payload CRC check on open (structure still checked) */
+    SWIFT_SHARDS_IMAGES = 2  /* the reader handles samples with images (index version 3; the
+                                metadata names the image cache files); without it they are
+                                refused, so no text-only reader trains on image tokens alone */
 };
 
 struct swift_shards; /* a shard directory */

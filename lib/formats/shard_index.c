@@ -38,6 +38,7 @@ void swift_shard_index_release(struct swift_shard_index *ix)
     for (size_t i = 0; i < ix->n_shards; i++)
         free(ix->shards[i].file);
     free(ix->shards);
+    free(ix->image_cache);
     memset(ix, 0, sizeof(*ix));
 }
 
@@ -64,10 +65,11 @@ int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir)
     json_t *o = json_object();
     json_object_set_new(o, "format", json_string(SWIFT_SHARD_INDEX_FORMAT));
     int sft = !strcmp(swift_shard_index_kind(ix), "sft");
-    json_object_set_new(
-        o,
-        "version",
-        json_integer(sft ? SWIFT_SHARD_INDEX_VERSION : SWIFT_SHARD_INDEX_VERSION_KIND));
+    json_object_set_new(o,
+                        "version",
+                        json_integer(ix->image_cache ? SWIFT_SHARD_INDEX_VERSION_IMAGES
+                                     : sft           ? SWIFT_SHARD_INDEX_VERSION
+                                                     : SWIFT_SHARD_INDEX_VERSION_KIND));
     if (!sft) /* SFT indexes stay as they were (no "kind", version 1) */
         set_str(o, "kind", ix->kind);
     set_str(o, "split", ix->split);
@@ -105,6 +107,15 @@ int swift_shard_index_write(const struct swift_shard_index *ix, const char *dir)
         json_array_append_new(sh, e);
     }
     json_object_set_new(o, "shards", sh);
+    if (ix->image_cache) {
+        json_t *im = json_object();
+        json_object_set_new(im, "cache", json_string(ix->image_cache));
+        json_object_set_new(im, "references", json_integer((json_int_t)ix->image_refs));
+        json_object_set_new(im, "processor", json_string("qwen2_vl"));
+        json_object_set_new(im, "min_pixels", json_integer((json_int_t)ix->image_min_pixels));
+        json_object_set_new(im, "max_pixels", json_integer((json_int_t)ix->image_max_pixels));
+        json_object_set_new(o, "images", im);
+    }
     char *path = swift_path_join(dir, "index.json");
     int rc = swift_json_write_file(path, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
@@ -148,6 +159,33 @@ static int get_dbl(json_t *o, const char *k, double *dst, const char *name)
     return 0;
 }
 
+/* Version 3: an SFT index with the "images" object (and only version 3 has one). */
+static int parse_images(struct swift_shard_index *ix, json_t *o, uint64_t ver, const char *name)
+{
+    json_t *im = json_object_get(o, "images");
+    if ((ver == SWIFT_SHARD_INDEX_VERSION_IMAGES) != (im != NULL))
+        return swift_error_at(name,
+                              0,
+                              im ? "\"images\" needs index version %d"
+                                 : "index version %d needs an \"images\" object",
+                              SWIFT_SHARD_INDEX_VERSION_IMAGES);
+    if (!im)
+        return 0;
+    if (strcmp(swift_shard_index_kind(ix), "sft"))
+        return swift_error_at(name, 0, "\"images\" with kind \"%s\"", ix->kind);
+    if (!json_is_object(im))
+        return swift_error_at(name, 0, "\"images\" must be an object");
+    if (get_str(im, "cache", &ix->image_cache, name) < 0 ||
+        get_u64j(im, "references", &ix->image_refs, name, 0) < 0 ||
+        get_u64j(im, "min_pixels", &ix->image_min_pixels, name, 0) < 0 ||
+        get_u64j(im, "max_pixels", &ix->image_max_pixels, name, 0) < 0)
+        return -1;
+    const char *c = ix->image_cache;
+    if (!c || !*c || (strcmp(c, "images") && strcmp(c, "../images")))
+        return swift_error_at(name, 0, "\"images\".\"cache\" must be \"images\" or \"../images\"");
+    return 0;
+}
+
 static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
 {
     if (!json_is_object(o))
@@ -159,13 +197,14 @@ static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
     uint64_t ver = 0;
     if (get_u64j(o, "version", &ver, name, 1) < 0)
         return -1;
-    if (ver != SWIFT_SHARD_INDEX_VERSION && ver != SWIFT_SHARD_INDEX_VERSION_KIND)
+    if (ver != SWIFT_SHARD_INDEX_VERSION && ver != SWIFT_SHARD_INDEX_VERSION_KIND &&
+        ver != SWIFT_SHARD_INDEX_VERSION_IMAGES)
         return swift_error_at(name,
                               0,
-                              "unsupported index version %" PRIu64 " (this build reads %d and %d)",
+                              "unsupported index version %" PRIu64 " (this build reads %d to %d)",
                               ver,
                               SWIFT_SHARD_INDEX_VERSION,
-                              SWIFT_SHARD_INDEX_VERSION_KIND);
+                              SWIFT_SHARD_INDEX_VERSION_IMAGES);
     ix->version = (int)ver;
     if (get_str(o, "kind", &ix->kind, name) < 0)
         return -1;
@@ -187,6 +226,8 @@ static int parse_obj(struct swift_shard_index *ix, json_t *o, const char *name)
         get_u64j(o, "vocab_size", &ix->vocab_size, name, 0) < 0 ||
         get_u64j(o, "seed", &ix->seed, name, 0) < 0 ||
         get_dbl(o, "packing_efficiency", &ix->packing_efficiency, name) < 0)
+        return -1;
+    if (parse_images(ix, o, ver, name) < 0)
         return -1;
     json_t *c = json_object_get(o, "counts");
     if (!json_is_object(c))

@@ -22,7 +22,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* err (errlen bytes) = the formatted message; returns -1 (the row readers' errors: dataset.c,
@@ -236,6 +238,12 @@ struct pp_store {
     char *meta;         /* prompts */
     uint64_t *meta_off; /* prompts: capd entries, [0] = 0 */
     uint64_t meta_n, meta_cap;
+    /* images (mm.c): per document the cache keys of its images, as JSON strings joined by
+     * commas, in img[img_off[d] .. img_off[d + 1]) for d < img_docs (later documents: none) */
+    int images; /* some document has images: samples get {"images": [...]} metadata */
+    char *img;
+    uint64_t *img_off; /* img_offcap entries, [0] = 0 */
+    uint64_t img_n, img_cap, img_offcap, img_docs;
 };
 
 #define PP_NBAD 5 /* skipped rows quoted in the summary */
@@ -267,6 +275,59 @@ int swift_pp_add_prompt(const struct swift_preprocess_opts *o, struct pp_store *
                         struct pp_stats *st, const uint32_t *ids, const uint8_t *mask, uint64_t n,
                         const char *meta, size_t meta_len);
 void swift_pp_store_free(struct pp_store *s);
+
+/* ---- images (mm.c, docs/multimodal.md) ---- */
+struct pp_image {
+    char hex[65];            /* the cache file's name: its sha256 (lib/formats/pixels.h) */
+    uint32_t grid_h, grid_w; /* patches (grid_t is 1) */
+    uint64_t tokens;         /* its <|image_pad|> tokens */
+};
+struct pp_images {
+    struct pp_image *v;
+    size_t n;
+    char *keys; /* "hex","hex",... (keys_len bytes) */
+    size_t keys_len;
+    uint32_t pad_id; /* <|image_pad|> */
+};
+struct swift_vl_opts;
+struct swift_conv;
+/* The image cache being filled while the rows are read (build mode): made on first use by
+ * whichever worker gets there (mkdtemp "<--output>.images-XXXXXX" beside the output), each image
+ * written there by its worker as soon as it is resized (so a batch holds no pixels), and moved to
+ * "<output>/images" at the end. */
+struct pp_cache {
+    pthread_mutex_t lock;
+    char *dir;
+    const char *output;
+};
+/* A row's "images" (paths relative to `file`, the data file): each decoded, resized and
+ * serialized into im (nothing when the row has none), and each "<image>" placeholder of conv
+ * (none: all before the first user message, as ms-swift) replaced by the image's vision tokens;
+ * the new strings live in hold. Each image is written to cache (NULL: none, --render). Returns 0,
+ * or -1 with "image 'path': why" in err. */
+int swift_pp_row_images(json_t *obj, const char *file, const struct swift_vl_opts *vo,
+                        const struct swift_tokenizer *tok, struct pp_cache *cache,
+                        struct swift_conv *conv, json_t *hold, struct pp_images *im, char *err,
+                        size_t errlen);
+/* -1 with a message when a row of another kind than SFT has images (not supported yet). */
+int swift_pp_images_unsupported(json_t *obj, int kind, char *err, size_t errlen);
+void swift_pp_images_free(struct pp_images *im);
+/* Move the cache *dir to "<out>/images" (*dir freed and NULL on success). Returns 0 or -1. */
+int swift_pp_move_images(char **dir, const char *out);
+/* --render: ,"images":[{"sha256","grid_thw","start","tokens"}] (start: the first
+ * <|image_pad|> of the image's span in ids); nothing for a row without images. */
+void swift_pp_put_image_spans(FILE *fp, const struct pp_images *im, const uint32_t *ids,
+                              uint32_t n);
+/* A document with images: dropped (counted) when longer than --max-length, whatever
+ * --truncation says (a cut would split an image's tokens from its pixels), else stored with its
+ * cache keys. Returns 0 or -1. */
+int swift_pp_add_doc_images(const struct swift_preprocess_opts *o, struct pp_store *s,
+                            struct pp_stats *st, const uint32_t *ids, const uint8_t *mask,
+                            uint64_t n, const char *keys, size_t keys_len);
+/* The sample of documents order[a..b): {"images":[keys of each document in order]} into *buf
+ * (grown; *cap bytes). Returns its length. */
+size_t swift_pp_sample_images(const struct pp_store *s, const uint64_t *order, uint64_t a,
+                              uint64_t b, char **buf, size_t *cap);
 /* Mean, standard deviation, min and max of the document lengths (a pair's two counted apart). */
 void swift_pp_len_stats(const struct pp_store *s, double lenstats[4]);
 /* Docs 0..n-1 into train[] and val[] (each room for n) per --val-ratio, --seed, --shuffle. */

@@ -13,6 +13,7 @@
 #include "lib/preprocess/internal.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
+#include "lib/preprocess/vision.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ struct item {
     size_t textlen1;
     char *meta; /* prompts: the sample's metadata (JSON text) */
     size_t meta_len;
+    struct pp_images im; /* SFT: the row's images (mm.c) */
     int bad;
     char err[ERR_LEN];
 };
@@ -60,6 +62,8 @@ struct ctx {
     const struct swift_tokenizer *tok;
     const struct swift_template *tpl;
     struct swift_columns cols;
+    struct swift_vl_opts vo; /* images: Qwen2-VL processor settings */
+    struct pp_cache cache;   /* images: the cache being filled (build mode) */
     struct worker *w;
     int nw;
     struct item *items;
@@ -166,6 +170,10 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
     if (swift_row_parse(&it->row, &obj, it->err, ERR_LEN) < 0)
         return -1;
     it->kind = row_kind(c, obj);
+    if (swift_pp_images_unsupported(obj, it->kind, it->err, ERR_LEN) < 0) {
+        json_decref(obj);
+        return -1;
+    }
     if (it->kind == SWIFT_KIND_PAIRS || it->kind == SWIFT_KIND_KTO) {
         int rc = do_pref(c, w, it, obj);
         json_decref(obj);
@@ -189,9 +197,22 @@ static int do_sample(struct ctx *c, struct worker *w, struct item *it)
     } else {
         rc = swift_row_to_conv(obj, &c->cols, c->o->system, &w->conv, &owned, it->err, ERR_LEN);
         w->conv.agent = c->o->agent;
+        json_t *hold = json_array(); /* the conversation's strings with image tokens */
+        if (rc == 0)
+            rc = swift_pp_row_images(obj,
+                                     it->file,
+                                     &c->vo,
+                                     c->tok,
+                                     c->o->mode == SWIFT_PP_BUILD ? &c->cache : NULL,
+                                     &w->conv,
+                                     hold,
+                                     &it->im,
+                                     it->err,
+                                     ERR_LEN);
         if (rc == 0)
             rc = swift_template_encode(
                 c->tpl, w->st, c->tok, &w->conv, c->o->loss, &w->enc, it->err, ERR_LEN);
+        json_decref(hold);
     }
     if (rc == 0)
         rc = copy_out(it, w->enc.tok.ids, w->enc.mask, w->enc.tok.n);
@@ -413,7 +434,9 @@ static void emit_line(const struct swift_preprocess_opts *o, const struct item *
                 fputc(',', stdout);
             fputc('0' + it->mask[i], stdout);
         }
-        fprintf(stdout, "],\"tokens\":%u,\"trained_tokens\":%" PRIu64 "}\n", it->n, it->trained);
+        fprintf(stdout, "],\"tokens\":%u,\"trained_tokens\":%" PRIu64, it->n, it->trained);
+        swift_pp_put_image_spans(stdout, &it->im, it->ids, it->n);
+        fputs("}\n", stdout);
     }
 }
 
@@ -440,6 +463,7 @@ static void free_items(struct item *items, size_t n)
         free(items[i].text);
         free(items[i].text1);
         free(items[i].meta);
+        swift_pp_images_free(&items[i].im);
     }
 }
 
@@ -612,7 +636,10 @@ static int take_batch(struct run *r, size_t n)
                 rc = -1;
             continue;
         }
-        if (it->kind == SWIFT_KIND_SFT)
+        if (it->kind == SWIFT_KIND_SFT && it->im.n)
+            rc = swift_pp_add_doc_images(
+                o, &r->s, &r->st, it->ids, it->mask, it->n, it->im.keys, it->im.keys_len);
+        else if (it->kind == SWIFT_KIND_SFT)
             rc = swift_pp_add_doc(o, &r->s, &r->st, it->ids, it->mask, it->n);
         else if (it->kind == SWIFT_KIND_PROMPTS)
             rc = swift_pp_add_prompt(
@@ -671,6 +698,8 @@ static int build_output(struct run *r, char **tmpdir, double lenstats[4], struct
     int rc = swift_pp_split(o, n, train, &ntrain, val, &nval);
     if (rc == 0 && swift_atomic_dir_begin(o->output, tmpdir) < 0)
         rc = -1;
+    if (rc == 0 && r->c.cache.dir && r->s.images) /* the image cache: DIR/images */
+        rc = swift_pp_move_images(&r->c.cache.dir, *tmpdir);
     if (rc == 0)
         rc = swift_pp_write_split(
             o, c->tok, c->tpl, &r->s, &r->st, train, ntrain, *tmpdir, "train", lenstats, tr);
@@ -900,19 +929,31 @@ static void release(struct run *r)
     free(c->w);
     free(c->items);
     swift_pp_store_free(&r->s);
+    if (c->cache.dir) /* a failed run leaves no image cache behind */
+        swift_remove_tree(c->cache.dir);
+    free(c->cache.dir);
     swift_pool_free(r->pool);
     swift_columns_release(&c->cols);
 }
 
 int swift_preprocess_run(const struct swift_preprocess_opts *o)
 {
-    struct run r = {.o = o, .c = {.o = o}, .kind = -1, .t_start = swift_trace_now()};
+    struct run r = {
+        .o = o,
+        .c = {.o = o, .cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .output = o->output}},
+        .kind = -1,
+        .t_start = swift_trace_now()};
     struct swift_tokenizer *tok = NULL;
     int64_t t0 = swift_trace_now();
     if (swift_tokenizer_load(&tok, o->tokenizer) < 0)
         return SWIFT_FAILED;
     swift_trace_span("io", "load_tokenizer", t0, swift_trace_now(), NULL, 0);
     r.c.tok = tok;
+    swift_vl_opts_default(&r.c.vo);
+    if (o->min_pixels)
+        r.c.vo.min_pixels = o->min_pixels;
+    if (o->max_pixels)
+        r.c.vo.max_pixels = o->max_pixels;
     if (prepare(o, &r.c) < 0) {
         swift_tokenizer_free(tok);
         return SWIFT_FAILED;

@@ -48,6 +48,8 @@ struct swift_preprocess_opts {
     int skip_special; /* decode */
     unsigned long long shard_tokens;
     int progress; /* rows read (building shards): enum swift_progress_mode (0: a terminal) */
+    /* images (docs/multimodal.md): Qwen2-VL's smart_resize bounds; 0: 56*56 and 28*28*1280 */
+    unsigned long long min_pixels, max_pixels;
 };
 
 /* Returns 0, or SWIFT_FAILED after reporting (lib/core/error.h). */

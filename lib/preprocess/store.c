@@ -12,6 +12,7 @@
 #include "lib/preprocess/internal.h"
 #include "lib/preprocess/template.h"
 #include "lib/preprocess/tokenizer.h"
+#include "lib/preprocess/vision.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -80,6 +81,8 @@ void swift_pp_store_free(struct pp_store *s)
 {
     free(s->meta);
     free(s->meta_off);
+    free(s->img);
+    free(s->img_off);
     free(s->n0);
     free(s->label);
     free(s->ids);
@@ -421,6 +424,9 @@ struct shard_out {
     int label;        /* the sample's KTO label, or -1 */
     const char *meta; /* the sample's prompt metadata, or NULL */
     uint32_t meta_len;
+    char *imgbuf; /* a multimodal sample's {"images": [...]} (mm.c) */
+    size_t imgcap;
+    uint64_t image_refs;
 };
 
 static int grow(struct shard_out *so, uint64_t len, uint64_t nd)
@@ -509,6 +515,13 @@ static int write_samples(struct shard_out *so, const struct pp_store *s, const u
             so->meta = s->meta + a;
             so->meta_len = (uint32_t)(s->meta_off[d + 1] - a);
         }
+        if (s->images) { /* its images' cache keys, in token order */
+            so->meta_len = (uint32_t)swift_pp_sample_images(
+                s, order, start[k], start[k + 1], &so->imgbuf, &so->imgcap);
+            so->meta = so->imgbuf;
+            for (uint32_t i = 0; i < so->meta_len; i++)
+                so->image_refs += so->imgbuf[i] == '"';
+        }
         rc = put_sample(so, len, nd);
         *tokens += len;
     }
@@ -580,6 +593,7 @@ int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swi
     uint64_t tokens = 0, trained = 0;
     int rc = write_samples(&so, s, order, start, nsamples, &tokens, &trained);
     swift_shard_writer_free(so.w);
+    free(so.imgbuf);
     free(so.ids);
     free(so.mask);
     free(so.dl);
@@ -594,6 +608,12 @@ int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swi
                           : 0.0;
     if (rc == 0) {
         describe(&ix, o, tok, tpl, st, split, lenstats, res, s->kind);
+        if (s->images) { /* the cache is the top directory's images/ (docs/formats.md) */
+            ix.image_cache = swift_xstrdup(strcmp(split, "val") ? "images" : "../images");
+            ix.image_refs = (so.image_refs - 2 * nsamples) / 2; /* minus the "images" keys */
+            ix.image_min_pixels = o->min_pixels ? o->min_pixels : SWIFT_VL_MIN_PIXELS;
+            ix.image_max_pixels = o->max_pixels ? o->max_pixels : SWIFT_VL_MAX_PIXELS;
+        }
         rc = swift_shard_index_write(&ix, dir);
     }
     swift_shard_index_release(&ix);

@@ -35,6 +35,10 @@ static const struct swift_template templates[] = {
     {"llama3_2", K_LLAMA3, NULL, 1},
     {"default", K_DEFAULT, "You are a helpful assistant.", 0},
     {"generation", K_GENERATION, NULL, 0},
+    /* Qwen2-VL / Qwen2.5-VL: qwen's chatml; "<image>" placeholders become vision tokens before
+     * the template runs (lib/preprocess/mm.c), whatever the template */
+    {"qwen2_vl", K_CHATML, "You are a helpful assistant.", 0},
+    {"qwen2_5_vl", K_CHATML, "You are a helpful assistant.", 0},
 };
 #define NTEMPLATES (sizeof(templates) / sizeof(templates[0]))
 
@@ -62,6 +66,8 @@ const char *swift_template_guess(const struct swift_tokenizer *tok)
     if (!ct)
         return NULL;
     if (strstr(ct, "<|im_start|>")) {
+        if (strstr(ct, "<|vision_start|>"))
+            return "qwen2_vl";
         if (strstr(ct, "<think>"))
             return "qwen3";
         if (strstr(ct, "You are Qwen, created by Alibaba Cloud"))

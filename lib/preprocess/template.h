@@ -20,6 +20,8 @@
  *             date_string its template falls back to, so shards are reproducible)
  *   default   ms-swift's default: "{system}\n\n### Human:\n{q}\n\n### Assistant:\n{r}" "\n\n" ...
  * eos generation plain text for pretraining: [bos] text eos, every token trained
+ *   qwen2_vl, qwen2_5_vl  qwen (the VL models' Jinja templates render text turns the same);
+ *             images: docs/multimodal.md
  *
  * The loss mask marks training targets: with SWIFT_LOSS_DEFAULT every assistant turn (its
  * content and end marker, like ms-swift's response + chat_sep/suffix), SWIFT_LOSS_LAST_ROUND only
@@ -78,7 +80,8 @@ const struct swift_template *swift_template_find(const char *name);
 /* Comma-separated list of names, for messages, --help and the completions (SWIFT_TEMPLATE_NAMES,
  * for option tables). */
 #define SWIFT_TEMPLATE_NAMES                                                                       \
-    "chatml, qwen, qwen2_5, qwen3, llama3, llama3_1, llama3_2, default, generation"
+    "chatml, qwen, qwen2_5, qwen3, llama3, llama3_1, llama3_2, default, generation, qwen2_vl, "    \
+    "qwen2_5_vl"
 const char *swift_template_names(void);
 const char *swift_template_name(const struct swift_template *t);
 /* The template a tokenizer's chat_template (tokenizer_config.json) corresponds to, or NULL. */

@@ -300,7 +300,7 @@ need_shared() {
     [ "$(jq -r .config.template <<<"$output")" = chatml ]
     run "$EVAL" "$M" --task mc --dataset "$SYN/mc.jsonl" --template bogus
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, llama3_1, llama3_2, default, generation)" ]
+    [ "${lines[0]}" = "swift-eval: unknown template 'bogus' (none, chatml, qwen, qwen2_5, qwen3, llama3, llama3_1, llama3_2, default, generation, qwen2_vl, qwen2_5_vl)" ]
 }
 
 @test "toolcall: every call turn of a glaive file is an item, scored on names and arguments" {

@@ -193,7 +193,14 @@ static void test_index_errors(void **state)
     const char *cases[][2] = {
         {"[]", "index must be a JSON object"},
         {"{\"format\":\"x\"}", "not a shard index"},
-        {"{\"format\":\"swift-shards\",\"version\":3}", "unsupported index version 3"},
+        {"{\"format\":\"swift-shards\",\"version\":4}", "unsupported index version 4"},
+        {"{\"format\":\"swift-shards\",\"version\":3,\"max_length\":4}",
+         "index version 3 needs an \"images\" object"},
+        {"{\"format\":\"swift-shards\",\"version\":1,\"max_length\":4,\"images\":{}}",
+         "\"images\" needs index version 3"},
+        {"{\"format\":\"swift-shards\",\"version\":3,\"max_length\":4,\"images\":{\"cache\":"
+         "\"/etc\"}}",
+         "must be \"images\" or \"../images\""},
         {"{\"format\":\"swift-shards\",\"version\":2,\"kind\":\"grpo\"}",
          "unknown \"kind\" 'grpo' (this build reads sft, pairs, kto and prompts)"},
         {"{\"format\":\"swift-shards\",\"version\":1,\"max_length\":4,\"counts\":{\"samples\":1,"
