@@ -5,6 +5,7 @@ set -eu
 dir=$1
 runs=${FUZZ_RUNS:-2000}
 for f in "$dir"/fuzz_*; do
+    case $f in *.d) continue ;; esac # the compiler's dependency files beside the targets
     name=$(basename "$f" | sed 's/^fuzz_//')
     corpus=tests/fuzz/corpus/$name
     [ -d "$corpus" ] || corpus=
