@@ -69,6 +69,26 @@ static const char *detect_launcher(void)
     return NULL;
 }
 
+/* OpenMPI 4.1's libnbc MPI_Iallreduce (nbc_iallreduce.c) picks binomial (reduce to rank 0,
+ * then broadcast) below 4 ranks, below 64 KiB, or in place -- our gradients are always in
+ * place -- so the bytes cross each link one way and then back, serialised: twice the time of a
+ * ring on a network link (docs/distributed.md "What we tested and how"). Make the ring the
+ * default, before MPI_Init reads its parameters, unless the user chose an algorithm in the
+ * environment (mpirun --mca sets it there too). Returns NULL when it set the ring, else the
+ * user's value ("" when not OpenMPI, or the ring could not be set). */
+#define NBC_ALG_VAR "OMPI_MCA_coll_libnbc_iallreduce_algorithm"
+static const char *default_allreduce_ring(void)
+{
+#ifdef OPEN_MPI
+    const char *v = getenv(NBC_ALG_VAR);
+    if (v)
+        return v;
+    if (setenv(NBC_ALG_VAR, "1", 0) == 0)
+        return NULL;
+#endif
+    return "";
+}
+
 /* Between two polls of pending requests: OpenMPI progresses non-blocking collectives only
  * inside MPI calls, so poll (yielding the core) for the first 200 ms of a wait, then back off
  * to sleeps of up to 1 ms (a long wait is a slow rank, not a transfer). */
@@ -157,6 +177,7 @@ int swift_dist_init(struct swift_dist *d, double timeout_s)
         memcpy(d->hosts[0], d->host, sizeof(d->host));
         return 0;
     }
+    const char *alg = default_allreduce_ring();
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         return swift_error("MPI_Init failed (launched by %s)", l);
@@ -174,6 +195,13 @@ int swift_dist_init(struct swift_dist *d, double timeout_s)
     MPI_Allgather(&pid, 1, MPI_INT, d->pids, 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Allgather(d->host, 64, MPI_CHAR, d->hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
     measure_clock(d);
+    if (!alg)
+        snprintf(d->allreduce_note,
+                 sizeof(d->allreduce_note),
+                 "ring (swift-train's default: %s=1; set it, or mpirun --mca, to choose another)",
+                 NBC_ALG_VAR);
+    else if (*alg)
+        snprintf(d->allreduce_note, sizeof(d->allreduce_note), "%s=%s (yours)", NBC_ALG_VAR, alg);
     return 0;
 }
 

@@ -60,6 +60,8 @@ struct swift_dist {
     const char *launcher;        /* "mpirun", "srun", "pmi" or "none" */
     const char *job_id;          /* SLURM_JOB_ID or NULL */
     char host[64];
+    /* OpenMPI: which MPI_Iallreduce algorithm the ranks use and who chose it ("" elsewhere) */
+    char allreduce_note[160];
     int *pids;         /* world: every rank's pid (for messages) */
     char (*hosts)[64]; /* world: every rank's host */
     unsigned seq;      /* check-in sequence number (message tags) */

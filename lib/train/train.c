@@ -162,6 +162,8 @@ static int start(struct run *r)
                    D->job_id ? D->job_id : "",
                    D->clock_offset_us,
                    D->min_rtt_us);
+    if (D->world > 1 && D->rank == 0 && D->allreduce_note[0])
+        swift_info("all-reduce (OpenMPI libnbc): %s", D->allreduce_note);
     return 0;
 }
 
