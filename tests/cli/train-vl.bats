@@ -121,3 +121,14 @@ ARGS=(--max-steps 8 --logging-steps 1 --save-steps 4 --eval-steps 100 --learning
     run "$T" --model "$W/m" --tuner full -o "$W/x" "$W/d"
     [ "$status" -eq 1 ] && [[ "$output" == *"--tuner full on a vision-language model is not supported yet"* ]]
 }
+
+@test "train-vl: validation shards with images give an eval_loss (their own image cache)" {
+    vl_model
+    "$P" --tokenizer "$W/m" --template qwen2_vl --max-pixels 12544 --max-length 128 --val-ratio 0.34 \
+        -o "$W/dv" "$DEMO/mllm_demo.json"
+    [ "$(jq -r .images.cache "$W/dv/val/index.json")" = ../images ]
+    run "$T" --model "$W/m" --max-steps 2 --eval-steps 2 --save-steps 2 --logging-steps 1 -j 1 \
+        -o "$W/a" "$W/dv"
+    [ "$status" -eq 0 ]
+    grep -q '"eval_loss":[0-9]' "$W/a/logging.jsonl"
+}
