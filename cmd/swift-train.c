@@ -160,6 +160,30 @@ static const struct swift_option opts[] = {
                    .aliases = "use_dora"),
     SWIFT_OPT_STRING(0, "target-modules", F(o.target_modules), "LIST",
                      "all-linear (default) or q_proj,v_proj,..."),
+    /* Qwen2-VL / Qwen2.5-VL (docs/multimodal.md "Training"): ms-swift's freeze_* and *_lr */
+    SWIFT_OPT_ENUM(0, "freeze-vit", F(o.freeze_vit), SWIFT_CHOICES({"true", 1}, {"false", 0}),
+                   "true|false",
+                   "vision-language model: keep the vision tower frozen (default true; false is "
+                   "not supported yet)",
+                   .aliases = "freeze_vit", .error = "--freeze-vit: '{arg}' is not true or false"),
+    SWIFT_OPT_ENUM(0, "freeze-aligner", F(o.freeze_aligner),
+                   SWIFT_CHOICES({"true", 1}, {"false", 0}), "true|false",
+                   "vision-language model: keep the patch merger frozen (default true; false is "
+                   "not supported yet)",
+                   .aliases = "freeze_aligner",
+                   .error = "--freeze-aligner: '{arg}' is not true or false"),
+    SWIFT_OPT_ENUM(0, "freeze-llm", F(o.freeze_llm), SWIFT_CHOICES({"true", 1}, {"false", 0}),
+                   "true|false",
+                   "vision-language model: keep the language model frozen (default false)",
+                   .aliases = "freeze_llm", .error = "--freeze-llm: '{arg}' is not true or false"),
+    SWIFT_OPT_DOUBLE(0, "vit-lr", F(o.vit_lr), 0, HUGE_VAL, "LR",
+                     "vision-language model: the vision tower's learning rate (default "
+                     "--learning-rate; needs --freeze-vit false)",
+                     .aliases = "vit_lr", .range_error = "--vit-lr must be >= 0"),
+    SWIFT_OPT_DOUBLE(0, "aligner-lr", F(o.aligner_lr), 0, HUGE_VAL, "LR",
+                     "vision-language model: the patch merger's learning rate (default "
+                     "--learning-rate; needs --freeze-aligner false)",
+                     .aliases = "aligner_lr", .range_error = "--aligner-lr must be >= 0"),
     /* GaLore (lib/train/galore.h, docs/train.md "GaLore") */
     SWIFT_OPT_FLAG(0, "use-galore", F(o.use_galore),
                    "GaLore: AdamW in a low-rank gradient projection for the attention and MLP "
@@ -490,6 +514,18 @@ int main(int argc, char **argv)
     if (c.o.torch_dtype == 2)
         return swift_usage("--torch-dtype float16: not supported (no fp16 matmuls on the CPU; "
                            "use bfloat16 or float32)");
+    if (c.o.vit_lr >= 0 && c.o.freeze_vit)
+        return swift_usage("--vit-lr needs --freeze-vit false (a frozen vision tower has no "
+                           "learning rate)");
+    if (c.o.aligner_lr >= 0 && c.o.freeze_aligner)
+        return swift_usage("--aligner-lr needs --freeze-aligner false (a frozen aligner has no "
+                           "learning rate)");
+    if (!c.o.freeze_vit || !c.o.freeze_aligner)
+        return swift_usage("--freeze-vit false and --freeze-aligner false are not supported yet "
+                           "(the vision side trains frozen; docs/multimodal.md \"Training\")");
+    if (c.o.freeze_llm)
+        return swift_usage("--freeze-llm true with a frozen vision tower and aligner leaves "
+                           "nothing to train");
     if (c.o.lora_dora && c.o.tuner != SWIFT_TUNER_LORA)
         return swift_usage("--lora-dora needs --tuner lora");
     if (c.o.lora_dora && c.o.quant_bits)

@@ -3,6 +3,7 @@
  * backward into the embeddings, then through the merger and the ViT. */
 #include "lib/model/vlm.h"
 #include "lib/core/alloc.h"
+#include "lib/core/trace.h"
 #include "lib/model/internal.h"
 #include "lib/model/vlm_internal.h"
 
@@ -47,8 +48,19 @@ int swift_vlm_forward(struct swift_vlm *v, const struct swift_vlm_batch *b, stru
     const struct swift_ops *ops = v->ops;
     struct swift_vlm_acts *va = v->va;
     int N = b->B * b->T, H = c->hidden_size, V = c->vocab_size;
-    if (swift_model_reserve(m, b->B, b->T) < 0 || swift_vlm_vision_forward(v, b) < 0)
+    if (swift_model_reserve(m, b->B, b->T) < 0)
         return -1;
+    int64_t t0 = swift_trace_now();
+    if (swift_vlm_vision_forward(v, b) < 0)
+        return -1;
+    int64_t t1 = swift_trace_now();
+    swift_trace_span("compute",
+                     "vision",
+                     t0,
+                     t1,
+                     (struct swift_targ[]){SWIFT_TARG_I("images", b->nimages),
+                                           SWIFT_TARG_I("patches", b->npatches)},
+                     2);
     struct swift_batch lb = llm_batch(v, b);
     struct swift_model_acts *a = m->acts;
     m->training = dscale != 0.0f;
@@ -70,6 +82,7 @@ int swift_vlm_forward(struct swift_vlm *v, const struct swift_vlm_batch *b, stru
                        N,
                        V,
                        dscale);
+    swift_trace_span("compute", "llm", t1, swift_trace_now(), NULL, 0);
     return 0;
 }
 
@@ -104,14 +117,18 @@ void swift_vlm_backward(struct swift_vlm *v, const struct swift_vlm_batch *b)
     float *gembed = m->gembed;
     m->gembed = NULL; /* the embeddings' gradient is taken below, without the image pads */
     m->mrope_pos = va->pos3;
+    int64_t t0 = swift_trace_now();
     swift_model_backward(m, &lb);
     m->gembed = gembed;
+    int64_t t1 = swift_trace_now();
+    swift_trace_span("compute", "llm_backward", t0, t1, NULL, 0);
     float *dx = m->acts->dres; /* d loss / d (the decoder's input) */
     int vision =
         (v->frozen & (SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER)) != (SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER);
     if (va->Nm && vision) {
         ops->copy_rows(va->dmerged, NULL, dx, va->dst, va->Nm, H);
         swift_vlm_vision_backward(v, va->dmerged);
+        swift_trace_span("compute", "vision_backward", t1, swift_trace_now(), NULL, 0);
     }
     if (gembed) {
         if (va->Nm) /* the pads' embeddings were overwritten: no gradient for them */

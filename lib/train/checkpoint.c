@@ -124,7 +124,7 @@ static size_t moment_entries(struct run *r, const struct swift_param *p, int gi,
 static int save_optimizer(struct run *r, const char *dir, const float *hm, const float *hv,
                           const struct host8 *h)
 {
-    int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m.cfg.dtype, "float32");
+    int full_master = r->o->tuner == SWIFT_TUNER_FULL && strcmp(r->m->cfg.dtype, "float32");
     size_t cap = (size_t)r->ntp * 5;
     struct swift_st_entry *e = swift_xcalloc(cap, sizeof(*e));
     char **names = swift_xcalloc(cap, sizeof(char *));
@@ -136,7 +136,7 @@ static int save_optimizer(struct run *r, const char *dir, const float *hm, const
     if (hw) {
         size_t o = 0;
         for (int i = 0; i < r->ntp; i++) {
-            r->m.ops->download(hw + o, r->tp[i].w, r->tp[i].numel * sizeof(float));
+            r->m->ops->download(hw + o, r->tp[i].w, r->tp[i].numel * sizeof(float));
             o += r->tp[i].numel;
         }
     }
@@ -314,7 +314,7 @@ static int read_optimizer(struct run *r, const char *dir, float *hm, float *hv, 
         if (rc == 0) {
             rc = read_tensor(&st, path, "master.", p->name, p->ndim, p->shape, hw, 1);
             if (rc == 0)
-                r->m.ops->upload(p->w, hw, p->numel * sizeof(float));
+                r->m->ops->upload(p->w, hw, p->numel * sizeof(float));
             rc = rc > 0 ? 0 : rc;
         }
         if (gi >= 0 && rc == 0) {
@@ -377,8 +377,8 @@ static int save_weights(struct run *r, const char *dir)
 {
     const struct swift_train_opts *o = r->o;
     if (o->tuner == SWIFT_TUNER_LORA)
-        return swift_lora_save(&r->m, &r->lo, dir, o->model);
-    int rc = swift_model_save(&r->m, dir, r->config_path);
+        return swift_lora_save(r->m, &r->lo, dir, o->model);
+    int rc = swift_model_save(r->m, dir, r->config_path);
     for (int i = 0; rc == 0 && tok_files[i]; i++) {
         char *src = swift_path_join(o->model, tok_files[i]);
         if (access(src, R_OK) == 0) {
@@ -496,15 +496,15 @@ int train_save_checkpoint(struct run *r, long step)
     size_t part = n32 ? n32 : 1;
     float *pm = swift_xmalloc(part * sizeof(float)), *pv = swift_xmalloc(part * sizeof(float));
     float *fm = NULL, *fv = NULL;
-    r->m.ops->download(pm, r->opt.m, n32 * sizeof(float));
-    r->m.ops->download(pv, r->opt.v, n32 * sizeof(float));
+    r->m->ops->download(pm, r->opt.m, n32 * sizeof(float));
+    r->m->ops->download(pv, r->opt.v, n32 * sizeof(float));
     struct host8 h8 = {0}; /* --optim adamw_8bit: no ZeRO-1 (a usage error), rank 0 has it all */
     if (r->opt.bits == 8 && d->rank == 0) {
         host8_alloc(&h8, &r->opt);
-        r->m.ops->download(h8.q1, r->opt.qm, r->opt.total8);
-        r->m.ops->download(h8.q2, r->opt.qv, r->opt.total8);
-        r->m.ops->download(h8.a1, r->opt.am, r->opt.blocks8 * sizeof(float));
-        r->m.ops->download(h8.a2, r->opt.av, r->opt.blocks8 * sizeof(float));
+        r->m->ops->download(h8.q1, r->opt.qm, r->opt.total8);
+        r->m->ops->download(h8.q2, r->opt.qv, r->opt.total8);
+        r->m->ops->download(h8.a1, r->opt.am, r->opt.blocks8 * sizeof(float));
+        r->m->ops->download(h8.a2, r->opt.av, r->opt.blocks8 * sizeof(float));
     }
     if (zero) {
         if (d->rank == 0) {
@@ -555,14 +555,14 @@ int train_load_optimizer(struct run *r, const char *dir)
     }
     int rc = read_optimizer(r, dir, fm, fv, r->opt.bits == 8 ? &h8 : NULL);
     if (rc == 0) {
-        r->m.ops->upload(r->opt.m, fm + lo, (hi - lo) * sizeof(float));
-        r->m.ops->upload(r->opt.v, fv + lo, (hi - lo) * sizeof(float));
+        r->m->ops->upload(r->opt.m, fm + lo, (hi - lo) * sizeof(float));
+        r->m->ops->upload(r->opt.v, fv + lo, (hi - lo) * sizeof(float));
     }
     if (rc == 0 && r->opt.bits == 8) {
-        r->m.ops->upload(r->opt.qm, h8.q1, r->opt.total8);
-        r->m.ops->upload(r->opt.qv, h8.q2, r->opt.total8);
-        r->m.ops->upload(r->opt.am, h8.a1, r->opt.blocks8 * sizeof(float));
-        r->m.ops->upload(r->opt.av, h8.a2, r->opt.blocks8 * sizeof(float));
+        r->m->ops->upload(r->opt.qm, h8.q1, r->opt.total8);
+        r->m->ops->upload(r->opt.qv, h8.q2, r->opt.total8);
+        r->m->ops->upload(r->opt.am, h8.a1, r->opt.blocks8 * sizeof(float));
+        r->m->ops->upload(r->opt.av, h8.a2, r->opt.blocks8 * sizeof(float));
     }
     host8_free(&h8);
     free(fm);

@@ -34,6 +34,7 @@
 #include "lib/formats/shard.h"
 #include "lib/model/lora.h"
 #include "lib/model/model.h"
+#include "lib/model/vlm.h"
 #include "lib/train/dist.h"
 #include "lib/train/objective.h"
 #include "lib/train/galore.h"
@@ -48,6 +49,12 @@ struct train_ubatch {
     struct swift_sample *xs;  /* (samples) what filled the rows, for an objective's rollout */
     long nitems;              /* what the loss averages over (objective.h: fill's return) */
     long ntokens;             /* tokens of the samples (the step span's "tokens") */
+    /* a vision-language model's images (vl.c): the samples' pixel patches and grids in order */
+    float *pix;
+    size_t pix_cap; /* floats */
+    int32_t *grid;  /* (nimages, 3) */
+    int npatches, nimages, grid_cap;
+    int pix_err; /* an image could not be loaded (reported on the loader thread) */
 };
 
 /* One step's micro-batches in the prefetch ring. */
@@ -71,6 +78,7 @@ struct train_perm {
 struct train_loader {
     struct swift_shards *s;
     const struct swift_objective *obj; /* fills the rows */
+    char *image_dir;                   /* image shards: the cache directory, else NULL */
     uint64_t n;                        /* samples */
     int B, T, GA;                      /* samples per micro-batch, tokens per row, micro-batches */
     int rank, world;                   /* this rank's slice of each global step */
@@ -134,7 +142,10 @@ struct run {
     struct swift_dist dist;
     struct swift_backend be;
     struct swift_profile prof;
-    struct swift_model m;
+    struct swift_model *m; /* &own, or &vlm->llm for a vision-language model */
+    struct swift_model own;
+    char *val_image_dir;   /* the validation shards' image cache (vision-language model) */
+    struct swift_vlm *vlm; /* Qwen2-VL / Qwen2.5-VL (vlm.h), else NULL */
     struct swift_lora_opts lo;
     struct swift_objective obj;
     struct swift_adamw opt;      /* over tp, or with GaLore over adam_tp */
@@ -166,6 +177,20 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir);
 /* The shards' kind (index.json) against the objective's (reported, naming the swift-preprocess
  * option that makes the right ones). Returns 0 or -1. */
 int train_check_kind(const struct run *r, const struct swift_shard_index *ix, const char *dir);
+
+/* ---- vl.c: Qwen2-VL / Qwen2.5-VL (docs/multimodal.md "Training") ---- */
+
+/* 1 if model_dir's config.json is a qwen2_vl or qwen2_5_vl model. */
+int train_vl_detect(const char *model_dir);
+/* Load r->vlm (LoRA on its language model is attached by the caller); r->m becomes its language
+ * model. Refuses what is not supported yet. 0 or -1 (reported). */
+int train_vl_load(struct run *r);
+void train_vl_free(struct run *r);
+/* The pixels and grids of u's first nsamples samples from the cache dir (loader threads). */
+int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples);
+/* Forward (and backward) of micro-batch u of B rows through r->vlm: loss into s. */
+int train_vl_forward(struct run *r, const struct train_ubatch *u, int B, float scale,
+                     struct swift_objective_sums *s, int backward);
 
 /* ---- layerwise.c: --galore-optim-per-parameter (after swift_galore_init, before the AdamW
  * of the other parameters is built: it re-points their gradients) ---- */

@@ -45,12 +45,12 @@ static void grad_ready(void *ctx, int l, int k)
         return;
     struct run *r = w->r;
     int64_t t0 = swift_trace_detail() ? swift_trace_now() : 0;
-    double n = swift_grad_norm(r->m.ops, r->gal.it[i].p, 1);
+    double n = swift_grad_norm(r->m->ops, r->gal.it[i].p, 1);
     w->sumsq += n * n;
     if (swift_galore_step_item(&r->gal, i, w->lr, 1.0f) < 0)
         w->failed = 1;
     /* backward accumulates into the weight gradient: the next weight starts from zero */
-    r->m.ops->zero(w->shared, r->gal.it[i].p->numel);
+    r->m->ops->zero(w->shared, r->gal.it[i].p->numel);
     if (t0) {
         struct swift_targ a[2] = {SWIFT_TARG_I("layer", l), SWIFT_TARG_I("item", i)};
         swift_trace_span("optim", "optimizer.param", t0, swift_trace_now(), a, 2);
@@ -89,7 +89,7 @@ static int repoint_model(struct swift_model *m, float *const *old)
 
 int train_layerwise_init(struct run *r)
 {
-    struct swift_model *m = &r->m;
+    struct swift_model *m = r->m;
     const struct swift_ops *ops = m->ops;
     size_t rest = 0, big = 0;
     for (int i = 0; i < m->np; i++)
@@ -158,8 +158,8 @@ int train_layerwise_init(struct run *r)
 void train_layerwise_begin(struct run *r, float lr)
 {
     struct train_layerwise *w = r->lw;
-    r->m.ops->zero(w->grads, w->ngrads);
-    r->m.ops->zero(w->shared, w->nshared);
+    r->m->ops->zero(w->grads, w->ngrads);
+    r->m->ops->zero(w->shared, w->nshared);
     w->lr = lr;
     w->sumsq = 0;
     w->failed = 0;
@@ -183,8 +183,8 @@ void train_layerwise_free(struct run *r)
     if (!r->lw)
         return;
     /* m->grads (the compact buffer) is the model's to free; the shared one is ours */
-    swift_mem_free(r->m.ops->free, r->lw->shared);
-    r->m.grad_ready = NULL;
+    swift_mem_free(r->m->ops->free, r->lw->shared);
+    r->m->grad_ready = NULL;
     free(r->lw->item);
     free(r->lw);
     r->lw = NULL;

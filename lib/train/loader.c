@@ -35,7 +35,7 @@ int train_check_kind(const struct run *r, const struct swift_shard_index *ix, co
 
 int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
 {
-    if (swift_shards_open(s, dir, 0) < 0)
+    if (swift_shards_open(s, dir, r->vlm ? SWIFT_SHARDS_IMAGES : 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(*s);
     if (swift_shard_index_check_tokenizer(ix, r->o->model, dir) < 0 ||
@@ -49,6 +49,13 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
         const char *why = r->obj.check ? r->obj.check(&r->obj, &x) : NULL;
         if (why)
             return swift_error("%s: sample %llu %s", dir, (unsigned long long)i, why);
+        if (r->vlm && x.n_docs > 1)
+            return swift_error("%s: sample %llu packs %u documents: packing is not supported "
+                               "for a vision-language model yet (swift-preprocess without "
+                               "--packing)",
+                               dir,
+                               (unsigned long long)i,
+                               x.n_docs);
         uint32_t row = x.len; /* a pair's documents are rows of their own */
         if (r->obj.rows_per_sample > 1)
             for (uint32_t d = row = 0; d < x.n_docs; d++)
@@ -61,13 +68,13 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
                                r->obj.rows_per_sample > 1 ? " in a document" : "",
                                r->T);
         for (uint32_t t = 0; t < x.len; t++)
-            if (x.ids[t] >= (uint32_t)r->m.cfg.vocab_size)
+            if (x.ids[t] >= (uint32_t)r->m->cfg.vocab_size)
                 return swift_error("%s: sample %llu has token id %u, outside the model's "
                                    "vocabulary of %d",
                                    dir,
                                    (unsigned long long)i,
                                    x.ids[t],
-                                   r->m.cfg.vocab_size);
+                                   r->m->cfg.vocab_size);
     }
     return 0;
 }
@@ -127,6 +134,8 @@ static void fill_step(struct train_loader *L, struct train_perm *pc, struct trai
             u->nitems += L->obj->fill(L->obj, &x, L->T, u->tok + row, u->tgt + row, u->pos + row);
             u->ntokens += x.len;
         }
+        if (L->image_dir) /* the image cache expanded here, off the step's critical path */
+            train_vl_pixels(u, L->image_dir, L->B);
     }
     if (L->delay_ms > 0) {
         struct timespec ts = {L->delay_ms / 1000, (L->delay_ms % 1000) * 1000000L};
@@ -176,6 +185,7 @@ static void *loader_main(void *arg)
 void train_ubatch_alloc(struct train_ubatch *u, int rows, int T, int samples)
 {
     size_t n = (size_t)rows * T;
+    *u = (struct train_ubatch){0};
     u->tok = swift_xcalloc(n, 4);
     u->tgt = swift_xcalloc(n, 4);
     u->pos = swift_xcalloc(n, 4);
@@ -183,6 +193,8 @@ void train_ubatch_alloc(struct train_ubatch *u, int rows, int T, int samples)
 }
 void train_ubatch_free(struct train_ubatch *u)
 {
+    free(u->pix);
+    free(u->grid);
     free(u->xs);
     free(u->tok);
     free(u->tgt);

@@ -310,7 +310,7 @@ static double *table(struct run *r, struct swift_shards *s, const char *dir)
                    (unsigned long long)n,
                    dir);
     int64_t t0 = swift_trace_now();
-    struct swift_model tmp, *ref = &r->m;
+    struct swift_model tmp, *ref = r->m;
     int rc = 0;
     if (r->resume && r->o->tuner == SWIFT_TUNER_FULL) { /* m holds the checkpoint's weights */
         memset(&tmp, 0, sizeof(tmp));
@@ -375,7 +375,7 @@ static int use(struct run *r, const struct swift_batch *b, const double *tab, co
     for (int i = 0; i < B; i++)
         for (int k = 0; k < rows && idx[i] != UINT64_MAX; k++)
             ref[i * rows + k] = tab[idx[i] * (uint64_t)rows + (uint64_t)k];
-    int rc = r->obj.use_reference(&r->obj, &r->m, b, ref);
+    int rc = r->obj.use_reference(&r->obj, r->m, b, ref);
     free(ref);
     return rc;
 }

@@ -57,13 +57,13 @@ int train_grad_norm(struct run *r, long gs, double *norm)
 {
     struct swift_dist *d = &r->dist;
     if (r->lw) { /* the GaLore weights' gradients are gone: their sums of squares */
-        double rest = swift_grad_norm(r->m.ops, r->adam_tp, r->opt.nparams);
+        double rest = swift_grad_norm(r->m->ops, r->adam_tp, r->opt.nparams);
         *norm = sqrt(train_layerwise_sumsq(r) + rest * rest);
         return 0;
     }
-    *norm = swift_grad_norm(r->m.ops, r->tp, r->ntp);
+    *norm = swift_grad_norm(r->m->ops, r->tp, r->ntp);
     if (d->shard) { /* ZeRO-1: each rank holds the summed gradient of its range only */
-        double ss = swift_grad_norm(r->m.ops, d->shard, d->nshard);
+        double ss = swift_grad_norm(r->m->ops, d->shard, d->nshard);
         ss *= ss;
         if (swift_dist_allreduce_d(d, &ss, 1, "gradient norm", gs) < 0)
             return -1;

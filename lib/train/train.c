@@ -37,6 +37,9 @@ void swift_train_opts_init(struct swift_train_opts *o)
     o->lora_alpha = 32;
     o->lora_dropout = 0.05;
     o->target_modules = "all-linear";
+    o->freeze_vit = 1; /* ms-swift's defaults */
+    o->freeze_aligner = 1;
+    o->vit_lr = o->aligner_lr = -1;
     o->learning_rate = -1;
     o->weight_decay = 0.1;
     o->adam_beta1 = 0.9;
@@ -199,25 +202,25 @@ static int quantize_base(struct run *r)
     const struct swift_train_opts *o = r->o;
     double bf16;
     if (o->quant_bits == 8) {
-        if (swift_model_quantize8(&r->m) < 0)
+        if (swift_model_quantize8(r->m) < 0)
             return -1;
-        bf16 = 2.0 * (double)r->m.q4_numel;
+        bf16 = 2.0 * (double)r->m->q4_numel;
         swift_info("8-bit base (int8, absmax per row): %zu linear weights in %zu bytes, %.3f x "
                    "their bf16 size",
-                   r->m.q4_numel,
-                   r->m.q4_bytes,
-                   bf16 > 0 ? (double)r->m.q4_bytes / bf16 : 0.0);
+                   r->m->q4_numel,
+                   r->m->q4_bytes,
+                   bf16 > 0 ? (double)r->m->q4_bytes / bf16 : 0.0);
         return 0;
     }
-    if (swift_model_quantize4(&r->m, o->quant_type, o->double_quant) < 0)
+    if (swift_model_quantize4(r->m, o->quant_type, o->double_quant) < 0)
         return -1;
-    bf16 = 2.0 * (double)r->m.q4_numel;
+    bf16 = 2.0 * (double)r->m->q4_numel;
     swift_info("4-bit base (%s%s): %zu linear weights in %zu bytes, %.3f x their bf16 size",
                o->quant_type == SWIFT_Q4_FP4 ? "fp4" : "nf4",
                o->double_quant ? ", double quant" : "",
-               r->m.q4_numel,
-               r->m.q4_bytes,
-               bf16 > 0 ? (double)r->m.q4_bytes / bf16 : 0.0);
+               r->m->q4_numel,
+               r->m->q4_bytes,
+               bf16 > 0 ? (double)r->m->q4_bytes / bf16 : 0.0);
     return 0;
 }
 
@@ -229,27 +232,29 @@ static int load_model(struct run *r)
     const char *wdir = r->resume && o->tuner == SWIFT_TUNER_FULL ? r->resume : o->model;
     r->config_path = swift_path_join(o->model, "config.json");
     int frozen = o->tuner == SWIFT_TUNER_LORA;
-    if ((o->rlhf && !strcmp(o->rlhf, "rm")
-             ? swift_model_load_score(&r->m, wdir, r->be.ops, frozen, (uint64_t)o->seed)
-             : swift_model_load(&r->m, wdir, r->be.ops, frozen)) < 0)
+    int vl = train_vl_detect(o->model);
+    if (vl ? train_vl_load(r) < 0
+           : (o->rlhf && !strcmp(o->rlhf, "rm")
+                  ? swift_model_load_score(r->m, wdir, r->be.ops, frozen, (uint64_t)o->seed)
+                  : swift_model_load(r->m, wdir, r->be.ops, frozen)) < 0)
         return -1;
-    r->m.act_ckpt = o->gradient_checkpointing;
+    r->m->act_ckpt = o->gradient_checkpointing;
     if (o->quant_bits && quantize_base(r) < 0)
         return -1;
-    if (r->m.cfg.bnb_bits) /* a bitsandbytes directory: its linears loaded as stored */
+    if (r->m->cfg.bnb_bits) /* a bitsandbytes directory: its linears loaded as stored */
         swift_info("%d-bit base as saved by bitsandbytes (%s%s): %zu linear weights in %zu bytes",
-                   r->m.cfg.bnb_bits,
-                   r->m.cfg.bnb_bits == 8              ? "int8"
-                   : r->m.cfg.bnb_type == SWIFT_Q4_FP4 ? "fp4"
-                                                       : "nf4",
-                   r->m.cfg.bnb_bits == 4 && r->m.cfg.bnb_dq ? ", double quant" : "",
-                   r->m.q4_numel,
-                   r->m.q4_bytes);
+                   r->m->cfg.bnb_bits,
+                   r->m->cfg.bnb_bits == 8              ? "int8"
+                   : r->m->cfg.bnb_type == SWIFT_Q4_FP4 ? "fp4"
+                                                        : "nf4",
+                   r->m->cfg.bnb_bits == 4 && r->m->cfg.bnb_dq ? ", double quant" : "",
+                   r->m->q4_numel,
+                   r->m->q4_bytes);
     /* memory(GiB) is the peak from here: the float copy QLoRA quantized from is gone */
     swift_mem_reset_peak();
     if (o->tuner == SWIFT_TUNER_LORA) {
         if (r->resume) {
-            if (swift_lora_load(&r->m, r->resume, &r->lo) < 0)
+            if (swift_lora_load(r->m, r->resume, &r->lo) < 0)
                 return -1;
         } else {
             r->lo = (struct swift_lora_opts){.rank = o->lora_rank,
@@ -258,16 +263,16 @@ static int load_model(struct run *r)
                                              .use_dora = o->lora_dora,
                                              .targets = o->target_modules,
                                              .seed = (uint64_t)o->seed};
-            if (swift_lora_attach(&r->m, &r->lo) < 0)
+            if (swift_lora_attach(r->m, &r->lo) < 0)
                 return -1;
         }
-        r->tp = r->m.lp;
-        r->ntp = r->m.nlp;
+        r->tp = r->m->lp;
+        r->ntp = r->m->nlp;
     } else {
-        r->tp = r->m.p;
-        r->ntp = r->m.np;
+        r->tp = r->m->p;
+        r->ntp = r->m->np;
     }
-    return swift_objective_init(&r->obj, o->rlhf ? o->rlhf : "sft", o, &r->m);
+    return swift_objective_init(&r->obj, o->rlhf ? o->rlhf : "sft", o, r->m);
 }
 
 /* The row length T (--max-length or the shards') checked against the model, the training and
@@ -275,7 +280,7 @@ static int load_model(struct run *r)
 static int open_data(struct run *r)
 {
     const struct swift_train_opts *o = r->o;
-    if (swift_shards_open(&r->train, o->dataset, 0) < 0)
+    if (swift_shards_open(&r->train, o->dataset, r->vlm ? SWIFT_SHARDS_IMAGES : 0) < 0)
         return -1;
     const struct swift_shard_index *ix = swift_shards_index(r->train);
     if (train_check_kind(r, ix, o->dataset) < 0) /* before lengths: the likelier mistake */
@@ -284,14 +289,14 @@ static int open_data(struct run *r)
     if (r->T <= 0)
         return swift_error("%s: no max_length; give --max-length", o->dataset);
     r->T += r->obj.extra_T; /* GRPO: room for the completion after the prompt */
-    if (r->T > r->m.cfg.max_position_embeddings)
+    if (r->T > r->m->cfg.max_position_embeddings)
         return swift_error("--max-length %d exceeds the model's max_position_embeddings %d",
                            r->T,
-                           r->m.cfg.max_position_embeddings);
-    if (r->m.cfg.sliding_window > 0 && r->T > r->m.cfg.sliding_window)
+                           r->m->cfg.max_position_embeddings);
+    if (r->m->cfg.sliding_window > 0 && r->T > r->m->cfg.sliding_window)
         return swift_error("--max-length %d exceeds the model's sliding_window %d (not supported)",
                            r->T,
-                           r->m.cfg.sliding_window);
+                           r->m->cfg.sliding_window);
     swift_shards_close(r->train);
     r->train = NULL;
     if (train_open_shards(r, &r->train, o->dataset) < 0)
@@ -309,6 +314,8 @@ static int open_data(struct run *r)
             free(vdir);
             return -1;
         }
+        const char *vc = swift_shards_index(r->val)->image_cache;
+        r->val_image_dir = r->vlm && vc ? swift_path_join(vdir, vc) : NULL;
     }
     free(vdir);
     uint64_t n = swift_shards_count(r->train);
@@ -426,7 +433,7 @@ static int init_optimizer(struct run *r)
                    D->shard ? ", ZeRO-1" : "");
     if (r->resume && train_load_optimizer(r, r->resume) < 0)
         return -1;
-    return swift_model_reserve(&r->m, r->mbs * r->obj.rows_per_sample, r->T);
+    return swift_model_reserve(r->m, r->mbs * r->obj.rows_per_sample, r->T);
 }
 
 /* The run directory, written by rank 0: args.json, no stale temporary checkpoint,
@@ -460,6 +467,8 @@ static int start_loader(struct run *r)
     L->delay_ms = o->data_delay_ms;
     L->nworkers = o->num_workers;
     L->depth = o->prefetch;
+    const char *cache = swift_shards_index(r->train)->image_cache;
+    L->image_dir = r->vlm && cache ? swift_path_join(o->dataset, cache) : NULL;
     return train_loader_start(L, r->step0, r->max_steps);
 }
 
@@ -471,7 +480,7 @@ static int prepare(struct run *r)
     if (load_model(r) < 0 || open_data(r) < 0 || init_optimizer(r) < 0 || open_run_dir(r) < 0 ||
         train_ref_logps(r) < 0 || start_loader(r) < 0)
         return -1;
-    r->log.flops_tok = swift_model_flops_per_token(&r->m, r->T);
+    r->log.flops_tok = swift_model_flops_per_token(r->m, r->T);
     r->log.t_start = train_now_s();
     r->log.win_t = train_now_s();
     if (r->be.notice[0])
@@ -500,7 +509,12 @@ static int finish(struct run *r, int rc)
         swift_shards_close(r->val);
     swift_objective_free(&r->obj);
     train_ref_logps_free(r);
-    swift_model_free(&r->m);
+    if (r->vlm)
+        train_vl_free(r);
+    else
+        swift_model_free(r->m);
+    free(r->loader.image_dir);
+    free(r->val_image_dir);
     free(r->config_path);
     free(r->resume);
     /* after a failure MPI_Finalize would wait for ranks that are still training */
@@ -517,13 +531,13 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
     struct swift_batch bt = {r->mbs * r->obj.rows_per_sample, r->T, u->tok, u->tgt, u->pos};
     /* the global micro-batch index: the same dropout masks on any number of ranks */
     uint64_t gmb = (uint64_t)r->dist.rank * (uint64_t)o->grad_accum + (uint64_t)a;
-    r->m.dropout_seed = train_mix((uint64_t)o->seed ^ train_mix((uint64_t)step * 64 + gmb));
+    r->m->dropout_seed = train_mix((uint64_t)o->seed ^ train_mix((uint64_t)step * 64 + gmb));
     if (r->ref_train) { /* --precompute-ref-logps: the stored values, no reference pass */
         if (train_ref_logps_step(r, &bt, step, a) < 0)
             return -1;
     } else if (r->obj.reference) { /* the reference's forward, a span of its own */
         int64_t tr = swift_trace_now();
-        if (r->obj.reference(&r->obj, &r->m, &bt) < 0)
+        if (r->obj.reference(&r->obj, r->m, &bt) < 0)
             return -1;
         swift_trace_span("compute",
                          "reference_forward",
@@ -532,8 +546,19 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
                          (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)},
                          1);
     }
+    if (r->vlm) { /* vision and llm spans inside (lib/model/vlm_run.c) */
+        int64_t tv = swift_trace_now();
+        int rc = train_vl_forward(r, u, bt.B, scale, s, 1);
+        swift_trace_span("compute",
+                         "forward_backward",
+                         tv,
+                         swift_trace_now(),
+                         (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)},
+                         1);
+        return rc;
+    }
     int64_t tf = swift_trace_now();
-    if (r->obj.forward(&r->obj, &r->m, &bt, scale, s) < 0)
+    if (r->obj.forward(&r->obj, r->m, &bt, scale, s) < 0)
         return -1;
     if (a == 0 && o->delay_rank_ms > 0 && r->dist.rank == o->delay_rank) { /* testing only */
         struct timespec ts = {o->delay_rank_ms / 1000, (o->delay_rank_ms % 1000) * 1000000L};
@@ -542,7 +567,7 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
     int64_t tb = swift_trace_now();
     swift_trace_span(
         "compute", "forward", tf, tb, (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)}, 1);
-    r->obj.backward(&r->obj, &r->m, &bt);
+    r->obj.backward(&r->obj, r->m, &bt);
     swift_trace_span("compute",
                      "backward",
                      tb,
@@ -563,7 +588,7 @@ static long rollout(struct run *r, const struct train_step *sb, long step)
         bt[a] = (struct swift_batch){r->mbs * r->obj.rows_per_sample, r->T, u->tok, u->tgt, u->pos};
         xs[a] = u->xs;
     }
-    long items = r->obj.rollout(&r->obj, &r->m, bt, xs, GA, step);
+    long items = r->obj.rollout(&r->obj, r->m, bt, xs, GA, step);
     free(xs);
     free(bt);
     return items;
@@ -637,7 +662,7 @@ static int train_loop(struct run *r)
         if (r->lw)
             train_layerwise_begin(r, (float)lr);
         else
-            swift_model_zero_grad(&r->m);
+            swift_model_zero_grad(r->m);
 
         /* data, forward and backward of every micro-batch, sums over ranks */
         int64_t tw = swift_trace_now();
@@ -716,6 +741,7 @@ struct swift_train *swift_train_new(const struct swift_train_opts *o, int *statu
     struct swift_train *t = swift_xcalloc(1, sizeof(*t));
     t->o = *o;
     t->R.o = &t->o;
+    t->R.m = &t->R.own;
     *status = start(&t->R);
     if (*status == 0) {
         /* before the trace opens: a trace file inside -o is not a reason to refuse it */

@@ -67,6 +67,11 @@ struct swift_train_opts {
     double lora_alpha, lora_dropout;
     int lora_dora; /* DoRA (PEFT use_dora): a magnitude vector per adapted linear */
     const char *target_modules;
+    /* Qwen2-VL / Qwen2.5-VL (docs/multimodal.md "Training"): the groups kept frozen (ms-swift's
+     * freeze_vit, freeze_aligner, freeze_llm: default 1, 1, 0) and their learning rates (<0:
+     * learning_rate); today the ViT and the aligner must stay frozen */
+    int freeze_vit, freeze_aligner, freeze_llm;
+    double vit_lr, aligner_lr;
     /* QLoRA (docs/train.md): quant_bits 4 stores the frozen base linears in bitsandbytes' 4-bit
      * format (quant_type SWIFT_Q4_NF4 or SWIFT_Q4_FP4 of kernels/quant4.h, double_quant: the
      * absmax in 8 bits); 8: bitsandbytes' int8 rows (kernels/quant8.h, quant_type and

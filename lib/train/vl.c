@@ -1,0 +1,146 @@
+/* vl — swift-train on a Qwen2-VL / Qwen2.5-VL model (lib/model/vlm.h) and image shards
+ * (docs/multimodal.md "Training"): the model loaded with its frozen groups, LoRA on the
+ * language model, the loader's pixels (the image cache expanded on the prefetch threads), and
+ * the step's forward and backward with "vision" and "llm" spans. */
+#include "lib/train/internal.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/alloc.h"
+#include "lib/core/error.h"
+#include "lib/core/fileio.h"
+#include "lib/core/trace.h"
+#include "lib/formats/pixels.h"
+#include "lib/model/vlm.h"
+#include "lib/core/banned.h"
+
+int train_vl_detect(const char *model_dir)
+{
+    char *path = swift_path_join(model_dir, "config.json");
+    json_t *root = json_load_file(path, 0, NULL);
+    free(path);
+    const char *mt = root ? json_string_value(json_object_get(root, "model_type")) : NULL;
+    int vl = mt && (!strcmp(mt, "qwen2_vl") || !strcmp(mt, "qwen2_5_vl"));
+    json_decref(root);
+    return vl;
+}
+
+int train_vl_load(struct run *r)
+{
+    const struct swift_train_opts *o = r->o;
+    if (o->rlhf)
+        return swift_error("%s: --rlhf %s on a vision-language model is not supported yet (SFT "
+                           "only)",
+                           o->model,
+                           o->rlhf);
+    if (o->tuner != SWIFT_TUNER_LORA)
+        return swift_error("%s: --tuner full on a vision-language model is not supported yet "
+                           "(LoRA on the language model only)",
+                           o->model);
+    if (o->quant_bits || o->galore_rank > 0 || o->use_galore || o->lora_dora)
+        return swift_error("%s: --quant-bits, GaLore and DoRA on a vision-language model are "
+                           "not supported yet",
+                           o->model);
+    r->vlm = swift_xcalloc(1, sizeof(*r->vlm));
+    /* LoRA: the language model's base is frozen, the adapters train */
+    int frozen = SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER | SWIFT_VLM_LLM;
+    if (swift_vlm_load(r->vlm, o->model, r->be.ops, frozen) < 0)
+        return -1;
+    r->m = &r->vlm->llm;
+    r->m->act_ckpt = o->gradient_checkpointing;
+    return 0;
+}
+
+void train_vl_free(struct run *r)
+{
+    if (!r->vlm)
+        return;
+    swift_vlm_free(r->vlm);
+    free(r->vlm);
+    r->vlm = NULL;
+    r->m = &r->own;
+}
+
+/* One image of the cache, appended to u's pixels and grids. */
+static int add_image(struct train_ubatch *u, const char *dir, const char *hex)
+{
+    struct swift_pixels px;
+    unsigned char *buf = NULL;
+    if (swift_pixels_load(&px, &buf, dir, hex) < 0)
+        return -1;
+    size_t np = (size_t)swift_pixels_patches(&px), pd = (size_t)swift_pixels_patch_dim(&px);
+    size_t need = ((size_t)u->npatches + np) * pd;
+    if (need > u->pix_cap) {
+        u->pix_cap = need * 2;
+        u->pix = swift_xrealloc(u->pix, u->pix_cap * sizeof(float));
+    }
+    if (u->nimages + 1 > u->grid_cap) {
+        u->grid_cap = 2 * (u->nimages + 1);
+        u->grid = swift_xrealloc(u->grid, (size_t)u->grid_cap * 3 * sizeof(int32_t));
+    }
+    swift_pixels_expand(&px, u->pix + (size_t)u->npatches * pd);
+    u->grid[u->nimages * 3] = (int32_t)px.grid_t;
+    u->grid[u->nimages * 3 + 1] = (int32_t)px.grid_h;
+    u->grid[u->nimages * 3 + 2] = (int32_t)px.grid_w;
+    u->nimages++;
+    u->npatches += (int)np;
+    free(buf);
+    return 0;
+}
+
+int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples)
+{
+    int64_t t0 = swift_trace_now();
+    u->npatches = u->nimages = 0;
+    u->pix_err = 0;
+    for (int i = 0; i < nsamples && !u->pix_err; i++) {
+        const struct swift_sample *x = &u->xs[i];
+        if (!x->meta || !x->meta_len)
+            continue;
+        json_t *root = json_loadb(x->meta, x->meta_len, 0, NULL);
+        json_t *imgs = json_object_get(root, "images");
+        size_t k;
+        json_t *h;
+        json_array_foreach(imgs, k, h)
+        {
+            const char *hex = json_string_value(h);
+            if (!hex || add_image(u, dir, hex) < 0) {
+                if (!hex)
+                    swift_error("%s: a sample's metadata names no image cache file", dir);
+                u->pix_err = 1;
+                break;
+            }
+        }
+        json_decref(root);
+    }
+    swift_trace_span("data",
+                     "image_load",
+                     t0,
+                     swift_trace_now(),
+                     (struct swift_targ[]){SWIFT_TARG_I("images", u->nimages),
+                                           SWIFT_TARG_I("patches", u->npatches)},
+                     2);
+    return u->pix_err ? -1 : 0;
+}
+
+int train_vl_forward(struct run *r, const struct train_ubatch *u, int B, float scale,
+                     struct swift_objective_sums *s, int backward)
+{
+    if (u->pix_err)
+        return -1;
+    struct swift_vlm_batch b = {.B = B,
+                                .T = r->T,
+                                .tokens = u->tok,
+                                .targets = u->tgt,
+                                .pixels = u->pix,
+                                .npatches = u->npatches,
+                                .grid_thw = u->grid,
+                                .nimages = u->nimages};
+    if (swift_vlm_forward(r->vlm, &b, &s->loss, scale) < 0)
+        return -1;
+    if (backward)
+        swift_vlm_backward(r->vlm, &b);
+    return 0;
+}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bats
+bats_require_minimum_version 1.5.0
+# swift-train on a Qwen2-VL model and image shards (docs/multimodal.md "Training"): LLaMA-Factory's
+# mllm_demo.json through swift-preprocess (qwen3's tokenizer: Qwen2's vocabulary with the vision
+# tokens) against the tiny fixture tests/fixtures/vlm/qwen2_vl, its vocabulary widened here to
+# the tokenizer's (the fixture's own is 128 ids): LoRA with the ViT frozen lowers the loss, frozen
+# tensors stay as loaded, resume is exact, the vision/llm trace spans, and the flags' usage errors.
+
+T="$SWIFT_BIN/swift-train"
+P="$SWIFT_BIN/swift-preprocess"
+F=tests/fixtures/vlm/qwen2_vl
+
+setup() {
+    W="$BATS_TEST_TMPDIR"
+    TOK="$SHARED/data/tokenizers/qwen3"
+    DEMO="$SHARED/data/datasets/llama-factory-demo"
+    if [ ! -f "$TOK/tokenizer.json" ] || [ ! -f "$DEMO/mllm_demo.json" ]; then
+        [ "${CI:-}" != true ] || return 1
+        skip "shared data missing"
+    fi
+}
+
+# The fixture with a vocabulary of 151936 (Qwen2's) and Qwen2's vision token ids: every other
+# tensor as committed, embed_tokens and lm_head rows i = the fixture's row i % 128 (python3's
+# standard library only), the tokenizer's files beside it.
+vl_model() {
+    mkdir -p "$W/m"
+    python3 - "$F" "$W/m" <<'EOF'
+import json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+cfg = json.load(open(src + "/config.json"))
+V = 151936
+cfg["text_config"]["vocab_size"] = V
+cfg.update(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
+           vision_end_token_id=151653)
+json.dump(cfg, open(dst + "/config.json", "w"), indent=2)
+raw = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+body = raw[8 + n:]
+out, data, off = {}, [], 0
+for k in sorted(x for x in hdr if x != "__metadata__"):
+    t = hdr[k]
+    b = body[t["data_offsets"][0]:t["data_offsets"][1]]
+    shape = t["shape"]
+    if k in ("lm_head.weight", "model.language_model.embed_tokens.weight"):
+        row = len(b) // shape[0]
+        b = b"".join(b[(i % shape[0]) * row:(i % shape[0] + 1) * row] for i in range(V))
+        shape = [V, shape[1]]
+    out[k] = {"dtype": t["dtype"], "shape": shape, "data_offsets": [off, off + len(b)]}
+    data.append(b)
+    off += len(b)
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+with open(dst + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(data))
+EOF
+    cp "$TOK"/tokenizer*.json "$W/m/"
+    [ -f "$TOK/vocab.json" ] && cp "$TOK/vocab.json" "$TOK/merges.txt" "$W/m/" || true
+    "$P" --tokenizer "$W/m" --template qwen2_vl --max-pixels 12544 --max-length 128 -o "$W/d" "$DEMO/mllm_demo.json"
+}
+
+losses() { # the train records' "loss" values of a stdout capture
+    grep '"loss"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'
+}
+
+ARGS=(--max-steps 8 --logging-steps 1 --save-steps 4 --eval-steps 100 --learning-rate 1e-2
+    --lora-rank 4 --per-device-train-batch-size 1 -j 1)
+
+@test "train-vl: LoRA on the LLM with the ViT frozen lowers the loss; frozen tensors untouched; vision/llm spans" {
+    vl_model
+    sum0=$(sha256sum "$W/m/model.safetensors")
+    run --separate-stderr "$T" --model "$W/m" "${ARGS[@]}" --freeze_vit true --trace "$W/t.jsonl" \
+        -o "$W/a" "$W/d"
+    echo "$stderr"
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    first=$(losses "$W/a.out" | head -1)
+    last=$(losses "$W/a.out" | tail -1)
+    echo "loss $first -> $last"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
+    # the checkpoint holds the trainable tensors only: the language model's adapters
+    [ -f "$W/a/checkpoint-8/adapter_model.safetensors" ]
+    ! grep -aq 'visual\|merger\|patch_embed' "$W/a/checkpoint-8/adapter_model.safetensors"
+    [ "$(sha256sum "$W/m/model.safetensors")" = "$sum0" ]
+    for s in vision llm llm_backward image_load; do
+        grep -q "\"name\":\"$s\"" "$W/t.jsonl" || { echo "no $s span"; false; }
+    done
+}
+
+@test "train-vl: resume from a checkpoint gives bit-identical losses" {
+    vl_model
+    run "$T" --model "$W/m" "${ARGS[@]}" -o "$W/a" "$W/d"
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/a.out"
+    run "$T" --model "$W/m" "${ARGS[@]}" -o "$W/b" --resume "$W/a/checkpoint-4" "$W/d"
+    [ "$status" -eq 0 ]
+    echo "$output" >"$W/b.out"
+    diff <(losses "$W/a.out" | sed -n 5,8p) <(losses "$W/b.out")
+    [ "$(losses "$W/b.out" | wc -l)" -eq 4 ]
+}
+
+@test "train-vl: bad flag combinations are usage errors (exit 2)" {
+    run "$T" --model "$F" --vit-lr 1e-5 -o "$W/x" "$W/d"
+    [ "$status" -eq 2 ] && [[ "$output" == *"--vit-lr needs --freeze-vit false"* ]]
+    run "$T" --model "$F" --freeze_aligner true --aligner_lr 1e-5 -o "$W/x" "$W/d"
+    [ "$status" -eq 2 ] && [[ "$output" == *"--aligner-lr needs --freeze-aligner false"* ]]
+    run "$T" --model "$F" --freeze-llm true -o "$W/x" "$W/d"
+    [ "$status" -eq 2 ] && [[ "$output" == *"nothing to train"* ]]
+    run "$T" --model "$F" --freeze-vit false -o "$W/x" "$W/d"
+    [ "$status" -eq 2 ] && [[ "$output" == *"not supported yet"* ]]
+    run "$T" --model "$F" --freeze-vit maybe -o "$W/x" "$W/d"
+    [ "$status" -eq 2 ] && [[ "$output" == *"--freeze-vit: 'maybe' is not true or false"* ]]
+    [ ! -e "$W/x" ]
+}
+
+@test "train-vl: image shards need a vision-language model; a VL model refuses --tuner full for now" {
+    vl_model
+    run "$T" --model tests/fixtures/model/llama -o "$W/x" "$W/d"
+    [ "$status" -eq 1 ] && [[ "$output" == *"cannot feed to a model yet"* ]]
+    run "$T" --model "$W/m" --tuner full -o "$W/x" "$W/d"
+    [ "$status" -eq 1 ] && [[ "$output" == *"--tuner full on a vision-language model is not supported yet"* ]]
+}
+
+@test "train-vl: validation shards with images give an eval_loss (their own image cache)" {
+    vl_model
+    "$P" --tokenizer "$W/m" --template qwen2_vl --max-pixels 12544 --max-length 128 --val-ratio 0.34 \
+        -o "$W/dv" "$DEMO/mllm_demo.json"
+    [ "$(jq -r .images.cache "$W/dv/val/index.json")" = ../images ]
+    run "$T" --model "$W/m" --max-steps 2 --eval-steps 2 --save-steps 2 --logging-steps 1 -j 1 \
+        -o "$W/a" "$W/dv"
+    [ "$status" -eq 0 ]
+    grep -q '"eval_loss":[0-9]' "$W/a/logging.jsonl"
+}
