@@ -3,6 +3,7 @@
  * Qwen2-VL's pixel_values (lib/formats/pixels.h).
  */
 #include "lib/formats/pixels.h"
+#include "lib/formats/internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -74,28 +75,6 @@ void swift_pixels_expand(const struct swift_pixels *px, float *out)
                 }
 }
 
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static uint32_t crc_of(const unsigned char *p, uint64_t n)
 {
     uLong c = crc32(0L, Z_NULL, 0);
@@ -127,17 +106,17 @@ int swift_pixels_check(struct swift_pixels *px, const unsigned char *buf, size_t
         return fail(err, errlen, "offset 0: file of %zu bytes is shorter than the header", len);
     if (memcmp(buf, SWIFT_PIXELS_MAGIC, 8) != 0)
         return fail(err, errlen, "offset 0: bad magic (not an image cache file)");
-    uint32_t version = get32(buf + 8), hsize = get32(buf + 12);
+    uint32_t version = swift_le_get32(buf + 8), hsize = swift_le_get32(buf + 12);
     if (version != SWIFT_PIXELS_VERSION)
         return fail(err, errlen, "offset 8: unsupported image cache version %u", version);
     if (hsize < SWIFT_PIXELS_HEADER_SIZE || hsize > len)
         return fail(err, errlen, "offset 12: bad header size %u", hsize);
-    px->grid_t = get32(buf + 16);
-    px->grid_h = get32(buf + 20);
-    px->grid_w = get32(buf + 24);
-    px->patch_size = get32(buf + 28);
-    px->merge_size = get32(buf + 32);
-    px->temporal_patch_size = get32(buf + 36);
+    px->grid_t = swift_le_get32(buf + 16);
+    px->grid_h = swift_le_get32(buf + 20);
+    px->grid_w = swift_le_get32(buf + 24);
+    px->patch_size = swift_le_get32(buf + 28);
+    px->merge_size = swift_le_get32(buf + 32);
+    px->temporal_patch_size = swift_le_get32(buf + 36);
     if (px->grid_t != 1 || px->patch_size == 0 || px->patch_size > 64 || px->merge_size == 0 ||
         px->merge_size > 8 || px->temporal_patch_size == 0 || px->temporal_patch_size > 8)
         return fail(err, errlen, "offset 16: bad processor settings");
@@ -146,14 +125,14 @@ int swift_pixels_check(struct swift_pixels *px, const unsigned char *buf, size_t
         return fail(err, errlen, "offset 20: bad grid %ux%u", px->grid_h, px->grid_w);
     px->height = px->grid_h * px->patch_size;
     px->width = px->grid_w * px->patch_size;
-    uint64_t want = (uint64_t)px->height * px->width * 3, payload = get64(buf + 40);
+    uint64_t want = (uint64_t)px->height * px->width * 3, payload = swift_le_get64(buf + 40);
     if (payload != want || payload != len - hsize)
         return fail(err,
                     errlen,
                     "offset 40: payload of %llu bytes, expected %llu",
                     (unsigned long long)payload,
                     (unsigned long long)want);
-    if (crc_of(buf + hsize, payload) != get32(buf + 48))
+    if (crc_of(buf + hsize, payload) != swift_le_get32(buf + 48))
         return fail(err, errlen, "offset %u: payload CRC mismatch (corrupt file)", hsize);
     px->rgb = buf + hsize;
     return 0;
@@ -175,17 +154,17 @@ int swift_pixels_serialize(const struct swift_pixels *px, unsigned char **buf, s
     size_t n = SWIFT_PIXELS_HEADER_SIZE + (size_t)payload;
     unsigned char *b = swift_xcalloc(1, n);
     memcpy(b, SWIFT_PIXELS_MAGIC, 8);
-    put32(b + 8, SWIFT_PIXELS_VERSION);
-    put32(b + 12, SWIFT_PIXELS_HEADER_SIZE);
-    put32(b + 16, px->grid_t);
-    put32(b + 20, px->grid_h);
-    put32(b + 24, px->grid_w);
-    put32(b + 28, px->patch_size);
-    put32(b + 32, px->merge_size);
-    put32(b + 36, px->temporal_patch_size);
-    put64(b + 40, payload);
+    swift_le_put32(b + 8, SWIFT_PIXELS_VERSION);
+    swift_le_put32(b + 12, SWIFT_PIXELS_HEADER_SIZE);
+    swift_le_put32(b + 16, px->grid_t);
+    swift_le_put32(b + 20, px->grid_h);
+    swift_le_put32(b + 24, px->grid_w);
+    swift_le_put32(b + 28, px->patch_size);
+    swift_le_put32(b + 32, px->merge_size);
+    swift_le_put32(b + 36, px->temporal_patch_size);
+    swift_le_put64(b + 40, payload);
     memcpy(b + SWIFT_PIXELS_HEADER_SIZE, px->rgb, (size_t)payload);
-    put32(b + 48, crc_of(b + SWIFT_PIXELS_HEADER_SIZE, payload));
+    swift_le_put32(b + 48, crc_of(b + SWIFT_PIXELS_HEADER_SIZE, payload));
     swift_sha256_hex(b, n, hex);
     *buf = b;
     *len = n;

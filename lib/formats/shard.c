@@ -1,6 +1,7 @@
 /* shard — binary token shards: the writer, the checker and the directory reader (see shard.h for
  * the layout; index.json is shard_index.c). */
 #include "lib/formats/shard.h"
+#include "lib/formats/internal.h"
 #include "lib/core/alloc.h"
 
 #include "lib/core/error.h"
@@ -23,25 +24,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 #define SHARD_MAX_TOKENS ((uint64_t)1 << 36) /* per file: 256 GiB of ids is surely corrupt */
 
-/* ---- little-endian helpers ---- */
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const unsigned char *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
+/* ---- offsets ---- */
 static uint64_t align8(uint64_t x)
 {
     return (x + 7) & ~(uint64_t)7;
@@ -291,33 +274,33 @@ int swift_shard_serialize(struct swift_shard_writer *w, unsigned char **out, siz
         return swift_error("shard too large");
     unsigned char *b = swift_xcalloc(1, l.end);
     for (uint64_t i = 0; i <= w->ns; i++) {
-        put_u64(b + l.sample_tok + 8 * i, w->sample_tok[i]);
-        put_u64(b + l.sample_doc + 8 * i, w->sample_doc[i]);
+        swift_le_put64(b + l.sample_tok + 8 * i, w->sample_tok[i]);
+        swift_le_put64(b + l.sample_doc + 8 * i, w->sample_doc[i]);
     }
     for (uint64_t i = 0; i < w->nd; i++)
-        put_u32(b + l.doc_len + 4 * i, w->doc_len[i]);
+        swift_le_put32(b + l.doc_len + 4 * i, w->doc_len[i]);
     for (uint64_t i = 0; i < w->nt; i++)
-        put_u32(b + l.ids + 4 * i, w->ids[i]);
+        swift_le_put32(b + l.ids + 4 * i, w->ids[i]);
     if (w->nt)
         memcpy(b + l.mask, w->mask, w->nt);
     if (w->labeled && w->ns)
         memcpy(b + l.label, w->labels, w->ns);
     for (uint64_t i = 0; w->has_meta && i <= w->ns; i++)
-        put_u64(b + l.meta_off + 8 * i, w->meta_off[i]);
+        swift_le_put64(b + l.meta_off + 8 * i, w->meta_off[i]);
     if (w->has_meta && w->meta_n)
         memcpy(b + l.meta, w->meta, w->meta_n);
     uint64_t payload = l.end - SWIFT_SHARD_HEADER_SIZE;
     uint32_t flags =
         (w->labeled ? SWIFT_SHARD_FLAG_LABELS : 0) | (w->has_meta ? SWIFT_SHARD_FLAG_META : 0);
     memcpy(b, SWIFT_SHARD_MAGIC, 8);
-    put_u32(b + 8, flags ? SWIFT_SHARD_VERSION_LABELS : SWIFT_SHARD_VERSION);
-    put_u32(b + 52, flags);
-    put_u32(b + 12, SWIFT_SHARD_HEADER_SIZE);
-    put_u64(b + 16, w->ns);
-    put_u64(b + 24, w->nd);
-    put_u64(b + 32, w->nt);
-    put_u64(b + 40, payload);
-    put_u32(b + 48, crc32_big(b + SWIFT_SHARD_HEADER_SIZE, payload));
+    swift_le_put32(b + 8, flags ? SWIFT_SHARD_VERSION_LABELS : SWIFT_SHARD_VERSION);
+    swift_le_put32(b + 52, flags);
+    swift_le_put32(b + 12, SWIFT_SHARD_HEADER_SIZE);
+    swift_le_put64(b + 16, w->ns);
+    swift_le_put64(b + 24, w->nd);
+    swift_le_put64(b + 32, w->nt);
+    swift_le_put64(b + 40, payload);
+    swift_le_put32(b + 48, crc32_big(b + SWIFT_SHARD_HEADER_SIZE, payload));
     *out = b;
     *outlen = l.end;
     return 0;
@@ -330,7 +313,7 @@ int swift_shard_writer_commit(struct swift_shard_writer *w, uint32_t *crc)
     int rc = swift_shard_serialize(w, &buf, &len);
     if (rc == 0) {
         if (crc)
-            *crc = get_u32(buf + 48);
+            *crc = swift_le_get32(buf + 48);
         rc = swift_atomic_write(w->path, buf, len);
         free(buf);
     }
@@ -364,7 +347,7 @@ static int check_meta_size(const unsigned char *b, size_t len, const char *name,
                               (uint64_t)len < want ? len : (size_t)want,
                               len,
                               want);
-    uint64_t bytes = get_u64(b + last);
+    uint64_t bytes = swift_le_get64(b + last);
     if (bytes > payload ||
         compute_layout(hdr, v->ns, v->nd, v->nt, v->labels, 1, bytes, &v->l) < 0 ||
         v->l.end != hdr + payload)
@@ -383,12 +366,12 @@ static int check_meta_size(const unsigned char *b, size_t len, const char *name,
 static int check_meta(const unsigned char *b, const char *name, const struct shard_view *v)
 {
     const unsigned char *mo = b + v->l.meta_off;
-    uint64_t total = get_u64(mo + 8 * v->ns);
-    if (get_u64(mo) != 0)
+    uint64_t total = swift_le_get64(mo + 8 * v->ns);
+    if (swift_le_get64(mo) != 0)
         return swift_error_at(
             name, 0, "offset %" PRIu64 ": first metadata offset is not 0", v->l.meta_off);
     for (uint64_t i = 0; i < v->ns; i++) {
-        uint64_t a = get_u64(mo + 8 * i), e = get_u64(mo + 8 * (i + 1));
+        uint64_t a = swift_le_get64(mo + 8 * i), e = swift_le_get64(mo + 8 * (i + 1));
         if (e < a || e > total || e - a > UINT32_MAX)
             return swift_error_at(name,
                                   0,
@@ -414,7 +397,7 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
             name, 0, "offset 0: file too short for a shard header (%zu bytes)", len);
     if (memcmp(b, SWIFT_SHARD_MAGIC, 8) != 0)
         return swift_error_at(name, 0, "offset 0: bad magic (not a swift shard)");
-    uint32_t version = get_u32(b + 8);
+    uint32_t version = swift_le_get32(b + 8);
     if (version != SWIFT_SHARD_VERSION && version != SWIFT_SHARD_VERSION_LABELS)
         return swift_error_at(name,
                               0,
@@ -422,23 +405,23 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                               version,
                               SWIFT_SHARD_VERSION,
                               SWIFT_SHARD_VERSION_LABELS);
-    uint32_t hdr = get_u32(b + 12);
+    uint32_t hdr = swift_le_get32(b + 12);
     if (hdr < SWIFT_SHARD_HEADER_SIZE || hdr > (1u << 20) || hdr % 8)
         return swift_error_at(name, 0, "offset 12: bad header size %u", hdr);
     if (len < hdr)
         return swift_error_at(name, 0, "offset %zu: file ends inside the %u-byte header", len, hdr);
     /* version 1 never had flags (they were written 0 and not read) */
-    uint32_t flags = version == SWIFT_SHARD_VERSION ? 0 : get_u32(b + 52);
+    uint32_t flags = version == SWIFT_SHARD_VERSION ? 0 : swift_le_get32(b + 52);
     if (version == SWIFT_SHARD_VERSION_LABELS &&
         (flags == 0 || (flags & ~(SWIFT_SHARD_FLAG_LABELS | SWIFT_SHARD_FLAG_META))))
         return swift_error_at(name, 0, "offset 52: unknown flags %08x for version 2", flags);
     v->labels = flags & SWIFT_SHARD_FLAG_LABELS ? 1 : 0;
     v->meta = flags & SWIFT_SHARD_FLAG_META ? 1 : 0;
     v->base = b;
-    v->ns = get_u64(b + 16);
-    v->nd = get_u64(b + 24);
-    v->nt = get_u64(b + 32);
-    uint64_t payload = get_u64(b + 40);
+    v->ns = swift_le_get64(b + 16);
+    v->nd = swift_le_get64(b + 24);
+    v->nt = swift_le_get64(b + 32);
+    uint64_t payload = swift_le_get64(b + 40);
     if (compute_layout(hdr, v->ns, v->nd, v->nt, v->labels, v->meta, 0, &v->l) < 0)
         return swift_error_at(name,
                               0,
@@ -465,7 +448,7 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                               len,
                               v->l.end);
     if (verify_crc) {
-        uint32_t want = get_u32(b + 48);
+        uint32_t want = swift_le_get32(b + 48);
         uint32_t got = crc32_big(b + hdr, payload);
         if (want != got)
             return swift_error_at(name,
@@ -477,17 +460,17 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
     }
     /* offsets must be monotonic and documents must tile the samples */
     const unsigned char *st = b + v->l.sample_tok, *sd = b + v->l.sample_doc;
-    if (get_u64(st) != 0 || get_u64(sd) != 0)
+    if (swift_le_get64(st) != 0 || swift_le_get64(sd) != 0)
         return swift_error_at(
             name, 0, "offset %" PRIu64 ": first sample offset is not 0", v->l.sample_tok);
-    if (get_u64(st + 8 * v->ns) != v->nt || get_u64(sd + 8 * v->ns) != v->nd)
+    if (swift_le_get64(st + 8 * v->ns) != v->nt || swift_le_get64(sd + 8 * v->ns) != v->nd)
         return swift_error_at(name,
                               0,
                               "offset %" PRIu64 ": last sample offset does not match the counts",
                               v->l.sample_tok + 8 * v->ns);
     for (uint64_t i = 0; i < v->ns; i++) {
-        uint64_t t0 = get_u64(st + 8 * i), t1 = get_u64(st + 8 * (i + 1));
-        uint64_t d0 = get_u64(sd + 8 * i), d1 = get_u64(sd + 8 * (i + 1));
+        uint64_t t0 = swift_le_get64(st + 8 * i), t1 = swift_le_get64(st + 8 * (i + 1));
+        uint64_t d0 = swift_le_get64(sd + 8 * i), d1 = swift_le_get64(sd + 8 * (i + 1));
         if (t1 < t0 || t1 - t0 > UINT32_MAX || d1 <= d0 || d1 > v->nd)
             return swift_error_at(name,
                                   0,
@@ -496,7 +479,7 @@ static int check_image(const unsigned char *b, size_t len, const char *name, int
                                   i);
         uint64_t sum = 0;
         for (uint64_t d = d0; d < d1; d++)
-            sum += get_u32(b + v->l.doc_len + 4 * d);
+            sum += swift_le_get32(b + v->l.doc_len + 4 * d);
         if (sum != t1 - t0)
             return swift_error_at(name,
                                   0,
@@ -588,7 +571,7 @@ static int check_kind(const struct swift_shard_index *ix, const struct mapped *m
     uint64_t docs = !strcmp(kind, "pairs") ? 2 : prompts ? 1 : 0;
     const unsigned char *sd = m->base + m->v.l.sample_doc;
     for (uint64_t i = 0; docs && i < m->v.ns; i++)
-        if (get_u64(sd + 8 * (i + 1)) - get_u64(sd + 8 * i) != docs)
+        if (swift_le_get64(sd + 8 * (i + 1)) - swift_le_get64(sd + 8 * i) != docs)
             return swift_error_at(path,
                                   0,
                                   "offset %" PRIu64 ": sample %" PRIu64 " %s",
@@ -643,23 +626,23 @@ int swift_shards_open(struct swift_shards **out, const char *dir, int flags)
                                 m->v.nt,
                                 e->samples,
                                 e->tokens);
-        if (rc == 0 && e->crc32 && get_u32(m->base + 48) != e->crc32)
+        if (rc == 0 && e->crc32 && swift_le_get32(m->base + 48) != e->crc32)
             rc = swift_error_at(path,
                                 0,
                                 "offset 48: CRC32 %08x differs from index.json's %08x",
-                                get_u32(m->base + 48),
+                                swift_le_get32(m->base + 48),
                                 e->crc32);
         if (rc == 0)
             rc = check_kind(&s->ix, m, path);
         if (rc == 0 && s->ix.vocab_size) {
             const unsigned char *ids = m->base + m->v.l.ids;
             for (uint64_t t = 0; t < m->v.nt; t++)
-                if (get_u32(ids + 4 * t) >= s->ix.vocab_size) {
+                if (swift_le_get32(ids + 4 * t) >= s->ix.vocab_size) {
                     rc = swift_error_at(path,
                                         0,
                                         "offset %" PRIu64 ": token id %u >= vocab size %" PRIu64,
                                         m->v.l.ids + 4 * t,
-                                        get_u32(ids + 4 * t),
+                                        swift_le_get32(ids + 4 * t),
                                         s->ix.vocab_size);
                     break;
                 }
@@ -703,10 +686,10 @@ int swift_shards_get(const struct swift_shards *s, uint64_t i, struct swift_samp
     const struct mapped *m = &s->files[lo];
     uint64_t k = i - m->first;
     const unsigned char *b = m->base;
-    uint64_t t0 = get_u64(b + m->v.l.sample_tok + 8 * k);
-    uint64_t t1 = get_u64(b + m->v.l.sample_tok + 8 * (k + 1));
-    uint64_t d0 = get_u64(b + m->v.l.sample_doc + 8 * k);
-    uint64_t d1 = get_u64(b + m->v.l.sample_doc + 8 * (k + 1));
+    uint64_t t0 = swift_le_get64(b + m->v.l.sample_tok + 8 * k);
+    uint64_t t1 = swift_le_get64(b + m->v.l.sample_tok + 8 * (k + 1));
+    uint64_t d0 = swift_le_get64(b + m->v.l.sample_doc + 8 * k);
+    uint64_t d1 = swift_le_get64(b + m->v.l.sample_doc + 8 * (k + 1));
     /* the layout is 8-aligned and mmap is page-aligned, and this is a little-endian host */
     out->ids = (const uint32_t *)(const void *)(b + m->v.l.ids) + t0;
     out->mask = b + m->v.l.mask + t0;
@@ -717,9 +700,9 @@ int swift_shards_get(const struct swift_shards *s, uint64_t i, struct swift_samp
     out->meta = NULL;
     out->meta_len = 0;
     if (m->v.meta) {
-        uint64_t a = get_u64(b + m->v.l.meta_off + 8 * k);
+        uint64_t a = swift_le_get64(b + m->v.l.meta_off + 8 * k);
         out->meta = (const char *)b + m->v.l.meta + a;
-        out->meta_len = (uint32_t)(get_u64(b + m->v.l.meta_off + 8 * (k + 1)) - a);
+        out->meta_len = (uint32_t)(swift_le_get64(b + m->v.l.meta_off + 8 * (k + 1)) - a);
     }
     return 0;
 }
