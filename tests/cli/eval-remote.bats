@@ -16,40 +16,14 @@ setup() {
     MODEL=$FIX/qwen2
     export OMP_NUM_THREADS=2
     PID=
+    . "$BATS_TEST_DIRNAME/serve.bash" # serve, stop_server, kill_server
 }
 
 teardown() {
-    if [ -n "$PID" ]; then
-        kill -KILL "$PID" 2>/dev/null || true
-        wait "$PID" 2>/dev/null || true
-    fi
+    kill_server
 }
 
-# Start swift-infer --serve on a free loopback port, wait for /health.
-serve() {
-    "$INFER" "$MODEL" --serve --host 127.0.0.1 --port 0 "$@" 2>"$T/err" 3>&- &
-    PID=$!
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$T/err")
-        if [ -n "$PORT" ] && curl -sf --max-time 2 "http://127.0.0.1:$PORT/health" >/dev/null; then
-            URL=http://127.0.0.1:$PORT
-            return 0
-        fi
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$T/err"
-    return 1
-}
 
-stop() {
-    kill -TERM "$PID"
-    local rc=0
-    wait "$PID" || rc=$?
-    PID=
-    [ "$rc" -eq 0 ]
-    grep -q " 0 KV blocks in use" "$T/err"
-}
 
 # the record without what differs between a local and a remote run
 same() { jq -c '[.task, .dataset, .n, .metrics, .config.max_new_tokens]' "$1"; }
@@ -77,7 +51,7 @@ same() { jq -c '[.task, .dataset, .n, .metrics, .config.max_new_tokens]' "$1"; }
     [ "$status" -eq 0 ]
     [ "$(jq -r .model <<<"$output")" = "$MODEL" ]
     diff "$T/local0.jsonl" "$T/named.jsonl"
-    stop
+    stop_server
 }
 
 @test "eval-url: chat template: the question as the user turn of /v1/chat/completions" {
@@ -89,7 +63,7 @@ same() { jq -c '[.task, .dataset, .n, .metrics, .config.max_new_tokens]' "$1"; }
         --template chatml --max-new-tokens 6 --quiet --predictions "$T/remote.jsonl"
     [ "$status" -eq 0 ]
     diff "$T/local.jsonl" "$T/remote.jsonl"
-    stop
+    stop_server
 }
 
 @test "eval-url: --batch-size requests in flight share the server's batch; a span per request" {
@@ -97,7 +71,7 @@ same() { jq -c '[.task, .dataset, .n, .metrics, .config.max_new_tokens]' "$1"; }
     run "$EVAL" --eval-url "$URL" --task exact --dataset "$SYN/exact.jsonl" --limit 8 \
         --batch-size 4 --max-new-tokens 8 --quiet --trace "$T/eval.trace.jsonl"
     [ "$status" -eq 0 ]
-    stop
+    stop_server
     # the client: one `request` span (cat infer) per item, status 200, the server's usage
     [ "$(jq -s '[.[] | select(.ph == "X" and .cat == "infer" and .name == "request")] | length' \
         "$T/eval.trace.jsonl")" -eq 8 ]
@@ -132,7 +106,7 @@ same() { jq -c '[.task, .dataset, .n, .metrics, .config.max_new_tokens]' "$1"; }
         --dataset "$SYN/exact.jsonl" --limit 6 --few-shot 2 --max-new-tokens 8 --quiet
     [ "$status" -eq 1 ]
     [[ $stderr == "swift-eval: $URL/v1/completions: $SYN/exact.jsonl:"*": HTTP 400: This model's maximum context length is 128 tokens."*"(invalid_request_error)"* ]]
-    stop
+    stop_server
     # nothing listens there any more
     run --separate-stderr "$EVAL" --eval-url "$URL" --task exact --dataset "$SYN/exact.jsonl" \
         --limit 1 --quiet

@@ -15,42 +15,14 @@ setup() {
     MODEL=$FIX/eval/qwen2
     export OMP_NUM_THREADS=2
     PID=
+    . "$BATS_TEST_DIRNAME/serve.bash" # serve, stop_server, kill_server
 }
 
 teardown() {
-    if [ -n "$PID" ]; then
-        kill -KILL "$PID" 2>/dev/null || true
-        wait "$PID" 2>/dev/null || true
-    fi
+    kill_server
 }
 
-# Start the server on a free loopback port (--port 0: it names the port), wait for /health.
-serve() {
-    "$INFER" "$MODEL" --serve --host 127.0.0.1 --port 0 "$@" 2>"$T/err" 3>&- &
-    PID=$!
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$T/err")
-        if [ -n "$PORT" ] && curl -sf --max-time 2 "http://127.0.0.1:$PORT/health" >/dev/null; then
-            URL=http://127.0.0.1:$PORT
-            return 0
-        fi
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$T/err"
-    return 1
-}
 
-# SIGTERM: exit 0, no cache block left.
-stop() {
-    kill -TERM "$PID"
-    local rc=0
-    wait "$PID" || rc=$?
-    PID=
-    cat "$T/err"
-    [ "$rc" -eq 0 ]
-    grep -q " 0 KV blocks in use" "$T/err"
-}
 
 post() { # PATH BODY [curl args]: the body on stdout, the status in $T/status
     local p=$1 b=$2
@@ -82,7 +54,7 @@ post() { # PATH BODY [curl args]: the body on stdout, the status in $T/status
     [ "$(jq .choices[0].message.content "$T/a.json")" = "$(jq .response.body.choices[0].message.content "$T/b.json")" ]
     [ "$(jq -r .object "$T/a.json")" = chat.completion ]
     [[ $(jq -r .id "$T/a.json") == chatcmpl-* ]]
-    stop
+    stop_server
 }
 
 @test "serve: /v1/models, /health, 404 and 405 with OpenAI's error object" {
@@ -94,7 +66,7 @@ post() { # PATH BODY [curl args]: the body on stdout, the status in $T/status
     [ "$(jq -r .error.type "$T/e.json")" = not_found_error ]
     [ "$(curl -s --max-time 10 -o "$T/e.json" -w '%{http_code}' "$URL/v1/completions")" = 405 ]
     [ "$(jq -r .error.type "$T/e.json")" = invalid_request_error ]
-    stop
+    stop_server
 }
 
 @test "serve: errors: malformed JSON 400, unknown model 404, too long 400, too large 413" {
@@ -114,7 +86,7 @@ post() { # PATH BODY [curl args]: the body on stdout, the status in $T/status
     # the server goes on
     post /v1/completions '{"model":"tiny","prompt":"hi","max_tokens":2}' >/dev/null
     [ "$(cat "$T/status")" = 200 ]
-    stop
+    stop_server
 }
 
 @test "serve: --api-key (and VLLM_API_KEY): 401 without the right Bearer, /health open" {
@@ -128,11 +100,11 @@ post() { # PATH BODY [curl args]: the body on stdout, the status in $T/status
     [ "$(cat "$T/status")" = 200 ]
     [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$URL/v1/models")" = 401 ]
     [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ]
-    stop
+    stop_server
     VLLM_API_KEY=sk-env serve
     [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$URL/v1/models")" = 401 ]
     [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sk-env' "$URL/v1/models")" = 200 ]
-    stop
+    stop_server
 }
 
 # The data: events of a stream, one JSON per line (the framing checked on the way).
@@ -160,7 +132,7 @@ events() {
     # the cached answer is the uncached one, token for token
     jq -e -s '(.[0].choices[0].logprobs.content | map(.token)) ==
         (.[1].choices[0].logprobs.content | map(.token))' "$T/ans.jsonl"
-    stop
+    stop_server
     # the trace: the engine's request_prefill spans and the prefix cache counter say the same
     [ "$(jq -sc '[.[] | select(.name == "request_prefill") | .args.cached_tokens]' "$T/srv.trace.jsonl")" = "$(jq -sc . "$T/cached")" ]
     jq -e -s '[.[] | select(.name == "kv_prefix_cache") | .args.hit_tokens] | max > 0' "$T/srv.trace.jsonl"
@@ -188,7 +160,7 @@ events() {
     events "$T/c.txt" >"$T/cev.jsonl"
     [ "$(jq -s 'map(.choices[0].text) | join("")' "$T/cev.jsonl")" = "$(post /v1/completions '{"prompt":"Hello","max_tokens":5}' | jq .choices[0].text)" ]
     [ "$(jq -s 'map(select(.usage)) | length' "$T/cev.jsonl")" = 0 ]
-    stop
+    stop_server
 }
 
 @test "serve: n=2 streamed: both choices by index, each with its finish_reason" {
@@ -201,7 +173,7 @@ events() {
     done
     [ "${text[0]}" = "${text[1]}" ]
     [ "${text[0]}" = "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6}' | jq .choices[0].message.content)" ]
-    stop
+    stop_server
 }
 
 @test "serve: a request with tools is rendered with them and answered (whole and streamed)" {
@@ -213,7 +185,7 @@ events() {
     post /v1/chat/completions '{"messages":[{"role":"user","content":"Weather in Paris?"}],"max_tokens":4,"stream":true,'"$tools"'}' >"$T/s.txt"
     events "$T/s.txt" >"$T/ev.jsonl"
     [ "$(jq -s 'map(.choices[0].delta.content // "") | join("")' "$T/ev.jsonl")" = "$(jq .choices[0].message.content "$T/a.json")" ]
-    stop
+    stop_server
 }
 
 @test "serve: 64 concurrent streaming clients all get [DONE] and the sequential text; SIGTERM exit 0" {
@@ -240,7 +212,7 @@ events() {
         jq -rs 'map(.choices[0].text) | join("")' "$T/ev$k" >"$T/got$k"
         diff "$T/want$i" "$T/got$k"
     done
-    stop
+    stop_server
 }
 
 @test "serve: SIGTERM cancels a stream in flight (finish_reason abort, [DONE]), blocks freed" {
@@ -252,7 +224,7 @@ events() {
         [ -s "$T/s.txt" ] && break
         sleep 0.05
     done
-    stop
+    stop_server
     wait "$cpid"
     events "$T/s.txt" >"$T/ev.jsonl"
     [ "$(jq -sc 'map(.choices[0].finish_reason | select(.)) | .[0]' "$T/ev.jsonl")" != null ]
@@ -265,7 +237,7 @@ events() {
     [ "$status" -eq 28 ] # curl's timeout: the client left
     post /v1/completions '{"prompt":[1],"max_tokens":3}' >/dev/null
     [ "$(cat "$T/status")" = 200 ]
-    stop
+    stop_server
     cat "$T"/trace/*.jsonl >"$T/trace.jsonl"
     req=$(jq -r 'select(.name == "http_request" and .args.status == 499) | .args.req' "$T/trace.jsonl")
     [ "$req" = 1 ]
