@@ -14,23 +14,7 @@ setup() {
     INFER=$SWIFT_BIN/swift-infer
     EXPORT=$SWIFT_BIN/swift-export
     export OMP_NUM_THREADS=2
-}
-
-requests() {
-    jq -c '{custom_id, method: "POST", url, body}' "$FIX/infer/$1.jsonl"
-}
-
-answers() {
-    jq -c '{custom_id, ids: (.response.body.choices[0] | (if .logprobs.content then
-             [.logprobs.content[].token] else .logprobs.tokens end) |
-             map(ltrimstr("token_id:") | tonumber)),
-           finish_reason: .response.body.choices[0].finish_reason,
-           p: .response.body.usage.prompt_tokens, c: .response.body.usage.completion_tokens}' "$1"
-}
-
-expected() {
-    jq -c '{custom_id, ids, finish_reason, p: (.prompt_ids | length), c: (.ids | length)}' \
-        "$FIX/infer/$1.jsonl"
+    . "$BATS_TEST_DIRNAME/infer_fixtures.bash" # requests, answers, expected
 }
 
 export_gguf() { # arch dtype -> $T/arch-dtype.gguf

@@ -11,25 +11,7 @@ setup() {
     T=$BATS_TEST_TMPDIR
     INFER=$SWIFT_BIN/swift-infer
     export OMP_NUM_THREADS=2
-}
-
-# The fixture's requests as Batch API input lines.
-requests() {
-    jq -c '{custom_id, method: "POST", url, body}' "$FIX/infer/$1.jsonl"
-}
-
-# What each answer says: custom_id, generated ids (from the logprobs tokens), finish, usage.
-answers() {
-    jq -c '{custom_id, ids: (.response.body.choices[0] | (if .logprobs.content then
-             [.logprobs.content[].token] else .logprobs.tokens end) |
-             map(ltrimstr("token_id:") | tonumber)),
-           finish_reason: .response.body.choices[0].finish_reason,
-           p: .response.body.usage.prompt_tokens, c: .response.body.usage.completion_tokens}' "$1"
-}
-
-expected() {
-    jq -c '{custom_id, ids, finish_reason, p: (.prompt_ids | length), c: (.ids | length)}' \
-        "$FIX/infer/$1.jsonl"
+    . "$BATS_TEST_DIRNAME/infer_fixtures.bash" # requests, answers, expected
 }
 
 greedy_equals_transformers() {
