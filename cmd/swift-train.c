@@ -163,18 +163,19 @@ static const struct swift_option opts[] = {
     /* Qwen2-VL / Qwen2.5-VL (docs/multimodal.md "Training"): ms-swift's freeze_* and *_lr */
     SWIFT_OPT_ENUM(0, "freeze-vit", F(o.freeze_vit), SWIFT_CHOICES({"true", 1}, {"false", 0}),
                    "true|false",
-                   "vision-language model: keep the vision tower frozen (default true; false is "
-                   "not supported yet)",
+                   "vision-language model: keep the vision tower frozen (default true; false: "
+                   "trained in full)",
                    .aliases = "freeze_vit", .error = "--freeze-vit: '{arg}' is not true or false"),
     SWIFT_OPT_ENUM(0, "freeze-aligner", F(o.freeze_aligner),
                    SWIFT_CHOICES({"true", 1}, {"false", 0}), "true|false",
-                   "vision-language model: keep the patch merger frozen (default true; false is "
-                   "not supported yet)",
+                   "vision-language model: keep the patch merger frozen (default true; false: "
+                   "trained in full)",
                    .aliases = "freeze_aligner",
                    .error = "--freeze-aligner: '{arg}' is not true or false"),
     SWIFT_OPT_ENUM(0, "freeze-llm", F(o.freeze_llm), SWIFT_CHOICES({"true", 1}, {"false", 0}),
                    "true|false",
-                   "vision-language model: keep the language model frozen (default false)",
+                   "vision-language model: keep the language model frozen (default false; true "
+                   "needs --tuner full)",
                    .aliases = "freeze_llm", .error = "--freeze-llm: '{arg}' is not true or false"),
     SWIFT_OPT_DOUBLE(0, "vit-lr", F(o.vit_lr), 0, HUGE_VAL, "LR",
                      "vision-language model: the vision tower's learning rate (default "
@@ -520,12 +521,12 @@ int main(int argc, char **argv)
     if (c.o.aligner_lr >= 0 && c.o.freeze_aligner)
         return swift_usage("--aligner-lr needs --freeze-aligner false (a frozen aligner has no "
                            "learning rate)");
-    if (!c.o.freeze_vit || !c.o.freeze_aligner)
-        return swift_usage("--freeze-vit false and --freeze-aligner false are not supported yet "
-                           "(the vision side trains frozen; docs/multimodal.md \"Training\")");
-    if (c.o.freeze_llm)
+    if (c.o.freeze_llm && c.o.freeze_vit && c.o.freeze_aligner)
         return swift_usage("--freeze-llm true with a frozen vision tower and aligner leaves "
                            "nothing to train");
+    if (c.o.freeze_llm && c.o.tuner == SWIFT_TUNER_LORA)
+        return swift_usage("--freeze-llm true needs --tuner full (LoRA trains the language "
+                           "model; LoRA on the vision tower is not supported yet)");
     if (c.o.lora_dora && c.o.tuner != SWIFT_TUNER_LORA)
         return swift_usage("--lora-dora needs --tuner lora");
     if (c.o.lora_dora && c.o.quant_bits)

@@ -115,10 +115,12 @@ static char *lora_module(const char *name, char *which)
     return swift_xstrndup(p, (size_t)(m - p));
 }
 
-/* every tensor of the file into its module's pair; each pair complete and of one rank */
-static int read_pairs(struct swift_adapter *ad)
+/* every tensor of the file into its module's pair; each pair complete and of one rank; full
+ * tensors (modules_to_save) into ad->full when full */
+static int read_pairs(struct swift_adapter *ad, int full)
 {
     ad->pairs = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->pairs));
+    ad->full = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->full));
     for (size_t i = 0; i < ad->st.ntensors; i++) {
         const struct swift_st_tensor *t = &ad->st.tensors[i];
         char which;
@@ -127,6 +129,10 @@ static int read_pairs(struct swift_adapter *ad)
             continue;
         }
         char *mod = lora_module(t->name, &which);
+        if (!mod && full && !strncmp(t->name, "base_model.model.", 17)) {
+            ad->full[ad->nfull++] = t;
+            continue;
+        }
         if (!mod)
             return swift_error("%s: tensor '%s' is not a LoRA A/B weight (modules_to_save and "
                                "other adapter types are not supported)",
@@ -181,14 +187,24 @@ static int read_pairs(struct swift_adapter *ad)
     return 0;
 }
 
-int swift_adapter_open(struct swift_adapter *ad, const char *dir)
+static int open_adapter(struct swift_adapter *ad, const char *dir, int full)
 {
     memset(ad, 0, sizeof(*ad));
     ad->cfg_path = swift_path_join(dir, "adapter_config.json");
     ad->st_path = swift_path_join(dir, "adapter_model.safetensors");
     if (read_config(ad) < 0 || swift_safetensors_open(&ad->st, ad->st_path) < 0)
         return -1;
-    return read_pairs(ad);
+    return read_pairs(ad, full);
+}
+
+int swift_adapter_open(struct swift_adapter *ad, const char *dir)
+{
+    return open_adapter(ad, dir, 0);
+}
+
+int swift_adapter_open_full(struct swift_adapter *ad, const char *dir)
+{
+    return open_adapter(ad, dir, 1);
 }
 
 void swift_adapter_close(struct swift_adapter *ad)
@@ -196,6 +212,7 @@ void swift_adapter_close(struct swift_adapter *ad)
     for (size_t i = 0; i < ad->n; i++)
         free(ad->pairs[i].module);
     free(ad->pairs);
+    free(ad->full);
     swift_safetensors_close(&ad->st);
     json_decref(ad->json);
     free(ad->cfg_path);
@@ -287,6 +304,16 @@ static int write_config(const char *dir, const struct swift_adapter_config *c,
     if (c->seq_cls) { /* the score head trained in full beside the adapters, as PEFT saves it */
         json_object_set_new(root, "task_type", json_string("SEQ_CLS"));
         json_object_set_new(root, "modules_to_save", json_pack("[s]", "score"));
+    }
+    if (c->modules_to_save && *c->modules_to_save) {
+        json_t *ms = json_array();
+        for (const char *s = c->modules_to_save; ms && *s;) {
+            const char *e = strchr(s, ',');
+            size_t n = e ? (size_t)(e - s) : strlen(s);
+            json_array_append_new(ms, json_stringn(s, n));
+            s += n + (e ? 1 : 0);
+        }
+        json_object_set_new(root, "modules_to_save", ms);
     }
     char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!txt)

@@ -262,8 +262,19 @@ static int fill(struct swift_model *m, const struct swift_adapter *ad)
 int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_opts *o)
 {
     struct swift_adapter ad;
-    memset(o, 0, sizeof(*o));
     int rc = swift_adapter_open(&ad, dir);
+    if (rc == 0)
+        rc = swift_lora_load_adapter(m, &ad, o);
+    swift_adapter_close(&ad);
+    return rc < 0 ? -1 : 0;
+}
+
+int swift_lora_load_adapter(struct swift_model *m, const struct swift_adapter *a,
+                            struct swift_lora_opts *o)
+{
+    const struct swift_adapter ad = *a;
+    memset(o, 0, sizeof(*o));
+    int rc = 0;
     if (rc == 0 && ad.cfg.patterns)
         rc = swift_error_at(ad.cfg_path, 0, "rank_pattern and alpha_pattern are not supported");
     if (rc == 0 && ad.cfg.targets_regex)
@@ -288,14 +299,20 @@ int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_op
     }
     if (rc == 0)
         rc = fill(m, &ad);
-    swift_adapter_close(&ad);
     return rc < 0 ? -1 : 0;
 }
 
 int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o, const char *dir,
                     const char *base_model)
 {
-    struct swift_st_entry *e = swift_xcalloc((size_t)m->nlp + 1, sizeof(*e));
+    return swift_lora_save_with(m, o, dir, base_model, NULL, 0, NULL);
+}
+
+int swift_lora_save_with(const struct swift_model *m, const struct swift_lora_opts *o,
+                         const char *dir, const char *base_model, const struct swift_st_entry *full,
+                         size_t nfull, const char *modules_to_save)
+{
+    struct swift_st_entry *e = swift_xcalloc((size_t)m->nlp + nfull + 1, sizeof(*e));
     /* a host copy of the adapters (backend memory may be a device's) */
     float *host = swift_xmalloc((m->nlora ? m->nlora : 1) * sizeof(float));
     m->ops->download(host, m->lora_params, m->nlora * sizeof(float));
@@ -313,7 +330,10 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
                                      .dropout = o->dropout,
                                      .use_rslora = o->use_rslora,
                                      .use_dora = o->use_dora,
-                                     .seq_cls = m->cfg.score};
+                                     .seq_cls = m->cfg.score,
+                                     .modules_to_save = modules_to_save};
+    for (size_t i = 0; i < nfull; i++)
+        e[m->nlp + i] = full[i];
     size_t used = 0;
     for (int k = 0; k < SWIFT_LIN_COUNT; k++)
         for (int l = 0; l < m->cfg.num_layers; l++)
@@ -325,7 +345,7 @@ int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o
                                          short_names[k]);
                 break;
             }
-    int rc = swift_adapter_write(dir, &c, base_model, e, (size_t)m->nlp);
+    int rc = swift_adapter_write(dir, &c, base_model, e, (size_t)m->nlp + nfull);
     free(host);
     free(e);
     return rc;

@@ -42,8 +42,19 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o);
  * adapters; *o receives the adapter's settings (targets points into static storage owned by
  * the model until swift_model_free). Returns 0 or -1. */
 int swift_lora_load(struct swift_model *m, const char *dir, struct swift_lora_opts *o);
+/* The same from an adapter already open (adapter.h; its full tensors, if any, are the
+ * caller's to load). */
+struct swift_adapter;
+int swift_lora_load_adapter(struct swift_model *m, const struct swift_adapter *ad,
+                            struct swift_lora_opts *o);
 /* Write DIR/adapter_config.json and DIR/adapter_model.safetensors (dir must exist). */
 int swift_lora_save(const struct swift_model *m, const struct swift_lora_opts *o, const char *dir,
                     const char *base_model);
+/* The same with nfull more entries (full tensors named base_model.model.<parameter>, PEFT's
+ * modules_to_save) and adapter_config.json's modules_to_save (comma-separated; NULL none). */
+struct swift_st_entry;
+int swift_lora_save_with(const struct swift_model *m, const struct swift_lora_opts *o,
+                         const char *dir, const char *base_model, const struct swift_st_entry *full,
+                         size_t nfull, const char *modules_to_save);
 
 #endif

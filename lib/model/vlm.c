@@ -474,7 +474,8 @@ struct swift_param *swift_vlm_param(struct swift_vlm *v, const char *name)
 
 int swift_vlm_param_group(const struct swift_vlm *v, const struct swift_param *p)
 {
-    if (p < v->vp || p >= v->vp + v->nvp)
+    (void)v; /* by name: copies of v's parameters (a trainer's lists, ZeRO-1 ranges) too */
+    if (strncmp(p->name, "visual.", 7))
         return SWIFT_VLM_LLM;
     return strncmp(p->name, "visual.merger.", 14) ? SWIFT_VLM_VIT : SWIFT_VLM_ALIGNER;
 }

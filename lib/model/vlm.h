@@ -45,7 +45,8 @@
  * has no gradients (its g pointers NULL); the backward still flows through a frozen language model
  * to a trainable vision side, and skips the vision side when both of its groups are frozen.
  *
- * Not yet: videos (grid t > 1 is refused), the key/value cache (generation), LoRA on the ViT,
+ * Not yet: videos (grid t > 1 is refused), the key/value cache (generation), LoRA on the ViT (a
+ * trainer trains the vision groups in full),
  * packing several samples in a row, activation checkpointing of the ViT.
  */
 #ifndef SWIFT_MODEL_VLM_H
@@ -136,8 +137,9 @@ void swift_vlm_zero_grad(struct swift_vlm *v);
 struct swift_param *swift_vlm_param(struct swift_vlm *v, const char *name);
 
 /* The group of a parameter of v (vision, language model, or a LoRA factor of the language
- * model): SWIFT_VLM_VIT, SWIFT_VLM_ALIGNER or SWIFT_VLM_LLM, for per-group learning rates
- * (ms-swift's vit_lr, aligner_lr). */
+ * model), or of a copy of one (read from its name: visual.merger.* the aligner, other visual.*
+ * the ViT, anything else the language model): SWIFT_VLM_VIT, SWIFT_VLM_ALIGNER or
+ * SWIFT_VLM_LLM, for per-group learning rates (ms-swift's vit_lr, aligner_lr). */
 int swift_vlm_param_group(const struct swift_vlm *v, const struct swift_param *p);
 
 /* transformers' get_rope_index for images: pos3 (3, B*T) the temporal, height and width
@@ -160,6 +162,24 @@ const float *swift_vlm_logits(const struct swift_vlm *v);
 int swift_vlm_image_embeds(const struct swift_vlm *v, float *out);
 /* Backward of the last forward; gradients of the trainable groups accumulate. */
 void swift_vlm_backward(struct swift_vlm *v, const struct swift_vlm_batch *b);
+
+/* vlm_save.c. The PEFT adapter of the language model (swift_lora_save's files) with the
+ * vision parameters of the trainable groups beside it as full F32 tensors, PEFT's
+ * modules_to_save: named base_model.model.visual.<parameter> (the Hub checkpoints' layout, as
+ * the adapters' base_model.model.model.layers.*; the patch embedding 5-D as transformers'
+ * Conv3d), adapter_config.json's modules_to_save "visual" (both groups), "merger" (the
+ * aligner) or "patch_embed", "blocks.0", ... (the ViT). 0 or -1 (reported). */
+struct swift_lora_opts;
+int swift_vlm_lora_save(const struct swift_vlm *v, const struct swift_lora_opts *lo,
+                        const char *dir, const char *base_model);
+/* Attach and fill the language model's adapters from DIR (swift_lora_load) and load the
+ * adapter's full vision tensors (base_model.model.visual.* or PEFT's transformers-5 spelling
+ * base_model.model.model.visual.*) into the vision parameters. 0 or -1 (reported). */
+int swift_vlm_lora_load(struct swift_vlm *v, const char *dir, struct swift_lora_opts *lo);
+/* The whole model as a Hugging Face directory like src_dir (the directory it was loaded from):
+ * DIR/model.safetensors with every tensor of src_dir's safetensors under its key, shape and
+ * dtype (F32, BF16 or F16), and src_dir's config.json. 0 or -1 (reported). */
+int swift_vlm_save(struct swift_vlm *v, const char *dir, const char *src_dir);
 
 /* Vision tower internals shared by vlm.c and vlm_vision.c. */
 int swift_vlm_vision_forward(struct swift_vlm *v, const struct swift_vlm_batch *b);

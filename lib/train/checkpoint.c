@@ -341,6 +341,12 @@ static const char *const tok_files[] = {"tokenizer.json",
                                         "special_tokens_map.json",
                                         "vocab.json",
                                         "merges.txt",
+                                        "added_tokens.json",
+                                        /* a vision-language model's processor */
+                                        "preprocessor_config.json",
+                                        "video_preprocessor_config.json",
+                                        "chat_template.json",
+                                        "chat_template.jinja",
                                         NULL};
 
 static int cmp_ckpt(const void *a, const void *b)
@@ -371,14 +377,15 @@ static int list_ckpts(const char *dir, long *out, int cap)
     return n;
 }
 
-/* The weights (full: with the tokenizer files, so the checkpoint is a complete HF model
- * directory) or the adapter into dir. */
+/* The weights (full: with the tokenizer and processor files, so the checkpoint is a complete
+ * HF model directory) or the adapter (a vision-language model's: with its trained vision
+ * tensors) into dir. */
 static int save_weights(struct run *r, const char *dir)
 {
     const struct swift_train_opts *o = r->o;
     if (o->tuner == SWIFT_TUNER_LORA)
-        return swift_lora_save(r->m, &r->lo, dir, o->model);
-    int rc = swift_model_save(r->m, dir, r->config_path);
+        return r->vlm ? train_vl_save(r, dir) : swift_lora_save(r->m, &r->lo, dir, o->model);
+    int rc = r->vlm ? train_vl_save(r, dir) : swift_model_save(r->m, dir, r->config_path);
     for (int i = 0; rc == 0 && tok_files[i]; i++) {
         char *src = swift_path_join(o->model, tok_files[i]);
         if (access(src, R_OK) == 0) {

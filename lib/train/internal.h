@@ -144,8 +144,9 @@ struct run {
     struct swift_profile prof;
     struct swift_model *m; /* &own, or &vlm->llm for a vision-language model */
     struct swift_model own;
-    char *val_image_dir;   /* the validation shards' image cache (vision-language model) */
-    struct swift_vlm *vlm; /* Qwen2-VL / Qwen2.5-VL (vlm.h), else NULL */
+    char *val_image_dir;       /* the validation shards' image cache (vision-language model) */
+    struct swift_vlm *vlm;     /* Qwen2-VL / Qwen2.5-VL (vlm.h), else NULL */
+    struct swift_param *vl_tp; /* its trainable parameters (vl.c), r->tp */
     struct swift_lora_opts lo;
     struct swift_objective obj;
     struct swift_adamw opt;      /* over tp, or with GaLore over adam_tp */
@@ -182,9 +183,21 @@ int train_check_kind(const struct run *r, const struct swift_shard_index *ix, co
 
 /* 1 if model_dir's config.json is a qwen2_vl or qwen2_5_vl model. */
 int train_vl_detect(const char *model_dir);
-/* Load r->vlm (LoRA on its language model is attached by the caller); r->m becomes its language
- * model. Refuses what is not supported yet. 0 or -1 (reported). */
-int train_vl_load(struct run *r);
+/* Load r->vlm from wdir (LoRA on its language model is attached by the caller) with the
+ * groups --freeze-vit, --freeze-aligner, --freeze-llm and the tuner leave frozen; r->m becomes
+ * its language model. Refuses what is not supported yet. 0 or -1 (reported). */
+int train_vl_load(struct run *r, const char *wdir);
+/* r->tp: the language model's trainable parameters (its adapters, or all of them under --tuner
+ * full) then the vision parameters of the trainable groups (r->vl_tp, owned). */
+int train_vl_params(struct run *r);
+/* After AdamW is built over them: its learning-rate groups (the ViT, the aligner). */
+void train_vl_groups(struct run *r);
+/* Before the step (0-based): the ViT's and the aligner's learning rates (--vit-lr,
+ * --aligner-lr, else --learning-rate) through the schedule, as the main one. */
+void train_vl_lr(struct run *r, long step);
+/* The checkpoint's weights: the adapter with the trained vision tensors (LoRA), or the whole
+ * model as the input's Hugging Face directory (full; the tokenizer files are the caller's). */
+int train_vl_save(struct run *r, const char *dir);
 void train_vl_free(struct run *r);
 /* The pixels and grids of u's first nsamples samples from the cache dir (loader threads). */
 int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples);

@@ -3,8 +3,10 @@
 #include "lib/core/mem.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/banned.h"
 
@@ -91,9 +93,10 @@ void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
      * other parameter (all of them without --optim adamw_8bit) through the float32 AdamW, the
      * same update as bnb's 32-bit path up to float rounding */
     size_t off = 0, off8 = 0, blk = 0;
+    o->group_lr[0] = lr;
     for (int i = 0; i < o->nparams; i++) {
         struct swift_param *p = &o->params[i];
-        float wd = p->decay ? o->wd : 0.0f;
+        float wd = p->decay ? o->wd : 0.0f, plr = o->group ? o->group_lr[o->group[i]] : lr;
         if (swift_adamw_is_8bit(o, p->numel)) {
             o->ops->adamw8bit(p->w,
                               p->g,
@@ -102,7 +105,7 @@ void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
                               o->am + blk,
                               o->av + blk,
                               p->numel,
-                              lr,
+                              plr,
                               o->b1,
                               o->b2,
                               o->eps,
@@ -117,7 +120,7 @@ void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
                           o->m + off,
                           o->v + off,
                           p->numel,
-                          lr,
+                          plr,
                           o->b1,
                           o->b2,
                           o->eps,
@@ -131,8 +134,16 @@ void swift_adamw_step(struct swift_adamw *o, float lr, float gscale)
     o->ops->sync(); /* the step has finished when this returns (step timing) */
 }
 
+void swift_adamw_set_groups(struct swift_adamw *o, const int *group)
+{
+    free(o->group);
+    o->group = swift_xcalloc((size_t)(o->nparams ? o->nparams : 1), sizeof(int));
+    memcpy(o->group, group, (size_t)o->nparams * sizeof(int));
+}
+
 void swift_adamw_free(struct swift_adamw *o)
 {
+    free(o->group);
     if (o->ops) {
         if (o->m)
             swift_mem_free(o->ops->free, o->m);

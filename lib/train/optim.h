@@ -28,6 +28,8 @@
 #include "kernels/ops.h"
 #include "lib/model/model.h"
 
+#define SWIFT_ADAMW_GROUPS 4 /* learning-rate groups */
+
 struct swift_adamw {
     const struct swift_ops *ops;
     struct swift_param *params; /* borrowed */
@@ -44,6 +46,10 @@ struct swift_adamw {
     uint8_t *qm, *qv;
     float *am, *av;
     size_t total8, blocks8;
+    /* learning-rate groups (ms-swift's param groups for vit_lr, aligner_lr): group[i] picks
+     * group_lr[group[i]] for parameter i, group 0 taking the step's lr; NULL: one group */
+    int *group;
+    float group_lr[SWIFT_ADAMW_GROUPS];
 };
 
 #define SWIFT_ADAM8_BLOCK 256     /* bitsandbytes' block size for 8-bit blockwise optimizers */
@@ -51,7 +57,11 @@ struct swift_adamw {
 
 int swift_adamw_init(struct swift_adamw *o, const struct swift_ops *ops, struct swift_param *p,
                      int np, float b1, float b2, float eps, float wd);
+/* One step at lr (the learning rate of group 0; the others' are o->group_lr[g], set by the
+ * caller before the step). */
 void swift_adamw_step(struct swift_adamw *o, float lr, float gscale);
+/* o->group (an owned copy of np entries, each < SWIFT_ADAMW_GROUPS) for o's parameters. */
+void swift_adamw_set_groups(struct swift_adamw *o, const int *group);
 void swift_adamw_free(struct swift_adamw *o);
 /* The 8-bit variant (see above); -1 after an error message when out of memory or when the
  * backend has no adamw8bit op. */

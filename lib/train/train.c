@@ -233,7 +233,11 @@ static int load_model(struct run *r)
     r->config_path = swift_path_join(o->model, "config.json");
     int frozen = o->tuner == SWIFT_TUNER_LORA;
     int vl = train_vl_detect(o->model);
-    if (vl ? train_vl_load(r) < 0
+    if (!vl && (!o->freeze_vit || !o->freeze_aligner || o->freeze_llm))
+        return swift_error("%s: --freeze-vit, --freeze-aligner and --freeze-llm are for a "
+                           "vision-language model (Qwen2-VL, Qwen2.5-VL)",
+                           o->model);
+    if (vl ? train_vl_load(r, wdir) < 0
            : (o->rlhf && !strcmp(o->rlhf, "rm")
                   ? swift_model_load_score(r->m, wdir, r->be.ops, frozen, (uint64_t)o->seed)
                   : swift_model_load(r->m, wdir, r->be.ops, frozen)) < 0)
@@ -254,7 +258,8 @@ static int load_model(struct run *r)
     swift_mem_reset_peak();
     if (o->tuner == SWIFT_TUNER_LORA) {
         if (r->resume) {
-            if (swift_lora_load(r->m, r->resume, &r->lo) < 0)
+            if ((r->vlm ? swift_vlm_lora_load(r->vlm, r->resume, &r->lo)
+                        : swift_lora_load(r->m, r->resume, &r->lo)) < 0)
                 return -1;
         } else {
             r->lo = (struct swift_lora_opts){.rank = o->lora_rank,
@@ -272,6 +277,8 @@ static int load_model(struct run *r)
         r->tp = r->m->p;
         r->ntp = r->m->np;
     }
+    if (r->vlm && train_vl_params(r) < 0) /* the vision groups' parameters too */
+        return -1;
     return swift_objective_init(&r->obj, o->rlhf ? o->rlhf : "sft", o, r->m);
 }
 
@@ -431,6 +438,8 @@ static int init_optimizer(struct run *r)
                    r->opt.total,
                    D->shard ? D->total : r->opt.total,
                    D->shard ? ", ZeRO-1" : "");
+    if (r->vlm)
+        train_vl_groups(r);
     if (r->resume && train_load_optimizer(r, r->resume) < 0)
         return -1;
     return swift_model_reserve(r->m, r->mbs * r->obj.rows_per_sample, r->T);
@@ -661,6 +670,8 @@ static int train_loop(struct run *r)
             swift_lr_at((enum swift_sched)o->lr_scheduler, r->lr, step, r->warmup, r->max_steps);
         if (r->lw)
             train_layerwise_begin(r, (float)lr);
+        else if (r->vlm)
+            swift_vlm_zero_grad(r->vlm); /* the vision groups' gradients too */
         else
             swift_model_zero_grad(r->m);
 
@@ -695,6 +706,8 @@ static int train_loop(struct run *r)
             return SWIFT_FAILED;
         }
         float gscale = swift_clip_scale(gnorm, o->max_grad_norm);
+        if (r->vlm)
+            train_vl_lr(r, step);
         swift_adamw_step(&r->opt, (float)lr, gscale);
         if (r->gal.n && !r->lw && swift_galore_step(&r->gal, (float)lr, gscale) < 0)
             return SWIFT_FAILED;

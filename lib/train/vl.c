@@ -1,6 +1,7 @@
 /* vl — swift-train on a Qwen2-VL / Qwen2.5-VL model (lib/model/vlm.h) and image shards
  * (docs/multimodal.md "Training"): the model loaded with its frozen groups, LoRA on the
- * language model, the loader's pixels (the image cache expanded on the prefetch threads), and
+ * language model (or all of it), the vision groups' parameters and learning rates, what a
+ * checkpoint holds, the loader's pixels (the image cache expanded on the prefetch threads), and
  * the step's forward and backward with "vision" and "llm" spans. */
 #include "lib/train/internal.h"
 
@@ -27,7 +28,7 @@ int train_vl_detect(const char *model_dir)
     return vl;
 }
 
-int train_vl_load(struct run *r)
+int train_vl_load(struct run *r, const char *wdir)
 {
     const struct swift_train_opts *o = r->o;
     if (o->rlhf)
@@ -35,22 +36,70 @@ int train_vl_load(struct run *r)
                            "only)",
                            o->model,
                            o->rlhf);
-    if (o->tuner != SWIFT_TUNER_LORA)
-        return swift_error("%s: --tuner full on a vision-language model is not supported yet "
-                           "(LoRA on the language model only)",
-                           o->model);
     if (o->quant_bits || o->galore_rank > 0 || o->use_galore || o->lora_dora)
         return swift_error("%s: --quant-bits, GaLore and DoRA on a vision-language model are "
                            "not supported yet",
                            o->model);
     r->vlm = swift_xcalloc(1, sizeof(*r->vlm));
-    /* LoRA: the language model's base is frozen, the adapters train */
-    int frozen = SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER | SWIFT_VLM_LLM;
-    if (swift_vlm_load(r->vlm, o->model, r->be.ops, frozen) < 0)
+    /* LoRA: the language model's base is frozen, its adapters train; the vision groups train
+     * in full unless frozen (ms-swift's freeze_vit, freeze_aligner) */
+    int frozen = (o->freeze_vit ? SWIFT_VLM_VIT : 0) | (o->freeze_aligner ? SWIFT_VLM_ALIGNER : 0) |
+                 (o->tuner == SWIFT_TUNER_LORA || o->freeze_llm ? SWIFT_VLM_LLM : 0);
+    if (swift_vlm_load(r->vlm, wdir, r->be.ops, frozen) < 0)
         return -1;
     r->m = &r->vlm->llm;
     r->m->act_ckpt = o->gradient_checkpointing;
     return 0;
+}
+
+int train_vl_params(struct run *r)
+{
+    const struct swift_vlm *v = r->vlm;
+    int lora = r->o->tuner == SWIFT_TUNER_LORA;
+    const struct swift_param *lp = lora ? r->m->lp : r->m->p;
+    int nl = lora ? r->m->nlp : r->o->freeze_llm ? 0 : r->m->np, n = 0;
+    r->vl_tp = swift_xcalloc((size_t)(nl + v->nvp + 1), sizeof(*r->vl_tp));
+    for (int i = 0; i < nl; i++)
+        r->vl_tp[n++] = lp[i];
+    for (int i = 0; i < v->nvp; i++)
+        if (v->vp[i].g) /* a trainable group's */
+            r->vl_tp[n++] = v->vp[i];
+    r->tp = r->vl_tp;
+    r->ntp = n;
+    return 0;
+}
+
+/* AdamW's learning-rate groups: 0 the language model, 1 the ViT, 2 the aligner */
+static int lr_group(const struct swift_vlm *v, const struct swift_param *p)
+{
+    int g = swift_vlm_param_group(v, p);
+    return g == SWIFT_VLM_VIT ? 1 : g == SWIFT_VLM_ALIGNER ? 2 : 0;
+}
+
+void train_vl_groups(struct run *r)
+{
+    int *g = swift_xcalloc((size_t)(r->opt.nparams + 1), sizeof(int));
+    for (int i = 0; i < r->opt.nparams; i++)
+        g[i] = lr_group(r->vlm, &r->opt.params[i]);
+    swift_adamw_set_groups(&r->opt, g);
+    free(g);
+}
+
+void train_vl_lr(struct run *r, long step)
+{
+    const struct swift_train_opts *o = r->o;
+    double base[2] = {o->vit_lr >= 0 ? o->vit_lr : r->lr,
+                      o->aligner_lr >= 0 ? o->aligner_lr : r->lr};
+    for (int k = 0; k < 2; k++) /* the schedule scales every group alike (LambdaLR) */
+        r->opt.group_lr[1 + k] = (float)swift_lr_at(
+            (enum swift_sched)o->lr_scheduler, base[k], step, r->warmup, r->max_steps);
+}
+
+int train_vl_save(struct run *r, const char *dir)
+{
+    if (r->o->tuner == SWIFT_TUNER_LORA)
+        return swift_vlm_lora_save(r->vlm, &r->lo, dir, r->o->model);
+    return swift_vlm_save(r->vlm, dir, r->o->model);
 }
 
 void train_vl_free(struct run *r)
@@ -59,6 +108,8 @@ void train_vl_free(struct run *r)
         return;
     swift_vlm_free(r->vlm);
     free(r->vlm);
+    free(r->vl_tp);
+    r->vl_tp = NULL;
     r->vlm = NULL;
     r->m = &r->own;
 }

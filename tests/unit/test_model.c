@@ -498,6 +498,38 @@ static void test_row_logps(void **s)
     swift_model_free(&m);
 }
 
+/* AdamW's learning-rate groups: group 0 takes the step's lr (the same update as without
+ * groups), another its own group_lr (0: the parameter stays as it was) */
+static void test_adamw_groups(void **state)
+{
+    (void)state;
+    float w1[4] = {1, -2, 3, -4}, w2[4] = {1, -2, 3, -4}, w3[3] = {0.5f, 0.25f, -1};
+    float g1[4] = {0.1f, 0.2f, -0.3f, 0.4f}, g2[4] = {0.1f, 0.2f, -0.3f, 0.4f};
+    float g3[3] = {1, 2, 3}, w3_0[3];
+    memcpy(w3_0, w3, sizeof(w3));
+    struct swift_param a[2] = {{.name = "a", .w = w1, .g = g1, .ndim = 1, .numel = 4, .decay = 1},
+                               {.name = "b", .w = w3, .g = g3, .ndim = 1, .numel = 3, .decay = 1}};
+    struct swift_param b[1] = {{.name = "a", .w = w2, .g = g2, .ndim = 1, .numel = 4, .decay = 1}};
+    a[0].shape[0] = b[0].shape[0] = 4;
+    a[1].shape[0] = 3;
+    struct swift_adamw oa, ob;
+    assert_int_equal(swift_adamw_init(&oa, &swift_cpu_ops, a, 2, 0.9f, 0.95f, 1e-8f, 0.1f), 0);
+    assert_int_equal(swift_adamw_init(&ob, &swift_cpu_ops, b, 1, 0.9f, 0.95f, 1e-8f, 0.1f), 0);
+    swift_adamw_set_groups(&oa, (int[]){0, 1});
+    for (int s = 0; s < 3; s++) {
+        oa.group_lr[1] = 0.0f;
+        swift_adamw_step(&oa, 1e-2f, 0.5f);
+        swift_adamw_step(&ob, 1e-2f, 0.5f);
+    }
+    assert_memory_equal(w1, w2, sizeof(w1));
+    assert_memory_equal(w3, w3_0, sizeof(w3));
+    oa.group_lr[1] = 1e-2f; /* its moments were kept: now it moves */
+    swift_adamw_step(&oa, 1e-2f, 1.0f);
+    assert_true(w3[0] != w3_0[0]);
+    swift_adamw_free(&oa);
+    swift_adamw_free(&ob);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_config_layouts),
         cmocka_unit_test(test_act_ckpt),
         cmocka_unit_test(test_row_logps),
+        cmocka_unit_test(test_adamw_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,11 +23,14 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/ops.h"
 #include "lib/formats/safetensors.h"
 #include "lib/model/lora.h"
+#include "lib/model/adapter.h"
+#include "lib/core/fileio.h"
 
 #define FIX "tests/fixtures/vlm/"
 
@@ -362,6 +365,65 @@ static void test_lora_frozen_vit(void **state)
     vin_close(&in);
 }
 
+/* The adapter with the trained aligner beside it (modules_to_save) and the whole model as an HF
+ * directory, written and read back bit for bit; a plain adapter reader refuses the vision
+ * tensors; a copy of a parameter keeps its group */
+static int same(struct swift_param *a, struct swift_param *b)
+{
+    return a->numel == b->numel && !memcmp(a->w, b->w, a->numel * sizeof(float));
+}
+
+static void test_save_load(void **state)
+{
+    (void)state;
+    struct vin in;
+    vin_open(&in);
+    struct swift_vlm v, w;
+    assert_int_equal(
+        swift_vlm_load(&v, FIX "qwen2_vl", &swift_cpu_ops, SWIFT_VLM_VIT | SWIFT_VLM_LLM), 0);
+    struct swift_lora_opts lo = {
+        .rank = 4, .alpha = 8, .dropout = 0, .targets = "all-linear", .seed = 7};
+    assert_int_equal(swift_lora_attach(&v.llm, &lo), 0);
+    double loss;
+    step(&v, &in, &loss);
+    sgd(v.llm.lp, v.llm.nlp, 0.5f);
+    sgd(v.vp, v.nvp, 0.5f);
+    struct swift_param cp = *swift_vlm_param(&v, "visual.merger.mlp.2.bias");
+    assert_int_equal(swift_vlm_param_group(&v, &cp), SWIFT_VLM_ALIGNER);
+    char dir[] = "/tmp/swift-vlm-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(swift_vlm_lora_save(&v, &lo, dir, FIX "qwen2_vl"), 0);
+    struct swift_adapter ad;
+    assert_int_equal(swift_adapter_open(&ad, dir), -1); /* merge/eval: not theirs to load */
+    swift_adapter_close(&ad);
+    assert_int_equal(swift_adapter_open_full(&ad, dir), 0);
+    assert_int_equal((int)ad.nfull, 6); /* the merger: 2 norm, 4 linear tensors */
+    swift_adapter_close(&ad);
+    assert_int_equal(swift_vlm_load(&w, FIX "qwen2_vl", &swift_cpu_ops, 7), 0);
+    struct swift_lora_opts lo2;
+    assert_int_equal(swift_vlm_lora_load(&w, dir, &lo2), 0);
+    for (int i = 0; i < v.nvp; i++)
+        assert_true(same(&v.vp[i], &w.vp[i]));
+    assert_int_equal(w.llm.nlp, v.llm.nlp);
+    for (int i = 0; i < v.llm.nlp; i++)
+        assert_true(same(&v.llm.lp[i], &w.llm.lp[i]));
+    swift_vlm_free(&w);
+    /* the whole model (the merged adapters aside): the input's keys, reloaded as they were */
+    char full[64];
+    snprintf(full, sizeof(full), "%s/full", dir);
+    assert_int_equal(mkdir(full, 0755), 0);
+    assert_int_equal(swift_vlm_save(&v, full, FIX "qwen2_vl"), 0);
+    assert_int_equal(swift_vlm_load(&w, full, &swift_cpu_ops, 7), 0);
+    for (int i = 0; i < v.nvp; i++)
+        assert_true(same(&v.vp[i], &w.vp[i]));
+    for (int i = 0; i < v.llm.np; i++)
+        assert_true(same(&v.llm.p[i], &w.llm.p[i]));
+    swift_vlm_free(&w);
+    swift_vlm_free(&v);
+    vin_close(&in);
+    assert_int_equal(swift_remove_tree(dir), 0);
+}
+
 /* the strict CPU table (backend memory unreadable by the host, as a GPU's): the library never
  * touches it directly, and the logits and a gradient are the CPU's bit for bit */
 static void test_strict_host(void **state)
@@ -443,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_flat_config),
         cmocka_unit_test(test_freeze),
         cmocka_unit_test(test_lora_frozen_vit),
+        cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_strict_host),
         cmocka_unit_test(test_bad_batches),
     };
