@@ -166,6 +166,8 @@ static int save_tensors(struct swift_vlm *v, const struct swift_st_set *set, con
         for (size_t i = 0; i < set->files[f].ntensors && rc == 0; i++, k++) {
             const struct swift_st_tensor *t = &set->files[f].tensors[i];
             struct swift_param *p = swift_vlm_param(v, t->name);
+            if (!p && !strcmp(t->name, "lm_head.weight") && v->llm.cfg.tie_embeddings)
+                p = swift_vlm_param(v, "model.embed_tokens.weight"); /* tied, yet stored */
             if (!p || p->numel != (size_t)t->numel) {
                 rc = swift_error_at(
                     set->dir, 0, "tensor '%s' is no parameter of the model", t->name);
