@@ -69,7 +69,8 @@ struct swift_train_opts {
     const char *target_modules;
     /* Qwen2-VL / Qwen2.5-VL (docs/multimodal.md "Training"): the groups kept frozen (ms-swift's
      * freeze_vit, freeze_aligner, freeze_llm: default 1, 1, 0) and their learning rates (<0:
-     * learning_rate); today the ViT and the aligner must stay frozen */
+     * learning_rate); an unfrozen ViT or aligner trains in full, freeze_llm needs
+     * SWIFT_TUNER_FULL */
     int freeze_vit, freeze_aligner, freeze_llm;
     double vit_lr, aligner_lr;
     /* QLoRA (docs/train.md): quant_bits 4 stores the frozen base linears in bitsandbytes' 4-bit
