@@ -48,7 +48,8 @@
  * Packing: a row may hold several samples (batch.pos restarting at 0 at each one): the language
  * model's attention is block-diagonal per sample, M-RoPE positions restart per sample, and the
  * ViT attends inside each image anyway, so a packed row's loss and gradients are the sum of its
- * samples' run one a row (tests/unit/test_vlm.c, test_packed).
+ * samples' run one a row, and transformers' packed path (position_ids [4, B, T]) agrees
+ * (tests/unit/test_vlm.c, test_packed_*; tests/ref/gen_vlm_packed.py).
  *
  * Not yet: videos (grid t > 1 is refused), the key/value cache (generation), LoRA on the ViT,
  * activation checkpointing of the ViT.

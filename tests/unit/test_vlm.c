@@ -12,7 +12,9 @@
  * CPU's bits (no host access to backend memory), and bad batches are errors. Packing: the
  * samples [row 1, row 0, row 1] in one row (positions restarting at each) give the logits, the
  * loss and every gradient of the same samples run one a row, to float tolerance, for both models
- * (so packing is tied to transformers through the one-a-row checks above). */
+ * (so packing is tied to transformers through the one-a-row checks above), and the same row
+ * against transformers' own packed path (tests/ref/gen_vlm_packed.py): positions, logits, loss,
+ * gradients. */
 #include "lib/model/vlm.h"
 
 #include <setjmp.h>
@@ -563,6 +565,83 @@ static void test_packed_qwen2_5_vl(void **state)
     check_packed("qwen2_5_vl");
 }
 
+/* transformers' packed path (tests/ref/gen_vlm_packed.py: the same [1, 0, 1] row with text
+ * positions restarting per sample and each sample's get_rope_index): our M-RoPE positions of the
+ * row, its logits, loss and gradients against transformers' directly */
+static void check_packed_hf(const char *kind)
+{
+    char dir[128], rp[160];
+    snprintf(dir, sizeof(dir), FIX "%s", kind);
+    snprintf(rp, sizeof(rp), FIX "%s/packed.safetensors", kind);
+    struct vin in;
+    vin_open(&in);
+    struct swift_safetensors ref;
+    assert_int_equal(swift_safetensors_open(&ref, rp), 0);
+    size_t n, np;
+    int32_t *tok = tensor(&ref, "input_ids", &n);
+    int32_t *lab = tensor(&ref, "labels", &n);
+    int32_t *hpos = tensor(&ref, "position_ids", &np); /* (4, 1, N): text, t, h, w */
+    assert_int_equal(np, 4 * n);
+    int32_t *tgt = malloc(n * sizeof(int32_t)), *pos3 = malloc(3 * n * sizeof(int32_t));
+    for (size_t t = 0; t < n; t++)
+        tgt[t] = t + 1 < n && lab[t + 1] != -100 ? lab[t + 1] : -1;
+    struct swift_vlm_batch b = in.b;
+    b.B = 1;
+    b.T = (int)n;
+    b.tokens = tok;
+    b.targets = tgt;
+    b.pos = hpos; /* the text positions: 0.. at each sample */
+    struct swift_vlm v;
+    assert_int_equal(swift_vlm_load(&v, dir, &swift_cpu_ops, 0), 0);
+    assert_int_equal(
+        swift_vlm_rope_index_docs(&v.vc, tok, hpos, 1, (int)n, b.grid_thw, b.nimages, pos3), 0);
+    assert_memory_equal(pos3, hpos + n, 3 * n * sizeof(int32_t));
+    long cnt = 0;
+    for (size_t t = 0; t < n; t++)
+        cnt += tgt[t] >= 0;
+    struct swift_loss l = {0}, l2 = {0};
+    assert_int_equal(swift_vlm_forward(&v, &b, &l, 0.0f), 0); /* logits kept (no gradient) */
+    size_t nl;
+    float *lg = tensor(&ref, "logits", &nl);
+    double e = rel(swift_vlm_logits(&v), lg, nl);
+    float *lr = tensor(&ref, "loss", &nl);
+    double ours = l.sum / (double)l.count;
+    printf("# %s packed vs transformers' packed: logits rel %.2e, loss %.7f ref %.7f\n",
+           kind,
+           e,
+           ours,
+           lr[0]);
+    assert_true(e < 1e-5);
+    assert_true(fabs(ours - lr[0]) <= 1e-5 * fabs(lr[0]));
+    swift_vlm_zero_grad(&v);
+    assert_int_equal(swift_vlm_forward(&v, &b, &l2, 1.0f / (float)cnt), 0);
+    assert_true(l2.sum == l.sum);
+    swift_vlm_backward(&v, &b);
+    assert_true(check_grads(&v, &ref, 5e-5) >= 30);
+    free(lg);
+    free(lr);
+    free(tok);
+    free(lab);
+    free(hpos);
+    free(tgt);
+    free(pos3);
+    swift_vlm_free(&v);
+    swift_safetensors_close(&ref);
+    vin_close(&in);
+}
+
+static void test_packed_hf_qwen2_vl(void **state)
+{
+    (void)state;
+    check_packed_hf("qwen2_vl");
+}
+
+static void test_packed_hf_qwen2_5_vl(void **state)
+{
+    (void)state;
+    check_packed_hf("qwen2_5_vl");
+}
+
 /* packed positions that do not restart at 0 or count up, an image across a document start */
 static void test_packed_bad(void **state)
 {
@@ -606,6 +685,8 @@ int main(void)
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_packed_qwen2_vl),
         cmocka_unit_test(test_packed_qwen2_5_vl),
+        cmocka_unit_test(test_packed_hf_qwen2_vl),
+        cmocka_unit_test(test_packed_hf_qwen2_5_vl),
         cmocka_unit_test(test_packed_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
