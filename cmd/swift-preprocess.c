@@ -195,7 +195,9 @@ static const struct swift_option options[] = {
         "read a JSON array of ids (or {\"ids\": ...}) per line, write a JSON string per line",
         .value = SWIFT_PP_DECODE),
     SWIFT_OPT_CALLBACK(0, "render", mode, NULL,
-                       "write {\"text\", \"ids\", \"mask\"} per sample as JSON Lines",
+                       "write {\"text\", \"ids\", \"mask\"} per sample as JSON Lines; with "
+                       "--packing one per packed row, with its \"documents\" and \"images\" "
+                       "spans",
                        .value = SWIFT_PP_RENDER),
     SWIFT_OPT_FLAG(0, "raw", F(o.raw),
                    "--encode: special-token text is plain text and no BOS/EOS is added"),

@@ -485,6 +485,13 @@ int swift_vlm_param_group(const struct swift_vlm *v, const struct swift_param *p
 int swift_vlm_rope_index(const struct swift_vlm_config *vc, const int32_t *tokens, int B, int T,
                          const int32_t *grid_thw, int nimages, int32_t *pos3)
 {
+    return swift_vlm_rope_index_docs(vc, tokens, NULL, B, T, grid_thw, nimages, pos3);
+}
+
+int swift_vlm_rope_index_docs(const struct swift_vlm_config *vc, const int32_t *tokens,
+                              const int32_t *pos, int B, int T, const int32_t *grid_thw,
+                              int nimages, int32_t *pos3)
+{
     size_t N = (size_t)B * T;
     int img = 0, ms = vc->merge_size;
     for (int r = 0; r < B; r++) {
@@ -492,6 +499,8 @@ int swift_vlm_rope_index(const struct swift_vlm_config *vc, const int32_t *token
         const int32_t *tk = tokens + (size_t)r * T;
         for (int t = 0; t < T;) {
             size_t n = (size_t)r * T + t;
+            if (pos && pos[n] == 0) /* a document starts: positions as if it were alone */
+                cur = 0;
             if (tk[t] != vc->image_token_id) {
                 pos3[n] = pos3[N + n] = pos3[2 * N + n] = cur++;
                 t++;
@@ -510,6 +519,12 @@ int swift_vlm_rope_index(const struct swift_vlm_config *vc, const int32_t *token
                     return swift_error(
                         "row %d: image %d needs %d pads, the run has fewer", r, img - 1, cnt);
                 n = (size_t)r * T + t;
+                if (pos && i && pos[n] == 0)
+                    return swift_error("row %d, token %d: image %d's pads cross the start of a "
+                                       "document",
+                                       r,
+                                       t,
+                                       img - 1);
                 pos3[n] = cur + i / (gh * gw);
                 pos3[N + n] = cur + (i / gw) % gh;
                 pos3[2 * N + n] = cur + i % gw;

@@ -45,9 +45,15 @@
  * has no gradients (its g pointers NULL); the backward still flows through a frozen language model
  * to a trainable vision side, and skips the vision side when both of its groups are frozen.
  *
+ * Packing: a row may hold several samples (batch.pos restarting at 0 at each one): the language
+ * model's attention is block-diagonal per sample, M-RoPE positions restart per sample, and the
+ * ViT attends inside each image anyway, so a packed row's loss and gradients are the sum of its
+ * samples' run one a row, and transformers' packed path (position_ids [4, B, T]) agrees
+ * (tests/unit/test_vlm.c, test_packed_*; tests/ref/gen_vlm_packed.py).
+ *
  * Not yet: videos (grid t > 1 is refused), the key/value cache (generation), LoRA on the ViT (a
  * trainer trains the vision groups in full),
- * packing several samples in a row, activation checkpointing of the ViT.
+ * activation checkpointing of the ViT.
  */
 #ifndef SWIFT_MODEL_VLM_H
 #define SWIFT_MODEL_VLM_H
@@ -120,6 +126,11 @@ struct swift_vlm_batch {
     int npatches;
     const int32_t *grid_thw; /* (nimages, 3) */
     int nimages;
+    /* (B*T) position inside the document, or NULL: one document a row. Packed rows (several
+     * samples in a row, swift-preprocess --packing) restart at 0 at each document, as
+     * swift_batch.pos: attention stays inside the document, M-RoPE restarts for it (each
+     * document's positions as if alone) and targets must not cross it (the caller's -1). */
+    const int32_t *pos;
 };
 
 /* Read config.json (model_type qwen2_vl or qwen2_5_vl; text_config and vision_config, or an
@@ -149,6 +160,12 @@ int swift_vlm_param_group(const struct swift_vlm *v, const struct swift_param *p
  * t*h*w/merge^2 tokens. 0 or -1 (reported: the pads do not match the grids). */
 int swift_vlm_rope_index(const struct swift_vlm_config *vc, const int32_t *tokens, int B, int T,
                          const int32_t *grid_thw, int nimages, int32_t *pos3);
+/* The same over packed rows: pos (B*T, as swift_vlm_batch.pos; NULL = the above) restarts the
+ * positions at 0 at each document (every document's as if it were alone in its row); an image
+ * whose pads cross a document's start is an error. */
+int swift_vlm_rope_index_docs(const struct swift_vlm_config *vc, const int32_t *tokens,
+                              const int32_t *pos, int B, int T, const int32_t *grid_thw,
+                              int nimages, int32_t *pos3);
 
 /* Forward: vision tower over every image, the merger's embeddings over the image pads, the
  * language model, then the loss as swift_model_forward (dscale 0: no gradient to follow).

@@ -27,6 +27,13 @@ static int check_batch(const struct swift_vlm *v, const struct swift_vlm_batch *
             return swift_error("target id %d is outside the vocabulary (%d)", b->targets[n], V);
         if (b->tokens[n] == v->vc.video_token_id)
             return swift_error("position %zu: a video token (videos are not supported yet)", n);
+        /* packed rows: each document's positions run 0, 1, 2, ... from its first token */
+        if (b->pos && b->pos[n] != 0 && (n % (size_t)b->T == 0 || b->pos[n] != b->pos[n - 1] + 1))
+            return swift_error("token %zu: position %d does not follow %d (documents restart at "
+                               "0 and count up)",
+                               n,
+                               b->pos[n],
+                               n % (size_t)b->T ? b->pos[n - 1] : -1);
     }
     return 0;
 }

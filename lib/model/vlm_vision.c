@@ -215,8 +215,9 @@ int swift_vlm_plan(struct swift_vlm *v, const struct swift_vlm_batch *b)
     va->Nm = Nm;
     va->N = (int)N;
     for (size_t n = 0; n < N; n++)
-        va->pos[n] = (int32_t)(n % (size_t)b->T);
-    if (swift_vlm_rope_index(&v->vc, b->tokens, b->B, b->T, b->grid_thw, b->nimages, va->pos3) < 0)
+        va->pos[n] = b->pos ? b->pos[n] : (int32_t)(n % (size_t)b->T);
+    if (swift_vlm_rope_index_docs(
+            &v->vc, b->tokens, b->pos, b->B, b->T, b->grid_thw, b->nimages, va->pos3) < 0)
         return -1;
     if (!P)
         return 0;

@@ -244,6 +244,11 @@ struct pp_store {
     char *img;
     uint64_t *img_off; /* img_offcap entries, [0] = 0 */
     uint64_t img_n, img_cap, img_offcap, img_docs;
+    /* --render --packing: every stored document's images in store order (grids for the
+     * output) and the <|image_pad|> id */
+    struct pp_image *rimg;
+    uint64_t nrimg, caprimg;
+    uint32_t pad_id;
 };
 
 #define PP_NBAD 5 /* skipped rows quoted in the summary */
@@ -323,7 +328,7 @@ void swift_pp_put_image_spans(FILE *fp, const struct pp_images *im, const uint32
  * cache keys. Returns 0 or -1. */
 int swift_pp_add_doc_images(const struct swift_preprocess_opts *o, struct pp_store *s,
                             struct pp_stats *st, const uint32_t *ids, const uint8_t *mask,
-                            uint64_t n, const char *keys, size_t keys_len);
+                            uint64_t n, const struct pp_images *im);
 /* The sample of documents order[a..b): {"images":[keys of each document in order]} into *buf
  * (grown; *cap bytes). Returns its length. */
 size_t swift_pp_sample_images(const struct pp_store *s, const uint64_t *order, uint64_t a,
@@ -333,6 +338,15 @@ void swift_pp_len_stats(const struct pp_store *s, double lenstats[4]);
 /* Docs 0..n-1 into train[] and val[] (each room for n) per --val-ratio, --seed, --shuffle. */
 int swift_pp_split(const struct swift_preprocess_opts *o, uint64_t n, uint64_t *train,
                    uint64_t *ntrain, uint64_t *val, uint64_t *nval);
+/* Pack docs[0..n) (ids into the store) per mode (enum swift_packing) into samples of at most
+ * max tokens: order[] (n) the doc ids, start[0..*nsamples] offsets into order. */
+void swift_pp_pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t *docs,
+                   uint64_t n, uint64_t *order, uint64_t *start, uint64_t *nsamples);
+/* --render with --packing: the documents are stored as for shards, then packed and printed,
+ * one JSON line a packed sample (render.c). */
+#define SWIFT_PP_RENDER_PACKS(o) ((o)->mode == SWIFT_PP_RENDER && (o)->packing != SWIFT_PACK_NONE)
+int swift_pp_render_packed(const struct swift_preprocess_opts *o, const struct swift_tokenizer *tok,
+                           const struct pp_store *s, const struct pp_stats *st);
 /* Pack docs[0..n) per --packing and write them as shards plus index.json under dir. */
 int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swift_tokenizer *tok,
                          const struct swift_template *tpl, const struct pp_store *s,

@@ -330,8 +330,10 @@ int swift_pp_row_images(json_t *obj, const char *file, const struct swift_vl_opt
 
 int swift_pp_add_doc_images(const struct swift_preprocess_opts *o, struct pp_store *s,
                             struct pp_stats *st, const uint32_t *ids, const uint8_t *mask,
-                            uint64_t n, const char *keys, size_t keys_len)
+                            uint64_t n, const struct pp_images *im)
 {
+    const char *keys = im->keys;
+    size_t keys_len = im->keys_len;
     if (n == 0)
         return 0;
     if (n > (uint64_t)o->max_length) {
@@ -364,6 +366,15 @@ int swift_pp_add_doc_images(const struct swift_preprocess_opts *o, struct pp_sto
     s->img_off[d + 1] = s->img_n;
     s->img_docs = d + 1;
     s->images = 1;
+    if (o->mode == SWIFT_PP_RENDER) { /* the grids, for --render --packing's output */
+        if (s->nrimg + im->n > s->caprimg) {
+            s->caprimg = 2 * (s->nrimg + im->n);
+            s->rimg = swift_xrealloc(s->rimg, s->caprimg * sizeof(*s->rimg));
+        }
+        memcpy(s->rimg + s->nrimg, im->v, im->n * sizeof(*s->rimg));
+        s->nrimg += im->n;
+        s->pad_id = im->pad_id;
+    }
     return 0;
 }
 

@@ -622,7 +622,7 @@ static int take_batch(struct run *r, size_t n)
         struct item *it = &r->c.items[i];
         r->st.rows++;
         r->all_tokens += it->n;
-        if (o->mode != SWIFT_PP_BUILD) {
+        if (o->mode != SWIFT_PP_BUILD && !SWIFT_PP_RENDER_PACKS(o)) {
             if (it->bad && take_bad(o, &r->st, it) < 0)
                 rc = -1;
             else if (!it->bad || o->mode != SWIFT_PP_RENDER)
@@ -637,8 +637,7 @@ static int take_batch(struct run *r, size_t n)
             continue;
         }
         if (it->kind == SWIFT_KIND_SFT && it->im.n)
-            rc = swift_pp_add_doc_images(
-                o, &r->s, &r->st, it->ids, it->mask, it->n, it->im.keys, it->im.keys_len);
+            rc = swift_pp_add_doc_images(o, &r->s, &r->st, it->ids, it->mask, it->n, &it->im);
         else if (it->kind == SWIFT_KIND_SFT)
             rc = swift_pp_add_doc(o, &r->s, &r->st, it->ids, it->mask, it->n);
         else if (it->kind == SWIFT_KIND_PROMPTS)
@@ -985,8 +984,11 @@ int swift_preprocess_run(const struct swift_preprocess_opts *o)
             report_build(&r, lenstats, &tr, &va, secs);
             rc = print_build(&r, lenstats, &tr, &va, secs);
         }
-    } else if (rc == 0)
+    } else if (rc == 0) {
         report_tools(&r.st);
+        if (SWIFT_PP_RENDER_PACKS(o)) /* the packed samples, after the rows are all read */
+            rc = swift_pp_render_packed(o, tok, &r.s, &r.st);
+    }
     if (tmpdir)
         swift_atomic_dir_abort(tmpdir);
     release(&r);

@@ -83,6 +83,7 @@ void swift_pp_store_free(struct pp_store *s)
     free(s->meta_off);
     free(s->img);
     free(s->img_off);
+    free(s->rimg);
     free(s->n0);
     free(s->label);
     free(s->ids);
@@ -370,8 +371,8 @@ static void group_bins(const uint64_t *docs, uint64_t n, const uint64_t *seq, co
 
 /* Pack docs[0..n) (doc ids into the store) into samples. Output: order[] of doc ids, and
  * start[0..*nsamples] offsets into order. */
-static void pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t *docs, uint64_t n,
-                 uint64_t *order, uint64_t *start, uint64_t *nsamples)
+void swift_pp_pack(const struct pp_store *s, int mode, uint64_t max, const uint64_t *docs,
+                   uint64_t n, uint64_t *order, uint64_t *start, uint64_t *nsamples)
 {
     if (mode == SWIFT_PACK_NONE) {
         for (uint64_t i = 0; i < n; i++) {
@@ -577,7 +578,7 @@ int swift_pp_write_split(const struct swift_preprocess_opts *o, const struct swi
     uint64_t *start = swift_xmalloc((n + 1) * sizeof(uint64_t));
     int64_t t0 = swift_trace_now();
     uint64_t nsamples = 0;
-    pack(s, o->packing, (uint64_t)o->max_length, docs, n, order, start, &nsamples);
+    swift_pp_pack(s, o->packing, (uint64_t)o->max_length, docs, n, order, start, &nsamples);
     swift_trace_span("pack",
                      "pack",
                      t0,

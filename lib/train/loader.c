@@ -49,13 +49,6 @@ int train_open_shards(struct run *r, struct swift_shards **s, const char *dir)
         const char *why = r->obj.check ? r->obj.check(&r->obj, &x) : NULL;
         if (why)
             return swift_error("%s: sample %llu %s", dir, (unsigned long long)i, why);
-        if (r->vlm && x.n_docs > 1)
-            return swift_error("%s: sample %llu packs %u documents: packing is not supported "
-                               "for a vision-language model yet (swift-preprocess without "
-                               "--packing)",
-                               dir,
-                               (unsigned long long)i,
-                               x.n_docs);
         uint32_t row = x.len; /* a pair's documents are rows of their own */
         if (r->obj.rows_per_sample > 1)
             for (uint32_t d = row = 0; d < x.n_docs; d++)

@@ -188,7 +188,8 @@ int train_vl_forward(struct run *r, const struct train_ubatch *u, int B, float s
                                 .pixels = u->pix,
                                 .npatches = u->npatches,
                                 .grid_thw = u->grid,
-                                .nimages = u->nimages};
+                                .nimages = u->nimages,
+                                .pos = u->pos}; /* packed rows: per-document positions */
     if (swift_vlm_forward(r->vlm, &b, &s->loss, scale) < 0)
         return -1;
     if (backward)

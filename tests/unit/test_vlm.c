@@ -9,7 +9,12 @@
  * config.json of the first hub checkpoints (rope_scaling {type: mrope}) loads the same model.
  * Then: freeze groups (a frozen group has no gradients, the others' are bit for bit unchanged),
  * LoRA on the language model with the ViT frozen lowers the loss, the strict CPU table gives the
- * CPU's bits (no host access to backend memory), and bad batches are errors. */
+ * CPU's bits (no host access to backend memory), and bad batches are errors. Packing: the
+ * samples [row 1, row 0, row 1] in one row (positions restarting at each) give the logits, the
+ * loss and every gradient of the same samples run one a row, to float tolerance, for both models
+ * (so packing is tied to transformers through the one-a-row checks above), and the same row
+ * against transformers' own packed path (tests/ref/gen_vlm_packed.py): positions, logits, loss,
+ * gradients. */
 #include "lib/model/vlm.h"
 
 #include <setjmp.h>
@@ -497,6 +502,239 @@ static void test_bad_batches(void **state)
     assert_int_equal(swift_vlm_load(&v, "tests/fixtures/model/qwen2", &swift_cpu_ops, 0), -1);
 }
 
+/* the fixture's samples [row 1, row 0, row 1]: three rows of T, or one packed row of 3T */
+struct trio {
+    int32_t tok[3 * 64], tgt[3 * 64], pos[3 * 64];
+    struct swift_vlm_batch rows, packed;
+};
+
+static void trio_make(struct trio *o, const struct vin *in)
+{
+    int T = in->b.T;
+    assert_int_equal(in->b.B, 2);
+    assert_true(T <= 64);
+    static const int order[3] = {1, 0, 1};
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < T; t++) {
+            o->tok[k * T + t] = in->tok[order[k] * T + t];
+            o->tgt[k * T + t] = in->tgt[order[k] * T + t]; /* the last token of each: -1 */
+            o->pos[k * T + t] = t;
+        }
+    o->rows = in->b;
+    o->rows.B = 3;
+    o->rows.tokens = o->tok;
+    o->rows.targets = o->tgt;
+    o->packed = o->rows;
+    o->packed.B = 1;
+    o->packed.T = 3 * T;
+    o->packed.pos = o->pos;
+}
+
+/* loss, logits (copied) and every gradient (copied, in the order of vp then llm.p) */
+struct run_out {
+    struct swift_loss l;
+    float *logits, *grads;
+    size_t nlogits, ngrads;
+};
+
+static void run_batch(struct swift_vlm *v, const struct swift_vlm_batch *b, struct run_out *o)
+{
+    memset(o, 0, sizeof(*o));
+    swift_vlm_zero_grad(v);
+    assert_int_equal(swift_vlm_forward(v, b, &o->l, 1.0f), 0);
+    o->nlogits = (size_t)b->B * b->T * v->llm.cfg.vocab_size;
+    o->logits = malloc(o->nlogits * sizeof(float));
+    memcpy(o->logits, swift_vlm_logits(v), o->nlogits * sizeof(float));
+    swift_vlm_backward(v, b);
+    size_t n = v->nvparams;
+    for (int i = 0; i < v->llm.np; i++)
+        n += v->llm.p[i].numel;
+    o->grads = malloc(n * sizeof(float));
+    for (int i = 0; i < v->nvp; i++) {
+        assert_non_null(v->vp[i].g);
+        memcpy(o->grads + o->ngrads, v->vp[i].g, v->vp[i].numel * sizeof(float));
+        o->ngrads += v->vp[i].numel;
+    }
+    for (int i = 0; i < v->llm.np; i++) {
+        assert_non_null(v->llm.p[i].g);
+        memcpy(o->grads + o->ngrads, v->llm.p[i].g, v->llm.p[i].numel * sizeof(float));
+        o->ngrads += v->llm.p[i].numel;
+    }
+}
+
+static void check_packed(const char *kind)
+{
+    char dir[128];
+    snprintf(dir, sizeof(dir), FIX "%s", kind);
+    struct vin in;
+    vin_open(&in);
+    struct trio tr;
+    trio_make(&tr, &in);
+    struct swift_vlm v;
+    assert_int_equal(swift_vlm_load(&v, dir, &swift_cpu_ops, 0), 0);
+    struct run_out a, b;
+    run_batch(&v, &tr.rows, &a);
+    run_batch(&v, &tr.packed, &b);
+    assert_int_equal(a.l.count, b.l.count);
+    assert_int_equal(a.l.correct, b.l.correct);
+    double el = fabs(a.l.sum - b.l.sum) / a.l.sum, lg = rel(b.logits, a.logits, a.nlogits);
+    /* each parameter's gradient against its own largest entry */
+    double worst = 0;
+    size_t off = 0;
+    for (int i = 0; i < v.nvp + v.llm.np; i++) {
+        const struct swift_param *p = i < v.nvp ? &v.vp[i] : &v.llm.p[i - v.nvp];
+        double e = rel(b.grads + off, a.grads + off, p->numel);
+        if (e > 1e-5)
+            fail_msg("%s %s: packed gradient off by %.2e", kind, p->name, e);
+        worst = fmax(worst, e);
+        off += p->numel;
+    }
+    printf("# %s packed [1,0,1] vs one a row: loss %.7f vs %.7f (rel %.1e), logits rel %.1e, "
+           "%d gradients worst rel %.1e\n",
+           kind,
+           b.l.sum / (double)b.l.count,
+           a.l.sum / (double)a.l.count,
+           el,
+           lg,
+           v.nvp + v.llm.np,
+           worst);
+    assert_true(el < 1e-6);
+    assert_true(lg < 1e-5);
+    free(a.logits);
+    free(a.grads);
+    free(b.logits);
+    free(b.grads);
+    /* the same row without its documents' positions: attention and M-RoPE run across the
+     * samples, and the loss is not the samples' */
+    struct swift_vlm_batch nopos = tr.packed;
+    nopos.pos = NULL;
+    struct swift_loss l = {0};
+    assert_int_equal(swift_vlm_forward(&v, &nopos, &l, 0.0f), 0);
+    assert_true(fabs(l.sum - a.l.sum) > 1e-3 * a.l.sum);
+    swift_vlm_free(&v);
+    vin_close(&in);
+}
+
+static void test_packed_qwen2_vl(void **state)
+{
+    (void)state;
+    check_packed("qwen2_vl");
+}
+
+static void test_packed_qwen2_5_vl(void **state)
+{
+    (void)state;
+    check_packed("qwen2_5_vl");
+}
+
+/* transformers' packed path (tests/ref/gen_vlm_packed.py: the same [1, 0, 1] row with text
+ * positions restarting per sample and each sample's get_rope_index): our M-RoPE positions of the
+ * row, its logits, loss and gradients against transformers' directly */
+static void check_packed_hf(const char *kind)
+{
+    char dir[128], rp[160];
+    snprintf(dir, sizeof(dir), FIX "%s", kind);
+    snprintf(rp, sizeof(rp), FIX "%s/packed.safetensors", kind);
+    struct vin in;
+    vin_open(&in);
+    struct swift_safetensors ref;
+    assert_int_equal(swift_safetensors_open(&ref, rp), 0);
+    size_t n, np;
+    int32_t *tok = tensor(&ref, "input_ids", &n);
+    int32_t *lab = tensor(&ref, "labels", &n);
+    int32_t *hpos = tensor(&ref, "position_ids", &np); /* (4, 1, N): text, t, h, w */
+    assert_int_equal(np, 4 * n);
+    int32_t *tgt = malloc(n * sizeof(int32_t)), *pos3 = malloc(3 * n * sizeof(int32_t));
+    for (size_t t = 0; t < n; t++)
+        tgt[t] = t + 1 < n && lab[t + 1] != -100 ? lab[t + 1] : -1;
+    struct swift_vlm_batch b = in.b;
+    b.B = 1;
+    b.T = (int)n;
+    b.tokens = tok;
+    b.targets = tgt;
+    b.pos = hpos; /* the text positions: 0.. at each sample */
+    struct swift_vlm v;
+    assert_int_equal(swift_vlm_load(&v, dir, &swift_cpu_ops, 0), 0);
+    assert_int_equal(
+        swift_vlm_rope_index_docs(&v.vc, tok, hpos, 1, (int)n, b.grid_thw, b.nimages, pos3), 0);
+    assert_memory_equal(pos3, hpos + n, 3 * n * sizeof(int32_t));
+    long cnt = 0;
+    for (size_t t = 0; t < n; t++)
+        cnt += tgt[t] >= 0;
+    struct swift_loss l = {0}, l2 = {0};
+    assert_int_equal(swift_vlm_forward(&v, &b, &l, 0.0f), 0); /* logits kept (no gradient) */
+    size_t nl;
+    float *lg = tensor(&ref, "logits", &nl);
+    double e = rel(swift_vlm_logits(&v), lg, nl);
+    float *lr = tensor(&ref, "loss", &nl);
+    double ours = l.sum / (double)l.count;
+    printf("# %s packed vs transformers' packed: logits rel %.2e, loss %.7f ref %.7f\n",
+           kind,
+           e,
+           ours,
+           lr[0]);
+    assert_true(e < 1e-5);
+    assert_true(fabs(ours - lr[0]) <= 1e-5 * fabs(lr[0]));
+    swift_vlm_zero_grad(&v);
+    assert_int_equal(swift_vlm_forward(&v, &b, &l2, 1.0f / (float)cnt), 0);
+    assert_true(l2.sum == l.sum);
+    swift_vlm_backward(&v, &b);
+    assert_true(check_grads(&v, &ref, 5e-5) >= 30);
+    free(lg);
+    free(lr);
+    free(tok);
+    free(lab);
+    free(hpos);
+    free(tgt);
+    free(pos3);
+    swift_vlm_free(&v);
+    swift_safetensors_close(&ref);
+    vin_close(&in);
+}
+
+static void test_packed_hf_qwen2_vl(void **state)
+{
+    (void)state;
+    check_packed_hf("qwen2_vl");
+}
+
+static void test_packed_hf_qwen2_5_vl(void **state)
+{
+    (void)state;
+    check_packed_hf("qwen2_5_vl");
+}
+
+/* packed positions that do not restart at 0 or count up, an image across a document start */
+static void test_packed_bad(void **state)
+{
+    (void)state;
+    struct vin in;
+    vin_open(&in);
+    struct trio tr;
+    trio_make(&tr, &in);
+    struct swift_vlm v;
+    assert_int_equal(swift_vlm_load(&v, FIX "qwen2_vl", &swift_cpu_ops, 0), 0);
+    struct swift_loss l = {0};
+    int T = in.b.T;
+    tr.pos[T + 3] = 7; /* does not count up */
+    assert_int_equal(swift_vlm_forward(&v, &tr.packed, &l, 0.0f), -1);
+    tr.pos[T + 3] = 3;
+    tr.pos[0] = 1; /* a row must start a document */
+    assert_int_equal(swift_vlm_forward(&v, &tr.packed, &l, 0.0f), -1);
+    tr.pos[0] = 0;
+    int p = T; /* a document starting inside row 0's first image */
+    while (tr.tok[p] != v.vc.image_token_id)
+        p++;
+    for (int t = p + 1; t < 2 * T; t++)
+        tr.pos[t] = t - (p + 1);
+    assert_int_equal(swift_vlm_forward(&v, &tr.packed, &l, 0.0f), -1);
+    for (int t = T; t < 2 * T; t++)
+        tr.pos[t] = t - T;
+    assert_int_equal(swift_vlm_forward(&v, &tr.packed, &l, 0.0f), 0);
+    swift_vlm_free(&v);
+    vin_close(&in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,6 +746,11 @@ int main(void)
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_strict_host),
         cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_packed_qwen2_vl),
+        cmocka_unit_test(test_packed_qwen2_5_vl),
+        cmocka_unit_test(test_packed_hf_qwen2_vl),
+        cmocka_unit_test(test_packed_hf_qwen2_5_vl),
+        cmocka_unit_test(test_packed_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
