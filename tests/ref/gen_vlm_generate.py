@@ -16,7 +16,7 @@ Writes tests/fixtures/vlm_gen/:
                                pixel_values.k [P, 1176] and image_grid_thw.k [n, 3] (the
                                processor's; absent for the text-only prompt)
   */gen.safetensors            tokens.k: the generated ids (at most MAX_NEW, ending at <|im_end|>
-                               if it came)
+                               if it came); expected.json: the same as {"k": [ids]}
   prompts.json                 the prompts: [{"text", "images": [file names]}] in the order k
 
 Run from the repository root with torch, torchvision and transformers 5.24:
@@ -203,6 +203,9 @@ def run(kind, seed, proc):
             inp[f"image_grid_thw.{k}"] = grid.int().contiguous()
         print(kind, k, "prompt", ids.shape[1], "generated", gen.tolist(), "margin %.4f" % margin)
     save_file(ref, os.path.join(d, "gen.safetensors"))
+    with open(os.path.join(d, "expected.json"), "w") as f:  # the same for the CLI tests
+        json.dump({str(k): ref[f"tokens.{k}"].tolist() for k in range(len(PROMPTS))}, f)
+        f.write("\n")
     save_file(inp, os.path.join(OUT, "inputs.safetensors"))
     load_file(os.path.join(d, "gen.safetensors"))
 
