@@ -10,9 +10,11 @@
 #include "lib/core/record.h"
 #include "lib/formats/shard.h"
 #include "lib/model/lora.h"
+#include "lib/model/vlm.h"
 #include "lib/preprocess/agent.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,46 @@ static int load_pref(struct swift_eval_runner *r, struct swift_eval_opts *oo,
 /* Load the model (with its adapters), the tokenizer, the stop ids and the prompter into r, and
  * settle --max-length (0: the model's max_position_embeddings, at most 4096). Returns 0, -1, or
  * SWIFT_MISUSED for a usage error (--device). Whatever was loaded is freed by runner_release. */
+/* config.json names a vision-language model (lib/model/vlm.h) */
+static int is_vlm(const char *dir)
+{
+    char *path = swift_path_join(dir, "config.json");
+    json_t *root = json_load_file(path, 0, NULL);
+    free(path);
+    const char *mt = root ? json_string_value(json_object_get(root, "model_type")) : NULL;
+    int vl = mt && (!strcmp(mt, "qwen2_vl") || !strcmp(mt, "qwen2_5_vl"));
+    json_decref(root);
+    return vl;
+}
+
+/* A vision-language model for loss / ppl on image shards: the other tasks and options are not
+ * supported yet (refused). */
+static int load_vlm(struct swift_eval_runner *r, struct swift_eval_opts *oo,
+                    const struct swift_ops *ops)
+{
+    const struct swift_eval_opts *o = oo;
+    if (o->task != SWIFT_EVAL_LOSS && o->task != SWIFT_EVAL_PPL)
+        return swift_error("%s: --task %s on a vision-language model is not supported yet (loss "
+                           "and ppl are; swift-infer generates with images)",
+                           o->model,
+                           swift_eval_task_name(o->task));
+    if (o->adapters)
+        return swift_error("%s: --adapters on a vision-language model are not supported yet",
+                           o->model);
+    r->vlm = swift_xcalloc(1, sizeof(*r->vlm));
+    if (swift_vlm_load(r->vlm, o->model, ops, SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER | SWIFT_VLM_LLM) <
+        0) {
+        free(r->vlm);
+        r->vlm = NULL;
+        return -1;
+    }
+    r->V = r->vlm->llm.cfg.vocab_size;
+    int mp = r->vlm->llm.cfg.max_position_embeddings;
+    if (o->max_length <= 0)
+        oo->max_length = mp > 0 && mp < 4096 ? mp : 4096;
+    return 0;
+}
+
 static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
 {
     const struct swift_eval_opts *o = oo;
@@ -82,6 +124,8 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
     if (brc)
         return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
+    if (!swift_model_is_gguf(o->model) && is_vlm(o->model))
+        return load_vlm(r, oo, be.ops);
     if (swift_model_load(&r->m, o->model, be.ops, 1) < 0)
         return -1;
     r->have_model = 1;
@@ -146,6 +190,10 @@ static void runner_release(struct swift_eval_runner *r)
         swift_model_free(&r->m);
     if (r->have_ref)
         swift_model_free(&r->ref);
+    if (r->vlm) {
+        swift_vlm_free(r->vlm);
+        free(r->vlm);
+    }
     if (r->curl)
         curl_global_cleanup();
 }
@@ -230,6 +278,8 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
                                                                       : o->progress);
     if (o->task == SWIFT_EVAL_PREF)
         trc = swift_eval_run_pref(r, rec, &n);
+    else if (scored && r->vlm)
+        trc = swift_eval_run_vl_loss(r, rec, &n);
     else if (scored)
         trc = swift_eval_run_loss(r, rec, &n);
     else if (o->eval_url)

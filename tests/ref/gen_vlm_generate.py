@@ -16,7 +16,8 @@ Writes tests/fixtures/vlm_gen/:
                                pixel_values.k [P, 1176] and image_grid_thw.k [n, 3] (the
                                processor's; absent for the text-only prompt)
   */gen.safetensors            tokens.k: the generated ids (at most MAX_NEW, ending at <|im_end|>
-                               if it came); expected.json: the same as {"k": [ids]}
+                               if it came); expected.json: the same as {"k": [ids]};
+                               loss.json: {"loss", "tokens"} of LOSS_ROWS (swift-eval's loss)
   prompts.json                 the prompts: [{"text", "images": [file names]}] in the order k
 
 Run from the repository root with torch, torchvision and transformers 5.24:
@@ -141,6 +142,32 @@ def prompt_inputs(p, proc):
     return torch.tensor([encode(text)]), pv, grid
 
 
+# swift-eval --task loss on these rows' shards (tests/cli/eval-vl.bats writes the same rows):
+# transformers' cross-entropy over the assistant answers and their <|im_end|> (what the qwen2_vl
+# template trains), summed over the rows' trained tokens and divided by their count
+LOSS_ROWS = [("What is in the picture?", ["a.png"], "A cat."),
+             ("Compare the two.", ["b.png", "c.png"], "The left one is bigger."),
+             ("Say something.", [], "Hello.")]
+
+
+def ref_loss(model, proc):
+    total, count = 0.0, 0
+    for text, ims, answer in LOSS_ROWS:
+        ids, pv, grid = prompt_inputs({"text": text, "images": ims}, proc)
+        full = encode(answer + "<|im_end|>") + encode("\n")
+        ids = torch.cat([ids, torch.tensor([full])], 1)
+        labels = torch.full_like(ids, -100)
+        n = len(full) - 1  # the answer and <|im_end|>, not the newline after it
+        labels[0, -len(full):-1] = ids[0, -len(full):-1]
+        kw = {} if pv is None else {"pixel_values": pv, "image_grid_thw": grid,
+                                    "mm_token_type_ids": (ids == ID["<|image_pad|>"]).int()}
+        with torch.no_grad():
+            out = model(input_ids=ids, labels=labels, **kw)
+        total += float(out.loss) * n
+        count += n
+    return total / count, count
+
+
 def build(kind, seed):
     torch.manual_seed(seed)
     if kind == "qwen2_vl":
@@ -206,6 +233,11 @@ def run(kind, seed, proc):
     with open(os.path.join(d, "expected.json"), "w") as f:  # the same for the CLI tests
         json.dump({str(k): ref[f"tokens.{k}"].tolist() for k in range(len(PROMPTS))}, f)
         f.write("\n")
+    loss, count = ref_loss(model, proc)
+    with open(os.path.join(d, "loss.json"), "w") as f:
+        json.dump({"loss": loss, "tokens": count}, f)
+        f.write("\n")
+    print(kind, "loss", loss, "tokens", count)
     save_file(inp, os.path.join(OUT, "inputs.safetensors"))
     load_file(os.path.join(d, "gen.safetensors"))
 
