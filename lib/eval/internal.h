@@ -108,6 +108,10 @@ void swift_eval_left_truncate(struct swift_eval_ids *x, int keep);
 int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
 /* loss / ppl with r->vlm (lib/eval/run_vl.c): image shards, each document's full forward. */
 int swift_eval_run_vl_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
+/* gsm8k / exact with r->vlm (lib/eval/run_vl_gen.c): items with their images, generated on
+ * swift-infer's engine. */
+int swift_eval_run_vl_gen(struct swift_eval_runner *r, struct swift_eval_set *set, json_t *rec,
+                          long *n_out);
 int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, json_t *rec,
                       long *n_out);
 int swift_eval_run_pref(struct swift_eval_runner *r, json_t *rec, long *n_out);

@@ -95,9 +95,10 @@ static int load_vlm(struct swift_eval_runner *r, struct swift_eval_opts *oo,
                     const struct swift_ops *ops)
 {
     const struct swift_eval_opts *o = oo;
-    if (o->task != SWIFT_EVAL_LOSS && o->task != SWIFT_EVAL_PPL)
-        return swift_error("%s: --task %s on a vision-language model is not supported yet (loss "
-                           "and ppl are; swift-infer generates with images)",
+    if (o->task != SWIFT_EVAL_LOSS && o->task != SWIFT_EVAL_PPL && o->task != SWIFT_EVAL_GSM8K &&
+        o->task != SWIFT_EVAL_EXACT)
+        return swift_error("%s: --task %s on a vision-language model is not supported yet (loss, "
+                           "ppl, gsm8k and exact are)",
                            o->model,
                            swift_eval_task_name(o->task));
     if (o->adapters)
@@ -111,9 +112,6 @@ static int load_vlm(struct swift_eval_runner *r, struct swift_eval_opts *oo,
         return -1;
     }
     r->V = r->vlm->llm.cfg.vocab_size;
-    int mp = r->vlm->llm.cfg.max_position_embeddings;
-    if (o->max_length <= 0)
-        oo->max_length = mp > 0 && mp < 4096 ? mp : 4096;
     return 0;
 }
 
@@ -124,13 +122,15 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
     if (brc)
         return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
-    if (!swift_model_is_gguf(o->model) && is_vlm(o->model))
-        return load_vlm(r, oo, be.ops);
-    if (swift_model_load(&r->m, o->model, be.ops, 1) < 0)
+    int vl = !swift_model_is_gguf(o->model) && is_vlm(o->model);
+    if (vl && load_vlm(r, oo, be.ops) < 0)
         return -1;
-    r->have_model = 1;
-    r->V = r->m.cfg.vocab_size;
-    if (o->adapters) {
+    if (!vl && swift_model_load(&r->m, o->model, be.ops, 1) < 0)
+        return -1;
+    r->have_model = !vl;
+    if (!vl)
+        r->V = r->m.cfg.vocab_size;
+    if (o->adapters && !vl) {
         struct swift_lora_opts lo;
         if (swift_lora_load(&r->m, o->adapters, &lo) < 0)
             return -1;
@@ -141,7 +141,7 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     /* --torch-dtype bfloat16: from here (the adapters merged in fp32) the matmuls run in bf16 */
     int math =
         o->torch_dtype >= 0 ? o->torch_dtype : swift_backend_default_math(&be, o->model, !o->quiet);
-    if (swift_backend_set_math(&be, math) < 0)
+    if (!vl && swift_backend_set_math(&be, math) < 0)
         return -1;
     if (o->task == SWIFT_EVAL_PREF)
         return load_pref(r, oo, be.ops);
@@ -167,7 +167,7 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     r->agent = o->agent ? o->agent : swift_agent_for_template(tname);
     if (!r->agent)
         r->agent = SWIFT_AGENT_HERMES;
-    int mp = r->m.cfg.max_position_embeddings;
+    int mp = vl ? r->vlm->llm.cfg.max_position_embeddings : r->m.cfg.max_position_embeddings;
     if (o->max_length <= 0)
         oo->max_length = mp > 0 && mp < 4096 ? mp : 4096;
     else if (o->max_length > mp && mp > 0)
@@ -284,6 +284,8 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
         trc = swift_eval_run_loss(r, rec, &n);
     else if (o->eval_url)
         trc = swift_eval_run_remote(r, set, rec, &n);
+    else if (r->vlm)
+        trc = swift_eval_run_vl_gen(r, set, rec, &n);
     else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
         trc = swift_eval_run_mc(r, set, rec, &n);
     else

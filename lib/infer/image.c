@@ -185,9 +185,8 @@ static int image_bytes(const char *ref, const char *base, unsigned char **data, 
     return rc;
 }
 
-/* Decode and process one image; its pixel_values appended to px. */
-static int one_image(const struct swift_infer_model *im, const char *ref, const char *base,
-                     struct swift_infer_pixels *px, char *err, size_t errlen)
+int swift_infer_image_load(const char *ref, const char *base, const struct swift_vl_opts *vo,
+                           int patch_dim, struct swift_infer_pixels *px, char *err, size_t errlen)
 {
     unsigned char *data = NULL;
     size_t len = 0;
@@ -200,12 +199,11 @@ static int one_image(const struct swift_infer_model *im, const char *ref, const 
         rc = swift_image_decode(data, len, SWIFT_IMAGE_MAX_PIXELS, &img, err, errlen);
     free(data);
     if (rc == 0)
-        rc = swift_vl_process(&img, &im->vo, &p, &rgb, err, errlen);
+        rc = swift_vl_process(&img, vo, &p, &rgb, err, errlen);
     if (rc == 0) {
         size_t np = (size_t)swift_pixels_patches(&p), pd = (size_t)swift_pixels_patch_dim(&p);
-        if (pd != (size_t)im->vlm->vc.patch_dim) {
-            snprintf(
-                err, errlen, "%zu floats per patch, the model takes %d", pd, im->vlm->vc.patch_dim);
+        if (pd != (size_t)patch_dim) {
+            snprintf(err, errlen, "%zu floats per patch, the model takes %d", pd, patch_dim);
             rc = -1;
         } else {
             px->pixels =
@@ -233,28 +231,28 @@ static int one_image(const struct swift_infer_model *im, const char *ref, const 
     return rc;
 }
 
-/* Each of the images' single <|image_pad|> in ids expanded to its grid's tokens. */
-static int expand_pads(const struct swift_infer_model *im, const struct swift_infer_pixels *px,
-                       int32_t **ids, int *n, struct swift_oai_error *er)
+int swift_infer_expand_pads(int32_t pad, int merge_size, const struct swift_infer_pixels *px,
+                            int32_t **ids, int *n, char *err, size_t errlen)
 {
-    int32_t pad = im->vlm->vc.image_token_id;
-    int ms = im->vlm->vc.merge_size, have = 0;
+    int ms = merge_size, have = 0;
     long total = *n;
     for (int i = 0; i < *n; i++)
         have += (*ids)[i] == pad;
-    if (have != px->nimages)
-        return swift_oai_fail(er,
-                              400,
-                              "messages",
-                              NULL,
-                              "the prompt has %d image pads for %d images (an image's place is "
-                              "one image_url part, or one <image> in a row)",
-                              have,
-                              px->nimages);
+    if (have != px->nimages) {
+        snprintf(err,
+                 errlen,
+                 "the prompt has %d image pads for %d images (an image's place is one image_url "
+                 "part, or one <image> in a row)",
+                 have,
+                 px->nimages);
+        return -1;
+    }
     for (int k = 0; k < px->nimages; k++)
         total += (long)px->grid[3 * k] * px->grid[3 * k + 1] * px->grid[3 * k + 2] / (ms * ms) - 1;
-    if (total > INT32_MAX / 2)
-        return swift_oai_fail(er, 400, "messages", NULL, "the images take too many tokens");
+    if (total > INT32_MAX / 2) {
+        snprintf(err, errlen, "the images take too many tokens");
+        return -1;
+    }
     int32_t *out = swift_xmalloc((size_t)total * sizeof(int32_t));
     int o = 0, k = 0;
     for (int i = 0; i < *n; i++) {
@@ -285,14 +283,21 @@ int swift_infer_images(const struct swift_infer_model *im, const struct swift_oa
             er, 400, "messages", NULL, "the model takes no images (not a vision-language model)");
     char err[400];
     for (int k = 0; k < rq->nimages; k++) {
-        if (one_image(im, rq->images[k], rq->images_rel ? base : NULL, px, err, sizeof(err)) < 0) {
+        if (swift_infer_image_load(rq->images[k],
+                                   rq->images_rel ? base : NULL,
+                                   &im->vo,
+                                   im->vlm->vc.patch_dim,
+                                   px,
+                                   err,
+                                   sizeof(err)) < 0) {
             swift_infer_pixels_release(px);
             return swift_oai_fail(er, 400, "messages", "invalid_image", "image %d: %s", k, err);
         }
     }
-    if (expand_pads(im, px, ids, n, er) < 0) {
+    if (swift_infer_expand_pads(
+            im->vlm->vc.image_token_id, im->vlm->vc.merge_size, px, ids, n, err, sizeof(err)) < 0) {
         swift_infer_pixels_release(px);
-        return -1;
+        return swift_oai_fail(er, 400, "messages", NULL, "%s", err);
     }
     return 0;
 }

@@ -37,6 +37,18 @@ void swift_infer_pixels_release(struct swift_infer_pixels *px);
 int swift_infer_data_url(const char *url, size_t len, unsigned char **data, size_t *n, char *err,
                          size_t errlen);
 
+/* One image: ref a data: URL, file:// URL or path (a relative path joined to base when base is
+ * not NULL), read, decoded, processed with vo; its pixel_values (patch_dim floats a row, the
+ * model's) appended to px. Returns 0, or -1 with the reason in err (px as it was). */
+struct swift_vl_opts;
+int swift_infer_image_load(const char *ref, const char *base, const struct swift_vl_opts *vo,
+                           int patch_dim, struct swift_infer_pixels *px, char *err, size_t errlen);
+/* Each single pad token of ids[0..*n) (one per image of px, in order) expanded to its image's
+ * t*h*w / merge_size^2 tokens (*ids reallocated). Returns 0, or -1 with a message in err when the
+ * pads are not one per image. */
+int swift_infer_expand_pads(int32_t pad, int merge_size, const struct swift_infer_pixels *px,
+                            int32_t **ids, int *n, char *err, size_t errlen);
+
 /* rq's images (rq->nimages may be 0: *ids untouched, px empty) against model im: a data: URL,
  * file:// URL or path (relative: to base when rq->images_rel and base is not NULL), read,
  * decoded and processed; each <|image_pad|> of ids[0..*n) (one per image, in order) expanded to
