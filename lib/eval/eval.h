@@ -63,6 +63,10 @@ struct swift_eval_item {
     char *reference;  /* owned; the full reference text (gsm8k's worked solution) for few-shot */
     const char *file; /* borrowed from the set's file list, for messages */
     long line;        /* first line of the row in that file */
+    char **images;    /* owned; gsm8k / exact rows' "images" (ms-swift's: paths relative to the
+                         file, or {"path"}), each at an "<image>" of the question (none: all
+                         before it); only a vision-language model takes them */
+    int nimages;
 };
 
 struct swift_eval_set {

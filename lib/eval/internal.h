@@ -23,10 +23,12 @@ struct swift_eval_ids {
     int n;
 };
 
+struct swift_vlm;
 struct swift_eval_runner {
     const struct swift_eval_opts *o;
     struct swift_model m;
     int have_model;
+    struct swift_vlm *vlm;  /* a vision-language model (loss / ppl on image shards), else NULL */
     struct swift_model ref; /* pref: --ref-model */
     int have_ref;
     int curl;      /* --eval-url: curl_global_init done */
@@ -104,6 +106,12 @@ void swift_eval_left_truncate(struct swift_eval_ids *x, int keep);
 /* The task loops: run the task, put its metrics into rec and the items scored into *n_out.
  * Return 0 or -1 (reported). */
 int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
+/* loss / ppl with r->vlm (lib/eval/run_vl.c): image shards, each document's full forward. */
+int swift_eval_run_vl_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
+/* gsm8k / exact with r->vlm (lib/eval/run_vl_gen.c): items with their images, generated on
+ * swift-infer's engine. */
+int swift_eval_run_vl_gen(struct swift_eval_runner *r, struct swift_eval_set *set, json_t *rec,
+                          long *n_out);
 int swift_eval_run_mc(struct swift_eval_runner *r, struct swift_eval_set *setp, json_t *rec,
                       long *n_out);
 int swift_eval_run_pref(struct swift_eval_runner *r, json_t *rec, long *n_out);

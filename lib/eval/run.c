@@ -10,9 +10,11 @@
 #include "lib/core/record.h"
 #include "lib/formats/shard.h"
 #include "lib/model/lora.h"
+#include "lib/model/vlm.h"
 #include "lib/preprocess/agent.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,44 @@ static int load_pref(struct swift_eval_runner *r, struct swift_eval_opts *oo,
 /* Load the model (with its adapters), the tokenizer, the stop ids and the prompter into r, and
  * settle --max-length (0: the model's max_position_embeddings, at most 4096). Returns 0, -1, or
  * SWIFT_MISUSED for a usage error (--device). Whatever was loaded is freed by runner_release. */
+/* config.json names a vision-language model (lib/model/vlm.h) */
+static int is_vlm(const char *dir)
+{
+    char *path = swift_path_join(dir, "config.json");
+    json_t *root = json_load_file(path, 0, NULL);
+    free(path);
+    const char *mt = root ? json_string_value(json_object_get(root, "model_type")) : NULL;
+    int vl = mt && (!strcmp(mt, "qwen2_vl") || !strcmp(mt, "qwen2_5_vl"));
+    json_decref(root);
+    return vl;
+}
+
+/* A vision-language model for loss / ppl on image shards: the other tasks and options are not
+ * supported yet (refused). */
+static int load_vlm(struct swift_eval_runner *r, struct swift_eval_opts *oo,
+                    const struct swift_ops *ops)
+{
+    const struct swift_eval_opts *o = oo;
+    if (o->task != SWIFT_EVAL_LOSS && o->task != SWIFT_EVAL_PPL && o->task != SWIFT_EVAL_GSM8K &&
+        o->task != SWIFT_EVAL_EXACT)
+        return swift_error("%s: --task %s on a vision-language model is not supported yet (loss, "
+                           "ppl, gsm8k and exact are)",
+                           o->model,
+                           swift_eval_task_name(o->task));
+    if (o->adapters)
+        return swift_error("%s: --adapters on a vision-language model are not supported yet",
+                           o->model);
+    r->vlm = swift_xcalloc(1, sizeof(*r->vlm));
+    if (swift_vlm_load(r->vlm, o->model, ops, SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER | SWIFT_VLM_LLM) <
+        0) {
+        free(r->vlm);
+        r->vlm = NULL;
+        return -1;
+    }
+    r->V = r->vlm->llm.cfg.vocab_size;
+    return 0;
+}
+
 static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
 {
     const struct swift_eval_opts *o = oo;
@@ -82,11 +122,15 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
     if (brc)
         return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
-    if (swift_model_load(&r->m, o->model, be.ops, 1) < 0)
+    int vl = !swift_model_is_gguf(o->model) && is_vlm(o->model);
+    if (vl && load_vlm(r, oo, be.ops) < 0)
         return -1;
-    r->have_model = 1;
-    r->V = r->m.cfg.vocab_size;
-    if (o->adapters) {
+    if (!vl && swift_model_load(&r->m, o->model, be.ops, 1) < 0)
+        return -1;
+    r->have_model = !vl;
+    if (!vl)
+        r->V = r->m.cfg.vocab_size;
+    if (o->adapters && !vl) {
         struct swift_lora_opts lo;
         if (swift_lora_load(&r->m, o->adapters, &lo) < 0)
             return -1;
@@ -97,7 +141,7 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     /* --torch-dtype bfloat16: from here (the adapters merged in fp32) the matmuls run in bf16 */
     int math =
         o->torch_dtype >= 0 ? o->torch_dtype : swift_backend_default_math(&be, o->model, !o->quiet);
-    if (swift_backend_set_math(&be, math) < 0)
+    if (!vl && swift_backend_set_math(&be, math) < 0)
         return -1;
     if (o->task == SWIFT_EVAL_PREF)
         return load_pref(r, oo, be.ops);
@@ -123,7 +167,7 @@ static int runner_load(struct swift_eval_runner *r, struct swift_eval_opts *oo)
     r->agent = o->agent ? o->agent : swift_agent_for_template(tname);
     if (!r->agent)
         r->agent = SWIFT_AGENT_HERMES;
-    int mp = r->m.cfg.max_position_embeddings;
+    int mp = vl ? r->vlm->llm.cfg.max_position_embeddings : r->m.cfg.max_position_embeddings;
     if (o->max_length <= 0)
         oo->max_length = mp > 0 && mp < 4096 ? mp : 4096;
     else if (o->max_length > mp && mp > 0)
@@ -146,6 +190,10 @@ static void runner_release(struct swift_eval_runner *r)
         swift_model_free(&r->m);
     if (r->have_ref)
         swift_model_free(&r->ref);
+    if (r->vlm) {
+        swift_vlm_free(r->vlm);
+        free(r->vlm);
+    }
     if (r->curl)
         curl_global_cleanup();
 }
@@ -230,10 +278,14 @@ static int eval_one(struct swift_eval_runner *r, struct swift_eval_set *set, dou
                                                                       : o->progress);
     if (o->task == SWIFT_EVAL_PREF)
         trc = swift_eval_run_pref(r, rec, &n);
+    else if (scored && r->vlm)
+        trc = swift_eval_run_vl_loss(r, rec, &n);
     else if (scored)
         trc = swift_eval_run_loss(r, rec, &n);
     else if (o->eval_url)
         trc = swift_eval_run_remote(r, set, rec, &n);
+    else if (r->vlm)
+        trc = swift_eval_run_vl_gen(r, set, rec, &n);
     else if (o->task == SWIFT_EVAL_MC || o->task == SWIFT_EVAL_MMLU)
         trc = swift_eval_run_mc(r, set, rec, &n);
     else

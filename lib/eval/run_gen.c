@@ -196,6 +196,12 @@ int swift_eval_run_gen(struct swift_eval_runner *r, struct swift_eval_set *setp,
         last = first + (size_t)o->limit;
     if (first >= last)
         return swift_error("'%s': no items to evaluate", o->dataset);
+    for (size_t i = 0; i < last; i++)
+        if (set.items[i].nimages)
+            return swift_error_at(set.items[i].file,
+                                  set.items[i].line,
+                                  "a row with images needs a vision-language model (Qwen2-VL, "
+                                  "Qwen2.5-VL)");
     int B = o->batch_size, cap = o->max_length;
     if (o->max_new_tokens >= cap) {
         return swift_error("--max-new-tokens %d leaves no room for a prompt in --max-length %d",

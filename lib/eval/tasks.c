@@ -55,6 +55,9 @@ static void item_release(struct swift_eval_item *it)
     free(it->choices);
     free(it->target);
     free(it->reference);
+    for (int i = 0; i < it->nimages; i++)
+        free(it->images[i]);
+    free(it->images);
     memset(it, 0, sizeof(*it));
 }
 
@@ -544,6 +547,34 @@ static int item_target(struct swift_eval_item *it, int task, json_t *a, const ch
     return 0;
 }
 
+/* A row's "images" into it->images (paths relative to the file, as ms-swift reads them). */
+static int item_images(struct swift_eval_item *it, json_t *v, const char *name, long line)
+{
+    json_t *list = json_object_get(v, "images");
+    if (!list || json_is_null(list))
+        return 0;
+    if (!json_is_array(list))
+        return swift_error_at(name, line, "\"images\" must be a list of paths");
+    size_t n = json_array_size(list);
+    if (n > 64)
+        return swift_error_at(name, line, "%zu images in one row (at most 64)", n);
+    const char *slash = strrchr(name, '/');
+    it->images = swift_xcalloc(n ? n : 1, sizeof(char *));
+    for (size_t k = 0; k < n; k++) {
+        json_t *p = json_array_get(list, k);
+        if (json_is_object(p))
+            p = json_object_get(p, "path");
+        if (!json_is_string(p) || !json_string_length(p))
+            return swift_error_at(name, line, "images[%zu] is not a path", k);
+        const char *s = json_string_value(p);
+        it->images[it->nimages++] =
+            s[0] == '/' || !slash || strstr(s, "://") || !strncmp(s, "data:", 5)
+                ? swift_xstrdup(s)
+                : swift_asprintf("%.*s/%s", (int)(slash - name), name, s);
+    }
+    return 0;
+}
+
 static int jsonl_item(int task, json_t *v, const char *name, long line, struct swift_eval_set *set)
 {
     if (!json_is_object(v))
@@ -568,6 +599,8 @@ static int jsonl_item(int task, json_t *v, const char *name, long line, struct s
     int rc = task == SWIFT_EVAL_MC || task == SWIFT_EVAL_MMLU
                  ? item_choices(it, v, a, name, line)
                  : item_target(it, task, a, name, line);
+    if (rc == 0 && (task == SWIFT_EVAL_GSM8K || task == SWIFT_EVAL_EXACT))
+        rc = item_images(it, v, name, line);
     if (rc < 0)
         set_pop(set);
     return rc;

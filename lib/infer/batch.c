@@ -1,6 +1,7 @@
 /* batch — swift-infer's batch mode over the engine (see batch.h). */
 #include "lib/infer/batch.h"
 #include "lib/infer/engine.h"
+#include "lib/infer/image.h"
 #include "lib/infer/openai.h"
 
 #include "kernels/ops.h"
@@ -55,6 +56,7 @@ struct job {
 
 struct batch {
     const struct swift_infer_opts *o;
+    char *base; /* the input file's directory: a row's relative image paths (NULL: stdin) */
     struct swift_infer_model im; /* the model, tokenizer, template, engine (load.c) */
     const char *model_name;
     json_t *kept;   /* custom_id -> line of an earlier output */
@@ -229,7 +231,9 @@ static void submit(struct batch *b, struct job *j)
     struct swift_oai_error er = {0};
     int32_t *ids = NULL;
     int n = 0;
-    if (prompt_of(b, j, &ids, &n, &er) < 0) {
+    struct swift_infer_pixels px = {0};
+    if (prompt_of(b, j, &ids, &n, &er) < 0 ||
+        swift_infer_images(&b->im, &j->rq, b->base, &ids, &n, &px, &er) < 0) {
         free(ids);
         answer_error(j, &er);
         swift_oai_request_release(&j->rq);
@@ -264,6 +268,7 @@ static void submit(struct batch *b, struct job *j)
     }
     if (er.status) {
         free(ids);
+        swift_infer_pixels_release(&px);
         answer_error(j, &er);
         swift_oai_request_release(&j->rq);
         return;
@@ -273,8 +278,11 @@ static void submit(struct batch *b, struct job *j)
     j->prompt_tokens = n;
     j->t0 = swift_trace_now();
     char err[256];
-    int64_t id = swift_engine_add(b->im.eng, ids, n, &s, on_token, j, err, sizeof(err));
+    struct swift_engine_images ei = {
+        .pixels = px.pixels, .npatches = px.npatches, .grid_thw = px.grid, .nimages = px.nimages};
+    int64_t id = swift_engine_add_images(b->im.eng, ids, n, &ei, &s, on_token, j, err, sizeof(err));
     free(ids);
+    swift_infer_pixels_release(&px);
     if (id < 0) {
         swift_oai_fail(&er, 400, NULL, NULL, "%s", err);
         for (int c = 0; c < s.n; c++)
@@ -456,6 +464,7 @@ static void release(struct batch *b)
         job_free(b->q[i]);
     free(b->q);
     swift_infer_release(&b->im);
+    free(b->base);
     json_decref(b->kept);
     json_decref(b->seen);
 }
@@ -541,6 +550,8 @@ int swift_infer_batch_run(const struct swift_infer_opts *o)
 {
     struct batch b = {.o = o, .kept = json_object(), .seen = json_object()};
     b.model_name = o->served_name ? o->served_name : o->model;
+    if (o->input && strcmp(o->input, "-") && strrchr(o->input, '/'))
+        b.base = swift_asprintf("%.*s", (int)(strrchr(o->input, '/') - o->input), o->input);
     stop_flag = 0;
     int rc = swift_infer_load(&b.im, o);
     if (rc < 0) {

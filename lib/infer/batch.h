@@ -37,6 +37,7 @@
 
 #include "lib/infer/engine.h"
 #include "lib/model/model.h"
+#include "lib/preprocess/vision.h"
 
 struct swift_infer_opts {
     const char *model;         /* model directory (required) */
@@ -63,9 +64,14 @@ struct swift_template;
  * adapters merged, its tokenizer, the chat template (--template or the tokenizer's; NULL when
  * none is known), the engine with the ids that end a choice (the model's eos, the tokenizer's
  * eos_token, <|im_end|> and <|eot_id|>), and the max_model_len in effect. */
+struct swift_vlm;
 struct swift_infer_model {
     struct swift_model m;
     int have_model;
+    struct swift_model *model; /* the engine's: &m, or a vision-language model's &vlm->llm */
+    struct swift_vlm *vlm;     /* a Qwen2-VL / Qwen2.5-VL directory (config.json's model_type):
+                                  its images go through lib/infer/image.h; NULL: a text model */
+    struct swift_vl_opts vo;   /* the image processor's settings (preprocessor_config.json) */
     struct swift_tokenizer *tok;
     struct swift_tok_state *st;
     const struct swift_template *tpl;

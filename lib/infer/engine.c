@@ -134,6 +134,7 @@ static void req_free(struct swift_engine *e, struct ireq *r)
     free(r->seqs);
     free(r->prompt);
     free(r->stop);
+    swift_vlm_prompt_free(&r->vp);
     free(r);
 }
 
@@ -158,7 +159,58 @@ void swift_engine_free(struct swift_engine *e)
     free(e->pn);
     free(e->logits);
     free(e->btok);
+    free(e->pos3);
+    free(e->emb);
+    free(e->emb_at);
     free(e);
+}
+
+void swift_engine_set_vlm(struct swift_engine *e, struct swift_vlm *v)
+{
+    size_t T = (size_t)e->o.max_num_batched_tokens;
+    e->vlm = v;
+    free(e->pos3);
+    free(e->emb);
+    free(e->emb_at);
+    e->pos3 = e->emb_at = NULL;
+    e->emb = NULL;
+    if (!v)
+        return;
+    e->pos3 = swift_xcalloc(3 * T, sizeof(int32_t));
+    e->emb = swift_xcalloc(T * (size_t)e->m->cfg.hidden_size, sizeof(float));
+    e->emb_at = swift_xcalloc(T, sizeof(int32_t));
+}
+
+int swift_infer_prefix_limit(const struct swift_engine *e, const struct iseq *s)
+{
+    return e->vlm && s->r->vp.nembeds > 0 ? s->r->vp.first_image : INT32_MAX;
+}
+
+/* r's positions and image embeddings (swift_vlm_prompt), the library's report in err. */
+static int vlm_prompt(struct swift_engine *e, struct ireq *r, const struct swift_engine_images *im,
+                      char *err, size_t errlen)
+{
+    char buf[512] = "";
+    FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
+    if (f)
+        swift_error_set_stream(f);
+    int rc = swift_vlm_prompt(e->vlm,
+                              r->prompt,
+                              r->plen,
+                              im ? im->pixels : NULL,
+                              im ? im->npatches : 0,
+                              im ? im->grid_thw : NULL,
+                              im ? im->nimages : 0,
+                              &r->vp);
+    if (f) {
+        swift_error_set_stream(NULL);
+        fclose(f);
+    }
+    if (rc < 0) {
+        const char *msg = strstr(buf, ": ") ? strstr(buf, ": ") + 2 : buf;
+        snprintf(err, errlen, "%.*s", (int)strcspn(msg, "\n"), msg);
+    }
+    return rc;
 }
 
 static void grow(void *arr, int *cap, int need, size_t elem)
@@ -253,6 +305,18 @@ int64_t swift_engine_add(struct swift_engine *e, const int32_t *prompt, int len,
                          const struct swift_sampling *s, swift_engine_cb cb, void *ctx, char *err,
                          size_t errlen)
 {
+    return swift_engine_add_images(e, prompt, len, NULL, s, cb, ctx, err, errlen);
+}
+
+int64_t swift_engine_add_images(struct swift_engine *e, const int32_t *prompt, int len,
+                                const struct swift_engine_images *im,
+                                const struct swift_sampling *s, swift_engine_cb cb, void *ctx,
+                                char *err, size_t errlen)
+{
+    if (im && im->nimages > 0 && !e->vlm) {
+        snprintf(err, errlen, "the model takes no images (not a vision-language model)");
+        return -1;
+    }
     if (len < 1 || !prompt) {
         snprintf(err, errlen, "empty prompt");
         return -1;
@@ -301,6 +365,12 @@ int64_t swift_engine_add(struct swift_engine *e, const int32_t *prompt, int len,
     r->cb = cb;
     r->ctx = ctx;
     r->limit = limit;
+    if (e->vlm && vlm_prompt(e, r, im, err, errlen) < 0) {
+        free(r->prompt);
+        free(r->stop);
+        free(r);
+        return -1;
+    }
     r->seqs = swift_xcalloc((size_t)s->n, sizeof(*r->seqs));
     r->seqs[0] = swift_infer_seq_new(e, r, 0);
     r->seqs[0]->slots = s->n;

@@ -123,6 +123,33 @@ void swift_engine_free(struct swift_engine *e);
 int64_t swift_engine_add(struct swift_engine *e, const int32_t *prompt, int len,
                          const struct swift_sampling *s, swift_engine_cb cb, void *ctx, char *err,
                          size_t errlen);
+/*
+ * Vision-language models (lib/model/vlm.h): an engine made on &v->llm serves v's images once
+ * swift_engine_set_vlm(e, v) is called (before the first add). Every request then runs with
+ * M-RoPE positions (text-only prompts too: theirs equal the cache positions); a request with
+ * images has its image embeddings computed once, at add (the vision tower's forward), and written
+ * over its <|image_pad|> tokens when the prompt is prefilled (chunk by chunk, or again after a
+ * preemption); generated tokens continue at the prompt's rope delta. The prefix cache shares only
+ * the blocks before a prompt's first image pad (the pads' tokens do not name the image).
+ */
+struct swift_vlm;
+void swift_engine_set_vlm(struct swift_engine *e, struct swift_vlm *v);
+/* A prompt's images: pixel_values rows (npatches of patch_dim floats, host) and their grids
+ * (nimages x (t, h, w)), borrowed for the call. */
+struct swift_engine_images {
+    const float *pixels;
+    int npatches;
+    const int32_t *grid_thw;
+    int nimages;
+};
+/* swift_engine_add with images (im NULL or nimages 0: none). Also -1 with a message when the
+ * engine has no vision-language model, or when the prompt's <|image_pad|> runs do not match the
+ * grids. */
+int64_t swift_engine_add_images(struct swift_engine *e, const int32_t *prompt, int len,
+                                const struct swift_engine_images *im,
+                                const struct swift_sampling *s, swift_engine_cb cb, void *ctx,
+                                char *err, size_t errlen);
+
 /* Cancel a queued or running request: each unfinished choice gets one event with token -1 and
  * SWIFT_FINISH_ABORT, from this call. Returns 0, or -1 for an unknown id. */
 int swift_engine_cancel(struct swift_engine *e, int64_t req);

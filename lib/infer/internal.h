@@ -6,6 +6,7 @@
 #include "lib/infer/engine.h"
 #include "lib/infer/sample.h"
 #include "lib/model/pkv.h"
+#include "lib/model/vlm.h"
 
 #include <stdint.h>
 
@@ -39,6 +40,7 @@ struct ireq {
     int limit;          /* prompt + completion tokens at most (max_model_len, the pool) */
     int cached;         /* prompt tokens found in the prefix cache at the first admission */
     int64_t t_add, t_sched, t_first; /* ns: queued, first scheduled, first token (0: not yet) */
+    struct swift_vlm_prompt vp;      /* with a vision-language model: positions, image embeds */
 };
 
 struct swift_engine {
@@ -62,7 +64,11 @@ struct swift_engine {
     struct iseq **pseq, **wseq;
     int *pn; /* tokens of pseq[i] in this step */
     float *logits;
-    int32_t *btok; /* (block_size) one block's tokens, for the prefix cache */
+    int32_t *btok;         /* (block_size) one block's tokens, for the prefix cache */
+    struct swift_vlm *vlm; /* NULL: a text model */
+    int32_t *pos3;         /* (3, max_num_batched_tokens) with vlm: the step's M-RoPE positions */
+    float *emb;            /* (max_num_batched_tokens, hidden): the step's image embeddings */
+    int32_t *emb_at;       /* (max_num_batched_tokens) the tokens they replace */
     struct swift_engine_stats st;
 };
 
@@ -74,5 +80,8 @@ int32_t swift_infer_token_at(const struct iseq *s, int i); /* prompt ++ out */
 void swift_infer_run_push(struct swift_engine *e, struct iseq *s);
 struct iseq *swift_infer_seq_new(struct swift_engine *e, struct ireq *r, int choice);
 void swift_infer_compact(struct swift_engine *e); /* drop what ended */
+/* Tokens of s's request at the start of its cache that the prefix cache may hold: all, or those
+ * before its first image pad. */
+int swift_infer_prefix_limit(const struct swift_engine *e, const struct iseq *s);
 
 #endif

@@ -302,7 +302,28 @@ static int parse_role(const char *r, enum swift_role *out)
     return -1;
 }
 
-/* content: a string, null, or an array of text parts (joined with "\n", kept in rq->owned). */
+/* An image part's URL: {"image_url": {"url": "..."}} (OpenAI) or {"image_url": "..."}. */
+static const char *image_url(json_t *part)
+{
+    json_t *u = json_object_get(part, "image_url");
+    if (json_is_object(u))
+        u = json_object_get(u, "url");
+    return json_is_string(u) ? json_string_value(u) : NULL;
+}
+
+static int add_image(struct swift_oai_request *rq, const char *url, const char *p,
+                     struct swift_oai_error *er)
+{
+    if (rq->nimages >= SWIFT_OAI_MAX_IMAGES)
+        return swift_oai_fail(
+            er, 400, p, NULL, "more than %d images in one request", SWIFT_OAI_MAX_IMAGES);
+    rq->images[rq->nimages++] = url;
+    return 0;
+}
+
+/* content: a string, null, or an array of parts: text parts joined with "\n" (vLLM), each
+ * image_url part becoming SWIFT_OAI_IMAGE_MARK where it stands, its URL in rq->images (the new
+ * text kept in rq->owned). */
 static int parse_content(struct swift_oai_request *rq, json_t *c, size_t i, struct swift_message *m,
                          struct swift_oai_error *er)
 {
@@ -327,31 +348,56 @@ static int parse_content(struct swift_oai_request *rq, json_t *c, size_t i, stru
                               p,
                               type_name(c));
     char *buf = NULL;
-    size_t len = 0;
+    size_t len = 0, mark = strlen(SWIFT_OAI_IMAGE_MARK);
     size_t k;
+    int prev_text = 0;
     json_t *part;
     json_array_foreach(c, k, part)
     {
         json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-        if (!json_is_string(type) || strcmp(json_string_value(type), "text") ||
-            !json_is_string(text)) {
+        const char *ty = json_is_string(type) ? json_string_value(type) : "";
+        if (!strcmp(ty, "image_url")) {
+            const char *url = image_url(part);
+            int rc = url ? add_image(rq, url, p, er)
+                         : swift_oai_fail(er,
+                                          400,
+                                          p,
+                                          NULL,
+                                          "'%s[%zu]': an image_url part needs \"image_url\": "
+                                          "{\"url\": string}",
+                                          p,
+                                          k);
+            if (rc < 0) {
+                free(buf);
+                return -1;
+            }
+            buf = swift_xrealloc(buf, len + mark + 1);
+            memcpy(buf + len, SWIFT_OAI_IMAGE_MARK, mark);
+            len += mark;
+            buf[len] = 0;
+            prev_text = 0;
+            continue;
+        }
+        if (strcmp(ty, "text") || !json_is_string(text)) {
             free(buf);
             return swift_oai_fail(er,
                                   400,
                                   p,
                                   NULL,
-                                  "'%s[%zu]': only {\"type\": \"text\", \"text\": ...} parts are "
-                                  "supported",
+                                  "'%s[%zu]': only {\"type\": \"text\", \"text\": ...} and "
+                                  "{\"type\": \"image_url\", \"image_url\": {\"url\": ...}} "
+                                  "parts are supported",
                                   p,
                                   k);
         }
         size_t n = json_string_length(text);
         buf = swift_xrealloc(buf, len + n + 2);
-        if (k)
+        if (prev_text)
             buf[len++] = '\n';
         memcpy(buf + len, json_string_value(text), n);
         len += n;
         buf[len] = 0;
+        prev_text = 1;
     }
     json_t *s = json_stringn_nocheck(buf ? buf : "", len);
     free(buf);
@@ -567,6 +613,90 @@ static void request_init(struct swift_oai_request *rq, json_t *body, enum swift_
     rq->sampling = (struct swift_sampling){.n = 1, .top_p = 1.0, .repetition_penalty = 1.0};
 }
 
+static size_t count_marks(const char *s, size_t n)
+{
+    size_t k = 0;
+    for (const char *q = s; (q = memmem(q, n - (size_t)(q - s), "<image>", 7)); q += 7)
+        k++;
+    return k;
+}
+
+/* Message m's content with each "<image>" replaced by SWIFT_OAI_IMAGE_MARK (or, prepend > 0, that
+ * many marks before it), kept in rq->owned. */
+static void mark_images(struct swift_oai_request *rq, struct swift_message *m, size_t prepend)
+{
+    size_t mark = strlen(SWIFT_OAI_IMAGE_MARK),
+           k = prepend ? prepend : count_marks(m->content, m->len);
+    char *out = swift_xmalloc(m->len + k * mark + 1), *o = out;
+    for (size_t i = 0; i < prepend; i++, o += mark)
+        memcpy(o, SWIFT_OAI_IMAGE_MARK, mark);
+    const char *q = m->content, *end = m->content + m->len;
+    while (q < end) {
+        const char *h = prepend ? NULL : memmem(q, (size_t)(end - q), "<image>", 7);
+        size_t n = (size_t)((h ? h : end) - q);
+        memcpy(o, q, n);
+        o += n;
+        if (!h)
+            break;
+        memcpy(o, SWIFT_OAI_IMAGE_MARK, mark);
+        o += mark;
+        q = h + 7;
+    }
+    json_t *s = json_stringn_nocheck(out, (size_t)(o - out));
+    free(out);
+    json_array_append_new(rq->owned, s);
+    m->content = json_string_value(s);
+    m->len = json_string_length(s);
+}
+
+/* ms-swift's "images" (paths, or {"path": ...}) with "<image>" placeholders in the messages;
+ * none at all puts every image before the first user message, as ms-swift and swift-preprocess
+ * do. The paths are relative to the data file (rq->images_rel). */
+static int parse_row_images(json_t *row, struct swift_oai_request *rq, struct swift_oai_error *er)
+{
+    json_t *list = json_object_get(row, "images");
+    if (!list || json_is_null(list))
+        return 0;
+    if (!json_is_array(list)) {
+        json_t *one = json_array();
+        json_array_append(one, list);
+        json_array_append_new(rq->owned, one);
+        list = one;
+    }
+    size_t n = json_array_size(list), have = 0, first_user = rq->conv.n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(list, i);
+        if (json_is_object(v))
+            v = json_object_get(v, "path");
+        if (!json_is_string(v))
+            return swift_oai_fail(er, 400, "images", NULL, "images[%zu] is not a path", i);
+        if (add_image(rq, json_string_value(v), "images", er) < 0)
+            return -1;
+    }
+    rq->images_rel = 1;
+    for (size_t m = 0; m < rq->conv.n; m++) {
+        have += count_marks(rq->conv.msg[m].content, rq->conv.msg[m].len);
+        if (first_user == rq->conv.n && rq->conv.msg[m].role == SWIFT_ROLE_USER)
+            first_user = m;
+    }
+    if (have == 0 && n > 0 && first_user < rq->conv.n) {
+        mark_images(rq, &rq->conv.msg[first_user], n);
+        return 0;
+    }
+    if (have != n)
+        return swift_oai_fail(er,
+                              400,
+                              "images",
+                              NULL,
+                              "%zu <image> placeholders for %zu images in \"images\"",
+                              have,
+                              n);
+    for (size_t m = 0; m < rq->conv.n && n; m++)
+        if (count_marks(rq->conv.msg[m].content, rq->conv.msg[m].len))
+            mark_images(rq, &rq->conv.msg[m], 0);
+    return 0;
+}
+
 int swift_oai_parse_row(json_t *row, const char *served, struct swift_oai_request *rq,
                         struct swift_oai_error *er)
 {
@@ -599,6 +729,8 @@ int swift_oai_parse_row(json_t *row, const char *served, struct swift_oai_reques
         rq->conv.n--;
     if (rc == 0 && rq->conv.n == 0)
         rc = swift_oai_fail(er, 400, "messages", NULL, "the row has no messages");
+    if (rc == 0)
+        rc = parse_row_images(row, rq, er);
     if (rc == 0)
         rc = parse_choice(row, rq, er);
     if (rc < 0) {

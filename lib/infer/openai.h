@@ -51,6 +51,10 @@ enum swift_oai_kind { SWIFT_OAI_CHAT, SWIFT_OAI_COMPLETION };
 #define SWIFT_OAI_MAX_N 64
 #define SWIFT_OAI_MAX_STOP 16
 #define SWIFT_OAI_MAX_STOP_IDS 64
+#define SWIFT_OAI_MAX_IMAGES 32
+/* Where an image goes in a message's text (Qwen2-VL's chat template puts the same for an image
+ * part); swift_infer_images expands its <|image_pad|> to the image's tokens. */
+#define SWIFT_OAI_IMAGE_MARK "<|vision_start|><|image_pad|><|vision_end|>"
 
 /* An error as the API returns it: HTTP status, message, the field at fault ("" when none) and
  * the code (NULL: none; "model_not_found" for 404). */
@@ -83,6 +87,11 @@ struct swift_oai_request {
     int logprobs;  /* chat: logprobs true; completions: logprobs given (sampling.top_logprobs N) */
     int token_ids; /* return_tokens_as_token_ids (vLLM): logprobs tokens as "token_id:N" */
     int stream, include_usage;
+    /* images (chat): the URLs of image_url parts, or a row's "images" paths, in prompt order
+     * (borrowed from body); each stands as SWIFT_OAI_IMAGE_MARK in its message */
+    const char *images[SWIFT_OAI_MAX_IMAGES];
+    int nimages;
+    int images_rel; /* a row's paths: relative to the data file */
 };
 
 /* Parse a request body of the given kind. served: the model name this server answers to (a
@@ -94,7 +103,9 @@ int swift_oai_parse(json_t *body, enum swift_oai_kind kind, const char *served,
 /* A chat request from an ms-swift row (the formats swift-preprocess reads: "messages" or ShareGPT
  * "conversations", roles tool_call / tool_response / function_call / observation, "tools" as an
  * array or a JSON string, a "system" column; lib/preprocess/dataset.h) with the request fields
- * above next to them; a final assistant message is the row's label and is dropped. */
+ * above next to them; a final assistant message is the row's label and is dropped. "images"
+ * (paths relative to the data file, or {"path"}) go where the "<image>" placeholders are (none:
+ * all before the first user message, as ms-swift); a count that differs is a 400. */
 int swift_oai_parse_row(json_t *row, const char *served, struct swift_oai_request *rq,
                         struct swift_oai_error *er);
 /* The same from raw bytes: malformed JSON or a non-object is a 400. */

@@ -281,6 +281,7 @@ static void sreq_drop(struct sreq *r) /* never queued */
     if (r->rq.body)
         swift_oai_request_release(&r->rq);
     free(r->ids);
+    swift_infer_pixels_release(&r->px);
     pthread_cond_destroy(&r->cv);
     free(r);
 }

@@ -59,6 +59,9 @@ int srv_prepare(struct srv *s, struct sreq *r)
     pthread_mutex_unlock(&s->tok_mu);
     if (rc < 0)
         return -1;
+    /* the images decoded here, on the connection's thread, not the engine's; paths as given */
+    if (swift_infer_images(&s->im, &r->rq, NULL, &r->ids, &r->nids, &r->px, &r->er) < 0)
+        return -1;
     struct swift_sampling *sp = &r->sampling;
     *sp = r->rq.sampling;
     int n = r->nids, L = s->im.max_len;
@@ -107,6 +110,7 @@ static void sreq_free(struct sreq *r)
         swift_oai_request_release(&r->rq);
     pthread_cond_destroy(&r->cv);
     free(r->ids);
+    swift_infer_pixels_release(&r->px);
     free(r->first_sent);
     free(r->fin_sent);
     free(r->out);
@@ -216,12 +220,18 @@ static void engine_add(struct srv *s, struct sreq *r, int stopping)
         s->act[s->nact++] = r;
     }
     pthread_mutex_unlock(&s->mu);
-    if (!skip)
-        id = swift_engine_add(
-            s->im.eng, r->ids, r->nids, &r->sampling, on_token, r, err, sizeof(err));
+    if (!skip) {
+        struct swift_engine_images ei = {.pixels = r->px.pixels,
+                                         .npatches = r->px.npatches,
+                                         .grid_thw = r->px.grid,
+                                         .nimages = r->px.nimages};
+        id = swift_engine_add_images(
+            s->im.eng, r->ids, r->nids, &ei, &r->sampling, on_token, r, err, sizeof(err));
+    }
     pthread_mutex_lock(&s->mu);
     free(r->ids);
     r->ids = NULL;
+    swift_infer_pixels_release(&r->px);
     if (id < 0) {
         if (!skip) {
             r->in_engine = 0;

@@ -3,6 +3,7 @@
 #define SWIFT_INFER_SERVER_INT_H
 
 #include "lib/infer/engine.h"
+#include "lib/infer/image.h"
 #include "lib/infer/openai.h"
 #include "lib/infer/server.h"
 #include "lib/model/model.h"
@@ -19,6 +20,7 @@ struct sreq {
     struct swift_oai_request rq;
     int32_t *ids; /* the prompt; freed once added */
     int nids;
+    struct swift_infer_pixels px;   /* its images (lib/infer/image.h); freed once added */
     struct swift_sampling sampling; /* max_tokens filled */
     char id[64];                    /* chatcmpl-… / cmpl-… */
     long created;

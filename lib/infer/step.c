@@ -100,9 +100,12 @@ static int prefix_match(struct swift_engine *e, struct iseq *s)
 {
     int bs = e->o.block_size, total = s->r->plen + s->nout, found = 0;
     int32_t *tok = e->btok;
+    int lim = swift_infer_prefix_limit(e, s);
     if (!e->o.prefix_caching || s->kv.len != 0)
         return 0;
-    while (s->kv.len + bs <= total - 1) {
+    if (lim > total - 1)
+        lim = total - 1;
+    while (s->kv.len + bs <= lim) {
         for (int j = 0; j < bs; j++)
             tok[j] = swift_infer_token_at(s, s->kv.len + j);
         int32_t parent = s->kv.nblocks ? s->kv.blocks[s->kv.nblocks - 1] : -1;
@@ -120,9 +123,12 @@ static void prefix_register(struct swift_engine *e, struct iseq *s)
 {
     int bs = e->o.block_size;
     int32_t *tok = e->btok;
+    int lim = swift_infer_prefix_limit(e, s);
     if (!e->o.prefix_caching)
         return;
-    while ((s->kv.nreg + 1) * bs <= s->kv.len) {
+    if (lim > s->kv.len)
+        lim = s->kv.len;
+    while ((s->kv.nreg + 1) * bs <= lim) {
         for (int j = 0; j < bs; j++)
             tok[j] = swift_infer_token_at(s, s->kv.nreg * bs + j);
         swift_pkv_prefix_add(&e->kv, &s->kv, tok);
@@ -219,6 +225,34 @@ static void emit(struct swift_engine *e, struct iseq *s, const float *lg)
         swift_infer_seq_done(e, s);
 }
 
+/* With a vision-language model: the M-RoPE positions of the plan's N tokens (the prompt's, then
+ * the cache position + the rope delta) and the image embeddings of the prompt chunks' pads. */
+static void vlm_inputs(struct swift_engine *e, const struct plan *p, int N, struct swift_pkv_mm *mm)
+{
+    size_t H = (size_t)e->m->cfg.hidden_size;
+    int n = 0, nemb = 0;
+    for (int i = 0; i < p->n; i++) {
+        const struct iseq *s = e->pseq[i];
+        const struct swift_vlm_prompt *vp = &s->r->vp;
+        for (int j = s->kv.len; j < s->kv.len + e->pn[i]; j++, n++) {
+            if (j < vp->T) {
+                for (int d = 0; d < 3; d++)
+                    e->pos3[(size_t)d * N + n] = vp->pos3[(size_t)d * vp->T + j];
+                int32_t r = vp->embed_of[j];
+                if (r >= 0) {
+                    memcpy(e->emb + nemb * H, vp->embeds + r * H, H * sizeof(float));
+                    e->emb_at[nemb++] = n;
+                }
+            } else {
+                for (int d = 0; d < 3; d++)
+                    e->pos3[(size_t)d * N + n] = j + vp->delta;
+            }
+        }
+    }
+    *mm = (struct swift_pkv_mm){
+        .pos3 = e->pos3, .embeds = e->emb, .embed_at = e->emb_at, .nemb = nemb};
+}
+
 /* The forward of the plan and what follows it. Returns 0 or -1 (reported). */
 static int run_plan(struct swift_engine *e, const struct plan *p)
 {
@@ -236,8 +270,12 @@ static int run_plan(struct swift_engine *e, const struct plan *p)
             e->wseq[nw++] = s;
         }
     }
+    struct swift_pkv_mm mm;
+    if (e->vlm)
+        vlm_inputs(e, p, N, &mm);
     int64_t t0 = swift_trace_now();
-    int rc = swift_pkv_forward(&e->kv, e->fseq, p->n, e->tok, e->seqof, N, e->want, nw, e->logits);
+    int rc = swift_pkv_forward_mm(
+        &e->kv, e->fseq, p->n, e->tok, e->seqof, N, e->want, nw, e->logits, e->vlm ? &mm : NULL);
     e->st.forward_s += (double)(swift_trace_now() - t0) * 1e-9;
     if (rc < 0)
         return -1;

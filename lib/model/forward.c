@@ -30,6 +30,8 @@ struct layer_ctx {
     float *xa;             /* (N,r) LoRA scratch shared by the adapters; NULL: each adapter's own
                             * ad->xa, kept for backward */
     int drop;              /* LoRA dropout on (training with a backward to follow) */
+    const int32_t *pos3;   /* NULL, or (3, N) host: M-RoPE positions of a cached forward
+                            * (swift_pkv_forward_mm); pos stays the cache position */
 };
 
 static uint64_t lin_seed(const struct swift_model *m, int l, int k)
@@ -210,6 +212,12 @@ static void layer_fwd(struct swift_model *m, int l, const struct layer_ctx *cx, 
         for (int s = 0; s < 3; s++) {
             ops->rope_fwd(la->q, m->mrope_pos + (size_t)s * N, m->mrope_freq + s * h2, N, NH, D);
             ops->rope_fwd(la->k, m->mrope_pos + (size_t)s * N, m->mrope_freq + s * h2, N, NKV, D);
+        }
+    } else if (cx->pos3) { /* the same over a cache: the positions are not the cache's */
+        size_t h2 = (size_t)D / 2;
+        for (int s = 0; s < 3; s++) {
+            ops->rope_fwd(la->q, cx->pos3 + (size_t)s * N, m->mrope_freq + s * h2, N, NH, D);
+            ops->rope_fwd(la->k, cx->pos3 + (size_t)s * N, m->mrope_freq + s * h2, N, NKV, D);
         }
     } else {
         ops->rope_fwd(la->q, cx->pos, m->inv_freq, N, NH, D);
@@ -455,7 +463,7 @@ static int kv_place(struct swift_kv *kv, const int32_t *tokens, const int *rowof
  * the final norm and lm_head on the wanted tokens; flops added to *flops. */
 static void cached_run(struct swift_model *m, struct swift_kv *kv, const struct layer_ctx *cx,
                        const int32_t *tokens, const int *want, int nwant, float *logits,
-                       double *flops)
+                       double *flops, const struct swift_pkv_mm *mm)
 {
     const struct swift_model_config *c = &m->cfg;
     const struct swift_ops *ops = m->ops;
@@ -485,6 +493,10 @@ static void cached_run(struct swift_model *m, struct swift_kv *kv, const struct 
     *flops += (lin + att) * c->num_layers;
 
     ops->embed_fwd(kv->x, tokens, m->embed, N, H);
+    if (mm && mm->nemb > 0) { /* given embeddings over their tokens' (kv->h is free here) */
+        ops->upload(kv->h, mm->embeds, (size_t)mm->nemb * H * sizeof(float));
+        ops->copy_rows(kv->x, mm->embed_at, kv->h, NULL, mm->nemb, H);
+    }
     for (int l = 0; l < c->num_layers; l++)
         layer_fwd(m, l, cx, kv->x, kv->x, &la);
     if (nwant == 0)
@@ -509,7 +521,7 @@ int swift_kv_forward(struct swift_kv *kv, const int32_t *tokens, const int *rowo
     if (kv_place(kv, tokens, rowof, N, want, nwant) < 0)
         return -1;
     struct layer_ctx cx = {.N = N, .pos = kv->pos, .kv = kv, .xa = kv->xa};
-    cached_run(kv->m, kv, &cx, tokens, want, nwant, logits, &kv->flops);
+    cached_run(kv->m, kv, &cx, tokens, want, nwant, logits, &kv->flops, NULL);
     return 0;
 }
 
@@ -575,14 +587,31 @@ int swift_pkv_forward(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, in
                       const int32_t *tokens, const int *seqof, int N, const int *want, int nwant,
                       float *logits)
 {
+    return swift_pkv_forward_mm(c, seqs, nseqs, tokens, seqof, N, want, nwant, logits, NULL);
+}
+
+int swift_pkv_forward_mm(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, int nseqs,
+                         const int32_t *tokens, const int *seqof, int N, const int *want, int nwant,
+                         float *logits, const struct swift_pkv_mm *mm)
+{
     struct swift_kv *kv = &c->s;
     if (N < 0 || N > c->max_tokens)
         return swift_error("%d tokens in one call, more than %d", N, c->max_tokens);
     if (N == 0)
         return 0;
+    if (mm) {
+        if (mm->pos3 && !c->m->mrope_freq)
+            return swift_error("M-RoPE positions for a model without M-RoPE");
+        if (mm->nemb < 0 || mm->nemb > N || (mm->nemb > 0 && (!mm->embeds || !mm->embed_at)))
+            return swift_error("%d input embeddings for %d tokens", mm->nemb, N);
+        for (int i = 0; i < mm->nemb; i++)
+            if (mm->embed_at[i] < 0 || mm->embed_at[i] >= N)
+                return swift_error("input embedding for token %d of %d", mm->embed_at[i], N);
+    }
     if (kv_want(kv, N, want, nwant) < 0 || pkv_place(c, seqs, nseqs, tokens, seqof, N) < 0)
         return -1;
-    struct layer_ctx cx = {.N = N, .pos = kv->pos, .kv = kv, .pkv = c, .xa = kv->xa};
-    cached_run(c->m, kv, &cx, tokens, want, nwant, logits, &c->flops);
+    struct layer_ctx cx = {
+        .N = N, .pos = kv->pos, .kv = kv, .pkv = c, .xa = kv->xa, .pos3 = mm ? mm->pos3 : NULL};
+    cached_run(c->m, kv, &cx, tokens, want, nwant, logits, &c->flops, mm);
     return 0;
 }

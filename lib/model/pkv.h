@@ -137,4 +137,21 @@ int swift_pkv_forward(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, in
                       const int32_t *tokens, const int *seqof, int N, const int *want, int nwant,
                       float *logits);
 
+/* What a vision-language model's tokens add to swift_pkv_forward (lib/model/vlm.h, the engine's
+ * image requests): rotary positions that are not the cache positions, and embeddings that
+ * replace some tokens' (an image's merged patches over its <|image_pad|> tokens). */
+struct swift_pkv_mm {
+    const int32_t *pos3;     /* NULL, or host (3, N): M-RoPE temporal, height and width positions of
+                              * each token (the model's mrope_freq must be set); attention's causal
+                              * order stays the cache's */
+    const float *embeds;     /* host (nemb, hidden): rows written over the token embeddings */
+    const int32_t *embed_at; /* host (nemb): distinct token indices (0..N) they replace */
+    int nemb;
+};
+/* swift_pkv_forward with mm (NULL: exactly swift_pkv_forward). Also -1 (reported, nothing
+ * changed) for positions on a model without M-RoPE or embeddings for tokens out of range. */
+int swift_pkv_forward_mm(struct swift_pkv *c, struct swift_pkv_seq *const *seqs, int nseqs,
+                         const int32_t *tokens, const int *seqof, int N, const int *want, int nwant,
+                         float *logits, const struct swift_pkv_mm *mm);
+
 #endif

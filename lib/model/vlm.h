@@ -51,7 +51,7 @@
  * samples' run one a row, and transformers' packed path (position_ids [4, B, T]) agrees
  * (tests/unit/test_vlm.c, test_packed_*; tests/ref/gen_vlm_packed.py).
  *
- * Not yet: videos (grid t > 1 is refused), the key/value cache (generation), LoRA on the ViT (a
+ * Not yet: videos (grid t > 1 is refused), LoRA on the ViT (a
  * trainer trains the vision groups in full),
  * activation checkpointing of the ViT.
  */
@@ -202,5 +202,31 @@ int swift_vlm_save(struct swift_vlm *v, const char *dir, const char *src_dir);
 int swift_vlm_vision_forward(struct swift_vlm *v, const struct swift_vlm_batch *b);
 void swift_vlm_vision_backward(struct swift_vlm *v, const float *dmerged);
 void swift_vlm_vision_free(struct swift_vlm *v);
+
+/*
+ * Generation (lib/model/vlm_gen.c): a prompt's M-RoPE positions and image embeddings for the
+ * cached forward (swift_pkv_forward_mm; swift-infer's engine). The prompt's tokens take
+ * pos3[s * T + i]; a token at cache position j >= T (generated) takes j + delta in all three
+ * sections, as transformers' generate does with rope_deltas. Token i of the prompt that is an
+ * <|image_pad|> takes embeds row embed_of[i] (-1: its own embedding).
+ */
+struct swift_vlm_prompt {
+    int T;
+    int32_t *pos3;     /* (3, T) */
+    int delta;         /* max(pos3) + 1 - T */
+    float *embeds;     /* host (nembeds, llm hidden): the merger's output, image pads in order;
+                        * NULL without images */
+    int32_t *embed_of; /* (T) row of embeds for an image pad, else -1 */
+    int nembeds;
+    int first_image; /* the first image pad (T: none); the cache before it is plain text */
+};
+/* Check the tokens (vocabulary, no video tokens), compute the positions (swift_vlm_rope_index:
+ * the pads must match the grids) and run the vision tower over the images (pixels as
+ * swift_vlm_batch's, npatches rows). 0, or -1 (reported; p left empty). Free p with
+ * swift_vlm_prompt_free. */
+int swift_vlm_prompt(struct swift_vlm *v, const int32_t *tokens, int T, const float *pixels,
+                     int npatches, const int32_t *grid_thw, int nimages,
+                     struct swift_vlm_prompt *p);
+void swift_vlm_prompt_free(struct swift_vlm_prompt *p);
 
 #endif

@@ -1,13 +1,31 @@
 /* Fuzz the OpenAI request parser (bodies and ms-swift rows): any bytes give a request or an error
- * object with a status, never a crash; a parsed request's responses and tool calls are built too.
+ * object with a status, never a crash; a parsed request's responses and tool calls are built too,
+ * and its data: image URLs decoded (lib/infer/image.h; never a file: paths are not opened), as are
+ * the raw bytes as a data: URL.
  */
 #include "lib/core/error.h"
+#include "lib/infer/image.h"
 #include "lib/infer/openai.h"
 #include "lib/preprocess/agent.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* rq's data: URLs decoded: the bytes or an error, never a crash */
+static void decode_images(const struct swift_oai_request *rq)
+{
+    for (int k = 0; k < rq->nimages; k++) {
+        unsigned char *d = NULL;
+        size_t n = 0;
+        char err[256];
+        if (!strncmp(rq->images[k], "data:", 5) &&
+            swift_infer_data_url(rq->images[k], strlen(rq->images[k]), &d, &n, err, sizeof(err)) ==
+                0)
+            free(d);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -39,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(content);
             json_decref(calls);
         }
+        decode_images(&rq);
         c.finish = SWIFT_FINISH_LENGTH;
         json_decref(kind == SWIFT_OAI_CHAT
                         ? swift_oai_chat_response(&rq, "x", 0, "m", &c, 1, 1, 0)
@@ -48,12 +67,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same bytes as an ms-swift row */
     json_t *row = json_loadb((const char *)data, size, 0, NULL);
     if (row) {
-        if (swift_oai_parse_row(row, NULL, &rq, &er) == 0)
+        if (swift_oai_parse_row(row, NULL, &rq, &er) == 0) {
+            decode_images(&rq);
             swift_oai_request_release(&rq);
-        else if (er.status != 400 && er.status != 404)
+        } else if (er.status != 400 && er.status != 404)
             abort();
         json_decref(row);
     }
+    /* the raw bytes as a data: URL */
+    unsigned char *d = NULL;
+    size_t n = 0;
+    char err[256];
+    if (swift_infer_data_url((const char *)data, size, &d, &n, err, sizeof(err)) == 0)
+        free(d);
     /* the hermes parser on the raw bytes */
     char *content;
     json_t *calls;

@@ -1,6 +1,7 @@
 /* openai + toolcall: request parsing and its errors, prompts equal to the Jinja templates
  * (tests/ref/gen_infer_prompts.py), stop strings, hermes tool calls, response shapes, SSE and
  * the Batch API's lines. */
+#include "lib/infer/image.h"
 #include "lib/infer/openai.h"
 #include "lib/preprocess/agent.h"
 #include "lib/preprocess/template.h"
@@ -138,6 +139,11 @@ static void test_parse_errors(void **state)
          "role"},
         {SWIFT_OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+         400,
+         "messages[0].content",
+         "an image_url part needs"},
+        {SWIFT_OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}",
          400,
          "messages[0].content",
          "only {\"type\": \"text\""},
@@ -730,6 +736,85 @@ static void test_batch_lines(void **state)
     json_decref(l);
 }
 
+/* image_url parts and ms-swift rows' images: each image's mark where it stands, its URL in
+ * order; the data: URL decoder (lib/infer/image.h) */
+static void test_images(void **state)
+{
+    (void)state;
+    struct swift_oai_request rq;
+    struct swift_oai_error er;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"a\"},{\"type\":\"text\",\"text\":\"b\"},{\"type\":\"image_url\","
+                       "\"image_url\":{\"url\":\"x.png\"}},{\"type\":\"text\",\"text\":\"c\"},"
+                       "{\"type\":\"image_url\",\"image_url\":\"data:image/png;base64,AA\"}]}]}";
+    assert_int_equal(swift_oai_parse_text(body, strlen(body), SWIFT_OAI_CHAT, NULL, &rq, &er), 0);
+    assert_int_equal(rq.nimages, 2);
+    assert_string_equal(rq.images[0], "x.png");
+    assert_string_equal(rq.images[1], "data:image/png;base64,AA");
+    assert_false(rq.images_rel);
+    assert_string_equal(rq.conv.msg[0].content,
+                        "a\nb" SWIFT_OAI_IMAGE_MARK "c" SWIFT_OAI_IMAGE_MARK);
+    swift_oai_request_release(&rq);
+    /* rows: placeholders, or none (every image before the first user message) */
+    const char *rows[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x<image>y\"}],\"images\":[\"p.jpg\"]}",
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
+        "\"q\"}],\"images\":[{\"path\":\"p.jpg\"},\"r.jpg\"]}"};
+    const char *want[] = {"x" SWIFT_OAI_IMAGE_MARK "y",
+                          SWIFT_OAI_IMAGE_MARK SWIFT_OAI_IMAGE_MARK "q"};
+    for (int i = 0; i < 2; i++) {
+        json_t *row = json_loads(rows[i], 0, NULL);
+        assert_int_equal(swift_oai_parse_row(row, NULL, &rq, &er), 0);
+        json_decref(row);
+        assert_true(rq.images_rel);
+        assert_int_equal(rq.nimages, i + 1);
+        assert_string_equal(rq.images[0], "p.jpg");
+        assert_string_equal(rq.conv.msg[rq.conv.n - 1].content, want[i]);
+        swift_oai_request_release(&rq);
+    }
+    json_t *row = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"<image><image>\"}],"
+                             "\"images\":[\"p.jpg\"]}",
+                             0,
+                             NULL);
+    assert_int_equal(swift_oai_parse_row(row, NULL, &rq, &er), -1);
+    json_decref(row);
+    assert_int_equal(er.status, 400);
+    assert_non_null(strstr(er.message, "2 <image> placeholders for 1 images"));
+    /* data: URLs */
+    static const struct {
+        const char *url, *bytes;
+    } ok[] = {{"data:image/png;base64,aGVsbG8=", "hello"},
+              {"data:image/jpeg;base64,aGVsbG8", "hello"},
+              {"data:;base64,aG Vs\nbG8h", "hello!"},
+              {"data:image/webp;name=x;base64,", ""}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        unsigned char *d;
+        size_t n;
+        char err[128];
+        assert_int_equal(
+            swift_infer_data_url(ok[i].url, strlen(ok[i].url), &d, &n, err, sizeof(err)), 0);
+        assert_int_equal(n, strlen(ok[i].bytes));
+        assert_memory_equal(d, ok[i].bytes, n);
+        free(d);
+    }
+    static const char *const bad[] = {"data:image/png,abc",
+                                      "data:text/plain;base64,aGk=",
+                                      "data:image/png;base64,a=b",
+                                      "data:image/png;base64,a",
+                                      "data:image/png;base64,aGk===",
+                                      "data:image/png;base64",
+                                      "file:///x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        unsigned char *d = (unsigned char *)"";
+        size_t n = 1;
+        char err[128] = "";
+        assert_int_equal(swift_infer_data_url(bad[i], strlen(bad[i]), &d, &n, err, sizeof(err)),
+                         -1);
+        assert_null(d);
+        assert_true(err[0] != 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -747,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_token_ids_and_bad_utf8),
         cmocka_unit_test(test_server_errors),
         cmocka_unit_test(test_batch_lines),
+        cmocka_unit_test(test_images),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
