@@ -301,8 +301,10 @@ json_t *swift_an_vl_json(const struct swift_an_set *set, const struct swift_an_p
  * "multimodal"). */
 void swift_an_rules_vl(json_t *list, const struct swift_an_proc *p, json_t *proc,
                        const struct swift_analyze_opts *o);
-/* vl.c: the "multimodal" table of one process's report object in text (md: Markdown). */
+/* vl.c: the "multimodal" table of one process's report object in text (md: Markdown); the
+ * same in HTML for every process of ps with one. */
 void swift_an_vl_print(FILE *fp, json_t *proc, int md);
+void swift_an_html_vl(FILE *fp, json_t *ps);
 /* rl_report.c: the "rl" table of one process's report object in text (md: Markdown); nothing
  * without one. */
 void swift_an_rl_print(FILE *fp, json_t *proc, int md);

@@ -252,7 +252,62 @@ done:
     return out;
 }
 
-/* ---- text and Markdown ---- */
+/* ---- text, Markdown and HTML ---- */
+
+/* The table's rows: the key in "per_step", the label, indented (a part of the row above; shown
+ * only when not 0). */
+static const struct {
+    const char *key, *label;
+    int sub;
+} rows[] = {{"data_wait_us", "data_wait", 0},
+            {"forward_backward_us", "forward_backward", 0},
+            {"vision_us", "vision", 1},
+            {"llm_us", "llm", 1},
+            {"llm_backward_us", "llm_backward", 1},
+            {"vision_backward_us", "vision_backward", 1},
+            {"optimizer_us", "optimizer", 0},
+            {"grad_sync_us", "grad_sync", 1},
+            {"other_us", "other", 0},
+            {"step_us", "step", 0}};
+#define NROWS (sizeof(rows) / sizeof(rows[0]))
+
+/* The lines under the table: the loader's image_load, the FLOPs and MFU ("" without them). */
+static void lines(json_t *vl, char *l1, size_t n1, char *l2, size_t n2)
+{
+    json_t *il = json_object_get(vl, "image_load"), *fl = json_object_get(vl, "flops");
+    char b1[32], px[64] = "";
+    double patches = swift_an_jnum(il, "patches_per_step");
+    if (isfinite(patches))
+        snprintf(px,
+                 sizeof(px),
+                 ", %.4g images and %.0f patches per step",
+                 swift_an_jnum(il, "images_per_step"),
+                 patches);
+    double ls = swift_an_jnum(il, "share_of_loader");
+    snprintf(l1,
+             n1,
+             "image_load (loader threads): %s per step, %.2f%% of the loader's time on %.0f "
+             "thread(s)%s",
+             swift_an_dur(b1, sizeof(b1), swift_an_jnum(il, "us_per_step")),
+             isfinite(ls) ? 100 * ls : 0.0,
+             swift_an_jnum(il, "threads"),
+             px);
+    l2[0] = 0;
+    if (!json_is_object(fl))
+        return;
+    double mfu = swift_an_jnum(fl, "mfu"), mfl = swift_an_jnum(fl, "mfu_llm_only");
+    char m[96] = "";
+    if (isfinite(mfu))
+        snprintf(
+            m, sizeof(m), ", MFU %.2f%% (%.2f%% without the vision FLOPs)", 100 * mfu, 100 * mfl);
+    snprintf(l2,
+             n2,
+             "FLOPs per step: %.4g (vision %.2f%%), %.4g GFLOP/s%s",
+             swift_an_jnum(fl, "per_step"),
+             100 * swift_an_jnum(fl, "vision_share"),
+             swift_an_jnum(fl, "achieved_gflops"),
+             m);
+}
 
 static void row(FILE *fp, int md, const char *label, int sub, double us, double step)
 {
@@ -273,63 +328,58 @@ void swift_an_vl_print(FILE *fp, json_t *proc, int md)
     json_t *vl = json_object_get(proc, "multimodal");
     if (!json_is_object(vl))
         return;
-    json_t *per = json_object_get(vl, "per_step"), *il = json_object_get(vl, "image_load");
+    json_t *per = json_object_get(vl, "per_step");
     double step = swift_an_jnum(per, "step_us");
     fprintf(fp, "%smultimodal steps, per step:\n", md ? "\n" : "  ");
     if (md)
         fputs("\n| part | per step | share of step |\n|---|---:|---:|\n", fp);
     else
         fprintf(fp, "    %-24s %12s %8s\n", "part", "per step", "share");
-    static const struct {
-        const char *key, *label;
-        int sub;
-    } rows[] = {{"data_wait_us", "data_wait", 0},
-                {"forward_backward_us", "forward_backward", 0},
-                {"vision_us", "vision", 1},
-                {"llm_us", "llm", 1},
-                {"llm_backward_us", "llm_backward", 1},
-                {"vision_backward_us", "vision_backward", 1},
-                {"optimizer_us", "optimizer", 0},
-                {"grad_sync_us", "grad_sync", 1},
-                {"other_us", "other", 0},
-                {"step_us", "step", 0}};
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+    for (size_t i = 0; i < NROWS; i++)
         row(fp, md, rows[i].label, rows[i].sub, swift_an_jnum(per, rows[i].key), step);
-    char b1[32], px[64] = "";
-    double patches = swift_an_jnum(il, "patches_per_step");
-    if (isfinite(patches))
-        snprintf(px,
-                 sizeof(px),
-                 ", %.4g images and %.0f patches per step",
-                 swift_an_jnum(il, "images_per_step"),
-                 patches);
-    double ls = swift_an_jnum(il, "share_of_loader");
-    fprintf(fp,
-            "%simage_load (loader threads): %s per step, %.2f%% of the loader's time on %.0f "
-            "thread(s)%s\n",
-            md ? "\n" : "    ",
-            swift_an_dur(b1, sizeof(b1), swift_an_jnum(il, "us_per_step")),
-            isfinite(ls) ? 100 * ls : 0.0,
-            swift_an_jnum(il, "threads"),
-            px);
-    json_t *fl = json_object_get(vl, "flops");
-    if (json_is_object(fl)) {
-        double mfu = swift_an_jnum(fl, "mfu"), mfl = swift_an_jnum(fl, "mfu_llm_only");
-        char m[96] = "";
-        if (isfinite(mfu))
-            snprintf(m,
-                     sizeof(m),
-                     ", MFU %.2f%% (%.2f%% without the vision FLOPs)",
-                     100 * mfu,
-                     100 * mfl);
-        fprintf(fp,
-                "%sFLOPs per step: %.4g (vision %.2f%%), %.4g GFLOP/s%s\n",
-                md ? "\n" : "    ",
-                swift_an_jnum(fl, "per_step"),
-                100 * swift_an_jnum(fl, "vision_share"),
-                swift_an_jnum(fl, "achieved_gflops"),
-                m);
-    }
+    char l1[256], l2[256];
+    lines(vl, l1, sizeof(l1), l2, sizeof(l2));
+    fprintf(fp, "%s%s\n", md ? "\n" : "    ", l1);
+    if (l2[0])
+        fprintf(fp, "%s%s\n", md ? "\n" : "    ", l2);
     if (md)
         fputc('\n', fp);
+}
+
+void swift_an_html_vl(FILE *fp, json_t *ps)
+{
+    size_t i;
+    json_t *p;
+    int head = 0;
+    json_array_foreach(ps, i, p)
+    {
+        json_t *vl = json_object_get(p, "multimodal");
+        if (!json_is_object(vl))
+            continue;
+        json_t *per = json_object_get(vl, "per_step");
+        double step = swift_an_jnum(per, "step_us");
+        swift_an_html_proc_head(fp, p, &head, "Multimodal steps: vision, language model, images");
+        fprintf(fp, ": %.0f steps</p>\n", swift_an_jnum(vl, "steps"));
+        swift_an_html_table(fp, 0, "part", "per step", "share of step", (const char *)NULL);
+        for (size_t k = 0; k < NROWS; k++) {
+            double us = swift_an_jnum(per, rows[k].key);
+            if (!isfinite(us) || (rows[k].sub && !(us > 0)))
+                continue;
+            fputs(rows[k].sub ? "<tr><td>&nbsp;&nbsp;" : "<tr><td>", fp);
+            swift_an_html_esc(fp, rows[k].label);
+            fputs("</td>", fp);
+            swift_an_html_ms_cell(fp, us);
+            swift_an_html_bar_cell(fp, step > 0 ? us / step : NAN, "#4e79a7");
+            fputs("</tr>\n", fp);
+        }
+        fputs("</table>\n<p>", fp);
+        char l1[256], l2[256];
+        lines(vl, l1, sizeof(l1), l2, sizeof(l2));
+        swift_an_html_esc(fp, l1);
+        if (l2[0]) {
+            fputs("<br>", fp);
+            swift_an_html_esc(fp, l2);
+        }
+        fputs("</p>\n", fp);
+    }
 }

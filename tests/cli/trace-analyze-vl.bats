@@ -114,6 +114,14 @@ ARGS=(--max-steps 3 --logging-steps 1 --save-steps 100 --eval-steps 100 --lora-r
     [[ "$output" == *"multimodal steps, per step:"* ]]
     [[ "$output" == *"image_load (loader threads): "* ]]
     [[ "$output" == *"FLOPs per step: "*", MFU "*"without the vision FLOPs)"* ]]
+    # Markdown and HTML: the same table
+    run "$A" --format md "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"| part | per step | share of step |"*"| &nbsp;&nbsp;vision | "* ]]
+    run "$A" --format html -o "$W/r.html" "$W/t.jsonl"
+    [ "$status" -eq 0 ]
+    grep -q "Multimodal steps: vision, language model, images" "$W/r.html"
+    grep -q "image_load (loader threads): " "$W/r.html"
 }
 
 @test "trace-analyze-vl: a text model's run has no multimodal view and no VL rule" {

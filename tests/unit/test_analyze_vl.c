@@ -225,6 +225,9 @@ static void test_vl_breakdown(void **state)
     assert_float_equal(num(us, "data_wait"), 150, 1e-9);
     assert_float_equal(num(us, "optimizer"), 55, 1e-9);
     assert_float_equal(num(us, "other"), (100 + 60) / 2.0, 1e-9);
+    /* no per-op spans: no op table (forward_backward is not an op) */
+    assert_true(
+        json_is_null(json_object_get(json_array_get(json_object_get(r, "processes"), 0), "ops")));
     json_decref(r);
 }
 
