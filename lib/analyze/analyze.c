@@ -74,9 +74,14 @@ int swift_an_phase_of(const char *name, const char *cat)
 {
     if (!strcmp(name, "data_wait") || !strcmp(cat, "data"))
         return SP_DATA;
-    if (!strcmp(name, "forward"))
+    /* a VL step (vl.c): vision and llm are its forward, llm_backward and vision_backward its
+     * backward, inside each micro-batch's forward_backward span */
+    if (!strcmp(name, "forward") ||
+        (!strcmp(cat, "compute") && (!strcmp(name, "vision") || !strcmp(name, "llm"))))
         return SP_FWD;
-    if (!strcmp(name, "backward"))
+    if (!strcmp(name, "backward") ||
+        (!strcmp(cat, "compute") &&
+         (!strcmp(name, "llm_backward") || !strcmp(name, "vision_backward"))))
         return SP_BWD;
     if (!strcmp(name, "grad_sync") || !strcmp(cat, "comm"))
         return SP_SYNC;
@@ -157,7 +162,9 @@ static void swift_scan(const struct swift_an_set *set, struct swift_an_proc *p,
  * is its own phase; any other span (--profile's per-layer and per-op spans, lm_head.backward
  * or layer.3.backward inside backward) belongs to the innermost phase span that contains it and
  * adds no time of its own, so it leaves ph; a compute span inside no phase span counts as
- * forward, but for the RL spans (rl.c) and what generate, reward, ref_logps and old_logps hold.
+ * forward, but for the RL spans (rl.c) and what generate, reward, ref_logps and old_logps hold,
+ * and a VL step's forward_backward (its vision, llm, llm_backward and vision_backward are phase
+ * spans).
  * part[i] is the phase of what stays in ph. */
 static void swift_attribute(const struct swift_an_set *set, const struct swift_an_ev **ph,
                             size_t *nph, int *part)
@@ -183,6 +190,9 @@ static void swift_attribute(const struct swift_an_set *set, const struct swift_a
              * holds the step's forward and backward */
             if (swift_an_rl_kind(swift_an_str(st, ph[i]->name)) >= 0 ||
                 swift_an_ival_enclosing(rl, nrl, b, e, SWIFT_AN_NEST_TOL) >= 0)
+                continue;
+            /* a VL step's forward_backward holds its forward and backward phase spans */
+            if (!strcmp(swift_an_str(st, ph[i]->name), "forward_backward"))
                 continue;
             part[i] = SP_FWD;
         }
@@ -777,6 +787,7 @@ json_t *swift_an_proc_json(const struct swift_an_set *set, const struct swift_an
     json_object_set_new(j, "phases", swift_an_phases_json(set, p, o->top));
     json_object_set_new(j, "ops", swift_an_ops_json(set, p, o->top));
     json_object_set_new(j, "rl", swift_an_rl_json(set, p, o->top));
+    json_object_set_new(j, "multimodal", swift_an_vl_json(set, p, o->top));
     json_object_set_new(j, "inference", swift_an_infer_json(p));
     json_object_set_new(j, "op_roofline", swift_an_oproof_json(set, p, o->top < 20 ? 20 : o->top));
     json_object_set_new(

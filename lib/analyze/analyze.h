@@ -105,6 +105,8 @@ struct swift_an_thresholds {
     double kv_pressure_pct;       /* 95: inference: peak KV blocks used of the pool */
     double low_occupancy_pct;     /* 50: inference: running batch of max_num_seqs, queue waiting */
     double prefill_interference_pct; /* 50: inference: mixed steps slower than pure decode ones */
+    double image_starved_pct;        /* 10: VL steps: data wait while the loader loads images */
+    double vision_bound_pct;         /* 50: VL steps: the vision tower's share of the model */
 };
 void swift_an_thresholds_default(struct swift_an_thresholds *t);
 /* "data_stall=15" → sets one threshold; returns 0 or -1 (unknown rule or bad number). */

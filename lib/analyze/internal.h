@@ -291,6 +291,20 @@ json_t *swift_an_rl_json(const struct swift_an_set *set, const struct swift_an_p
  * report object `proc`, with "rl"); appends to the bottlenecks `list` when they fire. */
 void swift_an_rules_rl(json_t *list, const struct swift_an_proc *p, json_t *proc,
                        const struct swift_analyze_opts *o);
+/* vl.c: the report's "multimodal" (docs/formats.md): a VL training step's parts per step
+ * (data_wait, forward_backward with vision, llm, llm_backward, vision_backward inside,
+ * optimizer, other), their shares, the loader's image_load time against its prefetch time,
+ * the forward_backward spans' FLOPs (vision vs language model) and the MFU, the `top` worst
+ * steps by data_wait and vision; null without vision spans or FLOPs records. */
+json_t *swift_an_vl_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top);
+/* rule_vl.c: image_starved and vision_bound on one process (its report object, with
+ * "multimodal"). */
+void swift_an_rules_vl(json_t *list, const struct swift_an_proc *p, json_t *proc,
+                       const struct swift_analyze_opts *o);
+/* vl.c: the "multimodal" table of one process's report object in text (md: Markdown); the
+ * same in HTML for every process of ps with one. */
+void swift_an_vl_print(FILE *fp, json_t *proc, int md);
+void swift_an_html_vl(FILE *fp, json_t *ps);
 /* rl_report.c: the "rl" table of one process's report object in text (md: Markdown); nothing
  * without one. */
 void swift_an_rl_print(FILE *fp, json_t *proc, int md);

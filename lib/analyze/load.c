@@ -390,6 +390,20 @@ static void record_infer(struct swift_an_source *s, const char *nm, double ts, d
         r->a[i] = A ? fv_int(&A[keys[i]], -1) : -1;
 }
 
+/* Our VL step's forward_backward span with its FLOPs: into s->vlf (vl.c). */
+static void record_vlf(struct swift_an_source *s, double ts, const struct swift_an_fval *A)
+{
+    if (s->nvlf == s->capvlf) {
+        s->capvlf = s->capvlf ? s->capvlf * 2 : 64;
+        s->vlf = swift_xrealloc(s->vlf, s->capvlf * sizeof(*s->vlf));
+    }
+    s->vlf[s->nvlf++] = (struct swift_an_vlf){ts,
+                                              fv_is_num(&A[AK_FLOPS]) ? fv_num(&A[AK_FLOPS]) : 0,
+                                              fv_num(&A[AK_VFLOPS]),
+                                              fv_int(&A[AK_IMAGES], 0),
+                                              fv_int(&A[AK_PATCHES], 0)};
+}
+
 /* An event with fields of the wrong kind: in a JSONL trace a bad line, counted and skipped
  * (returns 0); in a JSON trace the file's error (-1). */
 static int bad_field(struct loadctx *c, long line, const char *fmt, ...)
@@ -483,6 +497,8 @@ static int on_complete(struct loadctx *c, const struct swift_an_fev *f, json_t *
     }
     if (f->a[AK_COLL].t != SWIFT_AN_FV_NONE && e)
         record_comm(set, s, ev, json_object_get(e, "args"));
+    if (s->kind == SWIFT_AN_SWIFT && fv_is_num(&f->a[AK_VFLOPS]) && !strcmp(nm, "forward_backward"))
+        record_vlf(s, ts, f->a);
     return 0;
 }
 
@@ -565,6 +581,7 @@ static void source_release(struct swift_an_source *s)
     free(s->ev);
     free(s->comm);
     free(s->inf);
+    free(s->vlf);
     swift_an_mem_free(s);
     swift_an_oproof_free(s);
     memset(s, 0, sizeof(*s));
@@ -861,12 +878,14 @@ void swift_an_source_drop_events(struct swift_an_source *s)
     free(s->ev);
     free(s->comm);
     free(s->inf);
+    free(s->vlf);
     swift_an_mem_free(s);
     swift_an_oproof_free(s);
     s->ev = NULL;
     s->comm = NULL;
     s->inf = NULL;
-    s->n = s->cap = s->ncomm = s->capcomm = s->ninf = s->capinf = 0;
+    s->vlf = NULL;
+    s->n = s->cap = s->ncomm = s->capcomm = s->ninf = s->capinf = s->nvlf = s->capvlf = 0;
 }
 
 int swift_an_looks_like_trace(const char *path)

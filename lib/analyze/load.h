@@ -138,6 +138,14 @@ struct swift_an_inf {
     int64_t a[SWIFT_AN_IA_N];
 };
 
+/* Our VL step's forward_backward span (swift-train on a Qwen2-VL model): its start (the
+ * trace's clock), the micro-batch's FLOPs (vision + language model, forward + backward), the
+ * vision side's part, its images and patches (vl.c). */
+struct swift_an_vlf {
+    double ts, flops, vision_flops;
+    int64_t images, patches;
+};
+
 /* One input file: one process (one rank of one stage, or one Kineto trace). */
 struct swift_an_source {
     char *path;
@@ -163,6 +171,8 @@ struct swift_an_source {
     size_t ncomm, capcomm;
     struct swift_an_inf *inf; /* our inference spans (infer.c), in file order */
     size_t ninf, capinf;
+    struct swift_an_vlf *vlf; /* our VL forward_backward spans (vl.c), in file order */
+    size_t nvlf, capvlf;
     /* memory: [memory] instants (Kineto) or memory counters (ours), per device */
     double mem_peak[SWIFT_AN_MAX_DEV], mem_total[SWIFT_AN_MAX_DEV];
     double mem_peak_ts[SWIFT_AN_MAX_DEV];
@@ -290,6 +300,9 @@ enum {
     AK_REQ,
     AK_PROMPT_TOK,
     AK_COMPL_TOK,
+    AK_VFLOPS,  /* our VL step's forward_backward spans (vl.c): "vision_flops", */
+    AK_IMAGES,  /* "images" and */
+    AK_PATCHES, /* "patches" of the micro-batch */
     AK_N
 };
 struct swift_an_fev {

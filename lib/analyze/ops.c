@@ -91,8 +91,10 @@ static void op_spans(const struct swift_an_set *set, const struct swift_an_proc 
         if (swift_an_phase_of(nm, cat) >= 0)
             ph[n++] = e;
         else if (!strcmp(cat, "compute") && swift_an_rl_kind(nm) < 0 &&
+                 strcmp(nm, "forward_backward") &&
                  swift_an_step_of(p, e->ts - off) >=
-                     0) /* RL spans are phases of their own (rl.c) */
+                     0) /* RL spans are phases of their own (rl.c), a VL step's forward_backward
+                           holds its phases (vl.c) */
             (*ops)[(*nops)++] = e;
     }
     swift_an_sort(ph, n, sizeof(*ph), cmp_ev_ts_dur);

@@ -492,6 +492,7 @@ static void print_proc(FILE *fp, json_t *p, int md, int top)
                 swift_an_dur((char[32]){0}, 32, swift_an_jnum(p, "wall_us")));
         print_breakdown(fp, p, md);
         swift_an_rl_print(fp, p, md);
+        swift_an_vl_print(fp, p, md);
     } else if (json_is_object(json_object_get(p, "phases"))) {
         print_phases(fp, p, md);
     }

@@ -577,6 +577,7 @@ int swift_an_print_html(FILE *fp, json_t *r, int top)
     html_breakdown(fp, ps);
     html_phases(fp, ps);
     swift_an_html_rl(fp, ps);
+    swift_an_html_vl(fp, ps);
     swift_an_html_infer(fp, ps);
     size_t i, nstep = 0;
     json_t *p;

@@ -909,6 +909,7 @@ int swift_an_rules_apply(json_t *report, const struct swift_an_set *set,
         json_t *pj = json_array_get(json_object_get(report, "processes"), i);
         swift_an_rule_low_efficiency(list, p, pj, o);
         swift_an_rules_rl(list, p, pj, o);
+        swift_an_rules_vl(list, p, pj, o);
         swift_an_rules_infer(list, p, pj, o);
         swift_an_patch_attach(list, from, p->src); /* --emit-patch: remedies as diffs */
     }

@@ -70,11 +70,14 @@ static const char *const arg_keys[AK_N] = {
     "req",
     "prompt_tokens",
     "completion_tokens",
+    "vision_flops",
+    "images",
+    "patches",
 };
 
 static const unsigned char arg_len[AK_N] = {
-    6, 11, 6, 11, 11, 4, 6,  5, 13, 25, 9,  5,  11, 9,  15, 15, 5,  10, 10, 15, 11, 14, 5,
-    5, 4,  7, 6,  5,  9, 11, 5, 4,  14, 13, 11, 7,  11, 12, 22, 10, 13, 15, 3,  13, 17};
+    6, 11, 6, 11, 11, 4,  6, 5, 13, 25, 9,  5, 11, 9,  15, 15, 5,  10, 10, 15, 11, 14, 5, 5,
+    4, 7,  6, 5,  9,  11, 5, 4, 14, 13, 11, 7, 11, 12, 22, 10, 13, 15, 3,  13, 17, 12, 6, 7};
 
 struct fp {
     char *p, *end;

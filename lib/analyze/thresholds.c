@@ -28,6 +28,8 @@ const char *const swift_an_rule_ids[] = {"data_stall",
                                          "kv_pressure",
                                          "low_occupancy",
                                          "prefill_interference",
+                                         "image_starved",
+                                         "vision_bound",
                                          NULL};
 
 void swift_an_thresholds_default(struct swift_an_thresholds *t)
@@ -58,6 +60,11 @@ void swift_an_thresholds_default(struct swift_an_thresholds *t)
     t->kv_pressure_pct = 95;
     t->low_occupancy_pct = 50;
     t->prefill_interference_pct = 50;
+    /* multimodal steps (rule_vl.c): waiting for images as data_stall waits for batches (a
+     * tenth of the step); the vision tower above half of the model's time (forward_backward)
+     * makes the step vision-bound: the language model, what is trained, is the smaller part */
+    t->image_starved_pct = 10;
+    t->vision_bound_pct = 50;
 }
 
 int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
@@ -85,7 +92,9 @@ int swift_an_threshold_set(struct swift_an_thresholds *t, const char *spec)
                        &t->queue_bound_ttft_pct,
                        &t->kv_pressure_pct,
                        &t->low_occupancy_pct,
-                       &t->prefill_interference_pct};
+                       &t->prefill_interference_pct,
+                       &t->image_starved_pct,
+                       &t->vision_bound_pct};
     for (int i = 0; swift_an_rule_ids[i]; i++)
         if (strlen(swift_an_rule_ids[i]) == l && !strncmp(spec, swift_an_rule_ids[i], l)) {
             *slots[i] = v;

@@ -30,7 +30,7 @@ int train_eval(struct run *r, long step)
         struct swift_batch bt = {r->mbs * rows, r->T, u.tok, u.tgt, u.pos};
         const struct swift_sample *xs = u.xs;
         if (r->vlm) {
-            if ((r->val_image_dir && train_vl_pixels(&u, r->val_image_dir, r->mbs) < 0) ||
+            if ((r->val_image_dir && train_vl_pixels(&u, r->val_image_dir, r->mbs, 0) < 0) ||
                 train_vl_forward(r, &u, bt.B, 0.0f, &s, 0) < 0) {
                 train_ubatch_free(&u);
                 return -1;

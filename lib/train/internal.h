@@ -130,6 +130,7 @@ struct train_log {
     double t_start;           /* train_now_s() at the first step */
     double peak_gflops;       /* for MFU */
     double flops_tok;         /* forward+backward FLOPs per token */
+    double win_vflops;        /* a VL model's vision FLOPs since the last record (x world) */
     double win_t, win_tokens; /* since the last record */
     long win_steps;
     struct swift_progress pr; /* the progress line on a terminal (rank 0) */
@@ -199,8 +200,9 @@ void train_vl_lr(struct run *r, long step);
  * model as the input's Hugging Face directory (full; the tokenizer files are the caller's). */
 int train_vl_save(struct run *r, const char *dir);
 void train_vl_free(struct run *r);
-/* The pixels and grids of u's first nsamples samples from the cache dir (loader threads). */
-int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples);
+/* The pixels and grids of u's first nsamples samples from the cache dir (loader threads);
+ * delay_ms: testing only (--data-delay-ms), a sleep inside the image_load span. */
+int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples, long delay_ms);
 /* Forward (and backward) of micro-batch u of B rows through r->vlm: loss into s. */
 int train_vl_forward(struct run *r, const struct train_ubatch *u, int B, float scale,
                      struct swift_objective_sums *s, int backward);

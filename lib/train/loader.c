@@ -127,10 +127,11 @@ static void fill_step(struct train_loader *L, struct train_perm *pc, struct trai
             u->nitems += L->obj->fill(L->obj, &x, L->T, u->tok + row, u->tgt + row, u->pos + row);
             u->ntokens += x.len;
         }
-        if (L->image_dir) /* the image cache expanded here, off the step's critical path */
-            train_vl_pixels(u, L->image_dir, L->B);
+        if (L->image_dir) /* the image cache expanded here, off the step's critical path; a VL
+                             run's --data-delay-ms slows the images (rule image_starved) */
+            train_vl_pixels(u, L->image_dir, L->B, a == 0 ? L->delay_ms : 0);
     }
-    if (L->delay_ms > 0) {
+    if (L->delay_ms > 0 && !L->image_dir) {
         struct timespec ts = {L->delay_ms / 1000, (L->delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }

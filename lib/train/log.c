@@ -284,8 +284,9 @@ int train_log_open(struct run *r)
                                  SWIFT_TARG_D("peak_gflops", r->log.peak_gflops)};
         swift_trace_instant("train", "bf16_matmul", a, 3);
     }
-    /* --profile: the peak that swift-trace-analyze sets the per-op spans' FLOP rates against */
-    if (o->profile && r->log.peak_gflops > 0)
+    /* --profile: the peak that swift-trace-analyze sets the per-op spans' FLOP rates against;
+     * a VL model: the MFU of its multimodal view (the forward_backward spans' flops) */
+    if ((o->profile || r->vlm) && r->log.peak_gflops > 0)
         swift_trace_counter("peak_gflops", r->log.peak_gflops);
     struct swift_mem_stats ms;
     swift_mem_snapshot(&ms);
@@ -341,17 +342,20 @@ static void step_record(struct run *r, const struct train_step_stats *st)
                              elb,
                              "remaining_time",
                              rmb);
-    json_t *perf = json_pack(
-        "{s:f,s:f,s:f}",
-        "train_speed(s/it)",
-        sps,
-        "tokens/s",
-        tps,
-        "MFU",
-        lg->peak_gflops > 0 ? tps * lg->flops_tok / (lg->peak_gflops * 1e9 * r->dist.world) : 0.0);
+    json_t *perf =
+        json_pack("{s:f,s:f,s:f}",
+                  "train_speed(s/it)",
+                  sps,
+                  "tokens/s",
+                  tps,
+                  "MFU",
+                  lg->peak_gflops > 0 && dt > 0 ? (tps * lg->flops_tok + lg->win_vflops / dt) /
+                                                      (lg->peak_gflops * 1e9 * r->dist.world)
+                                                : 0.0);
     train_emit(r, joined(joined(joined(rec, tail), memory_keys()), perf));
     lg->win_t = t;
     lg->win_tokens = 0;
+    lg->win_vflops = 0;
     lg->win_steps = 0;
 }
 

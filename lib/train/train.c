@@ -23,6 +23,7 @@
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
 #include "lib/core/trace.h"
+#include "lib/model/vlm_flops.h"
 #include "lib/train/internal.h"
 #include "lib/core/banned.h"
 
@@ -558,12 +559,20 @@ static int micro_step(struct run *r, const struct train_ubatch *u, long step, in
     if (r->vlm) { /* vision and llm spans inside (lib/model/vlm_run.c) */
         int64_t tv = swift_trace_now();
         int rc = train_vl_forward(r, u, bt.B, scale, s, 1);
+        /* FLOPs for MFU and the trace (vision vs llm, docs/multimodal.md) */
+        double vf = swift_vlm_vision_flops(&r->vlm->vc, r->vlm->frozen, u->grid, u->nimages);
+        double lf = (double)bt.B * r->T * r->log.flops_tok;
+        r->log.win_vflops += vf * r->dist.world;
         swift_trace_span("compute",
                          "forward_backward",
                          tv,
                          swift_trace_now(),
-                         (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a)},
-                         1);
+                         (struct swift_targ[]){SWIFT_TARG_I("micro_batch", a),
+                                               SWIFT_TARG_D("flops", vf + lf),
+                                               SWIFT_TARG_D("vision_flops", vf),
+                                               SWIFT_TARG_I("images", u->nimages),
+                                               SWIFT_TARG_I("patches", u->npatches)},
+                         5);
         return rc;
     }
     int64_t tf = swift_trace_now();

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
@@ -141,7 +142,7 @@ static int add_image(struct train_ubatch *u, const char *dir, const char *hex)
     return 0;
 }
 
-int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples)
+int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples, long delay_ms)
 {
     int64_t t0 = swift_trace_now();
     u->npatches = u->nimages = 0;
@@ -165,6 +166,10 @@ int train_vl_pixels(struct train_ubatch *u, const char *dir, int nsamples)
             }
         }
         json_decref(root);
+    }
+    if (delay_ms > 0) {
+        struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
     swift_trace_span("data",
                      "image_load",
