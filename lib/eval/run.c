@@ -101,15 +101,22 @@ static int load_vlm(struct swift_eval_runner *r, struct swift_eval_opts *oo,
                            "ppl, gsm8k and exact are)",
                            o->model,
                            swift_eval_task_name(o->task));
-    if (o->adapters)
-        return swift_error("%s: --adapters on a vision-language model are not supported yet",
-                           o->model);
     r->vlm = swift_xcalloc(1, sizeof(*r->vlm));
     if (swift_vlm_load(r->vlm, o->model, ops, SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER | SWIFT_VLM_LLM) <
         0) {
         free(r->vlm);
         r->vlm = NULL;
         return -1;
+    }
+    if (o->adapters) {
+        /* swift-train's adapter of the language model and its trained vision tensors; merged
+         * with --merge-adapters, else applied unmerged as the trainer's validation does */
+        struct swift_lora_opts lo;
+        if (swift_vlm_lora_load(r->vlm, o->adapters, &lo) < 0)
+            return -1;
+        r->vlm->llm.lora_dropout = 0.0f;
+        if (o->merge_adapters && swift_kv_merge_adapters(&r->vlm->llm) < 0)
+            return -1;
     }
     r->V = r->vlm->llm.cfg.vocab_size;
     return 0;

@@ -74,10 +74,6 @@ static void vision_opts(struct swift_infer_model *im, const char *dir)
 static int load_vlm(struct swift_infer_model *im, const struct swift_infer_opts *o,
                     const struct swift_ops *ops)
 {
-    if (o->adapters)
-        return swift_error("%s: --adapters on a vision-language model are not supported yet "
-                           "(merge them first: swift-export)",
-                           o->model);
     im->vlm = swift_xcalloc(1, sizeof(*im->vlm));
     if (swift_vlm_load(im->vlm, o->model, ops, SWIFT_VLM_VIT | SWIFT_VLM_ALIGNER | SWIFT_VLM_LLM) <
         0) {
@@ -86,6 +82,15 @@ static int load_vlm(struct swift_infer_model *im, const struct swift_infer_opts 
         return -1;
     }
     im->model = &im->vlm->llm;
+    if (o->adapters) {
+        /* swift-train's adapter of the language model and its trained vision tensors, merged */
+        struct swift_lora_opts lo;
+        if (swift_vlm_lora_load(im->vlm, o->adapters, &lo) < 0)
+            return -1;
+        im->model->lora_dropout = 0.0f;
+        if (swift_kv_merge_adapters(im->model) < 0)
+            return -1;
+    }
     vision_opts(im, o->model);
     return 0;
 }
@@ -109,7 +114,7 @@ static int load_model(struct swift_infer_model *im, const struct swift_infer_opt
         im->have_model = 1;
         im->model = &im->m;
     }
-    if (o->adapters) {
+    if (o->adapters && !im->vlm) {
         struct swift_lora_opts lo;
         if (swift_lora_load(&im->m, o->adapters, &lo) < 0)
             return -1;

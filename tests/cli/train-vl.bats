@@ -277,3 +277,29 @@ VARGS=(--freeze-vit false --freeze-aligner false)
     [ "$status" -eq 0 ]
     grep -q '"eval_loss":[0-9]' "$W/a/logging.jsonl"
 }
+
+@test "train-vl: swift-eval reads the trained adapter and its vision tensors (the run's last eval_loss); swift-infer answers with it" {
+    vl_model
+    "$P" --tokenizer "$W/m" --template qwen2_vl --max-pixels 12544 --max-length 128 --val-ratio 0.34 \
+        -o "$W/dv" "$DEMO/mllm_demo.json"
+    run "$T" --model "$W/m" --max-steps 4 --eval-steps 4 --save-steps 4 --logging-steps 1 -j 1 \
+        --freeze-aligner false --learning-rate 1e-2 -o "$W/a" "$W/dv"
+    [ "$status" -eq 0 ]
+    want=$(jq -s '[.[] | select(.eval_loss)] | last | .eval_loss' "$W/a/logging.jsonl")
+    for merge in "" --merge-adapters; do
+        run --separate-stderr "$SWIFT_BIN/swift-eval" "$W/m" --adapters "$W/a/checkpoint-4" $merge \
+            --task loss --dataset "$W/dv/val" --quiet
+        [ "$status" -eq 0 ]
+        jq -e --argjson w "$want" '((.metrics.loss - $w) | fabs) <= 1e-5 * $w' <<<"$output"
+    done
+    # without the adapter the loss is the base model's, not the trained one
+    run --separate-stderr "$SWIFT_BIN/swift-eval" "$W/m" --task loss --dataset "$W/dv/val" --quiet
+    jq -e --argjson w "$want" '((.metrics.loss - $w) | fabs) > 1e-3 * $w' <<<"$output"
+    img=$(jq -r '.[0].images[0]' "$DEMO/mllm_demo.json")
+    jq -nc --arg img "$DEMO/$img" '{custom_id: "a", method: "POST", url: "/v1/chat/completions",
+        body: {max_tokens: 4, messages: [{role: "user", content: [{type: "image_url",
+        image_url: {url: $img}}, {type: "text", text: "What is this?"}]}]}}' >"$W/q.jsonl"
+    run --separate-stderr "$SWIFT_BIN/swift-infer" "$W/m" --adapters "$W/a/checkpoint-4" "$W/q.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq .response.status_code <<<"$output")" = 200 ]
+}
