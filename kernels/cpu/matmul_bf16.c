@@ -19,7 +19,7 @@
 static int g_math; /* 0 fp32 (OpenBLAS), 1 bf16 (oneDNN) */
 
 /* C (M,N) = alpha * A (M,K) @ B (K,N) + beta * C; A and B given by strides (transposed views) */
-enum { KIND_FWD, KIND_DIN, KIND_DW, KIND_N };
+enum { KIND_FWD = SWIFT_CPU_BF16_FWD, KIND_DIN = SWIFT_CPU_BF16_DIN, KIND_DW = SWIFT_CPU_BF16_DW };
 
 struct prim {
     int kind, M, N, K;
@@ -98,6 +98,19 @@ void swift_cpu_to_bf16(uint16_t *dst, const float *src, size_t n)
         size_t a = (size_t)c * chunk, len = n - a < chunk ? n - a : chunk;
         to_bf16_avx512(dst + a, src + a, len);
     }
+}
+
+void swift_cpu_to_bf16_row(uint16_t *dst, const float *src, size_t n)
+{
+    static int avx512 = -1;
+    if (avx512 < 0)
+        avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) {
+        to_bf16_avx512(dst, src, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = f2bf(src[i]);
 }
 
 /* scratch buffer slot s of at least n bf16 values (NULL when out of memory) */
@@ -220,6 +233,14 @@ static int gemm(int kind, int M, int N, int K, float alpha, float beta, const ui
     if (dnnl_primitive_execute(p->p, g.st, 3, args) != dnnl_success)
         return -1;
     return dnnl_stream_wait(g.st) == dnnl_success ? 0 : -1;
+}
+
+int swift_cpu_bf16_gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
+                        const uint16_t *b, float *c)
+{
+    if (kind < SWIFT_CPU_BF16_FWD || kind > SWIFT_CPU_BF16_DW)
+        return -1;
+    return gemm(kind, M, N, K, alpha, beta, a, b, c);
 }
 
 int swift_cpu_bf16_fast_name(const char *impl)
