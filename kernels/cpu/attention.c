@@ -203,9 +203,10 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
  * bf16 with fp32 accumulation (oneDNN, swift_cpu_bf16_gemm), as torch.autocast(cpu, bfloat16)
  * runs the attention matmuls; the softmax, its gradient and every output stay fp32. The heads
  * are packed to dense bf16 (B,heads,T,D) blocks once per call (the rounding pass that bf16 needs
- * anyway), so every GEMM is a dense one; the probabilities and dS are rounded inside the row
- * loops that produce them. Scratch is kept between calls (one caller thread, as the bf16
- * matmuls' scratch). */
+ * anyway); the probabilities and dS are rounded inside the row loops that produce them. The
+ * GEMMs skip most of the masked half: the rows are taken in four blocks, and block [r0, r1)
+ * only meets the keys [0, r1) (10/16 of the full T x T products). Scratch is kept between calls
+ * (one caller thread, as the bf16 matmuls' scratch). */
 enum { S_Q, S_K, S_V, S_DO, S_P, S_DS, S_NB }; /* bf16 */
 enum { F_O, F_DP, F_DQ, F_DK, F_DV, F_NF };    /* fp32 */
 static struct {
@@ -213,7 +214,7 @@ static struct {
     size_t bcap[S_NB];
     float *f[F_NF];
     size_t fcap[F_NF];
-} at;
+} att_scratch;
 
 static void *grow(void **p, size_t *cap, size_t bytes)
 {
@@ -229,11 +230,11 @@ static void *grow(void **p, size_t *cap, size_t bytes)
 }
 static uint16_t *bscratch(int s, size_t n)
 {
-    return grow((void **)&at.b[s], &at.bcap[s], n * sizeof(uint16_t));
+    return grow((void **)&att_scratch.b[s], &att_scratch.bcap[s], n * sizeof(uint16_t));
 }
 static float *fscratch(int s, size_t n)
 {
-    return grow((void **)&at.f[s], &at.fcap[s], n * sizeof(float));
+    return grow((void **)&att_scratch.f[s], &att_scratch.fcap[s], n * sizeof(float));
 }
 
 /* dst (B,H,T,D) bf16 <- src (B*T,H,D) fp32 */
@@ -261,11 +262,17 @@ static void unpack(float *dst, const float *src, int B, int T, int H, int D)
     }
 }
 
+/* rows per causal block: a quarter of T, a multiple of 16 */
+static int causal_block(int T)
+{
+    return ((T + 3) / 4 + 15) / 16 * 16;
+}
+
 int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const float *k,
                                  const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
                                  int D)
 {
-    int group = NH / NKV;
+    int group = NH / NKV, tb = causal_block(T);
     float scale = 1.0f / sqrtf((float)D);
     size_t tt = (size_t)T * T, nq = (size_t)B * NH * T * D, nk = (size_t)B * NKV * T * D;
     uint16_t *qb = bscratch(S_Q, nq), *kb = bscratch(S_K, nk), *vb = bscratch(S_V, nk),
@@ -276,33 +283,43 @@ int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const
     pack(qb, q, B, T, NH, D);
     pack(kb, k, B, T, NKV, D);
     pack(vb, v, B, T, NKV, D);
-    for (int bh = 0; bh < B * NH; bh++) { /* S (T,T) = scale * Qh @ Kh^T */
-        size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
-        if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
-                                T,
-                                T,
-                                D,
-                                scale,
-                                0.0f,
-                                qb + (size_t)bh * T * D,
-                                kb + kv,
-                                probs + (size_t)bh * tt))
-            return -1;
-    }
-    masked_softmax(probs, pb, pos, B, T, NH);
-    for (int bh = 0; bh < B * NH; bh++) { /* Oh (T,D) = P @ Vh */
-        size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
-        if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
-                                T,
-                                D,
-                                T,
-                                1.0f,
-                                0.0f,
-                                pb + (size_t)bh * tt,
-                                vb + kv,
-                                oc + (size_t)bh * T * D))
-            return -1;
-    }
+    for (int bh = 0; bh < B * NH; bh++) /* S (T,T) = scale * Qh @ Kh^T, block by block */
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
+            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
+                                    r1 - r0,
+                                    r1,
+                                    D,
+                                    scale,
+                                    0.0f,
+                                    qb + ((size_t)bh * T + r0) * D,
+                                    D,
+                                    kb + kv,
+                                    D,
+                                    probs + (size_t)bh * tt + (size_t)r0 * T,
+                                    T))
+                return -1;
+        }
+    masked_softmax(probs, pb, pos, B, T, NH); /* reads only what the blocks wrote */
+    for (int bh = 0; bh < B * NH; bh++)       /* Oh (T,D) = P @ Vh */
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
+            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
+                                    r1 - r0,
+                                    D,
+                                    r1,
+                                    1.0f,
+                                    0.0f,
+                                    pb + (size_t)bh * tt + (size_t)r0 * T,
+                                    T,
+                                    vb + kv,
+                                    D,
+                                    oc + ((size_t)bh * T + r0) * D,
+                                    D))
+                return -1;
+        }
     unpack(out, oc, B, T, NH, D);
     return 0;
 }
@@ -313,7 +330,7 @@ int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *d
                                  const float *probs, const float *q, const float *k, const float *v,
                                  int B, int T, int NH, int NKV, int D)
 {
-    int group = NH / NKV;
+    int group = NH / NKV, tb = causal_block(T);
     float scale = 1.0f / sqrtf((float)D);
     size_t tt = (size_t)T * T, nq = (size_t)B * NH * T * D, nk = (size_t)B * NKV * T * D;
     uint16_t *qb = bscratch(S_Q, nq), *kb = bscratch(S_K, nk), *vb = bscratch(S_V, nk),
@@ -327,19 +344,24 @@ int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *d
     pack(kb, k, B, T, NKV, D);
     pack(vb, v, B, T, NKV, D);
     pack(dob, dout, B, T, NH, D);
-    for (int bh = 0; bh < B * NH; bh++) { /* dP (T,T) = dOh @ Vh^T */
-        size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
-        if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
-                                T,
-                                T,
-                                D,
-                                1.0f,
-                                0.0f,
-                                dob + (size_t)bh * T * D,
-                                vb + kv,
-                                dp + (size_t)bh * tt))
-            return -1;
-    }
+    for (int bh = 0; bh < B * NH; bh++) /* dP (T,T) = dOh @ Vh^T, the causal blocks only */
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
+            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
+                                    r1 - r0,
+                                    r1,
+                                    D,
+                                    1.0f,
+                                    0.0f,
+                                    dob + ((size_t)bh * T + r0) * D,
+                                    D,
+                                    vb + kv,
+                                    D,
+                                    dp + (size_t)bh * tt + (size_t)r0 * T,
+                                    T))
+                return -1;
+        }
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)B * NH * T; r++) {
         int i = (int)(r % T);
@@ -357,14 +379,30 @@ int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *d
     }
     memset(dkc, 0, nk * sizeof(float));
     memset(dvc, 0, nk * sizeof(float));
-    for (int bh = 0; bh < B * NH; bh++) {
-        size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D, o = (size_t)bh * T * D;
-        const uint16_t *p = pb + (size_t)bh * tt, *d = dsb + (size_t)bh * tt;
-        if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DW, T, D, T, 1.0f, 1.0f, p, dob + o, dvc + kv) ||
-            swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN, T, D, T, 1.0f, 0.0f, d, kb + kv, dqc + o) ||
-            swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DW, T, D, T, 1.0f, 1.0f, d, qb + o, dkc + kv))
-            return -1;
-    }
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T, m = r1 - r0;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D,
+                   o = ((size_t)bh * T + r0) * D, at = (size_t)bh * tt + (size_t)r0 * T;
+            /* dV[0,r1) += P[r0,r1)^T dO[r0,r1); dQ[r0,r1) = dS K[0,r1); dK[0,r1) += dS^T Q */
+            if (swift_cpu_bf16_gemm(
+                    SWIFT_CPU_BF16_DW, r1, D, m, 1.0f, 1.0f, pb + at, T, dob + o, D, dvc + kv, D) ||
+                swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
+                                    m,
+                                    D,
+                                    r1,
+                                    1.0f,
+                                    0.0f,
+                                    dsb + at,
+                                    T,
+                                    kb + kv,
+                                    D,
+                                    dqc + o,
+                                    D) ||
+                swift_cpu_bf16_gemm(
+                    SWIFT_CPU_BF16_DW, r1, D, m, 1.0f, 1.0f, dsb + at, T, qb + o, D, dkc + kv, D))
+                return -1;
+        }
     unpack(dq, dqc, B, T, NH, D);
     unpack(dk, dkc, B, T, NKV, D);
     unpack(dv, dvc, B, T, NKV, D);

@@ -27,12 +27,12 @@ void swift_cpu_matmul_bf16_fwd(float *out, const float *in, const float *w, cons
                                int N, int I, int O, float alpha, float beta);
 void swift_cpu_matmul_bf16_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
                                const float *w, int N, int I, int O, float alpha, float din_beta);
-/* One bf16 GEMM with fp32 accumulation, C (M,N) = alpha * A @ B + beta * C, all dense
- * row-major: FWD A (M,K) @ B (N,K)^T; DIN A (M,K) @ B (K,N); DW A (K,M)^T @ B (K,N). Returns 0,
- * or -1 when oneDNN cannot (the caller computes it in fp32). */
+/* One bf16 GEMM with fp32 accumulation, C (M,N) = alpha * A @ B + beta * C, row-major with
+ * rows lda, ldb, ldc apart as stored: FWD A (M,K) @ B (N,K)^T; DIN A (M,K) @ B (K,N); DW
+ * A (K,M)^T @ B (K,N). Returns 0, or -1 when oneDNN cannot (the caller computes it in fp32). */
 enum { SWIFT_CPU_BF16_FWD = 0, SWIFT_CPU_BF16_DIN = 1, SWIFT_CPU_BF16_DW = 2 };
 int swift_cpu_bf16_gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
-                        const uint16_t *b, float *c);
+                        int lda, const uint16_t *b, int ldb, float *c, int ldc);
 /* attention_bf16.c: attention_fwd/bwd's contracts with the four score and value GEMMs in bf16
  * (q, k, v, the probabilities, dout and dS rounded; softmax and its gradient in fp32), as
  * torch.autocast runs them; attention_fwd/bwd call them under SWIFT_CPU_MATH_BF16. Return 0, or
