@@ -21,7 +21,7 @@
 
 /* softmax of each row's window [i-pos[i], i] of S (B,NH,T,T), zero elsewhere; one parallel
  * region for all rows and heads */
-static void masked_softmax(float *p, const int32_t *pos, int B, int T, int NH)
+static void masked_softmax(float *p, uint16_t *pb, const int32_t *pos, int B, int T, int NH)
 {
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)B * NH * T; r++) {
@@ -42,6 +42,8 @@ static void masked_softmax(float *p, const int32_t *pos, int B, int T, int NH)
             pi[j] *= inv;
         for (int j = i + 1; j < T; j++)
             pi[j] = 0;
+        if (pb) /* the bf16 copy the P V GEMM reads, while the row is in cache */
+            swift_cpu_to_bf16_row(pb + (size_t)r * T, pi, (size_t)T);
     }
 }
 
@@ -50,6 +52,9 @@ void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const flo
                              const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
                              int D)
 {
+    if (swift_cpu_matmul_math() == SWIFT_CPU_MATH_BF16 &&
+        !swift_cpu_attention_bf16_fwd(out, probs, q, k, v, pos, B, T, NH, NKV, D))
+        return;
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
     /* S (T,T) = scale * Qh (T,D) @ Kh (T,D)^T for every row and head */
@@ -69,7 +74,7 @@ void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const flo
                         0.0f,
                         probs + ((size_t)b * NH + h) * T * T,
                         T);
-    masked_softmax(probs, pos, B, T, NH);
+    masked_softmax(probs, NULL, pos, B, T, NH);
     /* Oh (T,D) = P (T,T) @ Vh (T,D) */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -95,6 +100,9 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                              const float *q, const float *k, const float *v, const int32_t *pos,
                              int B, int T, int NH, int NKV, int D)
 {
+    if (swift_cpu_matmul_math() == SWIFT_CPU_MATH_BF16 &&
+        !swift_cpu_attention_bf16_bwd(dq, dk, dv, dout, probs, q, k, v, B, T, NH, NKV, D))
+        return;
     int group = NH / NKV;
     float scale = 1.0f / sqrtf((float)D);
     size_t tt = (size_t)T * T;
@@ -189,4 +197,214 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
         }
     }
     free(ds);
+}
+
+/* Mixed precision (SWIFT_CPU_MATH_BF16): the same attention with the score and value GEMMs in
+ * bf16 with fp32 accumulation (oneDNN, swift_cpu_bf16_gemm), as torch.autocast(cpu, bfloat16)
+ * runs the attention matmuls; the softmax, its gradient and every output stay fp32. The heads
+ * are packed to dense bf16 (B,heads,T,D) blocks once per call (the rounding pass that bf16 needs
+ * anyway); the probabilities and dS are rounded inside the row loops that produce them. The
+ * GEMMs skip most of the masked half: the rows are taken in four blocks, and block [r0, r1)
+ * only meets the keys [0, r1) (10/16 of the full T x T products). Scratch is kept between calls
+ * (one caller thread, as the bf16 matmuls' scratch). */
+enum { S_Q, S_K, S_V, S_DO, S_P, S_DS, S_NB }; /* bf16 */
+enum { F_O, F_DP, F_DQ, F_DK, F_DV, F_NF };    /* fp32 */
+static struct {
+    uint16_t *b[S_NB];
+    size_t bcap[S_NB];
+    float *f[F_NF];
+    size_t fcap[F_NF];
+} att_scratch;
+
+static void *grow(void **p, size_t *cap, size_t bytes)
+{
+    if (*cap < bytes) {
+        free(*p);
+        *p = NULL;
+        *cap = 0;
+        if (posix_memalign(p, 64, bytes))
+            return *p = NULL;
+        *cap = bytes;
+    }
+    return *p;
+}
+static uint16_t *bscratch(int s, size_t n)
+{
+    return grow((void **)&att_scratch.b[s], &att_scratch.bcap[s], n * sizeof(uint16_t));
+}
+static float *fscratch(int s, size_t n)
+{
+    return grow((void **)&att_scratch.f[s], &att_scratch.fcap[s], n * sizeof(float));
+}
+
+/* dst (B,H,T,D) bf16 <- src (B*T,H,D) fp32 */
+static void pack(uint16_t *dst, const float *src, int B, int T, int H, int D)
+{
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)B * T; r++) {
+        int b = (int)(r / T), t = (int)(r % T);
+        for (int h = 0; h < H; h++)
+            swift_cpu_to_bf16_row(
+                dst + (((size_t)b * H + h) * T + t) * D, src + ((size_t)r * H + h) * D, (size_t)D);
+    }
+}
+
+/* dst (B*T,H,D) <- src (B,H,T,D), both fp32 */
+static void unpack(float *dst, const float *src, int B, int T, int H, int D)
+{
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)B * T; r++) {
+        int b = (int)(r / T), t = (int)(r % T);
+        for (int h = 0; h < H; h++)
+            memcpy(dst + ((size_t)r * H + h) * D,
+                   src + (((size_t)b * H + h) * T + t) * D,
+                   (size_t)D * sizeof(float));
+    }
+}
+
+/* rows per causal block: a quarter of T, a multiple of 16 */
+static int causal_block(int T)
+{
+    return ((T + 3) / 4 + 15) / 16 * 16;
+}
+
+int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const float *k,
+                                 const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
+                                 int D)
+{
+    int group = NH / NKV, tb = causal_block(T);
+    float scale = 1.0f / sqrtf((float)D);
+    size_t tt = (size_t)T * T, nq = (size_t)B * NH * T * D, nk = (size_t)B * NKV * T * D;
+    uint16_t *qb = bscratch(S_Q, nq), *kb = bscratch(S_K, nk), *vb = bscratch(S_V, nk),
+             *pb = bscratch(S_P, (size_t)B * NH * tt);
+    float *oc = fscratch(F_O, nq);
+    if (!qb || !kb || !vb || !pb || !oc)
+        return -1;
+    pack(qb, q, B, T, NH, D);
+    pack(kb, k, B, T, NKV, D);
+    pack(vb, v, B, T, NKV, D);
+    for (int bh = 0; bh < B * NH; bh++) /* S (T,T) = scale * Qh @ Kh^T, block by block */
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
+            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
+                                    r1 - r0,
+                                    r1,
+                                    D,
+                                    scale,
+                                    0.0f,
+                                    qb + ((size_t)bh * T + r0) * D,
+                                    D,
+                                    kb + kv,
+                                    D,
+                                    probs + (size_t)bh * tt + (size_t)r0 * T,
+                                    T))
+                return -1;
+        }
+    masked_softmax(probs, pb, pos, B, T, NH); /* reads only what the blocks wrote */
+    for (int bh = 0; bh < B * NH; bh++)       /* Oh (T,D) = P @ Vh */
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
+            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
+                                    r1 - r0,
+                                    D,
+                                    r1,
+                                    1.0f,
+                                    0.0f,
+                                    pb + (size_t)bh * tt + (size_t)r0 * T,
+                                    T,
+                                    vb + kv,
+                                    D,
+                                    oc + ((size_t)bh * T + r0) * D,
+                                    D))
+                return -1;
+        }
+    unpack(out, oc, B, T, NH, D);
+    return 0;
+}
+
+/* dP = dO V^T; dS = P * (dP - rowsum(P * dP)) * scale (fp32, rounded to bf16 with P in the
+ * same row loop); dV = sum over the group of P^T dO; dQ = dS K; dK = sum of dS^T Q. */
+int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *dout,
+                                 const float *probs, const float *q, const float *k, const float *v,
+                                 int B, int T, int NH, int NKV, int D)
+{
+    int group = NH / NKV, tb = causal_block(T);
+    float scale = 1.0f / sqrtf((float)D);
+    size_t tt = (size_t)T * T, nq = (size_t)B * NH * T * D, nk = (size_t)B * NKV * T * D;
+    uint16_t *qb = bscratch(S_Q, nq), *kb = bscratch(S_K, nk), *vb = bscratch(S_V, nk),
+             *dob = bscratch(S_DO, nq), *pb = bscratch(S_P, (size_t)B * NH * tt),
+             *dsb = bscratch(S_DS, (size_t)B * NH * tt);
+    float *dp = fscratch(F_DP, (size_t)B * NH * tt), *dqc = fscratch(F_DQ, nq),
+          *dkc = fscratch(F_DK, nk), *dvc = fscratch(F_DV, nk);
+    if (!qb || !kb || !vb || !dob || !pb || !dsb || !dp || !dqc || !dkc || !dvc)
+        return -1;
+    pack(qb, q, B, T, NH, D);
+    pack(kb, k, B, T, NKV, D);
+    pack(vb, v, B, T, NKV, D);
+    pack(dob, dout, B, T, NH, D);
+    for (int bh = 0; bh < B * NH; bh++) /* dP (T,T) = dOh @ Vh^T, the causal blocks only */
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
+            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
+                                    r1 - r0,
+                                    r1,
+                                    D,
+                                    1.0f,
+                                    0.0f,
+                                    dob + ((size_t)bh * T + r0) * D,
+                                    D,
+                                    vb + kv,
+                                    D,
+                                    dp + (size_t)bh * tt + (size_t)r0 * T,
+                                    T))
+                return -1;
+        }
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)B * NH * T; r++) {
+        int i = (int)(r % T);
+        const float *pi = probs + (size_t)r * T;
+        float *di = dp + (size_t)r * T;
+        float acc = 0;
+        for (int j = 0; j <= i; j++)
+            acc += pi[j] * di[j];
+        for (int j = 0; j <= i; j++)
+            di[j] = pi[j] * (di[j] - acc) * scale;
+        for (int j = i + 1; j < T; j++)
+            di[j] = 0;
+        swift_cpu_to_bf16_row(dsb + (size_t)r * T, di, (size_t)T);
+        swift_cpu_to_bf16_row(pb + (size_t)r * T, pi, (size_t)T);
+    }
+    memset(dkc, 0, nk * sizeof(float));
+    memset(dvc, 0, nk * sizeof(float));
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int r0 = 0; r0 < T; r0 += tb) {
+            int r1 = r0 + tb < T ? r0 + tb : T, m = r1 - r0;
+            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D,
+                   o = ((size_t)bh * T + r0) * D, at = (size_t)bh * tt + (size_t)r0 * T;
+            /* dV[0,r1) += P[r0,r1)^T dO[r0,r1); dQ[r0,r1) = dS K[0,r1); dK[0,r1) += dS^T Q */
+            if (swift_cpu_bf16_gemm(
+                    SWIFT_CPU_BF16_DW, r1, D, m, 1.0f, 1.0f, pb + at, T, dob + o, D, dvc + kv, D) ||
+                swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
+                                    m,
+                                    D,
+                                    r1,
+                                    1.0f,
+                                    0.0f,
+                                    dsb + at,
+                                    T,
+                                    kb + kv,
+                                    D,
+                                    dqc + o,
+                                    D) ||
+                swift_cpu_bf16_gemm(
+                    SWIFT_CPU_BF16_DW, r1, D, m, 1.0f, 1.0f, dsb + at, T, qb + o, D, dkc + kv, D))
+                return -1;
+        }
+    unpack(dq, dqc, B, T, NH, D);
+    unpack(dk, dkc, B, T, NKV, D);
+    unpack(dv, dvc, B, T, NKV, D);
+    return 0;
 }

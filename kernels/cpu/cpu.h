@@ -27,8 +27,26 @@ void swift_cpu_matmul_bf16_fwd(float *out, const float *in, const float *w, cons
                                int N, int I, int O, float alpha, float beta);
 void swift_cpu_matmul_bf16_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
                                const float *w, int N, int I, int O, float alpha, float din_beta);
+/* One bf16 GEMM with fp32 accumulation, C (M,N) = alpha * A @ B + beta * C, row-major with
+ * rows lda, ldb, ldc apart as stored: FWD A (M,K) @ B (N,K)^T; DIN A (M,K) @ B (K,N); DW
+ * A (K,M)^T @ B (K,N). Returns 0, or -1 when oneDNN cannot (the caller computes it in fp32). */
+enum { SWIFT_CPU_BF16_FWD = 0, SWIFT_CPU_BF16_DIN = 1, SWIFT_CPU_BF16_DW = 2 };
+int swift_cpu_bf16_gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
+                        int lda, const uint16_t *b, int ldb, float *c, int ldc);
+/* attention_bf16.c: attention_fwd/bwd's contracts with the four score and value GEMMs in bf16
+ * (q, k, v, the probabilities, dout and dS rounded; softmax and its gradient in fp32), as
+ * torch.autocast runs them; attention_fwd/bwd call them under SWIFT_CPU_MATH_BF16. Return 0, or
+ * -1 (nothing usable written) when oneDNN or memory fails: the caller runs the fp32 op. */
+int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const float *k,
+                                 const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
+                                 int D);
+int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *dout,
+                                 const float *probs, const float *q, const float *k, const float *v,
+                                 int B, int T, int NH, int NKV, int D);
 /* fp32 -> bf16, round to nearest even (torch's cast) */
 void swift_cpu_to_bf16(uint16_t *dst, const float *src, size_t n);
+/* the same on the calling thread only (for rows inside a parallel loop) */
+void swift_cpu_to_bf16_row(uint16_t *dst, const float *src, size_t n);
 /* the oneDNN implementation the bf16 GEMMs run on (probing once), and whether a name is a
  * fast one (avx512_core_bf16 or amx, not a reference/fp32 fallback) */
 const char *swift_cpu_bf16_impl(void);

@@ -1,6 +1,7 @@
 /* SwiGLU, dropout, and small vector ops. */
 #include "kernels/cpu/cpu.h"
 
+#include <immintrin.h>
 #include <math.h>
 
 #include "kernels/banned.h"
@@ -101,17 +102,65 @@ void swift_cpu_dropout_bwd(float *din, const float *dout, const uint8_t *mask, s
             din[i] += dout[i] * keep;
 }
 
+/* AdamW on element i (the reference: the vector path below computes exactly this, operation
+ * by operation: the same correctly rounded multiplies, adds, square root and division in the same
+ * order, no FMA contraction, so both give bit-identical results) */
+static inline void adamw1(float *p, const float *g, float *m, float *v, size_t i, float lr,
+                          float b1, float b2, float eps, float wd, float step, float sbc2,
+                          float gscale)
+{
+    float gi = g[i] * gscale;
+    p[i] *= 1.0f - lr * wd;
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    p[i] -= step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+}
+
+/* 16 elements at a time from i0 to i1 (a multiple of 16 apart). The scalar loop does not
+ * vectorize (sqrtf sets errno), and AdamW over every parameter is a sixth of a 100M bf16 step. */
+__attribute__((target("avx512f"))) static void
+adamw_avx512(float *p, const float *g, float *m, float *v, size_t i0, size_t i1, float lr, float b1,
+             float b2, float eps, float wd, float step, float sbc2, float gscale)
+{
+    const __m512 vgs = _mm512_set1_ps(gscale), decay = _mm512_set1_ps(1.0f - lr * wd),
+                 vb1 = _mm512_set1_ps(b1), vb1c = _mm512_set1_ps(1.0f - b1),
+                 vb2 = _mm512_set1_ps(b2), vb2c = _mm512_set1_ps(1.0f - b2),
+                 vstep = _mm512_set1_ps(step), vsbc2 = _mm512_set1_ps(sbc2),
+                 veps = _mm512_set1_ps(eps);
+    for (size_t i = i0; i < i1; i += 16) {
+        __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), vgs);
+        __m512 pi = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay);
+        __m512 mi =
+            _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(vb1c, gi));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_loadu_ps(v + i)),
+                                  _mm512_mul_ps(_mm512_mul_ps(vb2c, gi), gi));
+        __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), vsbc2), veps);
+        pi = _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(vstep, mi), den));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        _mm512_storeu_ps(p + i, pi);
+    }
+}
+
 /* torch.optim.AdamW (decoupled weight decay) */
 void swift_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, float bc1, float bc2, float gscale)
 {
+    static int avx512 = -1;
+    if (avx512 < 0)
+        avx512 = __builtin_cpu_supports("avx512f");
     float step = lr / bc1, sbc2 = sqrtf(bc2);
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * gscale;
-        p[i] *= 1.0f - lr * wd;
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] -= step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+    size_t nv = avx512 ? n / 16 * 16 : 0;
+    if (nv) {
+        enum { CHUNK = 16384 };
+        long nc = (long)((nv + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static) if (nc > 4)
+        for (long c = 0; c < nc; c++) {
+            size_t a = (size_t)c * CHUNK, e = a + CHUNK < nv ? a + CHUNK : nv;
+            adamw_avx512(p, g, m, v, a, e, lr, b1, b2, eps, wd, step, sbc2, gscale);
+        }
     }
+#pragma omp parallel for schedule(static) if (n - nv > 65536)
+    for (size_t i = nv; i < n; i++)
+        adamw1(p, g, m, v, i, lr, b1, b2, eps, wd, step, sbc2, gscale);
 }

@@ -19,10 +19,10 @@
 static int g_math; /* 0 fp32 (OpenBLAS), 1 bf16 (oneDNN) */
 
 /* C (M,N) = alpha * A (M,K) @ B (K,N) + beta * C; A and B given by strides (transposed views) */
-enum { KIND_FWD, KIND_DIN, KIND_DW, KIND_N };
+enum { KIND_FWD = SWIFT_CPU_BF16_FWD, KIND_DIN = SWIFT_CPU_BF16_DIN, KIND_DW = SWIFT_CPU_BF16_DW };
 
 struct prim {
-    int kind, M, N, K;
+    int kind, M, N, K, lda, ldb, ldc;
     float alpha, beta;
     dnnl_primitive_t p;
     dnnl_memory_t a, b, c;
@@ -100,6 +100,19 @@ void swift_cpu_to_bf16(uint16_t *dst, const float *src, size_t n)
     }
 }
 
+void swift_cpu_to_bf16_row(uint16_t *dst, const float *src, size_t n)
+{
+    static int avx512 = -1;
+    if (avx512 < 0)
+        avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) {
+        to_bf16_avx512(dst, src, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = f2bf(src[i]);
+}
+
 /* scratch buffer slot s of at least n bf16 values (NULL when out of memory) */
 static uint16_t *scratch(int s, size_t n)
 {
@@ -122,33 +135,35 @@ static int md2(dnnl_memory_desc_t *md, dnnl_data_type_t t, int rows, int cols, i
     return dnnl_memory_desc_init_by_strides(md, 2, d, t, s) == dnnl_success ? 0 : -1;
 }
 
-/* the memory descriptors of one kind: A, B (bf16) and C (fp32) */
-static int descs(int kind, int M, int N, int K, dnnl_memory_desc_t md[3])
+/* the memory descriptors of one kind: A, B (bf16) and C (fp32), rows lda, ldb, ldc apart */
+static int descs(const struct prim *q, dnnl_memory_desc_t md[3])
 {
-    int r = 0;
-    switch (kind) {
+    int r = 0, M = q->M, N = q->N, K = q->K;
+    switch (q->kind) {
     case KIND_FWD: /* out (M=N,O) = in (N,I) @ w (O,I)^T: B is w read transposed */
-        r |= md2(&md[0], dnnl_bf16, M, K, K, 1) | md2(&md[1], dnnl_bf16, K, N, 1, K);
+        r |= md2(&md[0], dnnl_bf16, M, K, q->lda, 1) | md2(&md[1], dnnl_bf16, K, N, 1, q->ldb);
         break;
     case KIND_DIN: /* din (N,I) = dout (N,O) @ w (O,I) */
-        r |= md2(&md[0], dnnl_bf16, M, K, K, 1) | md2(&md[1], dnnl_bf16, K, N, N, 1);
+        r |= md2(&md[0], dnnl_bf16, M, K, q->lda, 1) | md2(&md[1], dnnl_bf16, K, N, q->ldb, 1);
         break;
     default: /* dw (O,I) = dout (N,O)^T @ in (N,I): A is dout (N=K,O=M) read transposed */
-        r |= md2(&md[0], dnnl_bf16, M, K, 1, M) | md2(&md[1], dnnl_bf16, K, N, N, 1);
+        r |= md2(&md[0], dnnl_bf16, M, K, 1, q->lda) | md2(&md[1], dnnl_bf16, K, N, q->ldb, 1);
         break;
     }
-    return r | md2(&md[2], dnnl_f32, M, N, N, 1);
+    return r | md2(&md[2], dnnl_f32, M, N, q->ldc, 1);
 }
 
-static struct prim *create(int kind, int M, int N, int K, float alpha, float beta)
+static struct prim *create(const struct prim *q)
 {
+    int kind = q->kind, M = q->M;
+    float alpha = q->alpha, beta = q->beta;
     dnnl_memory_desc_t md[3];
     dnnl_matmul_desc_t mm;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     struct prim *p = NULL;
-    if (descs(kind, M, N, K, md) || dnnl_matmul_desc_init(&mm, &md[0], &md[1], NULL, &md[2]) ||
+    if (descs(q, md) || dnnl_matmul_desc_init(&mm, &md[0], &md[1], NULL, &md[2]) ||
         dnnl_primitive_attr_create(&attr))
         return NULL;
     int bad = 0;
@@ -162,9 +177,15 @@ static struct prim *create(int kind, int M, int N, int K, float alpha, float bet
     if (!bad && dnnl_primitive_desc_create(&pd, &mm, attr, g.eng, NULL) == dnnl_success) {
         const char *impl = "";
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        if (!g.impl[0] || kind == KIND_FWD)
+        /* dense operands (the linear layers) name the implementation; oneDNN takes its
+         * avx512_core_bf16 'gemm:jit' for the strided blocks of attention_bf16 (as fast
+         * there), which the dense GEMMs' check already vouches for on this CPU */
+        int dense = q->lda == (kind == KIND_DW ? M : q->K) &&
+                    q->ldb == (kind == KIND_FWD ? q->K : q->N) && q->ldc == q->N;
+        if (dense && (!g.impl[0] || kind == KIND_FWD))
             snprintf(g.impl, sizeof g.impl, "%s", impl);
-        if (!swift_cpu_bf16_fast_name(impl) && !g.warned) {
+        int fast = swift_cpu_bf16_fast_name(impl) || (!dense && !strncmp(impl, "gemm:jit", 8));
+        if (!fast && !g.warned) {
             g.warned = 1;
             fprintf(stderr,
                     "warning: bf16 matmul: oneDNN picked '%s', not an avx512_core_bf16/amx "
@@ -178,7 +199,9 @@ static struct prim *create(int kind, int M, int N, int K, float alpha, float bet
                 dnnl_memory_destroy((&p->a)[i]);
         } else
             g.nprim++;
-        *p = (struct prim){kind, M, N, K, alpha, beta, NULL, NULL, NULL, NULL};
+        *p = *q;
+        p->p = NULL;
+        p->a = p->b = p->c = NULL;
         if (dnnl_primitive_create(&p->p, pd) ||
             dnnl_memory_create(&p->a, &md[0], g.eng, DNNL_MEMORY_NONE) ||
             dnnl_memory_create(&p->b, &md[1], g.eng, DNNL_MEMORY_NONE) ||
@@ -193,23 +216,26 @@ static struct prim *create(int kind, int M, int N, int K, float alpha, float bet
     return p;
 }
 
-static struct prim *lookup(int kind, int M, int N, int K, float alpha, float beta)
+static struct prim *lookup(const struct prim *q)
 {
     for (int i = 0; i < g.nprim; i++) {
         struct prim *p = &g.prim[i];
-        if (p->kind == kind && p->M == M && p->N == N && p->K == K && p->alpha == alpha &&
-            p->beta == beta)
+        if (p->kind == q->kind && p->M == q->M && p->N == q->N && p->K == q->K &&
+            p->lda == q->lda && p->ldb == q->ldb && p->ldc == q->ldc && p->alpha == q->alpha &&
+            p->beta == q->beta)
             return p;
     }
-    return create(kind, M, N, K, alpha, beta);
+    return create(q);
 }
 
-/* one GEMM; returns 0, or -1 when oneDNN cannot (the caller falls back to fp32) */
-static int gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
-                const uint16_t *b, float *c)
+/* one GEMM with rows of A, B, C lda, ldb, ldc apart (as stored: DW's A is (K,M), FWD's B is
+ * (N,K)); returns 0, or -1 when oneDNN cannot (the caller falls back to fp32) */
+static int gemm_ld(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
+                   int lda, const uint16_t *b, int ldb, float *c, int ldc)
 {
     bf16_init();
-    struct prim *p = g.ok ? lookup(kind, M, N, K, alpha, beta) : NULL;
+    struct prim q = {kind, M, N, K, lda, ldb, ldc, alpha, beta, NULL, NULL, NULL, NULL};
+    struct prim *p = g.ok ? lookup(&q) : NULL;
     if (!p)
         return -1;
     dnnl_memory_set_data_handle(p->a, (void *)a);
@@ -220,6 +246,32 @@ static int gemm(int kind, int M, int N, int K, float alpha, float beta, const ui
     if (dnnl_primitive_execute(p->p, g.st, 3, args) != dnnl_success)
         return -1;
     return dnnl_stream_wait(g.st) == dnnl_success ? 0 : -1;
+}
+
+/* the same on dense operands */
+static int gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
+                const uint16_t *b, float *c)
+{
+    return gemm_ld(kind,
+                   M,
+                   N,
+                   K,
+                   alpha,
+                   beta,
+                   a,
+                   kind == KIND_DW ? M : K,
+                   b,
+                   kind == KIND_DIN || kind == KIND_DW ? N : K,
+                   c,
+                   N);
+}
+
+int swift_cpu_bf16_gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
+                        int lda, const uint16_t *b, int ldb, float *c, int ldc)
+{
+    if (kind < SWIFT_CPU_BF16_FWD || kind > SWIFT_CPU_BF16_DW)
+        return -1;
+    return gemm_ld(kind, M, N, K, alpha, beta, a, lda, b, ldb, c, ldc);
 }
 
 int swift_cpu_bf16_fast_name(const char *impl)

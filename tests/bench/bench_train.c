@@ -2,7 +2,9 @@
  * of a randomly initialised Llama config on the CPU backend; prints one JSON line. CONFIG is 10M
  * or 100M (the same shapes tests/bench/train_torch.py builds); DTYPE float32 (default) or
  * bfloat16 (--torch-dtype bfloat16: bf16 matmuls through oneDNN, the peak is then the measured
- * bf16 GEMM rate, and weight_bf16_s is the time to round every weight to bf16 once). */
+ * bf16 GEMM rate, and weight_bf16_s is the time to round every weight to bf16 once).
+ * tokens_per_s is over wall time; tokens_per_cpu_s over the process's user + system CPU time in
+ * the same steps (all threads), which a loaded machine disturbs less. */
 #include "lib/model/model.h"
 #include "tests/bench/bench_config.h"
 
@@ -27,6 +29,14 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* user + system CPU seconds of the whole process (all threads) */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -94,10 +104,12 @@ int main(int argc, char **argv)
     if (swift_adamw_init(&opt, &swift_cpu_ops, m.p, m.np, 0.9f, 0.95f, 1e-8f, 0.1f) < 0)
         return 1;
     struct swift_batch b = {(int)B, (int)T, tok, tgt, pos};
-    double t0 = 0, loss = 0;
+    double t0 = 0, ct0 = 0, loss = 0;
     for (long i = 0; i <= steps; i++) { /* step 0 is warm-up */
-        if (i == 1)
+        if (i == 1) {
             t0 = now();
+            ct0 = cpu_now();
+        }
         swift_model_zero_grad(&m);
         struct swift_loss l = {0};
         if (swift_model_forward(&m, &b, &l, 1.0f / (float)(B * (T - 1))) < 0)
@@ -107,7 +119,7 @@ int main(int argc, char **argv)
         swift_adamw_step(&opt, 1e-4f, swift_clip_scale(gn, 1.0));
         loss = l.sum / l.count;
     }
-    double dt = (now() - t0) / (double)steps;
+    double dt = (now() - t0) / (double)steps, dc = (cpu_now() - ct0) / (double)steps;
     double fpt = swift_model_flops_per_token(&m, (int)T);
     double peak = bf16 ? swift_backend_matmul_peak_gflops(&be) : swift_sgemm_peak_gflops();
     double conv = 0; /* every weight rounded to bf16 once (what a bf16 weight copy saves) */
@@ -126,7 +138,8 @@ int main(int argc, char **argv)
            bf16 ? "bfloat16" : "float32",
            conv);
     printf("\"config\":\"%s\",\"params\":%zu,\"threads\":%ld,\"batch\":%ld,"
-           "\"seq\":%ld,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops\":%.2f,"
+           "\"seq\":%ld,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"cpu_step_s\":%.4f,"
+           "\"tokens_per_cpu_s\":%.1f,\"model_gflops\":%.2f,"
            "\"sgemm_peak_gflops\":%.2f,\"frac_of_peak\":%.3f,\"loss\":%.4f}\n",
            argv[1],
            m.nparams,
@@ -135,6 +148,8 @@ int main(int argc, char **argv)
            T,
            dt,
            (double)N / dt,
+           dc,
+           (double)N / dc,
            fpt * (double)N / dt / 1e9,
            peak,
            fpt * (double)N / dt / 1e9 / peak,

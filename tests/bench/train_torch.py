@@ -25,10 +25,11 @@ torch.manual_seed(0)
 model = LlamaForCausalLM(cfg).float().train()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
 ids = torch.randint(0, cfg.vocab_size, (B, T))
-t0 = 0
+t0 = c0 = 0
 for i in range(steps + 1):
     if i == 1:
         t0 = time.perf_counter()
+        c0 = time.process_time()
     with ctx():
         out = model(input_ids=ids, labels=ids)
     out.loss.backward()
@@ -36,6 +37,8 @@ for i in range(steps + 1):
     opt.step()
     opt.zero_grad(set_to_none=True)
 dt = (time.perf_counter() - t0) / steps
+dc = (time.process_time() - c0) / steps  # user + system CPU of the process, all threads
 print(json.dumps({"impl": "torch", "dtype": dtype, "config": name, "threads": th, "batch": B, "seq": T,
                   "step_s": round(dt, 4), "tokens_per_s": round(B * T / dt, 1),
+                  "cpu_step_s": round(dc, 4), "tokens_per_cpu_s": round(B * T / dc, 1),
                   "torch": torch.__version__}))

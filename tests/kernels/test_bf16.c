@@ -6,9 +6,15 @@
  * sum|terms|, i.e. fp32 rounding only; against the fp32 op on the original inputs:
  * max |bf16 - fp32| <= 2^-7 * max over the output of sum_k |a_ik b_kj| (two inputs rounded to 8
  * significant bits each: relative error <= 2 * 2^-9 per product, with margin). db is fp32 and
- * bit-identical. The rounding itself is checked against torch's nearest-even cast on edge values.
- * And the fast path: on a CPU with avx512_bf16 or AMX, oneDNN must pick a bf16/amx kernel (not a
- * reference one); elsewhere the check is a visible skip. */
+ * bit-identical. Attention (fwd: out; bwd: dq, dk, dv; GQA, packed documents) with its four score
+ * and value GEMMs in bf16, each tensor's max |bf16 - ref| / max |ref|: against the fp32 op on the
+ * bf16-rounded q, k, v and dout <= 2^-7 (what is left is P and dS rounded to 8 significant bits,
+ * 2^-9 relative each, measured <= 0.0023, margin 3x); against the fp32 op on the originals
+ * <= 2^-7 with |q|, |k| <= 1 (measured <= 0.0029) and <= 2^-5 with |q|, |k| <= 4, where the
+ * rounding error of the scores grows with their size (measured 0.015). The rounding itself is
+ * checked against torch's nearest-even cast on edge values. And the fast path: on a CPU with
+ * avx512_bf16 or AMX, oneDNN must pick a bf16/amx kernel (not a reference one); elsewhere the check
+ * is a visible skip. */
 #include "kernels/ops.h"
 
 #include <math.h>
@@ -158,6 +164,92 @@ static void check(int N, int In, int O, float alpha, float beta)
         free(ptrs[k]);
 }
 
+/* max |a - b| / max |b| */
+static double rel(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]))
+            return INFINITY;
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return m > 0 ? d / m : d;
+}
+
+/* attention_fwd/bwd under bf16 math (the score and value GEMMs in bf16) against the fp32 op:
+ * on the rounded q, k, v, dout (what is left is the rounding of P and dS) and on the originals */
+static void check_attention(int B, int T, int NH, int NKV, int D, float qs, double tol_r,
+                            double tol)
+{
+    size_t nq = (size_t)B * T * NH * D, nk = (size_t)B * T * NKV * D, np = (size_t)B * NH * T * T;
+    float *q = rnd(nq, qs), *k = rnd(nk, qs), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *qr = rounded(q, nq), *kr = rounded(k, nk), *vr = rounded(v, nk),
+          *doutr = rounded(dout, nq);
+    int32_t *pos = malloc((size_t)B * T * sizeof *pos);
+    for (int b = 0; b < B; b++) /* two documents packed in each row */
+        for (int t = 0; t < T; t++)
+            pos[b * T + t] = t < T / 3 + b ? t : t - (T / 3 + b);
+    float *o[3], *p[3], *dq[3], *dk[3], *dv[3];
+    for (int r = 0; r < 3; r++) { /* fp32, fp32 on the rounded inputs, bf16 */
+        o[r] = calloc(nq, 4), p[r] = calloc(np, 4), dq[r] = calloc(nq, 4);
+        dk[r] = calloc(nk, 4), dv[r] = calloc(nk, 4);
+        set(r == 2 ? SWIFT_MATH_BF16 : SWIFT_MATH_FP32);
+        for (size_t i = 0; r == 2 && i < np; i++) /* stale probabilities: never read */
+            p[r][i] = NAN;
+        const float *qi = r == 1 ? qr : q, *ki = r == 1 ? kr : k, *vi = r == 1 ? vr : v,
+                    *di = r == 1 ? doutr : dout;
+        swift_cpu_ops.attention_fwd(o[r], p[r], qi, ki, vi, pos, B, T, NH, NKV, D);
+        swift_cpu_ops.attention_bwd(
+            dq[r], dk[r], dv[r], di, p[r], qi, ki, vi, pos, B, T, NH, NKV, D);
+    }
+    set(SWIFT_MATH_FP32);
+    double e[8] = {rel(o[2], o[1], nq),
+                   rel(dq[2], dq[1], nq),
+                   rel(dk[2], dk[1], nk),
+                   rel(dv[2], dv[1], nk),
+                   rel(o[2], o[0], nq),
+                   rel(dq[2], dq[0], nq),
+                   rel(dk[2], dk[0], nk),
+                   rel(dv[2], dv[0], nk)};
+    printf("bf16 attention B=%d T=%d NH=%d NKV=%d D=%d |q|<=%g: out dq dk dv vs fp32 on rounded "
+           "inputs %.2g %.2g %.2g %.2g, vs fp32 %.2g %.2g %.2g %.2g\n",
+           B,
+           T,
+           NH,
+           NKV,
+           D,
+           qs,
+           e[0],
+           e[1],
+           e[2],
+           e[3],
+           e[4],
+           e[5],
+           e[6],
+           e[7]);
+    for (int i = 0; i < 4; i++) {
+        assert_true(e[i] <= tol_r);
+        assert_true(e[i + 4] <= tol);
+    }
+    assert_true(e[4] > 0); /* the GEMMs did run in bf16 */
+    for (int r = 0; r < 3; r++) {
+        free(o[r]), free(p[r]), free(dq[r]), free(dk[r]), free(dv[r]);
+    }
+    float *ptrs[] = {q, k, v, dout, qr, kr, vr, doutr};
+    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
+        free(ptrs[i]);
+    free(pos);
+}
+
+static void test_attention(void **st)
+{
+    (void)st;
+    check_attention(2, 37, 4, 2, 16, 1.0f, 0x1p-7, 0x1p-7);
+    check_attention(1, 64, 2, 2, 64, 1.0f, 0x1p-7, 0x1p-7);
+    check_attention(2, 50, 6, 2, 32, 4.0f, 0x1p-7, 0x1p-5); /* sharper softmax */
+}
+
 static void test_shapes(void **st)
 {
     (void)st;
@@ -197,6 +289,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_round),
         cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_fast_path),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
