@@ -60,6 +60,12 @@ struct swift_adapter {
     const struct swift_st_tensor *score; /* "base_model.model.score.weight" (a reward model's
                                           * modules_to_save), or NULL */
     size_t n;
+    /* swift_adapter_open_full only: modules_to_save tensors trained in full beside the adapters,
+     * "base_model.model.<module>.weight" (or .bias), in file order; full_names[i] is the base's
+     * name "<module>.weight" (malloc'ed) */
+    const struct swift_st_tensor **full;
+    char **full_names;
+    size_t nfull;
     char *cfg_path, *st_path;
 };
 
@@ -70,6 +76,9 @@ float swift_lora_scale(double alpha, int r, int use_rslora);
 /* Read DIR/adapter_config.json and open DIR/adapter_model.safetensors, pairing every lora_A with
  * its lora_B (mapped, not copied). Returns 0 or -1 after reporting; close *ad either way. */
 int swift_adapter_open(struct swift_adapter *ad, const char *dir);
+/* swift_adapter_open that also accepts modules_to_save tensors (ad->full), for a caller that
+ * applies them (swift-export's merge); PEFT's "...modules_to_save.default.weight" spelling too. */
+int swift_adapter_open_full(struct swift_adapter *ad, const char *dir);
 void swift_adapter_close(struct swift_adapter *ad);
 /* The pair of a module ("model.layers.0.self_attn.q_proj"), or NULL. */
 struct swift_adapter_pair *swift_adapter_find(const struct swift_adapter *ad, const char *module);

@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+bats_require_minimum_version 1.5.0
+# swift-export on vision-language models (docs/export.md "Vision-language models"): a LoRA that
+# swift-train made on the tiny Qwen2-VL fixture (vocabulary widened to the qwen3 tokenizer's,
+# tests/cli/vl_fixture.bash) merged into a Hugging Face directory: the keys in the input's
+# layout, the vision tower and merger copied bit for bit, the processor files carried over.
+# That the merged model computes what base + adapter does is tests/unit/test_export_vl.c (logits
+# to 1e-5); tests/ref/check_vl_export.py checked it against transformers + peft once.
+
+setup() {
+    . "$BATS_TEST_DIRNAME/vl_fixture.bash" # vl_model, st_digest
+    W="$BATS_TEST_TMPDIR"
+    if [ ! -f "$SHARED/data/tokenizers/qwen3/tokenizer.json" ] ||
+        [ ! -f "$SHARED/data/datasets/llama-factory-demo/mllm_demo.json" ]; then
+        [ "${CI:-}" != true ] || return 1
+        skip "shared data missing"
+    fi
+}
+
+train_adapter() { # MODEL SHARDS OUT: 4 LoRA steps with the ViT and merger frozen
+    run "$SWIFT_BIN/swift-train" --model "$1" --max-steps 4 --save-steps 4 --logging-steps 4 \
+        --eval-steps 100 --learning-rate 1e-2 --lora-rank 4 --per-device-train-batch-size 1 \
+        -j 1 -o "$3" "$2"
+    [ "$status" -eq 0 ]
+}
+
+@test "export-vl: --merge-lora on Qwen2-VL: merged directory in the input's key layout, vision tensors bit-identical, processor files copied" {
+    vl_model tests/fixtures/vlm/qwen2_vl "$W/m" "$W/d"
+    echo '{"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136}' >"$W/m/preprocessor_config.json"
+    echo '{"chat_template": "{{ messages }}"}' >"$W/m/chat_template.json"
+    train_adapter "$W/m" "$W/d" "$W/a"
+    run --separate-stderr "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a/checkpoint-4" -o "$W/out"
+    echo "$stderr"
+    [ "$status" -eq 0 ]
+    # 2 layers x 7 linears merged; the fixture is float32, so is the output
+    [[ "$output" == '{"version":1,"format":"hf","output":"'"$W/out"'","dtype":"float32","tensors":'*',"merged":14,'* ]]
+    for f in config.json preprocessor_config.json chat_template.json tokenizer.json tokenizer_config.json generation_config.json; do
+        [ -f "$W/out/$f" ] || { echo "no $f"; false; }
+    done
+    cmp "$W/m/preprocessor_config.json" "$W/out/preprocessor_config.json"
+    [ "$(jq -r .model_type "$W/out/config.json")" = qwen2_vl ]
+    [ "$(jq -r .vision_config.depth "$W/out/config.json")" = 2 ]
+    # the fixture's keys are transformers 5's module layout: kept as they were
+    diff <(st_digest "$W/m" . | cut -d' ' -f1) <(st_digest "$W/out" . | cut -d' ' -f1)
+    st_digest "$W/m" '^model\.visual\.' >"$W/v0"
+    [ "$(wc -l <"$W/v0")" -ge 20 ]
+    diff "$W/v0" <(st_digest "$W/out" '^model\.visual\.')
+    # the language model's linears changed, its norms did not
+    ! diff -q <(st_digest "$W/m" 'layers\.0\.self_attn\.q_proj\.weight') <(st_digest "$W/out" 'layers\.0\.self_attn\.q_proj\.weight')
+    diff <(st_digest "$W/m" 'norm') <(st_digest "$W/out" 'norm')
+}
+
+@test "export-vl: --dtype bf16 on Qwen2.5-VL in the hub's key layout (visual.*, model.*): kept, config dtype set" {
+    vl_model tests/fixtures/vlm/qwen2_5_vl "$W/m" "$W/d"
+    train_adapter "$W/m" "$W/d" "$W/a"
+    run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a/checkpoint-4" --dtype bf16 -o "$W/out"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"dtype":"bfloat16"'*'"merged":14,'* ]]
+    [ "$(jq -r .torch_dtype "$W/out/config.json")" = bfloat16 ]
+    diff <(st_digest "$W/m" . | cut -d' ' -f1) <(st_digest "$W/out" . | cut -d' ' -f1)
+    st_digest "$W/out" '^visual\.' | grep -q ' BF16 '
+    ! st_digest "$W/out" . | grep -v ' BF16 '
+}
+
+@test "export-vl: an adapter for another model is an adapter/base mismatch, nothing written" {
+    vl_model tests/fixtures/vlm/qwen2_vl "$W/m" ""
+    run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora tests/ref/fixtures/merge/adapter-lora -o "$W/out"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-export: adapter/base mismatch: "* ]]
+    [ ! -e "$W/out" ]
+}
