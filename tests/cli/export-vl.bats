@@ -69,3 +69,28 @@ train_adapter() { # MODEL SHARDS OUT: 4 LoRA steps with the ViT and merger froze
     [[ "$output" == "swift-export: adapter/base mismatch: "* ]]
     [ ! -e "$W/out" ]
 }
+
+@test "export-vl: --to gguf writes the language model as llama.cpp's qwen2vl (M-RoPE sections), the vision side left out; merge + gguf in one run is the same file" {
+    vl_model tests/fixtures/vlm/qwen2_5_vl "$W/m" "$W/d"
+    train_adapter "$W/m" "$W/d" "$W/a"
+    run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a/checkpoint-4" --dtype fp32 -o "$W/out"
+    [ "$status" -eq 0 ]
+    run --separate-stderr "$SWIFT_BIN/swift-export" "$W/out" --to gguf --dtype q8_0 --name vl -o "$W/a.gguf"
+    [ "$status" -eq 0 ]
+    [[ "$output" == '{"version":1,"format":"gguf","output":"'"$W/a.gguf"'","arch":"qwen2vl","dtype":"q8_0","tensors":27,'* ]]
+    [ "$stderr" = "swift-export: 42 vision tensors (ViT and merger) left out: this GGUF holds the language model (llama.cpp's qwen2vl), the vision side goes into an mmproj file
+swift-export: 2 matrices use F16: their rows do not fit Q8_0 blocks (as llama.cpp does)" ]
+    run "$SWIFT_BIN/swift-export" --dump "$W/a.gguf"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *$'kv\tgeneral.architecture\tstring\t"qwen2vl"'* ]]
+    [[ "$output" == *$'kv\tqwen2vl.rope.dimension_sections\tarray[i32]\t[2,3,3,0]'* ]]
+    [[ "$output" == *$'kv\tqwen2vl.block_count\tu32\t2'* ]]
+    [[ "$output" == *$'kv\ttokenizer.ggml.pre\tstring\t"qwen2"'* ]]
+    [[ "$output" == *$'tensor\tblk.1.attn_q.bias\tF32\t[32]'* ]]
+    [[ "$output" == *$'tensor\ttoken_embd.weight\tQ8_0\t[32,151936]'* ]]
+    ! grep -q $'^tensor\t\\(v\\.\\|mm\\.\\)' <<<"$output"
+    # base + adapter straight to GGUF (the merge in a temporary fp32 directory): the same bytes
+    run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a/checkpoint-4" --to gguf --dtype q8_0 --name vl -o "$W/b.gguf"
+    [ "$status" -eq 0 ]
+    cmp "$W/a.gguf" "$W/b.gguf"
+}

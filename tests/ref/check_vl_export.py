@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Check swift-export's merged vision-language directory against transformers + peft.
 
-    python3 tests/ref/check_vl_export.py BASE_DIR ADAPTER_DIR MERGED_DIR [GGUF]
+    python3 tests/ref/check_vl_export.py BASE_DIR ADAPTER_DIR MERGED_DIR
+    python3 tests/ref/check_vl_export.py --gguf FILE.gguf MODEL_DIR [--llama-cpp OUT.npy]
+    python3 tests/ref/check_vl_export.py --compare-hf MODEL_DIR OUT.npy
 
 BASE_DIR: a Qwen2-VL or Qwen2.5-VL directory (tests/cli/vl_fixture.bash's vl_model makes one from
 the committed fixtures), ADAPTER_DIR: swift-train's LoRA checkpoint on it, MERGED_DIR:
@@ -12,23 +14,29 @@ that every LoRA tensor of the file landed in the model), and the merged director
 the Qwen2-VL processor from LLaMA-Factory's demo image ($SHARED/data/datasets/llama-factory-demo),
 as max|merged - peft| / max|peft|; also how far the adapter moves them from the base.
 
-With GGUF (swift-export --to gguf of MERGED_DIR), reads it with gguf-py's GGUFReader (when the
-gguf package is importable) and checks the qwen2vl keys and that every language-model tensor is
-there with the right shape and no vision tensor is.
+--gguf: FILE.gguf is swift-export --to gguf of MODEL_DIR (a VL directory): read with gguf-py's
+GGUFReader, checks the qwen2vl keys (rope.dimension_sections), that every language-model tensor
+is there with its shape and no vision tensor is. With --llama-cpp, also loads it with
+llama-cpp-python, prints its greedy continuation of a text-only prompt (PROMPT_IDS, token ids)
+and saves the prompt's logits to OUT.npy; --compare-hf then runs MODEL_DIR's
+ForConditionalGeneration on the same prompt (text only: M-RoPE is then plain RoPE) and compares
+logits and greedy tokens.
 
-Needs torch, torchvision, transformers 5, peft (e.g. /work/venv-vl/bin/python); `make test`
-never runs it (docs/export.md says what it reported).
+The first form needs torch, torchvision, transformers 5, peft (e.g. /work/venv-vl/bin/python);
+--gguf needs the gguf package (pip install gguf) and, for --llama-cpp, llama-cpp-python.
+`make test` never runs it (docs/export.md says what it reported).
 """
 import json
 import os
 import sys
 
-import torch
-from PIL import Image
-from safetensors.torch import load_file
-from transformers import (AutoTokenizer, Qwen2_5_VLForConditionalGeneration,
-                          Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor)
-from peft import PeftModel
+if sys.argv[1:2] != ["--gguf"]:  # --gguf runs without torch
+    import torch
+    from PIL import Image
+    from safetensors.torch import load_file
+    from transformers import (AutoTokenizer, Qwen2_5_VLForConditionalGeneration,
+                              Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor)
+    from peft import PeftModel
 
 
 def model_class(d):
@@ -62,11 +70,7 @@ def logits(model, x):
 
 
 def check_gguf(path, merged):
-    try:
-        from gguf import GGUFReader
-    except ImportError:
-        print("gguf: the gguf package is not importable here; skipped")
-        return
+    from gguf import GGUFReader
     r = GGUFReader(path)
     f = {k: v for k, v in r.fields.items()}
 
@@ -100,6 +104,42 @@ def check_gguf(path, merged):
     assert names["token_embd.weight"] == [H, tc["vocab_size"]]
     print(f"gguf: {path}: arch qwen2vl, dimension_sections {val('qwen2vl.rope.dimension_sections')}, "
           f"{len(names)} tensors, no vision tensors: ok")
+
+
+def prompt_ids():
+    return [int(x) for x in os.environ.get("PROMPT_IDS", "5,6,7,8,9").split(",")]
+
+
+def llama_cpp_run(path, npy, n=8):
+    """llama-cpp-python: the prompt's logits (saved to npy) and the greedy continuation"""
+    import numpy as np
+    from llama_cpp import Llama
+    llm = Llama(model_path=path, n_ctx=256, verbose=False, logits_all=True)
+    ids = prompt_ids()
+    llm.eval(ids)
+    np.save(npy, np.array(llm.scores[:len(ids)], dtype=np.float32))
+    llm.reset()
+    out = []
+    for tok in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0):
+        out.append(int(tok))
+        if len(out) == n:
+            break
+    print("llama.cpp greedy:", out)
+
+
+def compare_hf(model_dir, npy, n=8):
+    import numpy as np
+    ids = prompt_ids()
+    cls = model_class(model_dir)
+    m = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        lg = m(input_ids=x).logits[0].float().numpy()
+        gen = m.generate(input_ids=x, max_new_tokens=n, do_sample=False)[0, len(ids):].tolist()
+    ref = np.load(npy)
+    d = np.abs(ref - lg).max() / np.abs(lg).max()
+    print(f"transformers greedy: {gen}")
+    print(f"prompt logits: max|llama.cpp - transformers| / max|transformers| = {d:.3g}")
 
 
 def count_loaded(pm, sd):
@@ -165,11 +205,17 @@ def main():
           f"{x['image_grid_thw'].tolist()}): max|merged - base+peft| / max|base+peft| = {d:.3g} "
           f"(the adapter moves them {moved:.3g})")
     ok = loaded == total and not bad and d < 1e-5 and moved > 1e-3
-    if len(sys.argv) > 4:
-        check_gguf(sys.argv[4], merged)
     print("ok" if ok else "FAILED")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--gguf":
+        check_gguf(sys.argv[2], sys.argv[3])
+        if "--llama-cpp" in sys.argv:
+            llama_cpp_run(sys.argv[2], sys.argv[sys.argv.index("--llama-cpp") + 1])
+        sys.exit(0)
+    if sys.argv[1] == "--compare-hf":
+        compare_hf(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     sys.exit(main())
