@@ -232,9 +232,9 @@ static void test_qwen2_5_vl_hub_layout(void **state)
     check_logits(FIX "qwen2_5_vl");
 }
 
-/* Rewrite the adapter's file: its modules in transformers 5's layout
- * (model.language_model.layers.*), plus a full tensor visual.merger.mlp.2.bias (modules_to_save)
- * and, when bad, a full tensor the base lacks. */
+/* Rewrite the adapter's file: its modules in the hub's layout (model.layers.*; swift-train saves
+ * transformers 5's model.language_model.layers.*), plus a full tensor visual.merger.mlp.2.bias
+ * (modules_to_save) and, when bad, a full tensor the base lacks. */
 static void rewrite_adapter(int bad, float *bias, int64_t nbias)
 {
     char *p = swift_path_join(adir, "adapter_model.safetensors");
@@ -243,28 +243,30 @@ static void rewrite_adapter(int bad, float *bias, int64_t nbias)
     struct swift_st_entry *e = calloc(st.ntensors + 2, sizeof(*e));
     char **names = calloc(st.ntensors + 2, sizeof(*names));
     size_t n = 0;
-    const char *pre = "base_model.model.model.";
+    const char *pre = "base_model.model.model.language_model.";
     for (size_t i = 0; i < st.ntensors; i++, n++) {
         const struct swift_st_tensor *t = &st.tensors[i];
         size_t len = strlen(t->name) + 32;
         names[n] = malloc(len);
         assert_int_equal(strncmp(t->name, pre, strlen(pre)), 0);
-        snprintf(names[n], len, "%slanguage_model.%s", pre, t->name + strlen(pre));
+        snprintf(names[n], len, "base_model.model.model.%s", t->name + strlen(pre));
         e[n].name = names[n];
         e[n].dtype = t->dtype;
         e[n].ndim = t->ndim;
         memcpy(e[n].shape, t->shape, sizeof(e[n].shape));
         e[n].data = t->data;
     }
-    e[n].name = bad ? "base_model.model.visual.merger.mlp.9.bias"
-                    : "base_model.model.model.visual.merger.mlp.2.bias";
-    e[n].dtype = SWIFT_DTYPE_F32;
-    e[n].ndim = 1;
-    e[n].shape[0] = nbias;
-    e[n].data = bias;
-    n++;
+    if (nbias) {
+        e[n].name = bad ? "base_model.model.visual.merger.mlp.9.bias"
+                        : "base_model.model.model.visual.merger.mlp.2.bias";
+        e[n].dtype = SWIFT_DTYPE_F32;
+        e[n].ndim = 1;
+        e[n].shape[0] = nbias;
+        e[n].data = bias;
+        n++;
+    }
     assert_int_equal(swift_safetensors_write(p, e, n, NULL), 0);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < st.ntensors; i++)
         free(names[i]);
     free(names);
     free(e);
@@ -272,16 +274,17 @@ static void rewrite_adapter(int bad, float *bias, int64_t nbias)
     free(p);
 }
 
-static void test_transformers5_adapter_and_modules_to_save(void **state)
+static void test_hub_layout_adapter_and_modules_to_save(void **state)
 {
     (void)state;
-    /* the hub-layout base (visual.*, model.*): first the adapter as swift-train saves it */
+    /* the hub-layout base (visual.*, model.*): first the adapter as swift-train saves it, in
+     * transformers 5's layout (what peft loads onto Qwen2_5_VLForConditionalGeneration) */
     make_adapter(FIX "qwen2_5_vl");
     export_merge(FIX "qwen2_5_vl", "fp32");
     char first[400];
     snprintf(first, sizeof(first), "%s/first", tmp);
     assert_int_equal(rename(outdir, first), 0);
-    /* then the same adapter in transformers 5's key layout, with a modules_to_save tensor */
+    /* then the same adapter in the hub's key layout, with a modules_to_save tensor */
     float bias[32];
     for (int i = 0; i < 32; i++)
         bias[i] = 0.01f * (float)i - 0.1f;
@@ -318,13 +321,39 @@ static void test_transformers5_adapter_and_modules_to_save(void **state)
     assert_non_null(strstr(msg, "'base_model.model.visual.merger.mlp.9.bias'"));
 }
 
+/* swift-train's VL adapters are named after transformers 5's module tree (peft loads them onto
+ * Qwen2VLForConditionalGeneration); adapters in the hub's layout still load */
+static void test_adapter_names(void **state)
+{
+    (void)state;
+    make_adapter(FIX "qwen2_vl");
+    char *p = swift_path_join(adir, "adapter_model.safetensors");
+    struct swift_safetensors st;
+    assert_int_equal(swift_safetensors_open(&st, p), 0);
+    assert_non_null(swift_safetensors_find(
+        &st, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight"));
+    assert_non_null(swift_safetensors_find(
+        &st, "base_model.model.model.language_model.layers.1.mlp.down_proj.lora_B.weight"));
+    swift_safetensors_close(&st);
+    free(p);
+    size_t n1, n2;
+    float *a = logits_of(FIX "qwen2_vl", adir, &n1);
+    rewrite_adapter(0, NULL, 0); /* to model.layers.* */
+    float *b = logits_of(FIX "qwen2_vl", adir, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(a, b, n1 * sizeof(float));
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_adapter_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qwen2_vl_module_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qwen2_5_vl_hub_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_transformers5_adapter_and_modules_to_save, setup, teardown),
+            test_hub_layout_adapter_and_modules_to_save, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
