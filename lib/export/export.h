@@ -8,7 +8,9 @@
  *                                   .output = "qwen3-q8_0.gguf"};
  *     if (swift_export_run(&o) < 0) return 1;   // one JSON summary line on stdout
  *
- * Architectures: llama, qwen2, qwen3 (config.json model_type or architectures[0]); anything
+ * Architectures: llama, qwen2, qwen3, and the vision-language qwen2_vl / qwen2_5_vl (merged with
+ * their vision tower copied unchanged; GGUF: the language model as llama.cpp's qwen2vl, no
+ * mmproj yet) (config.json model_type or architectures[0]); anything
  * else is refused by name. Tokenizers: byte-level BPE tokenizer.json (GPT-2, Llama 3, Qwen).
  *
  * Outputs are atomic: a GGUF is written under a temporary name and renamed; a directory is

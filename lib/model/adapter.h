@@ -18,8 +18,10 @@
  * LORA, a missing or non-numeric r or lora_alpha, fan_in_fan_out (GPT-2's Conv1D), a bias
  * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
  * types) except a reward model's head "base_model.model.score.weight" (ad->score; lora.c loads
- * it into a model with a score head, swift-export's merge refuses it). What a caller cannot do
- * (rank_pattern for an attached model, a regular expression in target_modules) the caller refuses.
+ * it into a model with a score head, swift-export's merge refuses it); swift_adapter_open_full
+ * accepts modules_to_save tensors (ad->full, which swift-export's merge writes over the base's).
+ * What a caller cannot do (rank_pattern for an attached model, a regular expression in
+ * target_modules) the caller refuses.
  */
 #ifndef SWIFT_MODEL_ADAPTER_H
 #define SWIFT_MODEL_ADAPTER_H
