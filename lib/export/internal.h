@@ -56,6 +56,10 @@ char *swift_modelfile_path(const char *gguf_path);
 struct swift_export_opts;
 int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir);
 
+/* The vision tower and merger of model_dir (a VL model) as llama.cpp's mmproj GGUF at o->mmproj
+ * (lib/export/mmproj.c); prints its summary line. Returns 0 or -1. */
+int swift_export_mmproj(const struct swift_export_opts *o, const char *model_dir);
+
 /* Merge a PEFT LoRA adapter into the base and write a HF directory at out_dir (created; must
  * not exist). dtype: bf16|fp16|fp32 (NULL: the base's). Returns 0 or -1. */
 int swift_export_merge(const struct swift_export_opts *o, const char *out_dir);

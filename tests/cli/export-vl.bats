@@ -94,3 +94,57 @@ swift-export: 2 matrices use F16: their rows do not fit Q8_0 blocks (as llama.cp
     [ "$status" -eq 0 ]
     cmp "$W/a.gguf" "$W/b.gguf"
 }
+
+@test "export-vl: --mmproj writes the vision tower and merger as llama.cpp's clip mmproj (qwen2vl_merger: patch embedding split in its two taps, qkv split, gguf-py's names)" {
+    vl_model tests/fixtures/vlm/qwen2_vl "$W/m" ""
+    printf '{"image_mean": [0.5, 0.25, 0.125], "image_std": [0.5, 0.5, 0.5]}\n' >"$W/m/preprocessor_config.json"
+    run --separate-stderr "$SWIFT_BIN/swift-export" "$W/m" --to gguf --dtype q8_0 -o "$W/t.gguf" --mmproj "$W/mmproj.gguf"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = '{"version":1,"format":"mmproj","output":"'"$W/mmproj.gguf"'","arch":"clip","projector_type":"qwen2vl_merger","tensors":40}' ]
+    [[ "${lines[1]}" == '{"version":1,"format":"gguf",'* ]]
+    run "$SWIFT_BIN/swift-export" --dump "$W/mmproj.gguf"
+    [ "$status" -eq 0 ]
+    for kv in $'general.architecture\tstring\t"clip"' $'general.type\tstring\t"mmproj"' \
+        $'clip.has_vision_encoder\tbool\ttrue' $'clip.projector_type\tstring\t"qwen2vl_merger"' \
+        $'clip.vision.projection_dim\tu32\t32' $'clip.vision.embedding_length\tu32\t16' \
+        $'clip.vision.block_count\tu32\t2' $'clip.vision.attention.head_count\tu32\t2' \
+        $'clip.vision.patch_size\tu32\t14' $'clip.vision.image_mean\tarray[f32]\t[0.5,0.25,0.125]'; do
+        grep -qF "kv	$kv" <<<"$output" || { echo "no $kv"; false; }
+    done
+    for t in $'v.patch_embd.weight\tF16\t[14,14,3,16]' $'v.patch_embd.weight.1\tF16\t[14,14,3,16]' \
+        $'v.blk.1.attn_q.weight\tF16\t[16,16]' $'v.blk.1.attn_v.bias\tF32\t[16]' \
+        $'v.blk.0.ffn_up.weight\tF16\t[16,32]' $'v.blk.0.ffn_down.weight\tF16\t[32,16]' \
+        $'v.blk.0.ln1.bias\tF32\t[16]' $'v.post_ln.weight\tF32\t[16]' \
+        $'mm.0.weight\tF16\t[64,64]' $'mm.2.weight\tF16\t[64,32]' $'mm.2.bias\tF32\t[32]'; do
+        grep -qF "tensor	$t	" <<<"$output" || { echo "no $t"; false; }
+    done
+    ! grep -q $'^tensor\tv.blk.0.attn_qkv' <<<"$output"
+    # a text model has no vision side: refused before anything is written
+    run "$SWIFT_BIN/swift-export" tests/ref/fixtures/merge/base --to gguf -o "$W/x.gguf" --mmproj "$W/xm.gguf"
+    [ "$status" -eq 1 ]
+    [ "$output" = "swift-export: --mmproj: 'tests/ref/fixtures/merge/base' is not a vision-language model (qwen2_vl, qwen2_5_vl)" ]
+    [ ! -e "$W/x.gguf" ] && [ ! -e "$W/xm.gguf" ]
+    run "$SWIFT_BIN/swift-export" "$W/m" --to gguf -o "$W/t.gguf" --mmproj "$W/mmproj.gguf"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "swift-export: '$W/mmproj.gguf' exists; use --force to overwrite it" ]]
+    run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a" -o "$W/x" --mmproj "$W/xm.gguf"
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "swift-export: --mmproj goes with --to gguf" ]]
+}
+
+@test "export-vl: --mmproj on Qwen2.5-VL: qwen2.5vl_merger with use_silu, n_wa_pattern and gate/up/down" {
+    vl_model tests/fixtures/vlm/qwen2_5_vl "$W/m" ""
+    run --separate-stderr "$SWIFT_BIN/swift-export" "$W/m" --to gguf -o "$W/t.gguf" --mmproj "$W/mmproj.gguf"
+    [ "$status" -eq 0 ]
+    # the fixture's 56-pixel windows are not what llama.cpp's clip computes (112): said
+    [[ "$stderr" == *"window_size 56: llama.cpp's qwen2.5vl_merger attends in 112-pixel windows"* ]]
+    run "$SWIFT_BIN/swift-export" --dump "$W/mmproj.gguf"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *$'kv\tclip.projector_type\tstring\t"qwen2.5vl_merger"'* ]]
+    [[ "$output" == *$'kv\tclip.use_silu\tbool\ttrue'* ]]
+    [[ "$output" == *$'kv\tclip.vision.n_wa_pattern\tu32\t2'* ]]
+    [[ "$output" == *$'kv\tclip.vision.image_mean\tarray[f32]\t[0.48145467,0.457827508,0.408210725]'* ]]
+    [[ "$output" == *$'tensor\tv.blk.2.ffn_gate.weight\tF16\t[16,24]'* ]]
+    [[ "$output" == *$'tensor\tv.blk.2.ffn_down.weight\tF16\t[24,16]'* ]]
+    [[ "$output" == *$'tensor\tv.blk.0.attn_k.bias\tF32\t[16]'* ]]
+}

@@ -4,6 +4,7 @@
     python3 tests/ref/check_vl_export.py BASE_DIR ADAPTER_DIR MERGED_DIR
     python3 tests/ref/check_vl_export.py --gguf FILE.gguf MODEL_DIR [--llama-cpp OUT.npy]
     python3 tests/ref/check_vl_export.py --compare-hf MODEL_DIR OUT.npy
+    python3 tests/ref/check_vl_export.py --mmproj MMPROJ.gguf MODEL_DIR
 
 BASE_DIR: a Qwen2-VL or Qwen2.5-VL directory (tests/cli/vl_fixture.bash's vl_model makes one from
 the committed fixtures), ADAPTER_DIR: swift-train's LoRA checkpoint on it, MERGED_DIR:
@@ -22,6 +23,11 @@ and saves the prompt's logits to OUT.npy; --compare-hf then runs MODEL_DIR's
 ForConditionalGeneration on the same prompt (text only: M-RoPE is then plain RoPE) and compares
 logits and greedy tokens.
 
+--mmproj: MMPROJ.gguf is swift-export --mmproj of MODEL_DIR: every tensor, read with gguf-py,
+against what llama.cpp's converter (Qwen2VLVisionModel, gguf-py's tensor_mapping names) makes of
+the safetensors: the patch embedding's two temporal taps, qkv split in three, the other names
+mapped; values to F16 rounding; and the clip keys.
+
 The first form needs torch, torchvision, transformers 5, peft (e.g. /work/venv-vl/bin/python);
 --gguf needs the gguf package (pip install gguf) and, for --llama-cpp, llama-cpp-python.
 `make test` never runs it (docs/export.md says what it reported).
@@ -30,7 +36,7 @@ import json
 import os
 import sys
 
-if sys.argv[1:2] != ["--gguf"]:  # --gguf runs without torch
+if sys.argv[1] not in ("--gguf", "--mmproj"):  # these run without torch
     import torch
     from PIL import Image
     from safetensors.torch import load_file
@@ -104,6 +110,85 @@ def check_gguf(path, merged):
     assert names["token_embd.weight"] == [H, tc["vocab_size"]]
     print(f"gguf: {path}: arch qwen2vl, dimension_sections {val('qwen2vl.rope.dimension_sections')}, "
           f"{len(names)} tensors, no vision tensors: ok")
+
+
+def read_safetensors(d):
+    """name -> float32 numpy array, standard library + numpy only"""
+    import glob
+    import struct
+    import numpy as np
+    out = {}
+    for p in sorted(glob.glob(os.path.join(d, "*.safetensors"))):
+        raw = open(p, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        hdr = json.loads(raw[8:8 + n])
+        for k, t in hdr.items():
+            if k == "__metadata__":
+                continue
+            b = raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]
+            if t["dtype"] == "BF16":
+                a = (np.frombuffer(b, np.uint16).astype(np.uint32) << 16).view(np.float32)
+            else:
+                a = np.frombuffer(b, {"F32": np.float32, "F16": np.float16}[t["dtype"]])
+            out[k] = a.astype(np.float32).reshape(t["shape"])
+    return out
+
+
+def check_mmproj(path, model_dir):
+    import numpy as np
+    from gguf import GGUFReader
+    from gguf.constants import MODEL_ARCH, MODEL_TENSOR, TENSOR_NAMES
+    from gguf.tensor_mapping import get_tensor_name_map
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    vc = cfg["vision_config"]
+    tmap = get_tensor_name_map(MODEL_ARCH.MMPROJ, max(vc["depth"], 8))  # mm.2 is block 2
+    want = {}
+    for k, a in read_safetensors(model_dir).items():
+        if k.startswith("model.visual."):
+            k = k[len("model."):]
+        if not k.startswith("visual."):
+            continue
+        if k == "visual.patch_embed.proj.weight":  # the converter: split Conv3D into Conv2Ds
+            a = a.reshape(a.shape[0], 3, 2, vc.get("patch_size", 14), vc.get("patch_size", 14))
+            base = TENSOR_NAMES[MODEL_TENSOR.V_ENC_EMBD_PATCH]
+            want[base + ".weight"] = a[:, :, 0]
+            want[base + ".weight.1"] = a[:, :, 1]
+            continue
+        stem, sfx = k.rsplit(".", 1)
+        if ".attn.qkv" in stem:  # the converter: split QKV
+            c = a.shape[0] // 3
+            for i, x in enumerate("qkv"):
+                want[tmap.get_name(stem.replace(".qkv", "." + x)) + "." + sfx] = a[i * c:(i + 1) * c]
+            continue
+        want[tmap.get_name(stem) + "." + sfx] = a
+    r = GGUFReader(path)
+    got = {t.name: t for t in r.tensors}
+    assert set(got) == set(want), (sorted(set(got) ^ set(want)))
+    worst = 0.0
+    for n, t in got.items():
+        g = np.array(t.data, dtype=np.float32).reshape(want[n].shape)
+        worst = max(worst, float(np.abs(g - want[n]).max() / (np.abs(want[n]).max() + 1e-30)))
+    f = r.fields
+
+    def val(k):
+        v = f[k]
+        if v.types[0].name == "ARRAY":
+            return [float(v.parts[i][0]) for i in v.data]
+        x = v.parts[v.data[0]]
+        return bytes(x).decode() if v.types[0].name == "STRING" else x.tolist()[0]
+
+    v25 = cfg["model_type"] == "qwen2_5_vl"
+    assert val("general.architecture") == "clip"
+    assert val("clip.projector_type") == ("qwen2.5vl_merger" if v25 else "qwen2vl_merger")
+    assert val("clip.vision.block_count") == vc["depth"]
+    assert val("clip.vision.attention.head_count") == vc["num_heads"]
+    assert val("clip.vision.embedding_length") == (vc["hidden_size"] if v25 else vc["embed_dim"])
+    tc = cfg.get("text_config", cfg)
+    assert val("clip.vision.projection_dim") == tc["hidden_size"]
+    if v25:
+        assert val("clip.vision.n_wa_pattern") == vc["fullatt_block_indexes"][0] + 1
+    print(f"mmproj: {path}: {len(got)} tensors named as gguf-py's tensor_mapping maps them, "
+          f"values within {worst:.3g} relative (F16); clip keys ok")
 
 
 def prompt_ids():
@@ -214,6 +299,9 @@ if __name__ == "__main__":
         check_gguf(sys.argv[2], sys.argv[3])
         if "--llama-cpp" in sys.argv:
             llama_cpp_run(sys.argv[2], sys.argv[sys.argv.index("--llama-cpp") + 1])
+        sys.exit(0)
+    if sys.argv[1] == "--mmproj":
+        check_mmproj(sys.argv[2], sys.argv[3])
         sys.exit(0)
     if sys.argv[1] == "--compare-hf":
         compare_hf(sys.argv[2], sys.argv[3])
