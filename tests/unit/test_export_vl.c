@@ -6,6 +6,9 @@
 #include "kernels/ops.h"
 #include "lib/core/fileio.h"
 #include "lib/export/export.h"
+#include "lib/export/internal.h"
+#include "lib/formats/gguf.h"
+#include "lib/formats/quant.h"
 #include "lib/formats/safetensors.h"
 #include "lib/model/lora.h"
 #include "lib/model/vlm.h"
@@ -346,10 +349,101 @@ static void test_adapter_names(void **state)
     free(b);
 }
 
+/* gguf tensor `name` (F32 or F16) as floats; its element count into *n */
+static float *gguf_floats(const struct swift_gguf *g, const char *name, size_t *n)
+{
+    long i = swift_gguf_find_tensor(g, name);
+    if (i < 0)
+        fail_msg("mmproj lacks %s", name);
+    const struct swift_gguf_tensor *t = &g->tensors[i];
+    *n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+    float *o = malloc(*n * sizeof(float) + 4);
+    for (size_t k = 0; k < *n; k++)
+        o[k] = t->type == SWIFT_GGML_F32 ? ((const float *)t->data)[k]
+                                         : swift_fp16_to_fp32(((const uint16_t *)t->data)[k]);
+    return o;
+}
+
+/* the safetensors tensor of a fixture as floats */
+static float *st_floats(const struct swift_st_set *set, const char *name, size_t *n)
+{
+    const struct swift_st_tensor *t = swift_st_set_find(set, name);
+    if (!t)
+        fail_msg("fixture lacks %s", name);
+    *n = t->numel;
+    float *o = malloc(t->numel * sizeof(float) + 4);
+    assert_int_equal(swift_st_tensor_to_f32(t, o), 0);
+    return o;
+}
+
+/* --mmproj (f32): the slices llama.cpp's converter makes, value for value: qkv rows and bias
+ * thirds, the patch embedding's temporal taps; the merger copied */
+static void test_mmproj_values(void **state)
+{
+    (void)state;
+    char path[400];
+    snprintf(path, sizeof(path), "%s/mmproj.gguf", tmp);
+    struct swift_export_opts o = {
+        .model_dir = FIX "qwen2_vl", .output = path, .dtype = "f32", .mmproj = path};
+    fflush(stdout);
+    int saved = dup(1), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    int rc = swift_export_mmproj(&o, FIX "qwen2_vl");
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(null);
+    assert_int_equal(rc, 0);
+    struct swift_gguf *g = NULL;
+    assert_int_equal(swift_gguf_open(path, &g), 0);
+    struct swift_st_set set = {0};
+    assert_int_equal(swift_st_set_open(&set, FIX "qwen2_vl"), 0);
+    size_t n, m;
+    const int E = 16, P = 14 * 14;
+    for (int k = 0; k < 3; k++) { /* block 1's qkv: rows and bias in thirds */
+        char nm[64];
+        float *w = st_floats(&set, "model.visual.blocks.1.attn.qkv.weight", &m);
+        snprintf(nm, sizeof(nm), "v.blk.1.attn_%c.weight", "qkv"[k]);
+        float *gw = gguf_floats(g, nm, &n);
+        assert_int_equal(n, (size_t)E * E);
+        assert_memory_equal(gw, w + (size_t)k * E * E, n * sizeof(float));
+        free(w);
+        free(gw);
+        w = st_floats(&set, "model.visual.blocks.1.attn.qkv.bias", &m);
+        snprintf(nm, sizeof(nm), "v.blk.1.attn_%c.bias", "qkv"[k]);
+        gw = gguf_floats(g, nm, &n);
+        assert_int_equal(n, (size_t)E);
+        assert_memory_equal(gw, w + (size_t)k * E, n * sizeof(float));
+        free(w);
+        free(gw);
+    }
+    float *pe = st_floats(&set, "model.visual.patch_embed.proj.weight", &m); /* (E, 3, 2, P) */
+    for (int kt = 0; kt < 2; kt++) {
+        float *gp = gguf_floats(g, kt ? "v.patch_embd.weight.1" : "v.patch_embd.weight", &n);
+        assert_int_equal(n, (size_t)E * 3 * P);
+        for (size_t ec = 0; ec < (size_t)E * 3; ec++)
+            for (int i = 0; i < P; i++) {
+                float want = pe[(ec * 2 + (size_t)kt) * P + (size_t)i];
+                assert_true(fabsf(gp[ec * P + (size_t)i] - want) <= 1e-3f * fabsf(want) + 1e-7f);
+            }
+        free(gp);
+    }
+    free(pe);
+    float *a = st_floats(&set, "model.visual.merger.mlp.2.weight", &m);
+    float *b = gguf_floats(g, "mm.2.weight", &n);
+    assert_int_equal(n, m);
+    assert_memory_equal(a, b, n * sizeof(float));
+    free(a);
+    free(b);
+    swift_st_set_close(&set);
+    swift_gguf_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_adapter_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mmproj_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qwen2_vl_module_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qwen2_5_vl_hub_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(
