@@ -34,6 +34,9 @@ static const struct swift_option options[] = {
         .values = "f32 f16 bf16 q8_0 q4_0 q4_k q4_k_m q6_k fp16 fp32"),
     SWIFT_OPT_FLAG(0, "to-ollama", F(o.to_ollama),
                    "also write NAME.Modelfile for ollama next to NAME.gguf"),
+    SWIFT_OPT_PATH(0, "mmproj", F(o.mmproj), "FILE.gguf",
+                   "gguf of a Qwen2-VL/Qwen2.5-VL model: also write its vision tower and merger "
+                   "as llama.cpp's mmproj file"),
     SWIFT_OPT_PATH(0, "merge-lora", F(o.merge_lora), "ADAPTER_DIR",
                    "merge this PEFT LoRA adapter into the base first", .aliases = "adapters"),
     SWIFT_OPT_STRING(0, "qlora", F(o.qlora), "nf4|fp4|int8",
@@ -88,11 +91,14 @@ static const struct swift_command command = {
     .options = options,
     .description = "MODEL_DIR is a Hugging Face model directory (config.json, safetensors, "
                    "tokenizer.json) of a\n"
-                   "llama, qwen2 or qwen3 model. One JSON summary line is printed on stdout.",
+                   "llama, qwen2 or qwen3 model, or of a qwen2_vl / qwen2_5_vl vision-language\n"
+                   "model. One JSON summary line is printed on stdout (two with --mmproj).",
     .examples =
         "  swift-export Qwen3-0.6B --to gguf --dtype q8_0 -o qwen3.q8_0.gguf\n"
         "  swift-export Qwen3-0.6B --to gguf --dtype q4_k_m --to-ollama -o ollama/qwen3.gguf\n"
         "  swift-export Qwen3-0.6B --merge-lora run/checkpoint-100 --dtype bf16 -o merged/\n"
+        "  swift-export Qwen2-VL-2B-Instruct --to gguf --dtype q8_0 -o qwen2vl.gguf --mmproj "
+        "mmproj.gguf\n"
         "  swift-export Qwen3-0.6B --quant int4 --method gptq --calib shards/ -o qwen3-gptq-int4/\n"
         "  swift-export --dump qwen3.q8_0.gguf\n",
     .int_error = "--{name}: bad number '{arg}'"};
@@ -114,6 +120,9 @@ static int check(const struct cli *c, int noperands)
         return swift_usage("--qlora and --qlora-double-quant describe the base of --merge-lora");
     if (c->o.qlora_double_quant && (!c->o.qlora || !strcmp(c->o.qlora, "int8")))
         return swift_usage("--qlora-double-quant goes with --qlora nf4|fp4");
+    int hf = c->o.to ? !strcmp(c->o.to, "hf") : c->o.merge_lora || c->o.quant;
+    if (c->o.mmproj && hf)
+        return swift_usage("--mmproj goes with --to gguf");
     return -1;
 }
 

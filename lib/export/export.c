@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/core/banned.h"
 
@@ -18,6 +19,20 @@ void swift_export_summary(json_t *rec)
         abort();
     swift_record_print(stdout, rec, SWIFT_RECORD_DIGITS_SUMMARY);
     json_decref(rec);
+}
+
+/* --mmproj's vision GGUF (first: a model without a vision side is refused before anything is
+ * written), then the language model's; a failure of the second removes the first. */
+static int gguf_and_mmproj(const struct swift_export_opts *o, const char *dir)
+{
+    if (o->mmproj && swift_export_mmproj(o, dir) < 0)
+        return -1;
+    if (swift_export_gguf(o, dir) < 0) {
+        if (o->mmproj)
+            unlink(o->mmproj);
+        return -1;
+    }
+    return 0;
 }
 
 int swift_export_run(const struct swift_export_opts *o)
@@ -33,9 +48,9 @@ int swift_export_run(const struct swift_export_opts *o)
         if (o->quant)
             return swift_error("--quant writes safetensors (--to hf); for GGUF blocks use "
                                "--dtype q8_0|q4_0|q4_k|q4_k_m|q6_k");
+        struct stat st;
         if (o->to_ollama) {
             char *mf = swift_modelfile_path(o->output);
-            struct stat st;
             int exists = mf && stat(mf, &st) == 0;
             if (exists && !o->force) {
                 swift_error("'%s' exists; use --force to overwrite it", mf);
@@ -44,8 +59,10 @@ int swift_export_run(const struct swift_export_opts *o)
             }
             free(mf);
         }
+        if (o->mmproj && !o->force && stat(o->mmproj, &st) == 0)
+            return swift_error("'%s' exists; use --force to overwrite it", o->mmproj);
         if (!o->merge_lora)
-            return swift_export_gguf(o, o->model_dir);
+            return gguf_and_mmproj(o, o->model_dir);
         /* merge into a temporary HF directory next to the output, convert, remove it */
         char *tmp = NULL;
         if (swift_atomic_dir_begin(o->output, &tmp) < 0)
@@ -56,11 +73,13 @@ int swift_export_run(const struct swift_export_opts *o)
         m.to = "gguf"; /* merge prints no summary of its own */
         int rc = swift_export_merge(&m, tmp);
         if (rc == 0)
-            rc = swift_export_gguf(o, tmp);
+            rc = gguf_and_mmproj(o, tmp);
         swift_atomic_dir_abort(tmp);
         return rc;
     }
     if (!strcmp(to, "hf")) {
+        if (o->mmproj)
+            return swift_error("--mmproj needs --to gguf");
         if (o->to_ollama)
             return swift_error("--to-ollama needs --to gguf");
         if (o->merge_lora && o->quant)

@@ -8,7 +8,10 @@
  *                                   .output = "qwen3-q8_0.gguf"};
  *     if (swift_export_run(&o) < 0) return 1;   // one JSON summary line on stdout
  *
- * Architectures: llama, qwen2, qwen3 (config.json model_type or architectures[0]); anything
+ * Architectures: llama, qwen2, qwen3, and the vision-language qwen2_vl / qwen2_5_vl (merged with
+ * their vision tower copied unchanged; GGUF: the language model as llama.cpp's qwen2vl, and
+ * with `mmproj` the vision side as its clip mmproj) (config.json model_type or
+ * architectures[0]); anything
  * else is refused by name. Tokenizers: byte-level BPE tokenizer.json (GPT-2, Llama 3, Qwen).
  *
  * Outputs are atomic: a GGUF is written under a temporary name and renamed; a directory is
@@ -44,6 +47,8 @@ struct swift_export_opts {
     int force;               /* overwrite an existing output */
     const char *tokenizer_pre; /* override tokenizer.ggml.pre */
     const char *name;          /* general.name (default: the model directory's basename) */
+    const char *mmproj;        /* gguf of a VL model: also write its vision tower and merger as
+                                * llama.cpp's mmproj GGUF here (NULL: not) */
 };
 
 /* Run one export. Returns 0, or -1 after an error was reported (nothing is left under the

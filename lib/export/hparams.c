@@ -96,12 +96,19 @@ int swift_hparams_load(struct swift_hparams *hp, const char *model_dir)
     int rc = -1;
     struct swift_model_config mc;
     hp->config = swift_json_load(path);
-    if (!hp->config || swift_model_config_parse(&mc, hp->config, path) < 0)
+    if (!hp->config)
+        goto out;
+    const char *mt = json_string_value(json_object_get(hp->config, "model_type"));
+    hp->vl = mt && (!strcmp(mt, "qwen2_vl") || !strcmp(mt, "qwen2_5_vl"));
+    if (hp->vl ? swift_vlm_config_parse(&hp->vc, &mc, hp->config, path) < 0
+               : swift_model_config_parse(&mc, hp->config, path) < 0)
         goto out;
     snprintf(hp->arch,
              sizeof(hp->arch),
              "%s",
-             strcmp(mc.model_type, "mistral") ? mc.model_type : "llama");
+             hp->vl                             ? "qwen2vl"
+             : strcmp(mc.model_type, "mistral") ? mc.model_type
+                                                : "llama");
     hp->vocab_size = mc.vocab_size;
     hp->hidden = mc.hidden_size;
     hp->ffn = mc.intermediate_size;
@@ -109,7 +116,10 @@ int swift_hparams_load(struct swift_hparams *hp, const char *model_dir)
     hp->heads = mc.num_heads;
     hp->kv_heads = mc.num_kv_heads;
     hp->head_dim = mc.head_dim;
-    json_t *hd = json_object_get(hp->config, "head_dim");
+    json_t *text = json_object_get(hp->config, "text_config");
+    if (!hp->vl || !json_is_object(text))
+        text = hp->config; /* a VL config's text keys: text_config, or at the top (older) */
+    json_t *hd = json_object_get(text, "head_dim");
     hp->has_head_dim = hd && !json_is_null(hd);
     hp->ctx = mc.max_position_embeddings;
     hp->rms_eps = mc.rms_norm_eps;
@@ -125,12 +135,26 @@ int swift_hparams_load(struct swift_hparams *hp, const char *model_dir)
     hp->tie_embeddings = mc.tie_embeddings;
     hp->bos_id = first_id(json_object_get(hp->config, "bos_token_id"));
     hp->eos_id = first_id(json_object_get(hp->config, "eos_token_id"));
+    if (hp->bos_id < 0)
+        hp->bos_id = first_id(json_object_get(text, "bos_token_id"));
+    if (hp->eos_id < 0)
+        hp->eos_id = first_id(json_object_get(text, "eos_token_id"));
     rc = 0;
 out:
     free(path);
     if (rc < 0)
         swift_hparams_release(hp);
     return rc;
+}
+
+void swift_vl_canonical_name(const char *name, char *out, size_t outlen)
+{
+    if (!strncmp(name, "model.language_model.", 21))
+        snprintf(out, outlen, "model.%s", name + 21);
+    else if (!strncmp(name, "model.visual.", 13))
+        snprintf(out, outlen, "%s", name + 6);
+    else
+        snprintf(out, outlen, "%s", name);
 }
 
 int swift_gguf_tensor_name(const char *hf, char *out, size_t outlen)

@@ -6,11 +6,13 @@
 #include <stdint.h>
 
 #include "lib/formats/gguf.h"
+#include "lib/model/vlm.h"
 
 /* What the GGUF converter needs from config.json (the keys llama.cpp's convert_hf_to_gguf.py reads;
  * docs/export.md). */
 struct swift_hparams {
-    char arch[32]; /* "llama" | "qwen2" | "qwen3" */
+    char arch[32]; /* "llama" | "qwen2" | "qwen3" | "qwen2vl" (llama.cpp's name for the language
+                    * model of Qwen2-VL and Qwen2.5-VL) */
     int64_t vocab_size, hidden, ffn, layers, heads, kv_heads, head_dim, ctx;
     int has_head_dim; /* config.json names head_dim explicitly */
     double rms_eps, rope_theta;
@@ -20,7 +22,15 @@ struct swift_hparams {
     double rope_factor, rope_low_freq, rope_high_freq, rope_orig_ctx;
     int64_t bos_id, eos_id; /* -1 when absent */
     json_t *config;         /* the whole config.json (owned) */
+    int vl;                 /* a vision-language model (Qwen2-VL, Qwen2.5-VL): vc is set, the
+                             * fields above are its language model's */
+    struct swift_vlm_config vc;
 };
+
+/* A VL checkpoint's tensor name in the hub's layout: transformers 5's module names
+ * "model.language_model.X" → "model.X" and "model.visual.X" → "visual.X"; others unchanged.
+ * Into out (outlen bytes). */
+void swift_vl_canonical_name(const char *name, char *out, size_t outlen);
 
 /* Read MODEL_DIR/config.json. Returns 0 or -1 after "FILE: ..." errors. */
 int swift_hparams_load(struct swift_hparams *hp, const char *model_dir);
@@ -45,6 +55,10 @@ char *swift_modelfile_path(const char *gguf_path);
 /* GGUF conversion of model_dir (the base, or a merged temporary directory). */
 struct swift_export_opts;
 int swift_export_gguf(const struct swift_export_opts *o, const char *model_dir);
+
+/* The vision tower and merger of model_dir (a VL model) as llama.cpp's mmproj GGUF at o->mmproj
+ * (lib/export/mmproj.c); prints its summary line. Returns 0 or -1. */
+int swift_export_mmproj(const struct swift_export_opts *o, const char *model_dir);
 
 /* Merge a PEFT LoRA adapter into the base and write a HF directory at out_dir (created; must
  * not exist). dtype: bf16|fp16|fp32 (NULL: the base's). Returns 0 or -1. */

@@ -69,8 +69,9 @@ struct merge_job {
     enum swift_dtype odt;
     struct swift_st_entry *entries;
     void **owned; /* per entry: converted data we allocated, or NULL */
-    size_t ne, total, merged;
+    size_t ne, total, merged, replaced;
     uint64_t bytes;
+    char *full_used; /* per ad.full entry: applied */
 };
 
 /* The output dtype: --dtype, else the config's torch_dtype/dtype, else bf16. */
@@ -90,17 +91,64 @@ static int pick_dtype(struct merge_job *j)
     return 0;
 }
 
+/* name as compared between base and adapter: a VL model's in the hub's layout, so that an
+ * adapter saved against either key layout (model.layers.* or model.language_model.layers.*)
+ * finds its base tensors in a checkpoint of either */
+static void match_name(const struct merge_job *j, const char *name, char *out, size_t n)
+{
+    if (j->hp.vl)
+        swift_vl_canonical_name(name, out, n);
+    else
+        snprintf(out, n, "%s", name);
+}
+
 /* The adapter's pair for base tensor "X.weight", or NULL. */
 static struct swift_adapter_pair *pair_of(const struct merge_job *j, const char *name)
 {
     struct swift_adapter_pair *lp = NULL;
-    size_t nl = strlen(name);
-    if (nl > 7 && !strcmp(name + nl - 7, ".weight"))
-        for (size_t k = 0; k < j->ad.n; k++)
-            if (strlen(j->ad.pairs[k].module) == nl - 7 &&
-                !strncmp(j->ad.pairs[k].module, name, nl - 7))
+    char base[512], mod[512];
+    match_name(j, name, base, sizeof(base));
+    size_t nl = strlen(base);
+    if (nl > 7 && !strcmp(base + nl - 7, ".weight"))
+        for (size_t k = 0; k < j->ad.n; k++) {
+            match_name(j, j->ad.pairs[k].module, mod, sizeof(mod));
+            if (strlen(mod) == nl - 7 && !strncmp(mod, base, nl - 7))
                 lp = &j->ad.pairs[k];
+        }
     return lp;
+}
+
+/* The adapter's full tensor (modules_to_save) replacing base tensor t, or NULL; *err set when
+ * it does not fit */
+static const struct swift_st_tensor *full_of(struct merge_job *j, const struct swift_st_tensor *t,
+                                             int *err)
+{
+    char base[512], full[512];
+    match_name(j, t->name, base, sizeof(base));
+    for (size_t k = 0; k < j->ad.nfull; k++) {
+        match_name(j, j->ad.full_names[k], full, sizeof(full));
+        if (strcmp(full, base))
+            continue;
+        const struct swift_st_tensor *f = j->ad.full[k];
+        int same = f->ndim == t->ndim && f->numel == t->numel;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = f->shape[d] == t->shape[d];
+        if (!same) {
+            *err = swift_error("adapter/base mismatch: %s: '%s' (modules_to_save) has %llu "
+                               "elements in %d dimensions, base '%s' %llu in %d",
+                               j->ad.st_path,
+                               f->name,
+                               (unsigned long long)f->numel,
+                               f->ndim,
+                               t->name,
+                               (unsigned long long)t->numel,
+                               t->ndim);
+            return NULL;
+        }
+        j->full_used[k] = 1;
+        return f;
+    }
+    return NULL;
 }
 
 /* DoRA (PEFT's DoraLinearVariant.merge): w = W + scale*B@A already; each row times
@@ -187,16 +235,27 @@ static int merge_pair(struct merge_job *j, const struct swift_st_tensor *t,
 
 /* Base tensor t into the next entry: passed through from the mapping, or read as float32,
  * merged with its adapter pair and cast to the output dtype. */
-static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
+static int add_tensor(struct merge_job *j, const struct swift_st_tensor *base)
 {
     struct swift_st_entry *e = &j->entries[j->ne];
-    e->name = t->name;
-    e->ndim = t->ndim;
-    memcpy(e->shape, t->shape, sizeof(e->shape));
-    struct swift_adapter_pair *lp = pair_of(j, t->name);
+    e->name = base->name;
+    e->ndim = base->ndim;
+    memcpy(e->shape, base->shape, sizeof(e->shape));
+    struct swift_adapter_pair *lp = pair_of(j, base->name);
+    int err = 0;
+    /* a tensor trained in full beside the adapters replaces the base's (its data, base's name) */
+    const struct swift_st_tensor *t = full_of(j, base, &err);
+    if (err)
+        return -1;
+    if (t && lp)
+        return swift_error("%s: '%s' has both LoRA weights and a modules_to_save tensor",
+                           j->ad.st_path,
+                           base->name);
+    j->replaced += t != NULL;
+    t = t ? t : base;
     int floating =
         t->dtype == SWIFT_DTYPE_F32 || t->dtype == SWIFT_DTYPE_F16 || t->dtype == SWIFT_DTYPE_BF16;
-    int q4 = floating && t->ndim == 2 && swift_export_qlora_applies(j->o, t->name);
+    int q4 = floating && t == base && t->ndim == 2 && swift_export_qlora_applies(j->o, t->name);
     if (!floating || (!lp && !q4 && t->dtype == j->odt)) {
         e->dtype = t->dtype; /* pass through from the mapping */
         e->data = t->data;
@@ -211,7 +270,7 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
         return -1;
     int64_t ts1 = swift_trace_now();
     if (swift_trace_enabled()) {
-        struct swift_targ a[] = {SWIFT_TARG_S("tensor", t->name),
+        struct swift_targ a[] = {SWIFT_TARG_S("tensor", base->name),
                                  SWIFT_TARG_I("bytes", t->end - t->begin)};
         swift_trace_span("export", "read", ts0, ts1, a, 2);
     }
@@ -232,7 +291,7 @@ static int add_tensor(struct merge_job *j, const struct swift_st_tensor *t)
     }
     j->bytes += t->numel * (uint64_t)(j->odt == SWIFT_DTYPE_F32 ? 4 : 2);
     if (swift_trace_enabled()) {
-        struct swift_targ a[] = {SWIFT_TARG_S("tensor", t->name),
+        struct swift_targ a[] = {SWIFT_TARG_S("tensor", base->name),
                                  SWIFT_TARG_I("lora", lp != NULL),
                                  SWIFT_TARG_I("bytes", t->numel * 4)};
         swift_trace_span("export", lp ? "merge" : "convert", ts1, swift_trace_now(), a, 3);
@@ -247,6 +306,7 @@ static int convert_all(struct merge_job *j)
     for (size_t f = 0; f < j->set.nfiles; f++)
         j->total += j->set.files[f].ntensors;
     j->entries = swift_xcalloc(j->total + 1, sizeof(*j->entries));
+    j->full_used = swift_xcalloc(j->ad.nfull + 1, 1);
     j->owned = swift_xcalloc(j->total + 1, sizeof(*j->owned));
     for (size_t f = 0; f < j->set.nfiles; f++)
         for (size_t i = 0; i < j->set.files[f].ntensors; i++)
@@ -260,6 +320,13 @@ static int convert_all(struct merge_job *j)
                                j->ad.pairs[k].module,
                                j->o->model_dir,
                                j->ad.pairs[k].module);
+    for (size_t k = 0; k < j->ad.nfull; k++)
+        if (!j->full_used[k])
+            return swift_error("adapter/base mismatch: %s has a modules_to_save tensor '%s', "
+                               "which the base model in '%s' does not have",
+                               j->ad.st_path,
+                               j->ad.full[k]->name,
+                               j->o->model_dir);
     return 0;
 }
 
@@ -271,6 +338,14 @@ static int write_side_files(const struct merge_job *j, const char *out_dir)
     if (json_object_get(cfg, "dtype"))
         json_object_set_new(cfg, "dtype", json_string(torch_name(j->odt)));
     json_object_set_new(cfg, "torch_dtype", json_string(torch_name(j->odt)));
+    static const char *const subs[] = {"text_config", "vision_config"}; /* a VL model's */
+    static const char *const keys[] = {"dtype", "torch_dtype"};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            json_t *sub = json_object_get(cfg, subs[s]);
+            if (json_is_object(sub) && json_object_get(sub, keys[k]))
+                json_object_set_new(sub, keys[k], json_string(torch_name(j->odt)));
+        }
     char *p = swift_path_join(out_dir, "config.json");
     int wrc = write_json(p, cfg);
     free(p);
@@ -329,6 +404,8 @@ static void print_summary(const struct merge_job *j, double t0)
                           (json_int_t)j->bytes,
                           "seconds",
                           now_s() - t0);
+    if (j->replaced) /* modules_to_save tensors of the adapter written in place of the base's */
+        json_object_set_new(r, "replaced", json_integer((json_int_t)j->replaced));
     swift_export_summary(r);
 }
 
@@ -365,7 +442,8 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
     }
     /* Without --merge-lora this is a plain conversion: dtype, shards, side files. */
     int rc = -1;
-    if ((!o->merge_lora || (swift_adapter_open(&j.ad, o->merge_lora) == 0 && no_score(&j.ad))) &&
+    if ((!o->merge_lora ||
+         (swift_adapter_open_full(&j.ad, o->merge_lora) == 0 && no_score(&j.ad))) &&
         swift_st_set_open(&j.set, o->model_dir) == 0 && pick_dtype(&j) == 0 &&
         convert_all(&j) == 0 && write_dir(&j, out_dir) == 0) {
         if (strcmp(o->to ? o->to : "hf", "gguf"))
@@ -377,6 +455,7 @@ int swift_export_merge(const struct swift_export_opts *o, const char *out_dir)
             free(j.owned[i]);
     free(j.owned);
     free(j.entries);
+    free(j.full_used);
     swift_st_set_close(&j.set);
     swift_adapter_close(&j.ad);
     swift_hparams_release(&j.hp);

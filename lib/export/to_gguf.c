@@ -154,6 +154,11 @@ static int set_hparams(struct swift_gguf_writer *w, const struct swift_hparams *
     if (dt->type != SWIFT_GGML_F32 && dt->type != SWIFT_GGML_F16 && dt->type != SWIFT_GGML_BF16 &&
         swift_gguf_set_u32(w, "general.quantization_version", 2) < 0)
         return -1;
+    /* M-RoPE: the rotary frequencies' split over (t, h, w), padded to four as
+     * convert_hf_to_gguf.py's Qwen2VLModel writes it (int32) */
+    int32_t sec[4] = {hp->vc.mrope_section[0], hp->vc.mrope_section[1], hp->vc.mrope_section[2], 0};
+    if (hp->vl && swift_gguf_set_arr_i32(w, KEY("rope.dimension_sections"), sec, 4) < 0)
+        return -1;
     if (!strcmp(a, "llama") &&
         (swift_gguf_set_u32(w, KEY("vocab_size"), (uint32_t)hp->vocab_size) < 0 ||
          swift_gguf_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hp->head_dim) < 0))
@@ -191,7 +196,8 @@ static int check_required(const struct plan *p, size_t n, const struct swift_hpa
         for (int set = 0; set < 3; set++) {
             const char **list = set == 0 ? per_layer : set == 1 ? qwen2 : qwen3;
             size_t cnt = set == 0 ? nreq : set == 1 ? 3 : 2;
-            if ((set == 1 && strcmp(hp->arch, "qwen2")) || (set == 2 && strcmp(hp->arch, "qwen3")))
+            if ((set == 1 && strcmp(hp->arch, "qwen2") && !hp->vl) ||
+                (set == 2 && strcmp(hp->arch, "qwen3")))
                 continue;
             for (size_t r = 0; r < cnt; r++) {
                 snprintf(name, sizeof(name), "blk.%lld.%s", (long long)l, list[r]);
@@ -314,11 +320,21 @@ static char *default_name(const char *dir)
 }
 
 /* One safetensors tensor into p: its GGUF name, shape and type (after the --dtype fallback),
- * and the heads to permute its rows over. Returns 0, 1 for a tensor to skip, or -1. */
+ * and the heads to permute its rows over. Returns 0, 1 for a tensor to skip, 2 for a
+ * vision-language model's vision tensor (not in this GGUF), or -1. */
 static int plan_tensor(struct plan *p, const struct swift_st_tensor *t,
                        const struct swift_hparams *hp, const struct dtype_info *dt)
 {
-    int r = swift_gguf_tensor_name(t->name, p->name, sizeof(p->name));
+    char hf[512];
+    if (hp->vl) { /* the language model's tensors in either key layout; the vision side is the
+                   * mmproj's (llama.cpp keeps it in a file of its own) */
+        swift_vl_canonical_name(t->name, hf, sizeof(hf));
+        if (!strncmp(hf, "visual.", 7))
+            return 2;
+    } else {
+        snprintf(hf, sizeof(hf), "%s", t->name);
+    }
+    int r = swift_gguf_tensor_name(hf, p->name, sizeof(p->name));
     if (r == 1)
         return 1;
     if (r < 0)
@@ -364,7 +380,7 @@ static int build_plan(const struct swift_st_set *set, const struct swift_hparams
                       const struct dtype_info *dt, const char *model_dir, struct plan **out,
                       size_t *np_out)
 {
-    size_t total = 1, np = 0;
+    size_t total = 1, np = 0, nvision = 0;
     for (size_t f = 0; f < set->nfiles; f++)
         total += set->files[f].ntensors;
     struct plan *plan = *out = swift_xcalloc(total, sizeof(*plan));
@@ -383,8 +399,14 @@ static int build_plan(const struct swift_st_set *set, const struct swift_hparams
                 return -1;
             if (r == 0)
                 np++;
+            nvision += r == 2;
         }
     *np_out = np;
+    if (nvision)
+        swift_info("%zu vision tensors (ViT and merger) left out: this GGUF holds the language "
+                   "model (llama.cpp's %s), the vision side goes into an mmproj file",
+                   nvision,
+                   hp->arch);
     return check_required(plan, np, hp, model_dir);
 }
 

@@ -115,12 +115,39 @@ static char *lora_module(const char *name, char *which)
     return swift_xstrndup(p, (size_t)(m - p));
 }
 
-/* every tensor of the file into its module's pair; each pair complete and of one rank; full
- * tensors (modules_to_save) into ad->full when full */
-static int read_pairs(struct swift_adapter *ad, int full)
+/* "base_model.model.<module>.modules_to_save.default.weight" or "base_model.model.<module>.weight"
+ * (or bias) → "<module>.weight", the base's tensor it replaces; NULL for anything else */
+static char *full_name(const char *name)
+{
+    const char *pre = "base_model.model.";
+    size_t lp = strlen(pre), ln = strlen(name);
+    if (strncmp(name, pre, lp) || strstr(name, ".lora_"))
+        return NULL;
+    const char *sfx[] = {".weight", ".bias"};
+    for (int i = 0; i < 2; i++) {
+        size_t ls = strlen(sfx[i]);
+        if (ln <= lp + ls || strcmp(name + ln - ls, sfx[i]))
+            continue;
+        const char *mid = ".modules_to_save.default";
+        size_t lm = strlen(mid), body = ln - lp - ls;
+        if (body > lm && !strncmp(name + lp + body - lm, mid, lm))
+            body -= lm;
+        char *out = swift_xmalloc(body + ls + 1);
+        memcpy(out, name + lp, body);
+        memcpy(out + body, sfx[i], ls + 1);
+        return out;
+    }
+    return NULL;
+}
+
+/* every tensor of the file into its module's pair; each pair complete and of one rank */
+static int read_pairs(struct swift_adapter *ad, int accept_full)
 {
     ad->pairs = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->pairs));
-    ad->full = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->full));
+    if (accept_full) {
+        ad->full = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->full));
+        ad->full_names = swift_xcalloc(ad->st.ntensors + 1, sizeof(*ad->full_names));
+    }
     for (size_t i = 0; i < ad->st.ntensors; i++) {
         const struct swift_st_tensor *t = &ad->st.tensors[i];
         char which;
@@ -129,8 +156,10 @@ static int read_pairs(struct swift_adapter *ad, int full)
             continue;
         }
         char *mod = lora_module(t->name, &which);
-        if (!mod && full && !strncmp(t->name, "base_model.model.", 17)) {
-            ad->full[ad->nfull++] = t;
+        char *fn = !mod && accept_full ? full_name(t->name) : NULL;
+        if (fn) {
+            ad->full[ad->nfull] = t;
+            ad->full_names[ad->nfull++] = fn;
             continue;
         }
         if (!mod)
@@ -187,14 +216,14 @@ static int read_pairs(struct swift_adapter *ad, int full)
     return 0;
 }
 
-static int open_adapter(struct swift_adapter *ad, const char *dir, int full)
+static int open_adapter(struct swift_adapter *ad, const char *dir, int accept_full)
 {
     memset(ad, 0, sizeof(*ad));
     ad->cfg_path = swift_path_join(dir, "adapter_config.json");
     ad->st_path = swift_path_join(dir, "adapter_model.safetensors");
     if (read_config(ad) < 0 || swift_safetensors_open(&ad->st, ad->st_path) < 0)
         return -1;
-    return read_pairs(ad, full);
+    return read_pairs(ad, accept_full);
 }
 
 int swift_adapter_open(struct swift_adapter *ad, const char *dir)
@@ -212,6 +241,9 @@ void swift_adapter_close(struct swift_adapter *ad)
     for (size_t i = 0; i < ad->n; i++)
         free(ad->pairs[i].module);
     free(ad->pairs);
+    for (size_t i = 0; i < ad->nfull; i++)
+        free(ad->full_names[i]);
+    free(ad->full_names);
     free(ad->full);
     swift_safetensors_close(&ad->st);
     json_decref(ad->json);
@@ -304,16 +336,6 @@ static int write_config(const char *dir, const struct swift_adapter_config *c,
     if (c->seq_cls) { /* the score head trained in full beside the adapters, as PEFT saves it */
         json_object_set_new(root, "task_type", json_string("SEQ_CLS"));
         json_object_set_new(root, "modules_to_save", json_pack("[s]", "score"));
-    }
-    if (c->modules_to_save && *c->modules_to_save) {
-        json_t *ms = json_array();
-        for (const char *s = c->modules_to_save; ms && *s;) {
-            const char *e = strchr(s, ',');
-            size_t n = e ? (size_t)(e - s) : strlen(s);
-            json_array_append_new(ms, json_stringn(s, n));
-            s += n + (e ? 1 : 0);
-        }
-        json_object_set_new(root, "modules_to_save", ms);
     }
     char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!txt)

@@ -18,10 +18,10 @@
  * LORA, a missing or non-numeric r or lora_alpha, fan_in_fan_out (GPT-2's Conv1D), a bias
  * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
  * types) except a reward model's head "base_model.model.score.weight" (ad->score; lora.c loads
- * it into a model with a score head, swift-export's merge refuses it), and, with
- * swift_adapter_open_full only, other full tensors (a vision-language model's trained vision
- * tower and aligner, ad->full). What a caller cannot do
- * (rank_pattern for an attached model, a regular expression in target_modules) the caller refuses.
+ * it into a model with a score head, swift-export's merge refuses it); swift_adapter_open_full
+ * accepts modules_to_save tensors (ad->full, which swift-export's merge writes over the base's).
+ * What a caller cannot do (rank_pattern for an attached model, a regular expression in
+ * target_modules) the caller refuses.
  */
 #ifndef SWIFT_MODEL_ADAPTER_H
 #define SWIFT_MODEL_ADAPTER_H
@@ -44,9 +44,6 @@ struct swift_adapter_config {
     int targets_regex;
     int patterns; /* rank_pattern or alpha_pattern is not empty */
     int seq_cls;  /* written: a reward model's (task_type SEQ_CLS, modules_to_save ["score"]) */
-    /* written: modules_to_save as a comma-separated list of module names ("merger" or
-     * "visual"), or NULL; its full tensors are entries of the file like the adapters' */
-    const char *modules_to_save;
 };
 
 /* One module's adapter: lora_A (r,in) and lora_B (out,r), tensors of the adapter's file. */
@@ -64,11 +61,13 @@ struct swift_adapter {
     struct swift_adapter_pair *pairs;    /* every module of the file, in file order */
     const struct swift_st_tensor *score; /* "base_model.model.score.weight" (a reward model's
                                           * modules_to_save), or NULL */
-    /* swift_adapter_open_full: the other full tensors (modules_to_save), named
-     * base_model.model.<parameter>, in file order */
-    const struct swift_st_tensor **full;
-    size_t nfull;
     size_t n;
+    /* swift_adapter_open_full only: modules_to_save tensors trained in full beside the adapters,
+     * "base_model.model.<module>.weight" (or .bias), in file order; full_names[i] is the base's
+     * name "<module>.weight" (malloc'ed) */
+    const struct swift_st_tensor **full;
+    char **full_names;
+    size_t nfull;
     char *cfg_path, *st_path;
 };
 
@@ -79,9 +78,8 @@ float swift_lora_scale(double alpha, int r, int use_rslora);
 /* Read DIR/adapter_config.json and open DIR/adapter_model.safetensors, pairing every lora_A with
  * its lora_B (mapped, not copied). Returns 0 or -1 after reporting; close *ad either way. */
 int swift_adapter_open(struct swift_adapter *ad, const char *dir);
-/* The same, accepting full tensors of modules_to_save (base_model.model.<parameter>, e.g. a
- * vision-language model's base_model.model.visual.blocks.0.attn.qkv.weight) into ad->full, for
- * a caller that loads them (lib/model/vlm.c); swift_adapter_open refuses them. */
+/* swift_adapter_open that also accepts modules_to_save tensors (ad->full), for a caller that
+ * applies them (swift-export's merge); PEFT's "...modules_to_save.default.weight" spelling too. */
 int swift_adapter_open_full(struct swift_adapter *ad, const char *dir);
 void swift_adapter_close(struct swift_adapter *ad);
 /* The pair of a module ("model.layers.0.self_attn.q_proj"), or NULL. */

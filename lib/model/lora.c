@@ -58,14 +58,25 @@ static void score_copy(struct swift_model *m, size_t off)
     m->gscore = p->g;
 }
 
+/* The module name an adapter tensor is saved under: the linear's, or for a VL model's language
+ * model transformers 5's path (model.layers.N.* → model.language_model.layers.N.*). */
+static void module_name(const struct swift_model *m, const char *name, char *out, size_t n)
+{
+    if (m->lora_vl_names && !strncmp(name, "model.", 6))
+        snprintf(out, n, "model.language_model.%s", name + 6);
+    else
+        snprintf(out, n, "%s", name);
+}
+
 /* DoRA's magnitude of L at offset off of the adapters' buffer, "...lora_magnitude_vector":
  * ||W + s B A||_row = ||W||_row (B is zero), computed on the host in double as PEFT's
  * weight_norm (float32 there). Returns the floats used. */
 static size_t dora_magnitude(struct swift_model *m, struct swift_linear *L, size_t off)
 {
     struct swift_param *p = &m->lp[m->nlp++];
-    char nm[200];
-    swift_adapter_tensor_name(nm, sizeof(nm), L->name, 'M');
+    char nm[240], mod[200];
+    module_name(m, L->name, mod, sizeof(mod));
+    swift_adapter_tensor_name(nm, sizeof(nm), mod, 'M');
     p->name = swift_xstrdup(nm);
     p->ndim = 1;
     p->shape[0] = L->out;
@@ -190,8 +201,9 @@ int swift_lora_attach(struct swift_model *m, const struct swift_lora_opts *o)
             L->lora = swift_xcalloc(1, sizeof(*L->lora));
             for (int ab = 0; ab < 2; ab++) {
                 struct swift_param *p = &m->lp[m->nlp++];
-                char nm[200];
-                swift_adapter_tensor_name(nm, sizeof(nm), L->name, ab ? 'B' : 'A');
+                char nm[240], mod[200];
+                module_name(m, L->name, mod, sizeof(mod));
+                swift_adapter_tensor_name(nm, sizeof(nm), mod, ab ? 'B' : 'A');
                 p->name = swift_xstrdup(nm);
                 p->ndim = 2;
                 p->shape[0] = ab ? L->out : o->rank;
@@ -247,6 +259,12 @@ static int fill(struct swift_model *m, const struct swift_adapter *ad)
     for (int i = 0; i < m->nlp && rc == 0; i++) {
         struct swift_param *p = &m->lp[i];
         const struct swift_st_tensor *t = swift_safetensors_find(&ad->st, p->name);
+        const char *vl = m->lora_vl_names ? strstr(p->name, ".language_model.") : NULL;
+        if (!t && vl) { /* a VL adapter in the hub's layout (base_model.model.model.layers.*) */
+            char alt[256];
+            snprintf(alt, sizeof(alt), "%.*s%s", (int)(vl - p->name), p->name, vl + 15);
+            t = swift_safetensors_find(&ad->st, alt);
+        }
         if (!t)
             rc = swift_error_at(ad->st.path, 0, "missing tensor '%s'", p->name);
         else if (swift_st_tensor_check_shape(t, p->ndim, p->shape) < 0 ||

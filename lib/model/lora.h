@@ -15,7 +15,9 @@
  * + b with the norm detached (with dropout PEFT's form: x W^T + b + (g-1) xd W^T + g s xd A^T B^T);
  * saved as base_model.model.<module>.lora_magnitude_vector (F32, out). Files: adapter_config.json
  * and adapter_model.safetensors with names
- * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (F32). Targets: "all-linear"
+ * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (F32); for the language model
+ * of a VL model (lora_vl_names) base_model.model.model.language_model.layers.N..., the names
+ * peft gives them under transformers 5 (the older names load too). Targets: "all-linear"
  * (every linear of the decoder layers; never lm_head, as PEFT) or a comma-separated list of module
  * names (q_proj,v_proj) or full paths matched as suffixes.
  */

@@ -169,10 +169,13 @@ struct swift_model {
     int nlp;
     int lora_rank;
     float lora_alpha, lora_scale, lora_dropout;
-    uint64_t dropout_seed;   /* set per step by the trainer */
-    int training;            /* set by forward: dscale != 0 (LoRA dropout on) */
-    int act_ckpt;            /* activation checkpointing: set before swift_model_reserve */
-    int lora_off;            /* forward skips the LoRA adapters (the base model: DPO's reference) */
+    int lora_vl_names;     /* the language model of a VL model (set by swift_vlm_load): adapters are
+                            * named after transformers 5's module tree, model.language_model.layers.*,
+                            * so that peft loads them onto Qwen2VLForConditionalGeneration */
+    uint64_t dropout_seed; /* set per step by the trainer */
+    int training;          /* set by forward: dscale != 0 (LoRA dropout on) */
+    int act_ckpt;          /* activation checkpointing: set before swift_model_reserve */
+    int lora_off;          /* forward skips the LoRA adapters (the base model: DPO's reference) */
     struct swift_dora *dora; /* DoRA's scratch (lib/model/lora.c), NULL without DoRA */
     /* activations */
     struct swift_model_acts *acts;

@@ -21,6 +21,11 @@ static const char *const side_files[] = {"tokenizer.json",
                                          "added_tokens.json",
                                          "chat_template.jinja",
                                          "generation_config.json",
+                                         /* a vision-language model's processor */
+                                         "preprocessor_config.json",
+                                         "video_preprocessor_config.json",
+                                         "processor_config.json",
+                                         "chat_template.json",
                                          NULL};
 
 int swift_model_copy_side_files(const char *src_dir, const char *dst_dir)

@@ -410,6 +410,7 @@ int swift_vlm_load(struct swift_vlm *v, const char *dir, const struct swift_ops 
     memset(&v->llm, 0, sizeof(v->llm));
     v->llm.cfg = tc;
     v->llm.ops = ops;
+    v->llm.lora_vl_names = 1;
     if (swift_model_alloc(&v->llm, !(frozen & SWIFT_VLM_LLM)) < 0 || vision_alloc(v) < 0) {
         swift_vlm_free(v);
         return -1;

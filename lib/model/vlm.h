@@ -182,16 +182,16 @@ void swift_vlm_backward(struct swift_vlm *v, const struct swift_vlm_batch *b);
 
 /* vlm_save.c. The PEFT adapter of the language model (swift_lora_save's files) with the
  * vision parameters of the trainable groups beside it as full F32 tensors, PEFT's
- * modules_to_save: named base_model.model.visual.<parameter> (the Hub checkpoints' layout, as
- * the adapters' base_model.model.model.layers.*; the patch embedding 5-D as transformers'
- * Conv3d), adapter_config.json's modules_to_save "visual" (both groups), "merger" (the
+ * modules_to_save: named base_model.model.model.visual.<parameter> (PEFT's names under
+ * transformers 5, as the adapters' base_model.model.model.language_model.*; the patch embedding
+ * 5-D as transformers' Conv3d), adapter_config.json's modules_to_save "visual" (both groups), "merger" (the
  * aligner) or "patch_embed", "blocks.0", ... (the ViT). 0 or -1 (reported). */
 struct swift_lora_opts;
 int swift_vlm_lora_save(const struct swift_vlm *v, const struct swift_lora_opts *lo,
                         const char *dir, const char *base_model);
 /* Attach and fill the language model's adapters from DIR (swift_lora_load) and load the
- * adapter's full vision tensors (base_model.model.visual.* or PEFT's transformers-5 spelling
- * base_model.model.model.visual.*) into the vision parameters. 0 or -1 (reported). */
+ * adapter's full vision tensors (base_model.model.model.visual.*, or the Hub layout's
+ * base_model.model.visual.*) into the vision parameters. 0 or -1 (reported). */
 int swift_vlm_lora_load(struct swift_vlm *v, const char *dir, struct swift_lora_opts *lo);
 /* The whole model as a Hugging Face directory like src_dir (the directory it was loaded from):
  * DIR/model.safetensors with every tensor of src_dir's safetensors under its key, shape and

@@ -63,9 +63,10 @@ int swift_vlm_lora_save(const struct swift_vlm *v, const struct swift_lora_opts 
         const struct swift_param *p = &v->vp[i];
         if (!p->g)
             continue; /* frozen: the base model's */
-        size_t len = strlen(p->name) + 18;
+        /* PEFT's name under transformers 5 (module model.visual), as the adapters' */
+        size_t len = strlen(p->name) + 24;
         names[n] = swift_xmalloc(len);
-        snprintf(names[n], len, "base_model.model.%s", p->name);
+        snprintf(names[n], len, "base_model.model.model.%s", p->name);
         e[n].name = names[n];
         e[n].dtype = SWIFT_DTYPE_F32;
         e[n].ndim = disk_shape(v, p, e[n].shape);
@@ -93,7 +94,7 @@ static int load_full(struct swift_vlm *v, const struct swift_adapter *ad)
     int rc = 0;
     for (size_t i = 0; i < ad->nfull && rc == 0; i++) {
         const struct swift_st_tensor *t = ad->full[i];
-        struct swift_param *p = swift_vlm_param(v, t->name + 17); /* base_model.model. */
+        struct swift_param *p = swift_vlm_param(v, ad->full_names[i]);
         if (!p || p < v->vp || p >= v->vp + v->nvp)
             rc = swift_error_at(ad->st_path,
                                 0,

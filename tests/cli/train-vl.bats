@@ -165,15 +165,15 @@ VARGS=(--freeze-vit false --freeze-aligner false)
     grep -q '"name":"vision_backward"' "$W/t.jsonl"
     A="$W/a/checkpoint-8/adapter_model.safetensors"
     [ "$(jq -c .modules_to_save "$W/a/checkpoint-8/adapter_config.json")" = '["visual"]' ]
-    # every vision tensor, named base_model.model.visual.* (the Hub layout, as the adapters'
-    # base_model.model.model.layers.*), in the input's shapes (the patch embedding 5-D), F32
+    # every vision tensor, named base_model.model.model.visual.* (PEFT's names under transformers 5,
+    # as the adapters' base_model.model.model.language_model.layers.*), in the input's shapes (the patch embedding 5-D), F32
     diff <(tnames "$A" | grep visual | sed 's/^base_model\.model\.//') \
         <(tnames "$W/m/model.safetensors" | grep visual | sed 's/^model\.//')
-    tsha "$A" base_model.model.visual.blocks.0.attn.qkv.weight | grep -q '^F32 '
+    tsha "$A" base_model.model.model.visual.blocks.0.attn.qkv.weight | grep -q '^F32 '
     # trained: not the base's values; the base model file unchanged
-    [ "$(tsha "$A" base_model.model.visual.blocks.0.attn.qkv.weight)" != \
+    [ "$(tsha "$A" base_model.model.model.visual.blocks.0.attn.qkv.weight)" != \
         "$(tsha "$W/m/model.safetensors" model.visual.blocks.0.attn.qkv.weight)" ]
-    [ "$(tsha "$A" base_model.model.visual.merger.mlp.0.weight)" != \
+    [ "$(tsha "$A" base_model.model.model.visual.merger.mlp.0.weight)" != \
         "$(tsha "$W/m/model.safetensors" model.visual.merger.mlp.0.weight)" ]
     [ "$(sha256sum "$W/m/model.safetensors")" = "$sum0" ]
 }
@@ -184,9 +184,9 @@ VARGS=(--freeze-vit false --freeze-aligner false)
     [ "$status" -eq 0 ]
     A="$W/a/checkpoint-8/adapter_model.safetensors"
     for t in patch_embed.proj.weight blocks.0.attn.qkv.weight blocks.1.mlp.fc2.bias blocks.1.norm2.weight; do
-        [ "$(tsha "$A" "base_model.model.visual.$t")" = "$(tsha "$W/m/model.safetensors" "model.visual.$t")" ]
+        [ "$(tsha "$A" "base_model.model.model.visual.$t")" = "$(tsha "$W/m/model.safetensors" "model.visual.$t")" ]
     done
-    [ "$(tsha "$A" base_model.model.visual.merger.mlp.2.weight)" != \
+    [ "$(tsha "$A" base_model.model.model.visual.merger.mlp.2.weight)" != \
         "$(tsha "$W/m/model.safetensors" model.visual.merger.mlp.2.weight)" ]
     # the aligner alone: the ViT stays the base's (not in the adapter)
     run "$T" --model "$W/m" "${ARGS[@]}" --freeze-aligner false --aligner-lr 5e-3 -o "$W/b" "$W/d"
@@ -257,8 +257,8 @@ VARGS=(--freeze-vit false --freeze-aligner false)
     echo "loss $first -> $last"
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
     A="$W/a/checkpoint-8/adapter_model.safetensors"
-    tsha "$A" base_model.model.visual.blocks.0.mlp.gate_proj.weight
-    [ "$(tsha "$A" base_model.model.visual.merger.mlp.0.weight)" != \
+    tsha "$A" base_model.model.model.visual.blocks.0.mlp.gate_proj.weight
+    [ "$(tsha "$A" base_model.model.model.visual.merger.mlp.0.weight)" != \
         "$(tsha "$W/m/model.safetensors" visual.merger.mlp.0.weight)" ]
     run "$T" --model "$W/m" "${ARGS[@]}" "${VARGS[@]}" -o "$W/b" --resume "$W/a/checkpoint-4" "$W/d"
     [ "$status" -eq 0 ]
