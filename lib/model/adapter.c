@@ -337,6 +337,16 @@ static int write_config(const char *dir, const struct swift_adapter_config *c,
         json_object_set_new(root, "task_type", json_string("SEQ_CLS"));
         json_object_set_new(root, "modules_to_save", json_pack("[s]", "score"));
     }
+    if (c->modules_to_save && *c->modules_to_save) {
+        json_t *ms = json_array();
+        for (const char *s = c->modules_to_save; ms && *s;) {
+            const char *e = strchr(s, ',');
+            size_t n = e ? (size_t)(e - s) : strlen(s);
+            json_array_append_new(ms, json_stringn(s, n));
+            s += n + (e ? 1 : 0);
+        }
+        json_object_set_new(root, "modules_to_save", ms);
+    }
     char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!txt)
         abort();

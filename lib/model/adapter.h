@@ -19,7 +19,8 @@
  * other than "none", and tensors that are not LoRA A/B weights (modules_to_save, other adapter
  * types) except a reward model's head "base_model.model.score.weight" (ad->score; lora.c loads
  * it into a model with a score head, swift-export's merge refuses it); swift_adapter_open_full
- * accepts modules_to_save tensors (ad->full, which swift-export's merge writes over the base's).
+ * accepts modules_to_save tensors (ad->full: a vision-language model's trained vision tower and
+ * aligner, which swift-export's merge writes over the base's and lib/model/vlm_save.c loads).
  * What a caller cannot do (rank_pattern for an attached model, a regular expression in
  * target_modules) the caller refuses.
  */
@@ -44,6 +45,9 @@ struct swift_adapter_config {
     int targets_regex;
     int patterns; /* rank_pattern or alpha_pattern is not empty */
     int seq_cls;  /* written: a reward model's (task_type SEQ_CLS, modules_to_save ["score"]) */
+    /* written: modules_to_save as a comma-separated list of module names ("merger" or
+     * "visual"), or NULL; its full tensors are entries of the file like the adapters' */
+    const char *modules_to_save;
 };
 
 /* One module's adapter: lora_A (r,in) and lora_B (out,r), tensors of the adapter's file. */
@@ -79,7 +83,8 @@ float swift_lora_scale(double alpha, int r, int use_rslora);
  * its lora_B (mapped, not copied). Returns 0 or -1 after reporting; close *ad either way. */
 int swift_adapter_open(struct swift_adapter *ad, const char *dir);
 /* swift_adapter_open that also accepts modules_to_save tensors (ad->full), for a caller that
- * applies them (swift-export's merge); PEFT's "...modules_to_save.default.weight" spelling too. */
+ * applies them (swift-export's merge, swift_vlm_lora_load); PEFT's
+ * "...modules_to_save.default.weight" spelling too. */
 int swift_adapter_open_full(struct swift_adapter *ad, const char *dir);
 void swift_adapter_close(struct swift_adapter *ad);
 /* The pair of a module ("model.layers.0.self_attn.q_proj"), or NULL. */
