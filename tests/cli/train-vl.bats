@@ -165,10 +165,11 @@ VARGS=(--freeze-vit false --freeze-aligner false)
     grep -q '"name":"vision_backward"' "$W/t.jsonl"
     A="$W/a/checkpoint-8/adapter_model.safetensors"
     [ "$(jq -c .modules_to_save "$W/a/checkpoint-8/adapter_config.json")" = '["visual"]' ]
-    # every vision tensor, named base_model.model.model.visual.* (PEFT's names under transformers 5,
-    # as the adapters' base_model.model.model.language_model.layers.*), in the input's shapes (the patch embedding 5-D), F32
+    # every vision tensor, named base_model.model.model.visual.* (PEFT's names under transformers
+    # 5, as the adapters' base_model.model.model.language_model.layers.*), in the input's shapes
+    # (the patch embedding 5-D), F32
     diff <(tnames "$A" | grep visual | sed 's/^base_model\.model\.//') \
-        <(tnames "$W/m/model.safetensors" | grep visual | sed 's/^model\.//')
+        <(tnames "$W/m/model.safetensors" | grep visual)
     tsha "$A" base_model.model.model.visual.blocks.0.attn.qkv.weight | grep -q '^F32 '
     # trained: not the base's values; the base model file unchanged
     [ "$(tsha "$A" base_model.model.model.visual.blocks.0.attn.qkv.weight)" != \
