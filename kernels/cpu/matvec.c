@@ -269,11 +269,13 @@ void swift_cpu_matvec_f32_with(int impl, float *out, const float *in, const floa
         int mm = M - m0 < SWIFT_CPU_MATVEC_MAX_M ? M - m0 : SWIFT_CPU_MATVEC_MAX_M;
         const float *x = in + (size_t)m0 * In;
         float *y = out + (size_t)m0 * O;
-        /* chunks of 64 rows (a multiple of every R); one thread for small layers, where waking
-         * the pool costs more than it saves */
+        /* chunks of 64 rows (a multiple of every R) handed out as threads come free (on a
+         * shared machine a descheduled thread does not hold the others at the barrier; which
+         * thread computes a row does not change its bits); one thread for small layers, where
+         * waking the pool costs more than it saves */
         int chunks = (O + 63) / 64;
         int par = (double)O * In * mm >= 65536.0 && chunks > 1;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for schedule(dynamic, 4) if (par)
         for (int c = 0; c < chunks; c++) {
             int o0 = c * 64, o1 = o0 + 64 < O ? o0 + 64 : O;
             f(y, x, w, bias, mm, In, O, o0, o1, alpha, beta);
