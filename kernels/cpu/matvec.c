@@ -58,38 +58,46 @@ INL T512 void blk512(float *out, const float *in, const float *w, const float *b
                      const int R, int In, int O, int o, float alpha, float beta)
 {
     __m512 acc[4][8], xv[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) acc[r][m] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            acc[r][m] = _mm512_setzero_ps();
     const float *wr = w + (size_t)o * In;
     int k = 0;
     for (; k + 16 <= In; k += 16) {
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) xv[m] =
-            _mm512_loadu_ps(in + (size_t)m * In + k);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        {
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            xv[m] = _mm512_loadu_ps(in + (size_t)m * In + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
             __m512 wv = _mm512_loadu_ps(wr + (size_t)r * In + k);
-            _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) acc[r][m] =
-                _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
+#pragma GCC unroll 8
+            for (int m = 0; m < M; m++)
+                acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
         }
     }
     if (k < In) { /* the tail: masked loads read zeros past In */
         __mmask16 mk = (__mmask16)((1u << (In - k)) - 1u);
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) xv[m] =
-            _mm512_maskz_loadu_ps(mk, in + (size_t)m * In + k);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        {
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            xv[m] = _mm512_maskz_loadu_ps(mk, in + (size_t)m * In + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
             __m512 wv = _mm512_maskz_loadu_ps(mk, wr + (size_t)r * In + k);
-            _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) acc[r][m] =
-                _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
+#pragma GCC unroll 8
+            for (int m = 0; m < M; m++)
+                acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++)
-    {
-        float *y = out + (size_t)m * O + o + r;
-        float s = _mm512_reduce_add_ps(acc[r][m]);
-        *y = finish(s, beta != 0.0f ? *y : 0.0f, bias, o + r, alpha, beta);
-    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) {
+            float *y = out + (size_t)m * O + o + r;
+            float s = _mm512_reduce_add_ps(acc[r][m]);
+            *y = finish(s, beta != 0.0f ? *y : 0.0f, bias, o + r, alpha, beta);
+        }
 }
 
 /* the lanes of an AVX2 accumulator summed in a fixed order */
@@ -105,39 +113,47 @@ INL T256 void blk256(float *out, const float *in, const float *w, const float *b
                      const int R, int In, int O, int o, float alpha, float beta)
 {
     __m256 acc[4][8], xv[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) acc[r][m] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            acc[r][m] = _mm256_setzero_ps();
     const float *wr = w + (size_t)o * In;
     int k = 0;
     for (; k + 8 <= In; k += 8) {
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) xv[m] =
-            _mm256_loadu_ps(in + (size_t)m * In + k);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        {
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            xv[m] = _mm256_loadu_ps(in + (size_t)m * In + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
             __m256 wv = _mm256_loadu_ps(wr + (size_t)r * In + k);
-            _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) acc[r][m] =
-                _mm256_fmadd_ps(wv, xv[m], acc[r][m]);
+#pragma GCC unroll 8
+            for (int m = 0; m < M; m++)
+                acc[r][m] = _mm256_fmadd_ps(wv, xv[m], acc[r][m]);
         }
     }
     if (k < In) { /* the tail: maskload reads zeros where the mask's sign bit is clear */
         __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(In - k),
                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) xv[m] =
-            _mm256_maskload_ps(in + (size_t)m * In + k, mk);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        {
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            xv[m] = _mm256_maskload_ps(in + (size_t)m * In + k, mk);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
             __m256 wv = _mm256_maskload_ps(wr + (size_t)r * In + k, mk);
-            _Pragma("GCC unroll 8") for (int m = 0; m < M; m++) acc[r][m] =
-                _mm256_fmadd_ps(wv, xv[m], acc[r][m]);
+#pragma GCC unroll 8
+            for (int m = 0; m < M; m++)
+                acc[r][m] = _mm256_fmadd_ps(wv, xv[m], acc[r][m]);
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int m = 0; m < M; m++)
-    {
-        float *y = out + (size_t)m * O + o + r;
-        float s = hsum256(acc[r][m]);
-        *y = finish(s, beta != 0.0f ? *y : 0.0f, bias, o + r, alpha, beta);
-    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) {
+            float *y = out + (size_t)m * O + o + r;
+            float s = hsum256(acc[r][m]);
+            *y = finish(s, beta != 0.0f ? *y : 0.0f, bias, o + r, alpha, beta);
+        }
 }
 
 /* rows [o0, o1) in blocks of R (a function of M: as many accumulators as the registers hold),
