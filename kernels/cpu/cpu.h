@@ -18,6 +18,28 @@ void swift_cpu_matmul_fp32_fwd(float *out, const float *in, const float *w, cons
                                int N, int I, int O, float alpha, float beta);
 void swift_cpu_matmul_fp32_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
                                const float *w, int N, int I, int O, float alpha, float din_beta);
+/* matvec.c: matmul_fwd's fp32 path for N <= SWIFT_CPU_MATVEC_MAX_M rows (decode steps): one pass
+ * over w for all rows, AVX-512 or AVX2+FMA picked at run time, OpenMP over output rows; the
+ * scalar path is the specification. _impl: the path taken (the best this CPU has, or
+ * $SWIFT_CPU_MATVEC=blas|scalar|avx2|avx512 when it has that one; blas: OpenBLAS as
+ * before, for comparisons), _name its name, _supported
+ * whether this CPU runs a path, _with runs a given path (tests; blas or one the CPU lacks runs
+ * scalar).
+ * M > MAX_M is accepted (groups of MAX_M rows, w read once per group). */
+enum { SWIFT_CPU_MATVEC_MAX_M = 8 };
+enum {
+    SWIFT_CPU_MATVEC_BLAS = 0,
+    SWIFT_CPU_MATVEC_SCALAR = 1,
+    SWIFT_CPU_MATVEC_AVX2 = 2,
+    SWIFT_CPU_MATVEC_AVX512 = 3
+};
+int swift_cpu_matvec_impl(void);
+const char *swift_cpu_matvec_name(int impl);
+int swift_cpu_matvec_supported(int impl);
+void swift_cpu_matvec_f32(float *out, const float *in, const float *w, const float *bias, int M,
+                          int In, int O, float alpha, float beta);
+void swift_cpu_matvec_f32_with(int impl, float *out, const float *in, const float *w,
+                               const float *bias, int M, int In, int O, float alpha, float beta);
 /* matmul_bf16.c: the same contracts with in, w and dout rounded to bf16 (nearest-even) and fp32
  * accumulation and outputs, through oneDNN; they fall back to fp32 when oneDNN fails */
 enum { SWIFT_CPU_MATH_FP32 = 0, SWIFT_CPU_MATH_BF16 = 1 };

@@ -10,9 +10,15 @@
 void swift_cpu_matmul_fp32_fwd(float *out, const float *in, const float *w, const float *bias,
                                int N, int In, int O, float alpha, float beta)
 {
-    if (N == 1) {
-        /* one row (every decode step of swift-eval's key/value cache): OpenBLAS 0.3.21 has no
-         * GEMM-to-GEMV forwarding and runs sgemm about twice as slowly as sgemv */
+    int mv = N <= SWIFT_CPU_MATVEC_MAX_M ? swift_cpu_matvec_impl() : SWIFT_CPU_MATVEC_BLAS;
+    if (mv != SWIFT_CPU_MATVEC_BLAS) {
+        /* decode steps (one to a few rows): our matvec (matvec.c) reads w once for all rows on
+         * the OpenMP threads; OpenBLAS 0.3.21's sgemv (the path before) streamed the 151936 x
+         * 512 output head at a third of llama.cpp's rate and its threads spun beside ours */
+        swift_cpu_matvec_f32(out, in, w, bias, N, In, O, alpha, beta);
+        return;
+    }
+    if (N == 1) { /* $SWIFT_CPU_MATVEC=blas: OpenBLAS 0.3.21 runs sgemv twice as fast as sgemm */
         cblas_sgemv(CblasRowMajor, CblasNoTrans, O, In, alpha, w, In, in, 1, beta, out, 1);
         if (bias)
             for (int o = 0; o < O; o++)

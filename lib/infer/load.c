@@ -2,9 +2,11 @@
  * adapters merged, its tokenizer and chat template, the ids that end a choice, and the engine. */
 #include "lib/infer/batch.h"
 
+#include "kernels/cpu/cpu.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
+#include "lib/core/trace.h"
 #include "lib/eval/kv.h"
 #include "lib/model/backend.h"
 #include "lib/model/lora.h"
@@ -105,6 +107,12 @@ static int load_model(struct swift_infer_model *im, const struct swift_infer_opt
     int brc = swift_backend_select(&be, o->device && strcmp(o->device, "auto") ? o->device : "cpu");
     if (brc)
         return brc > 0 ? SWIFT_MISUSED : SWIFT_FAILED;
+    if (!be.cuda) { /* which kernel the decode steps' fp32 matmuls (N <= 8 rows) run on */
+        struct swift_targ a[] = {
+            SWIFT_TARG_S("impl", swift_cpu_matvec_name(swift_cpu_matvec_impl())),
+            SWIFT_TARG_I("max_rows", SWIFT_CPU_MATVEC_MAX_M)};
+        swift_trace_instant("infer", "decode_matmul", a, 2);
+    }
     if (!swift_model_is_gguf(o->model) && is_vlm(o->model)) {
         if (load_vlm(im, o, be.ops) < 0)
             return -1;

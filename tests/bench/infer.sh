@@ -49,9 +49,9 @@ LPY=${LLAMA_PYTHON:-/work/venv-infer/bin/python}
 HPY=${HF_PYTHON:-/work/venv-trl/bin/python}
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 W=$(mktemp -d /tmp/swift-bench-infer.XXXXXX)
-srv=''
+srv='' lsrv=''
 cleanup() {
-    [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+    for p in $srv $lsrv; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -116,6 +116,20 @@ row() { # system mode conc json-file
         awk -F '\t' -v hdr="$hdr" '{printf hdr, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}'
     cp "$4" "$W/res-$1-$3.json"
 }
+# CPU time (user + sys, all threads) of process $1 in seconds, from /proc (0 where there is none)
+cpu_of() {
+    awk -v hz="$(getconf CLK_TCK 2>/dev/null || echo 100)" '{print ($14 + $15) / hz}' \
+        "/proc/$1/stat" 2>/dev/null || echo 0
+}
+# the rows' CPU figures, after the table: cpu_s / tokens of each result that has cpu_s
+cpu_rows() {
+    for f in "$W"/res-*.json; do
+        [ -f "$f" ] || continue
+        jq -r --arg f "$(basename "$f" .json)" 'select(.cpu_s != null and .tokens > 0)
+            | "cpu: \($f | ltrimstr("res-")): \(.cpu_s * 1000 / .tokens * 10 | round / 10) ms" +
+              " user+sys per output token (\(.cpu_s * 100 | round / 100) s for \(.tokens))"' "$f"
+    done
+}
 # shellcheck disable=SC2059
 printf "$hdr" system mode conc reqs tokens tok/s ttft_p50 ttft_p99 tpot_p50 tpot_p99
 echo "(TTFT and TPOT in ms; tokens: output tokens over all requests, each should be $T)"
@@ -161,11 +175,11 @@ ours_batch() { # conc
 }
 
 # an OpenAI-compatible server on $1 (pid in $srv), waited for until /v1/models answers
-wait_up() { # url log
+wait_up() { # url log pid
     k=0
     until curl -sf "$1/models" >/dev/null 2>&1; do
         k=$((k + 1))
-        if [ "$k" -gt 600 ] || ! kill -0 "$srv" 2>/dev/null; then
+        if [ "$k" -gt 600 ] || ! kill -0 "$3" 2>/dev/null; then
             echo "infer: the server at $1 did not come up:" >&2
             tail -n 5 "$2" >&2
             return 1
@@ -174,71 +188,78 @@ wait_up() { # url log
     done
 }
 stop_srv() {
-    kill "$srv" 2>/dev/null || true
-    wait "$srv" 2>/dev/null || true
-    srv=''
+    for p in $srv $lsrv; do
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    srv='' lsrv=''
 }
-client() { # python url conc extra
+client() { # python url conc extra server-pid; the server's CPU time over the run as cpu_s
+    c0=$(cpu_of "$5")
     "$1" "$H0/infer_client.py" --url "$2" --model m --prompts "$W/prompts.json" \
-        --concurrency "$3" --requests "$(nreq "$3")" --max-tokens "$T" --extra "$4" >"$W/r.json"
+        --concurrency "$3" --requests "$(nreq "$3")" --max-tokens "$T" --extra "$4" >"$W/r0.json" ||
+        return 1
+    jq -c --argjson c "$(awk -v a="$c0" -v b="$(cpu_of "$5")" 'BEGIN {print b - a}')" \
+        '. + {cpu_s: $c}' "$W/r0.json" >"$W/r.json"
 }
 
+# The systems take turns at each concurrency (ours, llama.cpp, transformers, then the next
+# level), both servers up from the start, so a change of load on the shared machine falls on
+# all of them alike. $srv is our server, $lsrv llama.cpp's.
 port=$((20000 + $$ % 20000))
+ourmode='batch'
 if [ "$serve" = yes ] && "$LPY" -c 'import openai' 2>/dev/null; then
+    ourmode='serve'
     "$BIN/swift-infer" "$W/model" --serve --port "$port" -j "$threads" --max-num-seqs "$maxc" \
         --max-model-len 1024 >"$W/ours-srv.log" 2>&1 &
     srv=$!
-    wait_up "http://127.0.0.1:$port/v1" "$W/ours-srv.log" || exit 1
-    for c in $levels; do
-        client "$LPY" "http://127.0.0.1:$port/v1" "$c" '{"ignore_eos": true}' || {
-            echo "infer: the client against swift-infer --serve failed" >&2
-            exit 1
-        }
-        row ours serve "$c" "$W/r.json"
-    done
-    stop_srv
-else
-    [ "$serve" = yes ] && echo "ours: --serve needs the openai client ($LPY) - batch mode"
-    for c in $levels; do
-        ours_batch "$c"
-        row ours batch "$c" "$W/r.json"
-    done
+    wait_up "http://127.0.0.1:$port/v1" "$W/ours-srv.log" "$srv" || exit 1
+elif [ "$serve" = yes ]; then
+    echo "ours: --serve needs the openai client ($LPY) - batch mode"
 fi
-
-# llama.cpp
+llama=no
 if "$LPY" -c 'import llama_cpp.server, openai' 2>/dev/null; then
     if "$BIN/swift-export" "$W/model" --to gguf --dtype f32 -o "$W/model.gguf" >/dev/null 2>"$W/export.err"; then
-        port=$((port + 1))
         # min_tokens, and every special token (eos, end of turn) biased away: it has no ignore_eos
         noeos=$(jq -c --argjson t "$T" '{min_tokens: $t, logit_bias: ([.added_tokens[]
             | select(.special) | {key: (.id | tostring), value: -100}] | from_entries)}' \
             "$W/model/tokenizer.json")
-        "$LPY" -m llama_cpp.server --model "$W/model.gguf" --model_alias m --port "$port" \
+        "$LPY" -m llama_cpp.server --model "$W/model.gguf" --model_alias m --port "$((port + 1))" \
             --n_ctx 1024 --n_threads "$threads" --n_threads_batch "$threads" \
             --interrupt_requests False >"$W/llama.log" 2>&1 &
-        srv=$!
-        if wait_up "http://127.0.0.1:$port/v1" "$W/llama.log"; then
-            for c in $levels; do
-                if client "$LPY" "http://127.0.0.1:$port/v1" "$c" "$noeos"; then
-                    row llama.cpp server "$c" "$W/r.json"
-                else
-                    echo "llama.cpp: the client failed at concurrency $c"
-                fi
-            done
-        fi
-        stop_srv
-        echo "llama.cpp $("$LPY" -c 'import llama_cpp; print(llama_cpp.__version__)'):" \
-            "system_info $(grep -m1 '^CPU : ' "$W/llama.log" || echo '(no CPU : line)')"
+        lsrv=$!
+        wait_up "http://127.0.0.1:$((port + 1))/v1" "$W/llama.log" "$lsrv" && llama=yes
     else
         echo "llama.cpp: skipped (swift-export --to gguf failed: $(tail -n 1 "$W/export.err"))"
     fi
 else
     echo "llama.cpp: skipped (no llama-cpp-python[server] and openai for $LPY; set LLAMA_PYTHON)"
 fi
-
-# transformers
+hf=no
 if "$HPY" -c 'import torch, transformers' 2>/dev/null; then
-    for c in $levels; do
+    hf=yes
+else
+    echo "transformers: skipped (no torch and transformers for $HPY; set HF_PYTHON)"
+fi
+for c in $levels; do
+    if [ "$ourmode" = serve ]; then
+        client "$LPY" "http://127.0.0.1:$port/v1" "$c" '{"ignore_eos": true}' "$srv" || {
+            echo "infer: the client against swift-infer --serve failed" >&2
+            exit 1
+        }
+        row ours serve "$c" "$W/r.json"
+    else
+        ours_batch "$c"
+        row ours batch "$c" "$W/r.json"
+    fi
+    if [ "$llama" = yes ]; then
+        if client "$LPY" "http://127.0.0.1:$((port + 1))/v1" "$c" "$noeos" "$lsrv"; then
+            row llama.cpp server "$c" "$W/r.json"
+        else
+            echo "llama.cpp: the client failed at concurrency $c"
+        fi
+    fi
+    if [ "$hf" = yes ]; then
         if OMP_NUM_THREADS=$threads "$HPY" "$H0/infer_hf.py" "$W/model" "$W/prompts.json" \
             --concurrency "$c" --requests "$(nreq "$c")" --max-tokens "$T" \
             --threads "$threads" >"$W/r.json" 2>"$W/hf.err"; then
@@ -246,11 +267,15 @@ if "$HPY" -c 'import torch, transformers' 2>/dev/null; then
         else
             echo "transformers: failed at concurrency $c: $(tail -n 1 "$W/hf.err")"
         fi
-    done
-    echo "transformers $("$HPY" -c 'import torch, transformers as t; print(t.__version__, "torch", torch.__version__)')"
-else
-    echo "transformers: skipped (no torch and transformers for $HPY; set HF_PYTHON)"
+    fi
+done
+stop_srv
+if [ "$llama" = yes ]; then
+    echo "llama.cpp $("$LPY" -c 'import llama_cpp; print(llama_cpp.__version__)'):" \
+        "system_info $(grep -m1 '^CPU : ' "$W/llama.log" || echo '(no CPU : line)')"
 fi
+[ "$hf" = yes ] &&
+    echo "transformers $("$HPY" -c 'import torch, transformers as t; print(t.__version__, "torch", torch.__version__)')"
 
 # ratios ours / theirs and the goals
 for ref in llama.cpp transformers; do
@@ -274,6 +299,7 @@ goal() { # ref conc-filter text; met when ours' tok/s >= factor x theirs at ever
     done
     if [ "$seen" = 1 ]; then echo "goal: $text: $ok"; else echo "goal: $text: not measured"; fi
 }
+cpu_rows
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 hi=''
 for c in $levels; do [ "$c" -ge 8 ] && hi="$hi $c"; done

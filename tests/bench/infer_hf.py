@@ -56,6 +56,7 @@ def main():
         model.generate(**enc, do_sample=False, max_new_tokens=2, pad_token_id=tok.pad_token_id)
     ttft, tpot, toks = [], [], []
     start = time.perf_counter()
+    cpu0 = time.process_time()  # user+sys of every thread of this process
     for b in range(0, len(reqs), a.concurrency):
         batch = reqs[b : b + a.concurrency]
         enc = tok(batch, return_tensors="pt", padding=True)
@@ -77,6 +78,7 @@ def main():
                 tpot.append((st.t[-1] - st.t[0]) / (n - 1))
             toks.append(n)
     wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
     print(
         json.dumps(
             {
@@ -85,6 +87,7 @@ def main():
                 "min_tokens": min(toks),
                 "max_tokens": max(toks),
                 "wall_s": wall,
+                "cpu_s": cpu,
                 "tok_s": sum(toks) / wall,
                 "ttft_p50": pct(ttft, 50),
                 "ttft_p99": pct(ttft, 99),

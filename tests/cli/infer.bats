@@ -218,3 +218,30 @@ EOF
     [ "$(grep -c '"name":"request"' "$T/trace.jsonl")" -eq 3 ]
     grep '"name":"request"' "$T/trace.jsonl" | head -1 | grep -q '"completion_tokens":6'
 }
+
+@test "--trace: the decode steps' matmul path (best this CPU has; SWIFT_CPU_MATVEC picks another)" {
+    requests llama | head -2 >"$T/in.jsonl"
+    run --separate-stderr "$INFER" "$FIX/eval/llama" "$T/in.jsonl" --trace "$T/trace.jsonl"
+    [ "$status" -eq 0 ]
+    impl=$(jq -r 'select(.name == "decode_matmul") | .args.impl' "$T/trace.jsonl")
+    [ "$(jq -r 'select(.name == "decode_matmul") | .args.max_rows' "$T/trace.jsonl")" = 8 ]
+    if grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+        [ "$impl" = avx512 ]
+    elif grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+        [ "$impl" = avx2 ]
+    else
+        [ "$impl" = scalar ]
+    fi
+    SWIFT_CPU_MATVEC=scalar run --separate-stderr "$INFER" "$FIX/eval/llama" "$T/in.jsonl" \
+        --trace "$T/trace2.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(jq -r 'select(.name == "decode_matmul") | .args.impl' "$T/trace2.jsonl")" = scalar ]
+}
+
+@test "every decode matmul path (scalar, avx2, avx512, OpenBLAS) gives transformers' greedy ids" {
+    for p in scalar avx2 avx512 blas; do
+        export SWIFT_CPU_MATVEC=$p # a path this CPU lacks runs the best it has
+        greedy_equals_transformers qwen2 --max-num-seqs 3
+    done
+    unset SWIFT_CPU_MATVEC
+}
