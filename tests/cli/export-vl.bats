@@ -2,13 +2,13 @@
 bats_require_minimum_version 1.5.0
 # swift-export on vision-language models (docs/export.md "Vision-language models"): a LoRA that
 # swift-train made on the tiny Qwen2-VL fixture (vocabulary widened to the qwen3 tokenizer's,
-# tests/cli/vl_fixture.bash) merged into a Hugging Face directory: the keys in the input's
+# tests/cli/vl_model.bash) merged into a Hugging Face directory: the keys in the input's
 # layout, the vision tower and merger copied bit for bit, the processor files carried over.
 # That the merged model computes what base + adapter does is tests/unit/test_export_vl.c (logits
 # to 1e-5); tests/ref/check_vl_export.py checked it against transformers + peft once.
 
 setup() {
-    . "$BATS_TEST_DIRNAME/vl_fixture.bash" # vl_model, st_digest
+    . "$BATS_TEST_DIRNAME/vl_model.bash" # vl_model_at, st_digest
     W="$BATS_TEST_TMPDIR"
     if [ ! -f "$SHARED/data/tokenizers/qwen3/tokenizer.json" ] ||
         [ ! -f "$SHARED/data/datasets/llama-factory-demo/mllm_demo.json" ]; then
@@ -25,7 +25,7 @@ train_adapter() { # MODEL SHARDS OUT: 4 LoRA steps with the ViT and merger froze
 }
 
 @test "export-vl: --merge-lora on Qwen2-VL: merged directory in the input's key layout, vision tensors bit-identical, processor files copied" {
-    vl_model tests/fixtures/vlm/qwen2_vl "$W/m" "$W/d"
+    vl_model_at tests/fixtures/vlm/qwen2_vl "$W/m" "$W/d"
     echo '{"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136}' >"$W/m/preprocessor_config.json"
     echo '{"chat_template": "{{ messages }}"}' >"$W/m/chat_template.json"
     train_adapter "$W/m" "$W/d" "$W/a"
@@ -51,7 +51,7 @@ train_adapter() { # MODEL SHARDS OUT: 4 LoRA steps with the ViT and merger froze
 }
 
 @test "export-vl: --dtype bf16 on Qwen2.5-VL in the hub's key layout (visual.*, model.*): kept, config dtype set" {
-    vl_model tests/fixtures/vlm/qwen2_5_vl "$W/m" "$W/d"
+    vl_model_at tests/fixtures/vlm/qwen2_5_vl "$W/m" "$W/d"
     train_adapter "$W/m" "$W/d" "$W/a"
     run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a/checkpoint-4" --dtype bf16 -o "$W/out"
     [ "$status" -eq 0 ]
@@ -63,7 +63,7 @@ train_adapter() { # MODEL SHARDS OUT: 4 LoRA steps with the ViT and merger froze
 }
 
 @test "export-vl: an adapter for another model is an adapter/base mismatch, nothing written" {
-    vl_model tests/fixtures/vlm/qwen2_vl "$W/m" ""
+    vl_model_at tests/fixtures/vlm/qwen2_vl "$W/m" ""
     run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora tests/ref/fixtures/merge/adapter-lora -o "$W/out"
     [ "$status" -eq 1 ]
     [[ "$output" == "swift-export: adapter/base mismatch: "* ]]
@@ -71,7 +71,7 @@ train_adapter() { # MODEL SHARDS OUT: 4 LoRA steps with the ViT and merger froze
 }
 
 @test "export-vl: --to gguf writes the language model as llama.cpp's qwen2vl (M-RoPE sections), the vision side left out; merge + gguf in one run is the same file" {
-    vl_model tests/fixtures/vlm/qwen2_5_vl "$W/m" "$W/d"
+    vl_model_at tests/fixtures/vlm/qwen2_5_vl "$W/m" "$W/d"
     train_adapter "$W/m" "$W/d" "$W/a"
     run "$SWIFT_BIN/swift-export" "$W/m" --merge-lora "$W/a/checkpoint-4" --dtype fp32 -o "$W/out"
     [ "$status" -eq 0 ]
@@ -96,7 +96,7 @@ swift-export: 2 matrices use F16: their rows do not fit Q8_0 blocks (as llama.cp
 }
 
 @test "export-vl: --mmproj writes the vision tower and merger as llama.cpp's clip mmproj (qwen2vl_merger: patch embedding split in its two taps, qkv split, gguf-py's names)" {
-    vl_model tests/fixtures/vlm/qwen2_vl "$W/m" ""
+    vl_model_at tests/fixtures/vlm/qwen2_vl "$W/m" ""
     printf '{"image_mean": [0.5, 0.25, 0.125], "image_std": [0.5, 0.5, 0.5]}\n' >"$W/m/preprocessor_config.json"
     run --separate-stderr "$SWIFT_BIN/swift-export" "$W/m" --to gguf --dtype q8_0 -o "$W/t.gguf" --mmproj "$W/mmproj.gguf"
     [ "$status" -eq 0 ]
@@ -133,7 +133,7 @@ swift-export: 2 matrices use F16: their rows do not fit Q8_0 blocks (as llama.cp
 }
 
 @test "export-vl: --mmproj on Qwen2.5-VL: qwen2.5vl_merger with use_silu, n_wa_pattern and gate/up/down" {
-    vl_model tests/fixtures/vlm/qwen2_5_vl "$W/m" ""
+    vl_model_at tests/fixtures/vlm/qwen2_5_vl "$W/m" ""
     run --separate-stderr "$SWIFT_BIN/swift-export" "$W/m" --to gguf -o "$W/t.gguf" --mmproj "$W/mmproj.gguf"
     [ "$status" -eq 0 ]
     # the fixture's 56-pixel windows are not what llama.cpp's clip computes (112): said

@@ -12,6 +12,7 @@ A="$SWIFT_BIN/swift-trace-analyze"
 T="$SWIFT_BIN/swift-train"
 P="$SWIFT_BIN/swift-preprocess"
 F=tests/fixtures/vlm/qwen2_vl
+. "$BATS_TEST_DIRNAME/vl_model.bash" # vl_model_at
 
 setup() {
     W="$BATS_TEST_TMPDIR"
@@ -24,44 +25,9 @@ setup() {
     fi
 }
 
-# The fixture with a vocabulary of 151936 (Qwen2's) and Qwen2's vision token ids: every other
-# tensor as committed, embed_tokens and lm_head rows i = the fixture's row i % 128 (python3's
-# standard library only), the tokenizer's files beside it.
+# The fixture widened to Qwen2's vocabulary (vl_model.bash) and the demo preprocessed into $W/d.
 vl_model() {
-    mkdir -p "$W/m"
-    python3 - "$F" "$W/m" <<'EOF'
-import json, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-cfg = json.load(open(src + "/config.json"))
-V = 151936
-cfg["text_config"]["vocab_size"] = V
-cfg.update(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
-           vision_end_token_id=151653)
-json.dump(cfg, open(dst + "/config.json", "w"), indent=2)
-raw = open(src + "/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n])
-body = raw[8 + n:]
-out, data, off = {}, [], 0
-for k in sorted(x for x in hdr if x != "__metadata__"):
-    t = hdr[k]
-    b = body[t["data_offsets"][0]:t["data_offsets"][1]]
-    shape = t["shape"]
-    if k in ("lm_head.weight", "model.language_model.embed_tokens.weight"):
-        row = len(b) // shape[0]
-        b = b"".join(b[(i % shape[0]) * row:(i % shape[0] + 1) * row] for i in range(V))
-        shape = [V, shape[1]]
-    out[k] = {"dtype": t["dtype"], "shape": shape, "data_offsets": [off, off + len(b)]}
-    data.append(b)
-    off += len(b)
-h = json.dumps(out).encode()
-h += b" " * (-len(h) % 8)
-with open(dst + "/model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h + b"".join(data))
-EOF
-    cp "$TOK"/tokenizer*.json "$W/m/"
-    [ -f "$TOK/vocab.json" ] && cp "$TOK/vocab.json" "$TOK/merges.txt" "$W/m/" || true
-    "$P" --tokenizer "$W/m" --template qwen2_vl --max-pixels 12544 --max-length 128 -o "$W/d" "$DEMO/mllm_demo.json"
+    vl_model_at "$F" "$W/m" "$W/d"
 }
 
 ARGS=(--max-steps 3 --logging-steps 1 --save-steps 100 --eval-steps 100 --lora-rank 4
