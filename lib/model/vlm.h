@@ -184,8 +184,8 @@ void swift_vlm_backward(struct swift_vlm *v, const struct swift_vlm_batch *b);
  * vision parameters of the trainable groups beside it as full F32 tensors, PEFT's
  * modules_to_save: named base_model.model.model.visual.<parameter> (PEFT's names under
  * transformers 5, as the adapters' base_model.model.model.language_model.*; the patch embedding
- * 5-D as transformers' Conv3d), adapter_config.json's modules_to_save "visual" (both groups), "merger" (the
- * aligner) or "patch_embed", "blocks.0", ... (the ViT). 0 or -1 (reported). */
+ * 5-D as transformers' Conv3d), adapter_config.json's modules_to_save "visual" (both groups),
+ * "merger" (the aligner) or "patch_embed", "blocks.0", ... (the ViT). 0 or -1 (reported). */
 struct swift_lora_opts;
 int swift_vlm_lora_save(const struct swift_vlm *v, const struct swift_lora_opts *lo,
                         const char *dir, const char *base_model);
