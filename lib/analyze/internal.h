@@ -287,6 +287,11 @@ int swift_an_rl_container(int kind);
  * rows per generate, shares of the generating steps' time, and the `top` worst steps by
  * generate, reward and ref_logps; null when no step holds a generate span. */
 json_t *swift_an_rl_json(const struct swift_an_set *set, const struct swift_an_proc *p, int top);
+/* The `top` steps of p with the most of a per-step column (col[i * stride] for step i; ties:
+ * the earlier step), as rules.c's worst_spans: name "step", step, rank, ts (aligned), dur_us and
+ * the column's µs under `key`. Shared by the rl and multimodal views. */
+json_t *swift_an_worst_by(const struct swift_an_proc *p, const double *col, size_t stride,
+                          const char *key, int top);
 /* rule_rl.c: the rules generation_bound, reward_stall and ref_logps_cost on one process (its
  * report object `proc`, with "rl"); appends to the bottlenecks `list` when they fire. */
 void swift_an_rules_rl(json_t *list, const struct swift_an_proc *p, json_t *proc,

@@ -238,9 +238,7 @@ static int cmp_fn(const void *x, const void *y)
     return (a->us < b->us) - (a->us > b->us);
 }
 
-/* The `top` steps with the most time in column f (ties: the earlier step), as rules.c's
- * worst_spans: name, step, rank, ts (aligned), dur_us and the column's µs. */
-static json_t *worst_json(const struct swift_an_proc *p, const struct rlacc *a, int f,
+json_t *swift_an_worst_by(const struct swift_an_proc *p, const double *col, size_t stride,
                           const char *key, int top)
 {
     json_t *arr = json_array();
@@ -248,7 +246,8 @@ static json_t *worst_json(const struct swift_an_proc *p, const struct rlacc *a, 
     for (int t = 0; t < top; t++) {
         long best = -1;
         for (size_t i = 0; i < p->nsteps; i++)
-            if (!used[i] && a->f[i][f] > 0 && (best < 0 || a->f[i][f] > a->f[best][f]))
+            if (!used[i] && col[i * stride] > 0 &&
+                (best < 0 || col[i * stride] > col[(size_t)best * stride]))
                 best = (long)i;
         if (best < 0)
             break;
@@ -265,11 +264,18 @@ static json_t *worst_json(const struct swift_an_proc *p, const struct rlacc *a, 
                               sp->ts,
                               "dur_us",
                               num(sp->dur));
-        json_object_set_new(o, key, num(a->f[best][f]));
+        json_object_set_new(o, key, num(col[(size_t)best * stride]));
         json_array_append_new(arr, o);
     }
     free(used);
     return arr;
+}
+
+/* The `top` steps with the most time in column f. */
+static json_t *worst_json(const struct swift_an_proc *p, const struct rlacc *a, int f,
+                          const char *key, int top)
+{
+    return swift_an_worst_by(p, p->nsteps ? &a->f[0][f] : NULL, F_N, key, top);
 }
 
 /* part / whole, to 6 decimals (null when whole is 0 or part unknown). */

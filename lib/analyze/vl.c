@@ -115,37 +115,11 @@ static int collect(const struct swift_an_set *set, const struct swift_an_proc *p
     return any;
 }
 
-/* The `top` steps with the most time in column f, as rules.c's worst_spans. */
+/* The `top` steps with the most time in column f (swift_an_worst_by). */
 static json_t *worst_json(const struct swift_an_proc *p, const struct vlacc *a, int f,
                           const char *key, int top)
 {
-    json_t *arr = json_array();
-    char *used = swift_xcalloc(p->nsteps + 1, 1);
-    for (int t = 0; t < top; t++) {
-        long best = -1;
-        for (size_t i = 0; i < p->nsteps; i++)
-            if (!used[i] && a->f[i][f] > 0 && (best < 0 || a->f[i][f] > a->f[best][f]))
-                best = (long)i;
-        if (best < 0)
-            break;
-        used[best] = 1;
-        const struct swift_an_step *sp = &p->steps[best];
-        json_t *o = json_pack("{s:s,s:I,s:i,s:f,s:o}",
-                              "name",
-                              "step",
-                              "step",
-                              (json_int_t)sp->step,
-                              "rank",
-                              p->rank,
-                              "ts",
-                              sp->ts,
-                              "dur_us",
-                              num(sp->dur));
-        json_object_set_new(o, key, num(a->f[best][f]));
-        json_array_append_new(arr, o);
-    }
-    free(used);
-    return arr;
+    return swift_an_worst_by(p, p->nsteps ? &a->f[0][f] : NULL, F_N, key, top);
 }
 
 /* The FLOPs per step, the achieved rate and the MFU (null without FLOPs records). */
