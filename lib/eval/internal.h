@@ -108,6 +108,11 @@ void swift_eval_left_truncate(struct swift_eval_ids *x, int keep);
 int swift_eval_run_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
 /* loss / ppl with r->vlm (lib/eval/run_vl.c): image shards, each document's full forward. */
 int swift_eval_run_vl_loss(struct swift_eval_runner *r, json_t *rec, long *n_out);
+/* loss / ppl's metrics into rec from the sums over the trained tokens (sum of -log p, count,
+ * correct argmax): loss, ppl, token_acc, tokens (ppl first for --task ppl); -1 (reported)
+ * when no token was trained. Shared by run_loss.c and run_vl.c. */
+int swift_eval_loss_metrics(const struct swift_eval_runner *r, json_t *rec, double sum, long count,
+                            long correct);
 /* gsm8k / exact with r->vlm (lib/eval/run_vl_gen.c): items with their images, generated on
  * swift-infer's engine. */
 int swift_eval_run_vl_gen(struct swift_eval_runner *r, struct swift_eval_set *set, json_t *rec,

@@ -183,17 +183,8 @@ int swift_eval_run_vl_loss(struct swift_eval_runner *r, json_t *rec, long *n_out
     swift_shards_close(s);
     if (rc < 0)
         return -1;
-    if (acc.count == 0)
-        return swift_error("'%s': no trained tokens to evaluate", o->dataset);
-    double loss = acc.sum / (double)acc.count;
-    json_t *m = json_object_get(rec, "metrics");
-    if (o->task == SWIFT_EVAL_PPL)
-        json_object_set_new(m, "ppl", json_real(exp(loss)));
-    json_object_set_new(m, "loss", json_real(loss));
-    if (o->task != SWIFT_EVAL_PPL)
-        json_object_set_new(m, "ppl", json_real(exp(loss)));
-    json_object_set_new(m, "token_acc", json_real((double)acc.correct / (double)acc.count));
-    json_object_set_new(m, "tokens", json_integer(acc.count));
+    if (swift_eval_loss_metrics(r, rec, acc.sum, acc.count, acc.correct) < 0)
+        return -1;
     *n_out = samples;
     return 0;
 }
