@@ -261,6 +261,17 @@ void swift_an_infer_print(FILE *fp, json_t *proc, int md);
 /* The same in the HTML report, every process with one. */
 void swift_an_html_infer(FILE *fp, json_t *ps);
 
+/* ---------- rules.c: a bottleneck object, shared by the rule_*.c files ---------- */
+
+/* SWIFT_SEV_CRITICAL when v is at least twice the threshold, else SWIFT_SEV_WARN. */
+int swift_an_sev_above(double v, double th);
+/* Append {rule, severity, process, rank, value (2 decimals), threshold, unit, summary} to the
+ * bottlenecks `list` (p NULL: the run's, rank -1) and return it (borrowed). */
+json_t *swift_an_bottleneck(json_t *list, const char *rule, int sev, const struct swift_an_proc *p,
+                            double value, double th, const char *unit, const char *summary);
+/* b's remedy text and, when command is not NULL, its command (freed here). */
+void swift_an_set_remedy(json_t *b, const char *remedy, char *command);
+
 /* ---------- rl.c + rule_rl.c: the view of an RL (GRPO) step ---------- */
 
 /* The RL spans of our traces' step thread (docs/trace-schema.md, docs/grpo.md), by name:

@@ -23,39 +23,6 @@
  * (TRL and ms-swift document 1 to 4). */
 #define NUM_ITERATIONS_MAX 4
 
-static json_t *add(json_t *list, const char *rule, const struct swift_an_proc *p, double v,
-                   double th, const char *summary)
-{
-    json_t *b = json_pack("{s:s,s:s,s:s,s:i,s:f,s:f,s:s,s:s}",
-                          "rule",
-                          rule,
-                          "severity",
-                          v >= 2 * th ? "critical" : "warn", /* as rules.c's sev_above */
-                          "process",
-                          p->label,
-                          "rank",
-                          p->rank,
-                          "value",
-                          round(v * 100) / 100,
-                          "threshold",
-                          th,
-                          "unit",
-                          "% of step time",
-                          "summary",
-                          summary);
-    json_array_append_new(list, b);
-    return b;
-}
-
-static void set_remedy(json_t *b, const char *remedy, char *command)
-{
-    json_object_set_new(b, "remedy", json_string(remedy));
-    if (command) {
-        json_object_set_new(b, "command", json_string(command));
-        free(command);
-    }
-}
-
 /* The traced command line with --opt set to value, or NULL without a recorded argv. */
 static char *command_with(const struct swift_an_proc *p, const char *opt, const char *value)
 {
@@ -89,7 +56,8 @@ static void rule_generation(json_t *list, const struct swift_an_proc *p, json_t 
              (long long)json_integer_value(json_object_get(rl, "steps")),
              rate,
              rw);
-    json_t *b = add(list, "generation_bound", p, v, th, s);
+    json_t *b = swift_an_bottleneck(
+        list, "generation_bound", swift_an_sev_above(v, th), p, v, th, "% of step time", s);
     long mu = p->src->argv ? swift_an_argv_long(p->src->argv, "num-iterations", 1) : 1;
     json_t *ev = json_pack("{s:f,s:O,s:O,s:f,s:O,s:O,s:O,s:O,s:O}",
                            "generate_us",
@@ -118,12 +86,13 @@ static void rule_generation(json_t *list, const struct swift_an_proc *p, json_t 
         snprintf(nv, sizeof(nv), "%ld", mu * 2 < NUM_ITERATIONS_MAX ? mu * 2 : NUM_ITERATIONS_MAX);
         cmd = command_with(p, "num-iterations", nv);
     }
-    set_remedy(b,
-               "decode more completions together: a larger --per-device-train-batch-size (the "
-               "rows of one decode forward); fewer or shorter completions: --num-generations, "
-               "--max-completion-length; --num-iterations 2..4 reuses each generation batch for "
-               "that many updates, so only every N-th step generates",
-               cmd);
+    swift_an_set_remedy(
+        b,
+        "decode more completions together: a larger --per-device-train-batch-size (the "
+        "rows of one decode forward); fewer or shorter completions: --num-generations, "
+        "--max-completion-length; --num-iterations 2..4 reuses each generation batch for "
+        "that many updates, so only every N-th step generates",
+        cmd);
 }
 
 /* ---------- reward_stall: scoring the completions stalls the step ---------- */
@@ -157,7 +126,9 @@ static void rule_reward(json_t *list, const struct swift_an_proc *p, json_t *rl,
              swift_an_ms_text(d1, sizeof(d1), us),
              swift_an_ms_text(d2, sizeof(d2), step),
              slow);
-    json_t *b = add(list, "reward_stall", p, one ? fv : v, one ? fth : th, s);
+    double bv = one ? fv : v, bth = one ? fth : th;
+    json_t *b = swift_an_bottleneck(
+        list, "reward_stall", swift_an_sev_above(bv, bth), p, bv, bth, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f,s:O,s:O}",
                            "reward_us",
                            us,
@@ -169,17 +140,18 @@ static void rule_reward(json_t *list, const struct swift_an_proc *p, json_t *rl,
                            json_object_get(json_object_get(rl, "worst_spans"), "reward"));
     json_object_set_new(ev, "slowest", fn ? json_incref(fn) : json_null());
     json_object_set_new(b, "evidence", ev);
-    set_remedy(b,
-               program ? "make the reward program keep up: answer each line as it arrives "
-                         "(print and flush per row) or score the rows in batches inside it, "
-                         "use a faster checker, or a built-in function (accuracy, format, "
-                         "length) where one fits; --reward-timeout S ends a program that hangs "
-                         "instead of stalling the run"
-                       : "make the slow reward cheaper: a faster checker or a simpler built-in "
-                         "function (format, length), or fewer completions to score "
-                         "(--num-generations); --reward-timeout S bounds a reward program that "
-                         "hangs",
-               NULL);
+    swift_an_set_remedy(
+        b,
+        program ? "make the reward program keep up: answer each line as it arrives "
+                  "(print and flush per row) or score the rows in batches inside it, "
+                  "use a faster checker, or a built-in function (accuracy, format, "
+                  "length) where one fits; --reward-timeout S ends a program that hangs "
+                  "instead of stalling the run"
+                : "make the slow reward cheaper: a faster checker or a simpler built-in "
+                  "function (format, length), or fewer completions to score "
+                  "(--num-generations); --reward-timeout S bounds a reward program that "
+                  "hangs",
+        NULL);
 }
 
 /* ---------- ref_logps_cost: the reference model's forward ---------- */
@@ -200,7 +172,8 @@ static void rule_ref(json_t *list, const struct swift_an_proc *p, json_t *rl,
              v,
              swift_an_ms_text(d1, sizeof(d1), us),
              swift_an_ms_text(d2, sizeof(d2), step));
-    json_t *b = add(list, "ref_logps_cost", p, v, th, s);
+    json_t *b = swift_an_bottleneck(
+        list, "ref_logps_cost", swift_an_sev_above(v, th), p, v, th, "% of step time", s);
     json_object_set_new(
         b,
         "evidence",
@@ -211,12 +184,13 @@ static void rule_ref(json_t *list, const struct swift_an_proc *p, json_t *rl,
                   step,
                   "worst_spans",
                   json_object_get(json_object_get(rl, "worst_spans"), "ref_logps")));
-    set_remedy(b,
-               "the KL term to the reference costs a forward of the reference model per "
-               "generation batch: --beta 0 (TRL's default) drops the term and the reference "
-               "model with it (no reference weights in memory either); keep --beta > 0 when "
-               "the policy must stay near the reference",
-               command_with(p, "beta", "0"));
+    swift_an_set_remedy(
+        b,
+        "the KL term to the reference costs a forward of the reference model per "
+        "generation batch: --beta 0 (TRL's default) drops the term and the reference "
+        "model with it (no reference weights in memory either); keep --beta > 0 when "
+        "the policy must stay near the reference",
+        command_with(p, "beta", "0"));
 }
 
 void swift_an_rules_rl(json_t *list, const struct swift_an_proc *p, json_t *proc,

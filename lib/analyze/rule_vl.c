@@ -19,39 +19,6 @@
  * data_stall says so). */
 #define IMAGE_SHARE_OF_LOADER_MIN 0.5
 
-static json_t *add(json_t *list, const char *rule, const struct swift_an_proc *p, double v,
-                   double th, const char *unit, const char *summary)
-{
-    json_t *b = json_pack("{s:s,s:s,s:s,s:i,s:f,s:f,s:s,s:s}",
-                          "rule",
-                          rule,
-                          "severity",
-                          v >= 2 * th ? "critical" : "warn", /* as rules.c's sev_above */
-                          "process",
-                          p->label,
-                          "rank",
-                          p->rank,
-                          "value",
-                          round(v * 100) / 100,
-                          "threshold",
-                          th,
-                          "unit",
-                          unit,
-                          "summary",
-                          summary);
-    json_array_append_new(list, b);
-    return b;
-}
-
-static void set_remedy(json_t *b, const char *remedy, char *command)
-{
-    json_object_set_new(b, "remedy", json_string(remedy));
-    if (command) {
-        json_object_set_new(b, "command", json_string(command));
-        free(command);
-    }
-}
-
 /* ---------- image_starved: the step waits for the loader, busy with the images ---------- */
 
 /* The traced command with --num-workers doubled (4 when unset) and --prefetch two steps per
@@ -102,7 +69,8 @@ static void rule_image_starved(json_t *list, const struct swift_an_proc *p, json
              swift_an_ms_text(d3, sizeof(d3), swift_an_jnum(il, "us_per_step")),
              swift_an_jnum(il, "threads"),
              px);
-    json_t *b = add(list, "image_starved", p, v, th, "% of step time", s);
+    json_t *b = swift_an_bottleneck(
+        list, "image_starved", swift_an_sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f,s:I,s:O,s:O}",
                            "data_wait_us",
                            wait,
@@ -115,14 +83,15 @@ static void rule_image_starved(json_t *list, const struct swift_an_proc *p, json
                            "worst_spans",
                            json_object_get(json_object_get(vl, "worst_spans"), "data_wait"));
     json_object_set_new(b, "evidence", ev);
-    set_remedy(b,
-               "load images on more threads, further ahead: swift-train --num-workers N and "
-               "--prefetch N (ms-swift: --dataloader_num_workers); fewer patches per image: "
-               "re-run swift-preprocess with a lower --max-pixels (ms-swift: MAX_PIXELS; the "
-               "patches grow with the pixels, 28x28 pixels per merged token); keep the shards' "
-               "image cache on a fast local disk (the loader reads and expands "
-               "images/<sha256>.pix per sample, never decodes)",
-               loader_command(p));
+    swift_an_set_remedy(
+        b,
+        "load images on more threads, further ahead: swift-train --num-workers N and "
+        "--prefetch N (ms-swift: --dataloader_num_workers); fewer patches per image: "
+        "re-run swift-preprocess with a lower --max-pixels (ms-swift: MAX_PIXELS; the "
+        "patches grow with the pixels, 28x28 pixels per merged token); keep the shards' "
+        "image cache on a fast local disk (the loader reads and expands "
+        "images/<sha256>.pix per sample, never decodes)",
+        loader_command(p));
 }
 
 /* ---------- vision_bound: the vision tower takes most of the model's time ---------- */
@@ -155,7 +124,8 @@ static void rule_vision_bound(json_t *list, const struct swift_an_proc *p, json_
              px,
              swift_an_ms_text(d2, sizeof(d2), llm),
              fx);
-    json_t *b = add(list, "vision_bound", p, v, th, "% of forward_backward", s);
+    json_t *b = swift_an_bottleneck(
+        list, "vision_bound", swift_an_sev_above(v, th), p, v, th, "% of forward_backward", s);
     json_t *ev = json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
                            "vision_us",
                            json_object_get(per, "vision_us"),
@@ -179,13 +149,14 @@ static void rule_vision_bound(json_t *list, const struct swift_an_proc *p, json_
     char *cmd = NULL;
     if (visb > 0 && argv && json_array_size(argv))
         cmd = swift_an_argv_with(argv, "freeze-vit", "true");
-    set_remedy(b,
-               "fewer patches per image: re-run swift-preprocess with a lower --max-pixels "
-               "(ms-swift: MAX_PIXELS; the ViT's linears grow with the patches, its attention "
-               "with the square of each image's patches); keep the ViT frozen (--freeze-vit "
-               "true: no vision backward); more text per image when the model's other side "
-               "idles: longer samples or --packing",
-               cmd);
+    swift_an_set_remedy(
+        b,
+        "fewer patches per image: re-run swift-preprocess with a lower --max-pixels "
+        "(ms-swift: MAX_PIXELS; the ViT's linears grow with the patches, its attention "
+        "with the square of each image's patches); keep the ViT frozen (--freeze-vit "
+        "true: no vision backward); more text per image when the model's other side "
+        "idles: longer samples or --packing",
+        cmd);
 }
 
 void swift_an_rules_vl(json_t *list, const struct swift_an_proc *p, json_t *proc,

@@ -47,7 +47,7 @@ static const char *sev_name(int s)
     return s == SWIFT_SEV_CRITICAL ? "critical" : s == SWIFT_SEV_WARN ? "warn" : "info";
 }
 
-static int sev_above(double v, double th)
+int swift_an_sev_above(double v, double th)
 {
     return v >= 2 * th ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN;
 }
@@ -101,8 +101,8 @@ static json_t *worst_spans(const struct swift_an_proc *p, int part, int top)
     return a;
 }
 
-static json_t *add(json_t *list, const char *rule, int sev, const struct swift_an_proc *p,
-                   double value, double th, const char *unit, const char *summary)
+json_t *swift_an_bottleneck(json_t *list, const char *rule, int sev, const struct swift_an_proc *p,
+                            double value, double th, const char *unit, const char *summary)
 {
     json_t *b = json_pack("{s:s,s:s,s:s,s:i,s:f,s:f,s:s,s:s}",
                           "rule",
@@ -125,7 +125,7 @@ static json_t *add(json_t *list, const char *rule, int sev, const struct swift_a
     return b;
 }
 
-static void set_remedy(json_t *b, const char *remedy, char *command)
+void swift_an_set_remedy(json_t *b, const char *remedy, char *command)
 {
     json_object_set_new(b, "remedy", json_string(remedy));
     if (command) {
@@ -157,7 +157,8 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
              v,
              ms_text(d1, sizeof(d1), p->part_avg[p->data_part]),
              ms_text(d2, sizeof(d2), p->step_avg));
-    json_t *b = add(list, "data_stall", sev_above(v, th), p, v, th, "% of step time", s);
+    json_t *b = swift_an_bottleneck(
+        list, "data_stall", swift_an_sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f,s:I}",
                            "data_us_per_step",
                            r2(p->part_avg[p->data_part]),
@@ -168,7 +169,7 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
     json_object_set_new(ev, "worst_spans", worst_spans(p, p->data_part, o->top));
     json_object_set_new(b, "evidence", ev);
     if (p->src->kind == SWIFT_AN_KINETO) {
-        set_remedy(
+        swift_an_set_remedy(
             b,
             "load batches in parallel: DataLoader(num_workers=N (e.g. the CPU cores per GPU), "
             "pin_memory=True, persistent_workers=True, prefetch_factor=2); pre-tokenize "
@@ -194,11 +195,12 @@ static void rule_data_stall(json_t *list, const struct swift_an_proc *p,
             json_decref(a1);
             json_decref(a2);
         }
-        set_remedy(b,
-                   "feed the step faster: swift-train --num-workers N (loader threads) and "
-                   "--prefetch N (batches ready ahead); pre-tokenize with swift-preprocess "
-                   "--threads N; --packing to cut padding",
-                   cmd);
+        swift_an_set_remedy(
+            b,
+            "feed the step faster: swift-train --num-workers N (loader threads) and "
+            "--prefetch N (batches ready ahead); pre-tokenize with swift-preprocess "
+            "--threads N; --packing to cut padding",
+            cmd);
     }
 }
 
@@ -239,7 +241,8 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
              v,
              gpu ? "GPU time" : "step time",
              waited > 0 ? " (waiting for other ranks not counted)" : "");
-    json_t *b = add(list, "comm_bound", sev_above(v, th), p, v, th, "% of step time", s);
+    json_t *b = swift_an_bottleneck(
+        list, "comm_bound", swift_an_sev_above(v, th), p, v, th, "% of step time", s);
     json_t *ev = json_pack("{s:f,s:f}", "exposed_comm_us", r2(exposed), "base_us", r2(base));
     if (p->coll.n)
         json_object_set_new(ev, "skew_us", json_real(r2(waited)));
@@ -264,7 +267,7 @@ static void rule_comm_bound(json_t *list, const struct swift_an_proc *p,
         snprintf(val, sizeof(val), "%ld", ga * 2);
         cmd = swift_an_argv_with(p->src->argv, "gradient-accumulation-steps", val);
     }
-    set_remedy(
+    swift_an_set_remedy(
         b,
         kineto ? "communicate less often or overlap it: gradient accumulation with "
                  "DDP no_sync(), a larger batch per GPU, DDP bucket_cap_mb, ZeRO/FSDP sharding; "
@@ -300,7 +303,8 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
              p->k.launches,
              ms_text(d1, sizeof(d1), p->k.launch_cpu_us),
              idle > 0 ? 100 * host_wait / idle : 0);
-    json_t *b = add(list, "launch_bound", sev_above(v, th), p, v, th, "% of launches", s);
+    json_t *b = swift_an_bottleneck(
+        list, "launch_bound", swift_an_sev_above(v, th), p, v, th, "% of launches", s);
     json_object_set_new(b,
                         "evidence",
                         json_pack("{s:I,s:I,s:f,s:f,s:f,s:o}",
@@ -317,10 +321,11 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
                                   "worst_spans",
                                   worst_spans(p, -1, o->top)));
     if (p->src->kind == SWIFT_AN_KINETO) {
-        set_remedy(b,
-                   "fewer, larger kernels: torch.compile (fusion), CUDA graphs "
-                   "(torch.cuda.graphs / mode=\"reduce-overhead\"), a larger batch per step",
-                   NULL);
+        swift_an_set_remedy(
+            b,
+            "fewer, larger kernels: torch.compile (fusion), CUDA graphs "
+            "(torch.cuda.graphs / mode=\"reduce-overhead\"), a larger batch per step",
+            NULL);
     } else {
         char *cmd = NULL;
         long bs =
@@ -330,11 +335,12 @@ static void rule_launch_bound(json_t *list, const struct swift_an_proc *p,
             snprintf(val, sizeof(val), "%ld", bs * 2);
             cmd = swift_an_argv_with(p->src->argv, "per-device-train-batch-size", val);
         }
-        set_remedy(b,
-                   "more work per kernel launch: a larger --per-device-train-batch-size (x2; "
-                   "halve --gradient-accumulation-steps to keep the global batch) or a longer "
-                   "--max-length (swift-preprocess --packing fills it)",
-                   cmd);
+        swift_an_set_remedy(
+            b,
+            "more work per kernel launch: a larger --per-device-train-batch-size (x2; "
+            "halve --gradient-accumulation-steps to keep the global batch) or a longer "
+            "--max-length (swift-preprocess --packing fills it)",
+            cmd);
     }
 }
 
@@ -379,7 +385,7 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
              v,
              biggest,
              ms_text(d1, sizeof(d1), best));
-    json_t *b = add(list, "gpu_idle", sev_below(v, th), p, v, th, "% GPU busy", s);
+    json_t *b = swift_an_bottleneck(list, "gpu_idle", sev_below(v, th), p, v, th, "% GPU busy", s);
     json_t *ev = json_pack("{s:f,s:f,s:f,s:f,s:f}",
                            "gpu_utilization_pct",
                            r2(v),
@@ -394,22 +400,22 @@ static void rule_gpu_idle(json_t *list, const struct swift_an_proc *p,
     json_object_set_new(ev, "worst_spans", worst_spans(p, -1, o->top));
     json_object_set_new(b, "evidence", ev);
     if (p->src->kind == SWIFT_AN_KINETO)
-        set_remedy(b,
-                   vals[0] == best
-                       ? "the GPU waits for input: see data_stall (DataLoader num_workers, "
-                         "pin_memory)"
-                       : "give the GPU more work per launch: a larger batch, fewer host syncs "
-                         "(.item(), .cpu() in the loop), CUDA graphs",
-                   NULL);
+        swift_an_set_remedy(
+            b,
+            vals[0] == best ? "the GPU waits for input: see data_stall (DataLoader num_workers, "
+                              "pin_memory)"
+                            : "give the GPU more work per launch: a larger batch, fewer host syncs "
+                              "(.item(), .cpu() in the loop), CUDA graphs",
+            NULL);
     else
-        set_remedy(b,
-                   vals[0] == best
-                       ? "the GPU waits for input: see data_stall (swift-train --num-workers, "
-                         "--prefetch)"
-                       : "give the GPU more work per launch: a larger "
-                         "--per-device-train-batch-size; see launch_bound when launches are "
-                         "short",
-                   NULL);
+        swift_an_set_remedy(
+            b,
+            vals[0] == best ? "the GPU waits for input: see data_stall (swift-train --num-workers, "
+                              "--prefetch)"
+                            : "give the GPU more work per launch: a larger "
+                              "--per-device-train-batch-size; see launch_bound when launches are "
+                              "short",
+            NULL);
 }
 
 /* Fragmentation worth a finding: this share of the reserved bytes unused at the peak, and at
@@ -446,14 +452,15 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
                  frag / 1073741824.0,
                  p->mem_reserved / 1073741824.0,
                  fpct);
-    json_t *b = add(list,
-                    "memory_headroom",
-                    full && v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN,
-                    p,
-                    full ? v : fpct,
-                    full ? th : MEM_FRAG_PCT,
-                    full ? "% of device memory" : "% of reserved memory unused at the peak",
-                    s);
+    json_t *b =
+        swift_an_bottleneck(list,
+                            "memory_headroom",
+                            full && v >= 98 ? SWIFT_SEV_CRITICAL : SWIFT_SEV_WARN,
+                            p,
+                            full ? v : fpct,
+                            full ? th : MEM_FRAG_PCT,
+                            full ? "% of device memory" : "% of reserved memory unused at the peak",
+                            s);
     json_t *ev = json_pack("{s:f,s:f,s:f}",
                            "peak_bytes",
                            p->mem_peak,
@@ -478,17 +485,18 @@ static void rule_memory(json_t *list, const struct swift_an_proc *p,
             cmd = swift_an_argv_with(p->src->argv, "per-device-train-batch-size", val);
         }
     }
-    set_remedy(b,
-               !full ? "let the caching allocator grow segments instead of splitting them: "
-                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or "
-                       "max_split_size_mb:128); allocate long-lived buffers first"
-               : p->src->kind == SWIFT_AN_KINETO
-                   ? "keep 10% headroom: activation checkpointing "
-                     "(torch.utils.checkpoint), mixed precision (torch.autocast), a smaller "
-                     "micro-batch with gradient accumulation"
-                   : "keep 10% headroom: halve --per-device-train-batch-size and double "
-                     "--gradient-accumulation-steps, or --gradient-checkpointing",
-               cmd);
+    swift_an_set_remedy(
+        b,
+        !full ? "let the caching allocator grow segments instead of splitting them: "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or "
+                "max_split_size_mb:128); allocate long-lived buffers first"
+        : p->src->kind == SWIFT_AN_KINETO
+            ? "keep 10% headroom: activation checkpointing "
+              "(torch.utils.checkpoint), mixed precision (torch.autocast), a smaller "
+              "micro-batch with gradient accumulation"
+            : "keep 10% headroom: halve --per-device-train-batch-size and double "
+              "--gradient-accumulation-steps, or --gradient-checkpointing",
+        cmd);
 }
 
 static void rule_ckpt(json_t *list, const struct swift_an_proc *p,
@@ -507,7 +515,8 @@ static void rule_ckpt(json_t *list, const struct swift_an_proc *p,
              v,
              p->ckpt_us / 1e6,
              wall / 1e6);
-    json_t *b = add(list, "ckpt_stall", sev_above(v, th), p, v, th, "% of wall time", s);
+    json_t *b = swift_an_bottleneck(
+        list, "ckpt_stall", swift_an_sev_above(v, th), p, v, th, "% of wall time", s);
     json_object_set_new(
         b, "evidence", json_pack("{s:f,s:f}", "ckpt_us", r2(p->ckpt_us), "wall_us", r2(wall)));
     char *cmd = NULL;
@@ -520,11 +529,12 @@ static void rule_ckpt(json_t *list, const struct swift_an_proc *p,
             cmd = swift_an_argv_with(p->src->argv, "save-steps", val);
         }
     }
-    set_remedy(b,
-               "checkpoint less often: swift-train --save-steps N (raised so checkpoints stay "
-               "under the threshold), --save-total-limit to bound disk; save adapters only with "
-               "LoRA",
-               cmd);
+    swift_an_set_remedy(
+        b,
+        "checkpoint less often: swift-train --save-steps N (raised so checkpoints stay "
+        "under the threshold), --save-total-limit to bound disk; save adapters only with "
+        "LoRA",
+        cmd);
 }
 
 static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
@@ -546,7 +556,8 @@ static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
         conc,
         p->tok_threads,
         p->tok_threads > 1 ? "s" : "");
-    json_t *b = add(list, "serial_preprocess", sev_above(v, th), p, v, th, "% of wall time", s);
+    json_t *b = swift_an_bottleneck(
+        list, "serial_preprocess", swift_an_sev_above(v, th), p, v, th, "% of wall time", s);
     json_object_set_new(b,
                         "evidence",
                         json_pack("{s:f,s:f,s:i,s:f}",
@@ -565,10 +576,11 @@ static void rule_serial_preprocess(json_t *list, const struct swift_an_proc *p,
         snprintf(val, sizeof(val), "%ld", t > 1 ? t * 2 : 8);
         cmd = swift_an_argv_with(p->src->argv, "threads", val);
     }
-    set_remedy(b,
-               "tokenize in parallel: swift-preprocess --threads N (one per core), batched "
-               "tokenization",
-               cmd);
+    swift_an_set_remedy(
+        b,
+        "tokenize in parallel: swift-preprocess --threads N (one per core), batched "
+        "tokenization",
+        cmd);
 }
 
 /* ---------- oversubscription: host phases far slower than their median ---------- */
@@ -652,8 +664,8 @@ static void rule_oversubscription(json_t *list, const struct swift_an_proc *p,
              swift_an_dur(b3, sizeof(b3), f.max),
              f.share_pct,
              how);
-    json_t *b =
-        add(list, "oversubscription", sev_above(f.ratio, th), p, f.ratio, th, "x median", s);
+    json_t *b = swift_an_bottleneck(
+        list, "oversubscription", swift_an_sev_above(f.ratio, th), p, f.ratio, th, "x median", s);
     json_t *ev = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I}",
                            "phase",
                            pn,
@@ -697,15 +709,16 @@ static void rule_oversubscription(json_t *list, const struct swift_an_proc *p,
             free(c);
         }
     }
-    set_remedy(b,
-               passive ? "the machine is shared or oversubscribed: fewer --threads than free "
-                         "cores (-j N), and check other load (another run, other jobs: top, "
-                         "nproc)"
-                       : "OpenMP threads spin while they wait and take the cores busy ones "
-                         "need: OMP_WAIT_POLICY=passive (swift-tools' default when unset), "
-                         "fewer --threads than free cores (-j N) when sharing the machine, and "
-                         "check other load (top, nproc)",
-               cmd);
+    swift_an_set_remedy(
+        b,
+        passive ? "the machine is shared or oversubscribed: fewer --threads than free "
+                  "cores (-j N), and check other load (another run, other jobs: top, "
+                  "nproc)"
+                : "OpenMP threads spin while they wait and take the cores busy ones "
+                  "need: OMP_WAIT_POLICY=passive (swift-tools' default when unset), "
+                  "fewer --threads than free cores (-j N) when sharing the machine, and "
+                  "check other load (top, nproc)",
+        cmd);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -790,7 +803,8 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
                      worst >= 0 ? p->part_names[worst] : "?",
                      ms_text(d3, sizeof(d3), loss),
                      w);
-            json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% above median", s);
+            json_t *b = swift_an_bottleneck(
+                list, "straggler", swift_an_sev_above(v, th), p, v, th, "% above median", s);
             json_t *ev = json_pack("{s:f,s:f,s:f,s:s,s:f}",
                                    "step_us",
                                    r2(p->step_avg),
@@ -808,7 +822,7 @@ static void rule_straggler(json_t *list, const struct swift_an_proc *ps, size_t 
             }
             json_object_set_new(ev, "worst_spans", worst_spans(p, worst, o->top));
             json_object_set_new(b, "evidence", ev);
-            set_remedy(
+            swift_an_set_remedy(
                 b,
                 worst == p->data_part
                     ? "this rank waits for data: check its node's disk/CPU, give it more "
@@ -844,7 +858,8 @@ static void rule_straggler_skew(json_t *list, const struct swift_an_proc *ps, si
                  p->coll.n,
                  ms_text(d1, sizeof(d1), p->coll.caused_us),
                  v);
-        json_t *b = add(list, "straggler", sev_above(v, th), p, v, th, "% of wall time", s);
+        json_t *b = swift_an_bottleneck(
+            list, "straggler", swift_an_sev_above(v, th), p, v, th, "% of wall time", s);
         json_object_set_new(b,
                             "evidence",
                             json_pack("{s:f,s:I,s:I,s:f}",
@@ -856,10 +871,11 @@ static void rule_straggler_skew(json_t *list, const struct swift_an_proc *ps, si
                                       (json_int_t)p->coll.n,
                                       "wall_us",
                                       r2(wall)));
-        set_remedy(b,
-                   "check this rank's host (thermal throttling, other jobs, NIC) and its share "
-                   "of the work (data shard, pipeline stage) before the collectives it is late to",
-                   NULL);
+        swift_an_set_remedy(
+            b,
+            "check this rank's host (thermal throttling, other jobs, NIC) and its share "
+            "of the work (data shard, pipeline stage) before the collectives it is late to",
+            NULL);
     }
 }
 
