@@ -94,6 +94,19 @@ void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const flo
                         NH * D);
 }
 
+/* The causal softmax's backward for row i of T: dS = P * (dP - sum(P * dP)) * scale over the
+ * keys j <= i, 0 above the diagonal (di holds dP in, dS out). */
+static void softmax_bwd_row(const float *pi, float *di, int i, int T, float scale)
+{
+    float acc = 0;
+    for (int j = 0; j <= i; j++)
+        acc += pi[j] * di[j];
+    for (int j = 0; j <= i; j++)
+        di[j] = pi[j] * (di[j] - acc) * scale;
+    for (int j = i + 1; j < T; j++)
+        di[j] = 0;
+}
+
 /* dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ = scale dS K;  dK += scale dS^T Q;
  * dV += P^T dO. The heads of a group add into the same dK, dV. */
 void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs,
@@ -153,13 +166,7 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
         int i = (int)(r % T);
         const float *pi = probs + (size_t)r * T;
         float *di = ds + (size_t)r * T;
-        float acc = 0;
-        for (int j = 0; j <= i; j++)
-            acc += pi[j] * di[j];
-        for (int j = 0; j <= i; j++)
-            di[j] = pi[j] * (di[j] - acc) * scale;
-        for (int j = i + 1; j < T; j++)
-            di[j] = 0;
+        softmax_bwd_row(pi, di, i, T, scale);
     }
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -367,13 +374,7 @@ int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *d
         int i = (int)(r % T);
         const float *pi = probs + (size_t)r * T;
         float *di = dp + (size_t)r * T;
-        float acc = 0;
-        for (int j = 0; j <= i; j++)
-            acc += pi[j] * di[j];
-        for (int j = 0; j <= i; j++)
-            di[j] = pi[j] * (di[j] - acc) * scale;
-        for (int j = i + 1; j < T; j++)
-            di[j] = 0;
+        softmax_bwd_row(pi, di, i, T, scale);
         swift_cpu_to_bf16_row(dsb + (size_t)r * T, di, (size_t)T);
         swift_cpu_to_bf16_row(pb + (size_t)r * T, pi, (size_t)T);
     }
