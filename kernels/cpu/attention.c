@@ -256,16 +256,21 @@ static void pack(uint16_t *dst, const float *src, int B, int T, int H, int D)
     }
 }
 
-/* dst (B*T,H,D) <- src (B,H,T,D), both fp32 */
-static void unpack(float *dst, const float *src, int B, int T, int H, int D)
+/* dst (B*T,H,D) <- src (B,H*group,T,D), both fp32, summing each head's group of src heads
+ * (group 1: a copy) */
+static void unpack(float *dst, const float *src, int B, int T, int H, int D, int group)
 {
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)B * T; r++) {
         int b = (int)(r / T), t = (int)(r % T);
-        for (int h = 0; h < H; h++)
-            memcpy(dst + ((size_t)r * H + h) * D,
-                   src + (((size_t)b * H + h) * T + t) * D,
-                   (size_t)D * sizeof(float));
+        for (int h = 0; h < H; h++) {
+            float *o = dst + ((size_t)r * H + h) * D;
+            const float *s = src + (((size_t)b * H + h) * group * T + t) * D;
+            memcpy(o, s, (size_t)D * sizeof(float));
+            for (int g = 1; g < group; g++)
+                for (int d = 0; d < D; d++)
+                    o[d] += s[(size_t)g * T * D + d];
+        }
     }
 }
 
@@ -275,13 +280,33 @@ static int causal_block(int T)
     return ((T + 3) / 4 + 15) / 16 * 16;
 }
 
+/* The batch of every (row, KV head, head of its group) for one GEMM: a and c per head
+ * (per-head matrices ma, mc elements apart, as in (B,NH,...) blocks), b per KV head (mb apart
+ * in (B,NKV,...) blocks; broadcast over the group) or per head when b_per_head. */
+static struct swift_cpu_bf16_batch heads(int B, int NKV, int group, size_t ma, size_t mb, size_t mc,
+                                         int b_per_head)
+{
+    long g = group;
+    struct swift_cpu_bf16_batch bt = {{B, NKV, group},
+                                      {(long)(NKV * g * ma), (long)(g * ma), (long)ma},
+                                      {(long)(NKV * mb), (long)mb, 0},
+                                      {(long)(NKV * g * mc), (long)(g * mc), (long)mc}};
+    if (b_per_head)
+        bt.sb[0] = (long)(NKV * g * mb), bt.sb[1] = (long)(g * mb), bt.sb[2] = (long)mb;
+    return bt;
+}
+
+/* The GEMMs are batched over every row and head (one oneDNN call per causal block and product,
+ * which threads over the batch): a call per head would be B x NH small GEMMs, each a parallel
+ * region of its own, and waking the threads for each cost more than the GEMM at 2 threads. */
 int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const float *k,
                                  const float *v, const int32_t *pos, int B, int T, int NH, int NKV,
                                  int D)
 {
     int group = NH / NKV, tb = causal_block(T);
     float scale = 1.0f / sqrtf((float)D);
-    size_t tt = (size_t)T * T, nq = (size_t)B * NH * T * D, nk = (size_t)B * NKV * T * D;
+    size_t tt = (size_t)T * T, td = (size_t)T * D, nq = (size_t)B * NH * td,
+           nk = (size_t)B * NKV * td;
     uint16_t *qb = bscratch(S_Q, nq), *kb = bscratch(S_K, nk), *vb = bscratch(S_V, nk),
              *pb = bscratch(S_P, (size_t)B * NH * tt);
     float *oc = fscratch(F_O, nq);
@@ -290,85 +315,89 @@ int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const
     pack(qb, q, B, T, NH, D);
     pack(kb, k, B, T, NKV, D);
     pack(vb, v, B, T, NKV, D);
-    for (int bh = 0; bh < B * NH; bh++) /* S (T,T) = scale * Qh @ Kh^T, block by block */
-        for (int r0 = 0; r0 < T; r0 += tb) {
-            int r1 = r0 + tb < T ? r0 + tb : T;
-            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
-            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
-                                    r1 - r0,
-                                    r1,
-                                    D,
-                                    scale,
-                                    0.0f,
-                                    qb + ((size_t)bh * T + r0) * D,
-                                    D,
-                                    kb + kv,
-                                    D,
-                                    probs + (size_t)bh * tt + (size_t)r0 * T,
-                                    T))
-                return -1;
-        }
+    struct swift_cpu_bf16_batch s = heads(B, NKV, group, td, td, tt, 0),
+                                o = heads(B, NKV, group, tt, td, td, 0);
+    for (int r0 = 0; r0 < T; r0 += tb) { /* S (T,T) = scale * Qh @ Kh^T, block by block */
+        int r1 = r0 + tb < T ? r0 + tb : T;
+        if (swift_cpu_bf16_gemm_batch(SWIFT_CPU_BF16_FWD,
+                                      &s,
+                                      r1 - r0,
+                                      r1,
+                                      D,
+                                      scale,
+                                      0.0f,
+                                      qb + (size_t)r0 * D,
+                                      D,
+                                      kb,
+                                      D,
+                                      probs + (size_t)r0 * T,
+                                      T))
+            return -1;
+    }
     masked_softmax(probs, pb, pos, B, T, NH); /* reads only what the blocks wrote */
-    for (int bh = 0; bh < B * NH; bh++)       /* Oh (T,D) = P @ Vh */
-        for (int r0 = 0; r0 < T; r0 += tb) {
-            int r1 = r0 + tb < T ? r0 + tb : T;
-            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
-            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
-                                    r1 - r0,
-                                    D,
-                                    r1,
-                                    1.0f,
-                                    0.0f,
-                                    pb + (size_t)bh * tt + (size_t)r0 * T,
-                                    T,
-                                    vb + kv,
-                                    D,
-                                    oc + ((size_t)bh * T + r0) * D,
-                                    D))
-                return -1;
-        }
-    unpack(out, oc, B, T, NH, D);
+    for (int r0 = 0; r0 < T; r0 += tb) {      /* Oh (T,D) = P @ Vh */
+        int r1 = r0 + tb < T ? r0 + tb : T;
+        if (swift_cpu_bf16_gemm_batch(SWIFT_CPU_BF16_DIN,
+                                      &o,
+                                      r1 - r0,
+                                      D,
+                                      r1,
+                                      1.0f,
+                                      0.0f,
+                                      pb + (size_t)r0 * T,
+                                      T,
+                                      vb,
+                                      D,
+                                      oc + (size_t)r0 * D,
+                                      D))
+            return -1;
+    }
+    unpack(out, oc, B, T, NH, D, 1);
     return 0;
 }
 
 /* dP = dO V^T; dS = P * (dP - rowsum(P * dP)) * scale (fp32, rounded to bf16 with P in the
- * same row loop); dV = sum over the group of P^T dO; dQ = dS K; dK = sum of dS^T Q. */
+ * same row loop); dV = sum over the group of P^T dO; dQ = dS K; dK = sum of dS^T Q (per head,
+ * then summed over the group as they are unpacked). */
 int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *dout,
                                  const float *probs, const float *q, const float *k, const float *v,
                                  int B, int T, int NH, int NKV, int D)
 {
     int group = NH / NKV, tb = causal_block(T);
     float scale = 1.0f / sqrtf((float)D);
-    size_t tt = (size_t)T * T, nq = (size_t)B * NH * T * D, nk = (size_t)B * NKV * T * D;
+    size_t tt = (size_t)T * T, td = (size_t)T * D, nq = (size_t)B * NH * td,
+           nk = (size_t)B * NKV * td;
     uint16_t *qb = bscratch(S_Q, nq), *kb = bscratch(S_K, nk), *vb = bscratch(S_V, nk),
              *dob = bscratch(S_DO, nq), *pb = bscratch(S_P, (size_t)B * NH * tt),
              *dsb = bscratch(S_DS, (size_t)B * NH * tt);
     float *dp = fscratch(F_DP, (size_t)B * NH * tt), *dqc = fscratch(F_DQ, nq),
-          *dkc = fscratch(F_DK, nk), *dvc = fscratch(F_DV, nk);
+          *dkc = fscratch(F_DK, nq), *dvc = fscratch(F_DV, nq);
     if (!qb || !kb || !vb || !dob || !pb || !dsb || !dp || !dqc || !dkc || !dvc)
         return -1;
     pack(qb, q, B, T, NH, D);
     pack(kb, k, B, T, NKV, D);
     pack(vb, v, B, T, NKV, D);
     pack(dob, dout, B, T, NH, D);
-    for (int bh = 0; bh < B * NH; bh++) /* dP (T,T) = dOh @ Vh^T, the causal blocks only */
-        for (int r0 = 0; r0 < T; r0 += tb) {
-            int r1 = r0 + tb < T ? r0 + tb : T;
-            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D;
-            if (swift_cpu_bf16_gemm(SWIFT_CPU_BF16_FWD,
-                                    r1 - r0,
-                                    r1,
-                                    D,
-                                    1.0f,
-                                    0.0f,
-                                    dob + ((size_t)bh * T + r0) * D,
-                                    D,
-                                    vb + kv,
-                                    D,
-                                    dp + (size_t)bh * tt + (size_t)r0 * T,
-                                    T))
-                return -1;
-        }
+    struct swift_cpu_bf16_batch s = heads(B, NKV, group, td, td, tt, 0), /* dP = dO V^T */
+        din = heads(B, NKV, group, tt, td, td, 0),                       /* dQ = dS K */
+        dw = heads(B, NKV, group, tt, td, td, 1); /* dV, dK per head: P^T dO, dS^T Q */
+    for (int r0 = 0; r0 < T; r0 += tb) { /* dP (T,T) = dOh @ Vh^T, the causal blocks only */
+        int r1 = r0 + tb < T ? r0 + tb : T;
+        if (swift_cpu_bf16_gemm_batch(SWIFT_CPU_BF16_FWD,
+                                      &s,
+                                      r1 - r0,
+                                      r1,
+                                      D,
+                                      1.0f,
+                                      0.0f,
+                                      dob + (size_t)r0 * D,
+                                      D,
+                                      vb,
+                                      D,
+                                      dp + (size_t)r0 * T,
+                                      T))
+            return -1;
+    }
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)B * NH * T; r++) {
         int i = (int)(r % T);
@@ -378,34 +407,22 @@ int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *d
         swift_cpu_to_bf16_row(dsb + (size_t)r * T, di, (size_t)T);
         swift_cpu_to_bf16_row(pb + (size_t)r * T, pi, (size_t)T);
     }
-    memset(dkc, 0, nk * sizeof(float));
-    memset(dvc, 0, nk * sizeof(float));
-    for (int bh = 0; bh < B * NH; bh++)
-        for (int r0 = 0; r0 < T; r0 += tb) {
-            int r1 = r0 + tb < T ? r0 + tb : T, m = r1 - r0;
-            size_t kv = (size_t)(bh / NH * NKV + bh % NH / group) * T * D,
-                   o = ((size_t)bh * T + r0) * D, at = (size_t)bh * tt + (size_t)r0 * T;
-            /* dV[0,r1) += P[r0,r1)^T dO[r0,r1); dQ[r0,r1) = dS K[0,r1); dK[0,r1) += dS^T Q */
-            if (swift_cpu_bf16_gemm(
-                    SWIFT_CPU_BF16_DW, r1, D, m, 1.0f, 1.0f, pb + at, T, dob + o, D, dvc + kv, D) ||
-                swift_cpu_bf16_gemm(SWIFT_CPU_BF16_DIN,
-                                    m,
-                                    D,
-                                    r1,
-                                    1.0f,
-                                    0.0f,
-                                    dsb + at,
-                                    T,
-                                    kb + kv,
-                                    D,
-                                    dqc + o,
-                                    D) ||
-                swift_cpu_bf16_gemm(
-                    SWIFT_CPU_BF16_DW, r1, D, m, 1.0f, 1.0f, dsb + at, T, qb + o, D, dkc + kv, D))
-                return -1;
-        }
-    unpack(dq, dqc, B, T, NH, D);
-    unpack(dk, dkc, B, T, NKV, D);
-    unpack(dv, dvc, B, T, NKV, D);
+    memset(dkc, 0, nq * sizeof(float));
+    memset(dvc, 0, nq * sizeof(float));
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        int r1 = r0 + tb < T ? r0 + tb : T, m = r1 - r0;
+        size_t o = (size_t)r0 * D, at = (size_t)r0 * T;
+        /* dV[0,r1) += P[r0,r1)^T dO[r0,r1); dQ[r0,r1) = dS K[0,r1); dK[0,r1) += dS^T Q */
+        if (swift_cpu_bf16_gemm_batch(
+                SWIFT_CPU_BF16_DW, &dw, r1, D, m, 1.0f, 1.0f, pb + at, T, dob + o, D, dvc, D) ||
+            swift_cpu_bf16_gemm_batch(
+                SWIFT_CPU_BF16_DIN, &din, m, D, r1, 1.0f, 0.0f, dsb + at, T, kb, D, dqc + o, D) ||
+            swift_cpu_bf16_gemm_batch(
+                SWIFT_CPU_BF16_DW, &dw, r1, D, m, 1.0f, 1.0f, dsb + at, T, qb + o, D, dkc, D))
+            return -1;
+    }
+    unpack(dq, dqc, B, T, NH, D, 1);
+    unpack(dk, dkc, B, T, NKV, D, group);
+    unpack(dv, dvc, B, T, NKV, D, group);
     return 0;
 }

@@ -55,6 +55,18 @@ void swift_cpu_matmul_bf16_bwd(float *din, float *dw, float *db, const float *do
 enum { SWIFT_CPU_BF16_FWD = 0, SWIFT_CPU_BF16_DIN = 1, SWIFT_CPU_BF16_DW = 2 };
 int swift_cpu_bf16_gemm(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
                         int lda, const uint16_t *b, int ldb, float *c, int ldc);
+/* The same GEMM over a batch of up to three dimensions n[0] x n[1] x n[2] (outer first), as one
+ * oneDNN call that threads over the batch: the matrices of batch index (i, j, l) start at
+ * s[0] i + s[1] j + s[2] l elements into a, b, c (sa, sb, sc). A zero stride in sa or sb reads
+ * the same matrix along that dimension (broadcast: grouped KV heads); sa[0] and sc[0] must not
+ * be zero, and no two C matrices may overlap. Returns 0, or -1 as swift_cpu_bf16_gemm. */
+struct swift_cpu_bf16_batch {
+    int n[3];
+    long sa[3], sb[3], sc[3];
+};
+int swift_cpu_bf16_gemm_batch(int kind, const struct swift_cpu_bf16_batch *bt, int M, int N, int K,
+                              float alpha, float beta, const uint16_t *a, int lda,
+                              const uint16_t *b, int ldb, float *c, int ldc);
 /* attention_bf16.c: attention_fwd/bwd's contracts with the four score and value GEMMs in bf16
  * (q, k, v, the probabilities, dout and dS rounded; softmax and its gradient in fp32), as
  * torch.autocast runs them; attention_fwd/bwd call them under SWIFT_CPU_MATH_BF16. Return 0, or

@@ -24,6 +24,7 @@ enum { KIND_FWD = SWIFT_CPU_BF16_FWD, KIND_DIN = SWIFT_CPU_BF16_DIN, KIND_DW = S
 struct prim {
     int kind, M, N, K, lda, ldb, ldc;
     float alpha, beta;
+    struct swift_cpu_bf16_batch bt; /* n[0] == 0: one 2-D GEMM */
     dnnl_primitive_t p;
     dnnl_memory_t a, b, c;
 };
@@ -129,28 +130,43 @@ static uint16_t *scratch(int s, size_t n)
     return g.buf[s];
 }
 
-static int md2(dnnl_memory_desc_t *md, dnnl_data_type_t t, int rows, int cols, int rs, int cs)
+/* a (rows, cols) matrix with the given strides, behind q's batch dimensions when it has them
+ * (batch strides bs; a zero stride is a broadcast dimension of size 1) */
+static int md2(const struct prim *q, const long *bs, dnnl_memory_desc_t *md, dnnl_data_type_t t,
+               int rows, int cols, int rs, int cs)
 {
-    dnnl_dims_t d = {rows, cols}, s = {rs, cs};
-    return dnnl_memory_desc_init_by_strides(md, 2, d, t, s) == dnnl_success ? 0 : -1;
+    if (!q->bt.n[0]) {
+        dnnl_dims_t d = {rows, cols}, s = {rs, cs};
+        return dnnl_memory_desc_init_by_strides(md, 2, d, t, s) == dnnl_success ? 0 : -1;
+    }
+    dnnl_dims_t d = {0, 0, 0, rows, cols}, s = {0, 0, 0, rs, cs};
+    for (int i = 0; i < 3; i++) {
+        d[i] = bs[i] ? q->bt.n[i] : 1;
+        s[i] = bs[i] ? bs[i] : (dnnl_dim_t)rows * cols; /* any: the dimension is 1 */
+    }
+    return dnnl_memory_desc_init_by_strides(md, 5, d, t, s) == dnnl_success ? 0 : -1;
 }
 
 /* the memory descriptors of one kind: A, B (bf16) and C (fp32), rows lda, ldb, ldc apart */
 static int descs(const struct prim *q, dnnl_memory_desc_t md[3])
 {
     int r = 0, M = q->M, N = q->N, K = q->K;
+    const long *sa = q->bt.sa, *sb = q->bt.sb;
     switch (q->kind) {
     case KIND_FWD: /* out (M=N,O) = in (N,I) @ w (O,I)^T: B is w read transposed */
-        r |= md2(&md[0], dnnl_bf16, M, K, q->lda, 1) | md2(&md[1], dnnl_bf16, K, N, 1, q->ldb);
+        r |= md2(q, sa, &md[0], dnnl_bf16, M, K, q->lda, 1) |
+             md2(q, sb, &md[1], dnnl_bf16, K, N, 1, q->ldb);
         break;
     case KIND_DIN: /* din (N,I) = dout (N,O) @ w (O,I) */
-        r |= md2(&md[0], dnnl_bf16, M, K, q->lda, 1) | md2(&md[1], dnnl_bf16, K, N, q->ldb, 1);
+        r |= md2(q, sa, &md[0], dnnl_bf16, M, K, q->lda, 1) |
+             md2(q, sb, &md[1], dnnl_bf16, K, N, q->ldb, 1);
         break;
     default: /* dw (O,I) = dout (N,O)^T @ in (N,I): A is dout (N=K,O=M) read transposed */
-        r |= md2(&md[0], dnnl_bf16, M, K, 1, q->lda) | md2(&md[1], dnnl_bf16, K, N, q->ldb, 1);
+        r |= md2(q, sa, &md[0], dnnl_bf16, M, K, 1, q->lda) |
+             md2(q, sb, &md[1], dnnl_bf16, K, N, q->ldb, 1);
         break;
     }
-    return r | md2(&md[2], dnnl_f32, M, N, q->ldc, 1);
+    return r | md2(q, q->bt.sc, &md[2], dnnl_f32, M, N, q->ldc, 1);
 }
 
 static struct prim *create(const struct prim *q)
@@ -177,10 +193,10 @@ static struct prim *create(const struct prim *q)
     if (!bad && dnnl_primitive_desc_create(&pd, &mm, attr, g.eng, NULL) == dnnl_success) {
         const char *impl = "";
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        /* dense operands (the linear layers) name the implementation; oneDNN takes its
-         * avx512_core_bf16 'gemm:jit' for the strided blocks of attention_bf16 (as fast
-         * there), which the dense GEMMs' check already vouches for on this CPU */
-        int dense = q->lda == (kind == KIND_DW ? M : q->K) &&
+        /* dense 2-D operands (the linear layers) name the implementation; oneDNN takes its
+         * avx512_core_bf16 'gemm:jit' for the strided, batched blocks of attention_bf16 (as
+         * fast there), which the dense GEMMs' check already vouches for on this CPU */
+        int dense = !q->bt.n[0] && q->lda == (kind == KIND_DW ? M : q->K) &&
                     q->ldb == (kind == KIND_FWD ? q->K : q->N) && q->ldc == q->N;
         if (dense && (!g.impl[0] || kind == KIND_FWD))
             snprintf(g.impl, sizeof g.impl, "%s", impl);
@@ -222,7 +238,7 @@ static struct prim *lookup(const struct prim *q)
         struct prim *p = &g.prim[i];
         if (p->kind == q->kind && p->M == q->M && p->N == q->N && p->K == q->K &&
             p->lda == q->lda && p->ldb == q->ldb && p->ldc == q->ldc && p->alpha == q->alpha &&
-            p->beta == q->beta)
+            p->beta == q->beta && !memcmp(&p->bt, &q->bt, sizeof q->bt))
             return p;
     }
     return create(q);
@@ -230,11 +246,22 @@ static struct prim *lookup(const struct prim *q)
 
 /* one GEMM with rows of A, B, C lda, ldb, ldc apart (as stored: DW's A is (K,M), FWD's B is
  * (N,K)); returns 0, or -1 when oneDNN cannot (the caller falls back to fp32) */
-static int gemm_ld(int kind, int M, int N, int K, float alpha, float beta, const uint16_t *a,
-                   int lda, const uint16_t *b, int ldb, float *c, int ldc)
+static int gemm_ld(int kind, const struct swift_cpu_bf16_batch *bt, int M, int N, int K,
+                   float alpha, float beta, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                   float *c, int ldc)
 {
     bf16_init();
-    struct prim q = {kind, M, N, K, lda, ldb, ldc, alpha, beta, NULL, NULL, NULL, NULL};
+    struct prim q = {.kind = kind,
+                     .M = M,
+                     .N = N,
+                     .K = K,
+                     .lda = lda,
+                     .ldb = ldb,
+                     .ldc = ldc,
+                     .alpha = alpha,
+                     .beta = beta};
+    if (bt)
+        q.bt = *bt;
     struct prim *p = g.ok ? lookup(&q) : NULL;
     if (!p)
         return -1;
@@ -253,6 +280,7 @@ static int gemm(int kind, int M, int N, int K, float alpha, float beta, const ui
                 const uint16_t *b, float *c)
 {
     return gemm_ld(kind,
+                   NULL,
                    M,
                    N,
                    K,
@@ -271,7 +299,17 @@ int swift_cpu_bf16_gemm(int kind, int M, int N, int K, float alpha, float beta, 
 {
     if (kind < SWIFT_CPU_BF16_FWD || kind > SWIFT_CPU_BF16_DW)
         return -1;
-    return gemm_ld(kind, M, N, K, alpha, beta, a, lda, b, ldb, c, ldc);
+    return gemm_ld(kind, NULL, M, N, K, alpha, beta, a, lda, b, ldb, c, ldc);
+}
+
+int swift_cpu_bf16_gemm_batch(int kind, const struct swift_cpu_bf16_batch *bt, int M, int N, int K,
+                              float alpha, float beta, const uint16_t *a, int lda,
+                              const uint16_t *b, int ldb, float *c, int ldc)
+{
+    if (kind < SWIFT_CPU_BF16_FWD || kind > SWIFT_CPU_BF16_DW || bt->n[0] < 1 || bt->n[1] < 1 ||
+        bt->n[2] < 1 || !bt->sa[0] || !bt->sc[0])
+        return -1;
+    return gemm_ld(kind, bt, M, N, K, alpha, beta, a, lda, b, ldb, c, ldc);
 }
 
 int swift_cpu_bf16_fast_name(const char *impl)
