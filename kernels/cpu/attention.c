@@ -10,6 +10,7 @@
  * machine). */
 #include "kernels/cpu/cpu.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,29 +18,92 @@
 #include <cblas.h>
 #undef I /* complex.h, pulled in by cblas.h */
 
+#include "kernels/cpu/vexp.h"
+
 #include "kernels/banned.h"
+
+/* the window [s, e] of one row: x = exp(x - max) over it, returning their sum (in index order);
+ * the scalar specification, and its AVX-512 twin with the same bits (vexp.h; a window with a
+ * NaN takes the scalar loop) */
+static float window_exp(float *x, int s, int e)
+{
+    float mx = -INFINITY, sum = 0;
+    for (int j = s; j <= e; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    for (int j = s; j <= e; j++) {
+        x[j] = expf(x[j] - mx);
+        sum += x[j];
+    }
+    return sum;
+}
+
+__attribute__((target("avx512f"))) static float window_exp_avx512(float *x, int s, int e)
+{
+    int n = e - s + 1, j;
+    if (n < 16)
+        return window_exp(x, s, e);
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    for (j = s; j + 16 <= e + 1; j += 16) {
+        __m512 v = _mm512_loadu_ps(x + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        vm = _mm512_max_ps(vm, v);
+    }
+    float mx = _mm512_reduce_max_ps(vm);
+    for (; j <= e; j++) {
+        nan |= x[j] != x[j];
+        mx = x[j] > mx ? x[j] : mx;
+    }
+    if (nan)
+        return window_exp(x, s, e);
+    /* the scan's maximum: -0 and +0 compare equal, and it keeps the first it met */
+    for (j = s; x[j] != mx; j++)
+        ;
+    mx = x[j];
+    __m512 m = _mm512_set1_ps(mx);
+    float sum = 0;
+    for (j = s; j + 16 <= e + 1; j += 16) {
+        __m512 v = swift_vexpf(_mm512_sub_ps(_mm512_loadu_ps(x + j), m));
+        _mm512_storeu_ps(x + j, v);
+        for (int k = 0; k < 16; k++)
+            sum += x[j + k];
+    }
+    for (; j <= e; j++) {
+        x[j] = expf(x[j] - mx);
+        sum += x[j];
+    }
+    return sum;
+}
+
+/* x *= k over n entries (the scalar loop's products) */
+__attribute__((target("avx512f"))) static void scale_avx512(float *x, float k, int n)
+{
+    __m512 kk = _mm512_set1_ps(k);
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), kk));
+    for (; j < n; j++)
+        x[j] *= k;
+}
 
 /* softmax of each row's window [i-pos[i], i] of S (B,NH,T,T), zero elsewhere; one parallel
  * region for all rows and heads */
 static void masked_softmax(float *p, uint16_t *pb, const int32_t *pos, int B, int T, int NH)
 {
+    int simd = swift_cpu_simd_avx512();
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)B * NH * T; r++) {
         int b = (int)(r / ((long)NH * T)), i = (int)(r % T);
         float *pi = p + (size_t)r * T;
         int s = i - pos[(size_t)b * T + i];
-        float mx = -INFINITY, sum = 0;
-        for (int j = s; j <= i; j++)
-            mx = pi[j] > mx ? pi[j] : mx;
-        for (int j = s; j <= i; j++) {
-            pi[j] = expf(pi[j] - mx);
-            sum += pi[j];
-        }
-        float inv = 1.0f / sum;
+        float inv = 1.0f / (simd ? window_exp_avx512(pi, s, i) : window_exp(pi, s, i));
         for (int j = 0; j < s; j++)
             pi[j] = 0;
-        for (int j = s; j <= i; j++)
-            pi[j] *= inv;
+        if (simd)
+            scale_avx512(pi + s, inv, i - s + 1);
+        else
+            for (int j = s; j <= i; j++)
+                pi[j] *= inv;
         for (int j = i + 1; j < T; j++)
             pi[j] = 0;
         if (pb) /* the bf16 copy the P V GEMM reads, while the row is in cache */

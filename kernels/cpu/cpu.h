@@ -77,6 +77,11 @@ int swift_cpu_attention_bf16_fwd(float *out, float *probs, const float *q, const
 int swift_cpu_attention_bf16_bwd(float *dq, float *dk, float *dv, const float *dout,
                                  const float *probs, const float *q, const float *k, const float *v,
                                  int B, int T, int NH, int NKV, int D);
+/* elementwise.c: whether the AVX-512 twins of the exp loops (cross-entropy, attention's softmax,
+ * SwiGLU; vexp.h) run: the CPU has AVX-512F and swift_cpu_set_simd(0) has not turned them off
+ * (tests compare the two; the twins give the scalar loops' bits) */
+int swift_cpu_simd_avx512(void);
+void swift_cpu_set_simd(int on);
 /* fp32 -> bf16, round to nearest even (torch's cast) */
 void swift_cpu_to_bf16(uint16_t *dst, const float *src, size_t n);
 /* the same on the calling thread only (for rows inside a parallel loop) */
