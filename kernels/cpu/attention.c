@@ -4,10 +4,9 @@
  * Per (row b, head h) the scores are one sgemm over the whole T x T block (the masked entries
  * are computed and then zeroed: twice the causal FLOPs, but at BLAS speed), the softmax runs
  * over each row's window, and P V is a second sgemm. Heads are strided views of the (B*T,NH,D)
- * tensors (leading dimension NH*D), so nothing is transposed or copied. The sgemm calls are
- * made one after another from this thread and use OpenBLAS's own threads; the softmax rows of
- * all heads form one OpenMP loop (few parallel regions: waking threads is slow on a busy
- * machine). */
+ * tensors (leading dimension NH*D), so nothing is transposed or copied. The heads are the
+ * OpenMP tasks (one parallel region per call; waking threads is slow on a busy machine), each
+ * with single-threaded sgemms. */
 #include "kernels/cpu/cpu.h"
 
 #include <immintrin.h>
@@ -86,29 +85,90 @@ __attribute__((target("avx512f"))) static void scale_avx512(float *x, float k, i
         x[j] *= k;
 }
 
-/* softmax of each row's window [i-pos[i], i] of S (B,NH,T,T), zero elsewhere; one parallel
- * region for all rows and heads */
+/* softmax of row i's window [s, i] of a T-wide score row, zero elsewhere; pbr (may be NULL) gets
+ * the bf16 copy the P V GEMM reads, while the row is in cache */
+static void softmax_row(float *pi, uint16_t *pbr, int s, int i, int T, int simd)
+{
+    float inv = 1.0f / (simd ? window_exp_avx512(pi, s, i) : window_exp(pi, s, i));
+    for (int j = 0; j < s; j++)
+        pi[j] = 0;
+    if (simd)
+        scale_avx512(pi + s, inv, i - s + 1);
+    else
+        for (int j = s; j <= i; j++)
+            pi[j] *= inv;
+    for (int j = i + 1; j < T; j++)
+        pi[j] = 0;
+    if (pbr)
+        swift_cpu_to_bf16_row(pbr, pi, (size_t)T);
+}
+
+/* every row of S (B,NH,T,T) in one parallel region */
 static void masked_softmax(float *p, uint16_t *pb, const int32_t *pos, int B, int T, int NH)
 {
     int simd = swift_cpu_simd_avx512();
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)B * NH * T; r++) {
         int b = (int)(r / ((long)NH * T)), i = (int)(r % T);
-        float *pi = p + (size_t)r * T;
-        int s = i - pos[(size_t)b * T + i];
-        float inv = 1.0f / (simd ? window_exp_avx512(pi, s, i) : window_exp(pi, s, i));
-        for (int j = 0; j < s; j++)
-            pi[j] = 0;
-        if (simd)
-            scale_avx512(pi + s, inv, i - s + 1);
-        else
-            for (int j = s; j <= i; j++)
-                pi[j] *= inv;
-        for (int j = i + 1; j < T; j++)
-            pi[j] = 0;
-        if (pb) /* the bf16 copy the P V GEMM reads, while the row is in cache */
-            swift_cpu_to_bf16_row(pb + (size_t)r * T, pi, (size_t)T);
+        softmax_row(p + (size_t)r * T,
+                    pb ? pb + (size_t)r * T : NULL,
+                    i - pos[(size_t)b * T + i],
+                    i,
+                    T,
+                    simd);
     }
+}
+
+/* The fp32 attention runs one task per head (forward) or per key/value head (backward, its
+ * group's heads in order), each on one thread with single-threaded sgemms: B x NH small GEMMs
+ * each split over OpenBLAS's threads meant a wake-up of its pool per GEMM. OpenBLAS's thread
+ * count is 1 for the region and restored after it (OpenBLAS is called from this thread only
+ * outside it). Each element's GEMM is the same kernel over the same K in the same order, and
+ * the group's heads add into dK and dV in head order as before. */
+static int blas_serial(void)
+{
+    int nt = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    return nt;
+}
+
+/* head h of row b: S (T,T) = scale * Qh @ Kh^T, softmax, Oh (T,D) = P @ Vh */
+static void fwd_head(float *out, float *probs, const float *q, const float *k, const float *v,
+                     const int32_t *pos, int b, int h, int T, int NH, int NKV, int D, int simd)
+{
+    float scale = 1.0f / sqrtf((float)D);
+    size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / (NH / NKV)) * D;
+    float *p = probs + ((size_t)b * NH + h) * T * T;
+    cblas_sgemm(CblasRowMajor,
+                CblasNoTrans,
+                CblasTrans,
+                T,
+                T,
+                D,
+                scale,
+                q + qo,
+                NH * D,
+                k + ko,
+                NKV * D,
+                0.0f,
+                p,
+                T);
+    for (int i = 0; i < T; i++)
+        softmax_row(p + (size_t)i * T, NULL, i - pos[(size_t)b * T + i], i, T, simd);
+    cblas_sgemm(CblasRowMajor,
+                CblasNoTrans,
+                CblasNoTrans,
+                T,
+                D,
+                T,
+                1.0f,
+                p,
+                T,
+                v + ko,
+                NKV * D,
+                0.0f,
+                out + qo,
+                NH * D);
 }
 
 /* q (B*T,NH,D), k v (B*T,NKV,D) -> out (B*T,NH,D), probs (B,NH,T,T) */
@@ -119,43 +179,11 @@ void swift_cpu_attention_fwd(float *out, float *probs, const float *q, const flo
     if (swift_cpu_matmul_math() == SWIFT_CPU_MATH_BF16 &&
         !swift_cpu_attention_bf16_fwd(out, probs, q, k, v, pos, B, T, NH, NKV, D))
         return;
-    int group = NH / NKV;
-    float scale = 1.0f / sqrtf((float)D);
-    /* S (T,T) = scale * Qh (T,D) @ Kh (T,D)^T for every row and head */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            cblas_sgemm(CblasRowMajor,
-                        CblasNoTrans,
-                        CblasTrans,
-                        T,
-                        T,
-                        D,
-                        scale,
-                        q + ((size_t)b * T * NH + h) * D,
-                        NH * D,
-                        k + ((size_t)b * T * NKV + h / group) * D,
-                        NKV * D,
-                        0.0f,
-                        probs + ((size_t)b * NH + h) * T * T,
-                        T);
-    masked_softmax(probs, NULL, pos, B, T, NH);
-    /* Oh (T,D) = P (T,T) @ Vh (T,D) */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            cblas_sgemm(CblasRowMajor,
-                        CblasNoTrans,
-                        CblasNoTrans,
-                        T,
-                        D,
-                        T,
-                        1.0f,
-                        probs + ((size_t)b * NH + h) * T * T,
-                        T,
-                        v + ((size_t)b * T * NKV + h / group) * D,
-                        NKV * D,
-                        0.0f,
-                        out + ((size_t)b * T * NH + h) * D,
-                        NH * D);
+    int simd = swift_cpu_simd_avx512(), nt = blas_serial();
+#pragma omp parallel for schedule(dynamic)
+    for (int bh = 0; bh < B * NH; bh++)
+        fwd_head(out, probs, q, k, v, pos, bh / NH, bh % NH, T, NH, NKV, D, simd);
+    openblas_set_num_threads(nt);
 }
 
 /* The causal softmax's backward for row i of T: dS = P * (dP - sum(P * dP)) * scale over the
@@ -171,8 +199,77 @@ static void softmax_bwd_row(const float *pi, float *di, int i, int T, float scal
         di[j] = 0;
 }
 
+/* head h of row b, ds a (T,T) scratch: dVh += P^T dOh; dP = dOh Vh^T; dS; dQh = dS Kh;
+ * dKh += dS^T Qh */
+static void bwd_head(float *dq, float *dk, float *dv, float *ds, const float *dout,
+                     const float *probs, const float *q, const float *k, const float *v, int b,
+                     int h, int T, int NH, int NKV, int D)
+{
+    float scale = 1.0f / sqrtf((float)D);
+    size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / (NH / NKV)) * D;
+    const float *p = probs + ((size_t)b * NH + h) * T * T;
+    cblas_sgemm(CblasRowMajor,
+                CblasTrans,
+                CblasNoTrans,
+                T,
+                D,
+                T,
+                1.0f,
+                p,
+                T,
+                dout + qo,
+                NH * D,
+                1.0f,
+                dv + ko,
+                NKV * D);
+    cblas_sgemm(CblasRowMajor,
+                CblasNoTrans,
+                CblasTrans,
+                T,
+                T,
+                D,
+                1.0f,
+                dout + qo,
+                NH * D,
+                v + ko,
+                NKV * D,
+                0.0f,
+                ds,
+                T);
+    for (int i = 0; i < T; i++)
+        softmax_bwd_row(p + (size_t)i * T, ds + (size_t)i * T, i, T, scale);
+    cblas_sgemm(CblasRowMajor,
+                CblasNoTrans,
+                CblasNoTrans,
+                T,
+                D,
+                T,
+                1.0f,
+                ds,
+                T,
+                k + ko,
+                NKV * D,
+                0.0f,
+                dq + qo,
+                NH * D);
+    cblas_sgemm(CblasRowMajor,
+                CblasTrans,
+                CblasNoTrans,
+                T,
+                D,
+                T,
+                1.0f,
+                ds,
+                T,
+                q + qo,
+                NH * D,
+                1.0f,
+                dk + ko,
+                NKV * D);
+}
+
 /* dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ = scale dS K;  dK += scale dS^T Q;
- * dV += P^T dO. The heads of a group add into the same dK, dV. */
+ * dV += P^T dO. The heads of a group add into the same dK, dV: one task per (row, KV head). */
 void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs,
                              const float *q, const float *k, const float *v, const int32_t *pos,
                              int B, int T, int NH, int NKV, int D)
@@ -181,93 +278,38 @@ void swift_cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
         !swift_cpu_attention_bf16_bwd(dq, dk, dv, dout, probs, q, k, v, B, T, NH, NKV, D))
         return;
     int group = NH / NKV;
-    float scale = 1.0f / sqrtf((float)D);
     size_t tt = (size_t)T * T;
-    float *ds = malloc((size_t)B * NH * tt * sizeof(float));
-    if (!ds)
-        abort(); /* the size of probs, which the model holds already */
-    (void)pos;   /* the mask is in P: masked entries are exactly 0, so are their gradients */
+    (void)pos; /* the mask is in P: masked entries are exactly 0, so are their gradients */
     memset(dk, 0, (size_t)B * T * NKV * D * sizeof(float));
     memset(dv, 0, (size_t)B * T * NKV * D * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / group) * D;
-            const float *p = probs + ((size_t)b * NH + h) * tt;
-            /* dVh (T,D) += P^T (T,T) @ dOh (T,D) */
-            cblas_sgemm(CblasRowMajor,
-                        CblasTrans,
-                        CblasNoTrans,
-                        T,
-                        D,
-                        T,
-                        1.0f,
-                        p,
-                        T,
-                        dout + qo,
-                        NH * D,
-                        1.0f,
-                        dv + ko,
-                        NKV * D);
-            /* dP (T,T) = dOh (T,D) @ Vh (T,D)^T */
-            cblas_sgemm(CblasRowMajor,
-                        CblasNoTrans,
-                        CblasTrans,
-                        T,
-                        T,
-                        D,
-                        1.0f,
-                        dout + qo,
-                        NH * D,
-                        v + ko,
-                        NKV * D,
-                        0.0f,
-                        ds + ((size_t)b * NH + h) * tt,
-                        T);
-        }
+    int nt = blas_serial(), bad = 0;
+#pragma omp parallel reduction(| : bad)
+    {
+        float *ds = malloc(tt * sizeof(float)); /* one head's dS per thread */
+        bad |= !ds;
+#pragma omp for schedule(dynamic)
+        for (int bk = 0; bk < B * NKV; bk++)
+            for (int g = 0; g < group && ds; g++)
+                bwd_head(dq,
+                         dk,
+                         dv,
+                         ds,
+                         dout,
+                         probs,
+                         q,
+                         k,
+                         v,
+                         bk / NKV,
+                         bk % NKV * group + g,
+                         T,
+                         NH,
+                         NKV,
+                         D);
+        free(ds);
     }
-#pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)B * NH * T; r++) {
-        int i = (int)(r % T);
-        const float *pi = probs + (size_t)r * T;
-        float *di = ds + (size_t)r * T;
-        softmax_bwd_row(pi, di, i, T, scale);
-    }
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            size_t qo = ((size_t)b * T * NH + h) * D, ko = ((size_t)b * T * NKV + h / group) * D;
-            const float *d = ds + ((size_t)b * NH + h) * tt;
-            /* dQh (T,D) = dS (T,T) @ Kh (T,D) ; dKh (T,D) += dS^T @ Qh */
-            cblas_sgemm(CblasRowMajor,
-                        CblasNoTrans,
-                        CblasNoTrans,
-                        T,
-                        D,
-                        T,
-                        1.0f,
-                        d,
-                        T,
-                        k + ko,
-                        NKV * D,
-                        0.0f,
-                        dq + qo,
-                        NH * D);
-            cblas_sgemm(CblasRowMajor,
-                        CblasTrans,
-                        CblasNoTrans,
-                        T,
-                        D,
-                        T,
-                        1.0f,
-                        d,
-                        T,
-                        q + qo,
-                        NH * D,
-                        1.0f,
-                        dk + ko,
-                        NKV * D);
-        }
-    }
-    free(ds);
+    openblas_set_num_threads(nt);
+    if (bad)
+        abort(); /* T x T floats per thread, next to the B x NH x T x T probabilities held */
 }
 
 /* Mixed precision (SWIFT_CPU_MATH_BF16): the same attention with the score and value GEMMs in
