@@ -232,13 +232,23 @@ static struct prim *create(const struct prim *q)
     return p;
 }
 
+/* field by field: the struct's padding is not part of the key */
+static int same_batch(const struct swift_cpu_bf16_batch *x, const struct swift_cpu_bf16_batch *y)
+{
+    for (int i = 0; i < 3; i++)
+        if (x->n[i] != y->n[i] || x->sa[i] != y->sa[i] || x->sb[i] != y->sb[i] ||
+            x->sc[i] != y->sc[i])
+            return 0;
+    return 1;
+}
+
 static struct prim *lookup(const struct prim *q)
 {
     for (int i = 0; i < g.nprim; i++) {
         struct prim *p = &g.prim[i];
         if (p->kind == q->kind && p->M == q->M && p->N == q->N && p->K == q->K &&
             p->lda == q->lda && p->ldb == q->ldb && p->ldc == q->ldc && p->alpha == q->alpha &&
-            p->beta == q->beta && !memcmp(&p->bt, &q->bt, sizeof q->bt))
+            p->beta == q->beta && same_batch(&p->bt, &q->bt))
             return p;
     }
     return create(q);
