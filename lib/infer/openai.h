@@ -173,6 +173,11 @@ long swift_oai_stop_find(const char *text, size_t len, size_t from, const char *
 size_t swift_oai_choice_delta(struct swift_oai_choice *c, const struct swift_oai_request *rq,
                               const char **out);
 
+/* The seed of choice i's tool-call ids: seed itself for choice 0, for the others seed XOR a
+ * splitmix64 hash of i. (seed + i times splitmix's increment made choice i's ids choice 0's
+ * draws shifted by i.) */
+uint64_t swift_oai_call_seed(uint64_t seed, int i);
+
 /* "stop", "length", "tool_calls" (chat with parsed calls), "abort" for a cancelled choice, or
  * NULL while it goes on. */
 const char *swift_oai_finish_name(enum swift_finish f, int tool_calls);

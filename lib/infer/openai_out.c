@@ -189,6 +189,14 @@ size_t swift_oai_choice_delta(struct swift_oai_choice *c, const struct swift_oai
     return n;
 }
 
+uint64_t swift_oai_call_seed(uint64_t seed, int i)
+{
+    uint64_t z = (uint64_t)i * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return seed ^ z ^ (z >> 31);
+}
+
 const char *swift_oai_finish_name(enum swift_finish f, int tool_calls)
 {
     switch (f) {
@@ -313,7 +321,7 @@ json_t *swift_oai_chat_response(const struct swift_oai_request *rq, const char *
             ncalls = swift_agent_parse(rq->conv.agent,
                                        c->text,
                                        c->len,
-                                       call_seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
+                                       swift_oai_call_seed(call_seed, i),
                                        &content,
                                        &calls,
                                        NULL,

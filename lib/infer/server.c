@@ -137,7 +137,7 @@ static void tool_delta(struct sreq *r, int i)
     int nc = swift_agent_parse(r->rq.conv.agent,
                                c->text,
                                c->len,
-                               r->call_seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
+                               swift_oai_call_seed(r->call_seed, i),
                                &content,
                                &calls,
                                NULL,

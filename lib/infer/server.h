@@ -34,6 +34,7 @@
  * the usage, then "data: [DONE]". With tools (tool_choice not "none") a choice's text is held
  * until it ends and then sent as its content and tool_calls (each with its "index"), as one
  * delta: vLLM streams the call's arguments piecewise; clients that join the deltas see the same.
+ * (tests/cli/infer-toolcall.bats streams calls that a trained tiny model generated.)
  *
  * Stop (SIGTERM, SIGINT): the listening socket is closed, the engine thread cancels everything
  * in flight (streams end with finish_reason "abort" and [DONE]; waiting non-streaming requests

@@ -2,8 +2,9 @@
 # swift-infer --serve: the OpenAI API over HTTP on loopback. Greedy answers equal the batch mode's
 # and thus transformers' (tests/fixtures/infer), SSE framing with usage, n=2 streamed, the error
 # statuses (400, 401, 404, 405, 413), 64 concurrent streams, SIGTERM -> exit 0 with no cache
-# block left. The fixture models are random: they never emit a tool call, so tool-call parsing is
-# tested through the batch mode and the unit tests; here a request with tools is answered.
+# block left. The fixture models are random: they never emit a tool call, so here a request with
+# tools is only rendered and answered; infer-toolcall.bats trains a model that calls a tool and
+# checks the parsed calls over HTTP.
 
 bats_require_minimum_version 1.5.0
 

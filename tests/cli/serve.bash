@@ -1,8 +1,9 @@
 # shellcheck disable=SC2034 # PORT and URL are for the sourcing tests
-# Sourced by the tests that start `swift-infer --serve` (infer-serve.bats, eval-remote.bats):
-# serve [ARGS] starts $INFER $MODEL on a free loopback port (--port 0: the server names it) and
-# waits for /health, setting PID, PORT and URL; stop_server sends SIGTERM and checks the exit
-# status 0 and that no key/value block was left in use; kill_server (teardown) kills what is left.
+# Sourced by the tests that start `swift-infer --serve` (infer-serve.bats, infer-toolcall.bats,
+# eval-remote.bats): serve [ARGS] starts $INFER $MODEL on a free loopback port (--port 0: the
+# server names it) and waits for /health, setting PID, PORT and URL; stop_server sends SIGTERM and
+# checks the exit status 0 and that no key/value block was left in use; kill_server (teardown)
+# kills what is left.
 serve() {
     "$INFER" "$MODEL" --serve --host 127.0.0.1 --port 0 "$@" 2>"$T/err" 3>&- &
     PID=$!

@@ -581,6 +581,41 @@ static void test_choice_and_responses(void **state)
     swift_tokenizer_free(tok);
 }
 
+/* Every call id of a response differs, also across 25 choices of two calls each: the per-choice
+ * seeds once were the seed plus i times splitmix's increment, so choice 24's first id was choice
+ * 0's second. Choice 0 keeps the request's seed (its ids unchanged). */
+static void test_call_ids(void **state)
+{
+    (void)state;
+    const char *t = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n"
+                    "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+    char ids[50][32];
+    assert_true(swift_oai_call_seed(5, 0) == 5);
+    for (int i = 0; i < 25; i++) {
+        char *content;
+        json_t *calls;
+        assert_int_equal(swift_agent_parse(SWIFT_AGENT_HERMES,
+                                           t,
+                                           strlen(t),
+                                           swift_oai_call_seed(5, i),
+                                           &content,
+                                           &calls,
+                                           NULL,
+                                           0),
+                         2);
+        for (int k = 0; k < 2; k++)
+            snprintf(ids[2 * i + k],
+                     sizeof(ids[0]),
+                     "%s",
+                     json_string_value(json_object_get(json_array_get(calls, (size_t)k), "id")));
+        free(content);
+        json_decref(calls);
+    }
+    for (int a = 0; a < 50; a++)
+        for (int b = a + 1; b < 50; b++)
+            assert_string_not_equal(ids[a] + 5, ids[b] + 5);
+}
+
 static void test_stream(void **state)
 {
     (void)state;
@@ -828,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_stop_find),
         cmocka_unit_test(test_toolcall_hermes),
         cmocka_unit_test(test_choice_and_responses),
+        cmocka_unit_test(test_call_ids),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_token_ids_and_bad_utf8),
         cmocka_unit_test(test_server_errors),
