@@ -17,6 +17,7 @@
 #include "lib/analyze/rules.h"
 #include "lib/core/fileio.h"
 #include "lib/core/sha256.h"
+#include "lib/core/strbuf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -27,29 +28,6 @@
 #define PATCH_MAX_LINES 2000 /* a config file longer than this is not diffed (LCS: n^2) */
 #define PATCH_CONTEXT 3
 
-/* ---------- growing strings ---------- */
-
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_putn(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = swift_xrealloc(b->s, b->cap);
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-static void sb_put(struct sbuf *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
 /* ---------- the remedy's command read back ---------- */
 
 /* The words of a command line as cmdline.c quotes it (plain words, '...' with '\'' inside);
@@ -57,7 +35,7 @@ static void sb_put(struct sbuf *b, const char *s)
 static json_t *split_words(const char *s, json_t *env)
 {
     json_t *out = json_array();
-    struct sbuf w = {0};
+    struct swift_strbuf w = {0};
     int in_word = 0, lead = 1;
     for (const char *p = s;; p++) {
         if (!*p || *p == ' ') {
@@ -88,12 +66,12 @@ static json_t *split_words(const char *s, json_t *env)
             const char *q = strchr(p + 1, '\'');
             if (!q)
                 q = p + strlen(p);
-            sb_putn(&w, p + 1, (size_t)(q - p - 1));
+            swift_strbuf_add(&w, p + 1, (size_t)(q - p - 1));
             p = *q ? q : q - 1;
         } else if (*p == '\\' && p[1]) {
-            sb_putn(&w, ++p, 1);
+            swift_strbuf_add(&w, ++p, 1);
         } else {
-            sb_putn(&w, p, 1);
+            swift_strbuf_add(&w, p, 1);
         }
     }
     free(w.s);
@@ -324,20 +302,20 @@ static void yaml_set(struct lines *L, const char *opt, const char *v, int snake)
             vl--;
         if (!vl && val[strspn(val, " \t#")] != '\n' && *val != '#' && *val)
             continue; /* a block value: left alone, the key added below overrides nothing */
-        struct sbuf b = {0};
-        sb_putn(&b, s, (size_t)(val - s));
+        struct swift_strbuf b = {0};
+        swift_strbuf_add(&b, s, (size_t)(val - s));
         if (val == s + kl + 1)
-            sb_put(&b, " ");
-        sb_put(&b, v);
-        sb_put(&b, val + vl);
+            swift_strbuf_adds(&b, " ");
+        swift_strbuf_adds(&b, v);
+        swift_strbuf_adds(&b, val + vl);
         line_set(L, i, b.s);
         free(b.s);
         return;
     }
     if (L->n && !strchr(L->v[L->n - 1], '\n')) {
-        struct sbuf b = {0};
-        sb_put(&b, L->v[L->n - 1]);
-        sb_put(&b, "\n");
+        struct swift_strbuf b = {0};
+        swift_strbuf_adds(&b, L->v[L->n - 1]);
+        swift_strbuf_adds(&b, "\n");
         line_set(L, L->n - 1, b.s);
         free(b.s);
     }
@@ -374,10 +352,10 @@ static int json_set(struct lines *L, const char *opt, const char *v, int snake)
             vl = (size_t)(strchr(c + 1, '"') - c) + 1;
         while (vl && (c[vl - 1] == ' ' || c[vl - 1] == '\t'))
             vl--;
-        struct sbuf b = {0};
-        sb_putn(&b, s, (size_t)(c - s));
-        sb_put(&b, val);
-        sb_put(&b, c + vl);
+        struct swift_strbuf b = {0};
+        swift_strbuf_add(&b, s, (size_t)(c - s));
+        swift_strbuf_adds(&b, val);
+        swift_strbuf_adds(&b, c + vl);
         line_set(L, i, b.s);
         free(b.s);
         return 0;
@@ -403,10 +381,10 @@ static int json_set(struct lines *L, const char *opt, const char *v, int snake)
         return -1;
     int brace = ps[pl - 1] == '{';
     if (!brace && ps[pl - 1] != ',') {
-        struct sbuf b = {0};
-        sb_putn(&b, ps, pl);
-        sb_put(&b, ",");
-        sb_put(&b, ps + pl);
+        struct swift_strbuf b = {0};
+        swift_strbuf_add(&b, ps, pl);
+        swift_strbuf_adds(&b, ",");
+        swift_strbuf_adds(&b, ps + pl);
         line_set(L, prev, b.s);
         free(b.s);
     }
@@ -426,17 +404,18 @@ static int json_set(struct lines *L, const char *opt, const char *v, int snake)
 
 /* ---------- unified diff ---------- */
 
-static void diff_line(struct sbuf *b, char tag, const char *s)
+static void diff_line(struct swift_strbuf *b, char tag, const char *s)
 {
-    sb_putn(b, &tag, 1);
-    sb_put(b, s);
+    swift_strbuf_add(b, &tag, 1);
+    swift_strbuf_adds(b, s);
     if (!strchr(s, '\n'))
-        sb_put(b, "\n\\ No newline at end of file\n");
+        swift_strbuf_adds(b, "\n\\ No newline at end of file\n");
 }
 
 /* The unified diff of a against b (LCS on lines) under the name `name`, appended to out;
  * 0 when they are the same. */
-static int unified(struct sbuf *out, const char *name, const struct lines *a, const struct lines *b)
+static int unified(struct swift_strbuf *out, const char *name, const struct lines *a,
+                   const struct lines *b)
 {
     size_t n = a->n, m = b->n;
     /* lcs[i][j]: the LCS length of a[i..] and b[j..] */
@@ -483,7 +462,7 @@ static int unified(struct sbuf *out, const char *name, const struct lines *a, co
         if (!any) {
             char hd[2 * PATH_MAX + 32];
             snprintf(hd, sizeof(hd), "--- %s\n+++ %s\n", name, name);
-            sb_put(out, hd);
+            swift_strbuf_adds(out, hd);
             any = 1;
         }
         char hh[96];
@@ -494,7 +473,7 @@ static int unified(struct sbuf *out, const char *name, const struct lines *a, co
                  na,
                  nb ? ib[h0] + 1 : ib[h0],
                  nb);
-        sb_put(out, hh);
+        swift_strbuf_adds(out, hh);
         for (size_t t = h0; t < h1; t++)
             diff_line(out, op[t], op[t] == '+' ? b->v[ib[t]] : a->v[ia[t]]);
         s = h1;
@@ -564,7 +543,7 @@ static char *config_text(json_t *cfg, char *why, size_t n)
 }
 
 /* The config file patched with ch.set: the diff into out, or -1 with *why. */
-static int config_patch(struct sbuf *out, json_t *cfg, json_t *set, char *why, size_t n)
+static int config_patch(struct swift_strbuf *out, json_t *cfg, json_t *set, char *why, size_t n)
 {
     char *text = config_text(cfg, why, n);
     if (!text)
@@ -637,29 +616,29 @@ static char *config_command(json_t *given, json_t *eff, json_t *ch)
     char *q = swift_an_argv_quote(f);
     json_decref(f);
     json_decref(a);
-    struct sbuf b = {0};
+    struct swift_strbuf b = {0};
     const char *name;
     json_object_foreach(json_object_get(ch, "env"), name, v)
     {
-        sb_put(&b, name);
-        sb_put(&b, "=");
-        sb_put(&b, json_string_value(v));
-        sb_put(&b, " ");
+        swift_strbuf_adds(&b, name);
+        swift_strbuf_adds(&b, "=");
+        swift_strbuf_adds(&b, json_string_value(v));
+        swift_strbuf_adds(&b, " ");
     }
-    sb_put(&b, q);
+    swift_strbuf_adds(&b, q);
     free(q);
     return b.s;
 }
 
-static void command_patch(struct sbuf *out, json_t *argv, const char *cmd)
+static void command_patch(struct swift_strbuf *out, json_t *argv, const char *cmd)
 {
     char *old = swift_an_argv_quote(argv);
     struct lines a, b;
-    struct sbuf o = {0}, n = {0};
-    sb_put(&o, old);
-    sb_put(&o, "\n");
-    sb_put(&n, cmd);
-    sb_put(&n, "\n");
+    struct swift_strbuf o = {0}, n = {0};
+    swift_strbuf_adds(&o, old);
+    swift_strbuf_adds(&o, "\n");
+    swift_strbuf_adds(&n, cmd);
+    swift_strbuf_adds(&n, "\n");
     lines_split(&a, o.s);
     lines_split(&b, n.s);
     unified(out, SWIFT_AN_PATCH_COMMAND_FILE, &a, &b);
@@ -687,8 +666,8 @@ static void attach_one(json_t *bn, const struct swift_an_source *src)
         return;
     }
     json_t *pt = json_object();
-    struct sbuf d = {0};
-    sb_put(&d, "");
+    struct swift_strbuf d = {0};
+    swift_strbuf_adds(&d, "");
     if (src->config) {
         char *c = config_command(src->argv_given, src->argv, ch);
         json_object_set_new(bn, "command", json_string(c));

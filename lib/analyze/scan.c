@@ -234,6 +234,36 @@ static int fp_lit(struct fp *q, const char *lit, size_t n)
     return 0;
 }
 
+/* An object member's key and its ':' (white space around both): the key into *ks, *kl. */
+static int fp_key(struct fp *q, char **ks, size_t *kl)
+{
+    fp_ws(q);
+    if (fp_str(q, ks, kl) < 0)
+        return -1;
+    fp_ws(q);
+    if (q->p >= q->end || *q->p != ':')
+        return -1;
+    q->p++;
+    return 0;
+}
+
+/* After a member or element: 1 past a ',' (another follows), 0 past close (the container
+ * ends), -1 anything else. */
+static int fp_next(struct fp *q, char close)
+{
+    fp_ws(q);
+    if (q->p >= q->end)
+        return -1;
+    if (*q->p == ',') {
+        q->p++;
+        return 1;
+    }
+    if (*q->p != close)
+        return -1;
+    q->p++;
+    return 0;
+}
+
 /* One value; its scalar kept in v (NULL: checked and skipped). */
 static int fp_value(struct fp *q, struct swift_an_fval *v)
 {
@@ -259,31 +289,12 @@ static int fp_value(struct fp *q, struct swift_an_fval *v)
         if (q->p < q->end && *q->p == close) {
             q->p++;
         } else {
-            for (;;) {
-                if (c == '{') {
-                    char *ks;
-                    size_t kl;
-                    fp_ws(q);
-                    if (fp_str(q, &ks, &kl) < 0)
-                        return -1;
-                    fp_ws(q);
-                    if (q->p >= q->end || *q->p != ':')
-                        return -1;
-                    q->p++;
-                }
-                if (fp_value(q, NULL) < 0)
+            for (int more = 1; more;) {
+                char *ks;
+                size_t kl;
+                if ((c == '{' && fp_key(q, &ks, &kl) < 0) || fp_value(q, NULL) < 0 ||
+                    (more = fp_next(q, close)) < 0)
                     return -1;
-                fp_ws(q);
-                if (q->p >= q->end)
-                    return -1;
-                if (*q->p == ',') {
-                    q->p++;
-                    continue;
-                }
-                if (*q->p != close)
-                    return -1;
-                q->p++;
-                break;
             }
         }
         q->depth--;
@@ -320,30 +331,17 @@ static int fp_args(struct fp *q, struct swift_an_fev *f)
     for (;;) {
         char *ks;
         size_t kl;
-        fp_ws(q);
-        if (fp_str(q, &ks, &kl) < 0)
+        if (fp_key(q, &ks, &kl) < 0)
             return -1;
-        fp_ws(q);
-        if (q->p >= q->end || *q->p != ':')
-            return -1;
-        q->p++;
         struct swift_an_fval *dst = NULL;
         for (int k = 0; k < AK_N && !dst; k++)
             if (kl == arg_len[k] && ks[0] == arg_keys[k][0] && !memcmp(ks, arg_keys[k], kl))
                 dst = &f->a[k];
         if (fp_value(q, dst) < 0)
             return -1;
-        fp_ws(q);
-        if (q->p >= q->end)
-            return -1;
-        if (*q->p == ',') {
-            q->p++;
-            continue;
-        }
-        if (*q->p != '}')
-            return -1;
-        q->p++;
-        return 0;
+        int more = fp_next(q, '}');
+        if (more <= 0)
+            return more;
     }
 }
 
@@ -368,16 +366,11 @@ int swift_an_fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *u
     if (q.p < q.end && *q.p == '}') {
         q.p++;
     } else {
-        for (;;) {
+        for (int more = 1; more;) {
             char *ks;
             size_t kl;
-            fp_ws(&q);
-            if (fp_str(&q, &ks, &kl) < 0)
+            if (fp_key(&q, &ks, &kl) < 0)
                 return -1;
-            fp_ws(&q);
-            if (q.p >= q.end || *q.p != ':')
-                return -1;
-            q.p++;
             struct swift_an_fval *dst = NULL;
             if (key_is(ks, kl, "args", 4)) {
                 fp_ws(&q);
@@ -410,17 +403,8 @@ int swift_an_fast_parse(char *buf, size_t len, struct swift_an_fev *f, size_t *u
                 if (fp_value(&q, dst) < 0)
                     return -1;
             }
-            fp_ws(&q);
-            if (q.p >= q.end)
+            if ((more = fp_next(&q, '}')) < 0)
                 return -1;
-            if (*q.p == ',') {
-                q.p++;
-                continue;
-            }
-            if (*q.p != '}')
-                return -1;
-            q.p++;
-            break;
         }
     }
     /* jansson (JSON_DISABLE_EOF_CHECK) ignores what follows the value; scan_value hands the

@@ -9,6 +9,7 @@
  *   lib/core/alloc.h     swift_xmalloc & co.: the one out-of-memory policy (message, exit 1)
  *   lib/core/jsonl.h     JSON Lines in with line positions for errors and a line ceiling
  *   lib/core/fileio.h    atomic files and directories (temp + fsync + rename), checked stdout
+ *   lib/core/strbuf.h    a growing NUL-terminated string (append, detach)
  *   lib/core/trace.h     trace events (Chrome/Perfetto JSON lines) from every program
  *   lib/core/profile.h   torch.profiler's wait/warmup/active/repeat schedule
  *   lib/core/pool.h      a fixed thread pool with a parallel-for

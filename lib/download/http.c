@@ -1,6 +1,7 @@
 #include "lib/download/http.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
+#include "lib/core/strbuf.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -273,16 +274,7 @@ static size_t on_mem(char *p, size_t size, size_t nmemb, void *ud)
         m->too_big = 1;
         return 0;
     }
-    if (m->len + n + 1 > m->cap) {
-        size_t cap = m->cap ? m->cap : 4096;
-        while (cap < m->len + n + 1)
-            cap *= 2;
-        m->buf = swift_xrealloc(m->buf, cap);
-        m->cap = cap;
-    }
-    memcpy(m->buf + m->len, p, n);
-    m->len += n;
-    m->buf[m->len] = 0;
+    swift_str_append(&m->buf, &m->len, &m->cap, p, n);
     return n;
 }
 

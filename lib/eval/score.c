@@ -2,6 +2,7 @@
 #include "lib/eval/eval.h"
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
+#include "lib/core/strbuf.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -13,30 +14,21 @@
 
 #define MAX_PROMPT ((size_t)1 << 20)
 
+/* a prompt: a growing string with MAX_PROMPT as its ceiling */
 struct sbuf {
-    char *s;
-    size_t len, cap;
-    int bad;
+    struct swift_strbuf b;
+    int bad; /* an add went past MAX_PROMPT: sb_finish reports it */
 };
 
 static void sb_add(struct sbuf *b, const char *s, size_t n)
 {
     if (b->bad)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > MAX_PROMPT) {
-            b->bad = 1;
-            return;
-        }
-        b->s = swift_xrealloc(b->s, cap);
-        b->cap = cap;
+    if (b->b.len + n + 1 > MAX_PROMPT) {
+        b->bad = 1;
+        return;
     }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
+    swift_strbuf_add(&b->b, s, n);
 }
 
 static void sb_str(struct sbuf *b, const char *s)
@@ -47,13 +39,11 @@ static void sb_str(struct sbuf *b, const char *s)
 static char *sb_finish(struct sbuf *b)
 {
     if (b->bad) {
-        free(b->s);
+        swift_strbuf_release(&b->b);
         swift_error("prompt longer than %zu bytes", MAX_PROMPT);
         return NULL;
     }
-    if (!b->s)
-        return swift_xstrdup("");
-    return b->s;
+    return swift_strbuf_detach(&b->b);
 }
 
 static void mmlu_question(struct sbuf *b, const struct swift_eval_item *it)

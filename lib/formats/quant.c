@@ -111,6 +111,21 @@ static inline int round_away(float v)
     return i + (r >= 0.5f) - (r <= -0.5f);
 }
 
+/* The value of largest magnitude among x[0..n), sign kept (the first of equals; 0 for all
+ * zeros): ggml's Q4_0 and Q5_0 scale by it. */
+static float signed_absmax(const float *x, int n)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        const float v = x[j];
+        if (amax < fabsf(v)) {
+            amax = fabsf(v);
+            max = v;
+        }
+    }
+    return max;
+}
+
 /* ---- Q8_0: {ggml_half d; int8_t qs[32]} ---- */
 static void q8_0_row(const float *x, uint8_t *y, int64_t k)
 {
@@ -138,14 +153,7 @@ static void dq8_0(const uint8_t *y, float *x, int64_t k)
 static void q4_0_row(const float *x, uint8_t *y, int64_t k)
 {
     for (int64_t i = 0; i < k / QK4_0; i++, x += QK4_0, y += 18) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++) {
-            const float v = x[j];
-            if (amax < fabsf(v)) {
-                amax = fabsf(v);
-                max = v;
-            }
-        }
+        const float max = signed_absmax(x, QK4_0);
         const float d = max / -8;
         const float id = d ? 1.0f / d : 0.0f;
         put_half(y, d);
@@ -173,14 +181,7 @@ static void dq4_0(const uint8_t *y, float *x, int64_t k)
 static void q5_0_row(const float *x, uint8_t *y, int64_t k)
 {
     for (int64_t i = 0; i < k / QK5_0; i++, x += QK5_0, y += 22) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK5_0; j++) {
-            const float v = x[j];
-            if (amax < fabsf(v)) {
-                amax = fabsf(v);
-                max = v;
-            }
-        }
+        const float max = signed_absmax(x, QK5_0);
         const float d = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
         put_half(y, d);

@@ -4,6 +4,7 @@
 
 #include "lib/core/alloc.h"
 #include "lib/core/fileio.h"
+#include "lib/core/strbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,20 +18,6 @@ void swift_oai_choice_release(struct swift_oai_choice *c)
     free(c->text);
     json_decref(c->lp);
     memset(c, 0, sizeof(*c));
-}
-
-static void append(struct swift_oai_choice *c, const char *s, size_t n)
-{
-    if (c->len + n + 1 > c->cap) {
-        size_t nc = c->cap ? c->cap : 256;
-        while (nc < c->len + n + 1)
-            nc *= 2;
-        c->text = swift_xrealloc(c->text, nc);
-        c->cap = nc;
-    }
-    memcpy(c->text + c->len, s, n);
-    c->len += n;
-    c->text[c->len] = 0;
 }
 
 long swift_oai_stop_find(const char *text, size_t len, size_t from, const char *const *stop,
@@ -132,7 +119,7 @@ int swift_oai_choice_add(struct swift_oai_choice *c, const struct swift_oai_requ
         size_t n = 0;
         const char *b = swift_tokenizer_token_bytes(tok, (uint32_t)ev->token, &n);
         if (b)
-            append(c, b, n);
+            swift_str_append(&c->text, &c->len, &c->cap, b, n);
     }
     if (rq->logprobs) {
         if (!c->lp)
@@ -150,7 +137,7 @@ int swift_oai_choice_add(struct swift_oai_choice *c, const struct swift_oai_requ
         }
     }
     if (!c->text)
-        append(c, "", 0);
+        swift_str_append(&c->text, &c->len, &c->cap, "", 0);
     return 0;
 }
 

@@ -170,14 +170,39 @@ static int repack(struct swift_model *m)
     return 0;
 }
 
-/* -1 (reported) when the linears are already quantized (a bitsandbytes directory, bnb.c) */
-static int already_quantized(const struct swift_model *m)
+/* 0 when m's base linears can be quantized to bits (4 or 8): not already quantized (a
+ * bitsandbytes directory, bnb.c), frozen, and the backend has the fused matmul of that width;
+ * -1 (reported) when not. */
+static int quantizable(const struct swift_model *m, int bits)
 {
-    if (!m->cfg.bnb_bits)
-        return 0;
-    return swift_error("the model is already saved in bitsandbytes' %d-bit layout: it loads as "
-                       "stored, without --quant-bits",
-                       m->cfg.bnb_bits);
+    const char *a = bits == 8 ? "an" : "a"; /* "an 8-bit base", "a 4-bit base" */
+    if (m->cfg.bnb_bits)
+        return swift_error("the model is already saved in bitsandbytes' %d-bit layout: it loads "
+                           "as stored, without --quant-bits",
+                           m->cfg.bnb_bits);
+    if (m->grads)
+        return swift_error("%s %d-bit base must be frozen (LoRA on top)", a, bits);
+    const struct swift_ops *ops = m->ops;
+    if (bits == 8 ? !ops->matmul8_fwd || !ops->matmul8_bwd : !ops->matmul4_fwd || !ops->matmul4_bwd)
+        return swift_error("%s %d-bit base needs the fused %d-bit matmul, which the %s backend "
+                           "does not have (use --device cpu)",
+                           a,
+                           bits,
+                           bits,
+                           ops->name);
+    return 0;
+}
+
+/* Host scratch for the largest base linear's float32 weight; the caller frees it. */
+static float *linear_scratch(const struct swift_model *m)
+{
+    size_t maxn = 1;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
+            size_t n = (size_t)m->layers[l].lin[k].out * m->layers[l].lin[k].in;
+            maxn = n > maxn ? n : maxn;
+        }
+    return swift_xmalloc(maxn * sizeof(float));
 }
 
 int swift_model_q_drop_float(struct swift_model *m)
@@ -193,21 +218,9 @@ int swift_model_q_drop_float(struct swift_model *m)
 
 int swift_model_quantize4(struct swift_model *m, int type, int dq)
 {
-    if (already_quantized(m) < 0)
+    if (quantizable(m, 4) < 0)
         return -1;
-    if (m->grads)
-        return swift_error("a 4-bit base must be frozen (LoRA on top)");
-    if (!m->ops->matmul4_fwd || !m->ops->matmul4_bwd)
-        return swift_error("a 4-bit base needs the fused 4-bit matmul, which the %s backend does "
-                           "not have (use --device cpu)",
-                           m->ops->name);
-    size_t maxn = 1;
-    for (int l = 0; l < m->cfg.num_layers; l++)
-        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
-            size_t n = (size_t)m->layers[l].lin[k].out * m->layers[l].lin[k].in;
-            maxn = n > maxn ? n : maxn;
-        }
-    float *host = swift_xmalloc(maxn * sizeof(float));
+    float *host = linear_scratch(m);
     m->q4_numel = m->q4_bytes = 0;
     for (int l = 0; l < m->cfg.num_layers; l++)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
@@ -262,21 +275,9 @@ static struct swift_q8 *quantize_linear8(struct swift_model *m, const struct swi
 
 int swift_model_quantize8(struct swift_model *m)
 {
-    if (already_quantized(m) < 0)
+    if (quantizable(m, 8) < 0)
         return -1;
-    if (m->grads)
-        return swift_error("an 8-bit base must be frozen (LoRA on top)");
-    if (!m->ops->matmul8_fwd || !m->ops->matmul8_bwd)
-        return swift_error("an 8-bit base needs the fused 8-bit matmul, which the %s backend does "
-                           "not have (use --device cpu)",
-                           m->ops->name);
-    size_t maxn = 1;
-    for (int l = 0; l < m->cfg.num_layers; l++)
-        for (int k = 0; k < SWIFT_LIN_COUNT; k++) {
-            size_t n = (size_t)m->layers[l].lin[k].out * m->layers[l].lin[k].in;
-            maxn = n > maxn ? n : maxn;
-        }
-    float *host = swift_xmalloc(maxn * sizeof(float));
+    float *host = linear_scratch(m);
     m->q4_numel = m->q4_bytes = 0;
     for (int l = 0; l < m->cfg.num_layers; l++)
         for (int k = 0; k < SWIFT_LIN_COUNT; k++) {

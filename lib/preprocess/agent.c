@@ -3,6 +3,7 @@
 #include "lib/preprocess/agent.h"
 
 #include "lib/core/alloc.h"
+#include "lib/core/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,46 +39,15 @@ int swift_agent_for_template(const char *t)
     return SWIFT_AGENT_NATIVE;
 }
 
-/* ---- a growing string ---- */
-struct sb {
-    char *p;
-    size_t n, cap;
-};
-
-static void sb_add(struct sb *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        b->p = swift_xrealloc(b->p, nc);
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_adds(struct sb *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
+/* ---- a growing string (lib/core/strbuf.h) ---- */
 /* json.dumps(v, ensure_ascii=False[, indent=indent]) */
-static void sb_json(struct sb *b, json_t *v, int indent)
+static void sb_json(struct swift_strbuf *b, json_t *v, int indent)
 {
     char *s = json_dumps(
         v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) | JSON_INDENT(indent));
     if (s)
-        sb_adds(b, s);
+        swift_strbuf_adds(b, s);
     free(s);
-}
-
-static char *sb_done(struct sb *b)
-{
-    if (!b->p)
-        sb_add(b, "", 0);
-    return b->p;
 }
 
 static int errf(char *err, size_t errlen, const char *fmt, ...)
@@ -143,44 +113,45 @@ static const char GLM4_HEAD[] =
     "模型开发的，你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具\n\n";
 
 /* ms-swift's ReAct tool description (BaseAgentTemplate._parse_tool + the react templates). */
-static void react_tool(struct sb *b, json_t *t, int zh)
+static void react_tool(struct swift_strbuf *b, json_t *t, int zh)
 {
     const char *name = str_or(t, "name_for_model", "name", "");
     const char *human = str_or(t, "name_for_human", NULL, name);
     const char *desc = str_or(t, "description", "description_for_model", "");
     json_t *params = json_object_get(t, "parameters");
-    sb_adds(b, name);
-    sb_adds(b, zh ? ": 调用此工具与 " : ": Call this tool to interact with the ");
-    sb_adds(b, human);
-    sb_adds(b, zh ? " API 进行交互。" : " API. What is the ");
+    swift_strbuf_adds(b, name);
+    swift_strbuf_adds(b, zh ? ": 调用此工具与 " : ": Call this tool to interact with the ");
+    swift_strbuf_adds(b, human);
+    swift_strbuf_adds(b, zh ? " API 进行交互。" : " API. What is the ");
     if (zh) {
-        sb_adds(b, human);
-        sb_adds(b, " 有什么用？");
+        swift_strbuf_adds(b, human);
+        swift_strbuf_adds(b, " 有什么用？");
     } else {
-        sb_adds(b, human);
-        sb_adds(b, " API useful for? ");
+        swift_strbuf_adds(b, human);
+        swift_strbuf_adds(b, " API useful for? ");
     }
-    sb_adds(b, desc);
-    sb_adds(b, zh ? " 输入参数：" : " Parameters: ");
+    swift_strbuf_adds(b, desc);
+    swift_strbuf_adds(b, zh ? " 输入参数：" : " Parameters: ");
     if (json_is_string(params))
-        sb_adds(b, json_string_value(params));
+        swift_strbuf_adds(b, json_string_value(params));
     else if (params && !json_is_null(params))
         sb_json(b, params, 0);
     else
-        sb_adds(b, "{}");
-    sb_adds(b, zh ? " 此工具的输入应为JSON对象。" : " Format the arguments as a JSON object.");
+        swift_strbuf_adds(b, "{}");
+    swift_strbuf_adds(
+        b, zh ? " 此工具的输入应为JSON对象。" : " Format the arguments as a JSON object.");
 }
 
 char *swift_agent_format_tools(int agent, json_t *tools, char *err, size_t errlen)
 {
-    struct sb b = {0};
+    struct swift_strbuf b = {0};
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t)
     {
         if (!json_is_string(json_object_get(unwrap(t), "name")) &&
             !json_is_string(json_object_get(unwrap(t), "name_for_model"))) {
-            free(b.p);
+            free(b.s);
             errf(err, errlen, "tool %zu has no \"name\"", i + 1);
             return NULL;
         }
@@ -188,55 +159,55 @@ char *swift_agent_format_tools(int agent, json_t *tools, char *err, size_t errle
     int zh = agent == SWIFT_AGENT_REACT_ZH;
     switch (agent) {
     case SWIFT_AGENT_LLAMA3:
-        sb_adds(&b, LLAMA3_HEAD);
+        swift_strbuf_adds(&b, LLAMA3_HEAD);
         json_array_foreach(tools, i, t)
         {
             sb_json(&b, t, 4);
-            sb_adds(&b, "\n\n");
+            swift_strbuf_adds(&b, "\n\n");
         }
         break;
     case SWIFT_AGENT_REACT_EN:
     case SWIFT_AGENT_REACT_ZH:
-        sb_adds(&b, zh ? REACT_ZH_HEAD : REACT_EN_HEAD);
+        swift_strbuf_adds(&b, zh ? REACT_ZH_HEAD : REACT_EN_HEAD);
         json_array_foreach(tools, i, t)
         {
             if (i)
-                sb_adds(&b, "\n\n");
+                swift_strbuf_adds(&b, "\n\n");
             react_tool(&b, unwrap(t), zh);
         }
-        sb_adds(&b, zh ? REACT_ZH_FMT : REACT_EN_FMT);
+        swift_strbuf_adds(&b, zh ? REACT_ZH_FMT : REACT_EN_FMT);
         json_array_foreach(tools, i, t)
         {
             if (i)
-                sb_adds(&b, ",");
-            sb_adds(&b, str_or(unwrap(t), "name_for_model", "name", ""));
+                swift_strbuf_adds(&b, ",");
+            swift_strbuf_adds(&b, str_or(unwrap(t), "name_for_model", "name", ""));
         }
-        sb_adds(&b, zh ? REACT_ZH_TAIL : REACT_EN_TAIL);
+        swift_strbuf_adds(&b, zh ? REACT_ZH_TAIL : REACT_EN_TAIL);
         break;
     case SWIFT_AGENT_GLM4:
-        sb_adds(&b, GLM4_HEAD);
+        swift_strbuf_adds(&b, GLM4_HEAD);
         json_array_foreach(tools, i, t)
         {
             if (i)
-                sb_adds(&b, "\n");
-            sb_adds(&b, "## ");
-            sb_adds(&b, str_or(unwrap(t), "name_for_model", "name", ""));
-            sb_adds(&b, "\n\n");
+                swift_strbuf_adds(&b, "\n");
+            swift_strbuf_adds(&b, "## ");
+            swift_strbuf_adds(&b, str_or(unwrap(t), "name_for_model", "name", ""));
+            swift_strbuf_adds(&b, "\n\n");
             sb_json(&b, unwrap(t), 4);
-            sb_adds(&b, "\n在调用上述函数时，请使用 Json 格式表示调用的参数。");
+            swift_strbuf_adds(&b, "\n在调用上述函数时，请使用 Json 格式表示调用的参数。");
         }
         break;
     default:
-        sb_adds(&b, HERMES_HEAD);
+        swift_strbuf_adds(&b, HERMES_HEAD);
         json_array_foreach(tools, i, t)
         {
-            sb_adds(&b, "\n");
+            swift_strbuf_adds(&b, "\n");
             sb_json(&b, t, 0);
         }
-        sb_adds(&b, HERMES_TAIL);
+        swift_strbuf_adds(&b, HERMES_TAIL);
         break;
     }
-    return sb_done(&b);
+    return swift_strbuf_detach(&b);
 }
 
 json_t *swift_agent_call_args(json_t *call)
@@ -255,11 +226,11 @@ json_t *swift_agent_call_args(json_t *call)
 char *swift_agent_format_calls(int agent, const char *content, size_t clen, json_t *calls,
                                char *err, size_t errlen)
 {
-    struct sb b = {0};
-    sb_add(&b, content ? content : "", content ? clen : 0);
+    struct swift_strbuf b = {0};
+    swift_strbuf_add(&b, content ? content : "", content ? clen : 0);
     int react = agent == SWIFT_AGENT_REACT_EN || agent == SWIFT_AGENT_REACT_ZH;
-    if (react && b.n && b.p[b.n - 1] != '\n')
-        sb_adds(&b, "\n");
+    if (react && b.len && b.s[b.len - 1] != '\n')
+        swift_strbuf_adds(&b, "\n");
     size_t i;
     json_t *tc;
     json_array_foreach(calls, i, tc)
@@ -268,7 +239,7 @@ char *swift_agent_format_calls(int agent, const char *content, size_t clen, json
         json_t *args = swift_agent_call_args(tc);
         if (!json_is_string(name) || !args) {
             json_decref(args);
-            free(b.p);
+            free(b.s);
             errf(err,
                  errlen,
                  "tool call %zu: %s",
@@ -278,50 +249,50 @@ char *swift_agent_format_calls(int agent, const char *content, size_t clen, json
         }
         const char *n = json_string_value(name);
         if (agent == SWIFT_AGENT_LLAMA3) {
-            if (b.n)
-                sb_adds(&b, "\n");
-            sb_adds(&b, "{\"name\": \"");
-            sb_adds(&b, n);
-            sb_adds(&b, "\", \"parameters\": ");
+            if (b.len)
+                swift_strbuf_adds(&b, "\n");
+            swift_strbuf_adds(&b, "{\"name\": \"");
+            swift_strbuf_adds(&b, n);
+            swift_strbuf_adds(&b, "\", \"parameters\": ");
             sb_json(&b, args, 0);
-            sb_adds(&b, "}");
+            swift_strbuf_adds(&b, "}");
         } else if (react) {
-            sb_adds(&b, "Action: ");
-            sb_adds(&b, n);
-            sb_adds(&b, "\nAction Input: ");
+            swift_strbuf_adds(&b, "Action: ");
+            swift_strbuf_adds(&b, n);
+            swift_strbuf_adds(&b, "\nAction Input: ");
             sb_json(&b, args, 0);
-            sb_adds(&b, "\n");
+            swift_strbuf_adds(&b, "\n");
         } else if (agent == SWIFT_AGENT_GLM4) {
-            if (b.n)
-                sb_adds(&b, i ? "<|assistant|>" : "\n");
-            sb_adds(&b, n);
-            sb_adds(&b, "\n");
+            if (b.len)
+                swift_strbuf_adds(&b, i ? "<|assistant|>" : "\n");
+            swift_strbuf_adds(&b, n);
+            swift_strbuf_adds(&b, "\n");
             sb_json(&b, args, 0);
         } else {
-            if (b.n)
-                sb_adds(&b, "\n");
-            sb_adds(&b, "<tool_call>\n{\"name\": \"");
-            sb_adds(&b, n);
-            sb_adds(&b, "\", \"arguments\": ");
+            if (b.len)
+                swift_strbuf_adds(&b, "\n");
+            swift_strbuf_adds(&b, "<tool_call>\n{\"name\": \"");
+            swift_strbuf_adds(&b, n);
+            swift_strbuf_adds(&b, "\", \"arguments\": ");
             sb_json(&b, args, 0);
-            sb_adds(&b, "}\n</tool_call>");
+            swift_strbuf_adds(&b, "}\n</tool_call>");
         }
         json_decref(args);
     }
     if (react)
-        sb_adds(&b, "Observation:");
-    return sb_done(&b);
+        swift_strbuf_adds(&b, "Observation:");
+    return swift_strbuf_detach(&b);
 }
 
 char *swift_agent_format_response(int agent, const char *content, size_t len)
 {
-    struct sb b = {0};
+    struct swift_strbuf b = {0};
     if (agent == SWIFT_AGENT_HERMES)
-        sb_adds(&b, "<tool_response>\n");
-    sb_add(&b, content, len);
+        swift_strbuf_adds(&b, "<tool_response>\n");
+    swift_strbuf_add(&b, content, len);
     if (agent == SWIFT_AGENT_HERMES)
-        sb_adds(&b, "\n</tool_response>");
-    return sb_done(&b);
+        swift_strbuf_adds(&b, "\n</tool_response>");
+    return swift_strbuf_detach(&b);
 }
 
 /* ---- parsing ---- */
@@ -330,7 +301,7 @@ struct parse {
     size_t len;
     uint64_t rng;
     json_t *calls;
-    struct sb rest; /* the content: the text outside the calls */
+    struct swift_strbuf rest; /* the content: the text outside the calls */
     char *why;
     size_t whylen;
     int ncall; /* call-like spans seen, good or not (numbering for why) */
@@ -458,11 +429,11 @@ static void parse_hermes(struct parse *p)
     while (pos < len) {
         const char *b = find(text + pos, len - pos, open);
         if (!b) {
-            sb_add(&p->rest, text + pos, len - pos);
+            swift_strbuf_add(&p->rest, text + pos, len - pos);
             break;
         }
         size_t bo = (size_t)(b - text);
-        sb_add(&p->rest, text + pos, bo - pos);
+        swift_strbuf_add(&p->rest, text + pos, bo - pos);
         const char *body = b + no;
         size_t left = len - (bo + no);
         const char *e = find(body, left, close);
@@ -470,7 +441,7 @@ static void parse_hermes(struct parse *p)
         size_t end = e ? (size_t)(e - text) + nc : len;
         p->ncall++;
         if (object_call(p, body, blen, bo) < 0)
-            sb_add(&p->rest, text + bo, end - bo);
+            swift_strbuf_add(&p->rest, text + bo, end - bo);
         pos = end;
     }
 }
@@ -506,10 +477,10 @@ static void parse_llama3(struct parse *p)
             }
         }
         if (i >= n) {
-            sb_add(&p->rest, t, n);
+            swift_strbuf_add(&p->rest, t, n);
             return;
         }
-        sb_add(&p->rest, t, (size_t)(nl - t));
+        swift_strbuf_add(&p->rest, t, (size_t)(nl - t));
     }
     while (i < n && t[i] == '{') {
         json_error_t je;
@@ -528,7 +499,7 @@ static void parse_llama3(struct parse *p)
             i++;
         start = i;
     }
-    sb_add(&p->rest, t + start, n - start);
+    swift_strbuf_add(&p->rest, t + start, n - start);
 }
 
 /* The end of a line starting at s (exclusive). */
@@ -549,11 +520,11 @@ static void parse_react(struct parse *p)
     while (pos < n) {
         const char *a = find(t + pos, n - pos, ka);
         if (!a) {
-            sb_add(&p->rest, t + pos, n - pos);
+            swift_strbuf_add(&p->rest, t + pos, n - pos);
             break;
         }
         size_t ao = (size_t)(a - t);
-        sb_add(&p->rest, t + pos, ao - pos);
+        swift_strbuf_add(&p->rest, t + pos, ao - pos);
         p->ncall++;
         size_t ns = ao + sizeof(ka) - 1, ne = line_end(t, n, ns);
         while (ns < ne && space(t[ns]))
@@ -567,7 +538,7 @@ static void parse_react(struct parse *p)
             bad(p,
                 ao,
                 nend == ns ? "an Action without a name" : "an Action without an Action Input");
-            sb_add(&p->rest, t + ao, ne - ao);
+            swift_strbuf_add(&p->rest, t + ao, ne - ao);
             pos = ne;
             continue;
         }
@@ -582,9 +553,9 @@ static void parse_react(struct parse *p)
         json_t *args = json_loadb(t + is, ie - is, 0, &je);
         if (!json_is_object(args)) {
             bad(p, ao, "Action Input is not a JSON object");
-            sb_add(&p->rest, t + ao, end - ao);
+            swift_strbuf_add(&p->rest, t + ao, end - ao);
         } else if (add_call(p, t + ns, nend - ns, args, ao) < 0)
-            sb_add(&p->rest, t + ao, end - ao);
+            swift_strbuf_add(&p->rest, t + ao, end - ao);
         json_decref(args);
         pos = end;
     }
@@ -633,15 +604,15 @@ static void parse_glm4(struct parse *p)
             json_t *args = json_loadb(t + js, ce - js, 0, NULL);
             if (!json_is_object(args)) {
                 bad(p, ns, "arguments are not a JSON object");
-                sb_add(&p->rest, t + pos, pe - pos);
+                swift_strbuf_add(&p->rest, t + pos, pe - pos);
             } else if (add_call(p, t + a, ne - a, args, ns) < 0) {
-                sb_add(&p->rest, t + pos, pe - pos);
+                swift_strbuf_add(&p->rest, t + pos, pe - pos);
             } else {
-                sb_add(&p->rest, t + pos, ns - pos);
+                swift_strbuf_add(&p->rest, t + pos, ns - pos);
             }
             json_decref(args);
         } else
-            sb_add(&p->rest, t + pos, pe - pos);
+            swift_strbuf_add(&p->rest, t + pos, pe - pos);
         if (!s)
             break;
         pos = pe + sizeof(sep) - 1;
@@ -684,7 +655,7 @@ int swift_agent_parse(int agent, const char *text, size_t len, uint64_t seed, ch
         break;
     }
     if (p.calls) {
-        *content = trimmed(p.rest.p ? p.rest.p : "", p.rest.n);
+        *content = trimmed(p.rest.s ? p.rest.s : "", p.rest.len);
     } else if (len) {
         *content = swift_xmalloc(len + 1);
         memcpy(*content, text, len);
@@ -692,7 +663,7 @@ int swift_agent_parse(int agent, const char *text, size_t len, uint64_t seed, ch
     } else {
         *content = NULL;
     }
-    free(p.rest.p);
+    free(p.rest.s);
     *calls = p.calls;
     return p.calls ? (int)json_array_size(p.calls) : 0;
 }

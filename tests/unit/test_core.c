@@ -1,5 +1,5 @@
-/* fileio, jsonl, pool, sha256, progress: atomic outputs, positions in errors, parallel-for, known
- * digests, the progress line's rate limit on an injected clock. */
+/* fileio, jsonl, pool, sha256, strbuf, progress: atomic outputs, positions in errors, parallel-for,
+ * known digests, the progress line's rate limit on an injected clock. */
 #include "lib/core/alloc.h"
 #include "lib/core/error.h"
 #include "lib/core/fileio.h"
@@ -7,6 +7,7 @@
 #include "lib/core/pool.h"
 #include "lib/core/progress.h"
 #include "lib/core/sha256.h"
+#include "lib/core/strbuf.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,6 +205,44 @@ static void test_alloc_grow_and_dup(void **state)
     void *z = swift_xcalloc(0, 8); /* a unique pointer, never NULL */
     assert_non_null(z);
     free(z);
+}
+
+/* strbuf: NUL-terminated after each add, bytes with NULs kept, "" from an empty detach; the
+ * three-field form grows a string inside another struct. */
+static void test_strbuf(void **state)
+{
+    (void)state;
+    struct swift_strbuf b = {0};
+    char *e = swift_strbuf_detach(&b);
+    assert_string_equal(e, "");
+    free(e);
+    for (int i = 0; i < 1000; i++)
+        swift_strbuf_adds(&b, "ab");
+    swift_strbuf_add(&b, "c\0d", 3);
+    assert_int_equal(b.len, 2003);
+    assert_true(b.cap > b.len);
+    assert_int_equal(b.s[b.len], 0);
+    assert_memory_equal(b.s + 1996, "ababc\0d", 8);
+    char *s = swift_strbuf_detach(&b);
+    assert_null(b.s);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(s[1], 'b');
+    free(s);
+    swift_strbuf_adds(&b, "x");
+    swift_strbuf_release(&b);
+    assert_null(b.s);
+    struct {
+        int other;
+        char *text;
+        size_t len, cap;
+    } c = {7, NULL, 0, 0};
+    swift_str_append(&c.text, &c.len, &c.cap, "", 0);
+    assert_string_equal(c.text, "");
+    swift_str_append(&c.text, &c.len, &c.cap, "hello", 5);
+    swift_str_append(&c.text, &c.len, &c.cap, ", world", 7);
+    assert_string_equal(c.text, "hello, world");
+    assert_int_equal(c.len, 12);
+    free(c.text);
 }
 
 /* Out of memory exits 1 with the size in the message, in a child so the test goes on. */
@@ -427,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_alloc_grow_and_dup),
         cmocka_unit_test(test_alloc_out_of_memory_exits_1),
+        cmocka_unit_test(test_strbuf),
         cmocka_unit_test(test_progress_rate_limit),
         cmocka_unit_test(test_progress_clear_holds_the_next_line),
         cmocka_unit_test(test_progress_off_and_wanted),
