@@ -151,6 +151,7 @@ struct swift_oai_choice {
     int cached_tokens; /* prompt tokens the engine found in its prefix cache (usage's
                           prompt_tokens_details.cached_tokens) */
     size_t emitted;    /* bytes already streamed (swift_oai_choice_delta) */
+    size_t lp_emitted; /* logprobs entries already streamed (swift_oai_choice_lp_delta) */
 };
 void swift_oai_choice_release(struct swift_oai_choice *c);
 
@@ -199,6 +200,10 @@ json_t *swift_oai_usage(const struct swift_oai_choice *ch, int n, int prompt_tok
 json_t *swift_oai_chunk(const struct swift_oai_request *rq, const char *id, long created,
                         const char *model, int index, int first, const char *text, size_t len,
                         const char *finish);
+/* The logprobs entries of choice c added since the last call, in the response's shape (chat
+ * {"content": [...]}, completions the legacy arrays), to go with the next chunk of the choice;
+ * NULL when there are none or rq did not ask for logprobs. */
+json_t *swift_oai_choice_lp_delta(struct swift_oai_choice *c, const struct swift_oai_request *rq);
 json_t *swift_oai_usage_chunk(const struct swift_oai_request *rq, const char *id, long created,
                               const char *model, const struct swift_oai_choice *ch, int n,
                               int prompt_tokens);

@@ -464,6 +464,20 @@ json_t *swift_oai_chunk(const struct swift_oai_request *rq, const char *id, long
     return c;
 }
 
+json_t *swift_oai_choice_lp_delta(struct swift_oai_choice *c, const struct swift_oai_request *rq)
+{
+    size_t n = json_array_size(c->lp);
+    if (!rq->logprobs || c->lp_emitted >= n)
+        return NULL;
+    json_t *part = json_array();
+    for (size_t i = c->lp_emitted; i < n; i++)
+        json_array_append(part, json_array_get(c->lp, i));
+    c->lp_emitted = n;
+    json_t *lp = rq->kind == SWIFT_OAI_CHAT ? chat_logprobs(part) : completion_logprobs(part);
+    json_decref(part);
+    return lp;
+}
+
 json_t *swift_oai_usage_chunk(const struct swift_oai_request *rq, const char *id, long created,
                               const char *model, const struct swift_oai_choice *ch, int n,
                               int prompt_tokens)

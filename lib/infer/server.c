@@ -128,6 +128,16 @@ static void out_event(struct sreq *r, json_t *chunk)
     free(s);
 }
 
+/* chunk with the logprobs entries of c not streamed yet, when the request asks for them */
+static json_t *with_logprobs(json_t *chunk, struct swift_oai_choice *c,
+                             const struct swift_oai_request *rq)
+{
+    json_t *lp = swift_oai_choice_lp_delta(c, rq);
+    if (lp)
+        json_object_set_new(json_array_get(json_object_get(chunk, "choices"), 0), "logprobs", lp);
+    return chunk;
+}
+
 /* A finished choice of a request with tools: its content and tool calls in one delta. */
 static void tool_delta(struct sreq *r, int i)
 {
@@ -160,7 +170,7 @@ static void tool_delta(struct sreq *r, int i)
     json_decref(calls);
     free(content);
     c->emitted = c->len;
-    out_event(r, ch);
+    out_event(r, with_logprobs(ch, c, &r->rq));
 }
 
 /* What is new in r as SSE events (under mu). */
@@ -195,16 +205,19 @@ static void stream_fill(struct sreq *r)
         const char *t;
         size_t n = swift_oai_choice_delta(c, &r->rq, &t);
         if (n || fin)
-            out_event(r,
-                      swift_oai_chunk(&r->rq,
-                                      r->id,
-                                      r->created,
-                                      s->model_name,
-                                      i,
-                                      0,
-                                      t,
-                                      n,
-                                      fin ? swift_oai_finish_name(c->finish, 0) : NULL));
+            out_event(
+                r,
+                with_logprobs(swift_oai_chunk(&r->rq,
+                                              r->id,
+                                              r->created,
+                                              s->model_name,
+                                              i,
+                                              0,
+                                              t,
+                                              n,
+                                              fin ? swift_oai_finish_name(c->finish, 0) : NULL),
+                              c,
+                              &r->rq));
         r->fin_sent[i] = (char)fin;
         open += !fin;
     }

@@ -115,6 +115,36 @@ events() {
     grep '^data: {' "$1" | sed 's/^data: //'
 }
 
+@test "serve: streamed logprobs: each chunk carries its tokens' entries; joined they equal the whole answer's (chat and completions)" {
+    serve
+    for kind in chat completions; do
+        if [ $kind = chat ]; then
+            p=/v1/chat/completions b='"messages":[{"role":"user","content":"Hello"}],"logprobs":true,"top_logprobs":2'
+            sel='.choices[0].logprobs.content'
+        else
+            p=/v1/completions b='"prompt":"Once upon a time","logprobs":2'
+            sel='.choices[0].logprobs | [.tokens, .token_logprobs, .top_logprobs, .text_offset] | transpose'
+        fi
+        post $p '{'"$b"',"max_tokens":8}' >"$T/a.json"
+        [ "$(cat "$T/status")" = 200 ]
+        post $p '{'"$b"',"max_tokens":8,"stream":true}' >"$T/s.txt"
+        events "$T/s.txt" >"$T/ev.jsonl"
+        want=$(jq -c "$sel" "$T/a.json")
+        [ "$(jq 'length' <<<"$want")" = 8 ]
+        # every chunk with text has entries; joined in order they are the whole answer's (the
+        # same tokens and top tokens; the numbers within 1e-4: the second request finds the
+        # first one's prompt in the prefix cache, a different but equivalent computation)
+        [ "$(jq -s "map(select(.choices[0] | (.delta.content // .text // \"\") != \"\" and .logprobs == null)) | length" "$T/ev.jsonl")" = 0 ]
+        got=$(jq -s -c "map(select(.choices[0].logprobs != null) | $sel[])" "$T/ev.jsonl")
+        strip='walk(if type == "number" then 0 else . end)'
+        [ "$(jq -c "$strip" <<<"$got")" = "$(jq -c "$strip" <<<"$want")" ]
+        jq -e -n --argjson a "$got" --argjson b "$want" '[$a | .. | numbers] as $x |
+            [$b | .. | numbers] as $y | ($x | length) == ($y | length) and
+            ([range($x | length)] | all(($x[.] - $y[.]) | fabs < 1e-4))'
+    done
+    stop_server
+}
+
 @test "serve: prefix cache kept after a request ends: the next with the same system prompt reports cached tokens, same answer" {
     serve --trace "$T/srv.trace.jsonl"
     sys='You are a careful assistant who answers in one short sentence.'
