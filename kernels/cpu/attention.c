@@ -74,17 +74,6 @@ __attribute__((target("avx512f"))) static float window_exp_avx512(float *x, int 
     return sum;
 }
 
-/* x *= k over n entries (the scalar loop's products) */
-__attribute__((target("avx512f"))) static void scale_avx512(float *x, float k, int n)
-{
-    __m512 kk = _mm512_set1_ps(k);
-    int j = 0;
-    for (; j + 16 <= n; j += 16)
-        _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), kk));
-    for (; j < n; j++)
-        x[j] *= k;
-}
-
 /* softmax of row i's window [s, i] of a T-wide score row, zero elsewhere; pbr (may be NULL) gets
  * the bf16 copy the P V GEMM reads, while the row is in cache */
 static void softmax_row(float *pi, uint16_t *pbr, int s, int i, int T, int simd)
@@ -93,7 +82,7 @@ static void softmax_row(float *pi, uint16_t *pbr, int s, int i, int T, int simd)
     for (int j = 0; j < s; j++)
         pi[j] = 0;
     if (simd)
-        scale_avx512(pi + s, inv, i - s + 1);
+        swift_vscale(pi + s, inv, (size_t)(i - s + 1));
     else
         for (int j = s; j <= i; j++)
             pi[j] *= inv;

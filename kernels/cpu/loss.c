@@ -79,17 +79,6 @@ __attribute__((target("avx512f"))) static double row_exp_avx512(float *e, const 
     return sum;
 }
 
-/* x *= k (the same product per entry with or without AVX-512) */
-__attribute__((target("avx512f"))) static void row_scale_avx512(float *x, float k, int V)
-{
-    __m512 kk = _mm512_set1_ps(k);
-    int c = 0;
-    for (; c + 16 <= V; c += 16)
-        _mm512_storeu_ps(x + c, _mm512_mul_ps(_mm512_loadu_ps(x + c), kk));
-    for (; c < V; c++)
-        x[c] *= k;
-}
-
 /* logits (N,V), targets (N) with -1 = not trained; dlogits (N,V) may alias logits */
 void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long *correct,
                              const float *logits, const int32_t *targets, int N, int V,
@@ -123,7 +112,7 @@ void swift_cpu_cross_entropy(float *dlogits, double *loss_sum, long *count, long
         if (dx) {
             float k = (float)(dscale / sum);
             if (simd)
-                row_scale_avx512(dx, k, V);
+                swift_vscale(dx, k, (size_t)V);
             else
                 for (int c = 0; c < V; c++)
                     dx[c] *= k;
