@@ -601,7 +601,7 @@ int swift_infer_batch_run(const struct swift_infer_opts *o)
                b.errors,
                b.reused,
                es.prefill_tokens,
-               es.decode_tokens,
+               es.generated_tokens,
                es.steps,
                es.preemptions);
     release(&b);

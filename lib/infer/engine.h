@@ -160,8 +160,10 @@ int swift_engine_step(struct swift_engine *e);
 
 struct swift_engine_stats {
     long steps, prefill_tokens, decode_tokens, preemptions;
-    long cached_tokens;   /* prompt (and recomputed) tokens found in the prefix cache, not run */
-    int running, waiting; /* sequences now */
+    long generated_tokens; /* tokens sampled for the answers (decode_tokens counts the tokens fed
+                              to decode steps: one fewer per sequence) */
+    long cached_tokens;    /* prompt (and recomputed) tokens found in the prefix cache, not run */
+    int running, waiting;  /* sequences now */
     int blocks_used, blocks_total, blocks_peak; /* cache blocks */
     int blocks_cached; /* blocks no sequence holds, kept in the prefix cache (evictable) */
     double forward_s;  /* time in the model's forward */

@@ -639,7 +639,7 @@ int swift_infer_serve(const struct swift_serve_opts *o)
         swift_info("%ld prompt and %ld generated tokens in %ld steps, %ld preemptions; %d KV "
                    "blocks in use",
                    es.prefill_tokens,
-                   es.decode_tokens,
+                   es.generated_tokens,
                    es.steps,
                    es.preemptions,
                    es.blocks_used);

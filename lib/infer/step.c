@@ -201,6 +201,7 @@ static void emit(struct swift_engine *e, struct iseq *s, const float *lg)
         fin = SWIFT_FINISH_STOP;
     } else {
         s->out[s->nout++] = pk.token;
+        e->st.generated_tokens++;
         if ((!r->s.ignore_eos && is_in(e->eos, e->neos, pk.token)) ||
             is_in(r->stop, r->s.nstop_ids, pk.token))
             fin = SWIFT_FINISH_STOP;

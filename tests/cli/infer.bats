@@ -217,6 +217,9 @@ EOF
     [ "$status" -eq 0 ]
     [ "$(grep -c '"name":"request"' "$T/trace.jsonl")" -eq 3 ]
     grep '"name":"request"' "$T/trace.jsonl" | head -1 | grep -q '"completion_tokens":6'
+    # the summary on stderr counts the tokens the answers' usage counts
+    gen=$(sed -n 's/.* and \([0-9]*\) generated tokens .*/\1/p' <<<"$stderr")
+    [ "$gen" = "$(jq -s 'map(.response.body.usage.completion_tokens) | add' <<<"$output")" ]
 }
 
 @test "--trace: the decode steps' matmul path (best this CPU has; SWIFT_CPU_MATVEC picks another)" {
